@@ -1,0 +1,56 @@
+//! Token bucket: holds up to `capacity` tokens, starts full, gains `refill`
+//! tokens per `period` continuously, and each request takes `cost` tokens.
+//!
+//! The state is the time at which the bucket will be full again, so the
+//! token count at any moment is exact: `capacity - (full_at - now) × refill /
+//! period`. For equal parameters this admits exactly what GCRA admits (the
+//! two are the same policy seen from two sides); the bucket's parameters
+//! speak in tokens, GCRA's in a rate and a burst.
+
+use super::schedule::{Schedule, ScheduleError, Tat};
+use super::Decision;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TokenBucket {
+    schedule: Schedule,
+}
+
+impl TokenBucket {
+    /// All arguments at least 1.
+    pub fn new(capacity: u64, refill: u64, period_us: u64) -> Result<TokenBucket, ScheduleError> {
+        Ok(TokenBucket {
+            schedule: Schedule::new(capacity, refill, period_us)?,
+        })
+    }
+
+    /// `stored` is the time the bucket is full again (`None`: full now).
+    pub fn decide(&self, stored: Option<Tat>, now_us: u64, cost: u64) -> (Decision, Option<Tat>) {
+        self.schedule.decide(stored, now_us, cost)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::algorithm::RetryAfter;
+
+    const SECOND: u64 = 1_000_000;
+
+    #[test]
+    fn starts_full_and_refills_continuously() {
+        // 10 tokens, 2 per second.
+        let b = TokenBucket::new(10, 2, SECOND).unwrap();
+        let (d, full_at) = b.decide(None, 0, 10);
+        assert!(d.allowed);
+        assert_eq!(d.remaining, 0);
+        assert_eq!(d.reset_after_us, 5 * SECOND);
+        // Half a second later one token is back; two cost 1 s of refill.
+        let (d, _) = b.decide(full_at, SECOND / 2, 2);
+        assert!(!d.allowed);
+        assert_eq!(d.remaining, 1);
+        assert_eq!(d.retry_after, RetryAfter::After(SECOND / 2));
+        let (d, _) = b.decide(full_at, SECOND / 2, 1);
+        assert!(d.allowed);
+        assert_eq!(d.remaining, 0);
+    }
+}

@@ -1,0 +1,215 @@
+//! redis-cell's `CL.THROTTLE`, reproduced decision for decision.
+//!
+//! redis-cell 0.5 runs GCRA in nanoseconds with its own conventions: the
+//! limit is `max_burst + 1`, the emission interval is `period / count`
+//! truncated to whole nanoseconds, and replies are in seconds, rounded up
+//! only when the remainder has a whole millisecond. Its state is the TAT as a
+//! decimal number of nanoseconds. This module follows those rules exactly so
+//! that the two modules can replace each other under traffic.
+
+/// Nanoseconds in one second.
+pub const NS_PER_S: i128 = 1_000_000_000;
+const NS_PER_MS: i128 = 1_000_000;
+const NS_PER_US: i128 = 1_000;
+
+/// Parameters of one `CL.THROTTLE` call, already validated.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Cell {
+    /// `max_burst + 1`: the most admitted at once.
+    limit: i128,
+    /// `period / count` in whole nanoseconds (at least 1).
+    interval_ns: i128,
+    /// Delay variation tolerance: `interval × limit`.
+    tolerance_ns: i128,
+}
+
+/// What `CL.THROTTLE` replies, field for field.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CellReply {
+    pub limited: bool,
+    pub limit: i64,
+    pub remaining: i64,
+    pub retry_after_s: i64,
+    pub reset_after_s: i64,
+}
+
+/// An admitted request's new state: the TAT and how long it must live.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CellWrite {
+    pub tat_ns: i64,
+    pub ttl_ns: i64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CellError {
+    /// `count` exceeds one per nanosecond of `period`.
+    RateTooHigh,
+    /// `(max_burst + 1) × period / count` exceeds `max_tolerance_ns`.
+    BurstTooLong,
+}
+
+impl Cell {
+    /// `max_burst >= 0`, `count >= 1`, `period_s >= 1`; `max_tolerance_ns`
+    /// bounds how far ahead of now a TAT may be stored.
+    pub fn new(
+        max_burst: i64,
+        count: i64,
+        period_s: i64,
+        max_tolerance_ns: i128,
+    ) -> Result<Cell, CellError> {
+        let interval_ns = i128::from(period_s) * NS_PER_S / i128::from(count.max(1));
+        if interval_ns < 1 {
+            return Err(CellError::RateTooHigh);
+        }
+        let limit = i128::from(max_burst) + 1;
+        let tolerance_ns = interval_ns * limit;
+        if tolerance_ns > max_tolerance_ns {
+            return Err(CellError::BurstTooLong);
+        }
+        Ok(Cell {
+            limit,
+            interval_ns,
+            tolerance_ns,
+        })
+    }
+
+    /// Decides `quantity >= 0` at `now_ns` against the stored TAT. The write
+    /// is `Some` only when the request is admitted with `quantity > 0`.
+    pub fn throttle(
+        &self,
+        stored_tat_ns: Option<i64>,
+        now_ns: i64,
+        quantity: i64,
+    ) -> (CellReply, Option<CellWrite>) {
+        let now = i128::from(now_ns);
+        let tat = stored_tat_ns.map_or(now, i128::from);
+        let increment = self.interval_ns * i128::from(quantity);
+        let new_tat = tat.max(now) + increment;
+        let allow_at = new_tat - self.tolerance_ns;
+
+        let (limited, ttl, retry_after, write) = if now < allow_at {
+            // redis-cell reports -1 s when the request can never fit.
+            let retry = if increment <= self.tolerance_ns {
+                allow_at - now
+            } else {
+                -NS_PER_S
+            };
+            (true, tat - now, retry, None)
+        } else {
+            let ttl = new_tat - now;
+            let write = (quantity > 0).then_some(CellWrite {
+                tat_ns: clamp_i64(new_tat),
+                ttl_ns: clamp_i64(ttl),
+            });
+            (false, ttl, -NS_PER_S, write)
+        };
+
+        let next = self.tolerance_ns - ttl;
+        let remaining = if next > -self.interval_ns {
+            let interval_us = self.interval_ns / NS_PER_US;
+            let next_us = next / NS_PER_US;
+            match interval_us {
+                0 if next_us > 0 => i128::from(i64::MAX),
+                0 => 0,
+                _ => next_us / interval_us,
+            }
+        } else {
+            0
+        };
+
+        let reply = CellReply {
+            limited,
+            limit: clamp_i64(self.limit),
+            remaining: clamp_i64(remaining),
+            retry_after_s: clamp_i64(cell_seconds(retry_after)),
+            reset_after_s: clamp_i64(cell_seconds(ttl)),
+        };
+        (reply, write)
+    }
+}
+
+/// redis-cell's rounding: whole seconds, plus one if the remainder holds at
+/// least one whole millisecond (sub-millisecond remainders are dropped).
+fn cell_seconds(ns: i128) -> i128 {
+    let secs = ns / NS_PER_S;
+    let sub_ms = (ns % NS_PER_S) / NS_PER_MS;
+    secs + i128::from(sub_ms > 0)
+}
+
+fn clamp_i64(x: i128) -> i64 {
+    i64::try_from(x).unwrap_or(if x < 0 { i64::MIN } else { i64::MAX })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MAX: i128 = 100 * 365 * 86_400 * NS_PER_S;
+    const S: i64 = 1_000_000_000;
+    const MS: i64 = 1_000_000;
+
+    fn reply(limited: bool, limit: i64, remaining: i64, retry: i64, reset: i64) -> CellReply {
+        CellReply {
+            limited,
+            limit,
+            remaining,
+            retry_after_s: retry,
+            reset_after_s: reset,
+        }
+    }
+
+    #[test]
+    fn readme_example() {
+        let c = Cell::new(15, 30, 60, MAX).unwrap();
+        let (r, w) = c.throttle(None, 1_000 * S, 1);
+        assert_eq!(r, reply(false, 16, 15, -1, 2));
+        assert_eq!(
+            w,
+            Some(CellWrite {
+                tat_ns: 1_002 * S,
+                ttl_ns: 2 * S
+            })
+        );
+    }
+
+    /// redis-cell's own case table (limit 5, one per second), in seconds.
+    #[test]
+    fn redis_cell_case_table() {
+        let c = Cell::new(4, 1, 1, MAX).unwrap();
+        let start = 1_700_000_000 * S;
+        let mut tat = None;
+        let cases: &[(i64, i64, CellReply)] = &[
+            (0, 6, reply(true, 5, 5, -1, 0)),
+            (0, 1, reply(false, 5, 4, -1, 1)),
+            (0, 1, reply(false, 5, 3, -1, 2)),
+            (0, 1, reply(false, 5, 2, -1, 3)),
+            (0, 1, reply(false, 5, 1, -1, 4)),
+            (0, 1, reply(false, 5, 0, -1, 5)),
+            (0, 1, reply(true, 5, 0, 1, 5)),
+            (3_000 * MS, 1, reply(false, 5, 2, -1, 3)),
+            (3_100 * MS, 1, reply(false, 5, 1, -1, 4)),
+            (4_000 * MS, 1, reply(false, 5, 1, -1, 4)),
+            (8_000 * MS, 1, reply(false, 5, 4, -1, 1)),
+            (9_500 * MS, 1, reply(false, 5, 4, -1, 1)),
+            (9_500 * MS, 0, reply(false, 5, 4, -1, 1)),
+            (9_500 * MS, 2, reply(false, 5, 2, -1, 3)),
+            (9_500 * MS, 5, reply(true, 5, 2, 3, 3)),
+        ];
+        for (i, &(at, quantity, want)) in cases.iter().enumerate() {
+            let (got, write) = c.throttle(tat, start + at, quantity);
+            assert_eq!(got, want, "case {i}");
+            if let Some(w) = write {
+                tat = Some(w.tat_ns);
+            }
+        }
+    }
+
+    #[test]
+    fn parameters_are_bounded() {
+        assert_eq!(
+            Cell::new(0, 2_000_000_000, 1, MAX),
+            Err(CellError::RateTooHigh)
+        );
+        assert_eq!(Cell::new(i64::MAX, 1, 1, MAX), Err(CellError::BurstTooLong));
+    }
+}

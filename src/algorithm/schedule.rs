@@ -1,0 +1,259 @@
+//! Exact virtual scheduling: the arithmetic that GCRA and the token bucket share.
+//!
+//! A schedule admits one unit of cost every `interval` microseconds on
+//! average and at most `burst` units at once. Its only state is the
+//! theoretical arrival time (TAT): the time at which the limiter would be
+//! full again. The interval `period / rate` is rarely a whole number of
+//! microseconds (1 s / 3), so the TAT is kept as an exact fraction and all
+//! arithmetic runs in *ticks* of `1 / den` microseconds, where `den` is the
+//! reduced denominator of the interval. Nothing is ever rounded, so there is
+//! no drift: the j-th admission after a burst falls exactly at `j × interval`.
+
+use super::{clamp_u64, div_ceil_u128, Decision, RetryAfter, MAX_HORIZON_US};
+
+/// A theoretical arrival time: `whole_us + frac_num / frac_den` microseconds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Tat {
+    pub whole_us: u64,
+    /// Numerator of the sub-microsecond part; 0 when the TAT is whole.
+    pub frac_num: u64,
+    /// Denominator of the sub-microsecond part; at least 1.
+    pub frac_den: u64,
+}
+
+impl Tat {
+    /// A whole number of microseconds.
+    pub fn whole(us: u64) -> Tat {
+        Tat {
+            whole_us: us,
+            frac_num: 0,
+            frac_den: 1,
+        }
+    }
+
+    /// This time in ticks of `1/den` µs. A fraction stored with another
+    /// denominator (the limit was changed) is rounded up, never down, so a
+    /// changed limit can only make the next decision stricter by < 1 µs.
+    fn to_ticks(self, den: u64) -> u128 {
+        let whole = u128::from(self.whole_us) * u128::from(den);
+        let frac_den = u128::from(self.frac_den.max(1));
+        let frac_num = u128::from(self.frac_num).min(frac_den);
+        let frac = if frac_den == u128::from(den) {
+            frac_num
+        } else {
+            div_ceil_u128(frac_num * u128::from(den), frac_den)
+        };
+        whole.saturating_add(frac)
+    }
+
+    fn from_ticks(ticks: u128, den: u64) -> Tat {
+        let den128 = u128::from(den);
+        let frac_num = (ticks % den128) as u64;
+        Tat {
+            whole_us: clamp_u64(ticks / den128),
+            frac_num,
+            frac_den: if frac_num == 0 { 1 } else { den },
+        }
+    }
+}
+
+/// Why a schedule's parameters were refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ScheduleError {
+    /// `burst × period / rate` exceeds [`MAX_HORIZON_US`].
+    HorizonTooLong,
+}
+
+/// Admits `rate` units per `period_us` on average and `burst` at once.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Schedule {
+    burst: u64,
+    /// The emission interval in ticks: `period_us / gcd`.
+    interval_ticks: u64,
+    /// Ticks per microsecond: `rate / gcd`.
+    den: u64,
+}
+
+fn gcd(mut a: u64, mut b: u64) -> u64 {
+    while b != 0 {
+        (a, b) = (b, a % b);
+    }
+    a
+}
+
+impl Schedule {
+    /// `burst`, `rate` and `period_us` must all be at least 1.
+    pub fn new(burst: u64, rate: u64, period_us: u64) -> Result<Schedule, ScheduleError> {
+        let (burst, rate, period_us) = (burst.max(1), rate.max(1), period_us.max(1));
+        let horizon_us = div_ceil_u128(u128::from(burst) * u128::from(period_us), u128::from(rate));
+        if horizon_us > u128::from(MAX_HORIZON_US) {
+            return Err(ScheduleError::HorizonTooLong);
+        }
+        let g = gcd(period_us, rate);
+        Ok(Schedule {
+            burst,
+            interval_ticks: period_us / g,
+            den: rate / g,
+        })
+    }
+
+    pub fn burst(&self) -> u64 {
+        self.burst
+    }
+
+    /// Decides a request of `cost` units at `now_us` against the stored TAT
+    /// (`None`: a fresh key). Returns the decision and the TAT to store, which
+    /// is `Some` only when the state changes (admitted with `cost > 0`).
+    pub fn decide(&self, stored: Option<Tat>, now_us: u64, cost: u64) -> (Decision, Option<Tat>) {
+        let den = u128::from(self.den);
+        let interval = u128::from(self.interval_ticks);
+        let now = u128::from(now_us) * den;
+        // The span of a full burst: a request is admitted while the backlog it
+        // leaves (TAT - now) is at most this.
+        let tolerance = u128::from(self.burst) * interval;
+        // A TAT in the past means the limiter is full, and capacity beyond
+        // full is lost. The clock reads whole microseconds, so `now` stands
+        // for the span [now, now + 1 µs): a TAT inside that span's past part
+        // is kept, as if the request had come at the exact moment the
+        // schedule asked for. Without this, a burst of 1 at a rate that does
+        // not divide the period would drift by the rounding on every request.
+        let earliest = now.saturating_sub(den - 1);
+        let tat = stored.map_or(now, |t| t.to_ticks(self.den)).max(earliest);
+
+        let (allowed, after, retry_after) = if cost == 0 {
+            (true, tat, RetryAfter::NotNeeded)
+        } else if cost > self.burst {
+            (false, tat, RetryAfter::Never)
+        } else {
+            let new_tat = tat.saturating_add(u128::from(cost) * interval);
+            let backlog = new_tat.saturating_sub(now);
+            if backlog <= tolerance {
+                (true, new_tat, RetryAfter::NotNeeded)
+            } else {
+                let wait = div_ceil_u128(backlog - tolerance, den);
+                (false, tat, RetryAfter::After(clamp_u64(wait)))
+            }
+        };
+
+        let backlog = after.saturating_sub(now);
+        let decision = Decision {
+            allowed,
+            limit: self.burst,
+            remaining: clamp_u64(tolerance.saturating_sub(backlog) / interval),
+            retry_after,
+            reset_after_us: clamp_u64(div_ceil_u128(backlog, den)),
+        };
+        let new_state = (allowed && cost > 0).then(|| Tat::from_ticks(after, self.den));
+        (decision, new_state)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SECOND: u64 = 1_000_000;
+
+    fn run(s: &Schedule, state: &mut Option<Tat>, now: u64, cost: u64) -> Decision {
+        let (d, new) = s.decide(*state, now, cost);
+        if let Some(t) = new {
+            *state = Some(t);
+        }
+        d
+    }
+
+    #[test]
+    fn fresh_key_admits_a_burst_then_denies_with_exact_wait() {
+        let s = Schedule::new(3, 3, SECOND).unwrap();
+        let mut st = None;
+        for left in [2, 1, 0] {
+            let d = run(&s, &mut st, 0, 1);
+            assert!(d.allowed);
+            assert_eq!(d.remaining, left);
+        }
+        let d = run(&s, &mut st, 0, 1);
+        assert!(!d.allowed);
+        // One unit frees up after 1/3 s = 333_333.33 µs: rounded up.
+        assert_eq!(d.retry_after, RetryAfter::After(333_334));
+        assert_eq!(d.reset_after_us, SECOND);
+    }
+
+    #[test]
+    fn no_drift_for_rates_that_do_not_divide_the_period() {
+        for (burst, rate, period) in [
+            (1, 3, SECOND),
+            (3, 3, SECOND),
+            (7, 7, 60 * SECOND),
+            (1, 7, 60 * SECOND),
+            (2, 999_983, SECOND),
+        ] {
+            let s = Schedule::new(burst, rate, period).unwrap();
+            let mut st = None;
+            for _ in 0..burst {
+                assert!(run(&s, &mut st, 0, 1).allowed);
+            }
+            for j in 1..2_000u128 {
+                let exact = j * u128::from(period);
+                let at = div_ceil_u128(exact, u128::from(rate)) as u64;
+                assert!(!run(&s, &mut st, at - 1, 1).allowed, "j={j} early");
+                assert!(run(&s, &mut st, at, 1).allowed, "j={j} on time");
+            }
+        }
+    }
+
+    #[test]
+    fn cost_above_burst_is_never_admitted() {
+        let s = Schedule::new(5, 1, SECOND).unwrap();
+        let (d, new) = s.decide(None, 0, 6);
+        assert!(!d.allowed);
+        assert_eq!(d.retry_after, RetryAfter::Never);
+        assert_eq!(d.remaining, 5);
+        assert_eq!(new, None);
+    }
+
+    #[test]
+    fn zero_cost_never_changes_state() {
+        let s = Schedule::new(5, 1, SECOND).unwrap();
+        let (d, new) = s.decide(Some(Tat::whole(3 * SECOND)), SECOND, 0);
+        assert!(d.allowed);
+        assert_eq!(new, None);
+        assert_eq!(d.remaining, 3);
+        assert_eq!(d.reset_after_us, 2 * SECOND);
+    }
+
+    #[test]
+    fn a_changed_rate_rounds_the_stored_fraction_up() {
+        let tat = Tat {
+            whole_us: 10,
+            frac_num: 1,
+            frac_den: 3,
+        };
+        assert_eq!(tat.to_ticks(3), 31);
+        assert_eq!(tat.to_ticks(7), 73);
+        assert_eq!(Tat::from_ticks(31, 3), tat);
+    }
+
+    #[test]
+    fn horizon_is_bounded() {
+        assert_eq!(
+            Schedule::new(u64::MAX, 1, SECOND),
+            Err(ScheduleError::HorizonTooLong)
+        );
+        assert!(Schedule::new(u64::MAX >> 1, u64::MAX >> 1, 36_500 * 86_400 * SECOND).is_ok());
+    }
+
+    #[test]
+    fn extreme_times_do_not_overflow() {
+        let s = Schedule::new(i64::MAX as u64, i64::MAX as u64, SECOND).unwrap();
+        let hostile = Tat {
+            whole_us: u64::MAX,
+            frac_num: u64::MAX,
+            frac_den: u64::MAX,
+        };
+        let (d, _) = s.decide(Some(hostile), i64::MAX as u64, i64::MAX as u64);
+        assert!(!d.allowed);
+        let (d, new) = s.decide(None, i64::MAX as u64, i64::MAX as u64);
+        assert!(d.allowed);
+        assert!(new.is_some());
+    }
+}

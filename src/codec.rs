@@ -1,0 +1,205 @@
+//! The state codec: how limiter state is laid out in a plain Redis string.
+//!
+//! Every value starts with one tag byte that names the algorithm and the
+//! layout version. Tags live in `0xA1..=0xAF`: bytes that no UTF-8 text and no
+//! decimal number can start with, so a value written by anyone else is never
+//! mistaken for ours. A later layout of an algorithm gets a new tag.
+//!
+//! Layout v1 of the schedule algorithms (GCRA, token bucket), little-endian:
+//! `tag, tat_whole_us: u64 [, frac_num: varint, frac_den: varint]`; the
+//! fraction is present only when the TAT is not a whole microsecond.
+
+use crate::algorithm::schedule::Tat;
+
+/// The algorithms whose state the module stores, one tag each.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    Gcra,
+    Bucket,
+    SlidingExact,
+    SlidingApprox,
+    SlidingBuckets,
+    Fixed,
+}
+
+impl Kind {
+    pub const ALL: [Kind; 6] = [
+        Kind::Gcra,
+        Kind::Bucket,
+        Kind::SlidingExact,
+        Kind::SlidingApprox,
+        Kind::SlidingBuckets,
+        Kind::Fixed,
+    ];
+
+    pub const fn tag(self) -> u8 {
+        match self {
+            Kind::Gcra => 0xA1,
+            Kind::Bucket => 0xA2,
+            Kind::SlidingExact => 0xA3,
+            Kind::SlidingApprox => 0xA4,
+            Kind::SlidingBuckets => 0xA5,
+            Kind::Fixed => 0xA6,
+        }
+    }
+
+    /// How the kind is named in error messages.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Kind::Gcra => "RL.GCRA",
+            Kind::Bucket => "RL.BUCKET",
+            Kind::SlidingExact => "RL.SLIDING EXACT",
+            Kind::SlidingApprox => "RL.SLIDING APPROX",
+            Kind::SlidingBuckets => "RL.SLIDING BUCKETS",
+            Kind::Fixed => "RL.FIXED",
+        }
+    }
+
+    /// The kind whose state `value` holds, by its tag.
+    pub fn of(value: &[u8]) -> Option<Kind> {
+        let tag = *value.first()?;
+        Kind::ALL.into_iter().find(|k| k.tag() == tag)
+    }
+}
+
+/// Why a stored value could not be read as the expected state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StateError {
+    /// Not written by this module.
+    Foreign,
+    /// Written by this module for another algorithm or mode.
+    OtherKind(Kind),
+    /// Has the right tag but not the right layout.
+    Corrupt(Kind),
+}
+
+/// Checks the tag of `value` against `expected` and returns the body.
+pub fn body(value: &[u8], expected: Kind) -> Result<&[u8], StateError> {
+    match Kind::of(value) {
+        Some(k) if k == expected => Ok(&value[1..]),
+        Some(k) => Err(StateError::OtherKind(k)),
+        None => Err(StateError::Foreign),
+    }
+}
+
+/// Longest encoding of a [`Tat`]: tag, 8 bytes, two 10-byte varints.
+pub const TAT_MAX_LEN: usize = 1 + 8 + 10 + 10;
+
+/// Encodes a TAT under `kind`'s tag into `buf`; returns the length used.
+pub fn encode_tat(kind: Kind, tat: Tat, buf: &mut [u8; TAT_MAX_LEN]) -> usize {
+    buf[0] = kind.tag();
+    buf[1..9].copy_from_slice(&tat.whole_us.to_le_bytes());
+    let mut len = 9;
+    if tat.frac_num != 0 {
+        len += put_varint(&mut buf[len..], tat.frac_num);
+        len += put_varint(&mut buf[len..], tat.frac_den);
+    }
+    len
+}
+
+pub fn decode_tat(value: &[u8], kind: Kind) -> Result<Tat, StateError> {
+    let body = body(value, kind)?;
+    let corrupt = StateError::Corrupt(kind);
+    let (whole, rest) = body.split_first_chunk::<8>().ok_or(corrupt)?;
+    let whole_us = u64::from_le_bytes(*whole);
+    if rest.is_empty() {
+        return Ok(Tat::whole(whole_us));
+    }
+    let (frac_num, rest) = get_varint(rest).ok_or(corrupt)?;
+    let (frac_den, rest) = get_varint(rest).ok_or(corrupt)?;
+    if !rest.is_empty() || frac_num == 0 || frac_den <= frac_num {
+        return Err(corrupt);
+    }
+    Ok(Tat {
+        whole_us,
+        frac_num,
+        frac_den,
+    })
+}
+
+/// LEB128: 7 bits a byte, low bits first. Returns the bytes written.
+pub fn put_varint(buf: &mut [u8], mut x: u64) -> usize {
+    let mut i = 0;
+    loop {
+        let byte = (x & 0x7f) as u8;
+        x >>= 7;
+        if x == 0 {
+            buf[i] = byte;
+            return i + 1;
+        }
+        buf[i] = byte | 0x80;
+        i += 1;
+    }
+}
+
+/// Reads one LEB128 value; `None` if truncated or longer than a `u64`.
+pub fn get_varint(buf: &[u8]) -> Option<(u64, &[u8])> {
+    let mut x: u64 = 0;
+    for (i, &byte) in buf.iter().enumerate().take(10) {
+        let bits = u64::from(byte & 0x7f);
+        if i == 9 && bits > 1 {
+            return None;
+        }
+        x |= bits << (7 * i);
+        if byte & 0x80 == 0 {
+            return Some((x, &buf[i + 1..]));
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn whole_tat_takes_nine_bytes() {
+        let mut buf = [0; TAT_MAX_LEN];
+        let n = encode_tat(Kind::Gcra, Tat::whole(42), &mut buf);
+        assert_eq!(n, 9);
+        assert_eq!(buf[0], 0xA1);
+        assert_eq!(decode_tat(&buf[..n], Kind::Gcra), Ok(Tat::whole(42)));
+    }
+
+    #[test]
+    fn classification() {
+        let mut buf = [0; TAT_MAX_LEN];
+        let n = encode_tat(Kind::Bucket, Tat::whole(1), &mut buf);
+        assert_eq!(
+            decode_tat(&buf[..n], Kind::Gcra),
+            Err(StateError::OtherKind(Kind::Bucket))
+        );
+        assert_eq!(decode_tat(b"12345", Kind::Gcra), Err(StateError::Foreign));
+        assert_eq!(decode_tat(b"", Kind::Gcra), Err(StateError::Foreign));
+        assert_eq!(
+            decode_tat(&[0xA1, 1, 2], Kind::Gcra),
+            Err(StateError::Corrupt(Kind::Gcra))
+        );
+        // A fraction must be proper and non-zero.
+        assert_eq!(
+            decode_tat(&[0xA1, 0, 0, 0, 0, 0, 0, 0, 0, 3, 3], Kind::Gcra),
+            Err(StateError::Corrupt(Kind::Gcra))
+        );
+        assert!(Kind::ALL
+            .iter()
+            .all(|k| std::str::from_utf8(&[k.tag()]).is_err()));
+    }
+
+    proptest! {
+        #[test]
+        fn tat_round_trips(whole in any::<u64>(), den in 2u64.., num_seed in any::<u64>()) {
+            let num = 1 + num_seed % (den - 1);
+            let tat = Tat { whole_us: whole, frac_num: num, frac_den: den };
+            let mut buf = [0; TAT_MAX_LEN];
+            let n = encode_tat(Kind::Gcra, tat, &mut buf);
+            prop_assert_eq!(decode_tat(&buf[..n], Kind::Gcra), Ok(tat));
+        }
+
+        #[test]
+        fn decoding_arbitrary_bytes_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..40)) {
+            let _ = decode_tat(&bytes, Kind::Gcra);
+            let _ = get_varint(&bytes);
+        }
+    }
+}

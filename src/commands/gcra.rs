@@ -1,0 +1,55 @@
+//! `RL.GCRA key limit period [BURST n] [COST n] [DRYRUN]`
+
+use super::{horizon_error, load_tat, reply_decision, store_tat, Verdict};
+use crate::algorithm::gcra::Gcra;
+use crate::args::{self, unknown_option, Common, Options, MAX_COUNT};
+use crate::codec::Kind;
+use crate::error::Error;
+use crate::server::clock;
+use crate::server::ffi::{Arg, Ctx};
+use crate::server::key::LimiterKey;
+
+pub const NAME: &str = "RL.GCRA";
+
+/// A parsed call: the limiter and the common options.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Call {
+    pub gcra: Gcra,
+    pub common: Common,
+}
+
+/// Parses `limit period [BURST n] [COST n] [DRYRUN]` (after the key).
+pub fn parse<A: AsRef<[u8]>>(args: &[A]) -> Result<Call, Error> {
+    let [limit, period, tail @ ..] = args else {
+        return Err(Error::Arity("rl.gcra"));
+    };
+    let limit = args::integer(limit.as_ref(), "limit", 1, MAX_COUNT)?;
+    let period_us = args::duration_us(period.as_ref(), "period")?;
+    let mut burst = limit;
+    let mut common = Common::default();
+    let mut opts = Options::new(tail);
+    while let Some(word) = opts.next_keyword() {
+        if word.eq_ignore_ascii_case(b"BURST") {
+            opts.once("BURST")?;
+            burst = args::integer(opts.value("BURST")?, "BURST", 1, MAX_COUNT)?;
+        } else if !common.accept(word, &mut opts)? {
+            return Err(unknown_option(word));
+        }
+    }
+    let gcra =
+        Gcra::new(limit, period_us, burst).map_err(|_| horizon_error("BURST * period / limit"))?;
+    Ok(Call { gcra, common })
+}
+
+pub fn run(ctx: Ctx, args: &[Arg]) -> Result<Verdict, Error> {
+    let [_, key, rest @ ..] = args else {
+        return Err(Error::Arity("rl.gcra"));
+    };
+    let call = parse(rest)?;
+    let now = clock::now_us();
+    let mut key = LimiterKey::open(ctx, *key);
+    let stored = load_tat(&key, Kind::Gcra, NAME)?;
+    let (decision, new) = call.gcra.decide(stored, now, call.common.cost);
+    store_tat(&mut key, Kind::Gcra, new, call.common.dryrun, &decision);
+    Ok(reply_decision(ctx, &decision))
+}

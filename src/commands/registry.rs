@@ -1,0 +1,194 @@
+//! The command table: names, flags, arity, key specs and summaries, and
+//! their registration with `RedisModule_CreateCommand` and
+//! `RedisModule_SetCommandInfo` (not the crate's `#[command]` macro, which
+//! needs a Redis 7.2 API and fails to load on 7.0).
+
+use super::{bucket, clock, gcra, guard, throttle};
+use crate::server::ffi::{api, Ctx, RString};
+use crate::stats::Command;
+use redis_module::raw;
+use std::ffi::{c_int, CStr};
+
+type CommandFn = extern "C" fn(*mut raw::RedisModuleCtx, *mut RString, c_int) -> c_int;
+
+/// Where a command's keys are.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Keys {
+    None,
+    /// One key, the first argument.
+    First,
+}
+
+pub struct Spec {
+    pub name: &'static CStr,
+    pub command: Command,
+    pub handler: CommandFn,
+    pub flags: &'static CStr,
+    /// Redis arity: positive is exact, negative is a minimum (name included).
+    pub arity: c_int,
+    pub keys: Keys,
+    pub summary: &'static CStr,
+    pub complexity: &'static CStr,
+}
+
+macro_rules! handler {
+    ($fn_name:ident, $command:expr, $run:path) => {
+        extern "C" fn $fn_name(
+            ctx: *mut raw::RedisModuleCtx,
+            argv: *mut RString,
+            argc: c_int,
+        ) -> c_int {
+            // SAFETY: Redis calls this with the command's own arguments.
+            unsafe { guard(ctx, argv, argc, $command, $run) }
+        }
+    };
+}
+
+handler!(rl_gcra, Command::Gcra, gcra::run);
+handler!(rl_bucket, Command::Bucket, bucket::run);
+handler!(cl_throttle, Command::Throttle, throttle::run);
+handler!(rl_clock, Command::Clock, clock::run);
+
+const DECISION_FLAGS: &CStr = c"write deny-oom fast";
+
+pub const COMMANDS: &[Spec] = &[
+    Spec {
+        name: c"rl.gcra",
+        command: Command::Gcra,
+        handler: rl_gcra,
+        flags: DECISION_FLAGS,
+        arity: -4,
+        keys: Keys::First,
+        summary: c"Admits or denies a request under a GCRA limit: a sustained rate with a burst.",
+        complexity: c"O(1)",
+    },
+    Spec {
+        name: c"rl.bucket",
+        command: Command::Bucket,
+        handler: rl_bucket,
+        flags: DECISION_FLAGS,
+        arity: -5,
+        keys: Keys::First,
+        summary: c"Admits or denies a request under a token bucket that refills continuously.",
+        complexity: c"O(1)",
+    },
+    Spec {
+        name: c"cl.throttle",
+        command: Command::Throttle,
+        handler: cl_throttle,
+        flags: DECISION_FLAGS,
+        arity: -5,
+        keys: Keys::First,
+        summary: c"redis-cell compatible GCRA rate limiting.",
+        complexity: c"O(1)",
+    },
+    Spec {
+        name: c"rl.clock",
+        command: Command::Clock,
+        handler: rl_clock,
+        flags: c"fast",
+        arity: -1,
+        keys: Keys::None,
+        summary: c"Returns the limiter clock in microseconds; SET and ADVANCE move a manual clock.",
+        complexity: c"O(1)",
+    },
+];
+
+/// Registers every command; an error message on failure.
+pub fn register(ctx: Ctx) -> Result<(), String> {
+    for spec in COMMANDS {
+        let (first, last, step) = match spec.keys {
+            Keys::None => (0, 0, 0),
+            Keys::First => (1, 1, 1),
+        };
+        // SAFETY: called from RedisModule_OnLoad with its context; the names
+        // and flags are NUL-terminated statics.
+        let status = unsafe {
+            api!(RedisModule_CreateCommand)(
+                ctx.0,
+                spec.name.as_ptr(),
+                Some(spec.handler),
+                spec.flags.as_ptr(),
+                first,
+                last,
+                step,
+            )
+        };
+        if status != raw::REDISMODULE_OK as c_int {
+            return Err(format!("cannot create command {}", spec.command.name()));
+        }
+        set_info(ctx, spec)?;
+    }
+    Ok(())
+}
+
+fn set_info(ctx: Ctx, spec: &Spec) -> Result<(), String> {
+    // SAFETY: reading function pointers set by RedisModule_Init.
+    let (Some(get_command), Some(set_command_info)) =
+        (unsafe { raw::RedisModule_GetCommand }, unsafe {
+            raw::RedisModule_SetCommandInfo
+        })
+    else {
+        // Before Redis 7.0: the legacy key range above still applies.
+        return Ok(());
+    };
+    let version = raw::RedisModuleCommandInfoVersion {
+        version: 1,
+        sizeof_historyentry: std::mem::size_of::<raw::RedisModuleCommandHistoryEntry>(),
+        sizeof_keyspec: std::mem::size_of::<raw::RedisModuleCommandKeySpec>(),
+        sizeof_arg: std::mem::size_of::<raw::RedisModuleCommandArg>(),
+    };
+    let mut key_specs = key_specs(spec.keys);
+    let info = raw::RedisModuleCommandInfo {
+        version: &version,
+        summary: spec.summary.as_ptr(),
+        complexity: spec.complexity.as_ptr(),
+        since: c"0.1.0".as_ptr(),
+        history: std::ptr::null_mut(),
+        tips: std::ptr::null(),
+        arity: spec.arity,
+        key_specs: if key_specs.len() > 1 {
+            key_specs.as_mut_ptr()
+        } else {
+            std::ptr::null_mut()
+        },
+        args: std::ptr::null_mut(),
+    };
+    // SAFETY: during OnLoad; `info` and everything it points to outlive the
+    // call, and Redis copies what it keeps.
+    let status = unsafe {
+        let command = get_command(ctx.0, spec.name.as_ptr());
+        if command.is_null() {
+            return Err(format!("cannot find command {}", spec.command.name()));
+        }
+        set_command_info(command, &info)
+    };
+    if status != raw::REDISMODULE_OK as c_int {
+        return Err(format!(
+            "cannot set command info of {}",
+            spec.command.name()
+        ));
+    }
+    Ok(())
+}
+
+/// The key specs of a command, terminated by a zeroed spec.
+fn key_specs(keys: Keys) -> Vec<raw::RedisModuleCommandKeySpec> {
+    // SAFETY: the key spec is plain data (integers, unions of integers and
+    // null pointers); all-zero is its documented terminator.
+    let zeroed = || unsafe { std::mem::zeroed::<raw::RedisModuleCommandKeySpec>() };
+    let mut specs = Vec::new();
+    if keys == Keys::First {
+        let mut one = zeroed();
+        one.flags = u64::from(raw::REDISMODULE_CMD_KEY_RW | raw::REDISMODULE_CMD_KEY_UPDATE);
+        one.begin_search_type = raw::RedisModuleKeySpecBeginSearchType_REDISMODULE_KSPEC_BS_INDEX;
+        one.bs.index.pos = 1;
+        one.find_keys_type = raw::RedisModuleKeySpecFindKeysType_REDISMODULE_KSPEC_FK_RANGE;
+        one.fk.range.lastkey = 0;
+        one.fk.range.keystep = 1;
+        one.fk.range.limit = 0;
+        specs.push(one);
+    }
+    specs.push(zeroed());
+    specs
+}

@@ -1,0 +1,211 @@
+//! Every error the module replies with, in one place. Each message starts
+//! with `ERR` or `WRONGTYPE` and names what is wrong; tests pin the texts.
+
+use crate::codec::{Kind, StateError};
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Error {
+    /// An integer argument outside `min..=max` or not an integer at all.
+    Integer {
+        arg: &'static str,
+        min: u64,
+        max: u64,
+    },
+    /// A duration that does not parse.
+    Duration {
+        arg: &'static str,
+    },
+    /// A duration above [`crate::args::MAX_DURATION_MS`].
+    DurationTooLong {
+        arg: &'static str,
+    },
+    UnknownOption(String),
+    RepeatedOption(&'static str),
+    MissingValue(&'static str),
+    /// The command has too few or too many arguments.
+    Arity(&'static str),
+    /// The parameters make the limiter take longer than the horizon to reset.
+    HorizonTooLong {
+        span: &'static str,
+        max: &'static str,
+    },
+    /// CL.THROTTLE with more than one request per nanosecond.
+    RateTooHigh,
+    /// The key holds a list, hash, set, sorted set, stream or module value.
+    WrongType,
+    /// The key holds a string that is not this command's state.
+    State {
+        command: &'static str,
+        found: StateError,
+    },
+    /// CL.THROTTLE's key holds a string that is not a decimal TAT.
+    NotCellState,
+    /// The clock is beyond what a format can represent.
+    ClockOutOfRange(&'static str),
+    ClockNotManual,
+    UnknownSubcommand {
+        command: &'static str,
+        hint: &'static str,
+        given: String,
+    },
+    /// A panic was caught in a handler; nothing was written.
+    Internal(&'static str),
+}
+
+/// Makes a client-supplied token safe to echo in an error line.
+pub fn printable(bytes: &[u8]) -> String {
+    let mut s: String = bytes
+        .iter()
+        .take(32)
+        .map(|&b| {
+            if b.is_ascii_graphic() || b == b' ' {
+                b as char
+            } else {
+                '?'
+            }
+        })
+        .collect();
+    if bytes.len() > 32 {
+        s.push_str("...");
+    }
+    s
+}
+
+impl std::fmt::Display for Error {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Error::Integer { arg, min, max } => {
+                write!(f, "ERR {arg} must be an integer from {min} to {max}")
+            }
+            Error::Duration { arg } => write!(
+                f,
+                "ERR {arg} must be a positive integer with an optional unit ms, s, m, h or d"
+            ),
+            Error::DurationTooLong { arg } => write!(f, "ERR {arg} must be at most 36500d"),
+            Error::UnknownOption(o) => write!(f, "ERR syntax error: unknown option '{o}'"),
+            Error::RepeatedOption(o) => write!(f, "ERR syntax error: {o} given more than once"),
+            Error::MissingValue(o) => write!(f, "ERR syntax error: {o} needs a value"),
+            Error::Arity(cmd) => write!(f, "ERR wrong number of arguments for '{cmd}' command"),
+            Error::HorizonTooLong { span, max } => {
+                write!(f, "ERR {span} must be at most {max}")
+            }
+            Error::RateTooHigh => {
+                write!(f, "ERR count per period must be at most one per nanosecond")
+            }
+            Error::WrongType => {
+                write!(
+                    f,
+                    "WRONGTYPE Operation against a key holding the wrong kind of value"
+                )
+            }
+            Error::State { command, found } => match found {
+                StateError::Foreign => {
+                    write!(
+                        f,
+                        "WRONGTYPE key holds a string that is not {command} state"
+                    )
+                }
+                StateError::OtherKind(k) => {
+                    write!(
+                        f,
+                        "WRONGTYPE key holds {} state, not {command} state",
+                        k.name()
+                    )
+                }
+                StateError::Corrupt(k) => write!(f, "ERR key holds corrupt {} state", k.name()),
+            },
+            Error::NotCellState => {
+                write!(
+                    f,
+                    "WRONGTYPE key holds a string that is not CL.THROTTLE state"
+                )
+            }
+            Error::ClockOutOfRange(what) => {
+                write!(f, "ERR the clock is beyond what {what} can represent")
+            }
+            Error::ClockNotManual => write!(
+                f,
+                "ERR RL.CLOCK SET and ADVANCE need the module loaded with 'clock manual'"
+            ),
+            Error::UnknownSubcommand {
+                command,
+                hint,
+                given,
+            } => {
+                write!(
+                    f,
+                    "ERR unknown subcommand '{given}' for {command}: try {hint}"
+                )
+            }
+            Error::Internal(cmd) => {
+                write!(f, "ERR internal error in {cmd}; nothing was changed")
+            }
+        }
+    }
+}
+
+impl Error {
+    /// The state error of `command`, as found in a key.
+    pub fn state(command: &'static str, found: StateError) -> Error {
+        Error::State { command, found }
+    }
+
+    /// The kind-specific error for a key of `kind` read by `command`.
+    pub fn other_kind(command: &'static str, kind: Kind) -> Error {
+        Error::State {
+            command,
+            found: StateError::OtherKind(kind),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_message_starts_with_an_error_code() {
+        let all = [
+            Error::Integer {
+                arg: "limit",
+                min: 1,
+                max: 9,
+            },
+            Error::Duration { arg: "period" },
+            Error::DurationTooLong { arg: "period" },
+            Error::UnknownOption("X".into()),
+            Error::RepeatedOption("COST"),
+            Error::MissingValue("COST"),
+            Error::Arity("rl.gcra"),
+            Error::HorizonTooLong {
+                span: "a",
+                max: "b",
+            },
+            Error::RateTooHigh,
+            Error::WrongType,
+            Error::state("RL.GCRA", StateError::Foreign),
+            Error::state("RL.GCRA", StateError::Corrupt(Kind::Gcra)),
+            Error::other_kind("RL.GCRA", Kind::Bucket),
+            Error::NotCellState,
+            Error::ClockOutOfRange("x"),
+            Error::ClockNotManual,
+            Error::UnknownSubcommand {
+                command: "RL.CLOCK",
+                hint: "SET",
+                given: "x".into(),
+            },
+            Error::Internal("RL.GCRA"),
+        ];
+        for e in all {
+            let m = e.to_string();
+            assert!(m.starts_with("ERR ") || m.starts_with("WRONGTYPE "), "{m}");
+            assert!(!m.contains('\r') && !m.contains('\n'));
+        }
+    }
+
+    #[test]
+    fn echoed_tokens_are_printable() {
+        assert_eq!(printable(b"ok\r\n\xff"), "ok???");
+        assert_eq!(printable(&[b'a'; 40]).len(), 35);
+    }
+}

@@ -1,0 +1,96 @@
+//! Module load: arguments, API checks, options, commands.
+
+use crate::commands::registry;
+use crate::server::clock;
+use redis_module::{raw, Context, RedisString, Status};
+use std::ffi::c_int;
+
+/// `clock manual` or `clock real` (the default), in any case.
+fn parse_load_args(args: &[RedisString]) -> Result<bool, String> {
+    let words: Vec<Vec<u8>> = args
+        .iter()
+        .map(|a| a.as_slice().to_ascii_lowercase())
+        .collect();
+    match words.as_slice() {
+        [] => Ok(false),
+        [k, v] if k == b"clock" && v == b"manual" => Ok(true),
+        [k, v] if k == b"clock" && v == b"real" => Ok(false),
+        _ => {
+            Err("unknown module arguments: expected nothing, 'clock real' or 'clock manual'".into())
+        }
+    }
+}
+
+/// The API functions every command needs; a server without one of them
+/// cannot run the module, so it refuses to load rather than fail later.
+fn missing_api() -> Option<&'static str> {
+    macro_rules! check {
+        ($($name:ident),*) => {
+            $(
+                // SAFETY: reading a pointer written by RedisModule_Init.
+                if unsafe { raw::$name }.is_none() {
+                    return Some(stringify!($name));
+                }
+            )*
+        };
+    }
+    check!(
+        RedisModule_StringPtrLen,
+        RedisModule_ReplyWithArray,
+        RedisModule_ReplyWithMap,
+        RedisModule_ReplyWithLongLong,
+        RedisModule_ReplyWithBool,
+        RedisModule_ReplyWithCString,
+        RedisModule_ReplyWithError,
+        RedisModule_ReplyWithSimpleString,
+        RedisModule_GetContextFlags,
+        RedisModule_Milliseconds,
+        RedisModule_MonotonicMicroseconds,
+        RedisModule_OpenKey,
+        RedisModule_CloseKey,
+        RedisModule_KeyType,
+        RedisModule_StringDMA,
+        RedisModule_StringTruncate,
+        RedisModule_DeleteKey,
+        RedisModule_SetAbsExpire,
+        RedisModule_Replicate,
+        RedisModule_SignalModifiedKey,
+        RedisModule_SetModuleOptions,
+        RedisModule_CreateCommand
+    );
+    None
+}
+
+pub fn on_load(ctx: &Context, args: &[RedisString]) -> Status {
+    let manual = match parse_load_args(args) {
+        Ok(m) => m,
+        Err(e) => {
+            ctx.log_warning(&e);
+            return Status::Err;
+        }
+    };
+    if let Some(name) = missing_api() {
+        ctx.log_warning(&format!(
+            "this server lacks {name}, which redis-ratelimit needs (Redis 7.0 or later)"
+        ));
+        return Status::Err;
+    }
+    // Denied requests must not invalidate WATCH: signal modified keys
+    // ourselves, only when we write.
+    // SAFETY: during OnLoad with its context.
+    unsafe {
+        raw::RedisModule_SetModuleOptions.expect("checked above")(
+            ctx.ctx,
+            raw::REDISMODULE_OPTION_NO_IMPLICIT_SIGNAL_MODIFIED as c_int,
+        )
+    };
+    clock::init(manual);
+    if let Err(e) = registry::register(crate::server::ffi::Ctx(ctx.ctx)) {
+        ctx.log_warning(&e);
+        return Status::Err;
+    }
+    if manual {
+        ctx.log_notice("ratelimit: manual clock; RL.CLOCK SET and ADVANCE move it");
+    }
+    Status::Ok
+}

@@ -1,0 +1,126 @@
+//! Safe wrappers over the few Redis module API functions the shell calls.
+//!
+//! The function pointers are filled in by `RedisModule_Init` before any
+//! command runs; `init::check_api` refuses to load when one is missing, so
+//! a missing pointer here is a bug, and a panic (caught by the command guard)
+//! is the right answer to it.
+
+use redis_module::raw;
+use std::ffi::{c_char, c_int, CStr};
+
+pub type RString = *mut raw::RedisModuleString;
+
+/// The context of the running command (or of module load).
+#[derive(Clone, Copy)]
+#[repr(transparent)]
+pub struct Ctx(pub *mut raw::RedisModuleCtx);
+
+macro_rules! api {
+    ($name:ident) => {{
+        // SAFETY: written once by RedisModule_Init, before any call; read only.
+        #[allow(unused_unsafe)]
+        let f = unsafe { redis_module::raw::$name };
+        f.expect(concat!(stringify!($name), " is not available"))
+    }};
+}
+pub(crate) use api;
+
+/// The bytes of a Redis string argument, valid while the command runs.
+fn bytes<'a>(s: RString) -> &'a [u8] {
+    let mut len = 0usize;
+    // SAFETY: `s` is an argument Redis passed to the command; the pointer and
+    // length it returns stay valid until the command returns.
+    unsafe {
+        let ptr = api!(RedisModule_StringPtrLen)(s, &mut len);
+        if ptr.is_null() || len == 0 {
+            return &[];
+        }
+        std::slice::from_raw_parts(ptr.cast::<u8>(), len)
+    }
+}
+
+/// One command argument; its bytes are read on demand.
+#[derive(Clone, Copy)]
+#[repr(transparent)]
+pub struct Arg(pub RString);
+
+impl AsRef<[u8]> for Arg {
+    fn as_ref(&self) -> &[u8] {
+        bytes(self.0)
+    }
+}
+
+/// The arguments of a command as Redis passed them.
+///
+/// # Safety
+/// `argv` holds `argc` valid argument pointers that outlive `'a`.
+pub unsafe fn argv<'a>(argv: *mut RString, argc: c_int) -> &'a [Arg] {
+    let n = usize::try_from(argc).unwrap_or(0);
+    if argv.is_null() || n == 0 {
+        return &[];
+    }
+    // SAFETY: Redis passes `argc` valid pointers; `Arg` is a transparent
+    // wrapper of the pointer type.
+    unsafe { std::slice::from_raw_parts(argv.cast::<Arg>(), n) }
+}
+
+pub fn reply_array(ctx: Ctx, len: usize) {
+    // SAFETY: ctx is the live command context.
+    unsafe { api!(RedisModule_ReplyWithArray)(ctx.0, len as _) };
+}
+
+pub fn reply_map(ctx: Ctx, len: usize) {
+    // SAFETY: as above.
+    unsafe { api!(RedisModule_ReplyWithMap)(ctx.0, len as _) };
+}
+
+pub fn reply_int(ctx: Ctx, n: i64) {
+    // SAFETY: as above.
+    unsafe { api!(RedisModule_ReplyWithLongLong)(ctx.0, n) };
+}
+
+pub fn reply_bool(ctx: Ctx, b: bool) {
+    // SAFETY: as above.
+    unsafe { api!(RedisModule_ReplyWithBool)(ctx.0, c_int::from(b)) };
+}
+
+/// A bulk string reply from a static, NUL-terminated name.
+pub fn reply_name(ctx: Ctx, name: &CStr) {
+    // SAFETY: as above; `name` is NUL-terminated.
+    unsafe { api!(RedisModule_ReplyWithCString)(ctx.0, name.as_ptr()) };
+}
+
+/// An error reply. `message` starts with its code (`ERR`, `WRONGTYPE`).
+pub fn reply_error(ctx: Ctx, message: &str) {
+    let clean: Vec<u8> = message
+        .bytes()
+        .map(|b| {
+            if b == b'\r' || b == b'\n' || b == 0 {
+                b' '
+            } else {
+                b
+            }
+        })
+        .chain(std::iter::once(0))
+        .collect();
+    // SAFETY: as above; `clean` is NUL-terminated with no interior NUL.
+    unsafe { api!(RedisModule_ReplyWithError)(ctx.0, clean.as_ptr().cast::<c_char>()) };
+}
+
+pub fn reply_ok(ctx: Ctx) {
+    // SAFETY: as above.
+    unsafe { api!(RedisModule_ReplyWithSimpleString)(ctx.0, c"OK".as_ptr()) };
+}
+
+/// Whether the calling client speaks RESP3.
+pub fn is_resp3(ctx: Ctx) -> bool {
+    // SAFETY: as above.
+    let flags = unsafe { api!(RedisModule_GetContextFlags)(ctx.0) };
+    flags as u32 & raw::REDISMODULE_CTX_FLAGS_RESP3 != 0
+}
+
+/// The server's wall clock in milliseconds (what key expiry runs on).
+pub fn server_ms() -> i64 {
+    // SAFETY: no arguments.
+    unsafe { api!(RedisModule_Milliseconds)() }
+}

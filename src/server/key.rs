@@ -1,0 +1,118 @@
+//! One limiter key: read its string value, write new state with its expiry,
+//! and replicate the effect (never the command).
+
+use super::ffi::{self, api, Arg, Ctx, RString};
+use crate::error::Error;
+use redis_module::raw;
+use std::ffi::c_int;
+
+/// A key opened for reading and writing; closed on drop.
+pub struct LimiterKey {
+    ctx: Ctx,
+    name: RString,
+    key: *mut raw::RedisModuleKey,
+}
+
+impl LimiterKey {
+    pub fn open(ctx: Ctx, name: Arg) -> LimiterKey {
+        let mode = (raw::REDISMODULE_READ | raw::REDISMODULE_WRITE) as c_int;
+        let name = name.0;
+        // SAFETY: ctx and name are the live command context and argument.
+        let key = unsafe { api!(RedisModule_OpenKey)(ctx.0, name, mode) };
+        LimiterKey { ctx, name, key }
+    }
+
+    fn key_type(&self) -> isize {
+        // SAFETY: self.key is open.
+        unsafe { api!(RedisModule_KeyType)(self.key) as isize }
+    }
+
+    /// The key's string value; `None` if the key does not exist.
+    /// Reading never changes the value, its expiry or its WATCH state.
+    pub fn value(&self) -> Result<Option<&[u8]>, Error> {
+        match self.key_type() {
+            raw::REDISMODULE_KEYTYPE_EMPTY => Ok(None),
+            raw::REDISMODULE_KEYTYPE_STRING => {
+                let mut len = 0usize;
+                // SAFETY: the key holds a string; the pointer is valid until
+                // the key is written or closed, and `&self` outlives neither.
+                let ptr = unsafe {
+                    api!(RedisModule_StringDMA)(self.key, &mut len, raw::REDISMODULE_READ as c_int)
+                };
+                if ptr.is_null() {
+                    return Err(Error::WrongType);
+                }
+                if len == 0 {
+                    return Ok(Some(&[]));
+                }
+                // SAFETY: as above.
+                Ok(Some(unsafe {
+                    std::slice::from_raw_parts(ptr.cast::<u8>(), len)
+                }))
+            }
+            _ => Err(Error::WrongType),
+        }
+    }
+
+    /// Stores `value` with a TTL of `ttl_ms`, and replicates the effect as
+    /// `SET key value PXAT <absolute ms>` so that replicas and the AOF hold
+    /// the same bytes and the same expiry time.
+    pub fn write(&mut self, value: &[u8], ttl_ms: u64) {
+        let expire_at =
+            ffi::server_ms().saturating_add(i64::try_from(ttl_ms.max(1)).unwrap_or(i64::MAX));
+        self.set_bytes(value);
+        // SAFETY: self.key is open for writing and now holds a string.
+        unsafe {
+            api!(RedisModule_SetAbsExpire)(self.key, expire_at);
+            api!(RedisModule_Replicate)(
+                self.ctx.0,
+                c"SET".as_ptr(),
+                c"sbcl".as_ptr(),
+                self.name,
+                value.as_ptr(),
+                value.len(),
+                c"PXAT".as_ptr(),
+                expire_at as std::ffi::c_longlong,
+            );
+            api!(RedisModule_SignalModifiedKey)(self.ctx.0, self.name);
+        }
+    }
+
+    /// Replaces the value in place when the length is unchanged (no
+    /// allocation); otherwise recreates it at its exact size.
+    fn set_bytes(&mut self, value: &[u8]) {
+        // SAFETY: self.key is open for writing. After StringTruncate the key
+        // holds a string of exactly value.len() bytes, which DMA exposes.
+        unsafe {
+            let current_len = match self.key_type() {
+                raw::REDISMODULE_KEYTYPE_STRING => {
+                    let mut len = 0usize;
+                    api!(RedisModule_StringDMA)(self.key, &mut len, raw::REDISMODULE_READ as c_int);
+                    Some(len)
+                }
+                _ => None,
+            };
+            if current_len != Some(value.len()) {
+                if current_len.is_some() {
+                    api!(RedisModule_DeleteKey)(self.key);
+                }
+                api!(RedisModule_StringTruncate)(self.key, value.len());
+            }
+            let mut len = 0usize;
+            let ptr =
+                api!(RedisModule_StringDMA)(self.key, &mut len, raw::REDISMODULE_WRITE as c_int);
+            if !ptr.is_null() && len == value.len() {
+                std::ptr::copy_nonoverlapping(value.as_ptr(), ptr.cast::<u8>(), len);
+            }
+        }
+    }
+}
+
+impl Drop for LimiterKey {
+    fn drop(&mut self) {
+        if !self.key.is_null() {
+            // SAFETY: opened in `open`, closed exactly once.
+            unsafe { api!(RedisModule_CloseKey)(self.key) };
+        }
+    }
+}

@@ -1,0 +1,102 @@
+//! Per-command counters for `INFO ratelimit`: calls, allowed, denied and
+//! errors. Commands run on Redis's main thread; the atomics only make the
+//! statics safe to declare.
+
+use crate::commands::Verdict;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Command {
+    Gcra,
+    Bucket,
+    Throttle,
+    Clock,
+}
+
+impl Command {
+    pub const ALL: [Command; 4] = [
+        Command::Gcra,
+        Command::Bucket,
+        Command::Throttle,
+        Command::Clock,
+    ];
+
+    pub const fn name(self) -> &'static str {
+        match self {
+            Command::Gcra => "RL.GCRA",
+            Command::Bucket => "RL.BUCKET",
+            Command::Throttle => "CL.THROTTLE",
+            Command::Clock => "RL.CLOCK",
+        }
+    }
+
+    const fn index(self) -> usize {
+        self as usize
+    }
+}
+
+const N: usize = Command::ALL.len();
+
+#[derive(Default, Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Counts {
+    pub calls: u64,
+    pub allowed: u64,
+    pub denied: u64,
+    pub errors: u64,
+}
+
+struct Counters {
+    calls: [AtomicU64; N],
+    allowed: [AtomicU64; N],
+    denied: [AtomicU64; N],
+    errors: [AtomicU64; N],
+}
+
+#[allow(clippy::declare_interior_mutable_const)]
+const ZERO: AtomicU64 = AtomicU64::new(0);
+
+static COUNTERS: Counters = Counters {
+    calls: [ZERO; N],
+    allowed: [ZERO; N],
+    denied: [ZERO; N],
+    errors: [ZERO; N],
+};
+
+pub fn record(command: Command, verdict: Verdict) {
+    let i = command.index();
+    COUNTERS.calls[i].fetch_add(1, Relaxed);
+    match verdict {
+        Verdict::Allowed => COUNTERS.allowed[i].fetch_add(1, Relaxed),
+        Verdict::Denied => COUNTERS.denied[i].fetch_add(1, Relaxed),
+        Verdict::Other => 0,
+    };
+}
+
+pub fn record_error(command: Command) {
+    let i = command.index();
+    COUNTERS.calls[i].fetch_add(1, Relaxed);
+    COUNTERS.errors[i].fetch_add(1, Relaxed);
+}
+
+pub fn counts(command: Command) -> Counts {
+    let i = command.index();
+    Counts {
+        calls: COUNTERS.calls[i].load(Relaxed),
+        allowed: COUNTERS.allowed[i].load(Relaxed),
+        denied: COUNTERS.denied[i].load(Relaxed),
+        errors: COUNTERS.errors[i].load(Relaxed),
+    }
+}
+
+pub fn reset() {
+    for c in [
+        &COUNTERS.calls,
+        &COUNTERS.allowed,
+        &COUNTERS.denied,
+        &COUNTERS.errors,
+    ] {
+        for a in c {
+            a.store(0, Relaxed);
+        }
+    }
+}

@@ -1,0 +1,324 @@
+//! Test support: real `redis-server` processes with the module loaded, on
+//! free loopback ports, each in its own temporary directory, stopped (and
+//! the directory removed) on drop.
+#![allow(dead_code)]
+
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// The module built by `cargo test` (`RL_MODULE` overrides it).
+pub fn module_path() -> PathBuf {
+    if let Ok(p) = std::env::var("RL_MODULE") {
+        return PathBuf::from(p);
+    }
+    // Tests run from target/<profile>/deps/<test-binary>.
+    let exe = std::env::current_exe().expect("test binary path");
+    let profile_dir = exe
+        .parent()
+        .and_then(Path::parent)
+        .expect("target profile dir");
+    let so = profile_dir.join("libredis_ratelimit.so");
+    assert!(so.exists(), "module not built at {}", so.display());
+    so
+}
+
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("free port")
+}
+
+/// How a test server is started.
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// Load the module with `clock manual`.
+    pub manual_clock: bool,
+    /// Load the module at all.
+    pub module: bool,
+    /// Extra `--name value` arguments for redis-server.
+    pub extra: Vec<String>,
+}
+
+impl Default for Config {
+    fn default() -> Config {
+        Config {
+            manual_clock: true,
+            module: true,
+            extra: Vec::new(),
+        }
+    }
+}
+
+impl Config {
+    pub fn real_clock() -> Config {
+        Config {
+            manual_clock: false,
+            ..Config::default()
+        }
+    }
+
+    pub fn without_module() -> Config {
+        Config {
+            module: false,
+            ..Config::default()
+        }
+    }
+
+    /// Adds `--name value...` (the value split on spaces).
+    pub fn arg(mut self, name: &str, value: &str) -> Config {
+        self.extra.push(format!("--{name}"));
+        self.extra.extend(value.split(' ').map(str::to_string));
+        self
+    }
+}
+
+pub struct Server {
+    pub port: u16,
+    pub dir: PathBuf,
+    pub config: Config,
+    child: Option<Child>,
+    keep_dir: bool,
+}
+
+static NEXT_DIR: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+pub fn new_dir() -> PathBuf {
+    let n = NEXT_DIR.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    let dir = std::env::temp_dir().join(format!("rl-test-{}-{}", std::process::id(), n));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    dir
+}
+
+impl Server {
+    pub fn start() -> Server {
+        Server::with(Config::default())
+    }
+
+    pub fn with(config: Config) -> Server {
+        Server::start_in(config, new_dir())
+    }
+
+    /// Starts a server in `dir`, on the data already there.
+    pub fn start_in(config: Config, dir: PathBuf) -> Server {
+        for _ in 0..5 {
+            let port = free_port();
+            let mut cmd = Command::new("redis-server");
+            cmd.arg("--port")
+                .arg(port.to_string())
+                .arg("--bind")
+                .arg("127.0.0.1")
+                .arg("--dir")
+                .arg(&dir)
+                .arg("--save")
+                .arg("")
+                .arg("--logfile")
+                .arg("redis.log")
+                .arg("--enable-debug-command")
+                .arg("yes")
+                .arg("--enable-module-command")
+                .arg("yes");
+            if config.module {
+                cmd.arg("--loadmodule").arg(module_path());
+                if config.manual_clock {
+                    cmd.arg("clock").arg("manual");
+                }
+            }
+            cmd.args(&config.extra);
+            cmd.stdout(Stdio::null()).stderr(Stdio::null());
+            let child = cmd.spawn().expect("redis-server is installed");
+            let mut server = Server {
+                port,
+                dir: dir.clone(),
+                config: config.clone(),
+                child: Some(child),
+                keep_dir: true,
+            };
+            if server.wait_ready() {
+                server.keep_dir = false;
+                return server;
+            }
+            server.stop();
+        }
+        panic!(
+            "redis-server did not start; its log:\n{}",
+            std::fs::read_to_string(dir.join("redis.log")).unwrap_or_default()
+        );
+    }
+
+    /// Waits (bounded) until the server answers PING; false if it exited.
+    fn wait_ready(&mut self) -> bool {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while Instant::now() < deadline {
+            if let Some(child) = self.child.as_mut() {
+                if let Ok(Some(_)) = child.try_wait() {
+                    return false;
+                }
+            }
+            if let Ok(mut c) = self.try_conn() {
+                let pong: redis::RedisResult<String> = redis::cmd("PING").query(&mut c);
+                if pong.is_ok() {
+                    return true;
+                }
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        false
+    }
+
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}/", self.port)
+    }
+
+    fn try_conn(&self) -> redis::RedisResult<redis::Connection> {
+        let client = redis::Client::open(self.url())?;
+        client.get_connection_with_timeout(Duration::from_secs(5))
+    }
+
+    pub fn conn(&self) -> redis::Connection {
+        self.try_conn().expect("connect to test server")
+    }
+
+    /// A connection that speaks RESP3.
+    pub fn conn_resp3(&self) -> redis::Connection {
+        let client = redis::Client::open(format!("{}?protocol=resp3", self.url())).expect("client");
+        client.get_connection().expect("connect")
+    }
+
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.join("redis.log")).unwrap_or_default()
+    }
+
+    /// Stops the server (SHUTDOWN NOSAVE, then kill), keeping its directory.
+    pub fn stop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            if let Ok(mut c) = self.try_conn() {
+                let _: redis::RedisResult<()> = redis::cmd("SHUTDOWN").arg("NOSAVE").query(&mut c);
+            }
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while Instant::now() < deadline {
+                if let Ok(Some(_)) = child.try_wait() {
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// Stops the server and starts it again on the same directory and data.
+    pub fn restart(mut self) -> Server {
+        self.keep_dir = true;
+        self.stop();
+        let (config, dir) = (self.config.clone(), self.dir.clone());
+        drop(self);
+        Server::start_in(config, dir)
+    }
+
+    /// Whether the process is still running.
+    pub fn alive(&mut self) -> bool {
+        match self.child.as_mut() {
+            Some(c) => matches!(c.try_wait(), Ok(None)),
+            None => false,
+        }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.stop();
+        if !self.keep_dir && !std::thread::panicking() {
+            let _ = std::fs::remove_dir_all(&self.dir);
+        }
+    }
+}
+
+/// Builds a command from string arguments.
+pub fn cmd(args: &[&str]) -> redis::Cmd {
+    let mut cmd = redis::cmd(args[0]);
+    for a in &args[1..] {
+        cmd.arg(*a);
+    }
+    cmd
+}
+
+/// Sends a command and returns the raw reply.
+pub fn call(c: &mut redis::Connection, args: &[&str]) -> redis::RedisResult<redis::Value> {
+    cmd(args).query(c)
+}
+
+/// A decision reply as the five integers of RESP2.
+pub fn decide(c: &mut redis::Connection, args: &[&str]) -> [i64; 5] {
+    let v: Vec<i64> = cmd(args)
+        .query(c)
+        .unwrap_or_else(|e| panic!("{args:?}: {e}"));
+    v.try_into().expect("five fields")
+}
+
+/// The error a command answers, as (code, "CODE message").
+pub fn error_of(c: &mut redis::Connection, args: &[&[u8]]) -> (String, String) {
+    let mut cmd = redis::cmd(std::str::from_utf8(args[0]).expect("ascii name"));
+    for a in &args[1..] {
+        cmd.arg(*a);
+    }
+    match cmd.query::<redis::Value>(c) {
+        Ok(v) => panic!("{args:?} succeeded with {v:?}"),
+        Err(e) => {
+            let code = e.code().unwrap_or("").to_string();
+            let detail = e.detail().unwrap_or("").to_string();
+            (code.clone(), format!("{code} {detail}"))
+        }
+    }
+}
+
+/// The manual clock, in microseconds.
+pub fn clock(c: &mut redis::Connection) -> u64 {
+    redis::cmd("RL.CLOCK").query(c).expect("RL.CLOCK")
+}
+
+pub fn clock_set(c: &mut redis::Connection, us: u64) {
+    let _: u64 = redis::cmd("RL.CLOCK")
+        .arg("SET")
+        .arg(us)
+        .query(c)
+        .expect("RL.CLOCK SET");
+}
+
+pub fn advance(c: &mut redis::Connection, us: u64) {
+    let _: u64 = redis::cmd("RL.CLOCK")
+        .arg("ADVANCE")
+        .arg(us)
+        .query(c)
+        .expect("RL.CLOCK ADVANCE");
+}
+
+pub fn pttl(c: &mut redis::Connection, key: &str) -> i64 {
+    redis::cmd("PTTL").arg(key).query(c).expect("PTTL")
+}
+
+pub fn get_bytes(c: &mut redis::Connection, key: &str) -> Option<Vec<u8>> {
+    redis::cmd("GET").arg(key).query(c).expect("GET")
+}
+
+pub fn pexpiretime(c: &mut redis::Connection, key: &str) -> i64 {
+    redis::cmd("PEXPIRETIME")
+        .arg(key)
+        .query(c)
+        .expect("PEXPIRETIME")
+}
+
+pub fn digest(c: &mut redis::Connection) -> String {
+    redis::cmd("DEBUG")
+        .arg("DIGEST")
+        .query(c)
+        .expect("DEBUG DIGEST")
+}
+
+/// A fixed manual-clock origin for timelines: 2026-01-01T00:00:00Z.
+pub const T0: u64 = 1_767_225_600_000_000;
+pub const SECOND: u64 = 1_000_000;
+pub const MS: u64 = 1_000;

@@ -1,0 +1,192 @@
+//! CL.THROTTLE: redis-cell's replies and storage, without its crashes.
+
+mod common;
+use common::*;
+
+#[test]
+fn readme_example() {
+    let s = Server::start();
+    let mut c = s.conn();
+    clock_set(&mut c, T0);
+    assert_eq!(
+        decide(&mut c, &["CL.THROTTLE", "user123", "15", "30", "60", "1"]),
+        [0, 16, 15, -1, 2]
+    );
+    // Stored as redis-cell stores it: the TAT in decimal nanoseconds.
+    let tat = get_bytes(&mut c, "user123").unwrap();
+    assert_eq!(tat, ((T0 + 2 * SECOND) * 1000).to_string().as_bytes());
+    let ttl = pttl(&mut c, "user123");
+    assert!((1500..=2000).contains(&ttl), "{ttl}");
+    // The quantity defaults to 1.
+    assert_eq!(
+        decide(&mut c, &["CL.THROTTLE", "user123", "15", "30", "60"]),
+        [0, 16, 14, -1, 4]
+    );
+}
+
+/// redis-cell's case table: limit 5 (max_burst 4), one per second.
+#[test]
+fn timed_cases_follow_redis_cell() {
+    let s = Server::start();
+    let mut c = s.conn();
+    // (ms after start, quantity, reply)
+    let cases: &[(u64, &str, [i64; 5])] = &[
+        (0, "6", [1, 5, 5, -1, 0]),
+        (0, "1", [0, 5, 4, -1, 1]),
+        (0, "1", [0, 5, 3, -1, 2]),
+        (0, "1", [0, 5, 2, -1, 3]),
+        (0, "1", [0, 5, 1, -1, 4]),
+        (0, "1", [0, 5, 0, -1, 5]),
+        (0, "1", [1, 5, 0, 1, 5]),
+        (3000, "1", [0, 5, 2, -1, 3]),
+        (3100, "1", [0, 5, 1, -1, 4]),
+        (4000, "1", [0, 5, 1, -1, 4]),
+        (8000, "1", [0, 5, 4, -1, 1]),
+        (9500, "1", [0, 5, 4, -1, 1]),
+        (9500, "0", [0, 5, 4, -1, 1]),
+        (9500, "2", [0, 5, 2, -1, 3]),
+        (9500, "5", [1, 5, 2, 3, 3]),
+    ];
+    for (i, (at, quantity, want)) in cases.iter().enumerate() {
+        clock_set(&mut c, T0 + at * MS);
+        let got = decide(&mut c, &["CL.THROTTLE", "cell", "4", "1", "1", quantity]);
+        assert_eq!(&got, want, "case {i}");
+    }
+}
+
+#[test]
+fn reads_keys_that_redis_cell_wrote() {
+    let s = Server::start();
+    let mut c = s.conn();
+    clock_set(&mut c, T0);
+    // redis-cell left a TAT 3 s ahead (limit 5 per 5 s, 3 used).
+    let tat_ns = (T0 + 3 * SECOND) * 1000;
+    let _: () = redis::cmd("SET")
+        .arg("legacy")
+        .arg(tat_ns.to_string())
+        .arg("PX")
+        .arg(3000)
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(
+        decide(&mut c, &["CL.THROTTLE", "legacy", "4", "5", "5"]),
+        [0, 5, 1, -1, 4]
+    );
+}
+
+#[test]
+fn hostile_keys_and_arguments_get_errors_and_change_nothing() {
+    let s = Server::start();
+    let mut c = s.conn();
+    let _: () = redis::cmd("RPUSH")
+        .arg("list")
+        .arg("x")
+        .query(&mut c)
+        .unwrap();
+    let _: () = redis::cmd("HSET")
+        .arg("hash")
+        .arg("f")
+        .arg("v")
+        .query(&mut c)
+        .unwrap();
+    let _: () = redis::cmd("SET")
+        .arg("text")
+        .arg("not a number")
+        .query(&mut c)
+        .unwrap();
+    let _: () = redis::cmd("SET")
+        .arg("neg")
+        .arg("-5")
+        .query(&mut c)
+        .unwrap();
+    decide(&mut c, &["RL.GCRA", "ours", "1", "1"]);
+    let cases: &[(&[&[u8]], &str)] = &[
+        (
+            &[b"CL.THROTTLE", b"list", b"1", b"1", b"1"],
+            "WRONGTYPE Operation against a key holding the wrong kind of value",
+        ),
+        (
+            &[b"CL.THROTTLE", b"hash", b"1", b"1", b"1"],
+            "WRONGTYPE Operation against a key holding the wrong kind of value",
+        ),
+        (
+            &[b"CL.THROTTLE", b"text", b"1", b"1", b"1"],
+            "WRONGTYPE key holds a string that is not CL.THROTTLE state",
+        ),
+        (
+            &[b"CL.THROTTLE", b"neg", b"1", b"1", b"1"],
+            "WRONGTYPE key holds a string that is not CL.THROTTLE state",
+        ),
+        (
+            &[b"CL.THROTTLE", b"ours", b"1", b"1", b"1"],
+            "WRONGTYPE key holds RL.GCRA state, not CL.THROTTLE state",
+        ),
+        (
+            &[b"CL.THROTTLE", b"k", b"1", b"1", b"1", b"-1"],
+            "ERR quantity must be an integer from 0 to 9223372036854775807",
+        ),
+        (
+            &[b"CL.THROTTLE", b"k", b"-1", b"1", b"1"],
+            "ERR max_burst must be an integer from 0 to 9223372036854775806",
+        ),
+        (
+            &[b"CL.THROTTLE", b"k", b"1", b"0", b"1"],
+            "ERR count per period must be an integer from 1 to 9223372036854775807",
+        ),
+        (
+            &[b"CL.THROTTLE", b"k", b"1", b"1", b"0"],
+            "ERR period must be an integer from 1 to 3153600000",
+        ),
+        (
+            &[b"CL.THROTTLE", b"k", b"1", b"1", b"\xff\xfe"],
+            "ERR period must be an integer from 1 to 3153600000",
+        ),
+        (
+            &[b"CL.THROTTLE", b"k", b"1", b"9223372036854775807", b"1"],
+            "ERR count per period must be at most one per nanosecond",
+        ),
+        (
+            &[b"CL.THROTTLE", b"k", b"9223372036854775806", b"1", b"1"],
+            "ERR (max_burst + 1) * period / count must be at most 100 years",
+        ),
+        (
+            &[b"CL.THROTTLE", b"k", b"1", b"1", b"1", b"1", b"1"],
+            "ERR wrong number of arguments for 'cl.throttle' command",
+        ),
+    ];
+    for (args, want) in cases {
+        let (_, msg) = error_of(&mut c, args);
+        assert_eq!(&msg, want, "{args:?}");
+    }
+    assert_eq!(get_bytes(&mut c, "text").unwrap(), b"not a number");
+    assert_eq!(get_bytes(&mut c, "neg").unwrap(), b"-5");
+    assert_eq!(get_bytes(&mut c, "k"), None);
+    // A key name that is not UTF-8 is just a key.
+    let r: Vec<i64> = redis::cmd("CL.THROTTLE")
+        .arg(&b"\xff\xfe"[..])
+        .arg(1)
+        .arg(1)
+        .arg(1)
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(r[0], 0);
+    let ttl: i64 = redis::cmd("PTTL")
+        .arg(&b"\xff\xfe"[..])
+        .query(&mut c)
+        .unwrap();
+    assert!(ttl > 0);
+    let pong: String = redis::cmd("PING").query(&mut c).unwrap();
+    assert_eq!(pong, "PONG");
+}
+
+#[test]
+fn quantity_zero_peeks_without_writing() {
+    let s = Server::start();
+    let mut c = s.conn();
+    clock_set(&mut c, T0);
+    assert_eq!(
+        decide(&mut c, &["CL.THROTTLE", "peek", "4", "1", "1", "0"]),
+        [0, 5, 5, -1, 0]
+    );
+    assert_eq!(get_bytes(&mut c, "peek"), None);
+}
