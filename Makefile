@@ -5,7 +5,7 @@ MODULE  := target/release/libredis_ratelimit.so
 PORT    ?= 6379
 SUDO    := $(shell [ "$$(id -u)" -eq 0 ] || echo sudo)
 
-.PHONY: run test build deps lint unit bench demo clean
+.PHONY: run test build deps lint unit bench demo fuzz clean
 
 ## Install what a fresh Debian machine lacks (redis-server, libclang for bindgen).
 deps:
@@ -33,6 +33,18 @@ lint:
 ## Unit and property tests only (no server).
 unit:
 	cargo test --lib
+
+## Throughput, latency and memory against INCR/SET baselines (see README).
+bench: build
+	./scripts/bench.sh
+
+## Replays classic traffic traces against every algorithm; writes an SVG chart.
+demo: build
+	./scripts/demo.sh
+
+## Bounded coverage-guided fuzzing of the parsers and the state decoders.
+fuzz:
+	./scripts/fuzz.sh
 
 clean:
 	cargo clean

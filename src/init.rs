@@ -89,6 +89,10 @@ pub fn on_load(ctx: &Context, args: &[RedisString]) -> Status {
         ctx.log_warning(&e);
         return Status::Err;
     }
+    if let Err(e) = crate::server::info::register(crate::server::ffi::Ctx(ctx.ctx)) {
+        ctx.log_warning(&e);
+        return Status::Err;
+    }
     if manual {
         ctx.log_notice("ratelimit: manual clock; RL.CLOCK SET and ADVANCE move it");
     }

@@ -10,6 +10,7 @@ pub mod args;
 pub mod codec;
 pub mod commands;
 pub mod error;
+pub mod policy;
 pub mod server;
 pub mod stats;
 

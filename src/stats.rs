@@ -9,14 +9,20 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 pub enum Command {
     Gcra,
     Bucket,
+    Sliding,
+    Fixed,
+    All,
     Throttle,
     Clock,
 }
 
 impl Command {
-    pub const ALL: [Command; 4] = [
+    pub const ALL: [Command; 7] = [
         Command::Gcra,
         Command::Bucket,
+        Command::Sliding,
+        Command::Fixed,
+        Command::All,
         Command::Throttle,
         Command::Clock,
     ];
@@ -25,6 +31,9 @@ impl Command {
         match self {
             Command::Gcra => "RL.GCRA",
             Command::Bucket => "RL.BUCKET",
+            Command::Sliding => "RL.SLIDING",
+            Command::Fixed => "RL.FIXED",
+            Command::All => "RL.ALL",
             Command::Throttle => "CL.THROTTLE",
             Command::Clock => "RL.CLOCK",
         }

@@ -2,10 +2,14 @@
 //! the panic guard, the outcome counters, and the schedule-state path that
 //! RL.GCRA and RL.BUCKET have in common.
 
+pub mod all;
 pub mod bucket;
 pub mod clock;
+pub mod docs;
+pub mod fixed;
 pub mod gcra;
 pub mod registry;
+pub mod sliding;
 pub mod throttle;
 
 use crate::algorithm::schedule::Tat;

@@ -3,7 +3,7 @@
 //! `RedisModule_SetCommandInfo` (not the crate's `#[command]` macro, which
 //! needs a Redis 7.2 API and fails to load on 7.0).
 
-use super::{bucket, clock, gcra, guard, throttle};
+use super::{all, bucket, clock, docs, fixed, gcra, guard, sliding, throttle};
 use crate::server::ffi::{api, Ctx, RString};
 use crate::stats::Command;
 use redis_module::raw;
@@ -17,6 +17,8 @@ pub enum Keys {
     None,
     /// One key, the first argument.
     First,
+    /// `numkeys key [key ...]` from the first argument on.
+    NumKeys,
 }
 
 pub struct Spec {
@@ -46,6 +48,9 @@ macro_rules! handler {
 
 handler!(rl_gcra, Command::Gcra, gcra::run);
 handler!(rl_bucket, Command::Bucket, bucket::run);
+handler!(rl_sliding, Command::Sliding, sliding::run);
+handler!(rl_fixed, Command::Fixed, fixed::run);
+handler!(rl_all, Command::All, all::run);
 handler!(cl_throttle, Command::Throttle, throttle::run);
 handler!(rl_clock, Command::Clock, clock::run);
 
@@ -73,6 +78,36 @@ pub const COMMANDS: &[Spec] = &[
         complexity: c"O(1)",
     },
     Spec {
+        name: c"rl.sliding",
+        command: Command::Sliding,
+        handler: rl_sliding,
+        flags: DECISION_FLAGS,
+        arity: -4,
+        keys: Keys::First,
+        summary: c"Admits or denies a request under a sliding window: exact log, two-window estimate or sub-window buckets.",
+        complexity: c"O(1) for APPROX; O(log limit) for EXACT; O(n) for BUCKETS n",
+    },
+    Spec {
+        name: c"rl.fixed",
+        command: Command::Fixed,
+        handler: rl_fixed,
+        flags: DECISION_FLAGS,
+        arity: -4,
+        keys: Keys::First,
+        summary: c"Admits or denies a request under a fixed window count.",
+        complexity: c"O(1)",
+    },
+    Spec {
+        name: c"rl.all",
+        command: Command::All,
+        handler: rl_all,
+        flags: DECISION_FLAGS,
+        arity: -6,
+        keys: Keys::NumKeys,
+        summary: c"Admits a request only if every one of several limits admits it, and then charges them all.",
+        complexity: c"O(N) where N is the number of keys, plus each limit's own cost",
+    },
+    Spec {
         name: c"cl.throttle",
         command: Command::Throttle,
         handler: cl_throttle,
@@ -97,8 +132,9 @@ pub const COMMANDS: &[Spec] = &[
 /// Registers every command; an error message on failure.
 pub fn register(ctx: Ctx) -> Result<(), String> {
     for spec in COMMANDS {
+        // RL.ALL's keys are found by its key spec (set below), not a range.
         let (first, last, step) = match spec.keys {
-            Keys::None => (0, 0, 0),
+            Keys::None | Keys::NumKeys => (0, 0, 0),
             Keys::First => (1, 1, 1),
         };
         // SAFETY: called from RedisModule_OnLoad with its context; the names
@@ -139,6 +175,7 @@ fn set_info(ctx: Ctx, spec: &Spec) -> Result<(), String> {
         sizeof_arg: std::mem::size_of::<raw::RedisModuleCommandArg>(),
     };
     let mut key_specs = key_specs(spec.keys);
+    let mut args = docs::args(spec.name);
     let info = raw::RedisModuleCommandInfo {
         version: &version,
         summary: spec.summary.as_ptr(),
@@ -152,7 +189,9 @@ fn set_info(ctx: Ctx, spec: &Spec) -> Result<(), String> {
         } else {
             std::ptr::null_mut()
         },
-        args: std::ptr::null_mut(),
+        args: args
+            .as_mut()
+            .map_or(std::ptr::null_mut(), |a| a.as_mut_ptr()),
     };
     // SAFETY: during OnLoad; `info` and everything it points to outlive the
     // call, and Redis copies what it keeps.
@@ -188,6 +227,17 @@ fn key_specs(keys: Keys) -> Vec<raw::RedisModuleCommandKeySpec> {
         one.fk.range.keystep = 1;
         one.fk.range.limit = 0;
         specs.push(one);
+    }
+    if keys == Keys::NumKeys {
+        let mut many = zeroed();
+        many.flags = u64::from(raw::REDISMODULE_CMD_KEY_RW | raw::REDISMODULE_CMD_KEY_UPDATE);
+        many.begin_search_type = raw::RedisModuleKeySpecBeginSearchType_REDISMODULE_KSPEC_BS_INDEX;
+        many.bs.index.pos = 1;
+        many.find_keys_type = raw::RedisModuleKeySpecFindKeysType_REDISMODULE_KSPEC_FK_KEYNUM;
+        many.fk.keynum.keynumidx = 0;
+        many.fk.keynum.firstkey = 1;
+        many.fk.keynum.keystep = 1;
+        specs.push(many);
     }
     specs.push(zeroed());
     specs

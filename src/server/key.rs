@@ -3,6 +3,7 @@
 
 use super::ffi::{self, api, Arg, Ctx, RString};
 use crate::error::Error;
+use crate::policy::StateWrite;
 use redis_module::raw;
 use std::ffi::c_int;
 
@@ -78,6 +79,69 @@ impl LimiterKey {
         }
     }
 
+    /// Applies a policy's write with a TTL of `ttl_ms`, replicating effects.
+    pub fn apply(&mut self, write: &StateWrite, ttl_ms: u64) {
+        match write {
+            StateWrite::Value(v) => self.write(v, ttl_ms),
+            StateWrite::Patch(ranges) => self.patch(ranges, ttl_ms),
+        }
+    }
+
+    /// Overwrites byte ranges as `SETRANGE` would, sets the expiry, and
+    /// replicates `SETRANGE key offset bytes` for each range and one
+    /// `PEXPIREAT` (Redis wraps them in MULTI/EXEC).
+    fn patch(&mut self, ranges: &[(usize, Vec<u8>)], ttl_ms: u64) {
+        let expire_at = expire_at(ttl_ms);
+        let needed = ranges
+            .iter()
+            .map(|(off, b)| off + b.len())
+            .max()
+            .unwrap_or(0);
+        // SAFETY: self.key is open for writing; after the truncate the value
+        // is at least `needed` bytes long, and every range lies within it.
+        unsafe {
+            let mut len = 0usize;
+            if self.key_type() == raw::REDISMODULE_KEYTYPE_STRING {
+                api!(RedisModule_StringDMA)(self.key, &mut len, raw::REDISMODULE_READ as c_int);
+            }
+            if needed > len {
+                api!(RedisModule_StringTruncate)(self.key, needed);
+            }
+            let ptr =
+                api!(RedisModule_StringDMA)(self.key, &mut len, raw::REDISMODULE_WRITE as c_int);
+            if ptr.is_null() || len < needed {
+                return;
+            }
+            for (off, bytes) in ranges {
+                std::ptr::copy_nonoverlapping(
+                    bytes.as_ptr(),
+                    ptr.cast::<u8>().add(*off),
+                    bytes.len(),
+                );
+            }
+            api!(RedisModule_SetAbsExpire)(self.key, expire_at);
+            for (off, bytes) in ranges {
+                api!(RedisModule_Replicate)(
+                    self.ctx.0,
+                    c"SETRANGE".as_ptr(),
+                    c"slb".as_ptr(),
+                    self.name,
+                    *off as std::ffi::c_longlong,
+                    bytes.as_ptr(),
+                    bytes.len(),
+                );
+            }
+            api!(RedisModule_Replicate)(
+                self.ctx.0,
+                c"PEXPIREAT".as_ptr(),
+                c"sl".as_ptr(),
+                self.name,
+                expire_at as std::ffi::c_longlong,
+            );
+            api!(RedisModule_SignalModifiedKey)(self.ctx.0, self.name);
+        }
+    }
+
     /// Replaces the value in place when the length is unchanged (no
     /// allocation); otherwise recreates it at its exact size.
     fn set_bytes(&mut self, value: &[u8]) {
@@ -106,6 +170,13 @@ impl LimiterKey {
             }
         }
     }
+}
+
+/// The absolute expiry, on the server's wall clock, of a key written now
+/// with `ttl_ms` (at least 1 ms).
+fn expire_at(ttl_ms: u64) -> i64 {
+    let ttl = i64::try_from(ttl_ms.max(1)).unwrap_or(i64::MAX);
+    ffi::server_ms().saturating_add(ttl)
 }
 
 impl Drop for LimiterKey {

@@ -3,5 +3,6 @@
 
 pub mod clock;
 pub mod ffi;
+pub mod info;
 pub mod key;
 pub mod reply;
