@@ -15,7 +15,8 @@
 #
 # Knobs (environment): ROUNDS (5), REQUESTS per measurement (200000),
 # KEYSPACE for the random-key runs (100000), MEM_KEYS (200000),
-# CLIENTS (50), PIPELINE (16), MODULE (path to the .so).
+# CLIENTS (50), PIPELINE (16), MODULE (path to the .so), FILTER (a regex:
+# only the commands whose label matches, besides the baselines).
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
@@ -27,6 +28,7 @@ CLIENTS=${CLIENTS:-50}
 PIPELINE=${PIPELINE:-16}
 MODULE=${MODULE:-$PWD/target/release/libredis_ratelimit.so}
 BENCH_ONLY=${BENCH_ONLY:-all}
+FILTER=${FILTER:-.}
 OUT=${OUT:-$PWD/target/bench}
 
 # The commands, one per line: label | where (speed, memory, both) | command.
@@ -77,7 +79,7 @@ port_in_use() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 
 PORT=
 for _ in $(seq 1 50); do
-    candidate=$((20000 + RANDOM % 20000))
+    candidate=$((20000 + RANDOM % 12000))
     if ! port_in_use "$candidate"; then
         PORT=$candidate
         break
@@ -130,6 +132,10 @@ available_cases() {
         cmd=$(echo "$cmd" | xargs)
         [ -n "$label" ] || continue
         [ "$where" = both ] || [ "$where" = "$kind" ] || continue
+        case $label in
+        INCR* | SET*) ;; # the baselines always run
+        *) [[ $label =~ $FILTER ]] || continue ;;
+        esac
         local ok=1
         cli FLUSHALL >/dev/null
         while read -r part; do

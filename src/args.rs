@@ -42,12 +42,17 @@ pub fn duration_us(bytes: &[u8], arg: &'static str) -> Result<u64, Error> {
         .position(|b| !b.is_ascii_digit())
         .unwrap_or(bytes.len());
     let (number, unit) = bytes.split_at(split);
-    let ms_per_unit: u64 = match unit.to_ascii_lowercase().as_slice() {
-        b"" | b"s" => 1_000,
-        b"ms" => 1,
-        b"m" => 60_000,
-        b"h" => 3_600_000,
-        b"d" => 86_400_000,
+    // Lowercased in place of a copy: this runs on every request.
+    let ms_per_unit: u64 = match unit {
+        [] => 1_000,
+        [u] => match u.to_ascii_lowercase() {
+            b's' => 1_000,
+            b'm' => 60_000,
+            b'h' => 3_600_000,
+            b'd' => 86_400_000,
+            _ => return Err(Error::Duration { arg }),
+        },
+        _ if unit.eq_ignore_ascii_case(b"ms") => 1,
         _ => return Err(Error::Duration { arg }),
     };
     let n = digits(number).ok_or(Error::Duration { arg })?;

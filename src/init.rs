@@ -54,6 +54,7 @@ fn missing_api() -> Option<&'static str> {
         RedisModule_DeleteKey,
         RedisModule_SetAbsExpire,
         RedisModule_Replicate,
+        RedisModule_CreateString,
         RedisModule_SignalModifiedKey,
         RedisModule_SetModuleOptions,
         RedisModule_CreateCommand

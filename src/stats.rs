@@ -71,20 +71,26 @@ static COUNTERS: Counters = Counters {
     errors: [ZERO; N],
 };
 
+/// Adds one. Only Redis's main thread writes the counters, so a load and a
+/// store do (a locked read-modify-write costs more on every request).
+fn bump(counter: &AtomicU64) {
+    counter.store(counter.load(Relaxed).wrapping_add(1), Relaxed);
+}
+
 pub fn record(command: Command, verdict: Verdict) {
     let i = command.index();
-    COUNTERS.calls[i].fetch_add(1, Relaxed);
+    bump(&COUNTERS.calls[i]);
     match verdict {
-        Verdict::Allowed => COUNTERS.allowed[i].fetch_add(1, Relaxed),
-        Verdict::Denied => COUNTERS.denied[i].fetch_add(1, Relaxed),
-        Verdict::Other => 0,
-    };
+        Verdict::Allowed => bump(&COUNTERS.allowed[i]),
+        Verdict::Denied => bump(&COUNTERS.denied[i]),
+        Verdict::Other => {}
+    }
 }
 
 pub fn record_error(command: Command) {
     let i = command.index();
-    COUNTERS.calls[i].fetch_add(1, Relaxed);
-    COUNTERS.errors[i].fetch_add(1, Relaxed);
+    bump(&COUNTERS.calls[i]);
+    bump(&COUNTERS.errors[i]);
 }
 
 pub fn counts(command: Command) -> Counts {

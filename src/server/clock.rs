@@ -23,6 +23,9 @@ static ANCHOR_MONO_US: AtomicU64 = AtomicU64::new(0);
 
 /// Re-anchor when the wall clock and the monotonic estimate differ by more.
 const MAX_SKEW_US: u64 = 1_000_000;
+/// The monotonic time at which the wall clock was last compared.
+static WALL_CHECKED_MONO_US: AtomicU64 = AtomicU64::new(0);
+const WALL_CHECK_EVERY_US: u64 = 1_000;
 
 fn wall_ms_as_us() -> u64 {
     // SAFETY: no arguments.
@@ -39,7 +42,9 @@ fn monotonic_us() -> u64 {
 pub fn init(manual: bool) {
     let wall = wall_ms_as_us();
     ANCHOR_WALL_US.store(wall, Relaxed);
-    ANCHOR_MONO_US.store(monotonic_us(), Relaxed);
+    let mono = monotonic_us();
+    ANCHOR_MONO_US.store(mono, Relaxed);
+    WALL_CHECKED_MONO_US.store(mono, Relaxed);
     NOW_US.store(wall, Relaxed);
     MANUAL.store(manual, Relaxed);
 }
@@ -74,6 +79,12 @@ fn real_now_us() -> u64 {
     let estimate = ANCHOR_WALL_US
         .load(Relaxed)
         .saturating_add(mono.saturating_sub(ANCHOR_MONO_US.load(Relaxed)));
+    // Reading the wall clock costs as much as the monotonic one; a step is
+    // looked for at most once per millisecond, not on every request.
+    if mono.saturating_sub(WALL_CHECKED_MONO_US.load(Relaxed)) < WALL_CHECK_EVERY_US {
+        return estimate;
+    }
+    WALL_CHECKED_MONO_US.store(mono, Relaxed);
     let wall = wall_ms_as_us();
     // The estimate has µs resolution but only the ms wall clock tells of
     // steps; within a millisecond of each other, they agree.

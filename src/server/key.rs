@@ -6,6 +6,7 @@ use crate::error::Error;
 use crate::policy::StateWrite;
 use redis_module::raw;
 use std::ffi::c_int;
+use std::sync::atomic::{AtomicPtr, Ordering::Relaxed};
 
 /// A key opened for reading and writing; closed on drop.
 pub struct LimiterKey {
@@ -68,11 +69,11 @@ impl LimiterKey {
             api!(RedisModule_Replicate)(
                 self.ctx.0,
                 c"SET".as_ptr(),
-                c"sbcl".as_ptr(),
+                c"sbsl".as_ptr(),
                 self.name,
                 value.as_ptr(),
                 value.len(),
-                c"PXAT".as_ptr(),
+                pxat(),
                 expire_at as std::ffi::c_longlong,
             );
             api!(RedisModule_SignalModifiedKey)(self.ctx.0, self.name);
@@ -170,6 +171,24 @@ impl LimiterKey {
             }
         }
     }
+}
+
+/// The word `PXAT`, created once: `RM_Replicate` takes a string argument
+/// by reference, where a C string would be copied into a new object on
+/// every write. Created on first use on the main thread; kept for the life
+/// of the module.
+static PXAT: AtomicPtr<raw::RedisModuleString> = AtomicPtr::new(std::ptr::null_mut());
+
+fn pxat() -> RString {
+    let word = PXAT.load(Relaxed);
+    if !word.is_null() {
+        return word;
+    }
+    // SAFETY: with a NULL context the string is not auto-freed; it is
+    // never freed, so the pointer stays valid.
+    let word = unsafe { api!(RedisModule_CreateString)(std::ptr::null_mut(), c"PXAT".as_ptr(), 4) };
+    PXAT.store(word, Relaxed);
+    word
 }
 
 /// The absolute expiry, on the server's wall clock, of a key written now

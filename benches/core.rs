@@ -1,0 +1,154 @@
+//! Nanoseconds per decision in the pure core, for every algorithm and mode:
+//! the allow path and the deny path, each with the state decoded from and
+//! encoded back to its stored bytes (what every request pays), plus the
+//! argument parsing of each command.
+//!
+//! `cargo bench --bench core` (short measurements: the machine is shared).
+//! Adding an algorithm or mode is one line in `policies()`.
+
+use criterion::{black_box, criterion_group, criterion_main, Criterion};
+use redis_ratelimit::algorithm::bucket::TokenBucket;
+use redis_ratelimit::algorithm::cell::Cell;
+use redis_ratelimit::algorithm::gcra::Gcra;
+use redis_ratelimit::commands::{bucket, gcra, throttle};
+use redis_ratelimit::policy::{Policy, StateWrite};
+use std::time::Duration;
+
+const SECOND: u64 = 1_000_000;
+/// A fixed "now" (2025-01-01), so every run decides the same things.
+const NOW_US: u64 = 1_735_689_600 * SECOND;
+
+/// Every policy the core has: name and value. 10 per second, burst 10.
+fn policies() -> Vec<(&'static str, Policy)> {
+    vec![
+        ("GCRA", Policy::Gcra(Gcra::new(10, SECOND, 10).unwrap())),
+        (
+            "BUCKET",
+            Policy::Bucket(TokenBucket::new(10, 10, SECOND).unwrap()),
+        ),
+        // 1 s / 3 is not a whole number of microseconds: the state carries
+        // a fraction (the longer encoding, exact arithmetic in ticks).
+        ("GCRA 3/s", Policy::Gcra(Gcra::new(3, SECOND, 3).unwrap())),
+    ]
+}
+
+/// Applies a write to stored bytes as Redis would.
+fn apply(stored: &mut Option<Vec<u8>>, write: &StateWrite) {
+    match write {
+        StateWrite::Value(v) => *stored = Some(v.clone()),
+        StateWrite::Patch(ranges) => {
+            let value = stored.get_or_insert_with(Vec::new);
+            for (off, bytes) in ranges {
+                if value.len() < off + bytes.len() {
+                    value.resize(off + bytes.len(), 0);
+                }
+                value[*off..off + bytes.len()].copy_from_slice(bytes);
+            }
+        }
+    }
+}
+
+/// The state after one admitted request (the next is admitted too), and the
+/// state once requests at `NOW_US` are denied.
+fn states(policy: &Policy) -> (Vec<u8>, Vec<u8>) {
+    let mut stored = None;
+    let mut allow_state = None;
+    for _ in 0..10_000 {
+        let out = policy.decide(stored.as_deref(), NOW_US, 1).unwrap();
+        if !out.decision.allowed {
+            return (allow_state.unwrap(), stored.unwrap());
+        }
+        if let Some(w) = &out.write {
+            apply(&mut stored, w);
+        }
+        allow_state.get_or_insert_with(|| stored.clone().unwrap());
+    }
+    panic!("never denied");
+}
+
+fn decisions(c: &mut Criterion) {
+    let mut group = c.benchmark_group("decide");
+    for (name, policy) in policies() {
+        let (allow, deny) = states(&policy);
+        assert!(
+            policy
+                .decide(Some(&allow), NOW_US, 1)
+                .unwrap()
+                .decision
+                .allowed
+        );
+        assert!(
+            !policy
+                .decide(Some(&deny), NOW_US, 1)
+                .unwrap()
+                .decision
+                .allowed
+        );
+        group.bench_function(format!("{name} new key"), |b| {
+            b.iter(|| policy.decide(black_box(None), black_box(NOW_US), 1))
+        });
+        group.bench_function(format!("{name} allow"), |b| {
+            b.iter(|| policy.decide(black_box(Some(&allow)), black_box(NOW_US), 1))
+        });
+        group.bench_function(format!("{name} deny"), |b| {
+            b.iter(|| policy.decide(black_box(Some(&deny)), black_box(NOW_US), 1))
+        });
+    }
+
+    // CL.THROTTLE: redis-cell's nanosecond GCRA; its state is a decimal
+    // string, parsed and formatted on every request.
+    let cell = Cell::new(9, 10, 1, i128::MAX).unwrap();
+    let now_ns = i64::try_from(NOW_US * 1_000).unwrap();
+    let cell_round = |stored: &[u8]| {
+        let tat = throttle::decode_tat(stored).unwrap();
+        let (reply, write) = cell.throttle(Some(tat), now_ns, 1);
+        (reply, write.map(|w| w.tat_ns.to_string()))
+    };
+    let allow = (now_ns + 100_000_000).to_string().into_bytes();
+    let deny = (now_ns + 1_000_000_000).to_string().into_bytes();
+    assert!(!cell_round(&allow).0.limited);
+    assert!(cell_round(&deny).0.limited);
+    group.bench_function("CL.THROTTLE cell allow", |b| {
+        b.iter(|| cell_round(black_box(&allow)))
+    });
+    group.bench_function("CL.THROTTLE cell deny", |b| {
+        b.iter(|| cell_round(black_box(&deny)))
+    });
+    group.finish();
+}
+
+/// Argument parsing, which every request also pays (after the key).
+fn parsing(c: &mut Criterion) {
+    let mut group = c.benchmark_group("parse");
+    let args: [&[u8]; 2] = [b"10", b"1s"];
+    group.bench_function("RL.GCRA 10 1s", |b| {
+        b.iter(|| gcra::parse(black_box(&args)))
+    });
+    let args: [&[u8]; 4] = [b"100", b"1m", b"BURST", b"20"];
+    group.bench_function("RL.GCRA 100 1m BURST 20", |b| {
+        b.iter(|| gcra::parse(black_box(&args)))
+    });
+    let args: [&[u8]; 3] = [b"10", b"10", b"1s"];
+    group.bench_function("RL.BUCKET 10 10 1s", |b| {
+        b.iter(|| bucket::parse(black_box(&args)))
+    });
+    let args: [&[u8]; 3] = [b"9", b"10", b"1"];
+    group.bench_function("CL.THROTTLE 9 10 1", |b| {
+        b.iter(|| throttle::parse(black_box(&args)))
+    });
+    group.finish();
+}
+
+fn short() -> Criterion {
+    Criterion::default()
+        .warm_up_time(Duration::from_millis(200))
+        .measurement_time(Duration::from_millis(600))
+        .sample_size(20)
+}
+
+criterion_group! {
+    name = core;
+    config = short();
+    targets = decisions, parsing
+}
+criterion_main!(core);

@@ -1,0 +1,108 @@
+#!/usr/bin/env bash
+# Instructions per request, counted exactly by callgrind on redis-server:
+# immune to other processes' load, so two builds compare to the instruction.
+#
+#   scripts/callgrind.sh                      # the default set of commands
+#   scripts/callgrind.sh 'RL.GCRA KEY 10 1h'  # any commands (KEY = the key)
+#
+# For each command, one hot key and random keys (-r KEYSPACE): total
+# instructions per request in redis-server (networking, parsing, command),
+# those inside processCommand (lookup, ACL, the command, propagation), and
+# the top functions. Needs valgrind. Knobs: REQUESTS (20000), KEYSPACE
+# (100000), MODULE, TOP (functions listed, 25), OUT (target/callgrind).
+set -euo pipefail
+
+cd "$(dirname "$0")/.."
+REQUESTS=${REQUESTS:-20000}
+KEYSPACE=${KEYSPACE:-100000}
+TOP=${TOP:-25}
+MODULE=${MODULE:-$PWD/target/release/libredis_ratelimit.so}
+OUT=${OUT:-$PWD/target/callgrind}
+
+command -v valgrind >/dev/null || {
+    echo "callgrind: valgrind is not installed" >&2
+    exit 1
+}
+[ -f "$MODULE" ] || {
+    echo "callgrind: $MODULE is missing: cargo build --release" >&2
+    exit 1
+}
+if [ $# -eq 0 ]; then
+    set -- 'INCR KEY' 'SET KEY v PX 60000' 'RL.GCRA KEY 10 1h' 'RL.BUCKET KEY 10 10 1h' \
+        'CL.THROTTLE KEY 9 10 3600'
+fi
+mkdir -p "$OUT"
+rm -f "$OUT"/callgrind.out.*
+
+port_in_use() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+PORT=
+for _ in $(seq 1 50); do
+    candidate=$((20000 + RANDOM % 12000))
+    if ! port_in_use "$candidate"; then
+        PORT=$candidate
+        break
+    fi
+done
+[ -n "$PORT" ] || exit 1
+
+WORKDIR=$(mktemp -d)
+VG_PID=
+cleanup() {
+    if [ -n "$VG_PID" ]; then
+        kill "$VG_PID" 2>/dev/null || true
+        wait "$VG_PID" 2>/dev/null || true
+    fi
+    rm -rf "$WORKDIR"
+}
+trap cleanup EXIT
+
+valgrind --tool=callgrind --callgrind-out-file="$OUT/callgrind.out.%p" \
+    redis-server --bind 127.0.0.1 --port "$PORT" --save '' --appendonly no \
+    --dir "$WORKDIR" --loadmodule "$MODULE" >"$WORKDIR/vg.log" 2>&1 &
+VG_PID=$!
+cli() { redis-cli -h 127.0.0.1 -p "$PORT" "$@"; }
+for _ in $(seq 1 300); do
+    [ "$(cli PING 2>/dev/null)" = PONG ] && break
+    sleep 0.2
+done
+[ "$(cli PING 2>/dev/null)" = PONG ] || {
+    cat "$WORKDIR/vg.log" >&2
+    exit 1
+}
+
+printf '| command | keys | instructions per request | in processCommand |\n|---|---|---:|---:|\n'
+n=0
+for cmd in "$@"; do
+    for scenario in hot random; do
+        if [ $scenario = hot ]; then key=cg:hot range=(); else key=cg:__rand_int__ range=(-r "$KEYSPACE"); fi
+        cli FLUSHALL >/dev/null
+        # Warm up (first key creation, dict growth), then count.
+        # shellcheck disable=SC2086 # split the command into words
+        redis-benchmark -h 127.0.0.1 -p "$PORT" -c 50 -P 16 -n "$REQUESTS" "${range[@]}" -q ${cmd//KEY/$key} >/dev/null
+        callgrind_control -z "$VG_PID" >/dev/null 2>&1
+        # shellcheck disable=SC2086
+        redis-benchmark -h 127.0.0.1 -p "$PORT" -c 50 -P 16 -n "$REQUESTS" "${range[@]}" -q ${cmd//KEY/$key} >/dev/null
+        n=$((n + 1))
+        callgrind_control -d "$scenario:$n" "$VG_PID" >/dev/null 2>&1
+        # The dump is written asynchronously: wait (bounded) for it.
+        dump=
+        for _ in $(seq 1 100); do
+            dump=$(ls "$OUT"/callgrind.out.*.* 2>/dev/null | head -n 1)
+            [ -n "$dump" ] && callgrind_annotate "$dump" >/dev/null 2>&1 && break
+            dump=
+            sleep 0.1
+        done
+        [ -n "$dump" ] || { echo "callgrind: no dump for $cmd" >&2; exit 1; }
+        mv "$dump" "$OUT/$n.$scenario.out"
+        report=$(callgrind_annotate --threshold=100 --inclusive=yes "$OUT/$n.$scenario.out" 2>/dev/null)
+        total=$(echo "$report" | awk '/PROGRAM TOTALS/ && !d {gsub(",", "", $1); print $1; d = 1}')
+        inproc=$(echo "$report" | awk '/:processCommand / && !d {gsub(",", "", $1); print $1; d = 1}')
+        printf '| %s | %s | %d | %d |\n' "$cmd" "$scenario" $((total / REQUESTS)) $((${inproc:-0} / REQUESTS))
+        callgrind_annotate --threshold=100 "$OUT/$n.$scenario.out" 2>/dev/null |
+            awk -v top="$TOP" -v n="$REQUESTS" 'f && NF && $2 !~ /100.0%/ && k < top {
+                c = $1; gsub(",", "", c); printf "%8.1f  %s\n", c / n, $0; k++ } /file:function/ { getline; f = 1 }' \
+            >"$OUT/$n.$scenario.top.txt"
+    done
+done
+echo
+echo "Top functions (self instructions per request first): $OUT/*.top.txt"
