@@ -9,7 +9,7 @@ use crate::args::{self, Common};
 use crate::error::{printable, Error};
 use crate::policy::{Outcome, Policy};
 use crate::server::clock;
-use crate::server::ffi::{Arg, Ctx};
+use crate::server::ffi::{self, Arg, Ctx};
 use crate::server::key::LimiterKey;
 use crate::server::reply;
 use std::collections::HashSet;
@@ -129,6 +129,19 @@ pub fn combine(outcomes: &[Outcome]) -> Combined {
         allowed: blocked_by.is_none(),
         blocked_by: blocked_by.map_or(-1, |i| i as i64),
         retry_after_ms,
+    }
+}
+
+/// Answers a keys-position request: the `numkeys` arguments after
+/// `numkeys`. Redis 7.0 routes cluster requests (and raises CROSSSLOT) from
+/// this, not from the key spec, for commands whose keys move.
+pub fn declare_keys(ctx: Ctx, args: &[Arg]) {
+    let numkeys = args
+        .get(1)
+        .and_then(|n| args::integer(n.as_ref(), "numkeys", 1, args.len() as u64).ok())
+        .unwrap_or(0) as usize;
+    for pos in 2..(2 + numkeys).min(args.len()) {
+        ffi::key_at_pos(ctx, pos);
     }
 }
 
