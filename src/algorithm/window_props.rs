@@ -1,0 +1,161 @@
+//! Property tests of the window limiters, run end to end through
+//! [`Policy::decide`] on the stored bytes (so the layouts and patches are
+//! exercised too): the admission bounds, and that `retry_after`,
+//! `remaining` and `reset_after` are exact.
+
+use crate::algorithm::fixed_window::FixedWindow;
+use crate::algorithm::sliding_approx::SlidingApprox;
+use crate::algorithm::sliding_buckets::SlidingBuckets;
+use crate::algorithm::sliding_log::SlidingLog;
+use crate::algorithm::{Decision, RetryAfter};
+use crate::policy::{Policy, StateWrite};
+use proptest::prelude::*;
+
+/// Applies a write as Redis would (SETRANGE semantics for a patch).
+pub fn apply(state: &mut Option<Vec<u8>>, write: &StateWrite) {
+    match write {
+        StateWrite::Value(v) => *state = Some(v.clone()),
+        StateWrite::Patch(ranges) => {
+            let v = state.get_or_insert_with(Vec::new);
+            for (off, bytes) in ranges {
+                if v.len() < off + bytes.len() {
+                    v.resize(off + bytes.len(), 0);
+                }
+                v[*off..off + bytes.len()].copy_from_slice(bytes);
+            }
+        }
+    }
+}
+
+fn decide(p: &Policy, state: &Option<Vec<u8>>, now: u64, cost: u64) -> Decision {
+    p.decide(state.as_deref(), now, cost).unwrap().decision
+}
+
+/// Runs `events` (time step, cost) and checks the exactness properties at
+/// every step; returns the admitted (time, cost) pairs.
+fn run(p: &Policy, limit: u64, start: u64, events: &[(u64, u64)]) -> Vec<(u64, u64)> {
+    let mut state = None;
+    let mut now = start;
+    let mut admitted = Vec::new();
+    for &(dt, cost) in events {
+        now += dt;
+        let out = p.decide(state.as_deref(), now, cost).unwrap();
+        let d = out.decision;
+        assert_eq!(d.limit, limit);
+        if d.allowed {
+            assert!(cost <= limit, "admitted a cost above the limit");
+            if let Some(w) = &out.write {
+                apply(&mut state, w);
+            }
+            if cost > 0 {
+                admitted.push((now, cost));
+            }
+        } else {
+            assert!(out.write.is_none(), "a denial wrote");
+            match d.retry_after {
+                RetryAfter::Never => assert!(cost > limit),
+                RetryAfter::After(wait) => {
+                    assert!(wait >= 1);
+                    assert!(
+                        !decide(p, &state, now + wait - 1, cost).allowed,
+                        "retry too late"
+                    );
+                    assert!(
+                        decide(p, &state, now + wait, cost).allowed,
+                        "retry too early"
+                    );
+                }
+                RetryAfter::NotNeeded => panic!("denied without a wait"),
+            }
+        }
+        // `remaining` cost-1 requests fit now, one more does not.
+        if d.remaining > 0 {
+            assert!(
+                decide(p, &state, now, d.remaining).allowed,
+                "remaining too high"
+            );
+        }
+        assert!(
+            !decide(p, &state, now, d.remaining + 1).allowed,
+            "remaining too low"
+        );
+        // Untouched exactly after reset_after.
+        let untouched = |t| {
+            let probe = decide(p, &state, t, 0);
+            probe.remaining == limit && probe.reset_after_us == 0
+        };
+        assert!(untouched(now + d.reset_after_us), "reset too early");
+        if d.reset_after_us > 0 {
+            assert!(!untouched(now + d.reset_after_us - 1), "reset too late");
+        }
+    }
+    admitted
+}
+
+/// The most admitted in any half-open interval of length `window`.
+fn most_in_any_window(admitted: &[(u64, u64)], window: u64) -> u64 {
+    admitted
+        .iter()
+        .map(|&(t, _)| {
+            admitted
+                .iter()
+                .filter(|&&(u, _)| u <= t && t - u < window)
+                .map(|&(_, c)| c)
+                .sum::<u64>()
+        })
+        .max()
+        .unwrap_or(0)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(300))]
+
+    #[test]
+    fn exact_never_admits_more_than_limit_in_any_window(
+        limit in 1u64..6, window in 5u64..300,
+        // Large starts exercise 32-bit stamps that wrap.
+        start in prop_oneof![Just(0u64), 1u64..1 << 40],
+        evs in proptest::collection::vec((0u64..450, 0u64..8), 1..60),
+    ) {
+        let p = Policy::SlidingExact(SlidingLog::new(limit, window));
+        let admitted = run(&p, limit, start, &evs);
+        prop_assert!(most_in_any_window(&admitted, window) <= limit);
+    }
+
+    #[test]
+    fn buckets_never_admit_more_than_limit_in_any_window(
+        limit in 1u64..6, window in 5u64..300, n in 2u64..6, start in 0u64..1 << 40,
+        evs in proptest::collection::vec((0u64..450, 0u64..8), 1..60),
+    ) {
+        let p = Policy::SlidingBuckets(SlidingBuckets::new(limit, window, n));
+        let admitted = run(&p, limit, start, &evs);
+        prop_assert!(most_in_any_window(&admitted, window) <= limit);
+    }
+
+    #[test]
+    fn approx_never_admits_more_than_twice_the_limit(
+        limit in 1u64..6, window in 5u64..300, start in 0u64..1 << 40,
+        evs in proptest::collection::vec((0u64..450, 0u64..8), 1..60),
+    ) {
+        let p = Policy::SlidingApprox(SlidingApprox::new(limit, window));
+        let admitted = run(&p, limit, start, &evs);
+        prop_assert!(most_in_any_window(&admitted, window) <= 2 * limit);
+    }
+
+    #[test]
+    fn fixed_never_admits_more_than_limit_per_window(
+        limit in 1u64..6, window in 5u64..300, start in 0u64..1 << 40, aligned in any::<bool>(),
+        evs in proptest::collection::vec((0u64..450, 0u64..8), 1..60),
+    ) {
+        let p = Policy::Fixed(FixedWindow::new(limit, window, aligned));
+        let admitted = run(&p, limit, start, &evs);
+        prop_assert!(most_in_any_window(&admitted, window) <= 2 * limit);
+        if aligned {
+            for &(t, _) in &admitted {
+                let w = t / window;
+                let in_window: u64 = admitted.iter().filter(|a| a.0 / window == w).map(|a| a.1).sum();
+                prop_assert!(in_window <= limit);
+            }
+        }
+    }
+}
