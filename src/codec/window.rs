@@ -87,7 +87,7 @@ impl<'a> ExactLog<'a> {
             && (1..=MAX_EXACT_LIMIT as usize).contains(&cap)
             && tail < cap
             && len <= cap
-            && slots.len() % width == 0;
+            && slots.len().is_multiple_of(width);
         if !valid {
             return Err(corrupt);
         }
