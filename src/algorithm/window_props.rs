@@ -107,6 +107,15 @@ fn most_in_any_window(admitted: &[(u64, u64)], window: u64) -> u64 {
         .unwrap_or(0)
 }
 
+/// Events as (step in thousandths of the window plus a few µs, cost), so
+/// that windows of any size see expiry.
+fn scaled(window: u64, events: &[(u64, u64, u64)]) -> Vec<(u64, u64)> {
+    events
+        .iter()
+        .map(|&(permille, extra, cost)| (window / 1000 * permille + extra, cost))
+        .collect()
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(300))]
 
@@ -119,6 +128,19 @@ proptest! {
     ) {
         let p = Policy::SlidingExact(SlidingLog::new(limit, window));
         let admitted = run(&p, limit, start, &evs);
+        prop_assert!(most_in_any_window(&admitted, window) <= limit);
+    }
+
+    #[test]
+    fn exact_with_wide_stamps_and_wrapping_narrow_ones(
+        limit in 1u64..6,
+        // Either side of the 4-byte stamp limit (2^32 µs), and far beyond.
+        window in prop_oneof![(1u64 << 32) - 3..(1u64 << 32) + 3, Just(1u64 << 44)],
+        start in 0u64..1 << 50,
+        evs in proptest::collection::vec((0u64..1500, 0u64..3, 0u64..8), 1..40),
+    ) {
+        let p = Policy::SlidingExact(SlidingLog::new(limit, window));
+        let admitted = run(&p, limit, start, &scaled(window, &evs));
         prop_assert!(most_in_any_window(&admitted, window) <= limit);
     }
 
@@ -155,6 +177,32 @@ proptest! {
                 let w = t / window;
                 let in_window: u64 = admitted.iter().filter(|a| a.0 / window == w).map(|a| a.1).sum();
                 prop_assert!(in_window <= limit);
+            }
+        }
+    }
+
+    #[test]
+    fn changing_parameters_of_a_key_never_fails(
+        evs in proptest::collection::vec((0u64..4, 1u64..8, 0u64..400, 0u64..6, 2u64..5), 1..60),
+    ) {
+        let mut exact = None;
+        let mut buckets = None;
+        let mut now = 1u64 << 33;
+        for (window_pick, limit, dt, cost, n) in evs {
+            now += dt;
+            let window = [50, 100, 1 << 33, 300][window_pick as usize];
+            for (state, p) in [
+                (&mut exact, Policy::SlidingExact(SlidingLog::new(limit, window))),
+                (&mut buckets, Policy::SlidingBuckets(SlidingBuckets::new(limit, window, n))),
+            ] {
+                let out = p.decide(state.as_deref(), now, cost).unwrap();
+                prop_assert!(!out.decision.allowed || cost <= limit);
+                if let Some(w) = &out.write {
+                    apply(state, w);
+                }
+                // What was written reads back under the same parameters.
+                let again = p.decide(state.as_deref(), now, 0).unwrap().decision;
+                prop_assert!(again.remaining <= limit);
             }
         }
     }
