@@ -53,13 +53,17 @@ impl SlidingApprox {
         let now = u128::from(now_us);
         let elapsed = now.max(start) - start;
         let (prev, cur) = (u128::from(prev), u128::from(cur));
-        let used = |cur: u128| prev * (w - elapsed) + cur * w;
+        // Saturating only matters for corrupt counts with absurd windows.
+        let used = |cur: u128| {
+            prev.saturating_mul(w - elapsed)
+                .saturating_add(cur.saturating_mul(w))
+        };
         let remaining_after = |cur: u128| clamp_u64((limit * w).saturating_sub(used(cur)) / w);
         let reset = |cur: u128| {
             let end = if cur > 0 {
-                start + 2 * w
+                start.saturating_add(2 * w)
             } else if prev > 0 {
-                start + w
+                start.saturating_add(w)
             } else {
                 now
             };
@@ -81,7 +85,7 @@ impl SlidingApprox {
         if cost > self.limit {
             return (decision, None);
         }
-        if used(cur + cost128) <= limit * w {
+        if used(cur.saturating_add(cost128)) <= limit * w {
             let cur = cur + cost128;
             decision.allowed = true;
             decision.retry_after = RetryAfter::NotNeeded;
@@ -100,12 +104,12 @@ impl SlidingApprox {
             // the least e with prev × (w − e) ≤ (limit − cur − cost) × w.
             // (prev > 0, or this request would have been admitted.)
             let room = (limit - cur - cost128) * w;
-            start + w - (room / prev.max(1)).min(w)
+            start.saturating_add(w) - (room / prev.max(1)).min(w)
         } else {
             // In the next window, where this window's count is `prev`:
             // the least e with cur × (w − e) ≤ (limit − cost) × w (cur > 0).
             let room = (limit - cost128) * w;
-            start + 2 * w - (room / cur.max(1)).min(w)
+            start.saturating_add(2 * w) - (room / cur.max(1)).min(w)
         };
         decision.retry_after = RetryAfter::After(clamp_u64(at.saturating_sub(now)).max(1));
         (decision, None)

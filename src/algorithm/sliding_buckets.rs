@@ -92,8 +92,8 @@ impl SlidingBuckets {
         if j - st.newest >= m {
             st.counts.iter_mut().for_each(|c| *c = 0);
         } else {
-            for k in st.newest + 1..=j {
-                st.counts[(k % m) as usize] = 0;
+            for d in 1..=j - st.newest {
+                st.counts[((st.newest + d) % m) as usize] = 0;
             }
         }
         st.newest = j;
@@ -106,7 +106,9 @@ impl SlidingBuckets {
                 .map(|i| j.wrapping_sub(i))
                 .take_while(|&k| k <= j)
                 .find(|&k| count_of(st, k) > 0)
-                .map_or(0, |k| clamp_u64(self.start(k + m).saturating_sub(now)))
+                .map_or(0, |k| {
+                    clamp_u64(self.start(k.saturating_add(m)).saturating_sub(now))
+                })
         };
         let limit = u128::from(self.limit);
         let used = total(&st);
@@ -139,11 +141,11 @@ impl SlidingBuckets {
         let excess = need - limit;
         let mut freed = 0u128;
         for i in 0..m {
-            if let Some(k) = (j + i).checked_sub(m - 1) {
+            if let Some(k) = j.saturating_add(i).checked_sub(m - 1) {
                 freed += u128::from(count_of(&st, k));
             }
             if freed >= excess {
-                let at = self.start(j + 1 + i);
+                let at = self.start(j.saturating_add(1 + i));
                 decision.retry_after = RetryAfter::After(clamp_u64(at.saturating_sub(now)).max(1));
                 break;
             }

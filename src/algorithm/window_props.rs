@@ -206,4 +206,46 @@ proptest! {
             }
         }
     }
+
+    #[test]
+    fn deciding_on_arbitrary_stored_bytes_never_panics(
+        tag in 0xA3u8..=0xA6,
+        bytes in proptest::collection::vec(any::<u8>(), 0..60),
+        now in any::<u64>(),
+        cost in 0u64..5,
+        limit in 1u64..5,
+    ) {
+        let mut v = vec![tag];
+        v.extend(bytes);
+        for p in [
+            Policy::SlidingExact(SlidingLog::new(limit, 1 << 20)),
+            Policy::SlidingExact(SlidingLog::new(limit, 1 << 40)),
+            Policy::SlidingApprox(SlidingApprox::new(limit, 7)),
+            Policy::SlidingBuckets(SlidingBuckets::new(limit, 100, 2)),
+            Policy::SlidingBuckets(SlidingBuckets::new(limit, u64::MAX, 3)),
+            Policy::Fixed(FixedWindow::new(limit, u64::MAX, true)),
+        ] {
+            let _ = p.decide(Some(&v), now, cost);
+        }
+    }
+
+    #[test]
+    fn deciding_on_extreme_well_formed_states_never_panics(
+        newest in any::<u64>(), counts in proptest::collection::vec(any::<u64>(), 3),
+        index in any::<u64>(), prev in any::<u64>(), cur in any::<u64>(),
+        now in any::<u64>(), cost in 0u64..5,
+    ) {
+        use crate::codec::window;
+        use crate::algorithm::sliding_approx::ApproxState;
+        use crate::algorithm::fixed_window::FixedState;
+        use crate::algorithm::sliding_buckets::BucketState;
+        let b = window::encode_buckets(8, &BucketState { newest, counts });
+        let a = window::encode_approx(&ApproxState { index, prev, cur });
+        let f = window::encode_fixed(&FixedState { start_us: index, count: prev });
+        for window_us in [1, 1 << 30, u64::MAX] {
+            let _ = Policy::SlidingBuckets(SlidingBuckets::new(4, window_us, 2)).decide(Some(&b), now, cost);
+            let _ = Policy::SlidingApprox(SlidingApprox::new(4, window_us)).decide(Some(&a), now, cost);
+            let _ = Policy::Fixed(FixedWindow::new(4, window_us, true)).decide(Some(&f), now, cost);
+        }
+    }
 }
