@@ -34,7 +34,7 @@ pub fn parse<A: AsRef<[u8]>>(args: &[A]) -> Result<(Policy, Common), Error> {
     let (limit, window_us) = limit_and_window(args, "rl.fixed")?;
     let mut aligned = false;
     let mut common = Common::default();
-    let mut opts = Options::new(&args[2..]);
+    let mut opts = Options::new(args.get(2..).unwrap_or_default());
     while let Some(word) = opts.next_keyword() {
         if is_aligned(word) {
             opts.once("ALIGNED")?;

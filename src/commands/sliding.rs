@@ -109,7 +109,7 @@ pub fn parse<A: AsRef<[u8]>>(args: &[A]) -> Result<(Policy, Common), Error> {
     let (limit, window_us) = limit_and_window(args, "rl.sliding")?;
     let mut mode = Mode::default();
     let mut common = Common::default();
-    let mut opts = Options::new(&args[2..]);
+    let mut opts = Options::new(args.get(2..).unwrap_or_default());
     while let Some(word) = opts.next_keyword() {
         if !mode.accept(word, |name| opts.value(name))? && !common.accept(word, &mut opts)? {
             return Err(unknown_option(word));
