@@ -9,8 +9,12 @@
 use criterion::{black_box, criterion_group, criterion_main, Criterion};
 use redis_ratelimit::algorithm::bucket::TokenBucket;
 use redis_ratelimit::algorithm::cell::Cell;
+use redis_ratelimit::algorithm::fixed_window::FixedWindow;
 use redis_ratelimit::algorithm::gcra::Gcra;
-use redis_ratelimit::commands::{bucket, gcra, throttle};
+use redis_ratelimit::algorithm::sliding_approx::SlidingApprox;
+use redis_ratelimit::algorithm::sliding_buckets::SlidingBuckets;
+use redis_ratelimit::algorithm::sliding_log::SlidingLog;
+use redis_ratelimit::commands::{bucket, fixed, gcra, sliding, throttle};
 use redis_ratelimit::policy::{Policy, StateWrite};
 use std::time::Duration;
 
@@ -29,6 +33,24 @@ fn policies() -> Vec<(&'static str, Policy)> {
         // 1 s / 3 is not a whole number of microseconds: the state carries
         // a fraction (the longer encoding, exact arithmetic in ticks).
         ("GCRA 3/s", Policy::Gcra(Gcra::new(3, SECOND, 3).unwrap())),
+        ("SLIDING EXACT", Policy::SlidingExact(SlidingLog::new(10, SECOND))),
+        (
+            "SLIDING EXACT 100",
+            Policy::SlidingExact(SlidingLog::new(100, SECOND)),
+        ),
+        (
+            "SLIDING APPROX",
+            Policy::SlidingApprox(SlidingApprox::new(10, SECOND)),
+        ),
+        (
+            "SLIDING BUCKETS 10",
+            Policy::SlidingBuckets(SlidingBuckets::new(10, SECOND, 10)),
+        ),
+        ("FIXED", Policy::Fixed(FixedWindow::new(10, SECOND, false))),
+        (
+            "FIXED ALIGNED",
+            Policy::Fixed(FixedWindow::new(10, SECOND, true)),
+        ),
     ]
 }
 
@@ -131,6 +153,14 @@ fn parsing(c: &mut Criterion) {
     let args: [&[u8]; 3] = [b"10", b"10", b"1s"];
     group.bench_function("RL.BUCKET 10 10 1s", |b| {
         b.iter(|| bucket::parse(black_box(&args)))
+    });
+    let args: [&[u8]; 3] = [b"10", b"1s", b"APPROX"];
+    group.bench_function("RL.SLIDING 10 1s APPROX", |b| {
+        b.iter(|| sliding::parse(black_box(&args)))
+    });
+    let args: [&[u8]; 2] = [b"10", b"1s"];
+    group.bench_function("RL.FIXED 10 1s", |b| {
+        b.iter(|| fixed::parse(black_box(&args)))
     });
     let args: [&[u8]; 3] = [b"9", b"10", b"1"];
     group.bench_function("CL.THROTTLE 9 10 1", |b| {

@@ -283,13 +283,21 @@ memory() {
         piped=$(awk -v n="$MEM_KEYS" -v cmd="$(expand "$cmd" KEY)" '
             BEGIN {
                 ncmd = split(cmd, parts, / ;; /)
+                for (p = 1; p <= ncmd; p++) {
+                    nw[p] = split(parts[p], word, " ")
+                    for (j = 1; j <= nw[p]; j++) {
+                        k = index(word[j], "KEY")
+                        pre[p, j] = k ? substr(word[j], 1, k - 1) : word[j]
+                        post[p, j] = k ? substr(word[j], k + 3) : ""
+                        has[p, j] = k > 0
+                    }
+                }
                 for (i = 0; i < n; i++) {
                     key = "mem:" i
                     for (p = 1; p <= ncmd; p++) {
-                        w = split(parts[p], word, " ")
-                        printf "*%d\r\n", w
-                        for (j = 1; j <= w; j++) {
-                            x = word[j]; gsub(/KEY/, key, x)
+                        printf "*%d\r\n", nw[p]
+                        for (j = 1; j <= nw[p]; j++) {
+                            x = has[p, j] ? pre[p, j] key post[p, j] : pre[p, j]
                             printf "$%d\r\n%s\r\n", length(x), x
                         }
                     }

@@ -3,7 +3,8 @@
 # immune to other processes' load, so two builds compare to the instruction.
 #
 #   scripts/callgrind.sh                      # the default set of commands
-#   scripts/callgrind.sh 'RL.GCRA KEY 10 1h'  # any commands (KEY = the key)
+#   scripts/callgrind.sh 'RL.GCRA KEY 10 1h'  # any commands (KEY = the key;
+#                                             # SHA_GCRA, SHA_BUCKET = the Lua scripts)
 #
 # For each command, one hot key and random keys (-r KEYSPACE): total
 # instructions per request in redis-server (networking, parsing, command),
@@ -29,7 +30,8 @@ command -v valgrind >/dev/null || {
 }
 if [ $# -eq 0 ]; then
     set -- 'INCR KEY' 'SET KEY v PX 60000' 'RL.GCRA KEY 10 1h' 'RL.BUCKET KEY 10 10 1h' \
-        'CL.THROTTLE KEY 9 10 3600'
+        'RL.SLIDING KEY 10 1h APPROX' 'RL.FIXED KEY 10 1h' 'CL.THROTTLE KEY 9 10 3600' \
+        'EVALSHA SHA_GCRA 1 KEY 10 3600000' 'EVALSHA SHA_BUCKET 1 KEY 10 10 3600000'
 fi
 mkdir -p "$OUT"
 rm -f "$OUT"/callgrind.out.*
@@ -70,9 +72,14 @@ done
     exit 1
 }
 
+SHA_GCRA=$(cli SCRIPT LOAD "$(cat scripts/lua/gcra.lua)")
+SHA_BUCKET=$(cli SCRIPT LOAD "$(cat scripts/lua/token_bucket.lua)")
+
 printf '| command | keys | instructions per request | in processCommand |\n|---|---|---:|---:|\n'
 n=0
-for cmd in "$@"; do
+for template in "$@"; do
+    cmd=${template//SHA_GCRA/$SHA_GCRA}
+    cmd=${cmd//SHA_BUCKET/$SHA_BUCKET}
     for scenario in hot random; do
         if [ $scenario = hot ]; then key=cg:hot range=(); else key=cg:__rand_int__ range=(-r "$KEYSPACE"); fi
         cli FLUSHALL >/dev/null
@@ -97,7 +104,7 @@ for cmd in "$@"; do
         report=$(callgrind_annotate --threshold=100 --inclusive=yes "$OUT/$n.$scenario.out" 2>/dev/null)
         total=$(echo "$report" | awk '/PROGRAM TOTALS/ && !d {gsub(",", "", $1); print $1; d = 1}')
         inproc=$(echo "$report" | awk '/:processCommand / && !d {gsub(",", "", $1); print $1; d = 1}')
-        printf '| %s | %s | %d | %d |\n' "$cmd" "$scenario" $((total / REQUESTS)) $((${inproc:-0} / REQUESTS))
+        printf '| %s | %s | %d | %d |\n' "$template" "$scenario" $((total / REQUESTS)) $((${inproc:-0} / REQUESTS))
         callgrind_annotate --threshold=100 "$OUT/$n.$scenario.out" 2>/dev/null |
             awk -v top="$TOP" -v n="$REQUESTS" 'f && NF && $2 !~ /100.0%/ && k < top {
                 c = $1; gsub(",", "", c); printf "%8.1f  %s\n", c / n, $0; k++ } /file:function/ { getline; f = 1 }' \
