@@ -33,7 +33,10 @@ fn policies() -> Vec<(&'static str, Policy)> {
         // 1 s / 3 is not a whole number of microseconds: the state carries
         // a fraction (the longer encoding, exact arithmetic in ticks).
         ("GCRA 3/s", Policy::Gcra(Gcra::new(3, SECOND, 3).unwrap())),
-        ("SLIDING EXACT", Policy::SlidingExact(SlidingLog::new(10, SECOND))),
+        (
+            "SLIDING EXACT",
+            Policy::SlidingExact(SlidingLog::new(10, SECOND)),
+        ),
         (
             "SLIDING EXACT 100",
             Policy::SlidingExact(SlidingLog::new(100, SECOND)),
