@@ -155,7 +155,7 @@ available_cases() {
     done <<<"$CASES"
 }
 
-# Median of the numbers on stdin.
+# awk: the median of arr[1..n] (sorts it in place).
 AWK_LIB='
 function median(arr, n,    i, j, t) {
     for (i = 2; i <= n; i++) { t = arr[i]; for (j = i - 1; j >= 1 && arr[j] > t; j--) arr[j + 1] = arr[j]; arr[j + 1] = t }
