@@ -2,10 +2,10 @@
 //! manual clock, driven by plain HTTP/1.1 requests: status codes,
 //! `Retry-After`, `RateLimit`, `RateLimit-Policy` and the problem body.
 
-mod common;
 #[path = "../examples/http_api/app.rs"]
 #[allow(dead_code)]
 mod app;
+mod common;
 
 use common::*;
 use std::collections::HashMap;
