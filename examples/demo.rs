@@ -160,7 +160,9 @@ fn start_server(module: &str) -> Result<(OwnServer, String), String> {
         .port();
     let dir = std::env::temp_dir().join(format!("rl-demo-{}", std::process::id()));
     std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
-    let child = Command::new("redis-server")
+    // RL_SERVER picks another binary, as in the tests (valkey-server).
+    let binary = std::env::var("RL_SERVER").unwrap_or("redis-server".into());
+    let child = Command::new(&binary)
         .args([
             "--port",
             &port.to_string(),
@@ -177,7 +179,7 @@ fn start_server(module: &str) -> Result<(OwnServer, String), String> {
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
-        .map_err(|e| format!("cannot start redis-server: {e}"))?;
+        .map_err(|e| format!("cannot start {binary}: {e}"))?;
     let server = OwnServer { child, dir };
     let url = format!("redis://127.0.0.1:{port}/");
     let deadline = Instant::now() + Duration::from_secs(20);
