@@ -86,6 +86,15 @@ fn counters_move_with_allowed_denied_and_failed_calls() {
     assert_eq!(cell[0], 1);
     assert_eq!(counts(&mut c, "cl_throttle"), [2, 1, 1, 0]);
 
+    // RL.ALL counts once per call, not once per limit.
+    let all = [
+        "RL.ALL", "2", "x", "y", "GCRA", "1", "10s", "GCRA", "5", "10s",
+    ];
+    call(&mut c, &all).unwrap();
+    call(&mut c, &all).unwrap();
+    assert_eq!(counts(&mut c, "rl_all"), [2, 1, 1, 0]);
+    assert_eq!(counts(&mut c, "rl_gcra")[0], 5);
+
     // A key of the wrong type is an error; RL.CLOCK is neither allowed nor denied.
     let _: () = cmd(&["SET", "s", "text"]).query(&mut c).unwrap();
     error_of(&mut c, &[b"RL.GCRA", b"s", b"1", b"1s"]);
