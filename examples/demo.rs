@@ -29,29 +29,43 @@ struct Algorithm {
     command: &'static str,
     args: &'static str,
     color: &'static str,
+    width: f64,
     dashed: bool,
 }
 
+/// Drawn in this order, each line narrower than the one before, so that
+/// algorithms that admit the same requests show as stripes of one cable.
 const ALGORITHMS: &[Algorithm] = &[
+    Algorithm {
+        label: "FIXED ALIGNED",
+        command: "RL.FIXED",
+        args: "10 10s ALIGNED",
+        color: "#fdae6b",
+        width: 10.0,
+        dashed: false,
+    },
     Algorithm {
         label: "FIXED",
         command: "RL.FIXED",
         args: "10 10s",
         color: "#d62728",
-        dashed: false,
-    },
-    Algorithm {
-        label: "FIXED ALIGNED",
-        command: "RL.FIXED",
-        args: "10 10s ALIGNED",
-        color: "#ff7f0e",
+        width: 7.5,
         dashed: false,
     },
     Algorithm {
         label: "SLIDING EXACT",
         command: "RL.SLIDING",
         args: "10 10s EXACT",
-        color: "#1f77b4",
+        color: "#6baed6",
+        width: 5.0,
+        dashed: false,
+    },
+    Algorithm {
+        label: "SLIDING BUCKETS 5",
+        command: "RL.SLIDING",
+        args: "10 10s BUCKETS 5",
+        color: "#756bb1",
+        width: 3.0,
         dashed: false,
     },
     Algorithm {
@@ -59,13 +73,7 @@ const ALGORITHMS: &[Algorithm] = &[
         command: "RL.SLIDING",
         args: "10 10s APPROX",
         color: "#17becf",
-        dashed: false,
-    },
-    Algorithm {
-        label: "SLIDING BUCKETS 5",
-        command: "RL.SLIDING",
-        args: "10 10s BUCKETS 5",
-        color: "#9467bd",
+        width: 1.75,
         dashed: false,
     },
     Algorithm {
@@ -73,6 +81,7 @@ const ALGORITHMS: &[Algorithm] = &[
         command: "RL.GCRA",
         args: "10 10s",
         color: "#2ca02c",
+        width: 3.0,
         dashed: false,
     },
     Algorithm {
@@ -80,6 +89,7 @@ const ALGORITHMS: &[Algorithm] = &[
         command: "RL.BUCKET",
         args: "10 1 1s",
         color: "#000000",
+        width: 1.25,
         dashed: true,
     },
 ];
@@ -120,10 +130,10 @@ fn traces() -> Vec<Trace> {
         },
         Trace {
             title: "Steady overload",
-            about: "4 requests per second for 60 s (4 times the limit)",
+            about: "4 requests per second from 2.5 s on (4 times the limit)",
             length_s: 60,
             mark_s: None,
-            times_us: train(0, 250, 240).collect(),
+            times_us: train(2_500, 250, 230).collect(),
         },
     ]
 }
@@ -391,9 +401,10 @@ fn panel(svg: &mut String, id: usize, top: f64, trace: &Trace, runs: &[(&Algorit
         };
         let _ = writeln!(
             svg,
-            r#"<path d="{}" stroke="{}"{dash} class="line"/>"#,
+            r#"<path d="{}" stroke="{}" stroke-width="{}"{dash} class="line"/>"#,
             steps(&run.admitted_us, trace.length_s, x, y),
-            alg.color
+            alg.color,
+            alg.width
         );
     }
     svg.push_str("</g>\n");
@@ -409,7 +420,7 @@ fn panel(svg: &mut String, id: usize, top: f64, trace: &Trace, runs: &[(&Algorit
         trace.times_us.len()
     );
     for (alg, run) in runs {
-        ly += 18.0;
+        ly += 20.0;
         let dash = if alg.dashed {
             r#" stroke-dasharray="6 4""#
         } else {
@@ -417,9 +428,10 @@ fn panel(svg: &mut String, id: usize, top: f64, trace: &Trace, runs: &[(&Algorit
         };
         let _ = writeln!(
             svg,
-            r#"<line x1="{lx}" x2="{:.1}" y1="{ly}" y2="{ly}" stroke="{}"{dash} class="line"/><text x="{:.1}" y="{:.1}" class="legend">{} ({})</text>"#,
+            r#"<line x1="{lx}" x2="{:.1}" y1="{ly}" y2="{ly}" stroke="{}" stroke-width="{}"{dash} class="line"/><text x="{:.1}" y="{:.1}" class="legend">{} ({})</text>"#,
             lx + 22.0,
             alg.color,
+            alg.width.min(8.0),
             lx + 28.0,
             ly + 4.0,
             esc(alg.label),
@@ -440,8 +452,8 @@ fn chart(results: &[(Trace, Vec<(&Algorithm, Run)>)]) -> String {
 .grid {{ stroke: #e6e6e6; stroke-width: 1; }}
 .axis {{ stroke: #888; fill: none; }}
 .mark {{ stroke: #888; stroke-dasharray: 2 3; }}
-.offered {{ stroke: #bbb; stroke-width: 6; fill: none; stroke-linejoin: round; }}
-.line {{ fill: none; stroke-width: 2; stroke-linejoin: round; }}
+.offered {{ stroke: #999; stroke-width: 1.5; stroke-dasharray: 3 3; fill: none; }}
+.line {{ fill: none; stroke-linejoin: round; }}
 </style>
 <rect width="100%" height="100%" fill="white"/>
 <text x="{LEFT}" y="20" class="title">Admitted requests over time (cumulative), limit "10 per 10 s", manual clock</text>"#
