@@ -18,16 +18,16 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 const MS: u64 = 1_000;
-const SECOND: u64 = 1_000_000;
+pub const SECOND: u64 = 1_000_000;
 /// 2026-01-01T00:00:00Z: a multiple of every window, so ALIGNED windows
 /// start at t = 0, 10 s, 20 s, ... of each trace.
-const T0: u64 = 1_767_225_600 * SECOND;
+pub const T0: u64 = 1_767_225_600 * SECOND;
 
 /// One limiter: its label and its command after the key.
-struct Algorithm {
-    label: &'static str,
-    command: &'static str,
-    args: &'static str,
+pub struct Algorithm {
+    pub label: &'static str,
+    pub command: &'static str,
+    pub args: &'static str,
     color: &'static str,
     width: f64,
     dashed: bool,
@@ -35,7 +35,7 @@ struct Algorithm {
 
 /// Drawn in this order, each line narrower than the one before, so that
 /// algorithms that admit the same requests show as stripes of one cable.
-const ALGORITHMS: &[Algorithm] = &[
+pub const ALGORITHMS: &[Algorithm] = &[
     Algorithm {
         label: "FIXED ALIGNED",
         command: "RL.FIXED",
@@ -95,13 +95,13 @@ const ALGORITHMS: &[Algorithm] = &[
 ];
 
 /// A trace: request times in microseconds from its start.
-struct Trace {
-    title: &'static str,
+pub struct Trace {
+    pub title: &'static str,
     about: &'static str,
     length_s: u64,
     /// Where to draw a dotted vertical line (a window boundary), seconds.
     mark_s: Option<u64>,
-    times_us: Vec<u64>,
+    pub times_us: Vec<u64>,
 }
 
 /// `n` requests evenly spaced from `start_ms`, `every_ms` apart.
@@ -109,7 +109,7 @@ fn train(start_ms: u64, every_ms: u64, n: u64) -> impl Iterator<Item = u64> {
     (0..n).map(move |i| (start_ms + i * every_ms) * MS)
 }
 
-fn traces() -> Vec<Trace> {
+pub fn traces() -> Vec<Trace> {
     vec![
         Trace {
             title: "A burst that straddles a window boundary",
@@ -139,8 +139,8 @@ fn traces() -> Vec<Trace> {
 }
 
 /// What one algorithm did with one trace.
-struct Run {
-    admitted_us: Vec<u64>,
+pub struct Run {
+    pub admitted_us: Vec<u64>,
 }
 
 /// A `redis-server` this program started; stopped on drop.
@@ -206,7 +206,7 @@ fn start_server(module: &str) -> Result<(OwnServer, String), String> {
 
 /// Replays `trace` against `alg` on its own key and its own stretch of the
 /// manual clock. `None` when the server does not have the command.
-fn replay(
+pub fn replay(
     c: &mut redis::Connection,
     trace: &Trace,
     alg: &Algorithm,
@@ -440,7 +440,7 @@ fn panel(svg: &mut String, id: usize, top: f64, trace: &Trace, runs: &[(&Algorit
     }
 }
 
-fn chart(results: &[(Trace, Vec<(&Algorithm, Run)>)]) -> String {
+pub fn chart(results: &[(Trace, Vec<(&Algorithm, Run)>)]) -> String {
     let height = TOP + results.len() as f64 * (PANEL_H + GAP);
     let mut svg = String::new();
     let _ = writeln!(
