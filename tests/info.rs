@@ -121,3 +121,18 @@ fn config_resetstat_zeroes_the_counters() {
     decide(&mut c, &["RL.GCRA", "g", "1", "10s"]);
     assert_eq!(counts(&mut c, "rl_gcra"), [1, 0, 1, 0]);
 }
+
+#[test]
+fn a_reloaded_module_starts_from_zero() {
+    let s = Server::start();
+    let mut c = s.conn();
+    decide(&mut c, &["RL.GCRA", "g", "1", "10s"]);
+    assert_eq!(counts(&mut c, "rl_gcra"), [1, 1, 0, 0]);
+    call(&mut c, &["MODULE", "UNLOAD", "ratelimit"]).unwrap();
+    let path = module_path();
+    let path = path.to_str().unwrap();
+    call(&mut c, &["MODULE", "LOAD", path, "clock", "manual"]).unwrap();
+    assert_eq!(counts(&mut c, "rl_gcra"), [0, 0, 0, 0]);
+    decide(&mut c, &["RL.GCRA", "g", "1", "10s"]);
+    assert_eq!(counts(&mut c, "rl_gcra")[0], 1);
+}

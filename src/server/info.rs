@@ -62,6 +62,8 @@ pub fn register(ctx: Ctx) -> Result<(), String> {
     if filter.is_null() {
         return Err("cannot register the CONFIG RESETSTAT watch".into());
     }
+    // A reload starts from zero even where the old copy stayed mapped.
+    stats::reset();
     Ok(())
 }
 
