@@ -129,7 +129,7 @@ fn every_command_documents_its_arguments() {
         ),
         (
             "rl.clock",
-            "[(SET set:integer | ADVANCE advance:integer)]".into(),
+            "[(SET microseconds:integer | ADVANCE microseconds:integer)]".into(),
         ),
     ];
     for (command, synopsis) in expected {

@@ -66,8 +66,8 @@ pub fn args(command: &CStr) -> Option<Vec<CommandArg>> {
         b"rl.clock" => vec![optional(oneof(
             c"operation",
             vec![
-                with_token(int(c"set"), c"SET"),
-                with_token(int(c"advance"), c"ADVANCE"),
+                with_token(int(c"microseconds"), c"SET"),
+                with_token(int(c"microseconds"), c"ADVANCE"),
             ],
         ))],
         _ => return None,
