@@ -3,8 +3,11 @@
 //! the directory removed) on drop.
 #![allow(dead_code)]
 
+pub mod topology;
+pub mod workload;
+
 use std::net::TcpListener;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -13,13 +16,16 @@ pub fn module_path() -> PathBuf {
     if let Ok(p) = std::env::var("RL_MODULE") {
         return PathBuf::from(p);
     }
-    // Tests run from target/<profile>/deps/<test-binary>.
+    // Tests run from target/<profile>/deps/<test-binary>. `cargo test`
+    // rebuilds the cdylib in deps/ but copies it up to target/<profile>/ only
+    // on `cargo build`, so the copy in deps/ is the fresh one.
     let exe = std::env::current_exe().expect("test binary path");
-    let profile_dir = exe
-        .parent()
-        .and_then(Path::parent)
-        .expect("target profile dir");
-    let so = profile_dir.join("libredis_ratelimit.so");
+    let deps = exe.parent().expect("deps dir");
+    let so = deps.join("libredis_ratelimit.so");
+    if so.exists() {
+        return so;
+    }
+    let so = deps.parent().expect("profile dir").join("libredis_ratelimit.so");
     assert!(so.exists(), "module not built at {}", so.display());
     so
 }
