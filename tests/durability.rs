@@ -150,24 +150,15 @@ fn an_rdb_saved_with_the_module_loads_without_it() {
     assert_same_state(&before, &snapshot(&mut p), "RDB loaded without the module");
 }
 
-/// Each family's DRYRUN reply for one key, as the key's state decides it.
-fn dryrun_replies(c: &mut redis::Connection, keys: &[(Vec<String>, String)]) -> Vec<redis::Value> {
-    keys.iter()
-        .map(|(call, _)| {
-            let mut args: Vec<&str> = call.iter().map(String::as_str).collect();
-            if args[0] == "CL.THROTTLE" {
-                args.truncate(5);
-                args.push("0"); // quantity 0 peeks
-            } else {
-                args.push("DRYRUN");
-            }
-            call_ok(c, &args)
-        })
+fn peek_all(c: &mut redis::Connection) -> Vec<redis::Value> {
+    FAMILIES
+        .iter()
+        .map(|f| call_ok(c, &peeking(&(f.fixed)(&probe_key(f), 3), f.peek)))
         .collect()
 }
 
-fn call_ok(c: &mut redis::Connection, args: &[&str]) -> redis::Value {
-    common::call(c, args).unwrap_or_else(|e| panic!("{args:?}: {e}"))
+fn probe_key(f: &Family) -> String {
+    format!("{}:probe", f.prefix)
 }
 
 #[test]
@@ -175,26 +166,10 @@ fn module_unload_and_load_keep_limiter_keys() {
     let server = Server::start();
     let mut c = server.conn();
     clock_set(&mut c, T0);
-    // One key per family, charged once with fixed long-window parameters.
-    let mut rng = <rand::rngs::StdRng as rand::SeedableRng>::seed_from_u64(5);
-    let probes: Vec<(Vec<String>, String)> = FAMILIES
-        .iter()
-        .map(|f| {
-            let key = format!("{}:probe", f.prefix);
-            let mut call = (f.build)(&mut rng, &key, Windows::Long);
-            // Keep the parameters, drop COST/DRYRUN: one admitted charge.
-            if let Some(i) = call.iter().position(|a| a == "COST" || a == "DRYRUN") {
-                call.truncate(i);
-            }
-            if call[0] == "CL.THROTTLE" {
-                call.truncate(5);
-            }
-            (call, key)
-        })
-        .collect();
-    for (call, _) in &probes {
-        let args: Vec<&str> = call.iter().map(String::as_str).collect();
-        call_ok(&mut c, &args);
+    // One key per family, limit 3, charged once.
+    for f in FAMILIES {
+        let reply = call_ok(&mut c, &(f.fixed)(&probe_key(f), 3));
+        assert!((f.admitted)(&reply), "{}", f.prefix);
     }
     // A key as redis-cell writes it: the TAT in decimal ns, 3 s ahead.
     let cell_tat_ns = (T0 + 3 * SECOND) * 1000;
@@ -206,7 +181,7 @@ fn module_unload_and_load_keep_limiter_keys() {
         .query(&mut c)
         .unwrap();
     let state = snapshot(&mut c);
-    let replies = dryrun_replies(&mut c, &probes);
+    let replies = peek_all(&mut c);
 
     let _: () = redis::cmd("MODULE")
         .arg("UNLOAD")
@@ -227,7 +202,7 @@ fn module_unload_and_load_keep_limiter_keys() {
         .unwrap();
     clock_set(&mut c, T0);
     assert_same_state(&state, &snapshot(&mut c), "after MODULE LOAD");
-    assert_eq!(dryrun_replies(&mut c, &probes), replies, "same decisions");
+    assert_eq!(peek_all(&mut c), replies, "same decisions");
 
     // redis-cell's key: limit 10 per 10 s, 3 in use; one more leaves 6.
     let reply = decide(&mut c, &["CL.THROTTLE", "cell:legacy", "9", "10", "10"]);

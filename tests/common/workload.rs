@@ -46,6 +46,23 @@ pub struct Family {
     pub build: fn(&mut StdRng, &str, Windows) -> Vec<String>,
     /// Whether the reply admitted the request.
     pub admitted: fn(&Value) -> bool,
+    /// A call on `key` that admits exactly `limit` requests while the clock
+    /// stands still (an hour-long window).
+    pub fixed: fn(&str, u64) -> Vec<String>,
+    /// Appended to a `fixed` call: decide without writing.
+    pub peek: &'static [&'static str],
+}
+
+fn fixed_gcra(key: &str, limit: u64) -> Vec<String> {
+    vec![s("RL.GCRA"), s(key), s(limit), s("1h")]
+}
+
+fn fixed_bucket(key: &str, limit: u64) -> Vec<String> {
+    vec![s("RL.BUCKET"), s(key), s(limit), s(1), s("1h")]
+}
+
+fn fixed_throttle(key: &str, limit: u64) -> Vec<String> {
+    vec![s("CL.THROTTLE"), s(key), s(limit - 1), s(1), s(3600)]
 }
 
 fn first_int(v: &Value) -> i64 {
@@ -121,16 +138,22 @@ pub const FAMILIES: &[Family] = &[
         prefix: "gcra",
         build: gcra,
         admitted: rl_admitted,
+        fixed: fixed_gcra,
+        peek: &["DRYRUN"],
     },
     Family {
         prefix: "bucket",
         build: bucket,
         admitted: rl_admitted,
+        fixed: fixed_bucket,
+        peek: &["DRYRUN"],
     },
     Family {
         prefix: "cell",
         build: throttle,
         admitted: cell_admitted,
+        fixed: fixed_throttle,
+        peek: &["0"],
     },
 ];
 
@@ -251,4 +274,21 @@ pub fn assert_same_state(
             String::from_utf8_lossy(&b.0)
         );
     }
+}
+
+/// Sends `args` and returns the reply, panicking on an error.
+pub fn call_ok<S: AsRef<str>>(c: &mut redis::Connection, args: &[S]) -> Value {
+    let mut cmd = redis::cmd(args[0].as_ref());
+    for a in &args[1..] {
+        cmd.arg(a.as_ref());
+    }
+    let names: Vec<&str> = args.iter().map(AsRef::as_ref).collect();
+    cmd.query(c).unwrap_or_else(|e| panic!("{names:?}: {e}"))
+}
+
+/// `call` with `peek` appended.
+pub fn peeking(call: &[String], peek: &[&str]) -> Vec<String> {
+    let mut call = call.to_vec();
+    call.extend(peek.iter().map(|p| p.to_string()));
+    call
 }
