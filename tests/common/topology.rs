@@ -25,6 +25,12 @@ pub fn info_field(c: &mut redis::Connection, section: &str, name: &str) -> Optio
         .find_map(|l| l.strip_prefix(&prefix).map(|v| v.trim().to_string()))
 }
 
+/// A primary that starts a replica's full sync at once (7.0 waits 5 s for
+/// more replicas by default).
+pub fn primary_config() -> Config {
+    Config::default().arg("repl-diskless-sync-delay", "0")
+}
+
 /// A replica of `primary` that dies on any error in the replication stream
 /// (`propagation-error-behavior panic`), so such an error cannot go unseen.
 pub fn replica_config(primary: &Server) -> Config {
@@ -64,17 +70,10 @@ pub fn kill9(server: &mut Server) {
     wait_until("the killed server to exit", 10, || !server.alive());
 }
 
-/// The replication offset a server has processed: its own as a primary,
-/// the one received from its primary as a replica.
+/// How far into the replication stream a server is: as a primary, what it
+/// has written; as a replica (linked or not), what it has applied.
 pub fn repl_offset(c: &mut redis::Connection) -> u64 {
-    let role: Vec<redis::Value> = redis::cmd("ROLE").query(c).expect("ROLE");
-    let int = |v: &redis::Value| match v {
-        redis::Value::Int(n) => *n as u64,
-        other => panic!("ROLE offset {other:?}"),
-    };
-    match role.first() {
-        Some(redis::Value::BulkString(r)) if r == b"master" => int(&role[1]),
-        Some(redis::Value::BulkString(r)) if r == b"slave" => int(&role[4]),
-        other => panic!("ROLE {other:?}"),
-    }
+    info_field(c, "replication", "master_repl_offset")
+        .and_then(|v| v.parse().ok())
+        .expect("master_repl_offset")
 }
