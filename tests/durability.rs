@@ -65,7 +65,11 @@ fn two_replicas_hold_the_primarys_exact_state() {
     for (i, r) in rs.iter_mut().enumerate() {
         let replica_keys: usize = redis::cmd("DBSIZE").query(r).unwrap();
         assert_eq!(replica_keys, keys, "replica {i} key count");
-        assert_eq!(digest(r), expected, "replica {i} digest (values and expiry)");
+        assert_eq!(
+            digest(r),
+            expected,
+            "replica {i} digest (values and expiry)"
+        );
         assert_eq!(
             info(r, "errorstats"),
             errors_before[i],

@@ -26,7 +26,8 @@ impl Run {
         let calls: Vec<_> = FAMILIES
             .iter()
             .flat_map(|f| {
-                (0..KEYS_PER_FAMILY).map(move |i| ((f.fixed)(&format!("{}:{i}", f.prefix), LIMIT), f))
+                (0..KEYS_PER_FAMILY)
+                    .map(move |i| ((f.fixed)(&format!("{}:{i}", f.prefix), LIMIT), f))
             })
             .collect();
         let n = calls.len();
@@ -60,7 +61,8 @@ impl Run {
     /// Calls until every key is denied, plus a round to show it stays so.
     fn drain(&mut self, c: &mut redis::Connection) {
         for _ in 0..=LIMIT + 1 {
-            self.round(c, |_, _, _| {}).expect("calls on the new primary");
+            self.round(c, |_, _, _| {})
+                .expect("calls on the new primary");
         }
     }
 }

@@ -72,7 +72,12 @@ fn multi_exec_and_scripts_decide_and_replicate_like_plain_calls() {
         let args: Vec<Vec<String>> = calls.iter().map(|(c, _)| c.clone()).collect();
         let expected = run_group(&mut a, &args, 0);
         let got = run_group(&mut p, &args, group % 3);
-        assert_eq!(got, expected, "group {group} ({})", ["plain", "MULTI", "EVAL"][group % 3]);
+        assert_eq!(
+            got,
+            expected,
+            "group {group} ({})",
+            ["plain", "MULTI", "EVAL"][group % 3]
+        );
         for ((_, family), reply) in calls.iter().zip(&got) {
             if (family.admitted)(reply) {
                 allowed += 1;
@@ -85,7 +90,10 @@ fn multi_exec_and_scripts_decide_and_replicate_like_plain_calls() {
             advance(&mut p, 900 * MS);
         }
     }
-    assert!(allowed > 300 && denied > 300, "{allowed} allowed, {denied} denied");
+    assert!(
+        allowed > 300 && denied > 300,
+        "{allowed} allowed, {denied} denied"
+    );
     wait_replicas(&mut p, 1);
     // Expiry times are on each server's own real clock: compare values
     // with the plain server, and everything with the replica.

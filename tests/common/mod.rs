@@ -25,7 +25,10 @@ pub fn module_path() -> PathBuf {
     if so.exists() {
         return so;
     }
-    let so = deps.parent().expect("profile dir").join("libredis_ratelimit.so");
+    let so = deps
+        .parent()
+        .expect("profile dir")
+        .join("libredis_ratelimit.so");
     assert!(so.exists(), "module not built at {}", so.display());
     so
 }

@@ -98,7 +98,12 @@ fn common_options(rng: &mut StdRng, call: &mut Vec<String>) {
 }
 
 fn gcra(rng: &mut StdRng, key: &str, w: Windows) -> Vec<String> {
-    let mut call = vec![s("RL.GCRA"), s(key), s(rng.gen_range(1..8)), w.duration(rng)];
+    let mut call = vec![
+        s("RL.GCRA"),
+        s(key),
+        s(rng.gen_range(1..8)),
+        w.duration(rng),
+    ];
     if rng.gen_bool(0.3) {
         call.extend([s("BURST"), s(rng.gen_range(1..12))]);
     }
@@ -211,7 +216,7 @@ impl Workload {
     }
 
     /// Sends `calls` decisions (and clock steps) in pipelines of 500.
-    pub fn run(&mut self, c: &mut redis::Connection, calls: usize) -> Tally {
+    pub fn run(&mut self, c: &mut impl redis::ConnectionLike, calls: usize) -> Tally {
         let mut tally = Tally::default();
         let mut left = calls;
         while left > 0 {
@@ -244,6 +249,24 @@ impl Workload {
     }
 }
 
+impl Workload {
+    /// Sends `calls` decisions one by one and never moves the clock (for
+    /// the cluster client, which routes each call to its key's node).
+    pub fn run_singly(&mut self, c: &mut impl redis::ConnectionLike, calls: usize) -> Tally {
+        let mut tally = Tally::default();
+        for _ in 0..calls {
+            let (call, family) = self.next_call();
+            let reply = call_ok(c, &call);
+            if (family.admitted)(&reply) {
+                tally.allowed += 1;
+            } else {
+                tally.denied += 1;
+            }
+        }
+        tally
+    }
+}
+
 /// Every key with its value and absolute expiry (ms), sorted by key.
 pub fn snapshot(c: &mut redis::Connection) -> Vec<(Vec<u8>, Vec<u8>, i64)> {
     let mut keys: Vec<Vec<u8>> = redis::cmd("KEYS").arg("*").query(c).expect("KEYS");
@@ -267,17 +290,12 @@ pub fn assert_same_state(
 ) {
     assert_eq!(before.len(), after.len(), "{what}: key count");
     for (b, a) in before.iter().zip(after) {
-        assert_eq!(
-            b,
-            a,
-            "{what}: key {}",
-            String::from_utf8_lossy(&b.0)
-        );
+        assert_eq!(b, a, "{what}: key {}", String::from_utf8_lossy(&b.0));
     }
 }
 
 /// Sends `args` and returns the reply, panicking on an error.
-pub fn call_ok<S: AsRef<str>>(c: &mut redis::Connection, args: &[S]) -> Value {
+pub fn call_ok<S: AsRef<str>>(c: &mut impl redis::ConnectionLike, args: &[S]) -> Value {
     let mut cmd = redis::cmd(args[0].as_ref());
     for a in &args[1..] {
         cmd.arg(a.as_ref());
