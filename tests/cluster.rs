@@ -103,22 +103,29 @@ impl Cluster {
         (primary, replica)
     }
 
-    /// Whether node `i` serves `slot` itself (CLUSTER COUNTKEYSINSLOT does
-    /// not tell; the node's own CLUSTER NODES line does).
-    fn owns(&self, i: usize, slot: u16) -> bool {
+    /// The slot ranges node `i` serves itself, from its own CLUSTER NODES
+    /// line.
+    fn ranges(&self, i: usize) -> Vec<(u16, u16)> {
         let nodes: String = redis::cmd("CLUSTER")
             .arg("NODES")
             .query(&mut self.nodes[i].conn())
             .unwrap();
         let me = nodes.lines().find(|l| l.contains("myself")).unwrap();
-        me.split(' ').skip(8).any(|range| {
-            let mut ends = range.split('-').map(|x| x.parse::<u16>());
-            match (ends.next(), ends.next()) {
-                (Some(Ok(a)), Some(Ok(b))) => (a..=b).contains(&slot),
-                (Some(Ok(a)), None) => a == slot,
-                _ => false,
-            }
-        })
+        me.split(' ')
+            .skip(8)
+            .filter_map(|range| {
+                let mut ends = range.split('-').map(|x| x.parse::<u16>());
+                match (ends.next(), ends.next()) {
+                    (Some(Ok(a)), Some(Ok(b))) => Some((a, b)),
+                    (Some(Ok(a)), None) => Some((a, a)),
+                    _ => None, // a migration note such as [5-<-id]
+                }
+            })
+            .collect()
+    }
+
+    fn owns(&self, i: usize, slot: u16) -> bool {
+        self.ranges(i).iter().any(|&(a, b)| (a..=b).contains(&slot))
     }
 
     /// Waits until the replica `r` has applied everything primary `p` wrote.
@@ -157,7 +164,7 @@ fn every_shard_decides_and_replicates(cluster: &Cluster, client: &mut ClusterCon
         let mut c = cluster.nodes[i].conn();
         let keys: usize = redis::cmd("DBSIZE").query(&mut c).unwrap();
         assert!(keys > 100, "node {i} holds {keys} keys");
-        let slot0 = (0..16384u16).find(|&s| cluster.owns(i, s)).unwrap();
+        let slot0 = cluster.ranges(i)[0].0;
         let (p, r) = cluster.shard_of(slot0);
         assert_eq!(p, i);
         cluster.wait_caught_up(p, r);
