@@ -50,39 +50,17 @@ handler!(rl_gcra, Command::Gcra, gcra::run);
 handler!(rl_bucket, Command::Bucket, bucket::run);
 handler!(rl_sliding, Command::Sliding, sliding::run);
 handler!(rl_fixed, Command::Fixed, fixed::run);
-handler!(rl_all_command, Command::All, all::run);
-
-/// RL.ALL: Redis 7.0's cluster routing finds a module command's keys by its
-/// legacy key range or the getkeys API, never by key specs; a `numkeys`
-/// command has no range, so without this its keys would escape the slot
-/// checks (no CROSSSLOT, no MOVED). Answer position requests here.
+/// RL.ALL also answers Redis's keys-position requests (`getkeys-api`).
 extern "C" fn rl_all(ctx: *mut raw::RedisModuleCtx, argv: *mut RString, argc: c_int) -> c_int {
-    // SAFETY: Redis calls this with the command's own arguments.
-    unsafe {
-        if api!(RedisModule_IsKeysPositionRequest)(ctx) != 0 {
-            report_numkeys_keys(ctx, argv, argc);
-            return raw::REDISMODULE_OK as c_int;
-        }
+    let context = crate::server::ffi::Ctx(ctx);
+    if crate::server::ffi::is_keys_position_request(context) {
+        // SAFETY: Redis calls this with the command's own arguments.
+        let args = unsafe { crate::server::ffi::argv(argv, argc) };
+        all::declare_keys(context, args);
+        return raw::REDISMODULE_OK as c_int;
     }
-    rl_all_command(ctx, argv, argc)
-}
-
-/// Reports the keys of `name numkeys key [key ...] ...` (none if `numkeys`
-/// is not a number; the command itself then answers the error).
-///
-/// # Safety
-/// As for a command callback, in a keys-position request.
-unsafe fn report_numkeys_keys(ctx: *mut raw::RedisModuleCtx, argv: *mut RString, argc: c_int) {
-    let args = crate::server::ffi::argv(argv, argc);
-    let numkeys = args
-        .get(1)
-        .and_then(|a| std::str::from_utf8(a.as_ref()).ok())
-        .and_then(|n| n.parse::<usize>().ok())
-        .unwrap_or(0);
-    for pos in (2..args.len()).take(numkeys) {
-        // `pos` < argc, which is a c_int.
-        api!(RedisModule_KeyAtPos)(ctx, pos as c_int);
-    }
+    // SAFETY: as above.
+    unsafe { guard(ctx, argv, argc, Command::All, all::run) }
 }
 handler!(cl_throttle, Command::Throttle, throttle::run);
 handler!(rl_clock, Command::Clock, clock::run);
@@ -134,7 +112,6 @@ pub const COMMANDS: &[Spec] = &[
         name: c"rl.all",
         command: Command::All,
         handler: rl_all,
-        // getkeys-api: see `rl_all`.
         flags: c"write deny-oom fast getkeys-api",
         arity: -6,
         keys: Keys::NumKeys,
