@@ -174,13 +174,29 @@ fn every_shard_decides_and_replicates(cluster: &Cluster, client: &mut ClusterCon
 }
 
 fn cross_slot_calls_are_refused(client: &mut ClusterConnection) {
-    // "a" and "b" hash to different slots; RL.ALL's key spec tells Redis.
+    // "a" and "b" hash to different slots; RL.ALL declares its keys.
     let err = common::cmd(&[
         "RL.ALL", "2", "a", "b", "GCRA", "10", "1s", "GCRA", "10", "1s",
     ])
     .query::<redis::Value>(client)
     .unwrap_err();
     assert_eq!(err.code(), Some("CROSSSLOT"), "{err}");
+    // With a hash tag both keys share a slot, wherever it lives.
+    for org in 0..20 {
+        let user = format!("{{org:{org}}}:user:42");
+        let org = format!("{{org:{org}}}");
+        let reply = call_ok(
+            client,
+            &[
+                "RL.ALL", "2", &user, &org, "GCRA", "10", "1s", "GCRA", "15", "1s",
+            ],
+        );
+        assert!(rl_admits(&reply), "{reply:?}");
+    }
+}
+
+fn rl_admits(reply: &redis::Value) -> bool {
+    matches!(reply, redis::Value::Array(v) if v.first() == Some(&redis::Value::Int(1)))
 }
 
 fn migrated_slot_keeps_limiter_state(cluster: &Cluster, client: &mut ClusterConnection) {

@@ -137,6 +137,53 @@ fn throttle(rng: &mut StdRng, key: &str, w: Windows) -> Vec<String> {
     call
 }
 
+/// RL.ALL's keys: `base` with an index, in one hash slot.
+fn all_keys(base: &str, n: usize) -> Vec<String> {
+    (0..n)
+        .map(|i| {
+            if base.contains('{') {
+                format!("{base}:{i}")
+            } else {
+                format!("{{{base}}}:{i}")
+            }
+        })
+        .collect()
+}
+
+/// RL.ALL's policies by key position (a key always gets the same kind of
+/// state): each is the policy's words for a random limit.
+const ALL_POLICIES: &[fn(&mut StdRng, Windows) -> Vec<String>] = &[
+    |rng, w| vec![s("GCRA"), s(rng.gen_range(1..8)), w.duration(rng)],
+    |rng, w| {
+        let (c, r) = (rng.gen_range(1..8), rng.gen_range(1..5));
+        vec![s("BUCKET"), s(c), s(r), w.duration(rng)]
+    },
+    |rng, w| {
+        let mut p = vec![s("GCRA"), s(rng.gen_range(2..12)), w.duration(rng)];
+        p.extend([s("BURST"), s(rng.gen_range(1..12))]);
+        p
+    },
+];
+
+fn all(rng: &mut StdRng, key: &str, w: Windows) -> Vec<String> {
+    let n = rng.gen_range(1..=ALL_POLICIES.len());
+    let mut call = vec![s("RL.ALL"), s(n)];
+    call.extend(all_keys(key, n));
+    for policy in &ALL_POLICIES[..n] {
+        call.extend(policy(rng, w));
+    }
+    common_options(rng, &mut call);
+    call
+}
+
+fn fixed_all(key: &str, limit: u64) -> Vec<String> {
+    let mut call = vec![s("RL.ALL"), s(2)];
+    call.extend(all_keys(key, 2));
+    call.extend([s("GCRA"), s(limit), s("1h")]);
+    call.extend([s("BUCKET"), s(limit), s(1), s("1h")]);
+    call
+}
+
 /// Every command and mode the durability tests exercise.
 pub const FAMILIES: &[Family] = &[
     Family {
@@ -159,6 +206,13 @@ pub const FAMILIES: &[Family] = &[
         admitted: cell_admitted,
         fixed: fixed_throttle,
         peek: &["0"],
+    },
+    Family {
+        prefix: "all",
+        build: all,
+        admitted: rl_admitted,
+        fixed: fixed_all,
+        peek: &["DRYRUN"],
     },
 ];
 
