@@ -12,13 +12,14 @@ use common::*;
 #[test]
 fn two_replicas_hold_the_primarys_exact_state() {
     let primary = Server::with(primary_config());
-    let replicas = [
+    let mut replicas = [
         Server::with(replica_config(&primary)),
         Server::with(replica_config(&primary)),
     ];
     for r in &replicas {
         wait_link_up(r);
     }
+    wait_replicas_online(&primary, 2);
     let mut p = primary.conn();
     let mut rs: Vec<_> = replicas.iter().map(Server::conn).collect();
     // The replicas' own clocks must not matter: they apply effects.
@@ -76,7 +77,12 @@ fn two_replicas_hold_the_primarys_exact_state() {
             "replica {i}: the replication stream caused errors"
         );
     }
-    for (i, r) in replicas.iter().enumerate() {
+    eprintln!("workload: {tally:?}, {keys} keys");
+    for (i, r) in replicas.iter_mut().enumerate() {
+        assert!(
+            r.alive(),
+            "replica {i} died (propagation-error-behavior panic)"
+        );
         assert!(
             !r.log().contains("sending an error to its master"),
             "replica {i} log:\n{}",

@@ -71,6 +71,7 @@ fn pair() -> (Server, Server) {
     let primary = Server::with(primary_config());
     let replica = Server::with(replica_config(&primary));
     wait_link_up(&replica);
+    wait_replicas_online(&primary, 1);
     clock_set(&mut primary.conn(), T0);
     clock_set(&mut replica.conn(), T0);
     (primary, replica)
@@ -130,7 +131,12 @@ fn after_a_crash_a_key_admits_at_most_its_limit_plus_unreplicated_writes() {
     kill9(&mut primary);
     signal(&replica_pid, "-CONT");
     assert!(replica.alive());
+    // The replica first applies what its socket still holds, then sees the
+    // link close; only then is its offset final.
     let mut r = replica.conn();
+    wait_until("the replica to see its link close", 10, || {
+        !info(&mut r, "replication").contains("master_link_status:up")
+    });
     let reached = repl_offset(&mut r);
     let mut r = promote(&replica);
     run.drain(&mut r);
@@ -146,8 +152,8 @@ fn after_a_crash_a_key_admits_at_most_its_limit_plus_unreplicated_writes() {
             "{call:?}: {admitted} admitted, limit {LIMIT}, {lost} unreplicated"
         );
     }
-    // Two rounds of admissions never reached the replica.
-    assert_eq!(lost_total, 2 * run.calls.len());
+    // At least the two rounds after the cut never reached the replica.
+    assert!(lost_total >= 2 * run.calls.len(), "{lost_total} lost");
 }
 
 fn signal(pid: &str, sig: &str) {

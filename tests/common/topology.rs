@@ -47,6 +47,15 @@ pub fn wait_link_up(replica: &Server) {
     });
 }
 
+/// Waits (bounded) until the primary counts `n` replicas as online (a
+/// replica's link is up slightly before its primary puts it online).
+pub fn wait_replicas_online(primary: &Server, n: usize) {
+    let mut c = primary.conn();
+    wait_until("replicas online", 30, || {
+        info(&mut c, "replication").matches("state=online").count() >= n
+    });
+}
+
 /// `WAIT n`, asserting that all `n` replicas acknowledged.
 pub fn wait_replicas(c: &mut redis::Connection, n: usize) {
     let acked: usize = redis::cmd("WAIT")
