@@ -155,7 +155,67 @@ fn limiters_work_on_redis_cluster() {
     killed_primary_fails_over_with_limits_kept(&mut cluster);
 }
 
+/// Redis Cluster's key hash (CRC16/XMODEM), for keys without hash tags.
+fn key_slot(key: &str) -> u16 {
+    let mut crc = 0u16;
+    for &b in key.as_bytes() {
+        crc ^= u16::from(b) << 8;
+        for _ in 0..8 {
+            crc = if crc & 0x8000 != 0 {
+                (crc << 1) ^ 0x1021
+            } else {
+                crc << 1
+            };
+        }
+    }
+    crc & 16383
+}
+
+/// One limiter key in every one of the 16384 slots, each charged once on
+/// the node that serves it (a pipeline per primary: a wrong slot would be
+/// answered MOVED).
+fn every_slot_holds_a_limiter(cluster: &Cluster) {
+    let mut any = cluster.nodes[0].conn();
+    for key in ["a", "b", "slot:123", "user:42"] {
+        assert_eq!(key_slot(key), slot(&mut any, key), "{key}");
+    }
+    let mut key_of = vec![None; 16384];
+    let mut left = 16384;
+    for n in 0.. {
+        let key = format!("slot:{n}");
+        let s = usize::from(key_slot(&key));
+        if key_of[s].is_none() {
+            key_of[s] = Some(key);
+            left -= 1;
+            if left == 0 {
+                break;
+            }
+        }
+    }
+    let mut total = 0;
+    for i in (0..6).filter(|&i| cluster.is_primary(i)) {
+        let mut pipe = redis::pipe();
+        let mut families = Vec::new();
+        for (a, b) in cluster.ranges(i) {
+            for s in a..=b {
+                let family = &FAMILIES[usize::from(s) % FAMILIES.len()];
+                let key = key_of[usize::from(s)].as_ref().unwrap();
+                let call = (family.fixed)(key, 3);
+                pipe.cmd(&call[0]).arg(&call[1..]);
+                families.push(family);
+            }
+        }
+        let replies: Vec<redis::Value> = pipe.query(&mut cluster.nodes[i].conn()).unwrap();
+        for (reply, family) in replies.iter().zip(families) {
+            assert!((family.admitted)(reply), "{reply:?}");
+        }
+        total += replies.len();
+    }
+    assert_eq!(total, 16384, "every slot is served");
+}
+
 fn every_shard_decides_and_replicates(cluster: &Cluster, client: &mut ClusterConnection) {
+    every_slot_holds_a_limiter(cluster);
     let mut workload = Workload::new(101, Windows::Long);
     workload.keys = 500;
     let tally = workload.run_singly(client, 1500);
