@@ -137,6 +137,30 @@ fn throttle(rng: &mut StdRng, key: &str, w: Windows) -> Vec<String> {
     call
 }
 
+fn sliding(rng: &mut StdRng, key: &str, w: Windows, mode: &[&str]) -> Vec<String> {
+    let mut call = vec![
+        s("RL.SLIDING"),
+        s(key),
+        s(rng.gen_range(1..8)),
+        w.duration(rng),
+    ];
+    call.extend(mode.iter().map(|m| m.to_string()));
+    common_options(rng, &mut call);
+    call
+}
+
+fn fixed_window(rng: &mut StdRng, key: &str, w: Windows, mode: &[&str]) -> Vec<String> {
+    let mut call = vec![
+        s("RL.FIXED"),
+        s(key),
+        s(rng.gen_range(1..8)),
+        w.duration(rng),
+    ];
+    call.extend(mode.iter().map(|m| m.to_string()));
+    common_options(rng, &mut call);
+    call
+}
+
 /// RL.ALL's keys: `base` with an index, in one hash slot.
 fn all_keys(base: &str, n: usize) -> Vec<String> {
     (0..n)
@@ -163,6 +187,8 @@ const ALL_POLICIES: &[fn(&mut StdRng, Windows) -> Vec<String>] = &[
         p.extend([s("BURST"), s(rng.gen_range(1..12))]);
         p
     },
+    // RL.ALL's SLIDING and FIXED policies join here once RL.ALL parses
+    // them (main answers "unknown policy" for now).
 ];
 
 fn all(rng: &mut StdRng, key: &str, w: Windows) -> Vec<String> {
@@ -206,6 +232,50 @@ pub const FAMILIES: &[Family] = &[
         admitted: cell_admitted,
         fixed: fixed_throttle,
         peek: &["0"],
+    },
+    Family {
+        prefix: "exact",
+        build: |rng, key, w| sliding(rng, key, w, &["EXACT"]),
+        admitted: rl_admitted,
+        fixed: |key, limit| vec![s("RL.SLIDING"), s(key), s(limit), s("1h")],
+        peek: &["DRYRUN"],
+    },
+    Family {
+        prefix: "approx",
+        build: |rng, key, w| sliding(rng, key, w, &["APPROX"]),
+        admitted: rl_admitted,
+        fixed: |key, limit| vec![s("RL.SLIDING"), s(key), s(limit), s("1h"), s("APPROX")],
+        peek: &["DRYRUN"],
+    },
+    Family {
+        prefix: "buckets",
+        build: |rng, key, w| sliding(rng, key, w, &["BUCKETS", "8"]),
+        admitted: rl_admitted,
+        fixed: |key, limit| {
+            vec![
+                s("RL.SLIDING"),
+                s(key),
+                s(limit),
+                s("1h"),
+                s("BUCKETS"),
+                s(8),
+            ]
+        },
+        peek: &["DRYRUN"],
+    },
+    Family {
+        prefix: "fixed",
+        build: |rng, key, w| fixed_window(rng, key, w, &[]),
+        admitted: rl_admitted,
+        fixed: |key, limit| vec![s("RL.FIXED"), s(key), s(limit), s("1h")],
+        peek: &["DRYRUN"],
+    },
+    Family {
+        prefix: "aligned",
+        build: |rng, key, w| fixed_window(rng, key, w, &["ALIGNED"]),
+        admitted: rl_admitted,
+        fixed: |key, limit| vec![s("RL.FIXED"), s(key), s(limit), s("1h"), s("ALIGNED")],
+        peek: &["DRYRUN"],
     },
     Family {
         prefix: "all",
