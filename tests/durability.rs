@@ -77,7 +77,6 @@ fn two_replicas_hold_the_primarys_exact_state() {
             "replica {i}: the replication stream caused errors"
         );
     }
-    eprintln!("workload: {tally:?}, {keys} keys");
     for (i, r) in replicas.iter_mut().enumerate() {
         assert!(
             r.alive(),
@@ -96,7 +95,9 @@ fn loaded_aof_server(preamble: &str, seed: u64) -> (Server, redis::Connection) {
     let config = Config::default()
         .arg("appendonly", "yes")
         .arg("appendfsync", "always")
-        .arg("aof-use-rdb-preamble", preamble);
+        .arg("aof-use-rdb-preamble", preamble)
+        // A command that fails while the AOF loads stops the server.
+        .arg("propagation-error-behavior", "panic");
     let server = Server::with(config);
     let mut c = server.conn();
     clock_set(&mut c, T0);
