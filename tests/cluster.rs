@@ -220,6 +220,7 @@ fn every_shard_decides_and_replicates(cluster: &Cluster, client: &mut ClusterCon
     workload.keys = 500;
     let tally = workload.run_singly(client, 1500);
     assert!(tally.allowed > 300 && tally.denied > 300, "{tally:?}");
+    workload.assert_both_outcomes();
     for i in (0..6).filter(|&i| cluster.is_primary(i)) {
         let mut c = cluster.nodes[i].conn();
         let keys: usize = redis::cmd("DBSIZE").query(&mut c).unwrap();

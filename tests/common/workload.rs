@@ -187,8 +187,35 @@ const ALL_POLICIES: &[fn(&mut StdRng, Windows) -> Vec<String>] = &[
         p.extend([s("BURST"), s(rng.gen_range(1..12))]);
         p
     },
-    // RL.ALL's SLIDING and FIXED policies join here once RL.ALL parses
-    // them (main answers "unknown policy" for now).
+    |rng, w| {
+        vec![
+            s("SLIDING"),
+            s(rng.gen_range(1..8)),
+            w.duration(rng),
+            s("EXACT"),
+        ]
+    },
+    |rng, w| {
+        vec![
+            s("SLIDING"),
+            s(rng.gen_range(1..8)),
+            w.duration(rng),
+            s("APPROX"),
+        ]
+    },
+    |rng, w| {
+        let (l, d) = (rng.gen_range(1..8), w.duration(rng));
+        vec![s("SLIDING"), s(l), d, s("BUCKETS"), s(8)]
+    },
+    |rng, w| vec![s("FIXED"), s(rng.gen_range(1..8)), w.duration(rng)],
+    |rng, w| {
+        vec![
+            s("FIXED"),
+            s(rng.gen_range(1..8)),
+            w.duration(rng),
+            s("ALIGNED"),
+        ]
+    },
 ];
 
 fn all(rng: &mut StdRng, key: &str, w: Windows) -> Vec<String> {
@@ -203,10 +230,12 @@ fn all(rng: &mut StdRng, key: &str, w: Windows) -> Vec<String> {
 }
 
 fn fixed_all(key: &str, limit: u64) -> Vec<String> {
-    let mut call = vec![s("RL.ALL"), s(2)];
-    call.extend(all_keys(key, 2));
+    let mut call = vec![s("RL.ALL"), s(4)];
+    call.extend(all_keys(key, 4));
     call.extend([s("GCRA"), s(limit), s("1h")]);
     call.extend([s("BUCKET"), s(limit), s(1), s("1h")]);
+    call.extend([s("SLIDING"), s(limit), s("1h"), s("APPROX")]);
+    call.extend([s("FIXED"), s(limit), s("1h")]);
     call
 }
 
@@ -293,6 +322,16 @@ pub struct Tally {
     pub denied: usize,
 }
 
+impl Tally {
+    fn count(&mut self, admitted: bool) {
+        if admitted {
+            self.allowed += 1;
+        } else {
+            self.denied += 1;
+        }
+    }
+}
+
 /// A reproducible stream of calls.
 pub struct Workload {
     rng: StdRng,
@@ -305,6 +344,8 @@ pub struct Workload {
     pub max_step_us: u64,
     /// `{tag}` inserted in every key when set (one cluster slot).
     pub hash_tag: Option<String>,
+    /// Outcomes so far, by family prefix.
+    pub by_family: std::collections::BTreeMap<&'static str, Tally>,
 }
 
 impl Workload {
@@ -316,6 +357,7 @@ impl Workload {
             advance_chance: 0.03,
             max_step_us: 3_000_000,
             hash_tag: None,
+            by_family: Default::default(),
         }
     }
 
@@ -361,11 +403,12 @@ impl Workload {
             let replies: Vec<Value> = pipe.query(c).expect("workload pipeline");
             for (reply, family) in replies.iter().zip(families) {
                 if let Some(family) = family {
-                    if (family.admitted)(reply) {
-                        tally.allowed += 1;
-                    } else {
-                        tally.denied += 1;
-                    }
+                    let admitted = (family.admitted)(reply);
+                    tally.count(admitted);
+                    self.by_family
+                        .entry(family.prefix)
+                        .or_default()
+                        .count(admitted);
                 }
             }
         }
@@ -374,18 +417,26 @@ impl Workload {
 }
 
 impl Workload {
+    /// Asserts that every family has had admitted and denied requests.
+    pub fn assert_both_outcomes(&self) {
+        for f in FAMILIES {
+            let t = self.by_family.get(f.prefix).copied().unwrap_or_default();
+            assert!(t.allowed > 0 && t.denied > 0, "{}: {t:?}", f.prefix);
+        }
+    }
+
     /// Sends `calls` decisions one by one and never moves the clock (for
     /// the cluster client, which routes each call to its key's node).
     pub fn run_singly(&mut self, c: &mut impl redis::ConnectionLike, calls: usize) -> Tally {
         let mut tally = Tally::default();
         for _ in 0..calls {
             let (call, family) = self.next_call();
-            let reply = call_ok(c, &call);
-            if (family.admitted)(&reply) {
-                tally.allowed += 1;
-            } else {
-                tally.denied += 1;
-            }
+            let admitted = (family.admitted)(&call_ok(c, &call));
+            tally.count(admitted);
+            self.by_family
+                .entry(family.prefix)
+                .or_default()
+                .count(admitted);
         }
         tally
     }
