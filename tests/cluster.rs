@@ -26,8 +26,7 @@ impl Cluster {
         let config = Config::default()
             .arg("cluster-enabled", "yes")
             .arg("cluster-config-file", "nodes.conf")
-            .arg("cluster-node-timeout", "1000")
-            .arg("repl-diskless-sync-delay", "0");
+            .arg("cluster-node-timeout", "1000");
         // (A port whose bus port, +10000, is taken or out of range fails to
         // start; the harness then retries on another port.)
         let nodes: Vec<Server> = (0..6).map(|_| Server::with(config.clone())).collect();

@@ -11,7 +11,7 @@ use common::*;
 
 #[test]
 fn two_replicas_hold_the_primarys_exact_state() {
-    let primary = Server::with(primary_config());
+    let primary = Server::start();
     let mut replicas = [
         Server::with(replica_config(&primary)),
         Server::with(replica_config(&primary)),

@@ -68,7 +68,7 @@ impl Run {
 }
 
 fn pair() -> (Server, Server) {
-    let primary = Server::with(primary_config());
+    let primary = Server::start();
     let replica = Server::with(replica_config(&primary));
     wait_link_up(&replica);
     wait_replicas_online(&primary, 1);

@@ -56,7 +56,7 @@ fn multi_exec_and_scripts_decide_and_replicate_like_plain_calls() {
     // `plain` runs every call on its own; `primary` runs the same calls in
     // groups, each group plainly, in MULTI/EXEC or in a script.
     let plain = Server::start();
-    let primary = Server::with(primary_config());
+    let primary = Server::start();
     let replica = Server::with(replica_config(&primary));
     wait_link_up(&replica);
     let (mut a, mut p, mut r) = (plain.conn(), primary.conn(), replica.conn());

@@ -25,12 +25,6 @@ pub fn info_field(c: &mut redis::Connection, section: &str, name: &str) -> Optio
         .find_map(|l| l.strip_prefix(&prefix).map(|v| v.trim().to_string()))
 }
 
-/// A primary that starts a replica's full sync at once (7.0 waits 5 s for
-/// more replicas by default).
-pub fn primary_config() -> Config {
-    Config::default().arg("repl-diskless-sync-delay", "0")
-}
-
 /// A replica of `primary` that dies on any error in the replication stream
 /// (`propagation-error-behavior panic`), so such an error cannot go unseen.
 pub fn replica_config(primary: &Server) -> Config {
