@@ -73,6 +73,11 @@ impl Cell {
         })
     }
 
+    /// How far beyond now an admitted request may put the TAT.
+    pub fn tolerance_ns(&self) -> i128 {
+        self.tolerance_ns
+    }
+
     /// Decides `quantity >= 0` at `now_ns` against the stored TAT. The write
     /// is `Some` only when the request is admitted with `quantity > 0`.
     pub fn throttle(
