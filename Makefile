@@ -5,7 +5,7 @@ MODULE  := target/release/libredis_ratelimit.so
 PORT    ?= 6379
 SUDO    := $(shell [ "$$(id -u)" -eq 0 ] || echo sudo)
 
-.PHONY: run test build deps lint unit bench demo fuzz clean
+.PHONY: run test test-valkey build deps deps-valkey lint unit bench demo fuzz clean
 
 ## Install what a fresh Debian machine lacks (redis-server, libclang for bindgen).
 deps:
@@ -25,6 +25,22 @@ run: build
 ## against real redis-server processes.
 test: deps lint
 	cargo test
+
+## The same suite against Valkey 8 (from Debian's bookworm-backports suite,
+## enabled from the machine's own Debian source if it is missing).
+test-valkey: deps deps-valkey
+	RL_SERVER=valkey-server cargo test
+
+deps-valkey:
+	@if ! command -v valkey-server >/dev/null; then \
+		if ! grep -rqs 'bookworm-backports' /etc/apt/sources.list /etc/apt/sources.list.d/; then \
+			sed -n '1,/^$$/p' /etc/apt/sources.list.d/debian.sources \
+				| sed 's/^Suites:.*/Suites: bookworm-backports/' \
+				| $(SUDO) tee /etc/apt/sources.list.d/backports.sources >/dev/null; \
+		fi; \
+		$(SUDO) apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq -t bookworm-backports valkey-server; \
+	fi
 
 lint:
 	cargo fmt --check

@@ -24,6 +24,20 @@ pub enum Error {
     MissingValue(&'static str),
     /// The command has too few or too many arguments.
     Arity(&'static str),
+    /// An RL.ALL policy without all its arguments; holds its syntax.
+    PolicyArgs(&'static str),
+    /// An RL.ALL policy name that does not exist.
+    UnknownPolicy(String),
+    /// RL.ALL with fewer policies than keys.
+    PolicyCount {
+        keys: usize,
+        policies: usize,
+    },
+    /// RL.ALL naming a key twice (1-based positions).
+    RepeatedKey {
+        first: usize,
+        again: usize,
+    },
     /// The parameters make the limiter take longer than the horizon to reset.
     HorizonTooLong {
         span: &'static str,
@@ -86,6 +100,21 @@ impl std::fmt::Display for Error {
             Error::RepeatedOption(o) => write!(f, "ERR syntax error: {o} given more than once"),
             Error::MissingValue(o) => write!(f, "ERR syntax error: {o} needs a value"),
             Error::Arity(cmd) => write!(f, "ERR wrong number of arguments for '{cmd}' command"),
+            Error::PolicyArgs(syntax) => {
+                write!(f, "ERR syntax error: the policy is {syntax}")
+            }
+            Error::UnknownPolicy(p) => write!(
+                f,
+                "ERR syntax error: unknown policy '{p}': expected GCRA, BUCKET, SLIDING or FIXED"
+            ),
+            Error::PolicyCount { keys, policies } => write!(
+                f,
+                "ERR syntax error: RL.ALL needs one policy per key ({keys} keys, {policies} policies)"
+            ),
+            Error::RepeatedKey { first, again } => write!(
+                f,
+                "ERR key {again} is the same as key {first}: each limit needs its own key"
+            ),
             Error::HorizonTooLong { span, max } => {
                 write!(f, "ERR {span} must be at most {max}")
             }
@@ -177,6 +206,13 @@ mod tests {
             Error::RepeatedOption("COST"),
             Error::MissingValue("COST"),
             Error::Arity("rl.gcra"),
+            Error::PolicyArgs("GCRA limit period [BURST n]"),
+            Error::UnknownPolicy("X".into()),
+            Error::PolicyCount {
+                keys: 2,
+                policies: 1,
+            },
+            Error::RepeatedKey { first: 1, again: 2 },
             Error::HorizonTooLong {
                 span: "a",
                 max: "b",

@@ -56,7 +56,9 @@ fn missing_api() -> Option<&'static str> {
         RedisModule_Replicate,
         RedisModule_SignalModifiedKey,
         RedisModule_SetModuleOptions,
-        RedisModule_CreateCommand
+        RedisModule_CreateCommand,
+        RedisModule_IsKeysPositionRequest,
+        RedisModule_KeyAtPos
     );
     None
 }

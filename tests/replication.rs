@@ -12,7 +12,20 @@ fn random_call(rng: &mut rand::rngs::StdRng) -> Vec<String> {
     let limit = rng.gen_range(1..20).to_string();
     let period = ["1m", "7m", "1h", "90s"][rng.gen_range(0..4)].to_string();
     let cost = rng.gen_range(0..4).to_string();
-    let mut call: Vec<String> = match rng.gen_range(0..3) {
+    let mut call: Vec<String> = match rng.gen_range(0..4) {
+        3 => vec![
+            "RL.ALL".into(),
+            "2".into(),
+            format!("a:{key}"),
+            format!("a:org{}", rng.gen_range(0..5)),
+            "GCRA".into(),
+            limit.clone(),
+            period.clone(),
+            "BUCKET".into(),
+            rng.gen_range(5..40).to_string(),
+            "1".into(),
+            period,
+        ],
         0 => vec!["RL.GCRA".into(), format!("g:{key}"), limit, period],
         1 => vec![
             "RL.BUCKET".into(),
@@ -48,11 +61,12 @@ fn run_workload(c: &mut redis::Connection, seed: u64, calls: usize) -> (usize, u
         }
         let call = random_call(&mut rng);
         let args: Vec<&str> = call.iter().map(String::as_str).collect();
-        let reply = decide(c, &args);
+        let reply: Vec<redis::Value> = cmd(&args).query(c).unwrap();
+        let first = matches!(reply[0], redis::Value::Int(1));
         let admitted = if args[0] == "CL.THROTTLE" {
-            reply[0] == 0
+            !first
         } else {
-            reply[0] == 1
+            first
         };
         if admitted {
             allowed += 1;

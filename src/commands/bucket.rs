@@ -5,6 +5,7 @@ use crate::algorithm::bucket::TokenBucket;
 use crate::args::{self, Common, MAX_COUNT};
 use crate::codec::Kind;
 use crate::error::Error;
+use crate::policy::Policy;
 use crate::server::clock;
 use crate::server::ffi::{Arg, Ctx};
 use crate::server::key::LimiterKey;
@@ -22,13 +23,26 @@ pub fn parse<A: AsRef<[u8]>>(args: &[A]) -> Result<Call, Error> {
     let [capacity, refill, period, tail @ ..] = args else {
         return Err(Error::Arity("rl.bucket"));
     };
-    let capacity = args::integer(capacity.as_ref(), "capacity", 1, MAX_COUNT)?;
-    let refill = args::integer(refill.as_ref(), "refill", 1, MAX_COUNT)?;
-    let period_us = args::duration_us(period.as_ref(), "period")?;
+    let bucket = build(capacity.as_ref(), refill.as_ref(), period.as_ref())?;
     let common = Common::parse(tail)?;
-    let bucket = TokenBucket::new(capacity, refill, period_us)
-        .map_err(|_| horizon_error("capacity * period / refill"))?;
     Ok(Call { bucket, common })
+}
+
+/// Parses RL.ALL's `BUCKET capacity refill period` (after the word BUCKET).
+pub fn parse_policy<A: AsRef<[u8]>>(args: &[A]) -> Result<(Policy, usize), Error> {
+    let [capacity, refill, period, ..] = args else {
+        return Err(Error::PolicyArgs("BUCKET capacity refill period"));
+    };
+    let bucket = build(capacity.as_ref(), refill.as_ref(), period.as_ref())?;
+    Ok((Policy::Bucket(bucket), 3))
+}
+
+fn build(capacity: &[u8], refill: &[u8], period: &[u8]) -> Result<TokenBucket, Error> {
+    let capacity = args::integer(capacity, "capacity", 1, MAX_COUNT)?;
+    let refill = args::integer(refill, "refill", 1, MAX_COUNT)?;
+    let period_us = args::duration_us(period, "period")?;
+    TokenBucket::new(capacity, refill, period_us)
+        .map_err(|_| horizon_error("capacity * period / refill"))
 }
 
 pub fn run(ctx: Ctx, args: &[Arg]) -> Result<Verdict, Error> {

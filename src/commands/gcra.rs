@@ -5,6 +5,7 @@ use crate::algorithm::gcra::Gcra;
 use crate::args::{self, unknown_option, Common, Options, MAX_COUNT};
 use crate::codec::Kind;
 use crate::error::Error;
+use crate::policy::Policy;
 use crate::server::clock;
 use crate::server::ffi::{Arg, Ctx};
 use crate::server::key::LimiterKey;
@@ -39,6 +40,28 @@ pub fn parse<A: AsRef<[u8]>>(args: &[A]) -> Result<Call, Error> {
     let gcra =
         Gcra::new(limit, period_us, burst).map_err(|_| horizon_error("BURST * period / limit"))?;
     Ok(Call { gcra, common })
+}
+
+/// Parses RL.ALL's `GCRA limit period [BURST n]` (after the word GCRA) from
+/// the start of `args`; returns the policy and how many arguments it used.
+pub fn parse_policy<A: AsRef<[u8]>>(args: &[A]) -> Result<(Policy, usize), Error> {
+    let [limit, period, rest @ ..] = args else {
+        return Err(Error::PolicyArgs("GCRA limit period [BURST n]"));
+    };
+    let limit = args::integer(limit.as_ref(), "limit", 1, MAX_COUNT)?;
+    let period_us = args::duration_us(period.as_ref(), "period")?;
+    let (burst, used) = match rest {
+        [word, value, ..] if word.as_ref().eq_ignore_ascii_case(b"BURST") => {
+            (args::integer(value.as_ref(), "BURST", 1, MAX_COUNT)?, 4)
+        }
+        [word] if word.as_ref().eq_ignore_ascii_case(b"BURST") => {
+            return Err(Error::MissingValue("BURST"))
+        }
+        _ => (limit, 2),
+    };
+    let gcra =
+        Gcra::new(limit, period_us, burst).map_err(|_| horizon_error("BURST * period / limit"))?;
+    Ok((Policy::Gcra(gcra), used))
 }
 
 pub fn run(ctx: Ctx, args: &[Arg]) -> Result<Verdict, Error> {

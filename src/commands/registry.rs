@@ -50,7 +50,18 @@ handler!(rl_gcra, Command::Gcra, gcra::run);
 handler!(rl_bucket, Command::Bucket, bucket::run);
 handler!(rl_sliding, Command::Sliding, sliding::run);
 handler!(rl_fixed, Command::Fixed, fixed::run);
-handler!(rl_all, Command::All, all::run);
+/// RL.ALL also answers Redis's keys-position requests (`getkeys-api`).
+extern "C" fn rl_all(ctx: *mut raw::RedisModuleCtx, argv: *mut RString, argc: c_int) -> c_int {
+    let context = crate::server::ffi::Ctx(ctx);
+    if crate::server::ffi::is_keys_position_request(context) {
+        // SAFETY: Redis calls this with the command's own arguments.
+        let args = unsafe { crate::server::ffi::argv(argv, argc) };
+        all::declare_keys(context, args);
+        return raw::REDISMODULE_OK as c_int;
+    }
+    // SAFETY: as above.
+    unsafe { guard(ctx, argv, argc, Command::All, all::run) }
+}
 handler!(cl_throttle, Command::Throttle, throttle::run);
 handler!(rl_clock, Command::Clock, clock::run);
 
@@ -101,7 +112,7 @@ pub const COMMANDS: &[Spec] = &[
         name: c"rl.all",
         command: Command::All,
         handler: rl_all,
-        flags: DECISION_FLAGS,
+        flags: c"write deny-oom fast getkeys-api",
         arity: -6,
         keys: Keys::NumKeys,
         summary: c"Admits a request only if every one of several limits admits it, and then charges them all.",

@@ -124,3 +124,17 @@ pub fn server_ms() -> i64 {
     // SAFETY: no arguments.
     unsafe { api!(RedisModule_Milliseconds)() }
 }
+
+/// Whether Redis called the command only to learn where its keys are
+/// (commands flagged `getkeys-api`, for cluster routing).
+pub fn is_keys_position_request(ctx: Ctx) -> bool {
+    // SAFETY: ctx is the live command context.
+    unsafe { api!(RedisModule_IsKeysPositionRequest)(ctx.0) != 0 }
+}
+
+/// Declares argument `pos` a key, in a keys-position request.
+pub fn key_at_pos(ctx: Ctx, pos: usize) {
+    let pos = c_int::try_from(pos).unwrap_or(c_int::MAX);
+    // SAFETY: as above.
+    unsafe { api!(RedisModule_KeyAtPos)(ctx.0, pos) };
+}

@@ -35,6 +35,32 @@ impl From<&Decision> for Fields {
     }
 }
 
+/// RL.ALL's reply. RESP2: `[allowed, blocked_by, retry_after_ms, reply_1,
+/// ..., reply_n]`; RESP3: a map with `allowed`, `blocked_by`,
+/// `retry_after_ms` and `limits` (the single-key maps).
+pub fn all(ctx: Ctx, allowed: bool, blocked_by: i64, retry_after_ms: i64, decisions: &[Decision]) {
+    let resp3 = ffi::is_resp3(ctx);
+    if resp3 {
+        ffi::reply_map(ctx, 4);
+        ffi::reply_name(ctx, c"allowed");
+        ffi::reply_bool(ctx, allowed);
+        ffi::reply_name(ctx, c"blocked_by");
+        ffi::reply_int(ctx, blocked_by);
+        ffi::reply_name(ctx, c"retry_after_ms");
+        ffi::reply_int(ctx, retry_after_ms);
+        ffi::reply_name(ctx, c"limits");
+        ffi::reply_array(ctx, decisions.len());
+    } else {
+        ffi::reply_array(ctx, 3 + decisions.len());
+        ffi::reply_int(ctx, i64::from(allowed));
+        ffi::reply_int(ctx, blocked_by);
+        ffi::reply_int(ctx, retry_after_ms);
+    }
+    for d in decisions {
+        decision(ctx, resp3, d);
+    }
+}
+
 /// Writes one decision as the reply (or as one element of a larger reply).
 pub fn decision(ctx: Ctx, resp3: bool, d: &Decision) {
     let f = Fields::from(d);

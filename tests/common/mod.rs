@@ -30,6 +30,11 @@ pub fn module_path() -> PathBuf {
     so
 }
 
+/// The server binary: `redis-server`, or `RL_SERVER` (e.g. `valkey-server`).
+pub fn server_binary() -> String {
+    std::env::var("RL_SERVER").unwrap_or_else(|_| "redis-server".to_string())
+}
+
 pub fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
@@ -112,7 +117,7 @@ impl Server {
     pub fn start_in(config: Config, dir: PathBuf) -> Server {
         for _ in 0..5 {
             let port = free_port();
-            let mut cmd = Command::new("redis-server");
+            let mut cmd = Command::new(server_binary());
             cmd.arg("--port")
                 .arg(port.to_string())
                 .arg("--bind")
@@ -135,7 +140,7 @@ impl Server {
             }
             cmd.args(&config.extra);
             cmd.stdout(Stdio::null()).stderr(Stdio::null());
-            let child = cmd.spawn().expect("redis-server is installed");
+            let child = cmd.spawn().expect("the server binary is installed");
             let mut server = Server {
                 port,
                 dir: dir.clone(),

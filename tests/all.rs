@@ -1,0 +1,317 @@
+//! RL.ALL: several limits in one atomic, all-or-nothing decision.
+
+mod common;
+use common::*;
+use redis::Value;
+
+/// RL.ALL's RESP2 reply: (allowed, blocked_by, retry_after_ms, per-key replies).
+fn all(c: &mut redis::Connection, args: &[&str]) -> (i64, i64, i64, Vec<[i64; 5]>) {
+    let mut full = vec!["RL.ALL"];
+    full.extend_from_slice(args);
+    let v = call(c, &full).unwrap_or_else(|e| panic!("{full:?}: {e}"));
+    let Value::Array(items) = v else {
+        panic!("not an array: {v:?}")
+    };
+    let int = |v: &Value| match v {
+        Value::Int(n) => *n,
+        other => panic!("not an int: {other:?}"),
+    };
+    let replies = items[3..]
+        .iter()
+        .map(|r| {
+            let fields: Vec<i64> = redis::from_redis_value(r.clone()).unwrap();
+            fields.try_into().unwrap()
+        })
+        .collect();
+    (int(&items[0]), int(&items[1]), int(&items[2]), replies)
+}
+
+fn state(c: &mut redis::Connection, key: &str) -> (Option<Vec<u8>>, i64) {
+    (get_bytes(c, key), pexpiretime(c, key))
+}
+
+#[test]
+fn an_organisation_limit_blocks_without_charging_its_users() {
+    let s = Server::start();
+    let mut c = s.conn();
+    clock_set(&mut c, T0);
+    let user = |u: &str| -> Vec<String> {
+        vec![
+            "2".into(),
+            format!("{{org:7}}:user:{u}"),
+            "{org:7}".into(),
+            "GCRA".into(),
+            "10".into(),
+            "1s".into(),
+            "GCRA".into(),
+            "15".into(),
+            "1s".into(),
+        ]
+    };
+    let u1 = user("1");
+    let u1: Vec<&str> = u1.iter().map(String::as_str).collect();
+    let u2 = user("2");
+    let u2: Vec<&str> = u2.iter().map(String::as_str).collect();
+    for i in 0..10 {
+        let (allowed, blocked_by, retry, replies) = all(&mut c, &u1);
+        assert_eq!((allowed, blocked_by, retry), (1, -1, -1), "call {i}");
+        assert_eq!(replies[0][..3], [1, 10, 9 - i]);
+        assert_eq!(replies[1][..3], [1, 15, 14 - i]);
+    }
+    // User 1 is now at its own limit: the user limit blocks, nothing is charged.
+    let org_before = state(&mut c, "{org:7}");
+    let (allowed, blocked_by, retry, replies) = all(&mut c, &u1);
+    assert_eq!((allowed, blocked_by, retry), (0, 0, 100));
+    assert_eq!(replies[0], [0, 10, 0, 100, 1000]);
+    assert_eq!(replies[1], [1, 15, 4, -1, 734]);
+    assert_eq!(state(&mut c, "{org:7}"), org_before);
+    // User 2 gets the organisation's remaining 5, then the organisation blocks.
+    for _ in 0..5 {
+        assert_eq!(all(&mut c, &u2).0, 1);
+    }
+    let user2_before = state(&mut c, "{org:7}:user:2");
+    let user1_before = state(&mut c, "{org:7}:user:1");
+    let org_before = state(&mut c, "{org:7}");
+    let (allowed, blocked_by, retry, replies) = all(&mut c, &u2);
+    assert_eq!((allowed, blocked_by), (0, 1));
+    assert_eq!(replies[0][..3], [1, 10, 4], "user 2 alone would admit");
+    assert_eq!(replies[1][0], 0);
+    assert_eq!(retry, replies[1][3]);
+    assert_eq!(state(&mut c, "{org:7}:user:2"), user2_before);
+    assert_eq!(state(&mut c, "{org:7}:user:1"), user1_before);
+    assert_eq!(state(&mut c, "{org:7}"), org_before);
+}
+
+#[test]
+fn retry_after_is_the_longest_wait_among_denying_limits() {
+    let s = Server::start();
+    let mut c = s.conn();
+    clock_set(&mut c, T0);
+    // Fill a (1 per 2 s) and b (1 per 5 s), then ask for both.
+    decide(&mut c, &["RL.GCRA", "a", "1", "2s"]);
+    decide(&mut c, &["RL.BUCKET", "b", "1", "1", "5s"]);
+    let (allowed, blocked_by, retry, replies) = all(
+        &mut c,
+        &[
+            "3", "free", "a", "b", "GCRA", "5", "1s", "GCRA", "1", "2s", "BUCKET", "1", "1", "5s",
+        ],
+    );
+    assert_eq!((allowed, blocked_by, retry), (0, 1, 5000));
+    assert_eq!(replies[0][0], 1);
+    assert_eq!(replies[1][3], 2000);
+    assert_eq!(replies[2][3], 5000);
+    assert_eq!(
+        get_bytes(&mut c, "free"),
+        None,
+        "the admitting limit was not charged"
+    );
+    // A limit that can never admit makes the whole call never admissible.
+    let (allowed, _, retry, _) = all(
+        &mut c,
+        &[
+            "2", "a", "x", "GCRA", "1", "2s", "GCRA", "1", "1s", "COST", "2",
+        ],
+    );
+    assert_eq!((allowed, retry), (0, -1));
+    // Once every limit admits, all are charged together.
+    advance(&mut c, 5 * SECOND);
+    let (allowed, ..) = all(
+        &mut c,
+        &[
+            "3", "free", "a", "b", "GCRA", "5", "1s", "GCRA", "1", "2s", "BUCKET", "1", "1", "5s",
+        ],
+    );
+    assert_eq!(allowed, 1);
+    assert!(get_bytes(&mut c, "free").is_some());
+    assert_eq!(decide(&mut c, &["RL.GCRA", "a", "1", "2s"])[0], 0);
+}
+
+#[test]
+fn shares_state_with_the_single_key_commands() {
+    let s = Server::start();
+    let mut c = s.conn();
+    clock_set(&mut c, T0);
+    decide(&mut c, &["RL.GCRA", "user:1", "3", "1s"]);
+    let (_, _, _, replies) = all(&mut c, &["1", "user:1", "GCRA", "3", "1s"]);
+    assert_eq!(replies[0][..3], [1, 3, 1]);
+    assert_eq!(
+        decide(&mut c, &["RL.GCRA", "user:1", "3", "1s"])[..3],
+        [1, 3, 0]
+    );
+    let (code, msg) = error_of(
+        &mut c,
+        &[b"RL.ALL", b"1", b"user:1", b"BUCKET", b"3", b"1", b"1s"],
+    );
+    assert_eq!(code, "WRONGTYPE");
+    assert_eq!(
+        msg,
+        "WRONGTYPE key holds RL.GCRA state, not RL.BUCKET state"
+    );
+}
+
+#[test]
+fn cost_dryrun_and_resp3() {
+    let s = Server::start();
+    let mut c = s.conn();
+    clock_set(&mut c, T0);
+    let (allowed, _, _, replies) = all(
+        &mut c,
+        &[
+            "2", "p", "q", "GCRA", "10", "1s", "BUCKET", "4", "1", "1s", "COST", "3", "DRYRUN",
+        ],
+    );
+    assert_eq!(allowed, 1);
+    assert_eq!(replies[0][..3], [1, 10, 7]);
+    assert_eq!(replies[1][..3], [1, 4, 1]);
+    assert_eq!(get_bytes(&mut c, "p"), None);
+    assert_eq!(get_bytes(&mut c, "q"), None);
+    all(
+        &mut c,
+        &[
+            "2", "p", "q", "GCRA", "10", "1s", "BUCKET", "4", "1", "1s", "COST", "0",
+        ],
+    );
+    assert_eq!(get_bytes(&mut c, "p"), None);
+
+    let mut c3 = s.conn_resp3();
+    let v = call(
+        &mut c3,
+        &[
+            "RL.ALL", "2", "p", "q", "GCRA", "10", "1s", "BUCKET", "4", "1", "1s",
+        ],
+    )
+    .unwrap();
+    let Value::Map(fields) = v else {
+        panic!("not a map: {v:?}")
+    };
+    let names: Vec<String> = fields
+        .iter()
+        .map(|(k, _)| redis::from_redis_value(k.clone()).unwrap())
+        .collect();
+    assert_eq!(names, ["allowed", "blocked_by", "retry_after_ms", "limits"]);
+    assert_eq!(fields[0].1, Value::Boolean(true));
+    assert_eq!(fields[1].1, Value::Int(-1));
+    let Value::Array(limits) = &fields[3].1 else {
+        panic!("limits not an array")
+    };
+    assert_eq!(limits.len(), 2);
+    assert!(matches!(limits[0], Value::Map(_)));
+}
+
+#[test]
+fn errors_are_specific_and_change_nothing() {
+    let s = Server::start();
+    let mut c = s.conn();
+    let _: () = redis::cmd("SET")
+        .arg("text")
+        .arg("hi")
+        .query(&mut c)
+        .unwrap();
+    let cases: &[(&[&[u8]], &str)] = &[
+        (
+            &[
+                b"RL.ALL", b"2", b"a", b"a", b"GCRA", b"1", b"1", b"GCRA", b"1", b"1",
+            ],
+            "ERR key 2 is the same as key 1: each limit needs its own key",
+        ),
+        (
+            &[b"RL.ALL", b"2", b"a", b"b", b"GCRA", b"1", b"1"],
+            "ERR syntax error: RL.ALL needs one policy per key (2 keys, 1 policies)",
+        ),
+        (
+            &[
+                b"RL.ALL", b"1", b"a", b"GCRA", b"1", b"1", b"GCRA", b"1", b"1",
+            ],
+            "ERR syntax error: RL.ALL needs one policy per key (1 keys, 2 policies)",
+        ),
+        (
+            &[b"RL.ALL", b"1", b"a", b"TOKEN", b"1", b"1"],
+            "ERR syntax error: unknown policy 'TOKEN': expected GCRA, BUCKET, SLIDING or FIXED",
+        ),
+        (
+            &[b"RL.ALL", b"1", b"a", b"GCRA", b"1"],
+            "ERR wrong number of arguments for 'rl.all' command",
+        ),
+        (
+            &[b"RL.ALL", b"1", b"a", b"GCRA", b"0", b"1"],
+            "ERR limit must be an integer from 1 to 9223372036854775807",
+        ),
+        (
+            &[b"RL.ALL", b"x", b"a", b"GCRA", b"1", b"1"],
+            "ERR numkeys must be an integer from 1 to 4",
+        ),
+        (
+            &[b"RL.ALL", b"1", b"a", b"GCRA", b"1", b"1", b"COST"],
+            "ERR syntax error: COST needs a value",
+        ),
+        (
+            &[
+                b"RL.ALL", b"2", b"a", b"text", b"GCRA", b"1", b"1", b"GCRA", b"1", b"1",
+            ],
+            "WRONGTYPE key holds a string that is not RL.GCRA state",
+        ),
+    ];
+    for (args, want) in cases {
+        let (_, msg) = error_of(&mut c, args);
+        assert_eq!(&msg, want, "{args:?}");
+    }
+    // The first key was valid, but the call failed: nothing was written.
+    assert_eq!(get_bytes(&mut c, "a"), None);
+    assert_eq!(get_bytes(&mut c, "text").unwrap(), b"hi");
+}
+
+#[test]
+fn keys_are_declared_for_getkeys_and_cluster_routing() {
+    let s = Server::start();
+    let mut c = s.conn();
+    let keys: Vec<String> = cmd(&[
+        "COMMAND", "GETKEYS", "RL.ALL", "2", "x", "y", "GCRA", "1", "1", "FIXED", "1", "1",
+    ])
+    .query(&mut c)
+    .unwrap();
+    assert_eq!(keys, ["x", "y"]);
+
+    let cluster = Server::with(
+        Config::default()
+            .arg("cluster-enabled", "yes")
+            .arg("cluster-config-file", "nodes.conf"),
+    );
+    let mut c = cluster.conn();
+    let _: () = cmd(&["CLUSTER", "ADDSLOTSRANGE", "0", "16383"])
+        .query(&mut c)
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    loop {
+        let info: String = cmd(&["CLUSTER", "INFO"]).query(&mut c).unwrap();
+        if info.contains("cluster_state:ok") {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "cluster never became ok"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let (code, _) = error_of(
+        &mut c,
+        &[
+            b"RL.ALL", b"2", b"user:1", b"org:7", b"GCRA", b"1", b"1", b"GCRA", b"1", b"1",
+        ],
+    );
+    assert_eq!(code, "CROSSSLOT");
+    let (allowed, ..) = all(
+        &mut c,
+        &[
+            "2",
+            "{org:7}:user:1",
+            "{org:7}",
+            "GCRA",
+            "1",
+            "1",
+            "GCRA",
+            "1",
+            "1",
+        ],
+    );
+    assert_eq!(allowed, 1);
+}

@@ -1,0 +1,118 @@
+//! Property tests of the pure GCRA / token-bucket core (no server).
+
+use proptest::prelude::*;
+use redis_ratelimit::algorithm::gcra::Gcra;
+use redis_ratelimit::algorithm::schedule::Tat;
+use redis_ratelimit::algorithm::{Decision, RetryAfter};
+
+/// Runs one decision and keeps the new state.
+fn step(g: &Gcra, state: &mut Option<Tat>, now: u64, cost: u64) -> Decision {
+    let (d, new) = g.decide(*state, now, cost);
+    if let Some(t) = new {
+        *state = Some(t);
+    }
+    d
+}
+
+fn params() -> impl Strategy<Value = (u64, u64, u64)> {
+    // (limit, period µs, burst)
+    (1u64..50, 1u64..5_000_000, 1u64..20)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(300))]
+
+    /// In any interval [t1, t2] the admitted cost is at most
+    /// `burst + rate × (t2 − t1 + 1 µs)`: the clock reads whole microseconds,
+    /// so a request stamped t may stand for any moment of [t, t + 1).
+    #[test]
+    fn never_more_than_burst_plus_rate_times_elapsed(
+        (limit, period, burst) in params(),
+        gaps in proptest::collection::vec((0u64..400_000, 1u64..4), 1..120),
+    ) {
+        let g = Gcra::new(limit, period, burst).unwrap();
+        let mut state = None;
+        let mut now = 1_000_000_000u64;
+        let mut admitted: Vec<(u64, u64)> = Vec::new();
+        for (gap, cost) in gaps {
+            now += gap;
+            if step(&g, &mut state, now, cost).allowed {
+                admitted.push((now, cost));
+            }
+        }
+        for i in 0..admitted.len() {
+            let mut sum = 0u128;
+            for &(t2, cost) in &admitted[i..] {
+                sum += u128::from(cost);
+                let t1 = admitted[i].0;
+                let bound = u128::from(burst) * u128::from(period)
+                    + u128::from(t2 - t1 + 1) * u128::from(limit);
+                prop_assert!(sum * u128::from(period) <= bound,
+                    "{sum} admitted in [{t1}, {t2}] (limit {limit} per {period} µs, burst {burst})");
+            }
+        }
+    }
+
+    /// Under constant overload, after the burst the j-th admission falls at
+    /// exactly ceil(j × period / limit): denied 1 µs before, with a wait of
+    /// exactly 1 µs, and admitted at it.
+    #[test]
+    fn no_drift((limit, period, burst) in params()) {
+        let g = Gcra::new(limit, period, burst).unwrap();
+        let mut state = None;
+        let start = 5_000_000_000u64;
+        for _ in 0..burst {
+            prop_assert!(step(&g, &mut state, start, 1).allowed);
+        }
+        for j in 1..=60u128 {
+            let at = start + (j * u128::from(period)).div_ceil(u128::from(limit)) as u64;
+            let early = step(&g, &mut state, at - 1, 1);
+            prop_assert!(!early.allowed, "j={j} admitted early");
+            prop_assert_eq!(early.retry_after, RetryAfter::After(1));
+            prop_assert!(step(&g, &mut state, at, 1).allowed, "j={j} denied on time");
+        }
+    }
+
+    /// The reply agrees with the state: exactly `remaining` more requests of
+    /// cost 1 are admitted at the same instant, a request of cost `burst` is
+    /// admitted exactly `reset_after` later (and not 1 µs before), and a
+    /// denied request is admitted exactly `retry_after` later.
+    #[test]
+    fn reply_fields_agree_with_the_state(
+        (limit, period, burst) in params(),
+        warmup in proptest::collection::vec((0u64..300_000, 0u64..4), 0..30),
+        cost in 0u64..25,
+    ) {
+        let g = Gcra::new(limit, period, burst).unwrap();
+        let mut state = None;
+        let mut now = 2_000_000_000u64;
+        for (gap, c) in warmup {
+            now += gap;
+            step(&g, &mut state, now, c);
+        }
+        let d = step(&g, &mut state, now, cost);
+        prop_assert_eq!(d.limit, burst);
+        match d.retry_after {
+            RetryAfter::NotNeeded => prop_assert!(d.allowed),
+            RetryAfter::Never => prop_assert!(!d.allowed && cost > burst),
+            RetryAfter::After(wait) => {
+                prop_assert!(!d.allowed && wait > 0);
+                let (later, _) = g.decide(state, now + wait, cost);
+                prop_assert!(later.allowed, "not admitted after retry_after");
+                let (sooner, _) = g.decide(state, now + wait - 1, cost);
+                prop_assert!(!sooner.allowed, "admitted before retry_after");
+            }
+        }
+        let mut probe = state;
+        for _ in 0..d.remaining {
+            prop_assert!(step(&g, &mut probe, now, 1).allowed);
+        }
+        prop_assert!(!step(&g, &mut probe, now, 1).allowed, "more than remaining admitted");
+        let (full, _) = g.decide(state, now + d.reset_after_us, burst);
+        prop_assert!(full.allowed, "not full after reset_after");
+        if d.reset_after_us > 0 {
+            let (not_yet, _) = g.decide(state, now + d.reset_after_us - 1, burst);
+            prop_assert!(!not_yet.allowed, "full before reset_after");
+        }
+    }
+}
