@@ -47,11 +47,13 @@ fn argument_cases(shape: &Shape, key: &[u8]) -> Vec<Case> {
         if shape.keyed() {
             args.push(key.to_vec());
         }
+        args.extend(words(shape.infix));
         args.extend(valid[..n].iter().cloned());
-        cases.push(Case {
-            args,
-            want: shape.arity_error(),
-        });
+        let want = match shape.short {
+            Some(short) if args.len() >= shape.min_arity => short.to_string(),
+            _ => shape.arity_error(),
+        };
+        cases.push(Case { args, want });
     }
     if shape.keyed() {
         cases.push(Case {
@@ -307,4 +309,87 @@ fn the_clock_refuses_what_it_cannot_do() {
             "{args:?}"
         );
     }
+}
+
+#[test]
+fn rl_all_refuses_as_a_whole_and_changes_no_key() {
+    let s = Server::start();
+    let mut c = Raw::connect(s.port);
+    c.ok(&["RL.CLOCK", "SET", &T0.to_string()]);
+    create_foreign(&mut c);
+    c.ok(&["RL.GCRA", "rl:a", "10", "1d"]);
+    c.ok(&["RL.BUCKET", "rl:bucket", "10", "1", "1d"]);
+    let before = snapshot(&mut c);
+    let g = ["GCRA", "10", "1d"];
+    let all = |keys: &[&str], policies: &[&[&str]], rest: &[&str]| -> Vec<Vec<u8>> {
+        let mut v = words(&["RL.ALL", &keys.len().to_string()]);
+        v.extend(words(keys));
+        for p in policies {
+            v.extend(words(p));
+        }
+        v.extend(words(rest));
+        v
+    };
+    let mut cases: Vec<(Vec<Vec<u8>>, String)> = vec![
+        // A later key that cannot be decided stops the whole call: the
+        // first key, which would admit, is not charged either.
+        (all(&["rl:a", "f:list"], &[&g, &g], &[]), WRONGTYPE.into()),
+        (
+            all(&["rl:a", "f:list"], &[&g, &g], &["DRYRUN"]),
+            WRONGTYPE.into(),
+        ),
+        (
+            all(&["rl:a", "rl:bucket"], &[&g, &g], &[]),
+            "WRONGTYPE key holds RL.BUCKET state, not RL.GCRA state".into(),
+        ),
+        (
+            all(&["rl:a", "f:str0"], &[&g, &["BUCKET", "1", "1", "1d"]], &[]),
+            "WRONGTYPE key holds a string that is not RL.BUCKET state".into(),
+        ),
+        (
+            all(&["rl:a", "rl:b", "rl:a"], &[&g, &g, &g], &[]),
+            "ERR key 3 is the same as key 1: each limit needs its own key".into(),
+        ),
+        (
+            all(&["rl:a", "rl:b"], &[&g], &[]),
+            "ERR syntax error: RL.ALL needs one policy per key (2 keys, 1 policies)".into(),
+        ),
+        (
+            all(&["rl:a"], &[&g, &g], &[]),
+            "ERR syntax error: RL.ALL needs one policy per key (1 keys, 2 policies)".into(),
+        ),
+        (
+            all(&["rl:a"], &[&["LEAKY", "1", "1"]], &[]),
+            "ERR syntax error: unknown policy 'LEAKY': expected GCRA, BUCKET, SLIDING or FIXED"
+                .into(),
+        ),
+        (
+            all(&["rl:a"], &[&["\u{ff}", "1", "1"]], &[]),
+            "ERR syntax error: unknown policy '??': expected GCRA, BUCKET, SLIDING or FIXED".into(),
+        ),
+        (
+            all(&["rl:a", "rl:b"], &[&g, &["BUCKET", "1", "1"]], &[]),
+            "ERR syntax error: the policy is BUCKET capacity refill period".into(),
+        ),
+        (
+            all(&["rl:a"], &[&g], &["COST", "1", "COST", "1"]),
+            "ERR syntax error: COST given more than once".into(),
+        ),
+        (
+            words(&["RL.ALL", "5", "rl:a", "GCRA", "10", "1d"]),
+            "ERR numkeys must be an integer from 1 to 4".into(),
+        ),
+    ];
+    for v in HOSTILE {
+        if let Some(want) = expected_error(count("numkeys", 1, 4), v) {
+            let mut args = vec![b"RL.ALL".to_vec(), v.to_vec()];
+            args.extend(words(&["rl:a", "GCRA", "10", "1d"]));
+            cases.push((args, want));
+        }
+    }
+    let mut failures = Vec::new();
+    for (args, want) in &cases {
+        check(&mut c, args, want, &before, &mut failures);
+    }
+    report(failures, cases.len());
 }

@@ -165,6 +165,60 @@ impl Gen {
         }
     }
 
+    /// `RL.ALL numkeys key... policy... [COST n] [DRYRUN]`, mostly well
+    /// formed: each policy's key in its own namespace, now and then a key
+    /// repeated, a foreign key, or a count that does not match.
+    fn all(&mut self, cmd: &mut Vec<Vec<u8>>) {
+        let n = self.rng.gen_range(1..=3usize);
+        let mut numkeys = n.to_string().into_bytes();
+        if self.rng.gen_ratio(1, 20) {
+            numkeys = self.arg();
+        }
+        cmd.push(numkeys);
+        let gcra: Vec<bool> = (0..n).map(|_| self.rng.gen()).collect();
+        for &g in &gcra {
+            let key = if self.rng.gen_ratio(1, 6) {
+                self.key("RL.ALL")
+            } else {
+                let kind = if g { "gcra" } else { "bucket" };
+                format!("all:{kind}:{}", self.rng.gen_range(0..16)).into_bytes()
+            };
+            cmd.push(key);
+        }
+        let count = Parse::Count {
+            name: "",
+            min: 0,
+            max: 0,
+        };
+        let duration = Parse::Duration { name: "" };
+        for &g in &gcra {
+            if g {
+                cmd.push(b"GCRA".to_vec());
+                cmd.push(self.value(count));
+                cmd.push(self.value(duration));
+                if self.rng.gen_ratio(1, 3) {
+                    cmd.push(b"BURST".to_vec());
+                    cmd.push(self.value(count));
+                }
+            } else {
+                cmd.push(b"BUCKET".to_vec());
+                cmd.push(self.value(count));
+                cmd.push(self.value(count));
+                cmd.push(self.value(duration));
+            }
+        }
+        if self.rng.gen_ratio(1, 4) {
+            cmd.push(b"COST".to_vec());
+            cmd.push(self.value(count));
+        }
+        if self.rng.gen_ratio(1, 8) {
+            cmd.push(b"DRYRUN".to_vec());
+        }
+        if self.rng.gen_ratio(1, 30) {
+            cmd.push(self.word());
+        }
+    }
+
     fn name(&mut self) -> &'static str {
         // RL.CLOCK rarely: it moves time for everything else.
         if self.rng.gen_ratio(1, 50) {
@@ -208,24 +262,18 @@ impl Gen {
                     }
                 }
             },
-            "RL.ALL" => {
-                let n = self.rng.gen_range(0..4usize);
-                cmd.push(if self.rng.gen_ratio(1, 8) {
-                    self.arg()
-                } else {
-                    n.to_string().into_bytes()
-                });
-                for _ in 0..n {
-                    cmd.push(self.key("RL.ALL"));
-                }
+            "RL.ALL" if self.rng.gen_ratio(1, 10) => {
+                // Anything at all after the name.
                 for _ in 0..self.rng.gen_range(0..10) {
-                    if self.rng.gen_ratio(1, 3) {
-                        cmd.push(self.word());
+                    let w = if self.rng.gen_ratio(1, 3) {
+                        self.word()
                     } else {
-                        cmd.push(self.arg());
-                    }
+                        self.arg()
+                    };
+                    cmd.push(w);
                 }
             }
+            "RL.ALL" => self.all(&mut cmd),
             _ => {
                 cmd.push(self.key(name));
                 let shape = SHAPES.iter().find(|s| s.name == name && s.keyed());
@@ -271,34 +319,60 @@ fn check_reply(cmd: &[Vec<u8>], reply: &Reply, stubs: &BTreeSet<String>, tally: 
         }
         Reply::Int(_) if name == "RL.CLOCK" => {}
         Reply::Array(Some(items)) if name == "RL.ALL" => {
-            assert!(items.len() >= 3, "{} -> {reply:?}", show(cmd));
-            tally.allowed += usize::from(items[0] == Reply::Int(1));
+            // [allowed, blocked_by, retry_after_ms, reply_1, ..., reply_n]
+            let bad = || format!("{} -> {reply:?}", show(cmd));
+            assert!(items.len() >= 4, "{}", bad());
+            let (allowed, blocked_by, retry) = (items[0].int(), items[1].int(), items[2].int());
+            let limits = &items[3..];
+            assert!(allowed == 0 || allowed == 1, "{}", bad());
+            assert!(
+                blocked_by >= -1 && blocked_by < limits.len() as i64,
+                "{}",
+                bad()
+            );
+            assert_eq!(allowed == 1, blocked_by == -1, "{}", bad());
+            assert!(retry >= -1 && (allowed == 0 || retry == -1), "{}", bad());
+            for one in limits {
+                check_decision(&one.ints(), false, &bad);
+            }
+            if allowed == 1 {
+                assert!(limits.iter().all(|l| l.ints()[0] == 1), "{}", bad());
+            } else {
+                assert_eq!(limits[blocked_by as usize].ints()[0], 0, "{}", bad());
+            }
+            tally.allowed += usize::from(allowed == 1);
+            tally.denied += usize::from(allowed == 0);
         }
         Reply::Array(Some(_)) if name != "RL.CLOCK" => {
             let f = reply.ints();
             assert_eq!(f.len(), 5, "{} -> {f:?}", show(cmd));
-            let ok = if name == "CL.THROTTLE" {
-                // [limited, limit, remaining, retry_s, reset_s]. redis-cell
-                // divides whole microseconds, truncated, so an interval of
-                // 1.999 µs counts as 1 µs: remaining stays below 2 × limit.
-                f[1] >= 1 && f[2] >= 0 && f[2] < 2 * f[1] && f[3] >= -1 && f[4] >= 0
-            } else {
-                // [allowed, limit, remaining, retry_ms, reset_ms]
-                f[1] >= 1 && f[2] >= 0 && f[2] <= f[1] && f[3] >= -1 && f[4] >= 0
-            };
-            assert!(ok, "{} -> {f:?}", show(cmd));
-            let admitted = if name == "CL.THROTTLE" {
-                f[0] == 0
-            } else {
-                f[0] == 1
-            };
-            assert!(f[0] == 0 || f[0] == 1, "{} -> {f:?}", show(cmd));
-            assert!(!admitted || f[3] == -1, "{} -> {f:?}", show(cmd));
+            let cell = name == "CL.THROTTLE";
+            check_decision(&f, cell, &|| format!("{} -> {f:?}", show(cmd)));
+            let admitted = if cell { f[0] == 0 } else { f[0] == 1 };
             tally.allowed += usize::from(admitted);
             tally.denied += usize::from(!admitted);
         }
         other => panic!("{} -> unexpected {other:?}", show(cmd)),
     }
+}
+
+/// The invariants of one five-field decision reply.
+fn check_decision(f: &[i64], cell: bool, context: &dyn Fn() -> String) {
+    assert_eq!(f.len(), 5, "{}", context());
+    // [allowed, limit, remaining, retry_after_ms, reset_after_ms], or for
+    // CL.THROTTLE [limited, limit, remaining, retry_s, reset_s]. redis-cell
+    // divides whole microseconds, truncated, so an interval of 1.999 µs
+    // counts as 1 µs: its remaining stays below 2 × limit.
+    let most = if cell { 2 * f[1] - 1 } else { f[1] };
+    let ok = (f[0] == 0 || f[0] == 1)
+        && f[1] >= 1
+        && f[2] >= 0
+        && f[2] <= most
+        && f[3] >= -1
+        && f[4] >= 0;
+    assert!(ok, "{}", context());
+    let admitted = if cell { f[0] == 0 } else { f[0] == 1 };
+    assert!(!admitted || f[3] == -1, "{}", context());
 }
 
 #[derive(Default, Debug)]

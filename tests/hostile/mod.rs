@@ -246,12 +246,20 @@ pub struct Shape {
     pub name: &'static str,
     /// How Redis and the module name it in arity errors.
     pub arity_name: &'static str,
-    /// Words right after the name (RL.CLOCK's subcommand).
+    /// Words right after the name (RL.CLOCK's subcommand, RL.ALL's numkeys).
     pub prefix: &'static [&'static str],
+    /// Words between the key and the fixed arguments (RL.ALL's policy name).
+    pub infix: &'static [&'static str],
     /// Valid fixed arguments after the key (or prefix), each with its parse.
     pub fixed: &'static [(&'static str, Parse)],
     /// How many of `fixed` must be given.
     pub required: usize,
+    /// Redis's minimum argument count (name included): shorter calls get
+    /// Redis's own arity error.
+    pub min_arity: usize,
+    /// What the module answers when enough arguments for Redis are still
+    /// too few for the command.
+    pub short: Option<&'static str>,
     /// Valid words after the fixed arguments (a mode keyword).
     pub tail: &'static [&'static str],
     pub options: &'static [Opt],
@@ -259,7 +267,7 @@ pub struct Shape {
     pub state: State,
 }
 
-const fn count(name: &'static str, min: u64, max: u64) -> Parse {
+pub const fn count(name: &'static str, min: u64, max: u64) -> Parse {
     Parse::Count { name, min, max }
 }
 
@@ -309,8 +317,11 @@ pub const SHAPES: &[Shape] = &[
         name: "RL.GCRA",
         arity_name: "rl.gcra",
         prefix: &[],
+        infix: &[],
         fixed: &[("10", count("limit", 1, MAX)), ("1d", duration("period"))],
         required: 2,
+        min_arity: 4,
+        short: None,
         tail: &[],
         options: &[valued("BURST", count("BURST", 1, MAX), "10"), COST, DRYRUN],
         extra: Extra::UnknownOption,
@@ -324,12 +335,15 @@ pub const SHAPES: &[Shape] = &[
         name: "RL.BUCKET",
         arity_name: "rl.bucket",
         prefix: &[],
+        infix: &[],
         fixed: &[
             ("10", count("capacity", 1, MAX)),
             ("1", count("refill", 1, MAX)),
             ("1d", duration("period")),
         ],
         required: 3,
+        min_arity: 5,
+        short: None,
         tail: &[],
         options: &[COST, DRYRUN],
         extra: Extra::UnknownOption,
@@ -343,6 +357,7 @@ pub const SHAPES: &[Shape] = &[
         name: "CL.THROTTLE",
         arity_name: "cl.throttle",
         prefix: &[],
+        infix: &[],
         fixed: &[
             ("5", count("max_burst", 0, MAX - 1)),
             ("10", count("count per period", 1, MAX)),
@@ -350,6 +365,8 @@ pub const SHAPES: &[Shape] = &[
             ("1", count("quantity", 0, MAX)),
         ],
         required: 3,
+        min_arity: 5,
+        short: None,
         tail: &[],
         options: &[],
         extra: Extra::Arity,
@@ -359,8 +376,11 @@ pub const SHAPES: &[Shape] = &[
         name: "RL.CLOCK",
         arity_name: "rl.clock",
         prefix: &["SET"],
+        infix: &[],
         fixed: &[("1767225600000000", count("microseconds", 0, MAX))],
         required: 1,
+        min_arity: 1,
+        short: None,
         tail: &[],
         options: &[],
         extra: Extra::Arity,
@@ -370,12 +390,55 @@ pub const SHAPES: &[Shape] = &[
         name: "RL.CLOCK",
         arity_name: "rl.clock",
         prefix: &["ADVANCE"],
+        infix: &[],
         fixed: &[("0", count("microseconds", 0, MAX - T0))],
         required: 1,
+        min_arity: 1,
+        short: None,
         tail: &[],
         options: &[],
         extra: Extra::Arity,
         state: State::NoKey,
+    },
+    Shape {
+        name: "RL.ALL",
+        arity_name: "rl.all",
+        prefix: &["1"],
+        infix: &["GCRA"],
+        fixed: &[("10", count("limit", 1, MAX)), ("1d", duration("period"))],
+        required: 2,
+        min_arity: 6,
+        short: None,
+        tail: &[],
+        options: &[valued("BURST", count("BURST", 1, MAX), "10"), COST, DRYRUN],
+        extra: Extra::UnknownOption,
+        state: State::Tagged {
+            tag: 0xA1,
+            name: "RL.GCRA",
+            corrupt: tat_corrupt!(0xA1),
+        },
+    },
+    Shape {
+        name: "RL.ALL",
+        arity_name: "rl.all",
+        prefix: &["1"],
+        infix: &["BUCKET"],
+        fixed: &[
+            ("10", count("capacity", 1, MAX)),
+            ("1", count("refill", 1, MAX)),
+            ("1d", duration("period")),
+        ],
+        required: 3,
+        min_arity: 6,
+        short: Some("ERR syntax error: the policy is BUCKET capacity refill period"),
+        tail: &[],
+        options: &[COST, DRYRUN],
+        extra: Extra::UnknownOption,
+        state: State::Tagged {
+            tag: 0xA2,
+            name: "RL.BUCKET",
+            corrupt: tat_corrupt!(0xA2),
+        },
     },
 ];
 
@@ -402,6 +465,7 @@ impl Shape {
         if self.keyed() {
             v.push(key.to_vec());
         }
+        v.extend(self.infix.iter().map(|w| w.as_bytes().to_vec()));
         v.extend(fixed.iter().cloned());
         v.extend(self.tail.iter().map(|w| w.as_bytes().to_vec()));
         v.extend(rest.iter().cloned());
