@@ -122,6 +122,9 @@ impl Cell {
                 0 => next / self.interval_ns,
                 _ => next_us / interval_us,
             }
+            // A TAT stored under a larger limit can lie beyond this one's
+            // tolerance: redis-cell then divides a negative and answers -1.
+            .max(0)
         } else {
             0
         };
@@ -219,6 +222,16 @@ mod tests {
         let c = Cell::new(1_000, 1_000_000_000, 2, MAX).unwrap();
         let (r, _) = c.throttle(None, 1_700_000_000 * S, 1);
         assert_eq!(r, reply(false, 1_001, 1_000, -1, 0));
+    }
+
+    #[test]
+    fn remaining_is_never_negative() {
+        // Found by the fuzzer: a TAT beyond the tolerance by less than one
+        // interval (the limit was lowered), divided in truncated µs.
+        let c = Cell::new(1, 282_574_370_897_920, 1_328_041_217, MAX).unwrap();
+        let (r, w) = c.throttle(Some(46_510), 32_814, 1_189_009_125_497_908_864);
+        assert_eq!(r, reply(true, 2, 0, -1, 0));
+        assert_eq!(w, None);
     }
 
     #[test]
