@@ -162,6 +162,31 @@ proptest! {
         }
     }
 
+    /// A stored TAT close to now, as a changed limit leaves it: within a
+    /// few intervals either side of now and of the tolerance.
+    #[test]
+    fn cell_with_a_tat_near_now(
+        max_burst in 0..=20i64,
+        count in 1..=1_000_000_000i64,
+        period in 1..=100i64,
+        now in 0..=i64::MAX / 2,
+        (base, sixteenths, ns) in (0..3usize, -40..=40i128, -2_000..=2_000i128),
+        quantity in 0..=30i64,
+    ) {
+        let Ok(c) = Cell::new(max_burst, count, period, CELL_MAX_TOLERANCE_NS) else {
+            return Ok(());
+        };
+        // Around now, around the tolerance, or around one interval.
+        let interval = c.tolerance_ns() / i128::from(max_burst + 1);
+        let base = [0, c.tolerance_ns(), interval][base];
+        let offset = base + sixteenths * interval / 16 + ns;
+        let stored = i64::try_from((i128::from(now) + offset).max(0)).unwrap();
+        let (r, w) = c.throttle(Some(stored), now, quantity);
+        prop_assert!(r.remaining >= 0 && r.remaining < 2 * r.limit, "{:?}", r);
+        prop_assert!(r.reset_after_s >= 0 && r.retry_after_s >= -1, "{:?}", r);
+        prop_assert_eq!(w.is_some(), !r.limited && quantity > 0);
+    }
+
     #[test]
     fn tat_codec_round_trips_and_rejects_what_it_did_not_write(
         t in tat(), kind in 0..6usize, bytes in vec(any::<u8>(), 0..32)
