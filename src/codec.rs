@@ -8,6 +8,10 @@
 //! Layout v1 of the schedule algorithms (GCRA, token bucket), little-endian:
 //! `tag, tat_whole_us: u64 [, frac_num: varint, frac_den: varint]`; the
 //! fraction is present only when the TAT is not a whole microsecond.
+//!
+//! The window limiters' layouts (RL.SLIDING, RL.FIXED) are in [`window`].
+
+pub mod window;
 
 use crate::algorithm::schedule::Tat;
 

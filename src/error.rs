@@ -43,6 +43,13 @@ pub enum Error {
         span: &'static str,
         max: &'static str,
     },
+    /// Options of which at most one may be given (names them all).
+    Exclusive(&'static str),
+    /// `limit` above what a mode accepts.
+    LimitTooHigh {
+        max: u64,
+        mode: &'static str,
+    },
     /// CL.THROTTLE with more than one request per nanosecond.
     RateTooHigh,
     /// The key holds a list, hash, set, sorted set, stream or module value.
@@ -117,6 +124,12 @@ impl std::fmt::Display for Error {
             ),
             Error::HorizonTooLong { span, max } => {
                 write!(f, "ERR {span} must be at most {max}")
+            }
+            Error::Exclusive(options) => {
+                write!(f, "ERR syntax error: {options} are mutually exclusive")
+            }
+            Error::LimitTooHigh { max, mode } => {
+                write!(f, "ERR limit must be at most {max} with {mode}")
             }
             Error::RateTooHigh => {
                 write!(f, "ERR count per period must be at most one per nanosecond")
@@ -218,6 +231,11 @@ mod tests {
                 max: "b",
             },
             Error::RateTooHigh,
+            Error::Exclusive("A and B"),
+            Error::LimitTooHigh {
+                max: 1,
+                mode: "EXACT",
+            },
             Error::WrongType,
             Error::state("RL.GCRA", StateError::Foreign),
             Error::state("RL.GCRA", StateError::Corrupt(Kind::Gcra)),

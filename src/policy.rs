@@ -2,9 +2,14 @@
 //! window commands decide through. Pure: bytes in, decision and bytes out.
 
 use crate::algorithm::bucket::TokenBucket;
+use crate::algorithm::fixed_window::FixedWindow;
 use crate::algorithm::gcra::Gcra;
 use crate::algorithm::schedule::Tat;
+use crate::algorithm::sliding_approx::SlidingApprox;
+use crate::algorithm::sliding_buckets::SlidingBuckets;
+use crate::algorithm::sliding_log::SlidingLog;
 use crate::algorithm::Decision;
+use crate::codec::window::{self, ExactLog};
 use crate::codec::{self, Kind, StateError, TAT_MAX_LEN};
 
 /// One parsed limit.
@@ -12,6 +17,14 @@ use crate::codec::{self, Kind, StateError, TAT_MAX_LEN};
 pub enum Policy {
     Gcra(Gcra),
     Bucket(TokenBucket),
+    /// RL.SLIDING EXACT: the sliding log.
+    SlidingExact(SlidingLog),
+    /// RL.SLIDING APPROX: the two-window estimate.
+    SlidingApprox(SlidingApprox),
+    /// RL.SLIDING BUCKETS n.
+    SlidingBuckets(SlidingBuckets),
+    /// RL.FIXED [ALIGNED].
+    Fixed(FixedWindow),
 }
 
 /// How a decision changes the stored value.
@@ -40,6 +53,10 @@ impl Policy {
         match self {
             Policy::Gcra(_) => Kind::Gcra,
             Policy::Bucket(_) => Kind::Bucket,
+            Policy::SlidingExact(_) => Kind::SlidingExact,
+            Policy::SlidingApprox(_) => Kind::SlidingApprox,
+            Policy::SlidingBuckets(_) => Kind::SlidingBuckets,
+            Policy::Fixed(_) => Kind::Fixed,
         }
     }
 
@@ -48,6 +65,11 @@ impl Policy {
         match self {
             Policy::Gcra(_) => "RL.GCRA",
             Policy::Bucket(_) => "RL.BUCKET",
+            // The sliding modes keep different state: name the mode.
+            Policy::SlidingExact(_) => Kind::SlidingExact.name(),
+            Policy::SlidingApprox(_) => Kind::SlidingApprox.name(),
+            Policy::SlidingBuckets(_) => Kind::SlidingBuckets.name(),
+            Policy::Fixed(_) => "RL.FIXED",
         }
     }
 
@@ -70,8 +92,103 @@ impl Policy {
                 let (decision, new) = b.decide(tat, now_us, cost);
                 Ok(tat_outcome(Kind::Bucket, decision, new))
             }
+            Policy::SlidingExact(l) => decide_exact(l, stored, now_us, cost),
+            Policy::SlidingApprox(a) => {
+                let state = stored.map(window::decode_approx).transpose()?;
+                let (decision, new) = a.decide(state, now_us, cost);
+                let write = new.map(|s| StateWrite::Value(window::encode_approx(&s)));
+                Ok(Outcome { decision, write })
+            }
+            Policy::SlidingBuckets(b) => decide_buckets(b, stored, now_us, cost),
+            Policy::Fixed(f) => {
+                let state = stored.map(window::decode_fixed).transpose()?;
+                let (decision, new) = f.decide(state, now_us, cost);
+                let write = new.map(|s| StateWrite::Value(window::encode_fixed(&s)));
+                Ok(Outcome { decision, write })
+            }
         }
     }
+}
+
+/// The sliding log decides on the stored bytes in place and writes a patch;
+/// a log stored for another limit or stamp width is rewritten whole
+/// (keeping its newest live entries).
+fn decide_exact(
+    l: &SlidingLog,
+    stored: Option<&[u8]>,
+    now_us: u64,
+    cost: u64,
+) -> Result<Outcome, StateError> {
+    let cap = l.limit() as usize;
+    let width = window::stamp_width(l.window_us());
+    let rewrite = |entries: &[u64], expired: usize, added: u64, at: u64| {
+        let mut kept = entries[expired.min(entries.len())..].to_vec();
+        kept.extend(std::iter::repeat_n(at, added as usize));
+        StateWrite::Value(window::encode_exact(cap, width, &kept))
+    };
+    let Some(value) = stored else {
+        let (decision, change) = l.decide(&[][..], now_us, cost);
+        let write = change.map(|c| rewrite(&[], 0, c.added, c.at_us));
+        return Ok(Outcome { decision, write });
+    };
+    let log = ExactLog::decode(value)?;
+    if log.cap() == cap && log.width() == width {
+        let (decision, change) = l.decide(&log, now_us, cost);
+        let write = change.map(|c| StateWrite::Patch(log.patch(&c)));
+        return Ok(Outcome { decision, write });
+    }
+    let mut entries = log.to_vec();
+    let keep_from = entries.len().saturating_sub(cap);
+    entries.drain(..keep_from);
+    let (decision, change) = l.decide(&entries, now_us, cost);
+    let write = change.map(|c| rewrite(&entries, c.expired, c.added, c.at_us));
+    Ok(Outcome { decision, write })
+}
+
+/// Sub-window counts are patched where they change; a state stored with
+/// another `n` is folded into the current sub-window (never over-admits),
+/// and one stored with narrower counts is widened; both are rewritten whole.
+fn decide_buckets(
+    b: &SlidingBuckets,
+    stored: Option<&[u8]>,
+    now_us: u64,
+    cost: u64,
+) -> Result<Outcome, StateError> {
+    let width = window::count_width(b.limit());
+    let Some(value) = stored else {
+        let (decision, new) = b.decide(None, now_us, cost);
+        let write = new.map(|s| StateWrite::Value(window::encode_buckets(width, &s)));
+        return Ok(Outcome { decision, write });
+    };
+    let found = window::decode_buckets(value)?;
+    let same_layout = found.n == b.buckets() && found.width >= width;
+    let state = if found.n == b.buckets() {
+        found.state
+    } else {
+        let mut s = b.empty(now_us);
+        let total: u64 = found
+            .state
+            .counts
+            .iter()
+            .fold(0, |a, &c| a.saturating_add(c));
+        if let Some(first) = s.counts.first_mut() {
+            *first = total;
+        }
+        // Put the folded total in the current sub-window's slot.
+        let slot = (s.newest % s.counts.len() as u64) as usize;
+        s.counts.swap(0, slot);
+        s
+    };
+    let (decision, new) = b.decide(Some(&state), now_us, cost);
+    let write = new.map(|s| {
+        if same_layout {
+            let encoded = window::encode_buckets(found.width, &s);
+            StateWrite::Patch(window::diff(value, &encoded, 16))
+        } else {
+            StateWrite::Value(window::encode_buckets(width.max(found.width), &s))
+        }
+    });
+    Ok(Outcome { decision, write })
 }
 
 fn decode_tat(stored: Option<&[u8]>, kind: Kind) -> Result<Option<Tat>, StateError> {

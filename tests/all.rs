@@ -315,3 +315,48 @@ fn keys_are_declared_for_getkeys_and_cluster_routing() {
     );
     assert_eq!(allowed, 1);
 }
+
+#[test]
+fn one_call_mixes_all_four_algorithms() {
+    let s = Server::start();
+    let mut c = s.conn();
+    clock_set(&mut c, T0);
+    let args = [
+        "4", "{u}:g", "{u}:b", "{u}:s", "{u}:f", "GCRA", "5", "1m", "BUCKET", "4", "1", "1m",
+        "SLIDING", "3", "1m", "APPROX", "FIXED", "2", "1m", "ALIGNED",
+    ];
+    // FIXED (limit 2) is the tightest: two calls pass, the third is blocked
+    // by it (index 3) while every other limit would still admit.
+    for left in [[4, 3, 2, 1], [3, 2, 1, 0]] {
+        let (allowed, blocked_by, _, replies) = all(&mut c, &args);
+        assert_eq!((allowed, blocked_by), (1, -1));
+        let remaining: Vec<i64> = replies.iter().map(|r| r[2]).collect();
+        assert_eq!(remaining, left);
+    }
+    let before: Vec<_> = ["{u}:g", "{u}:b", "{u}:s", "{u}:f"]
+        .iter()
+        .map(|k| state(&mut c, k))
+        .collect();
+    let (allowed, blocked_by, retry, replies) = all(&mut c, &args);
+    assert_eq!((allowed, blocked_by), (0, 3));
+    assert_eq!(
+        replies.iter().map(|r| r[0]).collect::<Vec<_>>(),
+        [1, 1, 1, 0]
+    );
+    // ALIGNED windows end on multiples of a minute since the epoch; T0 is one.
+    assert_eq!(retry, 60_000);
+    let after: Vec<_> = ["{u}:g", "{u}:b", "{u}:s", "{u}:f"]
+        .iter()
+        .map(|k| state(&mut c, k))
+        .collect();
+    assert_eq!(before, after, "a blocked call charges no limit");
+    // Each key holds its own command's state.
+    assert_eq!(
+        decide(&mut c, &["RL.SLIDING", "{u}:s", "3", "1m", "APPROX"])[..3],
+        [1, 3, 0]
+    );
+    assert_eq!(
+        decide(&mut c, &["RL.FIXED", "{u}:f", "2", "1m", "ALIGNED"])[0],
+        0
+    );
+}

@@ -6,8 +6,12 @@
 
 pub mod bucket;
 pub mod cell;
+pub mod fixed_window;
 pub mod gcra;
 pub mod schedule;
+pub mod sliding_approx;
+pub mod sliding_buckets;
+pub mod sliding_log;
 
 /// Microseconds in one millisecond.
 pub const US_PER_MS: u64 = 1_000;
@@ -71,3 +75,6 @@ mod tests {
         assert_eq!(clamp_u64(u128::MAX), u64::MAX);
     }
 }
+
+#[cfg(test)]
+mod window_props;

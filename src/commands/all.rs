@@ -3,7 +3,7 @@
 //! against the same clock reading; only if all admit is any charged, so a
 //! request that one limit rejects costs the others nothing.
 
-use super::{bucket, gcra, Verdict};
+use super::{bucket, fixed, gcra, sliding, Verdict};
 use crate::algorithm::{ceil_ms, RetryAfter};
 use crate::args::{self, Common};
 use crate::error::{printable, Error};
@@ -42,10 +42,23 @@ fn parse_policy<A: AsRef<[u8]>>(args: &[A]) -> Result<(Policy, usize), Error> {
         gcra::parse_policy(rest)?
     } else if name.eq_ignore_ascii_case(b"BUCKET") {
         bucket::parse_policy(rest)?
+    } else if name.eq_ignore_ascii_case(b"SLIDING") {
+        sliding::parse_policy(rest)
+            .map_err(|e| short_policy(e, "SLIDING limit window [EXACT | APPROX | BUCKETS n]"))?
+    } else if name.eq_ignore_ascii_case(b"FIXED") {
+        fixed::parse_policy(rest).map_err(|e| short_policy(e, "FIXED limit window [ALIGNED]"))?
     } else {
         return Err(Error::UnknownPolicy(printable(name)));
     };
     Ok((policy, used + 1))
+}
+
+/// A policy cut short reports its syntax rather than the command's arity.
+fn short_policy(e: Error, syntax: &'static str) -> Error {
+    match e {
+        Error::Arity(_) => Error::PolicyArgs(syntax),
+        other => other,
+    }
 }
 
 /// Parses everything after the command name.

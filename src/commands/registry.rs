@@ -96,7 +96,7 @@ pub const COMMANDS: &[Spec] = &[
         arity: -4,
         keys: Keys::First,
         summary: c"Admits or denies a request under a sliding window: exact log, two-window estimate or sub-window buckets.",
-        complexity: c"O(1) for APPROX; O(log limit) for EXACT; O(n) for BUCKETS n",
+        complexity: c"O(1) for APPROX; O(log limit + COST) for EXACT; O(n) for BUCKETS n",
     },
     Spec {
         name: c"rl.fixed",

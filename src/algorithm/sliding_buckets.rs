@@ -1,0 +1,192 @@
+//! Sub-window buckets (`RL.SLIDING ... BUCKETS n`). The window is split
+//! into `n` equal sub-windows aligned to the epoch (sub-window `k` starts at
+//! `ceil(k × window / n)` µs, exact even when `n` does not divide the
+//! window), each with a count.
+//!
+//! Boundary choice: the partially covered oldest sub-window COUNTS. At a
+//! time in sub-window `j` the trailing count is the sum of sub-windows
+//! `j − n ..= j` (n + 1 of them), which covers the whole trailing window.
+//! So RL.SLIDING BUCKETS never admits more than `limit` in any interval of
+//! length `window` (like EXACT), and may under-admit: an admission is
+//! remembered for up to `window + window / n`.
+
+use super::{clamp_u64, Decision, RetryAfter};
+
+pub const MIN_BUCKETS: u64 = 2;
+pub const MAX_BUCKETS: u64 = 1024;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SlidingBuckets {
+    limit: u64,
+    window_us: u64,
+    n: u64,
+}
+
+/// Counts of sub-windows `newest − n ..= newest`; sub-window `k` is at
+/// `counts[k % (n + 1)]`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BucketState {
+    pub newest: u64,
+    pub counts: Vec<u64>,
+}
+
+impl SlidingBuckets {
+    pub fn new(limit: u64, window_us: u64, n: u64) -> SlidingBuckets {
+        SlidingBuckets {
+            limit: limit.max(1),
+            window_us: window_us.max(1),
+            n: n.clamp(MIN_BUCKETS, MAX_BUCKETS),
+        }
+    }
+
+    pub fn limit(&self) -> u64 {
+        self.limit
+    }
+
+    pub fn buckets(&self) -> u64 {
+        self.n
+    }
+
+    /// How many counts the state holds: `n + 1`.
+    pub fn slots(&self) -> usize {
+        self.n as usize + 1
+    }
+
+    /// The sub-window that time `t` falls in.
+    pub fn sub_window(&self, t: u64) -> u64 {
+        clamp_u64(u128::from(t) * u128::from(self.n) / u128::from(self.window_us))
+    }
+
+    /// When sub-window `k` starts.
+    fn start(&self, k: u64) -> u128 {
+        super::div_ceil_u128(
+            u128::from(k) * u128::from(self.window_us),
+            u128::from(self.n),
+        )
+    }
+
+    /// A state with no counts, current at `now_us`.
+    pub fn empty(&self, now_us: u64) -> BucketState {
+        BucketState {
+            newest: self.sub_window(now_us),
+            counts: vec![0; self.slots()],
+        }
+    }
+
+    /// Decides `cost` at `now_us`; `stored` must hold `n + 1` counts (the
+    /// caller converts a state written with another `n`). Returns the new
+    /// state when an admitted request changes it.
+    pub fn decide(
+        &self,
+        stored: Option<&BucketState>,
+        now_us: u64,
+        cost: u64,
+    ) -> (Decision, Option<BucketState>) {
+        let m = self.slots() as u64;
+        let mut st = match stored {
+            Some(s) if s.counts.len() == self.slots() => s.clone(),
+            _ => self.empty(now_us),
+        };
+        // Roll forward to now (a clock that went back stays where it was).
+        let j = self.sub_window(now_us).max(st.newest);
+        if j - st.newest >= m {
+            st.counts.iter_mut().for_each(|c| *c = 0);
+        } else {
+            for d in 1..=j - st.newest {
+                st.counts[((st.newest + d) % m) as usize] = 0;
+            }
+        }
+        st.newest = j;
+        let count_of = |st: &BucketState, k: u64| st.counts[(k % m) as usize];
+        let total = |st: &BucketState| st.counts.iter().map(|&c| u128::from(c)).sum::<u128>();
+        let now = u128::from(now_us);
+        // Back to untouched when the newest non-empty sub-window leaves.
+        let reset = |st: &BucketState| {
+            (0..m)
+                .map(|i| j.wrapping_sub(i))
+                .take_while(|&k| k <= j)
+                .find(|&k| count_of(st, k) > 0)
+                .map_or(0, |k| {
+                    clamp_u64(self.start(k.saturating_add(m)).saturating_sub(now))
+                })
+        };
+        let limit = u128::from(self.limit);
+        let used = total(&st);
+        let mut decision = Decision {
+            allowed: false,
+            limit: self.limit,
+            remaining: clamp_u64(limit.saturating_sub(used)),
+            retry_after: RetryAfter::Never,
+            reset_after_us: reset(&st),
+        };
+        if cost == 0 {
+            decision.allowed = true;
+            decision.retry_after = RetryAfter::NotNeeded;
+            return (decision, None);
+        }
+        if cost > self.limit {
+            return (decision, None);
+        }
+        let need = used + u128::from(cost);
+        if need <= limit {
+            let slot = (j % m) as usize;
+            st.counts[slot] = st.counts[slot].saturating_add(cost);
+            decision.allowed = true;
+            decision.retry_after = RetryAfter::NotNeeded;
+            decision.remaining = clamp_u64(limit - need);
+            decision.reset_after_us = reset(&st);
+            return (decision, Some(st));
+        }
+        // Sub-window j − n + i leaves the count when j + 1 + i starts.
+        let excess = need - limit;
+        let mut freed = 0u128;
+        for i in 0..m {
+            if let Some(k) = j.saturating_add(i).checked_sub(m - 1) {
+                freed += u128::from(count_of(&st, k));
+            }
+            if freed >= excess {
+                let at = self.start(j.saturating_add(1 + i));
+                decision.retry_after = RetryAfter::After(clamp_u64(at.saturating_sub(now)).max(1));
+                break;
+            }
+        }
+        (decision, None)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const S: u64 = 1_000_000;
+
+    #[test]
+    fn oldest_partial_sub_window_counts() {
+        // 60 s in 4 sub-windows of 15 s.
+        let b = SlidingBuckets::new(2, 60 * S, 4);
+        let (d, st) = b.decide(None, 14 * S, 1);
+        assert_eq!((d.allowed, d.reset_after_us), (true, 61 * S));
+        let (d, st) = b.decide(st.as_ref(), 16 * S, 1);
+        assert!(d.allowed);
+        let st = st.unwrap();
+        // At 62 s the 14 s entry (sub-window 0) is older than the window but
+        // still counted: it leaves when sub-window 5 starts at 75 s.
+        let (d, _) = b.decide(Some(&st), 62 * S, 1);
+        assert_eq!(d.retry_after, RetryAfter::After(13 * S));
+        let (d, _) = b.decide(Some(&st), 75 * S, 2);
+        assert_eq!(d.retry_after, RetryAfter::After(15 * S));
+        let (d, _) = b.decide(Some(&st), 75 * S, 1);
+        assert!(d.allowed);
+    }
+
+    #[test]
+    fn sub_windows_of_fractional_length() {
+        // 1 s in 3: sub-windows start at 0, 333_334, 666_667, 1_000_000.
+        let b = SlidingBuckets::new(1, S, 3);
+        let (_, st) = b.decide(None, 0, 1);
+        let (d, _) = b.decide(st.as_ref(), 1, 1);
+        assert_eq!(d.retry_after, RetryAfter::After(1_333_333));
+        assert_eq!(b.sub_window(333_333), 0);
+        assert_eq!(b.sub_window(333_334), 1);
+    }
+}
