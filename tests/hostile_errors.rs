@@ -113,7 +113,16 @@ fn argument_cases(shape: &Shape, key: &[u8]) -> Vec<Case> {
     .iter()
     .map(|w| w.to_vec())
     .collect();
-    unknown.retain(|w| !shape.options.iter().any(|o| o.word.as_bytes() == w));
+    // Not the command's own words: its options, and the modes that any
+    // shape of the same command takes (those conflict, tested below).
+    let modes = SHAPES
+        .iter()
+        .filter(|s| s.name == shape.name && s.infix == shape.infix)
+        .flat_map(|s| s.options.iter().filter(|o| o.mode));
+    let known: Vec<&str> = shape.options.iter().chain(modes).map(|o| o.word).collect();
+    unknown.retain(|w| {
+        !known.iter().any(|k| k.as_bytes() == w) && !shape.tail.iter().any(|t| t.as_bytes() == w)
+    });
     for w in unknown {
         let want = match shape.extra {
             Extra::UnknownOption => {
@@ -123,7 +132,14 @@ fn argument_cases(shape: &Shape, key: &[u8]) -> Vec<Case> {
         };
         // After the valid options too, where the shape has any.
         let mut rest: Vec<Vec<u8>> = Vec::new();
+        let mut modes = 0;
         for opt in shape.options {
+            if opt.mode {
+                modes += 1;
+                if modes > 1 {
+                    continue;
+                }
+            }
             rest.push(opt.word.as_bytes().to_vec());
             if let Some((_, ok)) = opt.value {
                 rest.push(ok.as_bytes().to_vec());
@@ -390,6 +406,77 @@ fn rl_all_refuses_as_a_whole_and_changes_no_key() {
     let mut failures = Vec::new();
     for (args, want) in &cases {
         check(&mut c, args, want, &before, &mut failures);
+    }
+    report(failures, cases.len());
+}
+
+#[test]
+fn window_modes_conflict_and_bound_the_exact_log() {
+    let s = Server::start();
+    let mut c = Raw::connect(s.port);
+    c.ok(&["RL.CLOCK", "SET", &T0.to_string()]);
+    c.ok(&["RL.SLIDING", "w", "10", "1d"]);
+    let before = snapshot(&mut c);
+    let exclusive = "ERR syntax error: EXACT, APPROX and BUCKETS are mutually exclusive";
+    let cases: &[(&[&str], &str)] = &[
+        (
+            &["RL.SLIDING", "w", "10", "1d", "APPROX", "EXACT"],
+            exclusive,
+        ),
+        (
+            &["RL.SLIDING", "w", "10", "1d", "EXACT", "BUCKETS", "4"],
+            exclusive,
+        ),
+        (
+            &[
+                "RL.SLIDING",
+                "w",
+                "10",
+                "1d",
+                "BUCKETS",
+                "4",
+                "COST",
+                "1",
+                "approx",
+            ],
+            exclusive,
+        ),
+        (
+            &["RL.ALL", "1", "w", "SLIDING", "10", "1d", "APPROX", "EXACT"],
+            exclusive,
+        ),
+        (
+            &["RL.SLIDING", "w", "1000001", "1d"],
+            "ERR limit must be at most 1000000 with EXACT",
+        ),
+        (
+            &["RL.SLIDING", "w", "9223372036854775807", "1d", "EXACT"],
+            "ERR limit must be at most 1000000 with EXACT",
+        ),
+        (
+            &["RL.ALL", "1", "w", "SLIDING", "1000001", "1d"],
+            "ERR limit must be at most 1000000 with EXACT",
+        ),
+        (
+            &["RL.SLIDING", "w", "10", "1d", "BUCKETS", "1025"],
+            "ERR BUCKETS must be an integer from 2 to 1024",
+        ),
+        (
+            &["RL.FIXED", "w", "10", "1d", "ALIGNED", "aligned"],
+            "ERR syntax error: ALIGNED given more than once",
+        ),
+        (
+            &["RL.FIXED", "w", "10", "1d"],
+            "WRONGTYPE key holds RL.SLIDING EXACT state, not RL.FIXED state",
+        ),
+        (
+            &["RL.SLIDING", "w", "10", "1d", "APPROX"],
+            "WRONGTYPE key holds RL.SLIDING EXACT state, not RL.SLIDING APPROX state",
+        ),
+    ];
+    let mut failures = Vec::new();
+    for (args, want) in cases {
+        check(&mut c, &words(args), want, &before, &mut failures);
     }
     report(failures, cases.len());
 }

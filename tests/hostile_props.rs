@@ -268,7 +268,7 @@ proptest! {
             prop_assert_eq!(got, Ok(u64::try_from(total_ms * 1_000).unwrap()));
         }
         if let Ok(us) = args::duration_us(&bytes, "period") {
-            prop_assert!(us >= 1_000 && us <= MAX_DURATION_MS * 1_000 && us % 1_000 == 0);
+            prop_assert!((1_000..=MAX_DURATION_MS * 1_000).contains(&us) && us % 1_000 == 0);
         }
     }
 

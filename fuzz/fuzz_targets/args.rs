@@ -6,7 +6,7 @@
 
 use libfuzzer_sys::fuzz_target;
 use redis_ratelimit::args::{self, Common};
-use redis_ratelimit::commands::{all, bucket, gcra, throttle};
+use redis_ratelimit::commands::{all, bucket, fixed, gcra, sliding, throttle};
 use redis_ratelimit::error::Error;
 
 fn check<T>(result: Result<T, Error>) {
@@ -23,6 +23,12 @@ fuzz_target!(|data: &[u8]| {
     check(bucket::parse(&argv));
     check(throttle::parse(&argv));
     check(all::parse(&argv));
+    check(sliding::parse(&argv));
+    check(fixed::parse(&argv));
+    check(gcra::parse_policy(&argv));
+    check(bucket::parse_policy(&argv));
+    check(sliding::parse_policy(&argv));
+    check(fixed::parse_policy(&argv));
     check(Common::parse(&argv));
     // Each argument alone as a duration and as a count, and the bounds
     // from the first eight bytes.

@@ -212,6 +212,8 @@ pub struct Opt {
     pub word: &'static str,
     /// How its value parses and a valid value; `None` for a flag.
     pub value: Option<(Parse, &'static str)>,
+    /// A mode keyword: at most one of a command's modes in a call.
+    pub mode: bool,
 }
 
 /// What a command does with words after its arguments.
@@ -276,15 +278,31 @@ const fn duration(name: &'static str) -> Parse {
 }
 
 const fn flag(word: &'static str) -> Opt {
-    Opt { word, value: None }
+    Opt {
+        word,
+        value: None,
+        mode: false,
+    }
 }
 
 const fn valued(word: &'static str, parse: Parse, valid: &'static str) -> Opt {
     Opt {
         word,
         value: Some((parse, valid)),
+        mode: false,
     }
 }
+
+const fn mode(opt: Opt) -> Opt {
+    Opt { mode: true, ..opt }
+}
+
+/// RL.SLIDING's modes, as options of a call that names none.
+const SLIDING_MODES: [Opt; 3] = [
+    mode(flag("EXACT")),
+    mode(flag("APPROX")),
+    mode(valued("BUCKETS", count("BUCKETS", 2, 1024), "4")),
+];
 
 const COST: Opt = valued("COST", count("COST", 0, MAX), "1");
 const DRYRUN: Opt = flag("DRYRUN");
@@ -309,6 +327,99 @@ macro_rules! tat_corrupt {
         ]
     };
 }
+
+// Values under each window tag that are not its layout: short headers,
+// impossible widths, counts and positions, missing or extra bytes.
+const EXACT_CORRUPT: &[&[u8]] = &[
+    &[0xA3],
+    &[
+        0xA3, 0x04, 0x01, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+        0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+    ],
+    &[
+        0xA3, 0x03, 0x01, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+        0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+    ],
+    &[
+        0xA3, 0x00, 0x01, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+        0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+    ],
+    &[
+        0xA3, 0x04, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+        0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+    ],
+    &[
+        0xA3, 0x04, 0x80, 0x84, 0x1E, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+        0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+    ],
+    &[
+        0xA3, 0x04, 0x01, 0x00, 0x00, 0x00, 0x01, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+        0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+    ],
+    &[
+        0xA3, 0x04, 0x01, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x02, 0x00, 0x00, 0x00, 0x00,
+        0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+    ],
+    &[
+        0xA3, 0x04, 0x01, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x01, 0x00, 0x00, 0x00, 0x00,
+        0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+    ],
+    &[
+        0xA3, 0x04, 0x02, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x01, 0x00, 0x00, 0x00, 0x00,
+        0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x01, 0x02, 0x03,
+    ],
+    &[
+        0xA3, 0x04, 0x02, 0x00, 0x00, 0x00, 0x01, 0x00, 0x00, 0x00, 0x02, 0x00, 0x00, 0x00, 0x00,
+        0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+    ],
+];
+
+const APPROX_CORRUPT: &[&[u8]] = &[
+    &[0xA4],
+    &[0xA4, 0x01, 0x02],
+    &[0xA4, 0x01, 0x02, 0x03, 0x04],
+    &[0xA4, 0x01, 0x02, 0x80],
+    &[
+        0xA4, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0x01, 0x01, 0x01,
+    ],
+];
+
+const BUCKETS_CORRUPT: &[&[u8]] = &[
+    &[0xA5],
+    &[
+        0xA5, 0x02, 0x00, 0x01, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+    ],
+    &[
+        0xA5, 0x01, 0x00, 0x01, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+    ],
+    &[
+        0xA5, 0x01, 0x04, 0x01, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+    ],
+    &[
+        0xA5, 0x02, 0x00, 0x03, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+        0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+    ],
+    &[
+        0xA5, 0x02, 0x00, 0x01, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+    ],
+    &[
+        0xA5, 0x02, 0x00, 0x01, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+        0x00,
+    ],
+    &[
+        0xA5, 0x00, 0x00, 0x01, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+    ],
+];
+
+const FIXED_CORRUPT: &[&[u8]] = &[
+    &[0xA6],
+    &[0xA6, 0x01],
+    &[0xA6, 0x01, 0x02, 0x03],
+    &[0xA6, 0x01, 0x80],
+    &[
+        0xA6, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0x01, 0x01,
+    ],
+];
 
 /// Every command the module has, in every mode, with valid arguments.
 /// The clock shapes assume the manual clock stands at [`T0`].
@@ -438,6 +549,162 @@ pub const SHAPES: &[Shape] = &[
             tag: 0xA2,
             name: "RL.BUCKET",
             corrupt: tat_corrupt!(0xA2),
+        },
+    },
+    Shape {
+        name: "RL.SLIDING",
+        arity_name: "rl.sliding",
+        prefix: &[],
+        infix: &[],
+        fixed: &[("10", count("limit", 1, MAX)), ("1d", duration("window"))],
+        required: 2,
+        min_arity: 4,
+        short: None,
+        tail: &[],
+        options: &[
+            SLIDING_MODES[0],
+            SLIDING_MODES[1],
+            SLIDING_MODES[2],
+            COST,
+            DRYRUN,
+        ],
+        extra: Extra::UnknownOption,
+        state: State::Tagged {
+            tag: 0xA3,
+            name: "RL.SLIDING EXACT",
+            corrupt: EXACT_CORRUPT,
+        },
+    },
+    Shape {
+        name: "RL.SLIDING",
+        arity_name: "rl.sliding",
+        prefix: &[],
+        infix: &[],
+        fixed: &[("10", count("limit", 1, MAX)), ("1d", duration("window"))],
+        required: 2,
+        min_arity: 4,
+        short: None,
+        tail: &["APPROX"],
+        options: &[COST, DRYRUN],
+        extra: Extra::UnknownOption,
+        state: State::Tagged {
+            tag: 0xA4,
+            name: "RL.SLIDING APPROX",
+            corrupt: APPROX_CORRUPT,
+        },
+    },
+    Shape {
+        name: "RL.SLIDING",
+        arity_name: "rl.sliding",
+        prefix: &[],
+        infix: &[],
+        fixed: &[("10", count("limit", 1, MAX)), ("1d", duration("window"))],
+        required: 2,
+        min_arity: 4,
+        short: None,
+        tail: &["BUCKETS", "4"],
+        options: &[COST, DRYRUN],
+        extra: Extra::UnknownOption,
+        state: State::Tagged {
+            tag: 0xA5,
+            name: "RL.SLIDING BUCKETS",
+            corrupt: BUCKETS_CORRUPT,
+        },
+    },
+    Shape {
+        name: "RL.FIXED",
+        arity_name: "rl.fixed",
+        prefix: &[],
+        infix: &[],
+        fixed: &[("10", count("limit", 1, MAX)), ("1d", duration("window"))],
+        required: 2,
+        min_arity: 4,
+        short: None,
+        tail: &[],
+        options: &[flag("ALIGNED"), COST, DRYRUN],
+        extra: Extra::UnknownOption,
+        state: State::Tagged {
+            tag: 0xA6,
+            name: "RL.FIXED",
+            corrupt: FIXED_CORRUPT,
+        },
+    },
+    Shape {
+        name: "RL.FIXED",
+        arity_name: "rl.fixed",
+        prefix: &[],
+        infix: &[],
+        fixed: &[("10", count("limit", 1, MAX)), ("1d", duration("window"))],
+        required: 2,
+        min_arity: 4,
+        short: None,
+        tail: &["ALIGNED"],
+        options: &[COST, DRYRUN],
+        extra: Extra::UnknownOption,
+        state: State::Tagged {
+            tag: 0xA6,
+            name: "RL.FIXED",
+            corrupt: FIXED_CORRUPT,
+        },
+    },
+    Shape {
+        name: "RL.ALL",
+        arity_name: "rl.all",
+        prefix: &["1"],
+        infix: &["SLIDING"],
+        fixed: &[("10", count("limit", 1, MAX)), ("1d", duration("window"))],
+        required: 2,
+        min_arity: 6,
+        short: None,
+        tail: &[],
+        options: &[
+            SLIDING_MODES[0],
+            SLIDING_MODES[1],
+            SLIDING_MODES[2],
+            COST,
+            DRYRUN,
+        ],
+        extra: Extra::UnknownOption,
+        state: State::Tagged {
+            tag: 0xA3,
+            name: "RL.SLIDING EXACT",
+            corrupt: EXACT_CORRUPT,
+        },
+    },
+    Shape {
+        name: "RL.ALL",
+        arity_name: "rl.all",
+        prefix: &["1"],
+        infix: &["SLIDING"],
+        fixed: &[("10", count("limit", 1, MAX)), ("1d", duration("window"))],
+        required: 2,
+        min_arity: 6,
+        short: None,
+        tail: &["BUCKETS", "4"],
+        options: &[COST, DRYRUN],
+        extra: Extra::UnknownOption,
+        state: State::Tagged {
+            tag: 0xA5,
+            name: "RL.SLIDING BUCKETS",
+            corrupt: BUCKETS_CORRUPT,
+        },
+    },
+    Shape {
+        name: "RL.ALL",
+        arity_name: "rl.all",
+        prefix: &["1"],
+        infix: &["FIXED"],
+        fixed: &[("10", count("limit", 1, MAX)), ("1d", duration("window"))],
+        required: 2,
+        min_arity: 6,
+        short: None,
+        tail: &[],
+        options: &[flag("ALIGNED"), COST, DRYRUN],
+        extra: Extra::UnknownOption,
+        state: State::Tagged {
+            tag: 0xA6,
+            name: "RL.FIXED",
+            corrupt: FIXED_CORRUPT,
         },
     },
 ];
