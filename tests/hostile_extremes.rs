@@ -285,3 +285,110 @@ fn hostile_state_far_in_the_future_or_past() {
     }
     assert!(c.ping());
 }
+
+/// Every command shape with each count at its largest accepted value,
+/// the longest window, costs 1 and i64::MAX, at the start and at the very
+/// end of the clock: a decision whose fields keep their promises and a key
+/// with a TTL, or an `ERR` that names the bound; never a caught panic.
+#[test]
+fn every_shape_at_its_extremes_and_at_the_end_of_time() {
+    let mut s = Server::start();
+    let mut c = Raw::connect(s.port);
+    let end = i64::MAX as u64;
+    let mut decided = 0;
+    for (at_i, at) in [T0, end - 1_000_000, end].into_iter().enumerate() {
+        for (i, shape) in SHAPES.iter().enumerate().filter(|(_, s)| s.keyed()) {
+            // Each fixed argument at its valid value or at its maximum.
+            for mask in 0..1u32 << shape.fixed.len() {
+                let fixed: Vec<Vec<u8>> = shape
+                    .fixed
+                    .iter()
+                    .enumerate()
+                    .map(|(j, (valid, parse))| match parse {
+                        _ if mask & (1 << j) == 0 => valid.as_bytes().to_vec(),
+                        Parse::Count { max, .. } => max.to_string().into_bytes(),
+                        Parse::Duration { .. } => b"36500d".to_vec(),
+                    })
+                    .collect();
+                for cost in ["1", MAX_S] {
+                    c.ok(&["RL.CLOCK", "SET", &at.to_string()]);
+                    let key = format!("x:{at_i}:{i}:{mask}:{}", cost.len());
+                    let rest: Vec<Vec<u8>> = if shape.options.iter().any(|o| o.word == "COST") {
+                        vec![b"COST".to_vec(), cost.as_bytes().to_vec()]
+                    } else {
+                        Vec::new()
+                    };
+                    let args = shape.args(key.as_bytes(), &fixed, &rest);
+                    let r = c.call(&args);
+                    match &r {
+                        Reply::Error(e) => {
+                            assert!(
+                                e.starts_with("ERR ") && !e.contains("internal"),
+                                "{} -> {e}",
+                                show(&args)
+                            );
+                            assert_eq!(c.ok(&["EXISTS", &key]).int(), 0, "{}", show(&args));
+                        }
+                        Reply::Array(Some(items)) => {
+                            let f: Vec<i64> = if shape.name == "RL.ALL" {
+                                items[3].ints()
+                            } else {
+                                r.ints()
+                            };
+                            let cell = shape.name == "CL.THROTTLE";
+                            let most = if cell { 2 * f[1] } else { f[1] };
+                            assert!(
+                                f[1] >= 1 && f[2] >= 0 && f[2] <= most && f[3] >= -1 && f[4] >= 0,
+                                "{} -> {f:?}",
+                                show(&args)
+                            );
+                            let ttl = c.ok(&["PTTL", &key]).int();
+                            // 0: under a millisecond left (a 1 ms TTL).
+                            assert!(ttl >= 0 || ttl == -2, "{} left PTTL {ttl}", show(&args));
+                            decided += 1;
+                        }
+                        other => panic!("{} -> {other:?}", show(&args)),
+                    }
+                }
+            }
+        }
+    }
+    assert!(decided > 100, "only {decided} decisions");
+    assert!(c.ping() && s.alive());
+}
+
+#[test]
+fn windows_at_their_largest() {
+    let s = Server::start();
+    let mut c = Raw::connect(s.port);
+    let m = i64::MAX;
+    for at in [T0, i64::MAX as u64] {
+        c.ok(&["RL.CLOCK", "SET", &at.to_string()]);
+        for mode in [&["APPROX"][..], &["BUCKETS", "1024"], &[]] {
+            let key = format!("w:{at}:{}", mode.join(""));
+            let mut args = vec!["RL.SLIDING", &key, MAX_S, "36500d"];
+            if mode.is_empty() {
+                args = vec!["RL.FIXED", &key, MAX_S, "36500d", "ALIGNED"];
+            }
+            args.extend_from_slice(mode);
+            let once = args.clone();
+            args.extend_from_slice(&["COST", MAX_S]);
+            let r = decide(&mut c, &args);
+            assert_eq!(r[..4], [1, m, 0, -1], "{args:?}");
+            // APPROX counts the window before the current one: two windows.
+            assert!(r[4] > 0 && r[4] <= 2 * PERIOD_MS, "{args:?} {r:?}");
+            assert!(pttl(&mut c, &key) > 0);
+            let r = decide(&mut c, &once);
+            assert_eq!(r[..3], [0, m, 0], "{once:?}");
+        }
+        // The exact log at its largest limit.
+        let key = format!("e:{at}");
+        let r = decide(
+            &mut c,
+            &["RL.SLIDING", &key, "1000000", "36500d", "COST", "1000000"],
+        );
+        assert_eq!(r, [1, 1_000_000, 0, -1, PERIOD_MS]);
+        let len = c.ok(&["STRLEN", &key]).int();
+        assert!(len <= 22 + 8 * 1_000_000, "{len}");
+    }
+}
