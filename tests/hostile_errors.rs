@@ -480,3 +480,55 @@ fn window_modes_conflict_and_bound_the_exact_log() {
     }
     report(failures, cases.len());
 }
+
+#[test]
+fn huge_arguments_get_short_errors() {
+    let s = Server::start();
+    let mut c = Raw::connect(s.port);
+    c.ok(&["RL.CLOCK", "SET", &T0.to_string()]);
+    let before = snapshot(&mut c);
+    let mut failures = Vec::new();
+    let word = vec![b'x'; 1 << 20];
+    let digits: Vec<u8> = std::iter::once(b'1').chain(vec![b'0'; 1 << 20]).collect();
+    let zeros: Vec<u8> = vec![b'0'; 1 << 20].into_iter().chain(*b"1").collect();
+    let unknown = format!("ERR syntax error: unknown option '{}...'", "x".repeat(32));
+    let cases: Vec<(Vec<Vec<u8>>, String)> = vec![
+        (
+            vec![
+                b"RL.GCRA".to_vec(),
+                b"k".to_vec(),
+                b"10".to_vec(),
+                b"1s".to_vec(),
+                word.clone(),
+            ],
+            unknown.clone(),
+        ),
+        (
+            vec![
+                b"RL.GCRA".to_vec(),
+                b"k".to_vec(),
+                digits.clone(),
+                b"1s".to_vec(),
+            ],
+            "ERR limit must be an integer from 1 to 9223372036854775807".into(),
+        ),
+        (
+            vec![b"RL.GCRA".to_vec(), b"k".to_vec(), b"10".to_vec(), digits],
+            "ERR period must be at most 36500d".into(),
+        ),
+        (
+            vec![b"RL.CLOCK".to_vec(), word.clone(), b"1".to_vec()],
+            format!(
+                "ERR unknown subcommand '{}...' for RL.CLOCK: try SET or ADVANCE",
+                "x".repeat(32)
+            ),
+        ),
+    ];
+    for (args, want) in &cases {
+        check(&mut c, args, want, &before, &mut failures);
+    }
+    report(failures, cases.len());
+    // A million leading zeros are still the number one.
+    let r = c.ok(&[&b"RL.GCRA"[..], b"z", &zeros, b"1d", b"DRYRUN"]);
+    assert_eq!(r.ints(), [1, 1, 0, -1, 86_400_000]);
+}

@@ -149,6 +149,20 @@ fn a_user_limited_to_rl_keys_reaches_no_other_key() {
                 assert!(is_noperm(&r), "{call:?}: {r:?}");
             }
         }
+        // numkeys spelt so that Redis's own integer parser (no leading
+        // zeros) and the module's might disagree about the keys.
+        for numkeys in ["01", "001", "1", "2"] {
+            let mut call = vec!["RL.ALL", numkeys, other];
+            if numkeys == "2" {
+                call.insert(2, "rl:a");
+            }
+            call.extend(["GCRA", "10", "1d"]);
+            if numkeys == "2" {
+                call.extend(["GCRA", "10", "1d"]);
+            }
+            let r = limited.call(&call);
+            assert!(is_noperm(&r), "{call:?}: {r:?}");
+        }
         // From a script, declared or not, and in a transaction.
         let script = "return redis.call('RL.GCRA', KEYS[1], '10', '1d')";
         let r = limited.call(&["EVAL", script, "1", other]);
