@@ -145,7 +145,7 @@ fn aof_restart_restores_identical_state() {
     for preamble in ["no", "yes"] {
         let config = Config::default()
             .arg("appendonly", "yes")
-            .arg("appendfsync", "always")
+            .arg("appendfsync", "everysec")
             .arg("aof-use-rdb-preamble", preamble);
         let server = Server::with(config);
         let mut c = server.conn();
