@@ -179,6 +179,7 @@ fn check(c: &mut Raw, args: &[Vec<u8>], want: &str, before: &Snapshot, failures:
 }
 
 fn report(failures: Vec<String>, checked: usize) {
+    eprintln!("{checked} cases checked");
     assert!(
         failures.is_empty(),
         "{} of {checked} cases failed:\n{}",
