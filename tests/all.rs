@@ -145,7 +145,7 @@ fn shares_state_with_the_single_key_commands() {
     assert_eq!(code, "WRONGTYPE");
     assert_eq!(
         msg,
-        "WRONGTYPE key holds RL.GCRA state, not RL.BUCKET state"
+        "WRONGTYPE key 1 holds RL.GCRA state, not RL.BUCKET state"
     );
 }
 
@@ -216,13 +216,13 @@ fn errors_are_specific_and_change_nothing() {
         ),
         (
             &[b"RL.ALL", b"2", b"a", b"b", b"GCRA", b"1", b"1"],
-            "ERR syntax error: RL.ALL needs one policy per key (2 keys, 1 policies)",
+            "ERR syntax error: RL.ALL needs one policy per key, got 2 keys and 1 policy",
         ),
         (
             &[
                 b"RL.ALL", b"1", b"a", b"GCRA", b"1", b"1", b"GCRA", b"1", b"1",
             ],
-            "ERR syntax error: RL.ALL needs one policy per key (1 keys, 2 policies)",
+            "ERR syntax error: RL.ALL needs one policy per key, got 1 key and 2 policies",
         ),
         (
             &[b"RL.ALL", b"1", b"a", b"TOKEN", b"1", b"1"],
@@ -248,7 +248,7 @@ fn errors_are_specific_and_change_nothing() {
             &[
                 b"RL.ALL", b"2", b"a", b"text", b"GCRA", b"1", b"1", b"GCRA", b"1", b"1",
             ],
-            "WRONGTYPE key holds a string that is not RL.GCRA state",
+            "WRONGTYPE key 2 holds a string that is not RL.GCRA state",
         ),
     ];
     for (args, want) in cases {

@@ -170,10 +170,15 @@ pub fn run(ctx: Ctx, args: &[Arg]) -> Result<Verdict, Error> {
     let now = clock::now_us();
     let mut keys: Vec<LimiterKey> = key_args.iter().map(|k| LimiterKey::open(ctx, *k)).collect();
     let mut outcomes = Vec::with_capacity(keys.len());
-    for (key, policy) in keys.iter().zip(&call.policies) {
+    for (i, (key, policy)) in keys.iter().zip(&call.policies).enumerate() {
+        let in_key = |error| Error::InKey {
+            position: i + 1,
+            error: Box::new(error),
+        };
+        let stored = key.value().map_err(in_key)?;
         let outcome = policy
-            .decide(key.value()?, now, call.common.cost)
-            .map_err(|e| Error::state(policy.command(), e))?;
+            .decide(stored, now, call.common.cost)
+            .map_err(|e| in_key(Error::state(policy.command(), e)))?;
         outcomes.push(outcome);
     }
     let combined = combine(&outcomes);
@@ -227,11 +232,11 @@ mod tests {
         let msg = |args: &[&str]| p(args).unwrap_err().to_string();
         assert_eq!(
             msg(&["2", "a", "b", "GCRA", "1", "1"]),
-            "ERR syntax error: RL.ALL needs one policy per key (2 keys, 1 policies)"
+            "ERR syntax error: RL.ALL needs one policy per key, got 2 keys and 1 policy"
         );
         assert_eq!(
             msg(&["1", "a", "GCRA", "1", "1", "GCRA", "1", "1"]),
-            "ERR syntax error: RL.ALL needs one policy per key (1 keys, 2 policies)"
+            "ERR syntax error: RL.ALL needs one policy per key, got 1 key and 2 policies"
         );
         assert_eq!(
             msg(&["1", "a", "LEAKY", "1", "1"]),

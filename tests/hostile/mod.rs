@@ -831,6 +831,14 @@ pub fn printable(word: &[u8]) -> String {
 
 pub const WRONGTYPE: &str = "WRONGTYPE Operation against a key holding the wrong kind of value";
 
+/// How RL.ALL words an error about its key at `position` (1-based).
+pub fn in_key(message: &str, position: usize) -> String {
+    match message.strip_prefix("WRONGTYPE Operation against a key ") {
+        Some(rest) => format!("WRONGTYPE Operation against key {position} {rest}"),
+        None => message.replacen(" key ", &format!(" key {position} "), 1),
+    }
+}
+
 /// What a command of `state` answers on a string key holding `value`;
 /// `None` when the value is valid state for it.
 pub fn expected_state_error(state: State, value: &[u8]) -> Option<String> {
