@@ -59,7 +59,7 @@ demo: build
 	./scripts/demo.sh
 
 ## Bounded coverage-guided fuzzing of the parsers and the state decoders.
-fuzz:
+fuzz: deps
 	./scripts/fuzz.sh
 
 clean:

@@ -55,7 +55,12 @@ pub fn duration_us(bytes: &[u8], arg: &'static str) -> Result<u64, Error> {
         _ if unit.eq_ignore_ascii_case(b"ms") => 1,
         _ => return Err(Error::Duration { arg }),
     };
-    let n = digits(number).ok_or(Error::Duration { arg })?;
+    if number.is_empty() {
+        return Err(Error::Duration { arg });
+    }
+    // All digits by the split above: `None` here means beyond u64, which is
+    // a positive number far above the maximum, not a malformed one.
+    let n = digits(number).ok_or(Error::DurationTooLong { arg })?;
     if n == 0 {
         return Err(Error::Duration { arg });
     }
@@ -227,7 +232,13 @@ mod tests {
                 "{bad:?}"
             );
         }
-        for long in [&b"36501d"[..], b"99999999999d", b"18446744073709551615d"] {
+        for long in [
+            &b"36501d"[..],
+            b"99999999999d",
+            b"18446744073709551615d",
+            b"18446744073709551616",
+            b"99999999999999999999999999ms",
+        ] {
             assert_eq!(
                 duration_us(long, "period"),
                 Err(Error::DurationTooLong { arg: "period" })

@@ -33,6 +33,11 @@ pub enum Error {
         keys: usize,
         policies: usize,
     },
+    /// An error about one of RL.ALL's keys (1-based position).
+    InKey {
+        position: usize,
+        error: Box<Error>,
+    },
     /// RL.ALL naming a key twice (1-based positions).
     RepeatedKey {
         first: usize,
@@ -71,6 +76,10 @@ pub enum Error {
     },
     /// A panic was caught in a handler; nothing was written.
     Internal(&'static str),
+}
+
+fn plural(n: usize, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
 }
 
 /// Makes a client-supplied token safe to echo in an error line.
@@ -116,8 +125,19 @@ impl std::fmt::Display for Error {
             ),
             Error::PolicyCount { keys, policies } => write!(
                 f,
-                "ERR syntax error: RL.ALL needs one policy per key ({keys} keys, {policies} policies)"
+                "ERR syntax error: RL.ALL needs one policy per key, got {} and {}",
+                plural(*keys, "key", "keys"),
+                plural(*policies, "policy", "policies")
             ),
+            Error::InKey { position, error } => {
+                // Name the key: "WRONGTYPE key 2 holds ...".
+                let inner = error.to_string();
+                let named = match inner.strip_prefix("WRONGTYPE Operation against a key ") {
+                    Some(rest) => format!("WRONGTYPE Operation against key {position} {rest}"),
+                    None => inner.replacen(" key ", &format!(" key {position} "), 1),
+                };
+                f.write_str(&named)
+            }
             Error::RepeatedKey { first, again } => write!(
                 f,
                 "ERR key {again} is the same as key {first}: each limit needs its own key"
@@ -226,6 +246,10 @@ mod tests {
                 policies: 1,
             },
             Error::RepeatedKey { first: 1, again: 2 },
+            Error::InKey {
+                position: 2,
+                error: Box::new(Error::WrongType),
+            },
             Error::HorizonTooLong {
                 span: "a",
                 max: "b",
@@ -255,6 +279,38 @@ mod tests {
             assert!(m.starts_with("ERR ") || m.starts_with("WRONGTYPE "), "{m}");
             assert!(!m.contains('\r') && !m.contains('\n'));
         }
+    }
+
+    #[test]
+    fn errors_in_one_of_several_keys_name_it() {
+        let in_key = |e: Error| {
+            Error::InKey {
+                position: 2,
+                error: Box::new(e),
+            }
+            .to_string()
+        };
+        assert_eq!(
+            in_key(Error::WrongType),
+            "WRONGTYPE Operation against key 2 holding the wrong kind of value"
+        );
+        assert_eq!(
+            in_key(Error::other_kind("RL.GCRA", Kind::Bucket)),
+            "WRONGTYPE key 2 holds RL.BUCKET state, not RL.GCRA state"
+        );
+        assert_eq!(
+            in_key(Error::state("RL.FIXED", StateError::Corrupt(Kind::Fixed))),
+            "ERR key 2 holds corrupt RL.FIXED state"
+        );
+        let count = Error::PolicyCount {
+            keys: 1,
+            policies: 2,
+        }
+        .to_string();
+        assert_eq!(
+            count,
+            "ERR syntax error: RL.ALL needs one policy per key, got 1 key and 2 policies"
+        );
     }
 
     #[test]

@@ -145,7 +145,7 @@ fn shares_state_with_the_single_key_commands() {
     assert_eq!(code, "WRONGTYPE");
     assert_eq!(
         msg,
-        "WRONGTYPE key holds RL.GCRA state, not RL.BUCKET state"
+        "WRONGTYPE key 1 holds RL.GCRA state, not RL.BUCKET state"
     );
 }
 
@@ -216,13 +216,13 @@ fn errors_are_specific_and_change_nothing() {
         ),
         (
             &[b"RL.ALL", b"2", b"a", b"b", b"GCRA", b"1", b"1"],
-            "ERR syntax error: RL.ALL needs one policy per key (2 keys, 1 policies)",
+            "ERR syntax error: RL.ALL needs one policy per key, got 2 keys and 1 policy",
         ),
         (
             &[
                 b"RL.ALL", b"1", b"a", b"GCRA", b"1", b"1", b"GCRA", b"1", b"1",
             ],
-            "ERR syntax error: RL.ALL needs one policy per key (1 keys, 2 policies)",
+            "ERR syntax error: RL.ALL needs one policy per key, got 1 key and 2 policies",
         ),
         (
             &[b"RL.ALL", b"1", b"a", b"TOKEN", b"1", b"1"],
@@ -248,7 +248,7 @@ fn errors_are_specific_and_change_nothing() {
             &[
                 b"RL.ALL", b"2", b"a", b"text", b"GCRA", b"1", b"1", b"GCRA", b"1", b"1",
             ],
-            "WRONGTYPE key holds a string that is not RL.GCRA state",
+            "WRONGTYPE key 2 holds a string that is not RL.GCRA state",
         ),
     ];
     for (args, want) in cases {
@@ -314,4 +314,49 @@ fn keys_are_declared_for_getkeys_and_cluster_routing() {
         ],
     );
     assert_eq!(allowed, 1);
+}
+
+#[test]
+fn one_call_mixes_all_four_algorithms() {
+    let s = Server::start();
+    let mut c = s.conn();
+    clock_set(&mut c, T0);
+    let args = [
+        "4", "{u}:g", "{u}:b", "{u}:s", "{u}:f", "GCRA", "5", "1m", "BUCKET", "4", "1", "1m",
+        "SLIDING", "3", "1m", "APPROX", "FIXED", "2", "1m", "ALIGNED",
+    ];
+    // FIXED (limit 2) is the tightest: two calls pass, the third is blocked
+    // by it (index 3) while every other limit would still admit.
+    for left in [[4, 3, 2, 1], [3, 2, 1, 0]] {
+        let (allowed, blocked_by, _, replies) = all(&mut c, &args);
+        assert_eq!((allowed, blocked_by), (1, -1));
+        let remaining: Vec<i64> = replies.iter().map(|r| r[2]).collect();
+        assert_eq!(remaining, left);
+    }
+    let before: Vec<_> = ["{u}:g", "{u}:b", "{u}:s", "{u}:f"]
+        .iter()
+        .map(|k| state(&mut c, k))
+        .collect();
+    let (allowed, blocked_by, retry, replies) = all(&mut c, &args);
+    assert_eq!((allowed, blocked_by), (0, 3));
+    assert_eq!(
+        replies.iter().map(|r| r[0]).collect::<Vec<_>>(),
+        [1, 1, 1, 0]
+    );
+    // ALIGNED windows end on multiples of a minute since the epoch; T0 is one.
+    assert_eq!(retry, 60_000);
+    let after: Vec<_> = ["{u}:g", "{u}:b", "{u}:s", "{u}:f"]
+        .iter()
+        .map(|k| state(&mut c, k))
+        .collect();
+    assert_eq!(before, after, "a blocked call charges no limit");
+    // Each key holds its own command's state.
+    assert_eq!(
+        decide(&mut c, &["RL.SLIDING", "{u}:s", "3", "1m", "APPROX"])[..3],
+        [1, 3, 0]
+    );
+    assert_eq!(
+        decide(&mut c, &["RL.FIXED", "{u}:f", "2", "1m", "ALIGNED"])[0],
+        0
+    );
 }

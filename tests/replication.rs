@@ -12,7 +12,7 @@ fn random_call(rng: &mut rand::rngs::StdRng) -> Vec<String> {
     let limit = rng.gen_range(1..20).to_string();
     let period = ["1m", "7m", "1h", "90s"][rng.gen_range(0..4)].to_string();
     let cost = rng.gen_range(0..4).to_string();
-    let mut call: Vec<String> = match rng.gen_range(0..4) {
+    let mut call: Vec<String> = match rng.gen_range(0..5) {
         3 => vec![
             "RL.ALL".into(),
             "2".into(),
@@ -26,6 +26,21 @@ fn random_call(rng: &mut rand::rngs::StdRng) -> Vec<String> {
             "1".into(),
             period,
         ],
+        4 => {
+            let mode = ["EXACT", "APPROX", "BUCKETS 6"][rng.gen_range(0..3)];
+            let mut all: Vec<String> = vec![
+                "RL.ALL".into(),
+                "2".into(),
+                format!("w:{key}:{}", mode.len()),
+                format!("w:org{}", rng.gen_range(0..5)),
+                "SLIDING".into(),
+                limit.clone(),
+                period.clone(),
+            ];
+            all.extend(mode.split(' ').map(String::from));
+            all.extend(["FIXED".into(), rng.gen_range(5..40).to_string(), period]);
+            all
+        }
         0 => vec!["RL.GCRA".into(), format!("g:{key}"), limit, period],
         1 => vec![
             "RL.BUCKET".into(),
@@ -130,7 +145,7 @@ fn aof_restart_restores_identical_state() {
     for preamble in ["no", "yes"] {
         let config = Config::default()
             .arg("appendonly", "yes")
-            .arg("appendfsync", "always")
+            .arg("appendfsync", "everysec")
             .arg("aof-use-rdb-preamble", preamble);
         let server = Server::with(config);
         let mut c = server.conn();

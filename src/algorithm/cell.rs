@@ -73,6 +73,11 @@ impl Cell {
         })
     }
 
+    /// How far beyond now an admitted request may put the TAT.
+    pub fn tolerance_ns(&self) -> i128 {
+        self.tolerance_ns
+    }
+
     /// Decides `quantity >= 0` at `now_ns` against the stored TAT. The write
     /// is `Some` only when the request is admitted with `quantity > 0`.
     pub fn throttle(
@@ -82,9 +87,12 @@ impl Cell {
         quantity: i64,
     ) -> (CellReply, Option<CellWrite>) {
         let now = i128::from(now_ns);
-        let tat = stored_tat_ns.map_or(now, i128::from);
+        // A TAT in the past is a full limiter, as a missing key is.
+        // (redis-cell keeps it, and then answers a request it denies with a
+        // negative reset and more remaining than its limit.)
+        let tat = stored_tat_ns.map_or(now, i128::from).max(now);
         let increment = self.interval_ns * i128::from(quantity);
-        let new_tat = tat.max(now) + increment;
+        let new_tat = tat + increment;
         let allow_at = new_tat - self.tolerance_ns;
 
         let (limited, ttl, retry_after, write) = if now < allow_at {
@@ -109,10 +117,14 @@ impl Cell {
             let interval_us = self.interval_ns / NS_PER_US;
             let next_us = next / NS_PER_US;
             match interval_us {
-                0 if next_us > 0 => i128::from(i64::MAX),
-                0 => 0,
+                // Below a microsecond redis-cell divides by zero and aborts
+                // the server; count in nanoseconds instead (at most limit).
+                0 => next / self.interval_ns,
                 _ => next_us / interval_us,
             }
+            // A TAT stored under a larger limit can lie beyond this one's
+            // tolerance: redis-cell then divides a negative and answers -1.
+            .max(0)
         } else {
             0
         };
@@ -202,6 +214,35 @@ mod tests {
                 tat = Some(w.tat_ns);
             }
         }
+    }
+
+    #[test]
+    fn sub_microsecond_intervals_count_remaining_in_nanoseconds() {
+        // 1e9 per 2 s: one every 2 ns, limit 1001.
+        let c = Cell::new(1_000, 1_000_000_000, 2, MAX).unwrap();
+        let (r, _) = c.throttle(None, 1_700_000_000 * S, 1);
+        assert_eq!(r, reply(false, 1_001, 1_000, -1, 0));
+    }
+
+    #[test]
+    fn remaining_is_never_negative() {
+        // Found by the fuzzer: a TAT beyond the tolerance by less than one
+        // interval (the limit was lowered), divided in truncated µs.
+        let c = Cell::new(1, 282_574_370_897_920, 1_328_041_217, MAX).unwrap();
+        let (r, w) = c.throttle(Some(46_510), 32_814, 1_189_009_125_497_908_864);
+        assert_eq!(r, reply(true, 2, 0, -1, 0));
+        assert_eq!(w, None);
+    }
+
+    #[test]
+    fn a_stale_tat_is_a_full_limiter() {
+        let c = Cell::new(1, 1, 10, MAX).unwrap();
+        let now = 1_700_000_000 * S;
+        // Denied (3 > limit 2) against a TAT 20 s in the past: as if fresh.
+        let (r, w) = c.throttle(Some(now - 20 * S), now, 3);
+        assert_eq!(r, reply(true, 2, 2, -1, 0));
+        assert_eq!(w, None);
+        assert_eq!(c.throttle(None, now, 3).0, r);
     }
 
     #[test]

@@ -3,7 +3,7 @@
 //! against the same clock reading; only if all admit is any charged, so a
 //! request that one limit rejects costs the others nothing.
 
-use super::{bucket, gcra, Verdict};
+use super::{bucket, fixed, gcra, sliding, Verdict};
 use crate::algorithm::{ceil_ms, RetryAfter};
 use crate::args::{self, Common};
 use crate::error::{printable, Error};
@@ -42,10 +42,23 @@ fn parse_policy<A: AsRef<[u8]>>(args: &[A]) -> Result<(Policy, usize), Error> {
         gcra::parse_policy(rest)?
     } else if name.eq_ignore_ascii_case(b"BUCKET") {
         bucket::parse_policy(rest)?
+    } else if name.eq_ignore_ascii_case(b"SLIDING") {
+        sliding::parse_policy(rest)
+            .map_err(|e| short_policy(e, "SLIDING limit window [EXACT | APPROX | BUCKETS n]"))?
+    } else if name.eq_ignore_ascii_case(b"FIXED") {
+        fixed::parse_policy(rest).map_err(|e| short_policy(e, "FIXED limit window [ALIGNED]"))?
     } else {
         return Err(Error::UnknownPolicy(printable(name)));
     };
     Ok((policy, used + 1))
+}
+
+/// A policy cut short reports its syntax rather than the command's arity.
+fn short_policy(e: Error, syntax: &'static str) -> Error {
+    match e {
+        Error::Arity(_) => Error::PolicyArgs(syntax),
+        other => other,
+    }
 }
 
 /// Parses everything after the command name.
@@ -157,10 +170,15 @@ pub fn run(ctx: Ctx, args: &[Arg]) -> Result<Verdict, Error> {
     let now = clock::now_us();
     let mut keys: Vec<LimiterKey> = key_args.iter().map(|k| LimiterKey::open(ctx, *k)).collect();
     let mut outcomes = Vec::with_capacity(keys.len());
-    for (key, policy) in keys.iter().zip(&call.policies) {
+    for (i, (key, policy)) in keys.iter().zip(&call.policies).enumerate() {
+        let in_key = |error| Error::InKey {
+            position: i + 1,
+            error: Box::new(error),
+        };
+        let stored = key.value().map_err(in_key)?;
         let outcome = policy
-            .decide(key.value()?, now, call.common.cost)
-            .map_err(|e| Error::state(policy.command(), e))?;
+            .decide(stored, now, call.common.cost)
+            .map_err(|e| in_key(Error::state(policy.command(), e)))?;
         outcomes.push(outcome);
     }
     let combined = combine(&outcomes);
@@ -214,11 +232,11 @@ mod tests {
         let msg = |args: &[&str]| p(args).unwrap_err().to_string();
         assert_eq!(
             msg(&["2", "a", "b", "GCRA", "1", "1"]),
-            "ERR syntax error: RL.ALL needs one policy per key (2 keys, 1 policies)"
+            "ERR syntax error: RL.ALL needs one policy per key, got 2 keys and 1 policy"
         );
         assert_eq!(
             msg(&["1", "a", "GCRA", "1", "1", "GCRA", "1", "1"]),
-            "ERR syntax error: RL.ALL needs one policy per key (1 keys, 2 policies)"
+            "ERR syntax error: RL.ALL needs one policy per key, got 1 key and 2 policies"
         );
         assert_eq!(
             msg(&["1", "a", "LEAKY", "1", "1"]),

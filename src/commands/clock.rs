@@ -11,8 +11,8 @@ pub fn run(ctx: Ctx, args: &[Arg]) -> Result<Verdict, Error> {
     let now = match args {
         [_] => clock::now_us(),
         [_, sub, value] if sub.as_ref().eq_ignore_ascii_case(b"SET") => {
-            let us = args::integer(value.as_ref(), "microseconds", 0, MAX_US)?;
             require_manual()?;
+            let us = args::integer(value.as_ref(), "microseconds", 0, MAX_US)?;
             clock::set_us(us);
             us
         }

@@ -59,6 +59,11 @@ pub fn parse_policy<A: AsRef<[u8]>>(args: &[A]) -> Result<(Policy, usize), Error
         }
         _ => (limit, 2),
     };
+    // A second BURST would otherwise reach the common options as unknown.
+    let again = rest.get(used - 2).map(AsRef::as_ref);
+    if used == 4 && again.is_some_and(|w| w.eq_ignore_ascii_case(b"BURST")) {
+        return Err(Error::RepeatedOption("BURST"));
+    }
     let gcra =
         Gcra::new(limit, period_us, burst).map_err(|_| horizon_error("BURST * period / limit"))?;
     Ok((Policy::Gcra(gcra), used))

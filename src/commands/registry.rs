@@ -222,6 +222,14 @@ fn set_info(ctx: Ctx, spec: &Spec) -> Result<(), String> {
     Ok(())
 }
 
+/// A decision reads the state, replies with what it read (remaining,
+/// reset) and updates it: like INCR, RW + ACCESS + UPDATE, so an ACL user
+/// needs both read and write permission on the key (`%W~` alone is not
+/// enough to learn a limiter's state).
+const DECISION_KEY_FLAGS: u64 = (raw::REDISMODULE_CMD_KEY_RW
+    | raw::REDISMODULE_CMD_KEY_ACCESS
+    | raw::REDISMODULE_CMD_KEY_UPDATE) as u64;
+
 /// The key specs of a command, terminated by a zeroed spec.
 fn key_specs(keys: Keys) -> Vec<raw::RedisModuleCommandKeySpec> {
     // SAFETY: the key spec is plain data (integers, unions of integers and
@@ -230,7 +238,7 @@ fn key_specs(keys: Keys) -> Vec<raw::RedisModuleCommandKeySpec> {
     let mut specs = Vec::new();
     if keys == Keys::First {
         let mut one = zeroed();
-        one.flags = u64::from(raw::REDISMODULE_CMD_KEY_RW | raw::REDISMODULE_CMD_KEY_UPDATE);
+        one.flags = DECISION_KEY_FLAGS;
         one.begin_search_type = raw::RedisModuleKeySpecBeginSearchType_REDISMODULE_KSPEC_BS_INDEX;
         one.bs.index.pos = 1;
         one.find_keys_type = raw::RedisModuleKeySpecFindKeysType_REDISMODULE_KSPEC_FK_RANGE;
@@ -241,7 +249,7 @@ fn key_specs(keys: Keys) -> Vec<raw::RedisModuleCommandKeySpec> {
     }
     if keys == Keys::NumKeys {
         let mut many = zeroed();
-        many.flags = u64::from(raw::REDISMODULE_CMD_KEY_RW | raw::REDISMODULE_CMD_KEY_UPDATE);
+        many.flags = DECISION_KEY_FLAGS;
         many.begin_search_type = raw::RedisModuleKeySpecBeginSearchType_REDISMODULE_KSPEC_BS_INDEX;
         many.bs.index.pos = 1;
         many.find_keys_type = raw::RedisModuleKeySpecFindKeysType_REDISMODULE_KSPEC_FK_KEYNUM;

@@ -1,8 +1,145 @@
-//! The `INFO ratelimit` section. (Filled in by the observability work.)
+//! The `INFO ratelimit` section: per command, calls, allowed, denied and
+//! errors (see `stats`), and which clock the module runs on.
+//!
+//! ```text
+//! # ratelimit
+//! ratelimit_clock:real
+//! ratelimit_rl_gcra:calls=12,allowed=10,denied=2,errors=0
+//! ...
+//! ```
+//!
+//! `CONFIG RESETSTAT` zeroes the counters. Redis has no server event for it,
+//! so a command filter watches for the command; filters run before Redis
+//! looks the command up, so a `CONFIG RESETSTAT` that Redis then refuses
+//! (ACL, inside a discarded `MULTI`) resets the counters as well.
 
-use super::ffi::Ctx;
+use super::clock;
+use super::ffi::{api, Ctx};
+use crate::stats::{self, Command};
+use redis_module::raw;
+use std::ffi::{c_int, CString};
 
-/// Registers the INFO callback at load.
-pub fn register(_ctx: Ctx) -> Result<(), String> {
+/// Registers the INFO callback and the `CONFIG RESETSTAT` watch at load.
+/// The `redis_module!` macro registers a default callback before our init
+/// runs; registering again replaces it.
+pub fn register(ctx: Ctx) -> Result<(), String> {
+    // Check every function the callbacks use now: they run outside the
+    // command guard, where a missing one must not panic.
+    macro_rules! present {
+        ($($name:ident),*) => {
+            // SAFETY: reading (copying) pointers written by RedisModule_Init.
+            $(unsafe { raw::$name }.is_some())&&*
+        };
+    }
+    let present = present!(
+        RedisModule_RegisterInfoFunc,
+        RedisModule_InfoAddSection,
+        RedisModule_InfoAddFieldCString,
+        RedisModule_InfoAddFieldULongLong,
+        RedisModule_InfoBeginDictField,
+        RedisModule_InfoEndDictField,
+        RedisModule_RegisterCommandFilter,
+        RedisModule_CommandFilterArgsCount,
+        RedisModule_CommandFilterArgGet
+    );
+    if !present {
+        return Err("this server lacks the INFO or command filter API (Redis 7.0 or later)".into());
+    }
+    // SAFETY: during OnLoad with its context; the callbacks are plain
+    // functions that live as long as the module.
+    let status = unsafe { api!(RedisModule_RegisterInfoFunc)(ctx.0, Some(info)) };
+    if status != raw::REDISMODULE_OK as c_int {
+        return Err("cannot register the INFO section".into());
+    }
+    // SAFETY: as above.
+    let filter = unsafe {
+        api!(RedisModule_RegisterCommandFilter)(
+            ctx.0,
+            Some(watch_resetstat),
+            raw::REDISMODULE_CMDFILTER_NOSELF as c_int,
+        )
+    };
+    if filter.is_null() {
+        return Err("cannot register the CONFIG RESETSTAT watch".into());
+    }
+    // A reload starts from zero even where the old copy stayed mapped.
+    stats::reset();
     Ok(())
+}
+
+/// The INFO field of a command: `RL.GCRA` -> `rl_gcra`.
+pub fn field_name(command: Command) -> String {
+    command.name().to_ascii_lowercase().replace('.', "_")
+}
+
+/// The INFO callback. A section that was not asked for is skipped by Redis
+/// (the add calls return an error, which changes nothing).
+extern "C" fn info(ctx: *mut raw::RedisModuleInfoCtx, _for_crash_report: c_int) {
+    // SAFETY: Redis calls this with a live INFO context; every string passed
+    // is NUL-terminated and lives through the call.
+    unsafe {
+        // No section name: the section is called after the module.
+        if api!(RedisModule_InfoAddSection)(ctx, c"".as_ptr()) != raw::REDISMODULE_OK as c_int {
+            return;
+        }
+        let mode = if clock::is_manual() {
+            c"manual"
+        } else {
+            c"real"
+        };
+        api!(RedisModule_InfoAddFieldCString)(ctx, c"clock".as_ptr(), mode.as_ptr());
+        for command in Command::ALL {
+            let Ok(name) = CString::new(field_name(command)) else {
+                continue;
+            };
+            let counts = stats::counts(command);
+            api!(RedisModule_InfoBeginDictField)(ctx, name.as_ptr());
+            for (field, value) in [
+                (c"calls", counts.calls),
+                (c"allowed", counts.allowed),
+                (c"denied", counts.denied),
+                (c"errors", counts.errors),
+            ] {
+                api!(RedisModule_InfoAddFieldULongLong)(ctx, field.as_ptr(), value);
+            }
+            api!(RedisModule_InfoEndDictField)(ctx);
+        }
+    }
+}
+
+/// Sees every command before Redis runs it; resets the counters on
+/// `CONFIG RESETSTAT`. Two length checks for every other command.
+extern "C" fn watch_resetstat(fctx: *mut raw::RedisModuleCommandFilterCtx) {
+    // SAFETY: Redis calls this with a live filter context; the arguments it
+    // returns stay valid during the call.
+    unsafe {
+        if api!(RedisModule_CommandFilterArgsCount)(fctx) != 2 {
+            return;
+        }
+        let word = |pos: c_int| filter_arg(fctx, pos);
+        if word(0).eq_ignore_ascii_case(b"CONFIG") && word(1).eq_ignore_ascii_case(b"RESETSTAT") {
+            stats::reset();
+        }
+    }
+}
+
+/// The bytes of the filtered command's argument `pos` (empty if absent).
+///
+/// # Safety
+/// `fctx` is the live filter context; the bytes are used only during the
+/// filter call.
+unsafe fn filter_arg<'a>(fctx: *mut raw::RedisModuleCommandFilterCtx, pos: c_int) -> &'a [u8] {
+    // SAFETY: forwarded from the caller.
+    unsafe {
+        let arg = api!(RedisModule_CommandFilterArgGet)(fctx, pos);
+        if arg.is_null() {
+            return &[];
+        }
+        let mut len = 0usize;
+        let ptr = api!(RedisModule_StringPtrLen)(arg, &mut len);
+        if ptr.is_null() || len == 0 {
+            return &[];
+        }
+        std::slice::from_raw_parts(ptr.cast::<u8>(), len)
+    }
 }

@@ -3,6 +3,9 @@
 //! the directory removed) on drop.
 #![allow(dead_code)]
 
+pub mod topology;
+pub mod workload;
+
 use std::net::TcpListener;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
@@ -131,7 +134,10 @@ impl Server {
                 .arg("--enable-debug-command")
                 .arg("yes")
                 .arg("--enable-module-command")
-                .arg("yes");
+                .arg("yes")
+                // A replica's first sync starts at once (not after 5 s).
+                .arg("--repl-diskless-sync-delay")
+                .arg("0");
             if config.module {
                 cmd.arg("--loadmodule").arg(module_path());
                 if config.manual_clock {

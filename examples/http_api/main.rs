@@ -1,0 +1,30 @@
+//! A small HTTP API limited per API key and globally with `RL.ALL`.
+//!
+//! ```sh
+//! make run                                   # redis-server with the module, port 6379
+//! cargo run --example http_api               # serves 127.0.0.1:3000
+//! curl -i -H 'X-Api-Key: alice' 127.0.0.1:3000/hello
+//! ```
+//!
+//! `REDIS_URL` (default `redis://127.0.0.1:6379/`) and `LISTEN` (default
+//! `127.0.0.1:3000`) override the addresses.
+
+mod app;
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let redis_url = std::env::var("REDIS_URL").unwrap_or("redis://127.0.0.1:6379/".into());
+    let listen = std::env::var("LISTEN").unwrap_or("127.0.0.1:3000".into());
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    runtime.block_on(async {
+        let redis = redis::Client::open(redis_url)?
+            .get_multiplexed_async_connection()
+            .await?;
+        let router = app::router(app::App::new(redis, app::Limits::default()));
+        let listener = tokio::net::TcpListener::bind(&listen).await?;
+        println!("listening on http://{listen}/hello (send an X-Api-Key header)");
+        axum::serve(listener, router).await?;
+        Ok(())
+    })
+}

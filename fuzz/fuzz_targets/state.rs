@@ -1,0 +1,76 @@
+//! The state decoders on arbitrary stored bytes: the schedule codec for
+//! every kind, redis-cell's decimal TAT, and `Policy::decide` against a
+//! value an attacker (or a bit flip) left in the key. The first 24 bytes
+//! choose the limit, the time and the cost; the rest is the stored value.
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+use redis_ratelimit::algorithm::bucket::TokenBucket;
+use redis_ratelimit::algorithm::fixed_window::FixedWindow;
+use redis_ratelimit::algorithm::gcra::Gcra;
+use redis_ratelimit::algorithm::sliding_approx::SlidingApprox;
+use redis_ratelimit::algorithm::sliding_buckets::SlidingBuckets;
+use redis_ratelimit::algorithm::sliding_log::SlidingLog;
+use redis_ratelimit::codec::window;
+use redis_ratelimit::codec::{self, Kind, StateError, TAT_MAX_LEN};
+use redis_ratelimit::commands::throttle;
+use redis_ratelimit::policy::Policy;
+
+fn word(data: &[u8], i: usize) -> u64 {
+    data.get(i * 8..i * 8 + 8)
+        .map_or(0, |b| u64::from_le_bytes(b.try_into().unwrap()))
+}
+
+fuzz_target!(|data: &[u8]| {
+    let (params, stored) = data.split_at(data.len().min(24));
+    let (a, now, cost) = (word(params, 0), word(params, 1), word(params, 2));
+    for kind in Kind::ALL {
+        match codec::decode_tat(stored, kind) {
+            Ok(tat) => {
+                assert!(tat.frac_num == 0 || tat.frac_num < tat.frac_den);
+                let mut buf = [0; TAT_MAX_LEN];
+                let n = codec::encode_tat(kind, tat, &mut buf);
+                assert_eq!(codec::decode_tat(&buf[..n], kind), Ok(tat));
+            }
+            Err(StateError::OtherKind(k)) => assert_ne!(k, kind),
+            Err(_) => {}
+        }
+    }
+    if let Ok(n) = throttle::decode_tat(stored) {
+        assert!(n >= 0);
+    }
+    let _ = window::ExactLog::decode(stored).map(|log| log.to_vec());
+    let _ = window::decode_approx(stored);
+    let _ = window::decode_fixed(stored);
+    let _ = window::decode_buckets(stored);
+    // Small and huge limits alike: one from each end of `a`.
+    let (limit, period_us) = ((a & 0xffff) + 1, ((a >> 16) % 86_400_000_000) + 1);
+    let mut policies = Vec::new();
+    if let Ok(g) = Gcra::new(limit, period_us, limit) {
+        policies.push(Policy::Gcra(g));
+    }
+    if let Ok(b) = TokenBucket::new(limit, (a >> 48) + 1, period_us) {
+        policies.push(Policy::Bucket(b));
+    }
+    let buckets = 2 + (a >> 54) % 1023;
+    policies.push(Policy::SlidingExact(SlidingLog::new(
+        limit.min(1_000),
+        period_us,
+    )));
+    policies.push(Policy::SlidingApprox(SlidingApprox::new(limit, period_us)));
+    policies.push(Policy::SlidingBuckets(SlidingBuckets::new(
+        limit, period_us, buckets,
+    )));
+    policies.push(Policy::Fixed(FixedWindow::new(
+        limit,
+        period_us,
+        a >> 63 == 1,
+    )));
+    for p in policies {
+        if let Ok(out) = p.decide(Some(stored), now, cost) {
+            let d = out.decision;
+            assert!(d.remaining <= d.limit);
+            assert_eq!(out.write.is_some(), d.allowed && cost > 0);
+        }
+    }
+});

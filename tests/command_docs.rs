@@ -1,0 +1,230 @@
+//! COMMAND DOCS and COMMAND INFO for every command, as a real server
+//! reports them: summary, since, complexity, and the arguments with their
+//! types, tokens, nesting and optional/multiple flags.
+
+mod common;
+use common::*;
+use redis::Value;
+
+/// A value of a COMMAND DOCS reply read over RESP3.
+fn text(v: &Value) -> String {
+    match v {
+        Value::BulkString(b) => String::from_utf8_lossy(b).into_owned(),
+        Value::SimpleString(s) | Value::VerbatimString { text: s, .. } => s.clone(),
+        Value::Int(n) => n.to_string(),
+        other => panic!("not text: {other:?}"),
+    }
+}
+
+fn field<'a>(map: &'a Value, name: &str) -> Option<&'a Value> {
+    let Value::Map(pairs) = map else {
+        panic!("not a map: {map:?}")
+    };
+    pairs.iter().find(|(k, _)| text(k) == name).map(|(_, v)| v)
+}
+
+fn flags(arg: &Value) -> Vec<String> {
+    match field(arg, "flags") {
+        Some(Value::Set(f) | Value::Array(f)) => f.iter().map(text).collect(),
+        _ => Vec::new(),
+    }
+}
+
+/// One argument as a synopsis: `name:type`, `TOKEN name:type`, `TOKEN` for
+/// pure tokens, `(a | b)` for one-ofs, `[...]` when optional, `...` after
+/// an argument that repeats.
+fn synopsis(arg: &Value) -> String {
+    let kind = text(field(arg, "type").expect("type"));
+    let name = text(field(arg, "name").expect("name"));
+    let token = field(arg, "token").map(text);
+    let subargs = || -> Vec<String> {
+        match field(arg, "arguments") {
+            Some(Value::Array(list)) => list.iter().map(synopsis).collect(),
+            other => panic!("{name}: no subargs: {other:?}"),
+        }
+    };
+    let mut s = match kind.as_str() {
+        "pure-token" => token.clone().expect("pure token has a token"),
+        "oneof" => format!("({})", subargs().join(" | ")),
+        "block" => {
+            let parts = subargs().join(" ");
+            match &token {
+                Some(t) => format!("{t} {parts}"),
+                None => parts,
+            }
+        }
+        _ => {
+            let typed = format!("{name}:{kind}");
+            match &token {
+                Some(t) => format!("{t} {typed}"),
+                None => typed,
+            }
+        }
+    };
+    let flags = flags(arg);
+    if flags.iter().any(|f| f == "multiple") {
+        s.push_str("...");
+    }
+    if flags.iter().any(|f| f == "optional") {
+        s = format!("[{s}]");
+    }
+    s
+}
+
+fn docs(c: &mut redis::Connection, command: &str) -> Value {
+    let reply: Value = redis::cmd("COMMAND")
+        .arg("DOCS")
+        .arg(command)
+        .query(c)
+        .expect("COMMAND DOCS");
+    field(&reply, command)
+        .unwrap_or_else(|| panic!("no docs for {command}: {reply:?}"))
+        .clone()
+}
+
+fn command_synopsis(doc: &Value) -> String {
+    match field(doc, "arguments") {
+        Some(Value::Array(args)) => args.iter().map(synopsis).collect::<Vec<_>>().join(" "),
+        other => panic!("no arguments: {other:?}"),
+    }
+}
+
+const GCRA: &str = "GCRA limit:integer period:string [BURST burst:integer]";
+const BUCKET: &str = "BUCKET capacity:integer refill:integer period:string";
+const MODE: &str = "[(EXACT | APPROX | BUCKETS buckets:integer)]";
+const COMMON: &str = "[COST cost:integer] [DRYRUN]";
+
+#[test]
+fn every_command_documents_its_arguments() {
+    let s = Server::start();
+    let mut c = s.conn_resp3();
+    let expected = [
+        (
+            "rl.gcra",
+            format!("key:key limit:integer period:string [BURST burst:integer] {COMMON}"),
+        ),
+        (
+            "rl.bucket",
+            format!("key:key capacity:integer refill:integer period:string {COMMON}"),
+        ),
+        (
+            "rl.sliding",
+            format!("key:key limit:integer window:string {MODE} {COMMON}"),
+        ),
+        (
+            "rl.fixed",
+            format!("key:key limit:integer window:string [ALIGNED] {COMMON}"),
+        ),
+        (
+            "rl.all",
+            format!(
+                "numkeys:integer key:key... ({GCRA} | {BUCKET} | \
+                 SLIDING limit:integer window:string {MODE} | \
+                 FIXED limit:integer window:string [ALIGNED])... {COMMON}"
+            ),
+        ),
+        (
+            "cl.throttle",
+            "key:key max_burst:integer count:integer period:integer [quantity:integer]".into(),
+        ),
+        (
+            "rl.clock",
+            "[(SET microseconds:integer | ADVANCE microseconds:integer)]".into(),
+        ),
+    ];
+    for (command, synopsis) in expected {
+        let doc = docs(&mut c, command);
+        assert_eq!(command_synopsis(&doc), synopsis, "{command}");
+        assert_eq!(text(field(&doc, "since").expect("since")), "0.1.0");
+        assert_eq!(text(field(&doc, "group").expect("group")), "module");
+        assert_eq!(text(field(&doc, "module").expect("module")), "ratelimit");
+        let summary = text(field(&doc, "summary").expect("summary"));
+        assert!(summary.len() > 20, "{command}: summary {summary:?}");
+        let complexity = text(field(&doc, "complexity").expect("complexity"));
+        assert!(complexity.starts_with("O("), "{command}: {complexity:?}");
+    }
+}
+
+#[test]
+fn rl_gcra_arguments_in_detail() {
+    let s = Server::start();
+    let mut c = s.conn_resp3();
+    let doc = docs(&mut c, "rl.gcra");
+    let Some(Value::Array(args)) = field(&doc, "arguments") else {
+        panic!("no arguments")
+    };
+    let key = &args[0];
+    assert_eq!(text(field(key, "type").unwrap()), "key");
+    assert_eq!(text(field(key, "key_spec_index").unwrap()), "0");
+    let burst = &args[3];
+    assert_eq!(text(field(burst, "name").unwrap()), "burst");
+    assert_eq!(text(field(burst, "type").unwrap()), "integer");
+    assert_eq!(text(field(burst, "token").unwrap()), "BURST");
+    assert_eq!(flags(burst), ["optional"]);
+    let dryrun = &args[5];
+    assert_eq!(text(field(dryrun, "type").unwrap()), "pure-token");
+    assert_eq!(text(field(dryrun, "token").unwrap()), "DRYRUN");
+    assert_eq!(flags(dryrun), ["optional"]);
+    // Only the key carries a key spec index.
+    for arg in &args[1..] {
+        assert!(field(arg, "key_spec_index").is_none());
+    }
+}
+
+/// The same documentation reaches RESP2 clients (redis-cli's default).
+#[test]
+fn resp2_clients_see_the_docs_too() {
+    let s = Server::start();
+    let mut c = s.conn();
+    let reply: Vec<Value> = redis::cmd("COMMAND")
+        .arg("DOCS")
+        .arg("rl.sliding")
+        .query(&mut c)
+        .expect("COMMAND DOCS");
+    assert_eq!(text(&reply[0]), "rl.sliding");
+    let Value::Array(doc) = &reply[1] else {
+        panic!("{reply:?}")
+    };
+    let keys: Vec<String> = doc.iter().step_by(2).map(text).collect();
+    for k in [
+        "summary",
+        "since",
+        "group",
+        "complexity",
+        "module",
+        "arguments",
+    ] {
+        assert!(keys.iter().any(|x| x == k), "{k} missing from {keys:?}");
+    }
+}
+
+/// The server installed here is Redis 7.0.15: the module (with its command
+/// info) loads on it, and its key specs still let Redis find the keys.
+#[test]
+fn loads_on_the_installed_redis_with_key_specs() {
+    let s = Server::start();
+    let mut c = s.conn();
+    let info: String = redis::cmd("INFO").arg("server").query(&mut c).unwrap();
+    let version = info
+        .lines()
+        .find_map(|l| l.strip_prefix("redis_version:"))
+        .expect("redis_version");
+    assert!(version.starts_with("7."), "Redis {version}");
+    let modules: Value = redis::cmd("MODULE").arg("LIST").query(&mut c).unwrap();
+    assert!(format!("{modules:?}").contains("ratelimit"), "{modules:?}");
+    let keys: Vec<String> = cmd(&["COMMAND", "GETKEYS", "RL.GCRA", "user:1", "10", "1s"])
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(keys, ["user:1"]);
+    let keys: Vec<String> = cmd(&[
+        "COMMAND", "GETKEYS", "RL.ALL", "2", "a", "b", "GCRA", "1", "1s", "GCRA", "1", "1s",
+    ])
+    .query(&mut c)
+    .unwrap();
+    assert_eq!(keys, ["a", "b"]);
+    let count: Vec<Value> = cmd(&["COMMAND", "DOCS"]).query(&mut c).unwrap();
+    assert!(
+        count.len() > 100,
+        "COMMAND DOCS without arguments still works"
+    );
+}

@@ -1,0 +1,487 @@
+//! A seeded random workload over every decision command and mode, sent in
+//! pipelines. Adding a command to every durability test is one entry in
+//! `FAMILIES`.
+
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use redis::Value;
+
+/// Which periods and windows the workload draws.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Windows {
+    /// Minutes to hours: no key expires while a test runs, so a state can
+    /// be compared across a restart or a reload.
+    Long,
+    /// Long ones plus sub-second and second-long ones, whose keys expire on
+    /// Redis's real clock during the run (and are deleted by the primary).
+    Mixed,
+}
+
+impl Windows {
+    fn duration(self, rng: &mut StdRng) -> String {
+        const LONG: &[&str] = &["2m", "7m", "90s", "1h", "36000s", "1d"];
+        const SHORT: &[&str] = &["250ms", "1s", "3s", "700ms"];
+        if self == Windows::Mixed && rng.gen_bool(0.3) {
+            SHORT[rng.gen_range(0..SHORT.len())].to_string()
+        } else {
+            LONG[rng.gen_range(0..LONG.len())].to_string()
+        }
+    }
+
+    /// Whole seconds, for CL.THROTTLE.
+    fn seconds(self, rng: &mut StdRng) -> String {
+        if self == Windows::Mixed && rng.gen_bool(0.3) {
+            rng.gen_range(1..4).to_string()
+        } else {
+            rng.gen_range(60..7200).to_string()
+        }
+    }
+}
+
+/// One command (or one mode of a command) in the workload.
+pub struct Family {
+    /// Key prefix, so that each family owns its keys.
+    pub prefix: &'static str,
+    /// The whole call for `key`, command name first.
+    pub build: fn(&mut StdRng, &str, Windows) -> Vec<String>,
+    /// Whether the reply admitted the request.
+    pub admitted: fn(&Value) -> bool,
+    /// A call on `key` that admits exactly `limit` requests while the clock
+    /// stands still (an hour-long window).
+    pub fixed: fn(&str, u64) -> Vec<String>,
+    /// Appended to a `fixed` call: decide without writing.
+    pub peek: &'static [&'static str],
+}
+
+fn fixed_gcra(key: &str, limit: u64) -> Vec<String> {
+    vec![s("RL.GCRA"), s(key), s(limit), s("1h")]
+}
+
+fn fixed_bucket(key: &str, limit: u64) -> Vec<String> {
+    vec![s("RL.BUCKET"), s(key), s(limit), s(1), s("1h")]
+}
+
+fn fixed_throttle(key: &str, limit: u64) -> Vec<String> {
+    vec![s("CL.THROTTLE"), s(key), s(limit - 1), s(1), s(3600)]
+}
+
+fn first_int(v: &Value) -> i64 {
+    match v {
+        Value::Array(items) => match items.first() {
+            Some(Value::Int(n)) => *n,
+            other => panic!("not a decision reply: {other:?}"),
+        },
+        other => panic!("not a decision reply: {other:?}"),
+    }
+}
+
+fn rl_admitted(v: &Value) -> bool {
+    first_int(v) == 1
+}
+
+fn cell_admitted(v: &Value) -> bool {
+    first_int(v) == 0
+}
+
+fn s(x: impl ToString) -> String {
+    x.to_string()
+}
+
+/// `COST n` (0 to 3) and sometimes `DRYRUN`.
+fn common_options(rng: &mut StdRng, call: &mut Vec<String>) {
+    if rng.gen_bool(0.7) {
+        call.extend([s("COST"), s(rng.gen_range(0..4))]);
+    }
+    if rng.gen_bool(0.1) {
+        call.push(s("DRYRUN"));
+    }
+}
+
+fn gcra(rng: &mut StdRng, key: &str, w: Windows) -> Vec<String> {
+    let mut call = vec![
+        s("RL.GCRA"),
+        s(key),
+        s(rng.gen_range(1..8)),
+        w.duration(rng),
+    ];
+    if rng.gen_bool(0.3) {
+        call.extend([s("BURST"), s(rng.gen_range(1..12))]);
+    }
+    common_options(rng, &mut call);
+    call
+}
+
+fn bucket(rng: &mut StdRng, key: &str, w: Windows) -> Vec<String> {
+    let mut call = vec![
+        s("RL.BUCKET"),
+        s(key),
+        s(rng.gen_range(1..8)),
+        s(rng.gen_range(1..5)),
+        w.duration(rng),
+    ];
+    common_options(rng, &mut call);
+    call
+}
+
+fn throttle(rng: &mut StdRng, key: &str, w: Windows) -> Vec<String> {
+    let mut call = vec![
+        s("CL.THROTTLE"),
+        s(key),
+        s(rng.gen_range(0..6)),
+        s(rng.gen_range(1..10)),
+        w.seconds(rng),
+    ];
+    if rng.gen_bool(0.7) {
+        call.push(s(rng.gen_range(0..4)));
+    }
+    call
+}
+
+fn sliding(rng: &mut StdRng, key: &str, w: Windows, mode: &[&str]) -> Vec<String> {
+    let mut call = vec![
+        s("RL.SLIDING"),
+        s(key),
+        s(rng.gen_range(1..8)),
+        w.duration(rng),
+    ];
+    call.extend(mode.iter().map(|m| m.to_string()));
+    common_options(rng, &mut call);
+    call
+}
+
+fn fixed_window(rng: &mut StdRng, key: &str, w: Windows, mode: &[&str]) -> Vec<String> {
+    let mut call = vec![
+        s("RL.FIXED"),
+        s(key),
+        s(rng.gen_range(1..8)),
+        w.duration(rng),
+    ];
+    call.extend(mode.iter().map(|m| m.to_string()));
+    common_options(rng, &mut call);
+    call
+}
+
+/// RL.ALL's keys: `base` with an index, in one hash slot.
+fn all_keys(base: &str, n: usize) -> Vec<String> {
+    (0..n)
+        .map(|i| {
+            if base.contains('{') {
+                format!("{base}:{i}")
+            } else {
+                format!("{{{base}}}:{i}")
+            }
+        })
+        .collect()
+}
+
+/// RL.ALL's policies by key position (a key always gets the same kind of
+/// state): each is the policy's words for a random limit.
+const ALL_POLICIES: &[fn(&mut StdRng, Windows) -> Vec<String>] = &[
+    |rng, w| vec![s("GCRA"), s(rng.gen_range(1..8)), w.duration(rng)],
+    |rng, w| {
+        let (c, r) = (rng.gen_range(1..8), rng.gen_range(1..5));
+        vec![s("BUCKET"), s(c), s(r), w.duration(rng)]
+    },
+    |rng, w| {
+        let mut p = vec![s("GCRA"), s(rng.gen_range(2..12)), w.duration(rng)];
+        p.extend([s("BURST"), s(rng.gen_range(1..12))]);
+        p
+    },
+    |rng, w| {
+        vec![
+            s("SLIDING"),
+            s(rng.gen_range(1..8)),
+            w.duration(rng),
+            s("EXACT"),
+        ]
+    },
+    |rng, w| {
+        vec![
+            s("SLIDING"),
+            s(rng.gen_range(1..8)),
+            w.duration(rng),
+            s("APPROX"),
+        ]
+    },
+    |rng, w| {
+        let (l, d) = (rng.gen_range(1..8), w.duration(rng));
+        vec![s("SLIDING"), s(l), d, s("BUCKETS"), s(8)]
+    },
+    |rng, w| vec![s("FIXED"), s(rng.gen_range(1..8)), w.duration(rng)],
+    |rng, w| {
+        vec![
+            s("FIXED"),
+            s(rng.gen_range(1..8)),
+            w.duration(rng),
+            s("ALIGNED"),
+        ]
+    },
+];
+
+fn all(rng: &mut StdRng, key: &str, w: Windows) -> Vec<String> {
+    let n = rng.gen_range(1..=ALL_POLICIES.len());
+    let mut call = vec![s("RL.ALL"), s(n)];
+    call.extend(all_keys(key, n));
+    for policy in &ALL_POLICIES[..n] {
+        call.extend(policy(rng, w));
+    }
+    common_options(rng, &mut call);
+    call
+}
+
+fn fixed_all(key: &str, limit: u64) -> Vec<String> {
+    let mut call = vec![s("RL.ALL"), s(4)];
+    call.extend(all_keys(key, 4));
+    call.extend([s("GCRA"), s(limit), s("1h")]);
+    call.extend([s("BUCKET"), s(limit), s(1), s("1h")]);
+    call.extend([s("SLIDING"), s(limit), s("1h"), s("APPROX")]);
+    call.extend([s("FIXED"), s(limit), s("1h")]);
+    call
+}
+
+/// Every command and mode the durability tests exercise.
+pub const FAMILIES: &[Family] = &[
+    Family {
+        prefix: "gcra",
+        build: gcra,
+        admitted: rl_admitted,
+        fixed: fixed_gcra,
+        peek: &["DRYRUN"],
+    },
+    Family {
+        prefix: "bucket",
+        build: bucket,
+        admitted: rl_admitted,
+        fixed: fixed_bucket,
+        peek: &["DRYRUN"],
+    },
+    Family {
+        prefix: "cell",
+        build: throttle,
+        admitted: cell_admitted,
+        fixed: fixed_throttle,
+        peek: &["0"],
+    },
+    Family {
+        prefix: "exact",
+        build: |rng, key, w| sliding(rng, key, w, &["EXACT"]),
+        admitted: rl_admitted,
+        fixed: |key, limit| vec![s("RL.SLIDING"), s(key), s(limit), s("1h")],
+        peek: &["DRYRUN"],
+    },
+    Family {
+        prefix: "approx",
+        build: |rng, key, w| sliding(rng, key, w, &["APPROX"]),
+        admitted: rl_admitted,
+        fixed: |key, limit| vec![s("RL.SLIDING"), s(key), s(limit), s("1h"), s("APPROX")],
+        peek: &["DRYRUN"],
+    },
+    Family {
+        prefix: "buckets",
+        build: |rng, key, w| sliding(rng, key, w, &["BUCKETS", "8"]),
+        admitted: rl_admitted,
+        fixed: |key, limit| {
+            vec![
+                s("RL.SLIDING"),
+                s(key),
+                s(limit),
+                s("1h"),
+                s("BUCKETS"),
+                s(8),
+            ]
+        },
+        peek: &["DRYRUN"],
+    },
+    Family {
+        prefix: "fixed",
+        build: |rng, key, w| fixed_window(rng, key, w, &[]),
+        admitted: rl_admitted,
+        fixed: |key, limit| vec![s("RL.FIXED"), s(key), s(limit), s("1h")],
+        peek: &["DRYRUN"],
+    },
+    Family {
+        prefix: "aligned",
+        build: |rng, key, w| fixed_window(rng, key, w, &["ALIGNED"]),
+        admitted: rl_admitted,
+        fixed: |key, limit| vec![s("RL.FIXED"), s(key), s(limit), s("1h"), s("ALIGNED")],
+        peek: &["DRYRUN"],
+    },
+    Family {
+        prefix: "all",
+        build: all,
+        admitted: rl_admitted,
+        fixed: fixed_all,
+        peek: &["DRYRUN"],
+    },
+];
+
+/// Admitted and denied decisions of a run.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Tally {
+    pub allowed: usize,
+    pub denied: usize,
+}
+
+impl Tally {
+    fn count(&mut self, admitted: bool) {
+        if admitted {
+            self.allowed += 1;
+        } else {
+            self.denied += 1;
+        }
+    }
+}
+
+/// A reproducible stream of calls.
+pub struct Workload {
+    rng: StdRng,
+    pub windows: Windows,
+    /// Cold keys per family (plus a few hot ones that get denied).
+    pub keys: usize,
+    /// Chance that the manual clock moves before a call.
+    pub advance_chance: f64,
+    /// Largest clock step, µs.
+    pub max_step_us: u64,
+    /// `{tag}` inserted in every key when set (one cluster slot).
+    pub hash_tag: Option<String>,
+    /// Outcomes so far, by family prefix.
+    pub by_family: std::collections::BTreeMap<&'static str, Tally>,
+}
+
+impl Workload {
+    pub fn new(seed: u64, windows: Windows) -> Workload {
+        Workload {
+            rng: StdRng::seed_from_u64(seed),
+            windows,
+            keys: 1000,
+            advance_chance: 0.03,
+            max_step_us: 3_000_000,
+            hash_tag: None,
+            by_family: Default::default(),
+        }
+    }
+
+    /// Half the calls go to 20 hot keys per family, so that many are denied.
+    pub fn key(&mut self, family: &Family) -> String {
+        let n = if self.rng.gen_bool(0.5) {
+            format!("h{}", self.rng.gen_range(0..20))
+        } else {
+            format!("c{}", self.rng.gen_range(0..self.keys))
+        };
+        match &self.hash_tag {
+            Some(tag) => format!("{{{tag}}}:{}:{n}", family.prefix),
+            None => format!("{}:{n}", family.prefix),
+        }
+    }
+
+    /// The next call and its family.
+    pub fn next_call(&mut self) -> (Vec<String>, &'static Family) {
+        let family = &FAMILIES[self.rng.gen_range(0..FAMILIES.len())];
+        let key = self.key(family);
+        ((family.build)(&mut self.rng, &key, self.windows), family)
+    }
+
+    /// Sends `calls` decisions (and clock steps) in pipelines of 500.
+    pub fn run(&mut self, c: &mut impl redis::ConnectionLike, calls: usize) -> Tally {
+        let mut tally = Tally::default();
+        let mut left = calls;
+        while left > 0 {
+            let n = left.min(500);
+            left -= n;
+            let mut pipe = redis::pipe();
+            let mut families = Vec::with_capacity(n);
+            for _ in 0..n {
+                if self.rng.gen_bool(self.advance_chance) {
+                    let step = self.rng.gen_range(0..self.max_step_us);
+                    pipe.cmd("RL.CLOCK").arg("ADVANCE").arg(step);
+                    families.push(None);
+                }
+                let (call, family) = self.next_call();
+                pipe.cmd(&call[0]).arg(&call[1..]);
+                families.push(Some(family));
+            }
+            let replies: Vec<Value> = pipe.query(c).expect("workload pipeline");
+            for (reply, family) in replies.iter().zip(families) {
+                if let Some(family) = family {
+                    let admitted = (family.admitted)(reply);
+                    tally.count(admitted);
+                    self.by_family
+                        .entry(family.prefix)
+                        .or_default()
+                        .count(admitted);
+                }
+            }
+        }
+        tally
+    }
+}
+
+impl Workload {
+    /// Asserts that every family has had admitted and denied requests.
+    pub fn assert_both_outcomes(&self) {
+        for f in FAMILIES {
+            let t = self.by_family.get(f.prefix).copied().unwrap_or_default();
+            assert!(t.allowed > 0 && t.denied > 0, "{}: {t:?}", f.prefix);
+        }
+    }
+
+    /// Sends `calls` decisions one by one and never moves the clock (for
+    /// the cluster client, which routes each call to its key's node).
+    pub fn run_singly(&mut self, c: &mut impl redis::ConnectionLike, calls: usize) -> Tally {
+        let mut tally = Tally::default();
+        for _ in 0..calls {
+            let (call, family) = self.next_call();
+            let admitted = (family.admitted)(&call_ok(c, &call));
+            tally.count(admitted);
+            self.by_family
+                .entry(family.prefix)
+                .or_default()
+                .count(admitted);
+        }
+        tally
+    }
+}
+
+/// Every key with its value and absolute expiry (ms), sorted by key.
+pub fn snapshot(c: &mut redis::Connection) -> Vec<(Vec<u8>, Vec<u8>, i64)> {
+    let mut keys: Vec<Vec<u8>> = redis::cmd("KEYS").arg("*").query(c).expect("KEYS");
+    keys.sort();
+    let mut pipe = redis::pipe();
+    for k in &keys {
+        pipe.cmd("GET").arg(k).cmd("PEXPIRETIME").arg(k);
+    }
+    let replies: Vec<(Vec<u8>, i64)> = pipe.query(c).expect("snapshot");
+    keys.into_iter()
+        .zip(replies)
+        .map(|(k, (v, t))| (k, v, t))
+        .collect()
+}
+
+/// Asserts that two snapshots hold the same keys, values and expiry times.
+pub fn assert_same_state(
+    before: &[(Vec<u8>, Vec<u8>, i64)],
+    after: &[(Vec<u8>, Vec<u8>, i64)],
+    what: &str,
+) {
+    assert_eq!(before.len(), after.len(), "{what}: key count");
+    for (b, a) in before.iter().zip(after) {
+        assert_eq!(b, a, "{what}: key {}", String::from_utf8_lossy(&b.0));
+    }
+}
+
+/// Sends `args` and returns the reply, panicking on an error.
+pub fn call_ok<S: AsRef<str>>(c: &mut impl redis::ConnectionLike, args: &[S]) -> Value {
+    let mut cmd = redis::cmd(args[0].as_ref());
+    for a in &args[1..] {
+        cmd.arg(a.as_ref());
+    }
+    let names: Vec<&str> = args.iter().map(AsRef::as_ref).collect();
+    cmd.query(c).unwrap_or_else(|e| panic!("{names:?}: {e}"))
+}
+
+/// `call` with `peek` appended.
+pub fn peeking(call: &[String], peek: &[&str]) -> Vec<String> {
+    let mut call = call.to_vec();
+    call.extend(peek.iter().map(|p| p.to_string()));
+    call
+}

@@ -1,0 +1,138 @@
+//! The `INFO ratelimit` section: per-command calls, allowed, denied and
+//! errors move with each call and reset with `CONFIG RESETSTAT`.
+
+mod common;
+use common::*;
+use std::collections::HashMap;
+
+/// `INFO ratelimit` as field -> value (dict fields kept as their text).
+fn info(c: &mut redis::Connection) -> HashMap<String, String> {
+    let text: String = redis::cmd("INFO").arg("ratelimit").query(c).unwrap();
+    assert!(text.starts_with("# ratelimit"), "{text}");
+    text.lines()
+        .filter_map(|l| l.split_once(':'))
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
+/// The counters of one command: [calls, allowed, denied, errors].
+fn counts(c: &mut redis::Connection, field: &str) -> [u64; 4] {
+    let all = info(c);
+    let line = all
+        .get(&format!("ratelimit_{field}"))
+        .unwrap_or_else(|| panic!("no {field} in {all:?}"));
+    let mut out = [0u64; 4];
+    for (i, name) in ["calls", "allowed", "denied", "errors"].iter().enumerate() {
+        out[i] = line
+            .split(',')
+            .find_map(|kv| kv.strip_prefix(&format!("{name}=")))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("no {name} in {line}"));
+    }
+    out
+}
+
+#[test]
+fn lists_every_command_and_the_clock() {
+    let s = Server::start();
+    let mut c = s.conn();
+    let all = info(&mut c);
+    assert_eq!(all["ratelimit_clock"], "manual");
+    for field in [
+        "rl_gcra",
+        "rl_bucket",
+        "rl_sliding",
+        "rl_fixed",
+        "rl_all",
+        "cl_throttle",
+        "rl_clock",
+    ] {
+        assert_eq!(
+            all[&format!("ratelimit_{field}")],
+            "calls=0,allowed=0,denied=0,errors=0"
+        );
+    }
+    // Also part of INFO everything, and the real clock says so.
+    let everything: String = redis::cmd("INFO").arg("everything").query(&mut c).unwrap();
+    assert!(everything.contains("ratelimit_rl_gcra:calls=0"));
+    let real = Server::with(Config::real_clock());
+    assert_eq!(info(&mut real.conn())["ratelimit_clock"], "real");
+}
+
+#[test]
+fn counters_move_with_allowed_denied_and_failed_calls() {
+    let s = Server::start();
+    let mut c = s.conn();
+    clock_set(&mut c, T0);
+    for _ in 0..3 {
+        decide(&mut c, &["RL.GCRA", "g", "2", "10s"]);
+    }
+    // A dry run is a decision too.
+    decide(&mut c, &["RL.GCRA", "g", "2", "10s", "DRYRUN"]);
+    error_of(&mut c, &[b"RL.GCRA", b"g", b"0", b"10s"]);
+    assert_eq!(counts(&mut c, "rl_gcra"), [5, 2, 2, 1]);
+
+    decide(&mut c, &["RL.BUCKET", "b", "1", "1", "10s"]);
+    decide(&mut c, &["RL.BUCKET", "b", "1", "1", "10s"]);
+    assert_eq!(counts(&mut c, "rl_bucket"), [2, 1, 1, 0]);
+
+    let cell: Vec<i64> = cmd(&["CL.THROTTLE", "t", "0", "1", "10"])
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(cell[0], 0);
+    let cell: Vec<i64> = cmd(&["CL.THROTTLE", "t", "0", "1", "10"])
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(cell[0], 1);
+    assert_eq!(counts(&mut c, "cl_throttle"), [2, 1, 1, 0]);
+
+    // RL.ALL counts once per call, not once per limit.
+    let all = [
+        "RL.ALL", "2", "x", "y", "GCRA", "1", "10s", "GCRA", "5", "10s",
+    ];
+    call(&mut c, &all).unwrap();
+    call(&mut c, &all).unwrap();
+    assert_eq!(counts(&mut c, "rl_all"), [2, 1, 1, 0]);
+    assert_eq!(counts(&mut c, "rl_gcra")[0], 5);
+
+    // A key of the wrong type is an error; RL.CLOCK is neither allowed nor denied.
+    let _: () = cmd(&["SET", "s", "text"]).query(&mut c).unwrap();
+    error_of(&mut c, &[b"RL.GCRA", b"s", b"1", b"1s"]);
+    assert_eq!(counts(&mut c, "rl_gcra"), [6, 2, 2, 2]);
+    assert_eq!(counts(&mut c, "rl_clock"), [1, 0, 0, 0]);
+}
+
+#[test]
+fn config_resetstat_zeroes_the_counters() {
+    let s = Server::start();
+    let mut c = s.conn();
+    clock_set(&mut c, T0);
+    decide(&mut c, &["RL.GCRA", "g", "1", "10s"]);
+    decide(&mut c, &["RL.GCRA", "g", "1", "10s"]);
+    assert_eq!(counts(&mut c, "rl_gcra"), [2, 1, 1, 0]);
+    // Other commands with two arguments leave the counters alone.
+    call(&mut c, &["CONFIG", "GET", "hz"]).unwrap();
+    call(&mut c, &["GET", "resetstat"]).unwrap();
+    assert_eq!(counts(&mut c, "rl_gcra"), [2, 1, 1, 0]);
+    let _: () = cmd(&["config", "ResetStat"]).query(&mut c).unwrap();
+    assert_eq!(counts(&mut c, "rl_gcra"), [0, 0, 0, 0]);
+    assert_eq!(counts(&mut c, "rl_clock"), [0, 0, 0, 0]);
+    // And they count again afterwards.
+    decide(&mut c, &["RL.GCRA", "g", "1", "10s"]);
+    assert_eq!(counts(&mut c, "rl_gcra"), [1, 0, 1, 0]);
+}
+
+#[test]
+fn a_reloaded_module_starts_from_zero() {
+    let s = Server::start();
+    let mut c = s.conn();
+    decide(&mut c, &["RL.GCRA", "g", "1", "10s"]);
+    assert_eq!(counts(&mut c, "rl_gcra"), [1, 1, 0, 0]);
+    call(&mut c, &["MODULE", "UNLOAD", "ratelimit"]).unwrap();
+    let path = module_path();
+    let path = path.to_str().unwrap();
+    call(&mut c, &["MODULE", "LOAD", path, "clock", "manual"]).unwrap();
+    assert_eq!(counts(&mut c, "rl_gcra"), [0, 0, 0, 0]);
+    decide(&mut c, &["RL.GCRA", "g", "1", "10s"]);
+    assert_eq!(counts(&mut c, "rl_gcra")[0], 1);
+}
