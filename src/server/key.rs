@@ -60,8 +60,7 @@ impl LimiterKey {
     /// `SET key value PXAT <absolute ms>` so that replicas and the AOF hold
     /// the same bytes and the same expiry time.
     pub fn write(&mut self, value: &[u8], ttl_ms: u64) {
-        let expire_at =
-            ffi::server_ms().saturating_add(i64::try_from(ttl_ms.max(1)).unwrap_or(i64::MAX));
+        let expire_at = expire_at(ttl_ms);
         self.set_bytes(value);
         // SAFETY: self.key is open for writing and now holds a string.
         unsafe {
