@@ -34,9 +34,15 @@ test-valkey: deps deps-valkey
 deps-valkey:
 	@if ! command -v valkey-server >/dev/null; then \
 		if ! grep -rqs 'bookworm-backports' /etc/apt/sources.list /etc/apt/sources.list.d/; then \
-			sed -n '1,/^$$/p' /etc/apt/sources.list.d/debian.sources \
-				| sed 's/^Suites:.*/Suites: bookworm-backports/' \
-				| $(SUDO) tee /etc/apt/sources.list.d/backports.sources >/dev/null; \
+			if [ -f /etc/apt/sources.list.d/debian.sources ]; then \
+				sed -n '1,/^$$/p' /etc/apt/sources.list.d/debian.sources \
+					| sed 's/^Suites:.*/Suites: bookworm-backports/' \
+					| $(SUDO) tee /etc/apt/sources.list.d/backports.sources >/dev/null; \
+			else \
+				grep -E '^deb .* bookworm main' /etc/apt/sources.list | head -n 1 \
+					| sed 's/ bookworm main/ bookworm-backports main/' \
+					| $(SUDO) tee /etc/apt/sources.list.d/backports.list >/dev/null; \
+			fi; \
 		fi; \
 		$(SUDO) apt-get update -qq && \
 		DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq -t bookworm-backports valkey-server; \
