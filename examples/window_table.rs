@@ -57,18 +57,7 @@ fn replicated_bytes(write: &StateWrite) -> usize {
 }
 
 fn apply(state: &mut Option<Vec<u8>>, write: &StateWrite) {
-    match write {
-        StateWrite::Value(v) => *state = Some(v.clone()),
-        StateWrite::Patch(ranges) => {
-            let v = state.get_or_insert_with(Vec::new);
-            for (off, bytes) in ranges {
-                if v.len() < off + bytes.len() {
-                    v.resize(off + bytes.len(), 0);
-                }
-                v[*off..off + bytes.len()].copy_from_slice(bytes);
-            }
-        }
-    }
+    write.apply_to(state);
 }
 
 struct Run {

@@ -40,6 +40,26 @@ pub enum StateWrite {
     Patch(Vec<(usize, Vec<u8>)>),
 }
 
+impl StateWrite {
+    /// Applies the write to a value as Redis does (`SET`, or `SETRANGE`
+    /// growing the value with zeros): for tests and benches of the core.
+    pub fn apply_to(&self, state: &mut Option<Vec<u8>>) {
+        match self {
+            StateWrite::Value(v) => *state = Some(v.clone()),
+            StateWrite::Patch(ranges) => {
+                let v = state.get_or_insert_with(Vec::new);
+                for (off, bytes) in ranges {
+                    let end = off + bytes.len();
+                    if v.len() < end {
+                        v.resize(end, 0);
+                    }
+                    v[*off..end].copy_from_slice(bytes);
+                }
+            }
+        }
+    }
+}
+
 /// A decision and, when the state changes, the write to apply.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Outcome {

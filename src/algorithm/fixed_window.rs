@@ -4,7 +4,7 @@
 //! since the epoch, so every key shares the same boundaries. Any interval
 //! of length `window` meets at most two windows: at most `2 × limit`.
 
-use super::{clamp_u64, Decision, RetryAfter};
+use super::{clamp_u64, settled_without_state, Decision, RetryAfter};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FixedWindow {
@@ -46,12 +46,7 @@ impl FixedWindow {
             retry_after: RetryAfter::Never,
             reset_after_us: live.as_ref().map_or(0, until_end),
         };
-        if cost == 0 {
-            decision.allowed = true;
-            decision.retry_after = RetryAfter::NotNeeded;
-            return (decision, None);
-        }
-        if cost > self.limit {
+        if settled_without_state(&mut decision, cost, self.limit) {
             return (decision, None);
         }
         if u128::from(count) + u128::from(cost) <= u128::from(self.limit) {

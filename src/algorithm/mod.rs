@@ -45,6 +45,18 @@ pub struct Decision {
     pub reset_after_us: u64,
 }
 
+/// Settles the requests that need no look at the state, given a denied
+/// `decision` already filled in from it: cost 0 is always admitted (and
+/// changes nothing); a cost above `limit` can never be. True when settled.
+pub(crate) fn settled_without_state(decision: &mut Decision, cost: u64, limit: u64) -> bool {
+    if cost == 0 {
+        decision.allowed = true;
+        decision.retry_after = RetryAfter::NotNeeded;
+        return true;
+    }
+    cost > limit
+}
+
 /// `ceil(a / b)` for `b > 0`.
 pub(crate) fn div_ceil_u128(a: u128, b: u128) -> u128 {
     a / b + u128::from(!a.is_multiple_of(b))

@@ -7,7 +7,7 @@
 //! length `window` (which meets at most two windows) admits at most
 //! `2 × limit`.
 
-use super::{clamp_u64, Decision, RetryAfter};
+use super::{clamp_u64, settled_without_state, Decision, RetryAfter};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SlidingApprox {
@@ -77,12 +77,7 @@ impl SlidingApprox {
             reset_after_us: reset(cur),
         };
         let cost128 = u128::from(cost);
-        if cost == 0 {
-            decision.allowed = true;
-            decision.retry_after = RetryAfter::NotNeeded;
-            return (decision, None);
-        }
-        if cost > self.limit {
+        if settled_without_state(&mut decision, cost, self.limit) {
             return (decision, None);
         }
         if used(cur.saturating_add(cost128)) <= limit * w {

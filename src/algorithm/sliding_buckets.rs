@@ -10,7 +10,7 @@
 //! length `window` (like EXACT), and may under-admit: an admission is
 //! remembered for up to `window + window / n`.
 
-use super::{clamp_u64, Decision, RetryAfter};
+use super::{clamp_u64, settled_without_state, Decision, RetryAfter};
 
 pub const MIN_BUCKETS: u64 = 2;
 pub const MAX_BUCKETS: u64 = 1024;
@@ -119,12 +119,7 @@ impl SlidingBuckets {
             retry_after: RetryAfter::Never,
             reset_after_us: reset(&st),
         };
-        if cost == 0 {
-            decision.allowed = true;
-            decision.retry_after = RetryAfter::NotNeeded;
-            return (decision, None);
-        }
-        if cost > self.limit {
+        if settled_without_state(&mut decision, cost, self.limit) {
             return (decision, None);
         }
         let need = used + u128::from(cost);

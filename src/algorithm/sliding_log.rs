@@ -8,7 +8,7 @@
 //! decision runs directly on the stored bytes in O(log limit) without
 //! decoding them; the caller turns the [`LogChange`] into a small patch.
 
-use super::{Decision, RetryAfter};
+use super::{settled_without_state, Decision, RetryAfter};
 
 /// The largest `limit` EXACT accepts: the log holds one timestamp per
 /// admitted unit of cost, so this bounds a key's state (4 MB at 4 bytes a
@@ -100,12 +100,7 @@ impl SlidingLog {
             retry_after: RetryAfter::Never,
             reset_after_us: reset_live,
         };
-        if cost == 0 {
-            decision.allowed = true;
-            decision.retry_after = RetryAfter::NotNeeded;
-            return (decision, None);
-        }
-        if cost > self.limit {
+        if settled_without_state(&mut decision, cost, self.limit) {
             return (decision, None);
         }
         if live + cost <= self.limit {

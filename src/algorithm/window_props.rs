@@ -13,18 +13,7 @@ use proptest::prelude::*;
 
 /// Applies a write as Redis would (SETRANGE semantics for a patch).
 pub fn apply(state: &mut Option<Vec<u8>>, write: &StateWrite) {
-    match write {
-        StateWrite::Value(v) => *state = Some(v.clone()),
-        StateWrite::Patch(ranges) => {
-            let v = state.get_or_insert_with(Vec::new);
-            for (off, bytes) in ranges {
-                if v.len() < off + bytes.len() {
-                    v.resize(off + bytes.len(), 0);
-                }
-                v[*off..off + bytes.len()].copy_from_slice(bytes);
-            }
-        }
-    }
+    write.apply_to(state);
 }
 
 fn decide(p: &Policy, state: &Option<Vec<u8>>, now: u64, cost: u64) -> Decision {

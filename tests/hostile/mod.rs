@@ -811,23 +811,8 @@ pub fn expected_error(parse: Parse, v: &[u8]) -> Option<String> {
 
 /// The module's rendering of a client word in an error: at most 32 bytes,
 /// anything but printable ASCII as `?`.
-pub fn printable(word: &[u8]) -> String {
-    let mut s: String = word
-        .iter()
-        .take(32)
-        .map(|&b| {
-            if b.is_ascii_graphic() || b == b' ' {
-                b as char
-            } else {
-                '?'
-            }
-        })
-        .collect();
-    if word.len() > 32 {
-        s.push_str("...");
-    }
-    s
-}
+#[allow(unused_imports)] // not every test binary that shares this module uses it
+pub use redis_ratelimit::error::printable;
 
 pub const WRONGTYPE: &str = "WRONGTYPE Operation against a key holding the wrong kind of value";
 
