@@ -4,7 +4,6 @@
 
 mod common;
 use common::*;
-use rand::{Rng, SeedableRng};
 
 /// The TTL a write leaves equals the reply's reset_after_ms, less the real
 /// time that passed between the call and the PTTL (bounded generously).
@@ -457,140 +456,16 @@ fn changing_the_limit_keeps_the_newest_entries() {
     );
 }
 
-/// A random call among every window mode (and GCRA), with windows of
-/// minutes so that nothing expires while the test runs: the manual clock
-/// moves about 150 s in 3000 calls, and every TTL stays above a minute.
-fn random_call(rng: &mut rand::rngs::StdRng) -> Vec<String> {
-    let key = rng.gen_range(0..40);
-    let limit = rng.gen_range(1..10).to_string();
-    let window = ["5m", "7m", "1h", "10m"][rng.gen_range(0..4)].to_string();
-    let mut call: Vec<String> = match rng.gen_range(0..6) {
-        0 => vec!["RL.SLIDING".into(), format!("e:{key}"), limit, window],
-        1 => vec![
-            "RL.SLIDING".into(),
-            format!("a:{key}"),
-            limit,
-            window,
-            "APPROX".into(),
-        ],
-        2 => vec![
-            "RL.SLIDING".into(),
-            format!("b:{key}"),
-            limit,
-            window,
-            "BUCKETS".into(),
-            ["2", "5", "60"][rng.gen_range(0..3)].into(),
-        ],
-        3 => vec!["RL.FIXED".into(), format!("f:{key}"), limit, window],
-        4 => vec![
-            "RL.FIXED".into(),
-            format!("g:{key}"),
-            limit,
-            window,
-            "ALIGNED".into(),
-        ],
-        _ => vec!["RL.GCRA".into(), format!("r:{key}"), limit, window],
-    };
-    call.extend(["COST".to_string(), rng.gen_range(0..4).to_string()]);
-    if rng.gen_bool(0.1) {
-        call.push("DRYRUN".into());
-    }
-    call
-}
-
-fn run_workload(c: &mut redis::Connection, seed: u64, calls: usize) -> (usize, usize) {
-    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
-    let (mut allowed, mut denied) = (0, 0);
-    for _ in 0..calls {
-        if rng.gen_bool(0.05) {
-            advance(c, rng.gen_range(0..2 * SECOND));
-        }
-        let call = random_call(&mut rng);
-        let args: Vec<&str> = call.iter().map(String::as_str).collect();
-        if decide(c, &args)[0] == 1 {
-            allowed += 1;
-        } else {
-            denied += 1;
-        }
-    }
-    (allowed, denied)
-}
-
+/// A replica of `primary`, synced. (Random workloads over every mode, with
+/// replicas and AOF restarts, are in durability.rs.)
 fn start_replica_of(primary: &Server) -> Server {
-    let replica =
-        Server::with(Config::default().arg("replicaof", &format!("127.0.0.1 {}", primary.port)));
-    let mut r = replica.conn();
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-    loop {
-        let info: String = redis::cmd("INFO").arg("replication").query(&mut r).unwrap();
-        if info.contains("master_link_status:up") {
-            break;
-        }
-        assert!(std::time::Instant::now() < deadline, "replica never synced");
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
+    let replica = Server::with(topology::replica_config(primary));
+    topology::wait_link_up(&replica);
     replica
 }
 
-fn wait_for_replicas(c: &mut redis::Connection) {
-    let acked: usize = redis::cmd("WAIT").arg(1).arg(10_000).query(c).unwrap();
-    assert_eq!(acked, 1, "replica did not catch up");
-}
-
-#[test]
-fn replica_digest_equals_primary_under_every_mode() {
-    let primary = Server::start();
-    let replica = start_replica_of(&primary);
-    let mut p = primary.conn();
-    let mut r = replica.conn();
-    clock_set(&mut p, T0);
-    clock_set(&mut r, 1);
-    let (allowed, denied) = run_workload(&mut p, 3, 3000);
-    assert!(
-        allowed > 500 && denied > 500,
-        "{allowed} allowed, {denied} denied"
-    );
-    wait_for_replicas(&mut p);
-    assert_eq!(digest(&mut p), digest(&mut r));
-    for prefix in ["e", "a", "b", "f", "g"] {
-        let key = format!("{prefix}:1");
-        assert_eq!(
-            pexpiretime(&mut p, &key),
-            pexpiretime(&mut r, &key),
-            "{key}"
-        );
-        assert_eq!(get_bytes(&mut p, &key), get_bytes(&mut r, &key), "{key}");
-    }
-    assert!(!replica.log().contains("sending an error to its master"));
-}
-
-#[test]
-fn aof_restart_restores_identical_state_under_every_mode() {
-    for preamble in ["no", "yes"] {
-        let config = Config::default()
-            .arg("appendonly", "yes")
-            .arg("appendfsync", "always")
-            .arg("aof-use-rdb-preamble", preamble);
-        let server = Server::with(config);
-        let mut c = server.conn();
-        clock_set(&mut c, T0);
-        run_workload(&mut c, 5, 1500);
-        let before = digest(&mut c);
-        let expire = pexpiretime(&mut c, "e:1");
-        drop(c);
-        let server = server.restart();
-        let mut c = server.conn();
-        assert_eq!(digest(&mut c), before, "preamble {preamble}");
-        assert_eq!(pexpiretime(&mut c, "e:1"), expire);
-    }
-}
-
 fn repl_offset(c: &mut redis::Connection) -> i64 {
-    let info: String = redis::cmd("INFO").arg("replication").query(c).unwrap();
-    info.lines()
-        .find_map(|l| l.strip_prefix("master_repl_offset:"))
-        .and_then(|v| v.trim().parse().ok())
-        .expect("master_repl_offset")
+    topology::repl_offset(c) as i64
 }
 
 /// Replication bytes per admitted cost-1 EXACT request, with the log
