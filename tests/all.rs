@@ -181,21 +181,18 @@ fn cost_dryrun_and_resp3() {
         ],
     )
     .unwrap();
-    let Value::Map(fields) = v else {
-        panic!("not a map: {v:?}")
-    };
-    let names: Vec<String> = fields
-        .iter()
-        .map(|(k, _)| redis::from_redis_value(k.clone()).unwrap())
-        .collect();
-    assert_eq!(names, ["allowed", "blocked_by", "retry_after_ms", "limits"]);
+    let fields = resp3_map(v);
+    assert_eq!(
+        names(&fields),
+        ["allowed", "blocked_by", "retry_after_ms", "limits"]
+    );
     assert_eq!(fields[0].1, Value::Boolean(true));
     assert_eq!(fields[1].1, Value::Int(-1));
     let Value::Array(limits) = &fields[3].1 else {
         panic!("limits not an array")
     };
     assert_eq!(limits.len(), 2);
-    assert!(matches!(limits[0], Value::Map(_)));
+    assert_eq!(names(&resp3_map(limits[0].clone())), DECISION_FIELDS);
 }
 
 #[test]

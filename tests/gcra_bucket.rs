@@ -155,34 +155,16 @@ fn resp3_replies_are_maps_with_a_boolean() {
     let s = Server::start();
     let mut c = s.conn_resp3();
     clock_set(&mut c, T0);
-    let v: redis::Value = call(&mut c, &["RL.GCRA", "r3", "2", "1s"]).unwrap();
-    let redis::Value::Map(fields) = v else {
-        panic!("not a map: {v:?}")
-    };
-    let names: Vec<String> = fields
-        .iter()
-        .map(|(k, _)| redis::from_redis_value(k.clone()).unwrap())
-        .collect();
-    assert_eq!(
-        names,
-        [
-            "allowed",
-            "limit",
-            "remaining",
-            "retry_after_ms",
-            "reset_after_ms"
-        ]
-    );
+    let fields = resp3_map(call(&mut c, &["RL.GCRA", "r3", "2", "1s"]).unwrap());
+    assert_eq!(names(&fields), DECISION_FIELDS);
     assert_eq!(fields[0].1, redis::Value::Boolean(true));
     assert_eq!(fields[1].1, redis::Value::Int(2));
     assert_eq!(fields[2].1, redis::Value::Int(1));
     assert_eq!(fields[3].1, redis::Value::Int(-1));
     assert_eq!(fields[4].1, redis::Value::Int(500));
     call(&mut c, &["RL.GCRA", "r3", "2", "1s"]).unwrap();
-    let v = call(&mut c, &["RL.BUCKET", "r4", "1", "1", "1s", "COST", "2"]).unwrap();
-    let redis::Value::Map(fields) = v else {
-        panic!("not a map")
-    };
+    let fields =
+        resp3_map(call(&mut c, &["RL.BUCKET", "r4", "1", "1", "1s", "COST", "2"]).unwrap());
     assert_eq!(fields[0].1, redis::Value::Boolean(false));
 }
 

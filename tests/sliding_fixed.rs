@@ -197,30 +197,11 @@ fn resp3_replies_are_maps() {
         (&["RL.SLIDING", "s", "1", "1m", "BUCKETS", "3"][..], 80000),
         (&["RL.FIXED", "f", "1", "1m"], 60000),
     ] {
-        let v: redis::Value = call(&mut c, args).unwrap();
-        let redis::Value::Map(fields) = v else {
-            panic!("not a map: {v:?}")
-        };
-        let names: Vec<String> = fields
-            .iter()
-            .map(|(k, _)| redis::from_redis_value(k.clone()).unwrap())
-            .collect();
-        assert_eq!(
-            names,
-            [
-                "allowed",
-                "limit",
-                "remaining",
-                "retry_after_ms",
-                "reset_after_ms"
-            ]
-        );
+        let fields = resp3_map(call(&mut c, args).unwrap());
+        assert_eq!(names(&fields), DECISION_FIELDS);
         assert_eq!(fields[0].1, redis::Value::Boolean(true));
         assert_eq!(fields[3].1, redis::Value::Int(-1));
-        let v: redis::Value = call(&mut c, args).unwrap();
-        let redis::Value::Map(fields) = v else {
-            panic!("not a map")
-        };
+        let fields = resp3_map(call(&mut c, args).unwrap());
         assert_eq!(fields[0].1, redis::Value::Boolean(false));
         assert_eq!(fields[3].1, redis::Value::Int(retry));
     }

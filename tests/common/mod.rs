@@ -339,3 +339,28 @@ pub fn digest(c: &mut redis::Connection) -> String {
 pub const T0: u64 = 1_767_225_600_000_000;
 pub const SECOND: u64 = 1_000_000;
 pub const MS: u64 = 1_000;
+
+/// The names of a decision's fields, in reply order.
+pub const DECISION_FIELDS: [&str; 5] = [
+    "allowed",
+    "limit",
+    "remaining",
+    "retry_after_ms",
+    "reset_after_ms",
+];
+
+/// A RESP3 map reply as (name, value) pairs, in order.
+pub fn resp3_map(v: redis::Value) -> Vec<(String, redis::Value)> {
+    let redis::Value::Map(fields) = v else {
+        panic!("not a map: {v:?}")
+    };
+    fields
+        .into_iter()
+        .map(|(k, v)| (redis::from_redis_value(k).expect("a field name"), v))
+        .collect()
+}
+
+/// The names of a RESP3 map's fields.
+pub fn names(fields: &[(String, redis::Value)]) -> Vec<&str> {
+    fields.iter().map(|(k, _)| k.as_str()).collect()
+}
