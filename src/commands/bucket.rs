@@ -1,16 +1,11 @@
 //! `RL.BUCKET key capacity refill period [COST n] [DRYRUN]`
 
-use super::{horizon_error, load_tat, reply_decision, store_tat, Verdict};
+use super::{horizon_error, run_policy, Verdict};
 use crate::algorithm::bucket::TokenBucket;
 use crate::args::{self, Common, MAX_COUNT};
-use crate::codec::Kind;
 use crate::error::Error;
 use crate::policy::Policy;
-use crate::server::clock;
 use crate::server::ffi::{Arg, Ctx};
-use crate::server::key::LimiterKey;
-
-pub const NAME: &str = "RL.BUCKET";
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Call {
@@ -50,10 +45,5 @@ pub fn run(ctx: Ctx, args: &[Arg]) -> Result<Verdict, Error> {
         return Err(Error::Arity("rl.bucket"));
     };
     let call = parse(rest)?;
-    let now = clock::now_us();
-    let mut key = LimiterKey::open(ctx, *key);
-    let stored = load_tat(&key, Kind::Bucket, NAME)?;
-    let (decision, new) = call.bucket.decide(stored, now, call.common.cost);
-    store_tat(&mut key, Kind::Bucket, new, call.common.dryrun, &decision);
-    Ok(reply_decision(ctx, &decision))
+    run_policy(ctx, *key, &Policy::Bucket(call.bucket), call.common)
 }

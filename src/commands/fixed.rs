@@ -1,7 +1,7 @@
 //! `RL.FIXED key limit window [ALIGNED] [COST n] [DRYRUN]`
 
-use super::sliding::{limit_and_window, run_policy};
-use super::Verdict;
+use super::sliding::limit_and_window;
+use super::{run_policy, Verdict};
 use crate::algorithm::fixed_window::FixedWindow;
 use crate::args::{unknown_option, Common, Options};
 use crate::error::Error;

@@ -1,16 +1,11 @@
 //! `RL.GCRA key limit period [BURST n] [COST n] [DRYRUN]`
 
-use super::{horizon_error, load_tat, reply_decision, store_tat, Verdict};
+use super::{horizon_error, run_policy, Verdict};
 use crate::algorithm::gcra::Gcra;
 use crate::args::{self, unknown_option, Common, Options, MAX_COUNT};
-use crate::codec::Kind;
 use crate::error::Error;
 use crate::policy::Policy;
-use crate::server::clock;
 use crate::server::ffi::{Arg, Ctx};
-use crate::server::key::LimiterKey;
-
-pub const NAME: &str = "RL.GCRA";
 
 /// A parsed call: the limiter and the common options.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -74,10 +69,5 @@ pub fn run(ctx: Ctx, args: &[Arg]) -> Result<Verdict, Error> {
         return Err(Error::Arity("rl.gcra"));
     };
     let call = parse(rest)?;
-    let now = clock::now_us();
-    let mut key = LimiterKey::open(ctx, *key);
-    let stored = load_tat(&key, Kind::Gcra, NAME)?;
-    let (decision, new) = call.gcra.decide(stored, now, call.common.cost);
-    store_tat(&mut key, Kind::Gcra, new, call.common.dryrun, &decision);
-    Ok(reply_decision(ctx, &decision))
+    run_policy(ctx, *key, &Policy::Gcra(call.gcra), call.common)
 }

@@ -1,6 +1,6 @@
 //! The command handlers, one file per command family, and what they share:
-//! the panic guard, the outcome counters, and the schedule-state path that
-//! RL.GCRA and RL.BUCKET have in common.
+//! the panic guard, the outcome counters, and the decision path of every
+//! single-key RL.* command ([`run_policy`]).
 
 pub mod all;
 pub mod bucket;
@@ -12,10 +12,10 @@ pub mod registry;
 pub mod sliding;
 pub mod throttle;
 
-use crate::algorithm::schedule::Tat;
 use crate::algorithm::{ceil_ms, Decision};
-use crate::codec::{self, Kind, TAT_MAX_LEN};
+use crate::args::Common;
 use crate::error::Error;
+use crate::policy::Policy;
 use crate::server::ffi::{self, Arg, Ctx, RString};
 use crate::server::key::LimiterKey;
 use crate::server::reply;
@@ -76,23 +76,18 @@ pub unsafe fn guard(
     raw::REDISMODULE_OK as c_int
 }
 
-/// Reads the TAT that `kind`'s state in `key` holds (`None`: no key).
-pub fn load_tat(key: &LimiterKey, kind: Kind, command: &'static str) -> Result<Option<Tat>, Error> {
-    match key.value()? {
-        None => Ok(None),
-        Some(v) => codec::decode_tat(v, kind)
-            .map(Some)
-            .map_err(|e| Error::state(command, e)),
+/// Reads the clock once, decides against the key's state, stores the write
+/// (unless DRYRUN) with a TTL of the decision's reset, and replies.
+pub fn run_policy(ctx: Ctx, key: Arg, policy: &Policy, common: Common) -> Result<Verdict, Error> {
+    let now = crate::server::clock::now_us();
+    let mut key = LimiterKey::open(ctx, key);
+    let outcome = policy
+        .decide(key.value()?, now, common.cost)
+        .map_err(|e| Error::state(policy.command(), e))?;
+    if let (Some(write), false) = (&outcome.write, common.dryrun) {
+        key.apply(write, ceil_ms(outcome.decision.reset_after_us));
     }
-}
-
-/// Stores a new TAT (unless this is a dry run) with the decision's TTL.
-pub fn store_tat(key: &mut LimiterKey, kind: Kind, new: Option<Tat>, dryrun: bool, d: &Decision) {
-    if let (Some(tat), false) = (new, dryrun) {
-        let mut buf = [0u8; TAT_MAX_LEN];
-        let len = codec::encode_tat(kind, tat, &mut buf);
-        key.write(&buf[..len], ceil_ms(d.reset_after_us));
-    }
+    Ok(reply_decision(ctx, &outcome.decision))
 }
 
 /// The error for a horizon that is too long, in the command's own words.

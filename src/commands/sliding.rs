@@ -1,19 +1,13 @@
 //! `RL.SLIDING key limit window [EXACT | APPROX | BUCKETS n] [COST n] [DRYRUN]`
-//!
-//! Also the decision path that every [`Policy`]-based command shares
-//! ([`run_policy`]).
 
-use super::{reply_decision, Verdict};
-use crate::algorithm::ceil_ms;
+use super::{run_policy, Verdict};
 use crate::algorithm::sliding_approx::SlidingApprox;
 use crate::algorithm::sliding_buckets::{SlidingBuckets, MAX_BUCKETS, MIN_BUCKETS};
 use crate::algorithm::sliding_log::{SlidingLog, MAX_EXACT_LIMIT};
 use crate::args::{self, unknown_option, Common, Options, MAX_COUNT};
 use crate::error::Error;
 use crate::policy::Policy;
-use crate::server::clock;
 use crate::server::ffi::{Arg, Ctx};
-use crate::server::key::LimiterKey;
 
 /// The mode keywords seen so far; at most one may be given.
 #[derive(Debug, Default)]
@@ -124,20 +118,6 @@ pub fn run(ctx: Ctx, args: &[Arg]) -> Result<Verdict, Error> {
     };
     let (policy, common) = parse(rest)?;
     run_policy(ctx, *key, &policy, common)
-}
-
-/// Reads the clock once, decides against the key's state, stores the write
-/// (unless DRYRUN) with a TTL of the decision's reset, and replies.
-pub fn run_policy(ctx: Ctx, key: Arg, policy: &Policy, common: Common) -> Result<Verdict, Error> {
-    let now = clock::now_us();
-    let mut key = LimiterKey::open(ctx, key);
-    let outcome = policy
-        .decide(key.value()?, now, common.cost)
-        .map_err(|e| Error::state(policy.command(), e))?;
-    if let (Some(write), false) = (&outcome.write, common.dryrun) {
-        key.apply(write, ceil_ms(outcome.decision.reset_after_us));
-    }
-    Ok(reply_decision(ctx, &outcome.decision))
 }
 
 #[cfg(test)]
