@@ -21,6 +21,8 @@
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
+# shellcheck source=scripts/lib.sh
+. scripts/lib.sh
 ROUNDS=${ROUNDS:-5}
 REQUESTS=${REQUESTS:-200000}
 KEYSPACE=${KEYSPACE:-100000}
@@ -76,17 +78,7 @@ if [ "$CORES" -ge 2 ] && command -v taskset >/dev/null; then
     CLIENT_PIN=(taskset -c 1)
 fi
 
-port_in_use() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
-
-PORT=
-for _ in $(seq 1 50); do
-    candidate=$((20000 + RANDOM % 12000))
-    if ! port_in_use "$candidate"; then
-        PORT=$candidate
-        break
-    fi
-done
-[ -n "$PORT" ] || die "no free loopback port found"
+PORT=$(free_port) || die "no free loopback port found"
 
 WORKDIR=$(mktemp -d)
 SERVER_PID=

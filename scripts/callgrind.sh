@@ -14,6 +14,8 @@
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
+# shellcheck source=scripts/lib.sh
+. scripts/lib.sh
 REQUESTS=${REQUESTS:-20000}
 KEYSPACE=${KEYSPACE:-100000}
 TOP=${TOP:-25}
@@ -36,16 +38,7 @@ fi
 mkdir -p "$OUT"
 rm -f "$OUT"/callgrind.out.*
 
-port_in_use() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
-PORT=
-for _ in $(seq 1 50); do
-    candidate=$((20000 + RANDOM % 12000))
-    if ! port_in_use "$candidate"; then
-        PORT=$candidate
-        break
-    fi
-done
-[ -n "$PORT" ] || exit 1
+PORT=$(free_port) || exit 1
 
 WORKDIR=$(mktemp -d)
 VG_PID=

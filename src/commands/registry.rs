@@ -230,34 +230,30 @@ const DECISION_KEY_FLAGS: u64 = (raw::REDISMODULE_CMD_KEY_RW
     | raw::REDISMODULE_CMD_KEY_ACCESS
     | raw::REDISMODULE_CMD_KEY_UPDATE) as u64;
 
-/// The key specs of a command, terminated by a zeroed spec.
+/// The key specs of a command, terminated by a zeroed spec. Both kinds
+/// begin at argument 1: the key itself, or RL.ALL's `numkeys`.
 fn key_specs(keys: Keys) -> Vec<raw::RedisModuleCommandKeySpec> {
     // SAFETY: the key spec is plain data (integers, unions of integers and
     // null pointers); all-zero is its documented terminator.
     let zeroed = || unsafe { std::mem::zeroed::<raw::RedisModuleCommandKeySpec>() };
-    let mut specs = Vec::new();
-    if keys == Keys::First {
-        let mut one = zeroed();
-        one.flags = DECISION_KEY_FLAGS;
-        one.begin_search_type = raw::RedisModuleKeySpecBeginSearchType_REDISMODULE_KSPEC_BS_INDEX;
-        one.bs.index.pos = 1;
-        one.find_keys_type = raw::RedisModuleKeySpecFindKeysType_REDISMODULE_KSPEC_FK_RANGE;
-        one.fk.range.lastkey = 0;
-        one.fk.range.keystep = 1;
-        one.fk.range.limit = 0;
-        specs.push(one);
+    let mut spec = zeroed();
+    spec.flags = DECISION_KEY_FLAGS;
+    spec.begin_search_type = raw::RedisModuleKeySpecBeginSearchType_REDISMODULE_KSPEC_BS_INDEX;
+    spec.bs.index.pos = 1;
+    match keys {
+        Keys::None => return vec![zeroed()],
+        Keys::First => {
+            spec.find_keys_type = raw::RedisModuleKeySpecFindKeysType_REDISMODULE_KSPEC_FK_RANGE;
+            spec.fk.range.lastkey = 0;
+            spec.fk.range.keystep = 1;
+            spec.fk.range.limit = 0;
+        }
+        Keys::NumKeys => {
+            spec.find_keys_type = raw::RedisModuleKeySpecFindKeysType_REDISMODULE_KSPEC_FK_KEYNUM;
+            spec.fk.keynum.keynumidx = 0;
+            spec.fk.keynum.firstkey = 1;
+            spec.fk.keynum.keystep = 1;
+        }
     }
-    if keys == Keys::NumKeys {
-        let mut many = zeroed();
-        many.flags = DECISION_KEY_FLAGS;
-        many.begin_search_type = raw::RedisModuleKeySpecBeginSearchType_REDISMODULE_KSPEC_BS_INDEX;
-        many.bs.index.pos = 1;
-        many.find_keys_type = raw::RedisModuleKeySpecFindKeysType_REDISMODULE_KSPEC_FK_KEYNUM;
-        many.fk.keynum.keynumidx = 0;
-        many.fk.keynum.firstkey = 1;
-        many.fk.keynum.keystep = 1;
-        specs.push(many);
-    }
-    specs.push(zeroed());
-    specs
+    vec![spec, zeroed()]
 }

@@ -29,6 +29,18 @@ impl LimiterKey {
         unsafe { api!(RedisModule_KeyType)(self.key) as isize }
     }
 
+    /// The length of the key's string value; `None` if it holds no string.
+    fn string_len(&self) -> Option<usize> {
+        if self.key_type() != raw::REDISMODULE_KEYTYPE_STRING {
+            return None;
+        }
+        let mut len = 0usize;
+        // SAFETY: the key is open and holds a string; a read-mode DMA of a
+        // string we wrote (raw-encoded) changes nothing.
+        unsafe { api!(RedisModule_StringDMA)(self.key, &mut len, raw::REDISMODULE_READ as c_int) };
+        Some(len)
+    }
+
     /// The key's string value; `None` if the key does not exist.
     /// Reading never changes the value, its expiry or its WATCH state.
     pub fn value(&self) -> Result<Option<&[u8]>, Error> {
@@ -100,10 +112,7 @@ impl LimiterKey {
         // SAFETY: self.key is open for writing; after the truncate the value
         // is at least `needed` bytes long, and every range lies within it.
         unsafe {
-            let mut len = 0usize;
-            if self.key_type() == raw::REDISMODULE_KEYTYPE_STRING {
-                api!(RedisModule_StringDMA)(self.key, &mut len, raw::REDISMODULE_READ as c_int);
-            }
+            let mut len = self.string_len().unwrap_or(0);
             if needed > len {
                 api!(RedisModule_StringTruncate)(self.key, needed);
             }
@@ -145,17 +154,10 @@ impl LimiterKey {
     /// Replaces the value in place when the length is unchanged (no
     /// allocation); otherwise recreates it at its exact size.
     fn set_bytes(&mut self, value: &[u8]) {
+        let current_len = self.string_len();
         // SAFETY: self.key is open for writing. After StringTruncate the key
         // holds a string of exactly value.len() bytes, which DMA exposes.
         unsafe {
-            let current_len = match self.key_type() {
-                raw::REDISMODULE_KEYTYPE_STRING => {
-                    let mut len = 0usize;
-                    api!(RedisModule_StringDMA)(self.key, &mut len, raw::REDISMODULE_READ as c_int);
-                    Some(len)
-                }
-                _ => None,
-            };
             if current_len != Some(value.len()) {
                 if current_len.is_some() {
                     api!(RedisModule_DeleteKey)(self.key);
