@@ -1,14 +1,15 @@
 //! Argument parsing: integers, durations and options, from raw bytes.
 //! Arguments are never assumed to be UTF-8.
 
-use crate::error::{printable, Error};
+use crate::algorithm::Micros;
+use crate::error::Error;
 
 /// The largest integer any count, limit or cost may take, so that every
 /// reply field fits a signed 64-bit integer.
 pub const MAX_COUNT: u64 = i64::MAX as u64;
 
-/// The longest duration: 36,500 days (100 years), in milliseconds.
-pub const MAX_DURATION_MS: u64 = 36_500 * 86_400 * 1_000;
+/// The longest duration an argument may give: 36,500 days (100 years).
+pub const MAX_DURATION: Micros = Micros::from_secs(36_500 * 86_400);
 
 /// Parses a decimal integer in `min..=max`: digits only, no sign, no spaces.
 pub fn integer(bytes: &[u8], arg: &'static str, min: u64, max: u64) -> Result<u64, Error> {
@@ -35,8 +36,8 @@ fn digits(bytes: &[u8]) -> Option<u64> {
 
 /// Parses a duration, `60`, `250ms`, `1m`, ...: a positive integer with an
 /// optional unit `ms`, `s`, `m`, `h`, `d` (any case); a bare number is
-/// seconds. Returns microseconds.
-pub fn duration_us(bytes: &[u8], arg: &'static str) -> Result<u64, Error> {
+/// seconds.
+pub fn duration(bytes: &[u8], arg: &'static str) -> Result<Micros, Error> {
     let split = bytes
         .iter()
         .position(|b| !b.is_ascii_digit())
@@ -67,107 +68,46 @@ pub fn duration_us(bytes: &[u8], arg: &'static str) -> Result<u64, Error> {
     let ms = n
         .checked_mul(ms_per_unit)
         .ok_or(Error::DurationTooLong { arg })?;
-    if ms > MAX_DURATION_MS {
+    let duration = Micros::from_millis(ms);
+    if duration > MAX_DURATION {
         return Err(Error::DurationTooLong { arg });
     }
-    Ok(ms * 1_000)
+    Ok(duration)
 }
 
 /// Walks the optional arguments after a command's fixed ones.
 pub struct Options<'a, A> {
     args: &'a [A],
     pos: usize,
-    /// Options given so far (no command has more than a handful).
-    seen: [&'static str; 8],
-    seen_len: usize,
 }
 
 impl<'a, A: AsRef<[u8]>> Options<'a, A> {
     pub fn new(args: &'a [A]) -> Options<'a, A> {
-        Options {
-            args,
-            pos: 0,
-            seen: [""; 8],
-            seen_len: 0,
-        }
+        Options { args, pos: 0 }
     }
 
-    /// The next keyword, if any.
+    /// The next word, without taking it.
+    pub fn peek(&self) -> Option<&'a [u8]> {
+        self.args.get(self.pos).map(AsRef::as_ref)
+    }
+
+    /// Takes the next keyword, if any.
     pub fn next_keyword(&mut self) -> Option<&'a [u8]> {
-        let word = self.args.get(self.pos)?;
+        let word = self.peek()?;
         self.pos += 1;
-        Some(word.as_ref())
+        Some(word)
     }
 
-    /// Records that `name` was given; an error the second time.
-    pub fn once(&mut self, name: &'static str) -> Result<(), Error> {
-        if self.seen[..self.seen_len].contains(&name) {
-            return Err(Error::RepeatedOption(name));
-        }
-        if let Some(slot) = self.seen.get_mut(self.seen_len) {
-            *slot = name;
-            self.seen_len += 1;
-        }
-        Ok(())
-    }
-
-    /// The value that follows option `name`.
+    /// Takes the value that follows option `name`.
     pub fn value(&mut self, name: &'static str) -> Result<&'a [u8], Error> {
-        let v = self.args.get(self.pos).ok_or(Error::MissingValue(name))?;
+        let v = self.peek().ok_or(Error::MissingValue(name))?;
         self.pos += 1;
-        Ok(v.as_ref())
-    }
-}
-
-pub fn unknown_option(word: &[u8]) -> Error {
-    Error::UnknownOption(printable(word))
-}
-
-/// `COST n` and `DRYRUN`, which every decision command takes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Common {
-    pub cost: u64,
-    pub dryrun: bool,
-}
-
-impl Default for Common {
-    fn default() -> Common {
-        Common {
-            cost: 1,
-            dryrun: false,
-        }
-    }
-}
-
-impl Common {
-    /// Consumes `word` (and its value) if it is a common option.
-    pub fn accept<A: AsRef<[u8]>>(
-        &mut self,
-        word: &[u8],
-        opts: &mut Options<A>,
-    ) -> Result<bool, Error> {
-        if word.eq_ignore_ascii_case(b"COST") {
-            opts.once("COST")?;
-            self.cost = integer(opts.value("COST")?, "COST", 0, MAX_COUNT)?;
-        } else if word.eq_ignore_ascii_case(b"DRYRUN") {
-            opts.once("DRYRUN")?;
-            self.dryrun = true;
-        } else {
-            return Ok(false);
-        }
-        Ok(true)
+        Ok(v)
     }
 
-    /// Parses a tail that holds only the common options.
-    pub fn parse<A: AsRef<[u8]>>(tail: &[A]) -> Result<Common, Error> {
-        let mut common = Common::default();
-        let mut opts = Options::new(tail);
-        while let Some(word) = opts.next_keyword() {
-            if !common.accept(word, &mut opts)? {
-                return Err(unknown_option(word));
-            }
-        }
-        Ok(common)
+    /// How many arguments have been taken.
+    pub fn position(&self) -> usize {
+        self.pos
     }
 }
 
@@ -207,13 +147,13 @@ mod tests {
 
     #[test]
     fn durations() {
-        assert_eq!(duration_us(b"60", "period"), Ok(60_000_000));
-        assert_eq!(duration_us(b"250ms", "period"), Ok(250_000));
-        assert_eq!(duration_us(b"1m", "period"), Ok(60_000_000));
-        assert_eq!(duration_us(b"2H", "period"), Ok(7_200_000_000));
+        assert_eq!(duration(b"60", "period"), Ok(Micros::new(60_000_000)));
+        assert_eq!(duration(b"250ms", "period"), Ok(Micros::new(250_000)));
+        assert_eq!(duration(b"1m", "period"), Ok(Micros::new(60_000_000)));
+        assert_eq!(duration(b"2H", "period"), Ok(Micros::new(7_200_000_000)));
         assert_eq!(
-            duration_us(b"36500d", "period"),
-            Ok(MAX_DURATION_MS * 1_000)
+            duration(b"36500d", "period"),
+            Ok(MAX_DURATION)
         );
         for bad in [
             &b""[..],
@@ -227,7 +167,7 @@ mod tests {
             b"1sec",
         ] {
             assert_eq!(
-                duration_us(bad, "period"),
+                duration(bad, "period"),
                 Err(Error::Duration { arg: "period" }),
                 "{bad:?}"
             );
@@ -240,39 +180,9 @@ mod tests {
             b"99999999999999999999999999ms",
         ] {
             assert_eq!(
-                duration_us(long, "period"),
+                duration(long, "period"),
                 Err(Error::DurationTooLong { arg: "period" })
             );
         }
-    }
-
-    #[test]
-    fn common_options() {
-        assert_eq!(
-            Common::parse::<&[u8]>(&[]),
-            Ok(Common {
-                cost: 1,
-                dryrun: false
-            })
-        );
-        assert_eq!(
-            Common::parse(&[&b"cost"[..], b"0", b"DryRun"]),
-            Ok(Common {
-                cost: 0,
-                dryrun: true
-            })
-        );
-        assert_eq!(
-            Common::parse(&[&b"COST"[..]]),
-            Err(Error::MissingValue("COST"))
-        );
-        assert_eq!(
-            Common::parse(&[&b"DRYRUN"[..], b"DRYRUN"]),
-            Err(Error::RepeatedOption("DRYRUN"))
-        );
-        assert_eq!(
-            Common::parse(&[&b"FOO"[..]]),
-            Err(Error::UnknownOption("FOO".into()))
-        );
     }
 }

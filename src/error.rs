@@ -1,6 +1,8 @@
 //! Every error the module replies with, in one place. Each message starts
 //! with `ERR` or `WRONGTYPE` and names what is wrong; tests pin the texts.
 
+use crate::algorithm::Micros;
+use crate::args::MAX_DURATION;
 use crate::codec::{Kind, StateError};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -15,19 +17,20 @@ pub enum Error {
     Duration {
         arg: &'static str,
     },
-    /// A duration above [`crate::args::MAX_DURATION_MS`].
+    /// A duration above [`MAX_DURATION`].
     DurationTooLong {
         arg: &'static str,
     },
     UnknownOption(String),
     RepeatedOption(&'static str),
     MissingValue(&'static str),
-    /// The command has too few or too many arguments.
+    /// The command (named as users write it) has too few or too many
+    /// arguments.
     Arity(&'static str),
     /// An RL.ALL policy without all its arguments; holds its syntax.
-    PolicyArgs(&'static str),
-    /// An RL.ALL policy name that does not exist.
-    UnknownPolicy(String),
+    PolicyArgs(String),
+    /// An RL.ALL policy name that does not exist, and the names that do.
+    UnknownPolicy { given: String, expected: String },
     /// RL.ALL with fewer policies than keys.
     PolicyCount {
         keys: usize,
@@ -44,12 +47,9 @@ pub enum Error {
         again: usize,
     },
     /// The parameters make the limiter take longer than the horizon to reset.
-    HorizonTooLong {
-        span: &'static str,
-        max: &'static str,
-    },
+    HorizonTooLong { span: &'static str, max: Micros },
     /// Options of which at most one may be given (names them all).
-    Exclusive(&'static str),
+    Exclusive(String),
     /// `limit` above what a mode accepts.
     LimitTooHigh {
         max: u64,
@@ -71,9 +71,11 @@ pub enum Error {
     ClockNotManual,
     UnknownSubcommand {
         command: &'static str,
-        hint: &'static str,
+        hint: String,
         given: String,
     },
+    /// The server could not take a write; nothing was changed.
+    WriteFailed(&'static str),
     /// A panic was caught in a handler; nothing was written.
     Internal(&'static str),
 }
@@ -111,17 +113,23 @@ impl std::fmt::Display for Error {
                 f,
                 "ERR {arg} must be a positive integer with an optional unit ms, s, m, h or d"
             ),
-            Error::DurationTooLong { arg } => write!(f, "ERR {arg} must be at most 36500d"),
+            Error::DurationTooLong { arg } => {
+                write!(f, "ERR {arg} must be at most {}d", MAX_DURATION.get() / US_PER_DAY)
+            }
             Error::UnknownOption(o) => write!(f, "ERR syntax error: unknown option '{o}'"),
             Error::RepeatedOption(o) => write!(f, "ERR syntax error: {o} given more than once"),
             Error::MissingValue(o) => write!(f, "ERR syntax error: {o} needs a value"),
-            Error::Arity(cmd) => write!(f, "ERR wrong number of arguments for '{cmd}' command"),
+            Error::Arity(cmd) => write!(
+                f,
+                "ERR wrong number of arguments for '{}' command",
+                cmd.to_ascii_lowercase()
+            ),
             Error::PolicyArgs(syntax) => {
                 write!(f, "ERR syntax error: the policy is {syntax}")
             }
-            Error::UnknownPolicy(p) => write!(
+            Error::UnknownPolicy { given, expected } => write!(
                 f,
-                "ERR syntax error: unknown policy '{p}': expected GCRA, BUCKET, SLIDING or FIXED"
+                "ERR syntax error: unknown policy '{given}': expected {expected}"
             ),
             Error::PolicyCount { keys, policies } => write!(
                 f,
@@ -143,7 +151,7 @@ impl std::fmt::Display for Error {
                 "ERR key {again} is the same as key {first}: each limit needs its own key"
             ),
             Error::HorizonTooLong { span, max } => {
-                write!(f, "ERR {span} must be at most {max}")
+                write!(f, "ERR {span} must be at most {} years", max.get() / US_PER_YEAR)
             }
             Error::Exclusive(options) => {
                 write!(f, "ERR syntax error: {options} are mutually exclusive")
@@ -199,6 +207,9 @@ impl std::fmt::Display for Error {
                     "ERR unknown subcommand '{given}' for {command}: try {hint}"
                 )
             }
+            Error::WriteFailed(why) => {
+                write!(f, "ERR the key could not be written ({why}); nothing was changed")
+            }
             Error::Internal(cmd) => {
                 write!(f, "ERR internal error in {cmd}; nothing was changed")
             }
@@ -206,7 +217,16 @@ impl std::fmt::Display for Error {
     }
 }
 
+const US_PER_DAY: u64 = 86_400 * 1_000_000;
+/// A year of 365 days, as the horizons are defined.
+const US_PER_YEAR: u64 = 365 * US_PER_DAY;
+
 impl Error {
+    /// Parameters that make a limiter take longer than `max` to reset.
+    pub fn horizon(span: &'static str, max: Micros) -> Error {
+        Error::HorizonTooLong { span, max }
+    }
+
     /// The state error of `command`, as found in a key.
     pub fn state(command: &'static str, found: StateError) -> Error {
         Error::State { command, found }
@@ -239,8 +259,11 @@ mod tests {
             Error::RepeatedOption("COST"),
             Error::MissingValue("COST"),
             Error::Arity("rl.gcra"),
-            Error::PolicyArgs("GCRA limit period [BURST n]"),
-            Error::UnknownPolicy("X".into()),
+            Error::PolicyArgs("GCRA limit period [BURST n]".into()),
+            Error::UnknownPolicy {
+                given: "X".into(),
+                expected: "GCRA".into(),
+            },
             Error::PolicyCount {
                 keys: 2,
                 policies: 1,
@@ -250,12 +273,10 @@ mod tests {
                 position: 2,
                 error: Box::new(Error::WrongType),
             },
-            Error::HorizonTooLong {
-                span: "a",
-                max: "b",
-            },
+            Error::horizon("a", Micros::new(1)),
             Error::RateTooHigh,
-            Error::Exclusive("A and B"),
+            Error::Exclusive("A and B".into()),
+            Error::WriteFailed("x"),
             Error::LimitTooHigh {
                 max: 1,
                 mode: "EXACT",
@@ -269,7 +290,7 @@ mod tests {
             Error::ClockNotManual,
             Error::UnknownSubcommand {
                 command: "RL.CLOCK",
-                hint: "SET",
+                hint: "SET".into(),
                 given: "x".into(),
             },
             Error::Internal("RL.GCRA"),

@@ -1,31 +1,28 @@
-//! redis-ratelimit: native rate-limit commands for Redis.
+//! redis-ratelimit: native rate-limit commands for Redis and Valkey.
 //!
-//! `algorithm` is the pure core (no Redis types, time passed in); `codec`
-//! lays its state out in plain strings; `args` parses arguments; the Redis
-//! shell is `server` (API wrappers, keys, clock, replies) and `commands`
-//! (one file per command family). This file only registers the module.
+//! Layers, each using only those below it:
+//! - `algorithm`: the pure core, every algorithm in plain Rust with the
+//!   time passed in, in exact integer arithmetic; no Redis types.
+//! - `codec`: the core's state laid out in plain strings (versioned tags).
+//! - `policy`: any limit as one value, bytes in, decision and write out.
+//! - `store` and `engine`: the one decision path of every decision command
+//!   over a store of keys (the server's, or one in memory).
+//! - `commands`: each command defined once as data, and what is derived
+//!   from it (parsers, COMMAND DOCS), and the handlers.
+//! - `server`: everything that touches the Redis module API, the only
+//!   place with `unsafe` code (denied everywhere else by this attribute).
+#![deny(unsafe_code)]
 
-pub mod algorithm;
-pub mod args;
-pub mod codec;
-pub mod commands;
-pub mod error;
-pub mod policy;
-pub mod server;
-pub mod stats;
+mod algorithm;
+mod args;
+mod codec;
+mod commands;
+mod engine;
+mod error;
+mod policy;
+#[allow(unsafe_code)]
+mod server;
+mod stats;
+mod store;
 
-mod init;
-
-use init::on_load;
-use redis_module::redis_module;
-
-redis_module! {
-    name: "ratelimit",
-    version: 1,
-    // Module state lives in Redis strings, allocated by Redis; the module's
-    // own allocations are transient, so the system allocator serves them
-    // and the core stays usable outside a server (tests, benches).
-    allocator: (std::alloc::System, std::alloc::System),
-    data_types: [],
-    init: on_load,
-}
+pub mod api;

@@ -1,50 +1,12 @@
 //! Per-command counters for `INFO ratelimit`: calls, allowed, denied and
-//! errors. Commands run on Redis's main thread; the atomics only make the
-//! statics safe to declare.
+//! errors, by the command's place in the command table. Commands run on
+//! Redis's main thread; the atomics only make the statics safe to declare.
 
+use crate::commands::table::COMMAND_COUNT;
 use crate::commands::Verdict;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Command {
-    Gcra,
-    Bucket,
-    Sliding,
-    Fixed,
-    All,
-    Throttle,
-    Clock,
-}
-
-impl Command {
-    pub const ALL: [Command; 7] = [
-        Command::Gcra,
-        Command::Bucket,
-        Command::Sliding,
-        Command::Fixed,
-        Command::All,
-        Command::Throttle,
-        Command::Clock,
-    ];
-
-    pub const fn name(self) -> &'static str {
-        match self {
-            Command::Gcra => "RL.GCRA",
-            Command::Bucket => "RL.BUCKET",
-            Command::Sliding => "RL.SLIDING",
-            Command::Fixed => "RL.FIXED",
-            Command::All => "RL.ALL",
-            Command::Throttle => "CL.THROTTLE",
-            Command::Clock => "RL.CLOCK",
-        }
-    }
-
-    const fn index(self) -> usize {
-        self as usize
-    }
-}
-
-const N: usize = Command::ALL.len();
+const N: usize = COMMAND_COUNT;
 
 #[derive(Default, Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Counts {
@@ -77,8 +39,8 @@ fn bump(counter: &AtomicU64) {
     counter.store(counter.load(Relaxed).wrapping_add(1), Relaxed);
 }
 
-pub fn record(command: Command, verdict: Verdict) {
-    let i = command.index();
+/// Counts a call of command `i` that replied.
+pub fn record(i: usize, verdict: Verdict) {
     bump(&COUNTERS.calls[i]);
     match verdict {
         Verdict::Allowed => bump(&COUNTERS.allowed[i]),
@@ -87,14 +49,13 @@ pub fn record(command: Command, verdict: Verdict) {
     }
 }
 
-pub fn record_error(command: Command) {
-    let i = command.index();
+/// Counts a call of command `i` that replied with an error.
+pub fn record_error(i: usize) {
     bump(&COUNTERS.calls[i]);
     bump(&COUNTERS.errors[i]);
 }
 
-pub fn counts(command: Command) -> Counts {
-    let i = command.index();
+pub fn counts(i: usize) -> Counts {
     Counts {
         calls: COUNTERS.calls[i].load(Relaxed),
         allowed: COUNTERS.allowed[i].load(Relaxed),

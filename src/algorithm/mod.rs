@@ -12,6 +12,9 @@ pub mod schedule;
 pub mod sliding_approx;
 pub mod sliding_buckets;
 pub mod sliding_log;
+pub mod time;
+
+pub use time::Micros;
 
 /// Microseconds in one millisecond.
 pub const US_PER_MS: u64 = 1_000;
@@ -20,6 +23,7 @@ pub const US_PER_MS: u64 = 1_000;
 /// (`burst × period / limit` for GCRA, `capacity × period / refill` for a
 /// bucket): 1,000 years. It bounds every stored time and every TTL.
 pub const MAX_HORIZON_US: u64 = 1_000 * 365 * 86_400 * 1_000_000;
+pub const MAX_HORIZON: Micros = Micros::new(MAX_HORIZON_US);
 
 /// When a denied request could be retried.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

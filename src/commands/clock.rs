@@ -1,45 +1,56 @@
 //! `RL.CLOCK [SET us | ADVANCE us]`: the limiter's time in microseconds
 //! since the Unix epoch. SET and ADVANCE work only with `clock manual`.
 
+use super::grammar::{join_words, Param};
+use super::table::CommandDef;
 use super::Verdict;
-use crate::args;
+use crate::algorithm::Micros;
 use crate::error::{printable, Error};
 use crate::server::clock::{self, MAX_US};
-use crate::server::ffi::{self, Arg, Ctx};
+use crate::server::{reply, Arg, Ctx};
 
-pub fn run(ctx: Ctx, args: &[Arg]) -> Result<Verdict, Error> {
+const SET: usize = 0;
+const ADVANCE: usize = 1;
+
+pub const SUBCOMMANDS: [(&str, Param); 2] = [
+    ("SET", Param::integer("microseconds", 0, MAX_US)),
+    ("ADVANCE", Param::integer("microseconds", 0, MAX_US)),
+];
+
+pub fn run(command: &CommandDef, ctx: Ctx, args: &[Arg]) -> Result<Verdict, Error> {
     let now = match args {
-        [_] => clock::now_us(),
-        [_, sub, value] if sub.as_ref().eq_ignore_ascii_case(b"SET") => {
-            require_manual()?;
-            let us = args::integer(value.as_ref(), "microseconds", 0, MAX_US)?;
-            clock::set_us(us);
-            us
+        [_] => clock::now(),
+        [_, sub, value] => {
+            let Some(i) = SUBCOMMANDS
+                .iter()
+                .position(|(word, _)| sub.as_ref().eq_ignore_ascii_case(word.as_bytes()))
+            else {
+                let words: Vec<&str> = SUBCOMMANDS.iter().map(|(w, _)| *w).collect();
+                return Err(Error::UnknownSubcommand {
+                    command: command.name,
+                    hint: join_words(&words, "or"),
+                    given: printable(sub.as_ref()),
+                });
+            };
+            if !clock::is_manual() {
+                return Err(Error::ClockNotManual);
+            }
+            let param = SUBCOMMANDS[i].1;
+            let to = match i {
+                SET => param.parse(value.as_ref())?,
+                _ => {
+                    debug_assert_eq!(i, ADVANCE);
+                    // Never past the latest time the clock may show.
+                    let now = clock::now().get().min(MAX_US);
+                    let by = Param::integer(param.name, 0, MAX_US - now).parse(value.as_ref())?;
+                    now + by
+                }
+            };
+            clock::set(Micros::new(to));
+            Micros::new(to)
         }
-        [_, sub, value] if sub.as_ref().eq_ignore_ascii_case(b"ADVANCE") => {
-            require_manual()?;
-            let now = clock::now_us();
-            let us = args::integer(value.as_ref(), "microseconds", 0, MAX_US - now.min(MAX_US))?;
-            clock::set_us(now + us);
-            now + us
-        }
-        [_, sub, _] => {
-            return Err(Error::UnknownSubcommand {
-                command: "RL.CLOCK",
-                hint: "SET or ADVANCE",
-                given: printable(sub.as_ref()),
-            })
-        }
-        _ => return Err(Error::Arity("rl.clock")),
+        _ => return Err(Error::Arity(command.name)),
     };
-    ffi::reply_int(ctx, i64::try_from(now).unwrap_or(i64::MAX));
+    reply::int(ctx, i64::try_from(now.get()).unwrap_or(i64::MAX));
     Ok(Verdict::Other)
-}
-
-fn require_manual() -> Result<(), Error> {
-    if clock::is_manual() {
-        Ok(())
-    } else {
-        Err(Error::ClockNotManual)
-    }
 }

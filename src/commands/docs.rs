@@ -1,301 +1,223 @@
-//! `COMMAND DOCS` arguments for each command, registered with
-//! `RedisModule_SetCommandInfo`.
-//!
-//! Redis copies every argument (names, tokens, nested lists) during
-//! `SetCommandInfo`, so the lists only have to outlive that call. The
-//! top-level list is the returned `Vec`; nested lists (the alternatives of
-//! a `oneof`, the parts of a `block`) are leaked: a few hundred bytes, once
-//! per module load.
+//! COMMAND DOCS arguments, derived from a command's definition. Plain data
+//! here; `server::register` hands it to Redis.
 
-use redis_module::raw;
-use std::ffi::CStr;
+use super::grammar::{Opt, Param, Parse, PolicyDef, COMMON};
+use super::table::{CommandDef, Grammar, POLICIES};
 
-type CommandArg = raw::RedisModuleCommandArg;
-type ArgType = raw::RedisModuleCommandArgType;
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DocType {
+    Key,
+    Integer,
+    String,
+    PureToken,
+    OneOf,
+    Block,
+}
 
-/// The argument list of `command`, terminated by a zeroed entry; `None` when
-/// the command declares no arguments.
-pub fn args(command: &CStr) -> Option<Vec<CommandArg>> {
-    let list = match command.to_bytes() {
-        b"rl.gcra" => vec![
-            key(),
-            int(c"limit"),
-            duration(c"period"),
-            optional(with_token(int(c"burst"), c"BURST")),
-            cost(),
-            dryrun(),
-        ],
-        b"rl.bucket" => vec![
-            key(),
-            int(c"capacity"),
-            int(c"refill"),
-            duration(c"period"),
-            cost(),
-            dryrun(),
-        ],
-        b"rl.sliding" => vec![
-            key(),
-            int(c"limit"),
-            duration(c"window"),
-            optional(sliding_mode()),
-            cost(),
-            dryrun(),
-        ],
-        b"rl.fixed" => vec![
-            key(),
-            int(c"limit"),
-            duration(c"window"),
-            optional(token(c"ALIGNED")),
-            cost(),
-            dryrun(),
-        ],
-        b"rl.all" => vec![
-            int(c"numkeys"),
-            multiple(key()),
-            multiple(policy()),
-            cost(),
-            dryrun(),
-        ],
-        b"cl.throttle" => vec![
-            key(),
-            int(c"max_burst"),
-            int(c"count"),
-            int(c"period"),
-            optional(int(c"quantity")),
-        ],
-        b"rl.clock" => vec![optional(oneof(
-            c"operation",
-            vec![
-                with_token(int(c"microseconds"), c"SET"),
-                with_token(int(c"microseconds"), c"ADVANCE"),
-            ],
-        ))],
-        _ => return None,
+/// One argument as COMMAND DOCS shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DocArg {
+    pub name: String,
+    pub kind: DocType,
+    pub token: Option<&'static str>,
+    pub optional: bool,
+    pub multiple: bool,
+    pub subargs: Vec<DocArg>,
+}
+
+impl DocArg {
+    fn new(name: &str, kind: DocType) -> DocArg {
+        DocArg {
+            name: name.to_string(),
+            kind,
+            token: None,
+            optional: false,
+            multiple: false,
+            subargs: Vec::new(),
+        }
+    }
+
+    fn optional(self) -> DocArg {
+        DocArg {
+            optional: true,
+            ..self
+        }
+    }
+
+    fn multiple(self) -> DocArg {
+        DocArg {
+            multiple: true,
+            ..self
+        }
+    }
+
+    fn with_token(self, token: &'static str) -> DocArg {
+        DocArg {
+            token: Some(token),
+            ..self
+        }
+    }
+
+    fn parent(name: &str, kind: DocType, subargs: Vec<DocArg>) -> DocArg {
+        DocArg {
+            subargs,
+            ..DocArg::new(name, kind)
+        }
+    }
+
+    /// `name:type`, `TOKEN`, `(a | b)`, `[...]`: a one-line synopsis, as
+    /// the integration test reads COMMAND DOCS back.
+    pub fn synopsis(&self) -> String {
+        let parts = || -> Vec<String> { self.subargs.iter().map(DocArg::synopsis).collect() };
+        let typed = |kind: &str| match self.token {
+            Some(t) => format!("{t} {}:{kind}", self.name),
+            None => format!("{}:{kind}", self.name),
+        };
+        let mut s = match self.kind {
+            DocType::Key => typed("key"),
+            DocType::Integer => typed("integer"),
+            DocType::String => typed("string"),
+            DocType::PureToken => self.token.unwrap_or_default().to_string(),
+            DocType::OneOf => format!("({})", parts().join(" | ")),
+            DocType::Block => {
+                let inner = parts().join(" ");
+                match self.token {
+                    Some(t) => format!("{t} {inner}"),
+                    None => inner,
+                }
+            }
+        };
+        if self.multiple {
+            s.push_str("...");
+        }
+        if self.optional {
+            s = format!("[{s}]");
+        }
+        s
+    }
+}
+
+fn key() -> DocArg {
+    DocArg::new("key", DocType::Key)
+}
+
+fn param(p: &Param) -> DocArg {
+    let kind = match p.parse {
+        Parse::Integer { .. } => DocType::Integer,
+        // A duration is an integer with an optional unit: a string.
+        Parse::Duration => DocType::String,
     };
-    Some(terminated(list))
+    DocArg::new(p.name, kind)
 }
 
-/// `GCRA limit period [BURST n] | BUCKET capacity refill period |
-/// SLIDING limit window [mode] | FIXED limit window [ALIGNED]`.
-fn policy() -> CommandArg {
-    oneof(
-        c"policy",
-        vec![
-            block(
-                c"gcra",
-                c"GCRA",
-                vec![
-                    int(c"limit"),
-                    duration(c"period"),
-                    optional(with_token(int(c"burst"), c"BURST")),
-                ],
-            ),
-            block(
-                c"bucket",
-                c"BUCKET",
-                vec![int(c"capacity"), int(c"refill"), duration(c"period")],
-            ),
-            block(
-                c"sliding",
-                c"SLIDING",
-                vec![int(c"limit"), duration(c"window"), optional(sliding_mode())],
-            ),
-            block(
-                c"fixed",
-                c"FIXED",
-                vec![
-                    int(c"limit"),
-                    duration(c"window"),
-                    optional(token(c"ALIGNED")),
-                ],
-            ),
-        ],
-    )
+/// An option's value is named after its token in lower case.
+fn option(o: &Opt) -> DocArg {
+    let name = o.token.to_ascii_lowercase();
+    let kind = match o.value {
+        Some(Parse::Integer { .. }) => DocType::Integer,
+        Some(Parse::Duration) => DocType::String,
+        None => DocType::PureToken,
+    };
+    DocArg::new(&name, kind).with_token(o.token)
 }
 
-/// `EXACT | APPROX | BUCKETS n`.
-fn sliding_mode() -> CommandArg {
-    oneof(
-        c"mode",
-        vec![
-            token(c"EXACT"),
-            token(c"APPROX"),
-            with_token(int(c"buckets"), c"BUCKETS"),
-        ],
-    )
+/// A list of options: each optional; a group as one optional one-of.
+fn options(list: &[Opt]) -> Vec<DocArg> {
+    let mut out: Vec<DocArg> = Vec::new();
+    let mut groups: Vec<&str> = Vec::new();
+    for o in list {
+        match o.group {
+            Some(g) if groups.contains(&g) => {}
+            Some(g) => {
+                groups.push(g);
+                let members = list.iter().filter(|m| m.group == Some(g)).map(option);
+                out.push(DocArg::parent(g, DocType::OneOf, members.collect()).optional());
+            }
+            None => out.push(option(o).optional()),
+        }
+    }
+    out
 }
 
-fn cost() -> CommandArg {
-    optional(with_token(int(c"cost"), c"COST"))
+/// A policy's arguments after its keyword (or after the key).
+fn policy_args(p: &PolicyDef) -> Vec<DocArg> {
+    let mut out: Vec<DocArg> = p.params.iter().map(param).collect();
+    out.extend(options(p.options));
+    out
 }
 
-fn dryrun() -> CommandArg {
-    optional(token(c"DRYRUN"))
-}
-
-fn arg(name: &'static CStr, type_: ArgType) -> CommandArg {
-    CommandArg {
-        name: name.as_ptr(),
-        type_,
-        key_spec_index: -1,
-        token: std::ptr::null(),
-        summary: std::ptr::null(),
-        since: std::ptr::null(),
-        flags: raw::REDISMODULE_CMD_ARG_NONE as i32,
-        deprecated_since: std::ptr::null(),
-        subargs: std::ptr::null_mut(),
-        display_text: std::ptr::null(),
+/// The arguments of `command`, in order, without the command name.
+pub fn arguments(command: &CommandDef) -> Vec<DocArg> {
+    match &command.grammar {
+        Grammar::Policy(p) => {
+            let mut out = vec![key()];
+            out.extend(policy_args(p));
+            out.extend(options(&COMMON));
+            out
+        }
+        Grammar::All => {
+            let blocks = POLICIES.iter().map(|p| {
+                let name = p.keyword.to_ascii_lowercase();
+                DocArg::parent(&name, DocType::Block, policy_args(p)).with_token(p.keyword)
+            });
+            let mut out = vec![
+                DocArg::new("numkeys", DocType::Integer),
+                key().multiple(),
+                DocArg::parent("policy", DocType::OneOf, blocks.collect()).multiple(),
+            ];
+            out.extend(options(&COMMON));
+            out
+        }
+        Grammar::Positional { params, optional } => {
+            let required = params.len() - optional;
+            let mut out = vec![key()];
+            for (i, p) in params.iter().enumerate() {
+                let arg = param(p);
+                out.push(if i < required { arg } else { arg.optional() });
+            }
+            out
+        }
+        Grammar::Subcommands { name, choices } => {
+            let choices = choices.iter().map(|(token, p)| param(p).with_token(token));
+            vec![DocArg::parent(name, DocType::OneOf, choices.collect()).optional()]
+        }
     }
 }
 
-/// The limiter key: every command with keys has one key spec, index 0.
-fn key() -> CommandArg {
-    CommandArg {
-        key_spec_index: 0,
-        ..arg(
-            c"key",
-            raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_KEY,
-        )
-    }
-}
-
-fn int(name: &'static CStr) -> CommandArg {
-    arg(
-        name,
-        raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_INTEGER,
-    )
-}
-
-/// A duration is a string: an integer with an optional unit (`250ms`, `1m`).
-fn duration(name: &'static CStr) -> CommandArg {
-    arg(
-        name,
-        raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_STRING,
-    )
-}
-
-/// A keyword on its own (`DRYRUN`), named after itself in lower case.
-fn token(word: &'static CStr) -> CommandArg {
-    let name = Box::leak(
-        word.to_bytes_with_nul()
-            .to_ascii_lowercase()
-            .into_boxed_slice(),
-    );
-    let name = CStr::from_bytes_until_nul(name).unwrap_or(word);
-    with_token(
-        arg(
-            name,
-            raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_PURE_TOKEN,
-        ),
-        word,
-    )
-}
-
-fn with_token(arg: CommandArg, word: &'static CStr) -> CommandArg {
-    CommandArg {
-        token: word.as_ptr(),
-        ..arg
-    }
-}
-
-fn optional(arg: CommandArg) -> CommandArg {
-    CommandArg {
-        flags: arg.flags | raw::REDISMODULE_CMD_ARG_OPTIONAL as i32,
-        ..arg
-    }
-}
-
-fn multiple(arg: CommandArg) -> CommandArg {
-    CommandArg {
-        flags: arg.flags | raw::REDISMODULE_CMD_ARG_MULTIPLE as i32,
-        ..arg
-    }
-}
-
-/// Exactly one of `alternatives`.
-fn oneof(name: &'static CStr, alternatives: Vec<CommandArg>) -> CommandArg {
-    CommandArg {
-        subargs: leak(alternatives),
-        ..arg(
-            name,
-            raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_ONEOF,
-        )
-    }
-}
-
-/// `word part [part ...]` as one unit.
-fn block(name: &'static CStr, word: &'static CStr, parts: Vec<CommandArg>) -> CommandArg {
-    CommandArg {
-        subargs: leak(parts),
-        ..with_token(
-            arg(
-                name,
-                raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_BLOCK,
-            ),
-            word,
-        )
-    }
-}
-
-/// A nested list that lives as long as the module.
-fn leak(list: Vec<CommandArg>) -> *mut CommandArg {
-    Box::leak(terminated(list).into_boxed_slice()).as_mut_ptr()
-}
-
-/// The list followed by the all-null entry that ends it.
-fn terminated(mut list: Vec<CommandArg>) -> Vec<CommandArg> {
-    let mut end = arg(c"", 0);
-    end.name = std::ptr::null();
-    end.key_spec_index = 0;
-    list.push(end);
-    list
+/// The whole synopsis of `command`.
+pub fn synopsis(command: &CommandDef) -> String {
+    let args: Vec<String> = arguments(command).iter().map(DocArg::synopsis).collect();
+    args.join(" ")
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn names(list: *const CommandArg) -> Vec<String> {
-        let mut out = Vec::new();
-        let mut i = 0;
-        // SAFETY: the lists built above end with a null name.
-        unsafe {
-            while !(*list.add(i)).name.is_null() {
-                out.push(CStr::from_ptr((*list.add(i)).name).to_string_lossy().into());
-                i += 1;
-            }
-        }
-        out
-    }
+    use crate::commands::table::COMMANDS;
 
     #[test]
-    fn every_command_has_a_terminated_list() {
-        for name in [
-            c"rl.gcra",
-            c"rl.bucket",
-            c"rl.sliding",
-            c"rl.fixed",
-            c"rl.all",
-            c"cl.throttle",
-            c"rl.clock",
-        ] {
-            let list = args(name).expect("documented");
-            assert!(list.last().is_some_and(|a| a.name.is_null()));
-        }
-        assert!(args(c"rl.nope").is_none());
-    }
-
-    #[test]
-    fn pure_tokens_are_named_in_lower_case() {
-        let list = args(c"rl.fixed").expect("documented");
+    fn synopses_read_as_documented() {
+        let all: Vec<(String, String)> = COMMANDS
+            .iter()
+            .map(|c| (c.lower_name(), synopsis(c)))
+            .collect();
+        let get = |name: &str| all.iter().find(|(n, _)| n == name).unwrap().1.clone();
         assert_eq!(
-            names(list.as_ptr()),
-            ["key", "limit", "window", "aligned", "cost", "dryrun"]
+            get("rl.gcra"),
+            "key:key limit:integer period:string [BURST burst:integer] [COST cost:integer] [DRYRUN]"
         );
-        let policy = args(c"rl.all").expect("documented")[2];
         assert_eq!(
-            names(policy.subargs),
-            ["gcra", "bucket", "sliding", "fixed"]
+            get("rl.sliding"),
+            "key:key limit:integer window:string [(EXACT | APPROX | BUCKETS buckets:integer)] \
+             [COST cost:integer] [DRYRUN]"
+        );
+        assert_eq!(
+            get("cl.throttle"),
+            "key:key max_burst:integer count:integer period:integer [quantity:integer]"
+        );
+        assert_eq!(
+            get("rl.clock"),
+            "[(SET microseconds:integer | ADVANCE microseconds:integer)]"
         );
     }
 }

@@ -2,20 +2,32 @@
 //! command, reply for reply and byte for byte in the key, without its
 //! crashes. Its state is the TAT as a decimal number of nanoseconds.
 
+use super::grammar::Param;
+use super::table::CommandDef;
 use super::Verdict;
 use crate::algorithm::cell::{Cell, CellError};
-use crate::args::{self, MAX_COUNT, MAX_DURATION_MS};
+use crate::algorithm::Micros;
+use crate::args::{self, MAX_COUNT, MAX_DURATION};
 use crate::codec::Kind;
 use crate::error::Error;
-use crate::server::clock;
-use crate::server::ffi::{self, Arg, Ctx};
-use crate::server::key::LimiterKey;
+use crate::policy::StateWrite;
+use crate::server::key::RedisStore;
+use crate::server::{clock, reply, Arg, Ctx};
+use crate::store::{self, Store};
 
 pub const NAME: &str = "CL.THROTTLE";
 
 /// How far ahead of now a TAT may lie: 100 years, so that any TAT before
 /// the year 2162 fits redis-cell's signed 64-bit nanoseconds.
-const MAX_TOLERANCE_NS: i128 = 100 * 365 * 86_400 * 1_000_000_000;
+const MAX_TOLERANCE: Micros = Micros::from_secs(100 * 365 * 86_400);
+
+/// `max_burst count period [quantity]`; `period` in whole seconds.
+pub const PARAMS: [Param; 4] = [
+    Param::integer("max_burst", 0, MAX_COUNT - 1),
+    Param::integer("count", 1, MAX_COUNT).called("count per period"),
+    Param::integer("period", 1, MAX_DURATION.get() / 1_000_000),
+    Param::integer("quantity", 0, MAX_COUNT),
+];
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Call {
@@ -25,32 +37,25 @@ pub struct Call {
 
 /// Parses `max_burst count period [quantity]` (after the key).
 pub fn parse<A: AsRef<[u8]>>(args: &[A]) -> Result<Call, Error> {
-    let (max_burst, count, period, quantity) = match args {
-        [b, c, p] => (b, c, p, None),
-        [b, c, p, q] => (b, c, p, Some(q)),
-        _ => return Err(Error::Arity("cl.throttle")),
-    };
-    let max_burst = args::integer(max_burst.as_ref(), "max_burst", 0, MAX_COUNT - 1)?;
-    let count = args::integer(count.as_ref(), "count per period", 1, MAX_COUNT)?;
-    let period = args::integer(period.as_ref(), "period", 1, MAX_DURATION_MS / 1_000)?;
-    let quantity = match quantity {
-        Some(q) => args::integer(q.as_ref(), "quantity", 0, MAX_COUNT)?,
-        None => 1,
-    };
+    if !(3..=4).contains(&args.len()) {
+        return Err(Error::Arity(NAME));
+    }
+    let mut values = [1u64; 4];
+    for ((param, arg), value) in PARAMS.iter().zip(args).zip(&mut values) {
+        *value = param.parse(arg.as_ref())?;
+    }
+    let [max_burst, count, period, quantity] = values;
     // All four are at most i64::MAX by the ranges above.
     let as_i64 = |x: u64| i64::try_from(x).unwrap_or(i64::MAX);
     let cell = Cell::new(
         as_i64(max_burst),
         as_i64(count),
         as_i64(period),
-        MAX_TOLERANCE_NS,
+        i128::from(MAX_TOLERANCE.get()) * 1_000,
     )
     .map_err(|e| match e {
         CellError::RateTooHigh => Error::RateTooHigh,
-        CellError::BurstTooLong => Error::HorizonTooLong {
-            span: "(max_burst + 1) * period / count",
-            max: "100 years",
-        },
+        CellError::BurstTooLong => Error::horizon("(max_burst + 1) * period / count", MAX_TOLERANCE),
     })?;
     Ok(Call {
         cell,
@@ -67,9 +72,9 @@ pub fn decode_tat(value: &[u8]) -> Result<i64, Error> {
     i64::try_from(n).map_err(|_| Error::NotCellState)
 }
 
-pub fn run(ctx: Ctx, args: &[Arg]) -> Result<Verdict, Error> {
+pub fn run(_command: &CommandDef, ctx: Ctx, args: &[Arg]) -> Result<Verdict, Error> {
     let [_, key, rest @ ..] = args else {
-        return Err(Error::Arity("cl.throttle"));
+        return Err(Error::Arity(NAME));
     };
     let call = parse(rest)?;
     // redis-cell's state is signed 64-bit nanoseconds: refuse a time at
@@ -77,23 +82,19 @@ pub fn run(ctx: Ctx, args: &[Arg]) -> Result<Verdict, Error> {
     // than store a clamped, too early one.
     let out_of_range = Error::ClockOutOfRange("CL.THROTTLE's nanosecond state");
     let now_ns =
-        i64::try_from(u128::from(clock::now_us()) * 1_000).map_err(|_| out_of_range.clone())?;
+        i64::try_from(u128::from(clock::now().get()) * 1_000).map_err(|_| out_of_range.clone())?;
     if i128::from(now_ns) + call.cell.tolerance_ns() > i128::from(i64::MAX) {
         return Err(out_of_range);
     }
-    let mut key = LimiterKey::open(ctx, *key);
-    let stored = key.value()?.map(decode_tat).transpose()?;
+    let mut store = RedisStore::open(ctx, std::slice::from_ref(key));
+    let stored = store.value(0)?.map(decode_tat).transpose()?;
     let (reply, write) = call.cell.throttle(stored, now_ns, call.quantity);
     if let Some(w) = write {
-        let ttl_ms = u64::try_from(w.ttl_ns).unwrap_or(0).div_ceil(1_000_000);
-        key.write(w.tat_ns.to_string().as_bytes(), ttl_ms);
+        let ttl = Micros::new(u64::try_from(w.ttl_ns).unwrap_or(0).div_ceil(1_000));
+        let value = StateWrite::Value(w.tat_ns.to_string().into_bytes());
+        store::write_one(&mut store, 0, &value, ttl)?;
     }
-    ffi::reply_array(ctx, 5);
-    ffi::reply_int(ctx, i64::from(reply.limited));
-    ffi::reply_int(ctx, reply.limit);
-    ffi::reply_int(ctx, reply.remaining);
-    ffi::reply_int(ctx, reply.retry_after_s);
-    ffi::reply_int(ctx, reply.reset_after_s);
+    reply::throttle(ctx, &reply);
     Ok(Verdict::of(!reply.limited))
 }
 
@@ -129,6 +130,6 @@ mod tests {
                 .to_string(),
             "ERR quantity must be an integer from 0 to 9223372036854775807"
         );
-        assert_eq!(parse(&[&b"1"[..], b"30"]), Err(Error::Arity("cl.throttle")));
+        assert_eq!(parse(&[&b"1"[..], b"30"]), Err(Error::Arity(NAME)));
     }
 }

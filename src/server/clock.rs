@@ -9,6 +9,7 @@
 //! only with `RL.CLOCK SET` and `RL.CLOCK ADVANCE`: exact timelines for tests.
 
 use super::ffi::api;
+use crate::algorithm::Micros;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 
 /// The latest time the clock may show: the largest `i64`, so every time
@@ -55,7 +56,11 @@ pub fn is_manual() -> bool {
 
 /// The current time. All commands run on Redis's main thread; the atomics
 /// only make the statics safe to declare.
-pub fn now_us() -> u64 {
+pub fn now() -> Micros {
+    Micros::new(now_us())
+}
+
+fn now_us() -> u64 {
     if is_manual() {
         return NOW_US.load(Relaxed);
     }
@@ -97,6 +102,6 @@ fn real_now_us() -> u64 {
 }
 
 /// Manual mode only: sets the time.
-pub fn set_us(us: u64) {
-    NOW_US.store(us.min(MAX_US), Relaxed);
+pub fn set(time: Micros) {
+    NOW_US.store(time.get().min(MAX_US), Relaxed);
 }

@@ -13,7 +13,7 @@ pub type RString = *mut raw::RedisModuleString;
 /// The context of the running command (or of module load).
 #[derive(Clone, Copy)]
 #[repr(transparent)]
-pub struct Ctx(pub *mut raw::RedisModuleCtx);
+pub struct Ctx(pub(super) *mut raw::RedisModuleCtx);
 
 macro_rules! api {
     ($name:ident) => {{
@@ -42,7 +42,7 @@ fn bytes<'a>(s: RString) -> &'a [u8] {
 /// One command argument; its bytes are read on demand.
 #[derive(Clone, Copy)]
 #[repr(transparent)]
-pub struct Arg(pub RString);
+pub struct Arg(pub(super) RString);
 
 impl AsRef<[u8]> for Arg {
     fn as_ref(&self) -> &[u8] {
@@ -107,11 +107,6 @@ pub fn reply_error(ctx: Ctx, message: &str) {
     unsafe { api!(RedisModule_ReplyWithError)(ctx.0, clean.as_ptr().cast::<c_char>()) };
 }
 
-pub fn reply_ok(ctx: Ctx) {
-    // SAFETY: as above.
-    unsafe { api!(RedisModule_ReplyWithSimpleString)(ctx.0, c"OK".as_ptr()) };
-}
-
 /// Whether the calling client speaks RESP3.
 pub fn is_resp3(ctx: Ctx) -> bool {
     // SAFETY: as above.
@@ -137,4 +132,21 @@ pub fn key_at_pos(ctx: Ctx, pos: usize) {
     let pos = c_int::try_from(pos).unwrap_or(c_int::MAX);
     // SAFETY: as above.
     unsafe { api!(RedisModule_KeyAtPos)(ctx.0, pos) };
+}
+
+/// Writes a warning to the server's log.
+pub fn log_warning(ctx: Ctx, message: &str) {
+    let Ok(text) = std::ffi::CString::new(message.replace('\0', " ")) else {
+        return;
+    };
+    // SAFETY: ctx is a live context (or NULL, which Log accepts); both
+    // strings are NUL-terminated and the format is "%s".
+    unsafe {
+        api!(RedisModule_Log)(
+            ctx.0,
+            c"warning".as_ptr(),
+            c"%s".as_ptr(),
+            text.as_ptr(),
+        )
+    };
 }

@@ -15,7 +15,8 @@
 
 use super::clock;
 use super::ffi::{api, Ctx};
-use crate::stats::{self, Command};
+use crate::commands::table::COMMANDS;
+use crate::stats;
 use redis_module::raw;
 use std::ffi::{c_int, CString};
 
@@ -67,11 +68,6 @@ pub fn register(ctx: Ctx) -> Result<(), String> {
     Ok(())
 }
 
-/// The INFO field of a command: `RL.GCRA` -> `rl_gcra`.
-pub fn field_name(command: Command) -> String {
-    command.name().to_ascii_lowercase().replace('.', "_")
-}
-
 /// The INFO callback. A section that was not asked for is skipped by Redis
 /// (the add calls return an error, which changes nothing).
 extern "C" fn info(ctx: *mut raw::RedisModuleInfoCtx, _for_crash_report: c_int) {
@@ -88,11 +84,11 @@ extern "C" fn info(ctx: *mut raw::RedisModuleInfoCtx, _for_crash_report: c_int) 
             c"real"
         };
         api!(RedisModule_InfoAddFieldCString)(ctx, c"clock".as_ptr(), mode.as_ptr());
-        for command in Command::ALL {
-            let Ok(name) = CString::new(field_name(command)) else {
+        for (i, command) in COMMANDS.iter().enumerate() {
+            let Ok(name) = CString::new(command.info_field()) else {
                 continue;
             };
-            let counts = stats::counts(command);
+            let counts = stats::counts(i);
             api!(RedisModule_InfoBeginDictField)(ctx, name.as_ptr());
             for (field, value) in [
                 (c"calls", counts.calls),

@@ -1,57 +1,141 @@
-//! One limiter key: read its string value, write new state with its expiry,
-//! and replicate the effect (never the command).
+//! The keys of one command as a [`Store`]: read their string values, write
+//! new state with its expiry, and replicate the effect (never the command).
 
 use super::ffi::{self, api, Arg, Ctx, RString};
+use crate::algorithm::Micros;
 use crate::error::Error;
 use crate::policy::StateWrite;
+use crate::store::Store;
 use redis_module::raw;
-use std::ffi::c_int;
+use std::ffi::{c_int, c_longlong};
 use std::sync::atomic::{AtomicPtr, Ordering::Relaxed};
 
-/// A key opened for reading and writing; closed on drop.
-pub struct LimiterKey {
+/// The keys a command names, opened for reading and writing; closed on drop.
+pub struct RedisStore {
     ctx: Ctx,
-    name: RString,
-    key: *mut raw::RedisModuleKey,
+    keys: Vec<OpenKey>,
 }
 
-impl LimiterKey {
-    pub fn open(ctx: Ctx, name: Arg) -> LimiterKey {
+struct OpenKey {
+    name: RString,
+    key: *mut raw::RedisModuleKey,
+    prepared: Option<Prepared>,
+}
+
+/// A write made ready by `prepare`.
+enum Prepared {
+    /// The value already has the room the write needs, at `ptr`.
+    InPlace { ptr: *mut u8, len: usize, undo: Undo },
+    /// A value of another length, set whole at commit.
+    Replace(RString),
+}
+
+/// How to take back what `prepare` changed.
+enum Undo {
+    Nothing,
+    /// The value was grown (with zeros) from this length.
+    Shrink(usize),
+    /// The key was created.
+    Delete,
+}
+
+/// Why a prepared write failed, for the reply and the log.
+const NO_ROOM: &str = "the server gave no room for the value";
+const NOT_WRITABLE: &str = "the server refused to resize the value";
+
+impl RedisStore {
+    pub fn open(ctx: Ctx, names: &[Arg]) -> RedisStore {
         let mode = (raw::REDISMODULE_READ | raw::REDISMODULE_WRITE) as c_int;
-        let name = name.0;
-        // SAFETY: ctx and name are the live command context and argument.
-        let key = unsafe { api!(RedisModule_OpenKey)(ctx.0, name, mode) };
-        LimiterKey { ctx, name, key }
+        let keys = names
+            .iter()
+            .map(|name| OpenKey {
+                name: name.0,
+                // SAFETY: ctx and name are the live command context and argument.
+                key: unsafe { api!(RedisModule_OpenKey)(ctx.0, name.0, mode) },
+                prepared: None,
+            })
+            .collect();
+        RedisStore { ctx, keys }
     }
 
+    fn fail(&self, key: usize, why: &'static str) -> Error {
+        ffi::log_warning(
+            self.ctx,
+            &format!("ratelimit: a write to a limiter key (argument {key}) failed: {why}"),
+        );
+        Error::WriteFailed(why)
+    }
+}
+
+impl OpenKey {
     fn key_type(&self) -> isize {
         // SAFETY: self.key is open.
         unsafe { api!(RedisModule_KeyType)(self.key) as isize }
     }
 
-    /// The length of the key's string value; `None` if it holds no string.
-    fn string_len(&self) -> Option<usize> {
-        if self.key_type() != raw::REDISMODULE_KEYTYPE_STRING {
-            return None;
-        }
+    /// The string value's bytes for writing: pointer and length.
+    fn dma_write(&self) -> (*mut u8, usize) {
         let mut len = 0usize;
-        // SAFETY: the key is open and holds a string; a read-mode DMA of a
-        // string we wrote (raw-encoded) changes nothing.
-        unsafe { api!(RedisModule_StringDMA)(self.key, &mut len, raw::REDISMODULE_READ as c_int) };
-        Some(len)
+        // SAFETY: the key is open for writing; Redis returns NULL for a key
+        // that holds no string.
+        let ptr =
+            unsafe { api!(RedisModule_StringDMA)(self.key, &mut len, raw::REDISMODULE_WRITE as c_int) };
+        (ptr.cast::<u8>(), len)
     }
 
-    /// The key's string value; `None` if the key does not exist.
+    /// The length of the string value; `None` if the key does not exist.
+    fn string_len(&self) -> Option<usize> {
+        if self.key_type() == raw::REDISMODULE_KEYTYPE_EMPTY {
+            return None;
+        }
+        // SAFETY: the key is open; this reads the length only.
+        Some(unsafe { api!(RedisModule_ValueLength)(self.key) })
+    }
+
+    /// Resizes the value (creating the key if it does not exist).
+    fn truncate(&self, len: usize) -> bool {
+        // SAFETY: the key is open for writing.
+        unsafe { api!(RedisModule_StringTruncate)(self.key, len) == raw::REDISMODULE_OK as c_int }
+    }
+
+    fn undo(&mut self) {
+        match self.prepared.take() {
+            None
+            | Some(Prepared::InPlace {
+                undo: Undo::Nothing,
+                ..
+            }) => {}
+            Some(Prepared::InPlace {
+                undo: Undo::Shrink(len),
+                ..
+            }) => {
+                // Only zeros were appended: cutting them restores the value.
+                self.truncate(len);
+            }
+            Some(Prepared::InPlace {
+                undo: Undo::Delete, ..
+            }) => {
+                // SAFETY: the key is open for writing.
+                unsafe { api!(RedisModule_DeleteKey)(self.key) };
+            }
+            // SAFETY: created in `prepare` with no context, freed once.
+            Some(Prepared::Replace(s)) => unsafe { api!(RedisModule_FreeString)(std::ptr::null_mut(), s) },
+        }
+    }
+}
+
+impl Store for RedisStore {
     /// Reading never changes the value, its expiry or its WATCH state.
-    pub fn value(&self) -> Result<Option<&[u8]>, Error> {
-        match self.key_type() {
+    fn value(&self, key: usize) -> Result<Option<&[u8]>, Error> {
+        let open = &self.keys[key];
+        match open.key_type() {
             raw::REDISMODULE_KEYTYPE_EMPTY => Ok(None),
             raw::REDISMODULE_KEYTYPE_STRING => {
                 let mut len = 0usize;
                 // SAFETY: the key holds a string; the pointer is valid until
                 // the key is written or closed, and `&self` outlives neither.
                 let ptr = unsafe {
-                    api!(RedisModule_StringDMA)(self.key, &mut len, raw::REDISMODULE_READ as c_int)
+                    api!(RedisModule_StringDMA)(open.key, &mut len, raw::REDISMODULE_READ as c_int)
                 };
                 if ptr.is_null() {
                     return Err(Error::WrongType);
@@ -68,108 +152,126 @@ impl LimiterKey {
         }
     }
 
-    /// Stores `value` with a TTL of `ttl_ms`, and replicates the effect as
-    /// `SET key value PXAT <absolute ms>` so that replicas and the AOF hold
-    /// the same bytes and the same expiry time.
-    pub fn write(&mut self, value: &[u8], ttl_ms: u64) {
-        let expire_at = expire_at(ttl_ms);
-        self.set_bytes(value);
-        // SAFETY: self.key is open for writing and now holds a string.
-        unsafe {
-            api!(RedisModule_SetAbsExpire)(self.key, expire_at);
-            api!(RedisModule_Replicate)(
-                self.ctx.0,
-                c"SET".as_ptr(),
-                c"sbsl".as_ptr(),
-                self.name,
-                value.as_ptr(),
-                value.len(),
-                pxat(),
-                expire_at as std::ffi::c_longlong,
-            );
-            api!(RedisModule_SignalModifiedKey)(self.ctx.0, self.name);
-        }
-    }
-
-    /// Applies a policy's write with a TTL of `ttl_ms`, replicating effects.
-    pub fn apply(&mut self, write: &StateWrite, ttl_ms: u64) {
-        match write {
-            StateWrite::Value(v) => self.write(v, ttl_ms),
-            StateWrite::Patch(ranges) => self.patch(ranges, ttl_ms),
-        }
-    }
-
-    /// Overwrites byte ranges as `SETRANGE` would, sets the expiry, and
-    /// replicates `SETRANGE key offset bytes` for each range and one
-    /// `PEXPIREAT` (Redis wraps them in MULTI/EXEC).
-    fn patch(&mut self, ranges: &[(usize, Vec<u8>)], ttl_ms: u64) {
-        let expire_at = expire_at(ttl_ms);
-        let needed = ranges
-            .iter()
-            .map(|(off, b)| off + b.len())
-            .max()
-            .unwrap_or(0);
-        // SAFETY: self.key is open for writing; after the truncate the value
-        // is at least `needed` bytes long, and every range lies within it.
-        unsafe {
-            let mut len = self.string_len().unwrap_or(0);
-            if needed > len {
-                api!(RedisModule_StringTruncate)(self.key, needed);
+    fn prepare(&mut self, key: usize, write: &StateWrite) -> Result<(), Error> {
+        let open = &mut self.keys[key];
+        let current = open.string_len();
+        let needed = match write {
+            StateWrite::Value(v) if current == Some(v.len()) => v.len(),
+            StateWrite::Value(v) => {
+                // Another length: a new string, set whole at commit (Redis
+                // sizes it exactly; nothing changes until then).
+                // SAFETY: with no context the string is not auto-freed; it
+                // is freed at commit or abandon.
+                let s = unsafe {
+                    api!(RedisModule_CreateString)(std::ptr::null_mut(), v.as_ptr().cast(), v.len())
+                };
+                open.prepared = Some(Prepared::Replace(s));
+                return Ok(());
             }
-            let ptr =
-                api!(RedisModule_StringDMA)(self.key, &mut len, raw::REDISMODULE_WRITE as c_int);
-            if ptr.is_null() || len < needed {
+            StateWrite::Patch(ranges) => ranges
+                .iter()
+                .map(|(off, b)| off + b.len())
+                .max()
+                .unwrap_or(0)
+                .max(current.unwrap_or(0)),
+        };
+        let undo = match current {
+            Some(len) if len >= needed => Undo::Nothing,
+            Some(len) => Undo::Shrink(len),
+            None => Undo::Delete,
+        };
+        let grows = !matches!(undo, Undo::Nothing);
+        if grows && !open.truncate(needed) {
+            return Err(self.fail(key, NOT_WRITABLE));
+        }
+        let (ptr, len) = open.dma_write();
+        open.prepared = Some(Prepared::InPlace { ptr, len, undo });
+        if ptr.is_null() || len < needed {
+            open.undo();
+            return Err(self.fail(key, NO_ROOM));
+        }
+        Ok(())
+    }
+
+    fn abandon(&mut self, key: usize) {
+        self.keys[key].undo();
+    }
+
+    fn commit(&mut self, key: usize, write: &StateWrite, ttl: Micros) {
+        let ctx = self.ctx;
+        let open = &mut self.keys[key];
+        let expire_at = expire_at(ttl);
+        match (open.prepared.take(), write) {
+            (Some(Prepared::InPlace { ptr, len, .. }), StateWrite::Value(v)) => {
+                // SAFETY: prepare checked that `ptr` holds `len` bytes and
+                // that `len` is v.len(); nothing wrote the key since.
+                unsafe { std::ptr::copy_nonoverlapping(v.as_ptr(), ptr, v.len().min(len)) };
+            }
+            (Some(Prepared::InPlace { ptr, len, .. }), StateWrite::Patch(ranges)) => {
+                for (off, bytes) in ranges {
+                    if off + bytes.len() <= len {
+                        // SAFETY: within the `len` bytes at `ptr` (checked).
+                        unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), ptr.add(*off), bytes.len()) };
+                    }
+                }
+            }
+            (Some(Prepared::Replace(s)), _) => {
+                // SAFETY: the key is open for writing; Redis takes its own
+                // reference to `s`, and ours is released once.
+                unsafe {
+                    if api!(RedisModule_StringSet)(open.key, s) != raw::REDISMODULE_OK as c_int {
+                        ffi::log_warning(ctx, "ratelimit: StringSet failed after prepare");
+                    }
+                    api!(RedisModule_FreeString)(std::ptr::null_mut(), s);
+                }
+            }
+            (None, _) => {
+                ffi::log_warning(ctx, "ratelimit: commit without prepare");
                 return;
             }
-            for (off, bytes) in ranges {
-                std::ptr::copy_nonoverlapping(
-                    bytes.as_ptr(),
-                    ptr.cast::<u8>().add(*off),
-                    bytes.len(),
-                );
-            }
-            api!(RedisModule_SetAbsExpire)(self.key, expire_at);
-            for (off, bytes) in ranges {
-                api!(RedisModule_Replicate)(
-                    self.ctx.0,
-                    c"SETRANGE".as_ptr(),
-                    c"slb".as_ptr(),
-                    self.name,
-                    *off as std::ffi::c_longlong,
-                    bytes.as_ptr(),
-                    bytes.len(),
-                );
-            }
-            api!(RedisModule_Replicate)(
-                self.ctx.0,
-                c"PEXPIREAT".as_ptr(),
-                c"sl".as_ptr(),
-                self.name,
-                expire_at as std::ffi::c_longlong,
-            );
-            api!(RedisModule_SignalModifiedKey)(self.ctx.0, self.name);
         }
-    }
-
-    /// Replaces the value in place when the length is unchanged (no
-    /// allocation); otherwise recreates it at its exact size.
-    fn set_bytes(&mut self, value: &[u8]) {
-        let current_len = self.string_len();
-        // SAFETY: self.key is open for writing. After StringTruncate the key
-        // holds a string of exactly value.len() bytes, which DMA exposes.
+        // SAFETY: the key is open for writing and now holds a string; the
+        // replicated arguments match their format letters.
         unsafe {
-            if current_len != Some(value.len()) {
-                if current_len.is_some() {
-                    api!(RedisModule_DeleteKey)(self.key);
+            if api!(RedisModule_SetAbsExpire)(open.key, expire_at) != raw::REDISMODULE_OK as c_int {
+                ffi::log_warning(ctx, "ratelimit: SetAbsExpire failed after prepare");
+            }
+            match write {
+                StateWrite::Value(v) => {
+                    api!(RedisModule_Replicate)(
+                        ctx.0,
+                        c"SET".as_ptr(),
+                        c"sbsl".as_ptr(),
+                        open.name,
+                        v.as_ptr(),
+                        v.len(),
+                        pxat(),
+                        expire_at as c_longlong,
+                    );
                 }
-                api!(RedisModule_StringTruncate)(self.key, value.len());
+                StateWrite::Patch(ranges) => {
+                    // Redis wraps the effects of one command in MULTI/EXEC.
+                    for (off, bytes) in ranges {
+                        api!(RedisModule_Replicate)(
+                            ctx.0,
+                            c"SETRANGE".as_ptr(),
+                            c"slb".as_ptr(),
+                            open.name,
+                            *off as c_longlong,
+                            bytes.as_ptr(),
+                            bytes.len(),
+                        );
+                    }
+                    api!(RedisModule_Replicate)(
+                        ctx.0,
+                        c"PEXPIREAT".as_ptr(),
+                        c"sl".as_ptr(),
+                        open.name,
+                        expire_at as c_longlong,
+                    );
+                }
             }
-            let mut len = 0usize;
-            let ptr =
-                api!(RedisModule_StringDMA)(self.key, &mut len, raw::REDISMODULE_WRITE as c_int);
-            if !ptr.is_null() && len == value.len() {
-                std::ptr::copy_nonoverlapping(value.as_ptr(), ptr.cast::<u8>(), len);
-            }
+            api!(RedisModule_SignalModifiedKey)(ctx.0, open.name);
         }
     }
 }
@@ -193,16 +295,18 @@ fn pxat() -> RString {
 }
 
 /// The absolute expiry, on the server's wall clock, of a key written now
-/// with `ttl_ms` (at least 1 ms).
-fn expire_at(ttl_ms: u64) -> i64 {
-    let ttl = i64::try_from(ttl_ms.max(1)).unwrap_or(i64::MAX);
-    ffi::server_ms().saturating_add(ttl)
+/// to live `ttl` (rounded up to whole milliseconds, at least 1 ms).
+fn expire_at(ttl: Micros) -> i64 {
+    let ttl_ms = i64::try_from(ttl.ceil_millis().max(1)).unwrap_or(i64::MAX);
+    ffi::server_ms().saturating_add(ttl_ms)
 }
 
-impl Drop for LimiterKey {
+impl Drop for OpenKey {
     fn drop(&mut self) {
+        // A write prepared and never committed is taken back.
+        self.undo();
         if !self.key.is_null() {
-            // SAFETY: opened in `open`, closed exactly once.
+            // SAFETY: opened in `RedisStore::open`, closed exactly once.
             unsafe { api!(RedisModule_CloseKey)(self.key) };
         }
     }

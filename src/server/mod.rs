@@ -1,8 +1,14 @@
 //! The thin shell around the core: everything that touches the Redis module
-//! API lives under this module, and only here is `unsafe` code.
+//! API lives under this module, and only here is `unsafe` code (the crate
+//! root denies it everywhere else). The rest of the crate reaches Redis
+//! through the safe functions exported here.
 
 pub mod clock;
-pub mod ffi;
-pub mod info;
+mod ffi;
+mod info;
 pub mod key;
+mod load;
+mod register;
 pub mod reply;
+
+pub use ffi::{Arg, Ctx};

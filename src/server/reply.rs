@@ -4,7 +4,9 @@
 //! RESP3: a map with those names, `allowed` a boolean.
 
 use super::ffi::{self, Ctx};
-use crate::algorithm::{ceil_ms, Decision, RetryAfter};
+use crate::algorithm::cell::CellReply;
+use crate::algorithm::{Decision, Micros, RetryAfter};
+use crate::engine::Decided;
 
 /// A decision in reply units: milliseconds, -1 for "no wait" and "never".
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -20,17 +22,23 @@ fn to_i64(x: u64) -> i64 {
     i64::try_from(x).unwrap_or(i64::MAX)
 }
 
+/// A wait in reply units: whole milliseconds rounded up (acting on it is
+/// never early), -1 for "no wait" and "never".
+fn retry_ms(retry: RetryAfter) -> i64 {
+    match retry {
+        RetryAfter::After(us) => to_i64(Micros::new(us).ceil_millis()),
+        RetryAfter::NotNeeded | RetryAfter::Never => -1,
+    }
+}
+
 impl From<&Decision> for Fields {
     fn from(d: &Decision) -> Fields {
         Fields {
             allowed: d.allowed,
             limit: to_i64(d.limit),
             remaining: to_i64(d.remaining),
-            retry_after_ms: match d.retry_after {
-                RetryAfter::After(us) => to_i64(ceil_ms(us)),
-                RetryAfter::NotNeeded | RetryAfter::Never => -1,
-            },
-            reset_after_ms: to_i64(ceil_ms(d.reset_after_us)),
+            retry_after_ms: retry_ms(d.retry_after),
+            reset_after_ms: to_i64(Micros::new(d.reset_after_us).ceil_millis()),
         }
     }
 }
@@ -38,8 +46,12 @@ impl From<&Decision> for Fields {
 /// RL.ALL's reply. RESP2: `[allowed, blocked_by, retry_after_ms, reply_1,
 /// ..., reply_n]`; RESP3: a map with `allowed`, `blocked_by`,
 /// `retry_after_ms` and `limits` (the single-key maps).
-pub fn all(ctx: Ctx, allowed: bool, blocked_by: i64, retry_after_ms: i64, decisions: &[Decision]) {
+pub fn all(ctx: Ctx, decided: &Decided) {
     let resp3 = ffi::is_resp3(ctx);
+    let allowed = decided.allowed;
+    let blocked_by = decided.blocked_by.map_or(-1, |i| to_i64(i as u64));
+    let retry_after_ms = retry_ms(decided.retry_after);
+    let decisions = &decided.decisions;
     if resp3 {
         ffi::reply_map(ctx, 4);
         ffi::reply_name(ctx, c"allowed");
@@ -57,12 +69,31 @@ pub fn all(ctx: Ctx, allowed: bool, blocked_by: i64, retry_after_ms: i64, decisi
         ffi::reply_int(ctx, retry_after_ms);
     }
     for d in decisions {
-        decision(ctx, resp3, d);
+        decision_in(ctx, resp3, d);
     }
 }
 
-/// Writes one decision as the reply (or as one element of a larger reply).
-pub fn decision(ctx: Ctx, resp3: bool, d: &Decision) {
+/// Replies with one decision in the caller's protocol.
+pub fn decision(ctx: Ctx, d: &Decision) {
+    decision_in(ctx, ffi::is_resp3(ctx), d);
+}
+
+/// CL.THROTTLE's reply: five integers, as redis-cell sends them.
+pub fn throttle(ctx: Ctx, reply: &CellReply) {
+    ffi::reply_array(ctx, 5);
+    ffi::reply_int(ctx, i64::from(reply.limited));
+    ffi::reply_int(ctx, reply.limit);
+    ffi::reply_int(ctx, reply.remaining);
+    ffi::reply_int(ctx, reply.retry_after_s);
+    ffi::reply_int(ctx, reply.reset_after_s);
+}
+
+pub fn int(ctx: Ctx, n: i64) {
+    ffi::reply_int(ctx, n);
+}
+
+/// Writes one decision (the whole reply, or one element of a larger one).
+fn decision_in(ctx: Ctx, resp3: bool, d: &Decision) {
     let f = Fields::from(d);
     if resp3 {
         ffi::reply_map(ctx, 5);

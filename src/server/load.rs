@@ -1,9 +1,20 @@
-//! Module load: arguments, API checks, options, commands.
+//! Module load: arguments, API checks, options, commands, INFO.
 
-use crate::commands::registry;
-use crate::server::clock;
-use redis_module::{raw, Context, RedisString, Status};
+use super::ffi::Ctx;
+use super::{clock, info, register};
+use redis_module::{raw, redis_module, Context, RedisString, Status};
 use std::ffi::c_int;
+
+redis_module! {
+    name: "ratelimit",
+    version: 1,
+    // Module state lives in Redis strings, allocated by Redis; the module's
+    // own allocations are transient, so the system allocator serves them
+    // and the core stays usable outside a server (tests, benches).
+    allocator: (std::alloc::System, std::alloc::System),
+    data_types: [],
+    init: on_load,
+}
 
 /// `clock manual` or `clock real` (the default), in any case.
 fn parse_load_args(args: &[RedisString]) -> Result<bool, String> {
@@ -51,6 +62,10 @@ fn missing_api() -> Option<&'static str> {
         RedisModule_KeyType,
         RedisModule_StringDMA,
         RedisModule_StringTruncate,
+        RedisModule_StringSet,
+        RedisModule_ValueLength,
+        RedisModule_FreeString,
+        RedisModule_Log,
         RedisModule_DeleteKey,
         RedisModule_SetAbsExpire,
         RedisModule_Replicate,
@@ -64,7 +79,7 @@ fn missing_api() -> Option<&'static str> {
     None
 }
 
-pub fn on_load(ctx: &Context, args: &[RedisString]) -> Status {
+fn on_load(ctx: &Context, args: &[RedisString]) -> Status {
     let manual = match parse_load_args(args) {
         Ok(m) => m,
         Err(e) => {
@@ -88,11 +103,11 @@ pub fn on_load(ctx: &Context, args: &[RedisString]) -> Status {
         )
     };
     clock::init(manual);
-    if let Err(e) = registry::register(crate::server::ffi::Ctx(ctx.ctx)) {
+    if let Err(e) = register::register(Ctx(ctx.ctx)) {
         ctx.log_warning(&e);
         return Status::Err;
     }
-    if let Err(e) = crate::server::info::register(crate::server::ffi::Ctx(ctx.ctx)) {
+    if let Err(e) = info::register(Ctx(ctx.ctx)) {
         ctx.log_warning(&e);
         return Status::Err;
     }

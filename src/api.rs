@@ -1,0 +1,60 @@
+//! The crate's Rust surface, for benches, fuzz targets and tests: the pure
+//! core and the command grammar, with no Redis types. The module itself is
+//! what `MODULE LOAD` loads; nothing here is a stable library interface.
+
+pub use crate::algorithm::bucket::TokenBucket;
+pub use crate::algorithm::cell::{Cell, CellReply, CellWrite};
+pub use crate::algorithm::fixed_window::{FixedState, FixedWindow};
+pub use crate::algorithm::gcra::Gcra;
+pub use crate::algorithm::schedule::{Schedule, ScheduleError, Tat};
+pub use crate::algorithm::sliding_approx::{ApproxState, SlidingApprox};
+pub use crate::algorithm::sliding_buckets::{SlidingBuckets, MAX_BUCKETS, MIN_BUCKETS};
+pub use crate::algorithm::sliding_log::{SlidingLog, MAX_EXACT_LIMIT};
+pub use crate::algorithm::{ceil_ms, Decision, Micros, RetryAfter, MAX_HORIZON, MAX_HORIZON_US};
+pub use crate::args::{duration, integer, MAX_COUNT, MAX_DURATION};
+pub use crate::codec::{decode_tat, encode_tat, window, Kind, StateError, TAT_MAX_LEN};
+pub use crate::commands::docs::{arguments, synopsis, DocArg, DocType};
+pub use crate::commands::grammar::{parse_common, Opt, Param, Parse, PolicyDef, COMMON};
+pub use crate::commands::rl_all::Call as AllCall;
+pub use crate::commands::table::{CommandDef, Grammar, COMMANDS, POLICIES};
+pub use crate::commands::throttle::{decode_tat as decode_cell_tat, Call as ThrottleCall};
+pub use crate::engine::{decide, Decided, KeyError, Request};
+pub use crate::error::{printable, Error};
+pub use crate::policy::{Outcome, Policy, StateWrite};
+pub use crate::store::{MemoryStore, Store};
+
+use crate::commands::table::Grammar as G;
+
+/// The definition of command `name` (any case).
+pub fn command(name: &str) -> Option<&'static CommandDef> {
+    COMMANDS.iter().find(|c| c.name.eq_ignore_ascii_case(name))
+}
+
+/// Parses a single-key decision command's arguments after the key, as
+/// `command` (`RL.GCRA`, `RL.BUCKET`, `RL.SLIDING`, `RL.FIXED`) does.
+pub fn parse<A: AsRef<[u8]>>(command_name: &str, args: &[A]) -> Result<(Policy, Request), Error> {
+    match command(command_name).map(|c| (c, &c.grammar)) {
+        Some((c, G::Policy(p))) => p.parse_command(args, c.name),
+        _ => panic!("{command_name} is not a single-key decision command"),
+    }
+}
+
+/// Parses one RL.ALL policy after its keyword; returns it and the
+/// arguments it used.
+pub fn parse_policy<A: AsRef<[u8]>>(keyword: &str, args: &[A]) -> Result<(Policy, usize), Error> {
+    let p = POLICIES
+        .iter()
+        .find(|p| p.keyword.eq_ignore_ascii_case(keyword))
+        .unwrap_or_else(|| panic!("no policy {keyword}"));
+    p.parse_prefix(args)
+}
+
+/// Parses RL.ALL's arguments after the command name.
+pub fn parse_all<A: AsRef<[u8]>>(args: &[A]) -> Result<AllCall, Error> {
+    crate::commands::rl_all::parse(args)
+}
+
+/// Parses CL.THROTTLE's arguments after the key.
+pub fn parse_throttle<A: AsRef<[u8]>>(args: &[A]) -> Result<ThrottleCall, Error> {
+    crate::commands::throttle::parse(args)
+}

@@ -1,0 +1,322 @@
+//! The grammar every command is defined in, and what is derived from a
+//! definition: the parser of a single-key command, the parser of the same
+//! policy inside RL.ALL, the syntax quoted in errors, and COMMAND DOCS.
+//!
+//! A definition is plain data (see `table.rs`); adding an option to a policy
+//! is one more [`Opt`] in its definition plus what it means in `build`.
+
+use crate::algorithm::Micros;
+use crate::args::{self, Options};
+use crate::engine::Request;
+use crate::error::{printable, Error};
+use crate::policy::Policy;
+
+/// How one value parses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Parse {
+    /// Decimal digits only, in `min..=max`.
+    Integer { min: u64, max: u64 },
+    /// A positive integer with an optional unit ms, s, m, h or d.
+    Duration,
+}
+
+/// A positional argument.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Param {
+    /// The name in COMMAND DOCS.
+    pub name: &'static str,
+    /// The name in error messages, where it says more than `name`.
+    pub called: &'static str,
+    pub parse: Parse,
+}
+
+impl Param {
+    pub const fn integer(name: &'static str, min: u64, max: u64) -> Param {
+        Param {
+            name,
+            called: name,
+            parse: Parse::Integer { min, max },
+        }
+    }
+
+    pub const fn duration(name: &'static str) -> Param {
+        Param {
+            name,
+            called: name,
+            parse: Parse::Duration,
+        }
+    }
+
+    /// The same argument, named `called` in error messages.
+    pub const fn called(self, called: &'static str) -> Param {
+        Param { called, ..self }
+    }
+
+    /// Parses `bytes` as this argument: an integer, or a duration in µs.
+    pub fn parse(&self, bytes: &[u8]) -> Result<u64, Error> {
+        parse_value(self.parse, bytes, self.called)
+    }
+}
+
+fn parse_value(parse: Parse, bytes: &[u8], called: &'static str) -> Result<u64, Error> {
+    match parse {
+        Parse::Integer { min, max } => args::integer(bytes, called, min, max),
+        Parse::Duration => args::duration(bytes, called).map(Micros::get),
+    }
+}
+
+/// An option: a keyword alone (a flag) or followed by a value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Opt {
+    pub token: &'static str,
+    pub value: Option<Parse>,
+    /// Options that share a group exclude each other (a mode).
+    pub group: Option<&'static str>,
+}
+
+impl Opt {
+    pub const fn flag(token: &'static str) -> Opt {
+        Opt {
+            token,
+            value: None,
+            group: None,
+        }
+    }
+
+    pub const fn integer(token: &'static str, min: u64, max: u64) -> Opt {
+        Opt {
+            token,
+            value: Some(Parse::Integer { min, max }),
+            group: None,
+        }
+    }
+
+    /// The same option as one of the mutually exclusive `group`.
+    pub const fn in_group(self, group: &'static str) -> Opt {
+        Opt {
+            group: Some(group),
+            ..self
+        }
+    }
+
+    fn is(&self, word: &[u8]) -> bool {
+        word.eq_ignore_ascii_case(self.token.as_bytes())
+    }
+}
+
+/// The most options any one command takes (its policy's and the common ones).
+pub const MAX_OPTIONS: usize = 6;
+/// The most positional arguments any policy takes.
+pub const MAX_PARAMS: usize = 4;
+
+/// The values of one parsed call, by position in its definition.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Values {
+    params: [u64; MAX_PARAMS],
+    /// A flag given holds `Some(1)`.
+    options: [Option<u64>; MAX_OPTIONS],
+}
+
+impl Values {
+    /// Positional argument `i`.
+    pub fn param(&self, i: usize) -> u64 {
+        self.params[i]
+    }
+
+    /// Positional argument `i`, a duration.
+    pub fn duration(&self, i: usize) -> Micros {
+        Micros::new(self.params[i])
+    }
+
+    /// The value of option `i` (of the policy's options), if given.
+    pub fn option(&self, i: usize) -> Option<u64> {
+        self.options[i]
+    }
+
+    pub fn flag(&self, i: usize) -> bool {
+        self.options[i].is_some()
+    }
+}
+
+/// Turns parsed values into a policy: the part of a definition that is
+/// semantics, not syntax (defaults, cross-argument checks).
+pub type Build = fn(&Values) -> Result<Policy, Error>;
+
+/// A limit: the arguments after the key of its own command, and the same
+/// after its keyword inside RL.ALL.
+#[derive(Debug)]
+pub struct PolicyDef {
+    /// The word that names it in RL.ALL.
+    pub keyword: &'static str,
+    pub params: &'static [Param],
+    pub options: &'static [Opt],
+    pub build: Build,
+}
+
+/// `COST n` and `DRYRUN`, which every decision command takes.
+pub const COMMON: [Opt; 2] = [Opt::integer("COST", 0, args::MAX_COUNT), Opt::flag("DRYRUN")];
+const COST: usize = 0;
+const DRYRUN: usize = 1;
+
+/// Records option `opt` (at `index` of `defined`), reading its value from
+/// `opts`: an error if it, or another of its group, was given already.
+fn take<A: AsRef<[u8]>>(
+    values: &mut [Option<u64>],
+    defined: &[Opt],
+    index: usize,
+    opts: &mut Options<A>,
+) -> Result<(), Error> {
+    let opt = &defined[index];
+    if values[index].is_some() {
+        return Err(Error::RepeatedOption(opt.token));
+    }
+    if let Some(group) = opt.group {
+        let taken = defined
+            .iter()
+            .zip(values.iter())
+            .any(|(o, v)| o.group == Some(group) && v.is_some());
+        if taken {
+            return Err(Error::Exclusive(exclusive_text(defined, group)));
+        }
+    }
+    values[index] = Some(match opt.value {
+        Some(parse) => parse_value(parse, opts.value(opt.token)?, opt.token)?,
+        None => 1,
+    });
+    Ok(())
+}
+
+/// `EXACT, APPROX and BUCKETS`: the members of an exclusive group.
+fn exclusive_text(defined: &[Opt], group: &'static str) -> String {
+    let tokens: Vec<&str> = defined
+        .iter()
+        .filter(|o| o.group == Some(group))
+        .map(|o| o.token)
+        .collect();
+    join_words(&tokens, "and")
+}
+
+/// `a, b and c` (or `or`).
+pub fn join_words(words: &[&str], last: &str) -> String {
+    match words {
+        [] => String::new(),
+        [one] => (*one).to_string(),
+        [init @ .., tail] => format!("{} {last} {tail}", init.join(", ")),
+    }
+}
+
+impl PolicyDef {
+    /// Parses a single-key command's arguments after the key: the
+    /// positional ones, then this policy's options and the common ones in
+    /// any order. `command` names it in an arity error.
+    pub fn parse_command<A: AsRef<[u8]>>(
+        &self,
+        args: &[A],
+        command: &'static str,
+    ) -> Result<(Policy, Request), Error> {
+        let Some((positional, tail)) = split(args, self.params.len()) else {
+            return Err(Error::Arity(command));
+        };
+        let mut values = self.positional(positional)?;
+        let mut common = [None; COMMON.len()];
+        let mut opts = Options::new(tail);
+        while let Some(word) = opts.next_keyword() {
+            if let Some(i) = self.options.iter().position(|o| o.is(word)) {
+                take(&mut values.options, self.options, i, &mut opts)?;
+            } else if let Some(i) = COMMON.iter().position(|o| o.is(word)) {
+                take(&mut common, &COMMON, i, &mut opts)?;
+            } else {
+                return Err(Error::UnknownOption(printable(word)));
+            }
+        }
+        let policy = (self.build)(&values)?;
+        Ok((policy, common_of(&common)))
+    }
+
+    /// Parses the policy from the start of `args` (after its keyword),
+    /// taking its own options while they follow; returns it and how many
+    /// arguments it used. What follows is the next policy or the common
+    /// options.
+    pub fn parse_prefix<A: AsRef<[u8]>>(&self, args: &[A]) -> Result<(Policy, usize), Error> {
+        let Some((positional, tail)) = split(args, self.params.len()) else {
+            return Err(Error::PolicyArgs(self.syntax()));
+        };
+        let mut values = self.positional(positional)?;
+        let mut opts = Options::new(tail);
+        let mut used = positional.len();
+        while let Some(i) = opts
+            .peek()
+            .and_then(|w| self.options.iter().position(|o| o.is(w)))
+        {
+            opts.next_keyword();
+            take(&mut values.options, self.options, i, &mut opts)?;
+            used = positional.len() + opts.position();
+        }
+        Ok(((self.build)(&values)?, used))
+    }
+
+    fn positional<A: AsRef<[u8]>>(&self, args: &[A]) -> Result<Values, Error> {
+        let mut values = Values::default();
+        for ((param, arg), slot) in self.params.iter().zip(args).zip(&mut values.params) {
+            *slot = param.parse(arg.as_ref())?;
+        }
+        Ok(values)
+    }
+
+    /// `GCRA limit period [BURST n]`, as errors quote it.
+    pub fn syntax(&self) -> String {
+        let mut words: Vec<String> = vec![self.keyword.to_string()];
+        words.extend(self.params.iter().map(|p| p.name.to_string()));
+        let mut done: Vec<&str> = Vec::new();
+        for opt in self.options {
+            match opt.group {
+                Some(g) if done.contains(&g) => {}
+                Some(g) => {
+                    done.push(g);
+                    let members: Vec<String> = self
+                        .options
+                        .iter()
+                        .filter(|o| o.group == Some(g))
+                        .map(opt_syntax)
+                        .collect();
+                    words.push(format!("[{}]", members.join(" | ")));
+                }
+                None => words.push(format!("[{}]", opt_syntax(opt))),
+            }
+        }
+        words.join(" ")
+    }
+}
+
+fn opt_syntax(opt: &Opt) -> String {
+    match opt.value {
+        Some(_) => format!("{} n", opt.token),
+        None => opt.token.to_string(),
+    }
+}
+
+/// The first `n` arguments and the rest; `None` if there are fewer.
+fn split<A>(args: &[A], n: usize) -> Option<(&[A], &[A])> {
+    (args.len() >= n).then(|| args.split_at(n))
+}
+
+fn common_of(values: &[Option<u64>; COMMON.len()]) -> Request {
+    Request {
+        cost: values[COST].unwrap_or(1),
+        dryrun: values[DRYRUN].is_some(),
+    }
+}
+
+/// Parses a tail that holds only the common options.
+pub fn parse_common<A: AsRef<[u8]>>(tail: &[A]) -> Result<Request, Error> {
+    let mut common = [None; COMMON.len()];
+    let mut opts = Options::new(tail);
+    while let Some(word) = opts.next_keyword() {
+        let i = COMMON
+            .iter()
+            .position(|o| o.is(word))
+            .ok_or_else(|| Error::UnknownOption(printable(word)))?;
+        take(&mut common, &COMMON, i, &mut opts)?;
+    }
+    Ok(common_of(&common))
+}

@@ -1,0 +1,26 @@
+//! `RL.GCRA`, `RL.BUCKET`, `RL.SLIDING` and `RL.FIXED`: `key`, one policy's
+//! arguments and options, `[COST n] [DRYRUN]`.
+
+use super::table::{CommandDef, Grammar};
+use super::Verdict;
+use crate::engine;
+use crate::error::Error;
+use crate::server::key::RedisStore;
+use crate::server::{clock, reply, Arg, Ctx};
+use std::slice;
+
+pub fn run(command: &CommandDef, ctx: Ctx, args: &[Arg]) -> Result<Verdict, Error> {
+    let Grammar::Policy(definition) = command.grammar else {
+        return Err(Error::Internal(command.name));
+    };
+    let [_, key, rest @ ..] = args else {
+        return Err(Error::Arity(command.name));
+    };
+    let (policy, request) = definition.parse_command(rest, command.name)?;
+    let mut store = RedisStore::open(ctx, slice::from_ref(key));
+    let decided = engine::decide(&mut store, slice::from_ref(&policy), clock::now(), request)
+        .map_err(|e| e.error)?;
+    let decision = &decided.decisions[0];
+    reply::decision(ctx, decision);
+    Ok(Verdict::of(decision.allowed))
+}

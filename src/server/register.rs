@@ -1,0 +1,263 @@
+//! Registers every command of the command table with
+//! `RedisModule_CreateCommand` and `RedisModule_SetCommandInfo` (not the
+//! crate's `#[command]` macro, which needs a Redis 7.2 API and fails to
+//! load on 7.0), and runs each call behind the panic guard.
+
+use super::ffi::{self, api, Ctx, RString};
+use crate::commands::docs::{self, DocArg, DocType};
+use crate::commands::table::{CommandDef, Keys, COMMANDS, COMMAND_COUNT};
+use crate::error::Error;
+use crate::stats;
+use redis_module::raw;
+use std::ffi::{c_int, CString};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+
+type CommandFn = extern "C" fn(*mut raw::RedisModuleCtx, *mut RString, c_int) -> c_int;
+
+/// Redis calls command `I` of the table through this.
+extern "C" fn call<const I: usize>(
+    ctx: *mut raw::RedisModuleCtx,
+    argv: *mut RString,
+    argc: c_int,
+) -> c_int {
+    // SAFETY: Redis calls this with the command's own context and arguments.
+    unsafe { dispatch(I, ctx, argv, argc) }
+}
+
+/// One entry per command of the table (a table of another length does not
+/// compile).
+const CALLS: [CommandFn; COMMAND_COUNT] = [
+    call::<0>,
+    call::<1>,
+    call::<2>,
+    call::<3>,
+    call::<4>,
+    call::<5>,
+    call::<6>,
+];
+
+/// Answers a keys-position request, or runs the command so that no panic
+/// reaches Redis: an unexpected panic becomes an error reply. Handlers write
+/// state only after every check has passed and reply last, so a caught
+/// panic leaves nothing half-written.
+///
+/// # Safety
+/// `ctx`, `argv` and `argc` are what Redis passed to the command callback.
+unsafe fn dispatch(
+    index: usize,
+    ctx: *mut raw::RedisModuleCtx,
+    argv: *mut RString,
+    argc: c_int,
+) -> c_int {
+    let command = &COMMANDS[index];
+    let ctx = Ctx(ctx);
+    // SAFETY: forwarded from the caller's contract.
+    let args = unsafe { ffi::argv(argv, argc) };
+    if command.keys() == Keys::NumKeys && ffi::is_keys_position_request(ctx) {
+        for pos in command.key_positions(args) {
+            ffi::key_at_pos(ctx, pos);
+        }
+        return raw::REDISMODULE_OK as c_int;
+    }
+    match catch_unwind(AssertUnwindSafe(|| (command.run)(command, ctx, args))) {
+        Ok(Ok(verdict)) => stats::record(index, verdict),
+        Ok(Err(e)) => {
+            stats::record_error(index);
+            ffi::reply_error(ctx, &e.to_string());
+        }
+        Err(_) => {
+            stats::record_error(index);
+            ffi::reply_error(ctx, &Error::Internal(command.name).to_string());
+        }
+    }
+    raw::REDISMODULE_OK as c_int
+}
+
+fn c_string(s: &str) -> Result<CString, String> {
+    CString::new(s).map_err(|_| format!("a NUL byte in {s:?}"))
+}
+
+/// Registers every command; an error message on failure.
+pub fn register(ctx: Ctx) -> Result<(), String> {
+    for (command, handler) in COMMANDS.iter().zip(CALLS) {
+        let name = c_string(&command.lower_name())?;
+        let flags = c_string(command.flags)?;
+        // RL.ALL's keys are found by its key spec (set below), not a range.
+        let (first, last, step) = match command.keys() {
+            Keys::None | Keys::NumKeys => (0, 0, 0),
+            Keys::First => (1, 1, 1),
+        };
+        // SAFETY: called from RedisModule_OnLoad with its context; the
+        // strings are NUL-terminated and outlive the call.
+        let status = unsafe {
+            api!(RedisModule_CreateCommand)(
+                ctx.0,
+                name.as_ptr(),
+                Some(handler),
+                flags.as_ptr(),
+                first,
+                last,
+                step,
+            )
+        };
+        if status != raw::REDISMODULE_OK as c_int {
+            return Err(format!("cannot create command {}", command.name));
+        }
+        set_info(ctx, command, &name)?;
+    }
+    Ok(())
+}
+
+/// Owns the C strings and argument lists of one command's info until
+/// `SetCommandInfo` has copied them.
+#[derive(Default)]
+struct Arena {
+    strings: Vec<CString>,
+    lists: Vec<Vec<raw::RedisModuleCommandArg>>,
+}
+
+impl Arena {
+    fn text(&mut self, s: &str) -> Result<*const std::ffi::c_char, String> {
+        let c = c_string(s)?;
+        // The heap buffer does not move when the CString does.
+        let ptr = c.as_ptr();
+        self.strings.push(c);
+        Ok(ptr)
+    }
+
+    /// The arguments as Redis's structs, terminated by a zeroed entry.
+    fn list(&mut self, args: &[DocArg]) -> Result<*mut raw::RedisModuleCommandArg, String> {
+        let mut list = Vec::with_capacity(args.len() + 1);
+        for a in args {
+            list.push(self.arg(a)?);
+        }
+        // SAFETY: the argument struct is plain data (integers and pointers);
+        // all-zero (a NULL name) ends a list.
+        list.push(unsafe { std::mem::zeroed::<raw::RedisModuleCommandArg>() });
+        let ptr = list.as_mut_ptr();
+        self.lists.push(list);
+        Ok(ptr)
+    }
+
+    fn arg(&mut self, a: &DocArg) -> Result<raw::RedisModuleCommandArg, String> {
+        let type_ = match a.kind {
+            DocType::Key => raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_KEY,
+            DocType::Integer => raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_INTEGER,
+            DocType::String => raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_STRING,
+            DocType::PureToken => raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_PURE_TOKEN,
+            DocType::OneOf => raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_ONEOF,
+            DocType::Block => raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_BLOCK,
+        };
+        let mut flags = raw::REDISMODULE_CMD_ARG_NONE;
+        if a.optional {
+            flags |= raw::REDISMODULE_CMD_ARG_OPTIONAL;
+        }
+        if a.multiple {
+            flags |= raw::REDISMODULE_CMD_ARG_MULTIPLE;
+        }
+        Ok(raw::RedisModuleCommandArg {
+            name: self.text(&a.name)?,
+            type_,
+            // Every command with keys has one key spec, index 0.
+            key_spec_index: if a.kind == DocType::Key { 0 } else { -1 },
+            token: match a.token {
+                Some(t) => self.text(t)?,
+                None => std::ptr::null(),
+            },
+            summary: std::ptr::null(),
+            since: std::ptr::null(),
+            flags: flags as i32,
+            deprecated_since: std::ptr::null(),
+            subargs: if a.subargs.is_empty() {
+                std::ptr::null_mut()
+            } else {
+                self.list(&a.subargs)?
+            },
+            display_text: std::ptr::null(),
+        })
+    }
+}
+
+fn set_info(ctx: Ctx, command: &CommandDef, name: &CString) -> Result<(), String> {
+    // SAFETY: reading function pointers set by RedisModule_Init.
+    let (Some(get_command), Some(set_command_info)) =
+        (unsafe { raw::RedisModule_GetCommand }, unsafe {
+            raw::RedisModule_SetCommandInfo
+        })
+    else {
+        // Before Redis 7.0: the legacy key range above still applies.
+        return Ok(());
+    };
+    let version = raw::RedisModuleCommandInfoVersion {
+        version: 1,
+        sizeof_historyentry: std::mem::size_of::<raw::RedisModuleCommandHistoryEntry>(),
+        sizeof_keyspec: std::mem::size_of::<raw::RedisModuleCommandKeySpec>(),
+        sizeof_arg: std::mem::size_of::<raw::RedisModuleCommandArg>(),
+    };
+    let mut arena = Arena::default();
+    let mut key_specs = key_specs(command.keys());
+    let info = raw::RedisModuleCommandInfo {
+        version: &version,
+        summary: arena.text(command.summary)?,
+        complexity: arena.text(command.complexity)?,
+        since: arena.text(command.since)?,
+        history: std::ptr::null_mut(),
+        tips: std::ptr::null(),
+        arity: command.arity(),
+        key_specs: if key_specs.len() > 1 {
+            key_specs.as_mut_ptr()
+        } else {
+            std::ptr::null_mut()
+        },
+        args: arena.list(&docs::arguments(command))?,
+    };
+    // SAFETY: during OnLoad; `info` and everything it points to (the arena,
+    // the key specs) outlive the call, and Redis copies what it keeps.
+    let status = unsafe {
+        let registered = get_command(ctx.0, name.as_ptr());
+        if registered.is_null() {
+            return Err(format!("cannot find command {}", command.name));
+        }
+        set_command_info(registered, &info)
+    };
+    if status != raw::REDISMODULE_OK as c_int {
+        return Err(format!("cannot set command info of {}", command.name));
+    }
+    Ok(())
+}
+
+/// A decision reads the state, replies with what it read (remaining,
+/// reset) and updates it: like INCR, RW + ACCESS + UPDATE, so an ACL user
+/// needs both read and write permission on the key (`%W~` alone is not
+/// enough to learn a limiter's state).
+const DECISION_KEY_FLAGS: u64 = (raw::REDISMODULE_CMD_KEY_RW
+    | raw::REDISMODULE_CMD_KEY_ACCESS
+    | raw::REDISMODULE_CMD_KEY_UPDATE) as u64;
+
+/// The key specs of a command, terminated by a zeroed spec. Both kinds
+/// begin at argument 1: the key itself, or RL.ALL's `numkeys`.
+fn key_specs(keys: Keys) -> Vec<raw::RedisModuleCommandKeySpec> {
+    // SAFETY: the key spec is plain data (integers, unions of integers and
+    // null pointers); all-zero is its documented terminator.
+    let zeroed = || unsafe { std::mem::zeroed::<raw::RedisModuleCommandKeySpec>() };
+    let mut spec = zeroed();
+    spec.flags = DECISION_KEY_FLAGS;
+    spec.begin_search_type = raw::RedisModuleKeySpecBeginSearchType_REDISMODULE_KSPEC_BS_INDEX;
+    spec.bs.index.pos = 1;
+    match keys {
+        Keys::None => return vec![zeroed()],
+        Keys::First => {
+            spec.find_keys_type = raw::RedisModuleKeySpecFindKeysType_REDISMODULE_KSPEC_FK_RANGE;
+            spec.fk.range.lastkey = 0;
+            spec.fk.range.keystep = 1;
+            spec.fk.range.limit = 0;
+        }
+        Keys::NumKeys => {
+            spec.find_keys_type = raw::RedisModuleKeySpecFindKeysType_REDISMODULE_KSPEC_FK_KEYNUM;
+            spec.fk.keynum.keynumidx = 0;
+            spec.fk.keynum.firstkey = 1;
+            spec.fk.keynum.keystep = 1;
+        }
+    }
+    vec![spec, zeroed()]
+}
