@@ -151,10 +151,7 @@ mod tests {
         assert_eq!(duration(b"250ms", "period"), Ok(Micros::new(250_000)));
         assert_eq!(duration(b"1m", "period"), Ok(Micros::new(60_000_000)));
         assert_eq!(duration(b"2H", "period"), Ok(Micros::new(7_200_000_000)));
-        assert_eq!(
-            duration(b"36500d", "period"),
-            Ok(MAX_DURATION)
-        );
+        assert_eq!(duration(b"36500d", "period"), Ok(MAX_DURATION));
         for bad in [
             &b""[..],
             b"0",

@@ -118,3 +118,127 @@ fn combine(outcomes: &[Outcome]) -> Decided {
         decisions,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::algorithm::fixed_window::FixedWindow;
+    use crate::algorithm::gcra::Gcra;
+    use crate::algorithm::sliding_log::SlidingLog;
+    use crate::store::MemoryStore;
+
+    const S: u64 = 1_000_000;
+
+    fn gcra(limit: u64) -> Policy {
+        Policy::Gcra(Gcra::new(limit, 10 * S, limit).unwrap())
+    }
+
+    fn fixed(limit: u64) -> Policy {
+        Policy::Fixed(FixedWindow::new(limit, 60 * S, false))
+    }
+
+    fn run(store: &mut MemoryStore, policies: &[Policy], cost: u64, dryrun: bool) -> Decided {
+        decide(
+            store,
+            policies,
+            Micros::new(100 * S),
+            Request { cost, dryrun },
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn a_single_key_writes_with_the_ttl_of_its_reset() {
+        let mut store = MemoryStore::new(1);
+        let d = run(&mut store, &[gcra(10)], 1, false);
+        assert!(d.allowed);
+        assert_eq!(d.blocked_by, None);
+        assert_eq!(d.retry_after, RetryAfter::NotNeeded);
+        // 10 per 10 s: one request takes 1 s to drain.
+        assert_eq!(store.ttls[0], Some(Micros::new(S)));
+        assert_eq!(store.effects.len(), 1);
+        assert!(store.values[0].is_some());
+    }
+
+    #[test]
+    fn all_or_nothing_and_a_denial_writes_nothing() {
+        let mut store = MemoryStore::new(2);
+        let policies = [gcra(10), fixed(1)];
+        assert!(run(&mut store, &policies, 1, false).allowed);
+        let before = store.clone();
+        let d = run(&mut store, &policies, 1, false);
+        assert!(!d.allowed);
+        assert_eq!(d.blocked_by, Some(1));
+        // 60 s window begun at the first request.
+        assert_eq!(d.retry_after, RetryAfter::After(60 * S));
+        // The GCRA limit admitted, but nothing was charged.
+        assert!(d.decisions[0].allowed);
+        assert_eq!(store, before);
+    }
+
+    #[test]
+    fn never_is_the_combined_wait_when_one_limit_can_never_admit() {
+        let mut store = MemoryStore::new(2);
+        let d = run(&mut store, &[gcra(1), gcra(10)], 5, false);
+        assert_eq!(d.retry_after, RetryAfter::Never);
+        assert_eq!(d.blocked_by, Some(0));
+        assert!(store.effects.is_empty());
+    }
+
+    #[test]
+    fn dryrun_and_cost_zero_write_nothing() {
+        let mut store = MemoryStore::new(2);
+        let policies = [gcra(10), Policy::SlidingExact(SlidingLog::new(3, 60 * S))];
+        let d = run(&mut store, &policies, 1, true);
+        assert!(d.allowed);
+        assert_eq!(d.decisions[1].remaining, 2);
+        let d = run(&mut store, &policies, 0, false);
+        assert!(d.allowed);
+        assert_eq!(d.decisions[1].remaining, 3);
+        assert_eq!(store, MemoryStore::new(2));
+    }
+
+    #[test]
+    fn each_write_expires_with_its_own_reset() {
+        let mut store = MemoryStore::new(2);
+        run(&mut store, &[gcra(10), fixed(5)], 2, false);
+        assert_eq!(
+            store.ttls,
+            [Some(Micros::new(2 * S)), Some(Micros::new(60 * S))]
+        );
+    }
+
+    #[test]
+    fn a_key_that_cannot_be_written_leaves_every_key_as_it_was() {
+        let mut store = MemoryStore::new(3);
+        store.fail_prepare = Some(2);
+        let policies = [gcra(10), fixed(5), gcra(3)];
+        let err = decide(&mut store, &policies, Micros::new(S), Request::default()).unwrap_err();
+        assert_eq!(err.key, 2);
+        assert!(matches!(err.error, Error::WriteFailed(_)));
+        assert_eq!(store.values, [None, None, None]);
+        assert!(store.effects.is_empty());
+        assert!(
+            store.prepared.is_empty(),
+            "every prepared key was abandoned"
+        );
+    }
+
+    #[test]
+    fn state_errors_name_their_key() {
+        let mut store = MemoryStore::new(2);
+        store.values[1] = Some(b"not ours".to_vec());
+        let err = decide(
+            &mut store,
+            &[gcra(1), gcra(1)],
+            Micros::ZERO,
+            Request::default(),
+        )
+        .unwrap_err();
+        assert_eq!(err.key, 1);
+        assert_eq!(
+            err.error.to_string(),
+            "WRONGTYPE key holds a string that is not RL.GCRA state"
+        );
+    }
+}

@@ -30,7 +30,10 @@ pub enum Error {
     /// An RL.ALL policy without all its arguments; holds its syntax.
     PolicyArgs(String),
     /// An RL.ALL policy name that does not exist, and the names that do.
-    UnknownPolicy { given: String, expected: String },
+    UnknownPolicy {
+        given: String,
+        expected: String,
+    },
     /// RL.ALL with fewer policies than keys.
     PolicyCount {
         keys: usize,
@@ -47,7 +50,10 @@ pub enum Error {
         again: usize,
     },
     /// The parameters make the limiter take longer than the horizon to reset.
-    HorizonTooLong { span: &'static str, max: Micros },
+    HorizonTooLong {
+        span: &'static str,
+        max: Micros,
+    },
     /// Options of which at most one may be given (names them all).
     Exclusive(String),
     /// `limit` above what a mode accepts.
@@ -114,7 +120,11 @@ impl std::fmt::Display for Error {
                 "ERR {arg} must be a positive integer with an optional unit ms, s, m, h or d"
             ),
             Error::DurationTooLong { arg } => {
-                write!(f, "ERR {arg} must be at most {}d", MAX_DURATION.get() / US_PER_DAY)
+                write!(
+                    f,
+                    "ERR {arg} must be at most {}d",
+                    MAX_DURATION.get() / US_PER_DAY
+                )
             }
             Error::UnknownOption(o) => write!(f, "ERR syntax error: unknown option '{o}'"),
             Error::RepeatedOption(o) => write!(f, "ERR syntax error: {o} given more than once"),
@@ -151,7 +161,11 @@ impl std::fmt::Display for Error {
                 "ERR key {again} is the same as key {first}: each limit needs its own key"
             ),
             Error::HorizonTooLong { span, max } => {
-                write!(f, "ERR {span} must be at most {} years", max.get() / US_PER_YEAR)
+                write!(
+                    f,
+                    "ERR {span} must be at most {} years",
+                    max.get() / US_PER_YEAR
+                )
             }
             Error::Exclusive(options) => {
                 write!(f, "ERR syntax error: {options} are mutually exclusive")
@@ -208,7 +222,10 @@ impl std::fmt::Display for Error {
                 )
             }
             Error::WriteFailed(why) => {
-                write!(f, "ERR the key could not be written ({why}); nothing was changed")
+                write!(
+                    f,
+                    "ERR the key could not be written ({why}); nothing was changed"
+                )
             }
             Error::Internal(cmd) => {
                 write!(f, "ERR internal error in {cmd}; nothing was changed")

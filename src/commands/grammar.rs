@@ -154,7 +154,10 @@ pub struct PolicyDef {
 }
 
 /// `COST n` and `DRYRUN`, which every decision command takes.
-pub const COMMON: [Opt; 2] = [Opt::integer("COST", 0, args::MAX_COUNT), Opt::flag("DRYRUN")];
+pub const COMMON: [Opt; 2] = [
+    Opt::integer("COST", 0, args::MAX_COUNT),
+    Opt::flag("DRYRUN"),
+];
 const COST: usize = 0;
 const DRYRUN: usize = 1;
 
@@ -319,4 +322,125 @@ pub fn parse_common<A: AsRef<[u8]>>(tail: &[A]) -> Result<Request, Error> {
         take(&mut common, &COMMON, i, &mut opts)?;
     }
     Ok(common_of(&common))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::algorithm::fixed_window::FixedWindow;
+    use crate::algorithm::sliding_approx::SlidingApprox;
+    use crate::algorithm::sliding_buckets::SlidingBuckets;
+    use crate::algorithm::sliding_log::SlidingLog;
+    use crate::commands::table::{FIXED, GCRA, SLIDING};
+
+    const M: u64 = 60_000_000;
+
+    #[test]
+    fn policy_prefix_stops_at_the_first_foreign_token() {
+        let (p, used) = SLIDING
+            .parse_prefix(&["5", "1m", "BUCKETS", "10", "COST", "2"])
+            .unwrap();
+        assert_eq!(used, 4);
+        assert_eq!(p, Policy::SlidingBuckets(SlidingBuckets::new(5, M, 10)));
+        let (p, used) = SLIDING
+            .parse_prefix(&["5", "1m", "approx", "FIXED"])
+            .unwrap();
+        assert_eq!(
+            (p, used),
+            (Policy::SlidingApprox(SlidingApprox::new(5, M)), 3)
+        );
+        let (p, used) = SLIDING.parse_prefix(&["5", "1m"]).unwrap();
+        assert_eq!((p, used), (Policy::SlidingExact(SlidingLog::new(5, M)), 2));
+        assert_eq!(
+            SLIDING.parse_prefix(&["5", "1m", "BUCKETS"]),
+            Err(Error::MissingValue("BUCKETS"))
+        );
+        let (p, used) = FIXED
+            .parse_prefix(&["5", "1m", "ALIGNED", "COST", "2"])
+            .unwrap();
+        assert_eq!(used, 3);
+        assert_eq!(p, Policy::Fixed(FixedWindow::new(5, M, true)));
+        assert_eq!(FIXED.parse_prefix(&["5", "1m", "RL.GCRA"]).unwrap().1, 2);
+        assert_eq!(
+            FIXED.parse_prefix(&["5", "1m", "aligned", "ALIGNED"]),
+            Err(Error::RepeatedOption("ALIGNED"))
+        );
+        assert_eq!(
+            FIXED.parse_prefix(&["5"]),
+            Err(Error::PolicyArgs("FIXED limit window [ALIGNED]".into()))
+        );
+    }
+
+    #[test]
+    fn options_and_common_options_in_any_order() {
+        let (p, c) = SLIDING
+            .parse_command(&["5", "1m", "COST", "2", "APPROX", "DRYRUN"], "RL.SLIDING")
+            .unwrap();
+        assert_eq!(p, Policy::SlidingApprox(SlidingApprox::new(5, M)));
+        assert_eq!((c.cost, c.dryrun), (2, true));
+        let err = |args: &[&str]| SLIDING.parse_command(args, "RL.SLIDING").unwrap_err();
+        assert_eq!(
+            err(&["5", "1m", "EXACT", "APPROX"]),
+            Error::Exclusive("EXACT, APPROX and BUCKETS".into())
+        );
+        assert_eq!(
+            err(&["5", "1m", "EXACT", "exact"]),
+            Error::RepeatedOption("EXACT")
+        );
+        assert_eq!(
+            err(&["5", "1m", "BUCKETS", "1"]),
+            Error::Integer {
+                arg: "BUCKETS",
+                min: 2,
+                max: 1024
+            }
+        );
+        assert_eq!(
+            err(&["1000001", "1m"]),
+            Error::LimitTooHigh {
+                max: 1_000_000,
+                mode: "EXACT"
+            }
+        );
+        assert_eq!(err(&["5"]), Error::Arity("RL.SLIDING"));
+        assert_eq!(err(&["5", "1m", "NOW"]), Error::UnknownOption("NOW".into()));
+        assert_eq!(
+            err(&["5", "1m", "COST", "1", "cost", "2"]),
+            Error::RepeatedOption("COST")
+        );
+    }
+
+    #[test]
+    fn syntax_is_derived_from_the_definition() {
+        assert_eq!(GCRA.syntax(), "GCRA limit period [BURST n]");
+        assert_eq!(
+            SLIDING.syntax(),
+            "SLIDING limit window [EXACT | APPROX | BUCKETS n]"
+        );
+        assert_eq!(join_words(&["A", "B", "C"], "or"), "A, B or C");
+    }
+
+    #[test]
+    fn common_options() {
+        assert_eq!(parse_common::<&[u8]>(&[]), Ok(Request::default()));
+        assert_eq!(
+            parse_common(&[&b"cost"[..], b"0", b"DryRun"]),
+            Ok(Request {
+                cost: 0,
+                dryrun: true
+            })
+        );
+        assert_eq!(
+            parse_common(&[&b"COST"[..]]),
+            Err(Error::MissingValue("COST"))
+        );
+        assert_eq!(
+            parse_common(&[&b"DRYRUN"[..], b"DRYRUN"]),
+            Err(Error::RepeatedOption("DRYRUN"))
+        );
+        assert_eq!(
+            parse_common(&[&b"FOO"[..]]),
+            Err(Error::UnknownOption("FOO".into()))
+        );
+    }
 }

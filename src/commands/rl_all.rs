@@ -99,12 +99,13 @@ pub fn run(_command: &CommandDef, ctx: Ctx, args: &[Arg]) -> Result<Verdict, Err
         return Err(Error::RepeatedKey { first, again });
     }
     let mut store = RedisStore::open(ctx, keys);
-    let decided = engine::decide(&mut store, &call.policies, clock::now(), call.request).map_err(
-        |e| Error::InKey {
-            position: e.key + 1,
-            error: Box::new(e.error),
-        },
-    )?;
+    let decided =
+        engine::decide(&mut store, &call.policies, clock::now(), call.request).map_err(|e| {
+            Error::InKey {
+                position: e.key + 1,
+                error: Box::new(e.error),
+            }
+        })?;
     reply::all(ctx, &decided);
     Ok(Verdict::of(decided.allowed))
 }

@@ -176,7 +176,9 @@ fn build_sliding(v: &Values) -> Result<Policy, Error> {
         return Ok(Policy::SlidingApprox(SlidingApprox::new(limit, window)));
     }
     if let Some(n) = v.option(2) {
-        return Ok(Policy::SlidingBuckets(SlidingBuckets::new(limit, window, n)));
+        return Ok(Policy::SlidingBuckets(SlidingBuckets::new(
+            limit, window, n,
+        )));
     }
     // EXACT, the default.
     if limit > MAX_EXACT_LIMIT {
@@ -279,4 +281,3 @@ pub static COMMANDS: [CommandDef; COMMAND_COUNT] = [
         run: clock::run,
     },
 ];
-

@@ -55,7 +55,9 @@ pub fn parse<A: AsRef<[u8]>>(args: &[A]) -> Result<Call, Error> {
     )
     .map_err(|e| match e {
         CellError::RateTooHigh => Error::RateTooHigh,
-        CellError::BurstTooLong => Error::horizon("(max_burst + 1) * period / count", MAX_TOLERANCE),
+        CellError::BurstTooLong => {
+            Error::horizon("(max_burst + 1) * period / count", MAX_TOLERANCE)
+        }
     })?;
     Ok(Call {
         cell,

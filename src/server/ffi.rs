@@ -141,12 +141,5 @@ pub fn log_warning(ctx: Ctx, message: &str) {
     };
     // SAFETY: ctx is a live context (or NULL, which Log accepts); both
     // strings are NUL-terminated and the format is "%s".
-    unsafe {
-        api!(RedisModule_Log)(
-            ctx.0,
-            c"warning".as_ptr(),
-            c"%s".as_ptr(),
-            text.as_ptr(),
-        )
-    };
+    unsafe { api!(RedisModule_Log)(ctx.0, c"warning".as_ptr(), c"%s".as_ptr(), text.as_ptr()) };
 }

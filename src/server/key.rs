@@ -25,7 +25,11 @@ struct OpenKey {
 /// A write made ready by `prepare`.
 enum Prepared {
     /// The value already has the room the write needs, at `ptr`.
-    InPlace { ptr: *mut u8, len: usize, undo: Undo },
+    InPlace {
+        ptr: *mut u8,
+        len: usize,
+        undo: Undo,
+    },
     /// A value of another length, set whole at commit.
     Replace(RString),
 }
@@ -78,8 +82,9 @@ impl OpenKey {
         let mut len = 0usize;
         // SAFETY: the key is open for writing; Redis returns NULL for a key
         // that holds no string.
-        let ptr =
-            unsafe { api!(RedisModule_StringDMA)(self.key, &mut len, raw::REDISMODULE_WRITE as c_int) };
+        let ptr = unsafe {
+            api!(RedisModule_StringDMA)(self.key, &mut len, raw::REDISMODULE_WRITE as c_int)
+        };
         (ptr.cast::<u8>(), len)
     }
 
@@ -119,7 +124,9 @@ impl OpenKey {
                 unsafe { api!(RedisModule_DeleteKey)(self.key) };
             }
             // SAFETY: created in `prepare` with no context, freed once.
-            Some(Prepared::Replace(s)) => unsafe { api!(RedisModule_FreeString)(std::ptr::null_mut(), s) },
+            Some(Prepared::Replace(s)) => unsafe {
+                api!(RedisModule_FreeString)(std::ptr::null_mut(), s)
+            },
         }
     }
 }
@@ -211,7 +218,13 @@ impl Store for RedisStore {
                 for (off, bytes) in ranges {
                     if off + bytes.len() <= len {
                         // SAFETY: within the `len` bytes at `ptr` (checked).
-                        unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), ptr.add(*off), bytes.len()) };
+                        unsafe {
+                            std::ptr::copy_nonoverlapping(
+                                bytes.as_ptr(),
+                                ptr.add(*off),
+                                bytes.len(),
+                            )
+                        };
                     }
                 }
             }
