@@ -7,15 +7,10 @@
 //! Adding an algorithm or mode is one line in `policies()`.
 
 use criterion::{black_box, criterion_group, criterion_main, Criterion};
-use redis_ratelimit::algorithm::bucket::TokenBucket;
-use redis_ratelimit::algorithm::cell::Cell;
-use redis_ratelimit::algorithm::fixed_window::FixedWindow;
-use redis_ratelimit::algorithm::gcra::Gcra;
-use redis_ratelimit::algorithm::sliding_approx::SlidingApprox;
-use redis_ratelimit::algorithm::sliding_buckets::SlidingBuckets;
-use redis_ratelimit::algorithm::sliding_log::SlidingLog;
-use redis_ratelimit::commands::{bucket, fixed, gcra, sliding, throttle};
-use redis_ratelimit::policy::{Policy, StateWrite};
+use redis_ratelimit::api::{
+    self, decode_cell_tat, Cell, FixedWindow, Gcra, Policy, SlidingApprox, SlidingBuckets,
+    SlidingLog, StateWrite, TokenBucket,
+};
 use std::time::Duration;
 
 const SECOND: u64 = 1_000_000;
@@ -125,7 +120,7 @@ fn decisions(c: &mut Criterion) {
     let cell = Cell::new(9, 10, 1, i128::MAX).unwrap();
     let now_ns = i64::try_from(NOW_US * 1_000).unwrap();
     let cell_round = |stored: &[u8]| {
-        let tat = throttle::decode_tat(stored).unwrap();
+        let tat = decode_cell_tat(stored).unwrap();
         let (reply, write) = cell.throttle(Some(tat), now_ns, 1);
         (reply, write.map(|w| w.tat_ns.to_string()))
     };
@@ -147,27 +142,27 @@ fn parsing(c: &mut Criterion) {
     let mut group = c.benchmark_group("parse");
     let args: [&[u8]; 2] = [b"10", b"1s"];
     group.bench_function("RL.GCRA 10 1s", |b| {
-        b.iter(|| gcra::parse(black_box(&args)))
+        b.iter(|| api::parse("RL.GCRA", black_box(&args)))
     });
     let args: [&[u8]; 4] = [b"100", b"1m", b"BURST", b"20"];
     group.bench_function("RL.GCRA 100 1m BURST 20", |b| {
-        b.iter(|| gcra::parse(black_box(&args)))
+        b.iter(|| api::parse("RL.GCRA", black_box(&args)))
     });
     let args: [&[u8]; 3] = [b"10", b"10", b"1s"];
     group.bench_function("RL.BUCKET 10 10 1s", |b| {
-        b.iter(|| bucket::parse(black_box(&args)))
+        b.iter(|| api::parse("RL.BUCKET", black_box(&args)))
     });
     let args: [&[u8]; 3] = [b"10", b"1s", b"APPROX"];
     group.bench_function("RL.SLIDING 10 1s APPROX", |b| {
-        b.iter(|| sliding::parse(black_box(&args)))
+        b.iter(|| api::parse("RL.SLIDING", black_box(&args)))
     });
     let args: [&[u8]; 2] = [b"10", b"1s"];
     group.bench_function("RL.FIXED 10 1s", |b| {
-        b.iter(|| fixed::parse(black_box(&args)))
+        b.iter(|| api::parse("RL.FIXED", black_box(&args)))
     });
     let args: [&[u8]; 3] = [b"9", b"10", b"1"];
     group.bench_function("CL.THROTTLE 9 10 1", |b| {
-        b.iter(|| throttle::parse(black_box(&args)))
+        b.iter(|| api::parse_throttle(black_box(&args)))
     });
     group.finish();
 }

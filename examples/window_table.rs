@@ -17,12 +17,10 @@
 //! The RNG is seeded, so the table is reproducible.
 
 use rand::{Rng, SeedableRng};
-use redis_ratelimit::algorithm::ceil_ms;
-use redis_ratelimit::algorithm::fixed_window::FixedWindow;
-use redis_ratelimit::algorithm::sliding_approx::SlidingApprox;
-use redis_ratelimit::algorithm::sliding_buckets::SlidingBuckets;
-use redis_ratelimit::algorithm::sliding_log::SlidingLog;
-use redis_ratelimit::policy::{Policy, StateWrite};
+use redis_ratelimit::api::{
+    ceil_ms, FixedWindow, Policy, SlidingApprox, SlidingBuckets, SlidingLog, StateWrite,
+    MAX_EXACT_LIMIT,
+};
 use std::collections::VecDeque;
 
 const WINDOW_US: u64 = 60_000_000;
@@ -117,7 +115,7 @@ fn simulate(policy: &Policy, limit: u64, load: f64, seed: u64) -> Run {
 }
 
 fn modes(limit: u64) -> Vec<(&'static str, Policy)> {
-    let exact_limit = limit.min(redis_ratelimit::algorithm::sliding_log::MAX_EXACT_LIMIT);
+    let exact_limit = limit.min(MAX_EXACT_LIMIT);
     vec![
         (
             "SLIDING EXACT",

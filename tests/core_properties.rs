@@ -1,9 +1,7 @@
 //! Property tests of the pure GCRA / token-bucket core (no server).
 
 use proptest::prelude::*;
-use redis_ratelimit::algorithm::gcra::Gcra;
-use redis_ratelimit::algorithm::schedule::Tat;
-use redis_ratelimit::algorithm::{Decision, RetryAfter};
+use redis_ratelimit::api::{Decision, Gcra, RetryAfter, Tat};
 
 /// Runs one decision and keeps the new state.
 fn step(g: &Gcra, state: &mut Option<Tat>, now: u64, cost: u64) -> Decision {

@@ -5,13 +5,13 @@
 
 use proptest::collection::vec;
 use proptest::prelude::*;
-use redis_ratelimit::algorithm::cell::Cell;
-use redis_ratelimit::algorithm::schedule::{Schedule, ScheduleError, Tat};
-use redis_ratelimit::algorithm::{RetryAfter, MAX_HORIZON_US};
-use redis_ratelimit::args::{self, MAX_COUNT, MAX_DURATION_MS};
-use redis_ratelimit::codec::{self, Kind, StateError, TAT_MAX_LEN};
-use redis_ratelimit::commands::{bucket, gcra, throttle};
-use redis_ratelimit::policy::Policy;
+use redis_ratelimit::api::{
+    self, decode_cell_tat, Cell, Kind, Policy, RetryAfter, Schedule, ScheduleError, StateError, Tat,
+    MAX_COUNT, MAX_DURATION, MAX_HORIZON_US, TAT_MAX_LEN,
+};
+
+/// The longest duration an argument may give, in milliseconds.
+const MAX_DURATION_MS: u64 = MAX_DURATION.get() / 1_000;
 
 /// The latest time the clock shows.
 const END_US: u64 = i64::MAX as u64;
@@ -198,20 +198,20 @@ proptest! {
             t
         };
         let mut buf = [0; TAT_MAX_LEN];
-        let n = codec::encode_tat(kind, t, &mut buf);
+        let n = api::encode_tat(kind, t, &mut buf);
         prop_assert_eq!(buf[0], kind.tag());
-        prop_assert_eq!(codec::decode_tat(&buf[..n], kind), Ok(t));
+        prop_assert_eq!(api::decode_tat(&buf[..n], kind), Ok(t));
         for other in Kind::ALL.into_iter().filter(|k| *k != kind) {
-            prop_assert_eq!(codec::decode_tat(&buf[..n], other), Err(StateError::OtherKind(kind)));
+            prop_assert_eq!(api::decode_tat(&buf[..n], other), Err(StateError::OtherKind(kind)));
         }
         // Arbitrary bytes: a decoded TAT is proper and re-encodes to a value
         // that decodes the same.
-        match codec::decode_tat(&bytes, kind) {
+        match api::decode_tat(&bytes, kind) {
             Ok(d) => {
                 prop_assert_eq!(bytes[0], kind.tag());
                 prop_assert!(d.frac_num == 0 || (d.frac_num < d.frac_den));
-                let n = codec::encode_tat(kind, d, &mut buf);
-                prop_assert_eq!(codec::decode_tat(&buf[..n], kind), Ok(d));
+                let n = api::encode_tat(kind, d, &mut buf);
+                prop_assert_eq!(api::decode_tat(&buf[..n], kind), Ok(d));
             }
             Err(StateError::Foreign) => prop_assert!(Kind::of(&bytes).is_none()),
             Err(StateError::OtherKind(k)) => prop_assert_eq!(Kind::of(&bytes), Some(k)),
@@ -221,8 +221,8 @@ proptest! {
 
     #[test]
     fn cell_state_is_a_decimal_i64(bytes in vec(any::<u8>(), 0..24), n in 0..=i64::MAX) {
-        prop_assert_eq!(throttle::decode_tat(n.to_string().as_bytes()), Ok(n));
-        if let Ok(v) = throttle::decode_tat(&bytes) {
+        prop_assert_eq!(decode_cell_tat(n.to_string().as_bytes()), Ok(n));
+        if let Ok(v) = decode_cell_tat(&bytes) {
             prop_assert!(bytes.iter().all(u8::is_ascii_digit));
             let text = std::str::from_utf8(&bytes).unwrap();
             prop_assert_eq!(Ok(v), text.parse::<i64>());
@@ -238,13 +238,13 @@ proptest! {
     ) {
         let text = format!("{}{n}", "0".repeat(zeros));
         let want = if n >= min && n <= max { Some(n) } else { None };
-        prop_assert_eq!(args::integer(text.as_bytes(), "x", min, max).ok(), want);
+        prop_assert_eq!(api::integer(text.as_bytes(), "x", min, max).ok(), want);
         let reference = std::str::from_utf8(&bytes)
             .ok()
             .filter(|s| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()))
             .and_then(|s| s.parse::<u64>().ok())
             .filter(|v| *v >= min && *v <= max);
-        prop_assert_eq!(args::integer(&bytes, "x", min, max).ok(), reference);
+        prop_assert_eq!(api::integer(&bytes, "x", min, max).ok(), reference);
     }
 
     #[test]
@@ -259,7 +259,7 @@ proptest! {
         let (suffix, ms) = units[unit];
         let text = format!("{n}{suffix}");
         let total_ms = u128::from(n) * ms;
-        let got = args::duration_us(text.as_bytes(), "period");
+        let got = api::duration(text.as_bytes(), "period").map(|d| d.get());
         if n == 0 {
             prop_assert!(got.is_err());
         } else if total_ms > u128::from(MAX_DURATION_MS) {
@@ -267,7 +267,7 @@ proptest! {
         } else {
             prop_assert_eq!(got, Ok(u64::try_from(total_ms * 1_000).unwrap()));
         }
-        if let Ok(us) = args::duration_us(&bytes, "period") {
+        if let Ok(us) = api::duration(&bytes, "period").map(|d| d.get()) {
             prop_assert!((1_000..=MAX_DURATION_MS * 1_000).contains(&us) && us % 1_000 == 0);
         }
     }
@@ -277,9 +277,9 @@ proptest! {
     #[test]
     fn parsers_take_any_arguments(args in vec(argument(), 0..8)) {
         let check = |e: Option<String>| e.is_none_or(|m| m.starts_with("ERR ") && !m.contains('\n'));
-        prop_assert!(check(gcra::parse(&args).err().map(|e| e.to_string())));
-        prop_assert!(check(bucket::parse(&args).err().map(|e| e.to_string())));
-        prop_assert!(check(throttle::parse(&args).err().map(|e| e.to_string())));
+        prop_assert!(check(api::parse("RL.GCRA", &args).err().map(|e| e.to_string())));
+        prop_assert!(check(api::parse("RL.BUCKET", &args).err().map(|e| e.to_string())));
+        prop_assert!(check(api::parse_throttle(&args).err().map(|e| e.to_string())));
     }
 
     #[test]
@@ -292,11 +292,9 @@ proptest! {
     ) {
         let mut tagged = bytes.clone();
         tagged.insert(0, tag);
-        let gcra = gcra::parse(&[rate.to_string(), format!("{}ms", (period / 1_000).max(1)), "BURST".into(), burst.to_string()]);
-        let bucket = bucket::parse(&[burst.to_string(), rate.to_string(), format!("{}ms", (period / 1_000).max(1))]);
-        let mut policies = Vec::new();
-        if let Ok(g) = gcra { policies.push(Policy::Gcra(g.gcra)); }
-        if let Ok(b) = bucket { policies.push(Policy::Bucket(b.bucket)); }
+        let gcra = api::parse("RL.GCRA", &[rate.to_string(), format!("{}ms", (period / 1_000).max(1)), "BURST".into(), burst.to_string()]);
+        let bucket = api::parse("RL.BUCKET", &[burst.to_string(), rate.to_string(), format!("{}ms", (period / 1_000).max(1))]);
+        let policies: Vec<Policy> = [gcra, bucket].into_iter().filter_map(Result::ok).map(|(p, _)| p).collect();
         for p in policies {
             for stored in [&bytes[..], &tagged[..]] {
                 if let Ok(out) = p.decide(Some(stored), now, cost) {

@@ -5,9 +5,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use redis_ratelimit::args::{self, Common};
-use redis_ratelimit::commands::{all, bucket, fixed, gcra, sliding, throttle};
-use redis_ratelimit::error::Error;
+use redis_ratelimit::api::{self, Error, MAX_DURATION};
 
 fn check<T>(result: Result<T, Error>) {
     if let Err(e) = result {
@@ -19,17 +17,16 @@ fn check<T>(result: Result<T, Error>) {
 
 fuzz_target!(|data: &[u8]| {
     let argv: Vec<&[u8]> = data.split(|&b| b == 0).collect();
-    check(gcra::parse(&argv));
-    check(bucket::parse(&argv));
-    check(throttle::parse(&argv));
-    check(all::parse(&argv));
-    check(sliding::parse(&argv));
-    check(fixed::parse(&argv));
-    check(gcra::parse_policy(&argv));
-    check(bucket::parse_policy(&argv));
-    check(sliding::parse_policy(&argv));
-    check(fixed::parse_policy(&argv));
-    check(Common::parse(&argv));
+    // Every command's and every policy's parser, from the command table.
+    for command in ["RL.GCRA", "RL.BUCKET", "RL.SLIDING", "RL.FIXED"] {
+        check(api::parse(command, &argv));
+    }
+    for policy in api::POLICIES {
+        check(policy.parse_prefix(&argv));
+    }
+    check(api::parse_throttle(&argv));
+    check(api::parse_all(&argv));
+    check(api::parse_common(&argv));
     // Each argument alone as a duration and as a count, and the bounds
     // from the first eight bytes.
     let bound = |i: usize| {
@@ -38,10 +35,11 @@ fuzz_target!(|data: &[u8]| {
     };
     let (a, b) = (bound(0), bound(8));
     for arg in &argv {
-        if let Ok(us) = args::duration_us(arg, "period") {
-            assert!(us >= 1_000 && us <= args::MAX_DURATION_MS * 1_000 && us % 1_000 == 0);
+        if let Ok(d) = api::duration(arg, "period") {
+            let us = d.get();
+            assert!(us >= 1_000 && us <= MAX_DURATION.get() && us % 1_000 == 0);
         }
-        if let Ok(n) = args::integer(arg, "n", a.min(b), a.max(b)) {
+        if let Ok(n) = api::integer(arg, "n", a.min(b), a.max(b)) {
             assert!(n >= a.min(b) && n <= a.max(b));
             assert!(arg.iter().all(u8::is_ascii_digit));
         }

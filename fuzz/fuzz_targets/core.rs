@@ -5,9 +5,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use redis_ratelimit::algorithm::cell::Cell;
-use redis_ratelimit::algorithm::schedule::{Schedule, Tat};
-use redis_ratelimit::algorithm::RetryAfter;
+use redis_ratelimit::api::{Cell, RetryAfter, Schedule, Tat};
 
 fn word(data: &[u8], i: usize) -> u64 {
     data.get(i * 8..i * 8 + 8)

@@ -5,16 +5,10 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use redis_ratelimit::algorithm::bucket::TokenBucket;
-use redis_ratelimit::algorithm::fixed_window::FixedWindow;
-use redis_ratelimit::algorithm::gcra::Gcra;
-use redis_ratelimit::algorithm::sliding_approx::SlidingApprox;
-use redis_ratelimit::algorithm::sliding_buckets::SlidingBuckets;
-use redis_ratelimit::algorithm::sliding_log::SlidingLog;
-use redis_ratelimit::codec::window;
-use redis_ratelimit::codec::{self, Kind, StateError, TAT_MAX_LEN};
-use redis_ratelimit::commands::throttle;
-use redis_ratelimit::policy::Policy;
+use redis_ratelimit::api::{
+    decode_cell_tat, decode_tat, encode_tat, window, FixedWindow, Gcra, Kind, Policy,
+    SlidingApprox, SlidingBuckets, SlidingLog, StateError, TokenBucket, TAT_MAX_LEN,
+};
 
 fn word(data: &[u8], i: usize) -> u64 {
     data.get(i * 8..i * 8 + 8)
@@ -25,18 +19,18 @@ fuzz_target!(|data: &[u8]| {
     let (params, stored) = data.split_at(data.len().min(24));
     let (a, now, cost) = (word(params, 0), word(params, 1), word(params, 2));
     for kind in Kind::ALL {
-        match codec::decode_tat(stored, kind) {
+        match decode_tat(stored, kind) {
             Ok(tat) => {
                 assert!(tat.frac_num == 0 || tat.frac_num < tat.frac_den);
                 let mut buf = [0; TAT_MAX_LEN];
-                let n = codec::encode_tat(kind, tat, &mut buf);
-                assert_eq!(codec::decode_tat(&buf[..n], kind), Ok(tat));
+                let n = encode_tat(kind, tat, &mut buf);
+                assert_eq!(decode_tat(&buf[..n], kind), Ok(tat));
             }
             Err(StateError::OtherKind(k)) => assert_ne!(k, kind),
             Err(_) => {}
         }
     }
-    if let Ok(n) = throttle::decode_tat(stored) {
+    if let Ok(n) = decode_cell_tat(stored) {
         assert!(n >= 0);
     }
     let _ = window::ExactLog::decode(stored).map(|log| log.to_vec());

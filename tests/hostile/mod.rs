@@ -812,7 +812,7 @@ pub fn expected_error(parse: Parse, v: &[u8]) -> Option<String> {
 /// The module's rendering of a client word in an error: at most 32 bytes,
 /// anything but printable ASCII as `?`.
 #[allow(unused_imports)] // not every test binary that shares this module uses it
-pub use redis_ratelimit::error::printable;
+pub use redis_ratelimit::api::printable;
 
 pub const WRONGTYPE: &str = "WRONGTYPE Operation against a key holding the wrong kind of value";
 
