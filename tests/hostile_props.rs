@@ -6,8 +6,8 @@
 use proptest::collection::vec;
 use proptest::prelude::*;
 use redis_ratelimit::api::{
-    self, decode_cell_tat, Cell, Kind, Policy, RetryAfter, Schedule, ScheduleError, StateError, Tat,
-    MAX_COUNT, MAX_DURATION, MAX_HORIZON_US, TAT_MAX_LEN,
+    self, decode_cell_tat, Cell, Kind, Policy, RetryAfter, Schedule, ScheduleError, StateError,
+    Tat, MAX_COUNT, MAX_DURATION, MAX_HORIZON_US, TAT_MAX_LEN,
 };
 
 /// The longest duration an argument may give, in milliseconds.
