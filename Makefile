@@ -50,7 +50,7 @@ deps-valkey:
 
 lint:
 	cargo fmt --check
-	cargo clippy --all-targets -- -D warnings
+	cargo clippy --all-targets -- -D warnings -D clippy::undocumented_unsafe_blocks
 
 ## Unit and property tests only (no server).
 unit:

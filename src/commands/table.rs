@@ -46,7 +46,7 @@ pub enum Keys {
     /// One key, the first argument.
     First,
     /// `numkeys key [key ...]` from the first argument on.
-    NumKeys,
+    Counted,
 }
 
 #[derive(Debug)]
@@ -66,7 +66,7 @@ impl CommandDef {
     pub fn keys(&self) -> Keys {
         match self.grammar {
             Grammar::Policy(_) | Grammar::Positional { .. } => Keys::First,
-            Grammar::All => Keys::NumKeys,
+            Grammar::All => Keys::Counted,
             Grammar::Subcommands { .. } => Keys::None,
         }
     }
@@ -93,7 +93,7 @@ impl CommandDef {
         let (first, end) = match self.keys() {
             Keys::None => (1, 1),
             Keys::First => (1, 2),
-            Keys::NumKeys => {
+            Keys::Counted => {
                 let numkeys = args
                     .get(1)
                     .and_then(|n| args::integer(n.as_ref(), "numkeys", 1, args.len() as u64).ok())

@@ -1,7 +1,7 @@
 //! Safe wrappers over the few Redis module API functions the shell calls.
 //!
 //! The function pointers are filled in by `RedisModule_Init` before any
-//! command runs; `init::check_api` refuses to load when one is missing, so
+//! command runs; `load::missing_api` refuses to load when one is missing, so
 //! a missing pointer here is a bug, and a panic (caught by the command guard)
 //! is the right answer to it.
 

@@ -47,7 +47,7 @@ unsafe fn dispatch(
     let ctx = Ctx(ctx);
     // SAFETY: forwarded from the caller's contract.
     let args = unsafe { ffi::argv(argv, argc) };
-    if command.keys() == Keys::NumKeys && ffi::is_keys_position_request(ctx) {
+    if command.keys() == Keys::Counted && ffi::is_keys_position_request(ctx) {
         for pos in command.key_positions(args) {
             ffi::key_at_pos(ctx, pos);
         }
@@ -78,7 +78,7 @@ pub fn register(ctx: Ctx) -> Result<(), String> {
         let flags = c_string(command.flags)?;
         // RL.ALL's keys are found by its key spec (set below), not a range.
         let (first, last, step) = match command.keys() {
-            Keys::None | Keys::NumKeys => (0, 0, 0),
+            Keys::None | Keys::Counted => (0, 0, 0),
             Keys::First => (1, 1, 1),
         };
         // SAFETY: called from RedisModule_OnLoad with its context; the
@@ -246,7 +246,7 @@ fn key_specs(keys: Keys) -> Vec<raw::RedisModuleCommandKeySpec> {
             spec.fk.range.keystep = 1;
             spec.fk.range.limit = 0;
         }
-        Keys::NumKeys => {
+        Keys::Counted => {
             spec.find_keys_type = raw::RedisModuleKeySpecFindKeysType_REDISMODULE_KSPEC_FK_KEYNUM;
             spec.fk.keynum.keynumidx = 0;
             spec.fk.keynum.firstkey = 1;
