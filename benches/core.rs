@@ -7,13 +7,13 @@
 //! Adding an algorithm or mode is one line in `policies()`.
 
 use criterion::{black_box, criterion_group, criterion_main, Criterion};
-use redis_ratelimit::algorithm::bucket::TokenBucket;
 use redis_ratelimit::algorithm::cell::Cell;
 use redis_ratelimit::algorithm::fixed_window::FixedWindow;
 use redis_ratelimit::algorithm::gcra::Gcra;
 use redis_ratelimit::algorithm::sliding_approx::SlidingApprox;
 use redis_ratelimit::algorithm::sliding_buckets::SlidingBuckets;
 use redis_ratelimit::algorithm::sliding_log::SlidingLog;
+use redis_ratelimit::algorithm::token_bucket::TokenBucket;
 use redis_ratelimit::commands::{bucket, fixed, gcra, sliding, throttle};
 use redis_ratelimit::policy::{Policy, StateWrite};
 use std::time::Duration;

@@ -1,13 +1,13 @@
 //! A limit of any algorithm, as one value: what RL.ALL combines and what the
 //! window commands decide through. Pure: bytes in, decision and bytes out.
 
-use crate::algorithm::bucket::TokenBucket;
 use crate::algorithm::fixed_window::FixedWindow;
 use crate::algorithm::gcra::Gcra;
 use crate::algorithm::schedule::Tat;
 use crate::algorithm::sliding_approx::SlidingApprox;
 use crate::algorithm::sliding_buckets::SlidingBuckets;
 use crate::algorithm::sliding_log::SlidingLog;
+use crate::algorithm::token_bucket::TokenBucket;
 use crate::algorithm::Decision;
 use crate::codec::window::{self, ExactLog};
 use crate::codec::{self, Kind, StateError, TAT_MAX_LEN};

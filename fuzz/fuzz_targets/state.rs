@@ -5,7 +5,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use redis_ratelimit::algorithm::bucket::TokenBucket;
+use redis_ratelimit::algorithm::token_bucket::TokenBucket;
 use redis_ratelimit::algorithm::fixed_window::FixedWindow;
 use redis_ratelimit::algorithm::gcra::Gcra;
 use redis_ratelimit::algorithm::sliding_approx::SlidingApprox;

@@ -4,7 +4,6 @@
 //! epoch (`u64`); all arithmetic is exact integer arithmetic (`u128` where a
 //! product could overflow `u64`), so a decision never depends on rounding.
 
-pub mod bucket;
 pub mod cell;
 pub mod fixed_window;
 pub mod gcra;
@@ -12,6 +11,7 @@ pub mod schedule;
 pub mod sliding_approx;
 pub mod sliding_buckets;
 pub mod sliding_log;
+pub mod token_bucket;
 
 /// Microseconds in one millisecond.
 pub const US_PER_MS: u64 = 1_000;

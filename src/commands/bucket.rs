@@ -1,7 +1,7 @@
 //! `RL.BUCKET key capacity refill period [COST n] [DRYRUN]`
 
 use super::{horizon_error, run_policy, Verdict};
-use crate::algorithm::bucket::TokenBucket;
+use crate::algorithm::token_bucket::TokenBucket;
 use crate::args::{self, Common, MAX_COUNT};
 use crate::error::Error;
 use crate::policy::Policy;
