@@ -11,8 +11,8 @@ use redis_ratelimit::algorithm::cell::Cell;
 use redis_ratelimit::algorithm::fixed_window::FixedWindow;
 use redis_ratelimit::algorithm::gcra::Gcra;
 use redis_ratelimit::algorithm::sliding_approx::SlidingApprox;
-use redis_ratelimit::algorithm::sliding_buckets::SlidingBuckets;
 use redis_ratelimit::algorithm::sliding_log::SlidingLog;
+use redis_ratelimit::algorithm::sliding_subwindows::SlidingSubwindows;
 use redis_ratelimit::algorithm::token_bucket::TokenBucket;
 use redis_ratelimit::commands::{bucket, fixed, gcra, sliding, throttle};
 use redis_ratelimit::policy::{Policy, StateWrite};
@@ -47,7 +47,7 @@ fn policies() -> Vec<(&'static str, Policy)> {
         ),
         (
             "SLIDING BUCKETS 10",
-            Policy::SlidingBuckets(SlidingBuckets::new(10, SECOND, 10)),
+            Policy::SlidingSubwindows(SlidingSubwindows::new(10, SECOND, 10)),
         ),
         ("FIXED", Policy::Fixed(FixedWindow::new(10, SECOND, false))),
         (

@@ -20,8 +20,8 @@ use rand::{Rng, SeedableRng};
 use redis_ratelimit::algorithm::ceil_ms;
 use redis_ratelimit::algorithm::fixed_window::FixedWindow;
 use redis_ratelimit::algorithm::sliding_approx::SlidingApprox;
-use redis_ratelimit::algorithm::sliding_buckets::SlidingBuckets;
 use redis_ratelimit::algorithm::sliding_log::SlidingLog;
+use redis_ratelimit::algorithm::sliding_subwindows::SlidingSubwindows;
 use redis_ratelimit::policy::{Policy, StateWrite};
 use std::collections::VecDeque;
 
@@ -129,11 +129,11 @@ fn modes(limit: u64) -> Vec<(&'static str, Policy)> {
         ),
         (
             "SLIDING BUCKETS 10",
-            Policy::SlidingBuckets(SlidingBuckets::new(limit, WINDOW_US, 10)),
+            Policy::SlidingSubwindows(SlidingSubwindows::new(limit, WINDOW_US, 10)),
         ),
         (
             "SLIDING BUCKETS 100",
-            Policy::SlidingBuckets(SlidingBuckets::new(limit, WINDOW_US, 100)),
+            Policy::SlidingSubwindows(SlidingSubwindows::new(limit, WINDOW_US, 100)),
         ),
         (
             "FIXED",

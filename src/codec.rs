@@ -22,7 +22,7 @@ pub enum Kind {
     Bucket,
     SlidingExact,
     SlidingApprox,
-    SlidingBuckets,
+    SlidingSubwindows,
     Fixed,
 }
 
@@ -32,7 +32,7 @@ impl Kind {
         Kind::Bucket,
         Kind::SlidingExact,
         Kind::SlidingApprox,
-        Kind::SlidingBuckets,
+        Kind::SlidingSubwindows,
         Kind::Fixed,
     ];
 
@@ -42,7 +42,7 @@ impl Kind {
             Kind::Bucket => 0xA2,
             Kind::SlidingExact => 0xA3,
             Kind::SlidingApprox => 0xA4,
-            Kind::SlidingBuckets => 0xA5,
+            Kind::SlidingSubwindows => 0xA5,
             Kind::Fixed => 0xA6,
         }
     }
@@ -54,7 +54,7 @@ impl Kind {
             Kind::Bucket => "RL.BUCKET",
             Kind::SlidingExact => "RL.SLIDING EXACT",
             Kind::SlidingApprox => "RL.SLIDING APPROX",
-            Kind::SlidingBuckets => "RL.SLIDING BUCKETS",
+            Kind::SlidingSubwindows => "RL.SLIDING BUCKETS",
             Kind::Fixed => "RL.FIXED",
         }
     }

@@ -5,8 +5,8 @@ use crate::algorithm::fixed_window::FixedWindow;
 use crate::algorithm::gcra::Gcra;
 use crate::algorithm::schedule::Tat;
 use crate::algorithm::sliding_approx::SlidingApprox;
-use crate::algorithm::sliding_buckets::SlidingBuckets;
 use crate::algorithm::sliding_log::SlidingLog;
+use crate::algorithm::sliding_subwindows::SlidingSubwindows;
 use crate::algorithm::token_bucket::TokenBucket;
 use crate::algorithm::Decision;
 use crate::codec::window::{self, ExactLog};
@@ -22,7 +22,7 @@ pub enum Policy {
     /// RL.SLIDING APPROX: the two-window estimate.
     SlidingApprox(SlidingApprox),
     /// RL.SLIDING BUCKETS n.
-    SlidingBuckets(SlidingBuckets),
+    SlidingSubwindows(SlidingSubwindows),
     /// RL.FIXED [ALIGNED].
     Fixed(FixedWindow),
 }
@@ -75,7 +75,7 @@ impl Policy {
             Policy::Bucket(_) => Kind::Bucket,
             Policy::SlidingExact(_) => Kind::SlidingExact,
             Policy::SlidingApprox(_) => Kind::SlidingApprox,
-            Policy::SlidingBuckets(_) => Kind::SlidingBuckets,
+            Policy::SlidingSubwindows(_) => Kind::SlidingSubwindows,
             Policy::Fixed(_) => Kind::Fixed,
         }
     }
@@ -88,7 +88,7 @@ impl Policy {
             // The sliding modes keep different state: name the mode.
             Policy::SlidingExact(_) => Kind::SlidingExact.name(),
             Policy::SlidingApprox(_) => Kind::SlidingApprox.name(),
-            Policy::SlidingBuckets(_) => Kind::SlidingBuckets.name(),
+            Policy::SlidingSubwindows(_) => Kind::SlidingSubwindows.name(),
             Policy::Fixed(_) => "RL.FIXED",
         }
     }
@@ -119,7 +119,7 @@ impl Policy {
                 let write = new.map(|s| StateWrite::Value(window::encode_approx(&s)));
                 Ok(Outcome { decision, write })
             }
-            Policy::SlidingBuckets(b) => decide_buckets(b, stored, now_us, cost),
+            Policy::SlidingSubwindows(w) => decide_subwindows(w, stored, now_us, cost),
             Policy::Fixed(f) => {
                 let state = stored.map(window::decode_fixed).transpose()?;
                 let (decision, new) = f.decide(state, now_us, cost);
@@ -168,24 +168,24 @@ fn decide_exact(
 /// Sub-window counts are patched where they change; a state stored with
 /// another `n` is folded into the current sub-window (never over-admits),
 /// and one stored with narrower counts is widened; both are rewritten whole.
-fn decide_buckets(
-    b: &SlidingBuckets,
+fn decide_subwindows(
+    limiter: &SlidingSubwindows,
     stored: Option<&[u8]>,
     now_us: u64,
     cost: u64,
 ) -> Result<Outcome, StateError> {
-    let width = window::count_width(b.limit());
+    let width = window::count_width(limiter.limit());
     let Some(value) = stored else {
-        let (decision, new) = b.decide(None, now_us, cost);
-        let write = new.map(|s| StateWrite::Value(window::encode_buckets(width, &s)));
+        let (decision, new) = limiter.decide(None, now_us, cost);
+        let write = new.map(|s| StateWrite::Value(window::encode_subwindows(width, &s)));
         return Ok(Outcome { decision, write });
     };
-    let found = window::decode_buckets(value)?;
-    let same_layout = found.n == b.buckets() && found.width >= width;
-    let state = if found.n == b.buckets() {
+    let found = window::decode_subwindows(value)?;
+    let same_layout = found.n == limiter.subwindows() && found.width >= width;
+    let state = if found.n == limiter.subwindows() {
         found.state
     } else {
-        let mut s = b.empty(now_us);
+        let mut s = limiter.empty(now_us);
         let total: u64 = found
             .state
             .counts
@@ -199,13 +199,13 @@ fn decide_buckets(
         s.counts.swap(0, slot);
         s
     };
-    let (decision, new) = b.decide(Some(&state), now_us, cost);
+    let (decision, new) = limiter.decide(Some(&state), now_us, cost);
     let write = new.map(|s| {
         if same_layout {
-            let encoded = window::encode_buckets(found.width, &s);
+            let encoded = window::encode_subwindows(found.width, &s);
             StateWrite::Patch(window::diff(value, &encoded, 16))
         } else {
-            StateWrite::Value(window::encode_buckets(width.max(found.width), &s))
+            StateWrite::Value(window::encode_subwindows(width.max(found.width), &s))
         }
     });
     Ok(Outcome { decision, write })

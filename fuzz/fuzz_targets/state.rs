@@ -9,7 +9,7 @@ use redis_ratelimit::algorithm::token_bucket::TokenBucket;
 use redis_ratelimit::algorithm::fixed_window::FixedWindow;
 use redis_ratelimit::algorithm::gcra::Gcra;
 use redis_ratelimit::algorithm::sliding_approx::SlidingApprox;
-use redis_ratelimit::algorithm::sliding_buckets::SlidingBuckets;
+use redis_ratelimit::algorithm::sliding_subwindows::SlidingSubwindows;
 use redis_ratelimit::algorithm::sliding_log::SlidingLog;
 use redis_ratelimit::codec::window;
 use redis_ratelimit::codec::{self, Kind, StateError, TAT_MAX_LEN};
@@ -42,7 +42,7 @@ fuzz_target!(|data: &[u8]| {
     let _ = window::ExactLog::decode(stored).map(|log| log.to_vec());
     let _ = window::decode_approx(stored);
     let _ = window::decode_fixed(stored);
-    let _ = window::decode_buckets(stored);
+    let _ = window::decode_subwindows(stored);
     // Small and huge limits alike: one from each end of `a`.
     let (limit, period_us) = ((a & 0xffff) + 1, ((a >> 16) % 86_400_000_000) + 1);
     let mut policies = Vec::new();
@@ -52,14 +52,14 @@ fuzz_target!(|data: &[u8]| {
     if let Ok(b) = TokenBucket::new(limit, (a >> 48) + 1, period_us) {
         policies.push(Policy::Bucket(b));
     }
-    let buckets = 2 + (a >> 54) % 1023;
+    let subwindows = 2 + (a >> 54) % 1023;
     policies.push(Policy::SlidingExact(SlidingLog::new(
         limit.min(1_000),
         period_us,
     )));
     policies.push(Policy::SlidingApprox(SlidingApprox::new(limit, period_us)));
-    policies.push(Policy::SlidingBuckets(SlidingBuckets::new(
-        limit, period_us, buckets,
+    policies.push(Policy::SlidingSubwindows(SlidingSubwindows::new(
+        limit, period_us, subwindows,
     )));
     policies.push(Policy::Fixed(FixedWindow::new(
         limit,

@@ -9,8 +9,8 @@ pub mod fixed_window;
 pub mod gcra;
 pub mod schedule;
 pub mod sliding_approx;
-pub mod sliding_buckets;
 pub mod sliding_log;
+pub mod sliding_subwindows;
 pub mod token_bucket;
 
 /// Microseconds in one millisecond.

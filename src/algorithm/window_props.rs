@@ -5,8 +5,8 @@
 
 use crate::algorithm::fixed_window::FixedWindow;
 use crate::algorithm::sliding_approx::SlidingApprox;
-use crate::algorithm::sliding_buckets::SlidingBuckets;
 use crate::algorithm::sliding_log::SlidingLog;
+use crate::algorithm::sliding_subwindows::SlidingSubwindows;
 use crate::algorithm::{Decision, RetryAfter};
 use crate::policy::{Policy, StateWrite};
 use proptest::prelude::*;
@@ -134,11 +134,11 @@ proptest! {
     }
 
     #[test]
-    fn buckets_never_admit_more_than_limit_in_any_window(
+    fn subwindows_never_admit_more_than_limit_in_any_window(
         limit in 1u64..6, window in 5u64..300, n in 2u64..6, start in 0u64..1 << 40,
         evs in proptest::collection::vec((0u64..450, 0u64..8), 1..60),
     ) {
-        let p = Policy::SlidingBuckets(SlidingBuckets::new(limit, window, n));
+        let p = Policy::SlidingSubwindows(SlidingSubwindows::new(limit, window, n));
         let admitted = run(&p, limit, start, &evs);
         prop_assert!(most_in_any_window(&admitted, window) <= limit);
     }
@@ -175,14 +175,14 @@ proptest! {
         evs in proptest::collection::vec((0u64..4, 1u64..8, 0u64..400, 0u64..6, 2u64..5), 1..60),
     ) {
         let mut exact = None;
-        let mut buckets = None;
+        let mut subwindows = None;
         let mut now = 1u64 << 33;
         for (window_pick, limit, dt, cost, n) in evs {
             now += dt;
             let window = [50, 100, 1 << 33, 300][window_pick as usize];
             for (state, p) in [
                 (&mut exact, Policy::SlidingExact(SlidingLog::new(limit, window))),
-                (&mut buckets, Policy::SlidingBuckets(SlidingBuckets::new(limit, window, n))),
+                (&mut subwindows, Policy::SlidingSubwindows(SlidingSubwindows::new(limit, window, n))),
             ] {
                 let out = p.decide(state.as_deref(), now, cost).unwrap();
                 prop_assert!(!out.decision.allowed || cost <= limit);
@@ -210,8 +210,8 @@ proptest! {
             Policy::SlidingExact(SlidingLog::new(limit, 1 << 20)),
             Policy::SlidingExact(SlidingLog::new(limit, 1 << 40)),
             Policy::SlidingApprox(SlidingApprox::new(limit, 7)),
-            Policy::SlidingBuckets(SlidingBuckets::new(limit, 100, 2)),
-            Policy::SlidingBuckets(SlidingBuckets::new(limit, u64::MAX, 3)),
+            Policy::SlidingSubwindows(SlidingSubwindows::new(limit, 100, 2)),
+            Policy::SlidingSubwindows(SlidingSubwindows::new(limit, u64::MAX, 3)),
             Policy::Fixed(FixedWindow::new(limit, u64::MAX, true)),
         ] {
             let _ = p.decide(Some(&v), now, cost);
@@ -227,12 +227,12 @@ proptest! {
         use crate::codec::window;
         use crate::algorithm::sliding_approx::ApproxState;
         use crate::algorithm::fixed_window::FixedState;
-        use crate::algorithm::sliding_buckets::BucketState;
-        let b = window::encode_buckets(8, &BucketState { newest, counts });
+        use crate::algorithm::sliding_subwindows::SubwindowState;
+        let b = window::encode_subwindows(8, &SubwindowState { newest, counts });
         let a = window::encode_approx(&ApproxState { index, prev, cur });
         let f = window::encode_fixed(&FixedState { start_us: index, count: prev });
         for window_us in [1, 1 << 30, u64::MAX] {
-            let _ = Policy::SlidingBuckets(SlidingBuckets::new(4, window_us, 2)).decide(Some(&b), now, cost);
+            let _ = Policy::SlidingSubwindows(SlidingSubwindows::new(4, window_us, 2)).decide(Some(&b), now, cost);
             let _ = Policy::SlidingApprox(SlidingApprox::new(4, window_us)).decide(Some(&a), now, cost);
             let _ = Policy::Fixed(FixedWindow::new(4, window_us, true)).decide(Some(&f), now, cost);
         }

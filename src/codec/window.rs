@@ -27,18 +27,19 @@
 //! cur: varint` — the aligned window index `now / window` and the counts of
 //! that window and the one before.
 //!
-//! **RL.SLIDING BUCKETS** (tag `0xA5`): `tag, n: u16, width: u8 (1, 2, 4
-//! or 8, the fewest bytes that hold limit), newest: u64, n + 1 counts of
-//! width bytes`; sub-window k's count is at slot k % (n + 1). Fixed-size, so
-//! a request patches only the header and the counts it changes.
+//! **RL.SLIDING BUCKETS**, the sub-window counts (tag `0xA5`): `tag, n:
+//! u16, width: u8 (1, 2, 4 or 8, the fewest bytes that hold limit), newest:
+//! u64, n + 1 counts of width bytes`; sub-window k's count is at slot
+//! k % (n + 1). Fixed-size, so a request patches only the header and the
+//! counts it changes.
 //!
 //! **RL.FIXED** (tag `0xA6`): `tag, start_us: varint, count: varint`.
 
 use super::{body, get_varint, put_varint, Kind, StateError};
 use crate::algorithm::fixed_window::FixedState;
 use crate::algorithm::sliding_approx::ApproxState;
-use crate::algorithm::sliding_buckets::{BucketState, MAX_BUCKETS, MIN_BUCKETS};
 use crate::algorithm::sliding_log::{Entries, LogChange, MAX_EXACT_LIMIT};
+use crate::algorithm::sliding_subwindows::{SubwindowState, MAX_SUBWINDOWS, MIN_SUBWINDOWS};
 
 /// Byte ranges to overwrite in place, `(offset, bytes)`, SETRANGE-style.
 pub type Ranges = Vec<(usize, Vec<u8>)>;
@@ -269,7 +270,7 @@ pub fn decode_fixed(value: &[u8]) -> Result<FixedState, StateError> {
     Ok(FixedState { start_us, count })
 }
 
-pub const BUCKETS_HEADER: usize = 12;
+pub const SUBWINDOWS_HEADER: usize = 12;
 
 /// Bytes per count for counts up to `limit`.
 pub fn count_width(limit: u64) -> usize {
@@ -281,18 +282,18 @@ pub fn count_width(limit: u64) -> usize {
     }
 }
 
-/// A decoded BUCKETS state and the layout it was stored with.
+/// A decoded sub-window state (RL.SLIDING BUCKETS) and the layout it was stored with.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct StoredBuckets {
+pub struct StoredSubwindows {
     pub n: u64,
     pub width: usize,
-    pub state: BucketState,
+    pub state: SubwindowState,
 }
 
-pub fn encode_buckets(width: usize, s: &BucketState) -> Vec<u8> {
+pub fn encode_subwindows(width: usize, s: &SubwindowState) -> Vec<u8> {
     let n = s.counts.len().saturating_sub(1) as u16;
-    let mut v = Vec::with_capacity(BUCKETS_HEADER + s.counts.len() * width);
-    v.push(Kind::SlidingBuckets.tag());
+    let mut v = Vec::with_capacity(SUBWINDOWS_HEADER + s.counts.len() * width);
+    v.push(Kind::SlidingSubwindows.tag());
     v.extend_from_slice(&n.to_le_bytes());
     v.push(width as u8);
     v.extend_from_slice(&s.newest.to_le_bytes());
@@ -302,15 +303,15 @@ pub fn encode_buckets(width: usize, s: &BucketState) -> Vec<u8> {
     v
 }
 
-pub fn decode_buckets(value: &[u8]) -> Result<StoredBuckets, StateError> {
-    let corrupt = StateError::Corrupt(Kind::SlidingBuckets);
-    let b = body(value, Kind::SlidingBuckets)?;
-    let head = value.get(..BUCKETS_HEADER).ok_or(corrupt)?;
+pub fn decode_subwindows(value: &[u8]) -> Result<StoredSubwindows, StateError> {
+    let corrupt = StateError::Corrupt(Kind::SlidingSubwindows);
+    let b = body(value, Kind::SlidingSubwindows)?;
+    let head = value.get(..SUBWINDOWS_HEADER).ok_or(corrupt)?;
     let n = u64::from(u16::from_le_bytes([head[1], head[2]]));
     let width = usize::from(head[3]);
     let newest = u64_at(head, 4).ok_or(corrupt)?;
-    let counts = &b[BUCKETS_HEADER - 1..];
-    let valid = (MIN_BUCKETS..=MAX_BUCKETS).contains(&n)
+    let counts = &b[SUBWINDOWS_HEADER - 1..];
+    let valid = (MIN_SUBWINDOWS..=MAX_SUBWINDOWS).contains(&n)
         && matches!(width, 1 | 2 | 4 | 8)
         && counts.len() == (n as usize + 1) * width;
     if !valid {
@@ -324,10 +325,10 @@ pub fn decode_buckets(value: &[u8]) -> Result<StoredBuckets, StateError> {
             u64::from_le_bytes(full)
         })
         .collect();
-    Ok(StoredBuckets {
+    Ok(StoredSubwindows {
         n,
         width,
-        state: BucketState { newest, counts },
+        state: SubwindowState { newest, counts },
     })
 }
 
@@ -384,13 +385,13 @@ mod tests {
             count: 9,
         };
         assert_eq!(decode_fixed(&encode_fixed(&f)), Ok(f));
-        let b = BucketState {
+        let sw = SubwindowState {
             newest: 77,
             counts: vec![1, 0, 300],
         };
-        let v = encode_buckets(2, &b);
-        assert_eq!(v.len(), BUCKETS_HEADER + 6);
-        assert_eq!(decode_buckets(&v).unwrap().state, b);
+        let v = encode_subwindows(2, &sw);
+        assert_eq!(v.len(), SUBWINDOWS_HEADER + 6);
+        assert_eq!(decode_subwindows(&v).unwrap().state, sw);
         assert_eq!(
             decode_fixed(&encode_approx(&a)),
             Err(StateError::OtherKind(Kind::SlidingApprox))
@@ -421,7 +422,7 @@ mod tests {
             }
             let _ = decode_approx(&v);
             let _ = decode_fixed(&v);
-            let _ = decode_buckets(&v);
+            let _ = decode_subwindows(&v);
         }
 
         #[test]

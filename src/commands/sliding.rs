@@ -2,8 +2,8 @@
 
 use super::{run_policy, Verdict};
 use crate::algorithm::sliding_approx::SlidingApprox;
-use crate::algorithm::sliding_buckets::{SlidingBuckets, MAX_BUCKETS, MIN_BUCKETS};
 use crate::algorithm::sliding_log::{SlidingLog, MAX_EXACT_LIMIT};
+use crate::algorithm::sliding_subwindows::{SlidingSubwindows, MAX_SUBWINDOWS, MIN_SUBWINDOWS};
 use crate::args::{self, unknown_option, Common, Options, MAX_COUNT};
 use crate::error::Error;
 use crate::policy::Policy;
@@ -36,7 +36,8 @@ impl Mode {
             None => self.chosen = Some(name),
         }
         if name == "BUCKETS" {
-            self.buckets = args::integer(value("BUCKETS")?, "BUCKETS", MIN_BUCKETS, MAX_BUCKETS)?;
+            self.buckets =
+                args::integer(value("BUCKETS")?, "BUCKETS", MIN_SUBWINDOWS, MAX_SUBWINDOWS)?;
         }
         Ok(true)
     }
@@ -45,7 +46,7 @@ impl Mode {
         Ok(match self.chosen {
             Some("APPROX") => Policy::SlidingApprox(SlidingApprox::new(limit, window_us)),
             Some("BUCKETS") => {
-                Policy::SlidingBuckets(SlidingBuckets::new(limit, window_us, self.buckets))
+                Policy::SlidingSubwindows(SlidingSubwindows::new(limit, window_us, self.buckets))
             }
             _ => {
                 if limit > MAX_EXACT_LIMIT {
@@ -130,7 +131,10 @@ mod tests {
     fn policy_prefix_stops_at_the_first_foreign_token() {
         let (p, used) = parse_policy(&["5", "1m", "BUCKETS", "10", "COST", "2"]).unwrap();
         assert_eq!(used, 4);
-        assert_eq!(p, Policy::SlidingBuckets(SlidingBuckets::new(5, M, 10)));
+        assert_eq!(
+            p,
+            Policy::SlidingSubwindows(SlidingSubwindows::new(5, M, 10))
+        );
         let (p, used) = parse_policy(&["5", "1m", "approx", "FIXED"]).unwrap();
         assert_eq!(
             (p, used),
