@@ -35,11 +35,11 @@ fn policies() -> Vec<(&'static str, Policy)> {
         ("GCRA 3/s", Policy::Gcra(Gcra::new(3, SECOND, 3).unwrap())),
         (
             "SLIDING EXACT",
-            Policy::SlidingExact(SlidingLog::new(10, SECOND)),
+            Policy::SlidingLog(SlidingLog::new(10, SECOND)),
         ),
         (
             "SLIDING EXACT 100",
-            Policy::SlidingExact(SlidingLog::new(100, SECOND)),
+            Policy::SlidingLog(SlidingLog::new(100, SECOND)),
         ),
         (
             "SLIDING APPROX",

@@ -117,11 +117,11 @@ fn simulate(policy: &Policy, limit: u64, load: f64, seed: u64) -> Run {
 }
 
 fn modes(limit: u64) -> Vec<(&'static str, Policy)> {
-    let exact_limit = limit.min(redis_ratelimit::algorithm::sliding_log::MAX_EXACT_LIMIT);
+    let log_limit = limit.min(redis_ratelimit::algorithm::sliding_log::MAX_SLIDING_LOG_LIMIT);
     vec![
         (
             "SLIDING EXACT",
-            Policy::SlidingExact(SlidingLog::new(exact_limit, WINDOW_US)),
+            Policy::SlidingLog(SlidingLog::new(log_limit, WINDOW_US)),
         ),
         (
             "SLIDING APPROX",

@@ -20,7 +20,7 @@ use crate::algorithm::schedule::Tat;
 pub enum Kind {
     Gcra,
     Bucket,
-    SlidingExact,
+    SlidingLog,
     SlidingApprox,
     SlidingSubwindows,
     Fixed,
@@ -30,7 +30,7 @@ impl Kind {
     pub const ALL: [Kind; 6] = [
         Kind::Gcra,
         Kind::Bucket,
-        Kind::SlidingExact,
+        Kind::SlidingLog,
         Kind::SlidingApprox,
         Kind::SlidingSubwindows,
         Kind::Fixed,
@@ -40,7 +40,7 @@ impl Kind {
         match self {
             Kind::Gcra => 0xA1,
             Kind::Bucket => 0xA2,
-            Kind::SlidingExact => 0xA3,
+            Kind::SlidingLog => 0xA3,
             Kind::SlidingApprox => 0xA4,
             Kind::SlidingSubwindows => 0xA5,
             Kind::Fixed => 0xA6,
@@ -52,7 +52,7 @@ impl Kind {
         match self {
             Kind::Gcra => "RL.GCRA",
             Kind::Bucket => "RL.BUCKET",
-            Kind::SlidingExact => "RL.SLIDING EXACT",
+            Kind::SlidingLog => "RL.SLIDING EXACT",
             Kind::SlidingApprox => "RL.SLIDING APPROX",
             Kind::SlidingSubwindows => "RL.SLIDING BUCKETS",
             Kind::Fixed => "RL.FIXED",

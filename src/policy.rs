@@ -9,7 +9,7 @@ use crate::algorithm::sliding_log::SlidingLog;
 use crate::algorithm::sliding_subwindows::SlidingSubwindows;
 use crate::algorithm::token_bucket::TokenBucket;
 use crate::algorithm::Decision;
-use crate::codec::window::{self, ExactLog};
+use crate::codec::window::{self, StoredSlidingLog};
 use crate::codec::{self, Kind, StateError, TAT_MAX_LEN};
 
 /// One parsed limit.
@@ -18,7 +18,7 @@ pub enum Policy {
     Gcra(Gcra),
     Bucket(TokenBucket),
     /// RL.SLIDING EXACT: the sliding log.
-    SlidingExact(SlidingLog),
+    SlidingLog(SlidingLog),
     /// RL.SLIDING APPROX: the two-window estimate.
     SlidingApprox(SlidingApprox),
     /// RL.SLIDING BUCKETS n.
@@ -73,7 +73,7 @@ impl Policy {
         match self {
             Policy::Gcra(_) => Kind::Gcra,
             Policy::Bucket(_) => Kind::Bucket,
-            Policy::SlidingExact(_) => Kind::SlidingExact,
+            Policy::SlidingLog(_) => Kind::SlidingLog,
             Policy::SlidingApprox(_) => Kind::SlidingApprox,
             Policy::SlidingSubwindows(_) => Kind::SlidingSubwindows,
             Policy::Fixed(_) => Kind::Fixed,
@@ -86,7 +86,7 @@ impl Policy {
             Policy::Gcra(_) => "RL.GCRA",
             Policy::Bucket(_) => "RL.BUCKET",
             // The sliding modes keep different state: name the mode.
-            Policy::SlidingExact(_) => Kind::SlidingExact.name(),
+            Policy::SlidingLog(_) => Kind::SlidingLog.name(),
             Policy::SlidingApprox(_) => Kind::SlidingApprox.name(),
             Policy::SlidingSubwindows(_) => Kind::SlidingSubwindows.name(),
             Policy::Fixed(_) => "RL.FIXED",
@@ -112,7 +112,7 @@ impl Policy {
                 let (decision, new) = b.decide(tat, now_us, cost);
                 Ok(tat_outcome(Kind::Bucket, decision, new))
             }
-            Policy::SlidingExact(l) => decide_exact(l, stored, now_us, cost),
+            Policy::SlidingLog(l) => decide_sliding_log(l, stored, now_us, cost),
             Policy::SlidingApprox(a) => {
                 let state = stored.map(window::decode_approx).transpose()?;
                 let (decision, new) = a.decide(state, now_us, cost);
@@ -133,7 +133,7 @@ impl Policy {
 /// The sliding log decides on the stored bytes in place and writes a patch;
 /// a log stored for another limit or stamp width is rewritten whole
 /// (keeping its newest live entries).
-fn decide_exact(
+fn decide_sliding_log(
     l: &SlidingLog,
     stored: Option<&[u8]>,
     now_us: u64,
@@ -144,14 +144,14 @@ fn decide_exact(
     let rewrite = |entries: &[u64], expired: usize, added: u64, at: u64| {
         let mut kept = entries[expired.min(entries.len())..].to_vec();
         kept.extend(std::iter::repeat_n(at, added as usize));
-        StateWrite::Value(window::encode_exact(cap, width, &kept))
+        StateWrite::Value(window::encode_sliding_log(cap, width, &kept))
     };
     let Some(value) = stored else {
         let (decision, change) = l.decide(&[][..], now_us, cost);
         let write = change.map(|c| rewrite(&[], 0, c.added, c.at_us));
         return Ok(Outcome { decision, write });
     };
-    let log = ExactLog::decode(value)?;
+    let log = StoredSlidingLog::decode(value)?;
     if log.cap() == cap && log.width() == width {
         let (decision, change) = l.decide(&log, now_us, cost);
         let write = change.map(|c| StateWrite::Patch(log.patch(&c)));

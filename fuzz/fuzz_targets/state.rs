@@ -39,7 +39,7 @@ fuzz_target!(|data: &[u8]| {
     if let Ok(n) = throttle::decode_tat(stored) {
         assert!(n >= 0);
     }
-    let _ = window::ExactLog::decode(stored).map(|log| log.to_vec());
+    let _ = window::StoredSlidingLog::decode(stored).map(|log| log.to_vec());
     let _ = window::decode_approx(stored);
     let _ = window::decode_fixed(stored);
     let _ = window::decode_subwindows(stored);
@@ -53,7 +53,7 @@ fuzz_target!(|data: &[u8]| {
         policies.push(Policy::Bucket(b));
     }
     let subwindows = 2 + (a >> 54) % 1023;
-    policies.push(Policy::SlidingExact(SlidingLog::new(
+    policies.push(Policy::SlidingLog(SlidingLog::new(
         limit.min(1_000),
         period_us,
     )));

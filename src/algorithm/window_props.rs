@@ -109,26 +109,26 @@ proptest! {
     #![proptest_config(ProptestConfig::with_cases(300))]
 
     #[test]
-    fn exact_never_admits_more_than_limit_in_any_window(
+    fn sliding_log_never_admits_more_than_limit_in_any_window(
         limit in 1u64..6, window in 5u64..300,
         // Large starts exercise 32-bit stamps that wrap.
         start in prop_oneof![Just(0u64), 1u64..1 << 40],
         evs in proptest::collection::vec((0u64..450, 0u64..8), 1..60),
     ) {
-        let p = Policy::SlidingExact(SlidingLog::new(limit, window));
+        let p = Policy::SlidingLog(SlidingLog::new(limit, window));
         let admitted = run(&p, limit, start, &evs);
         prop_assert!(most_in_any_window(&admitted, window) <= limit);
     }
 
     #[test]
-    fn exact_with_wide_stamps_and_wrapping_narrow_ones(
+    fn sliding_log_with_wide_stamps_and_wrapping_narrow_ones(
         limit in 1u64..6,
         // Either side of the 4-byte stamp limit (2^32 µs), and far beyond.
         window in prop_oneof![(1u64 << 32) - 3..(1u64 << 32) + 3, Just(1u64 << 44)],
         start in 0u64..1 << 50,
         evs in proptest::collection::vec((0u64..1500, 0u64..3, 0u64..8), 1..40),
     ) {
-        let p = Policy::SlidingExact(SlidingLog::new(limit, window));
+        let p = Policy::SlidingLog(SlidingLog::new(limit, window));
         let admitted = run(&p, limit, start, &scaled(window, &evs));
         prop_assert!(most_in_any_window(&admitted, window) <= limit);
     }
@@ -174,14 +174,14 @@ proptest! {
     fn changing_parameters_of_a_key_never_fails(
         evs in proptest::collection::vec((0u64..4, 1u64..8, 0u64..400, 0u64..6, 2u64..5), 1..60),
     ) {
-        let mut exact = None;
+        let mut log = None;
         let mut subwindows = None;
         let mut now = 1u64 << 33;
         for (window_pick, limit, dt, cost, n) in evs {
             now += dt;
             let window = [50, 100, 1 << 33, 300][window_pick as usize];
             for (state, p) in [
-                (&mut exact, Policy::SlidingExact(SlidingLog::new(limit, window))),
+                (&mut log, Policy::SlidingLog(SlidingLog::new(limit, window))),
                 (&mut subwindows, Policy::SlidingSubwindows(SlidingSubwindows::new(limit, window, n))),
             ] {
                 let out = p.decide(state.as_deref(), now, cost).unwrap();
@@ -207,8 +207,8 @@ proptest! {
         let mut v = vec![tag];
         v.extend(bytes);
         for p in [
-            Policy::SlidingExact(SlidingLog::new(limit, 1 << 20)),
-            Policy::SlidingExact(SlidingLog::new(limit, 1 << 40)),
+            Policy::SlidingLog(SlidingLog::new(limit, 1 << 20)),
+            Policy::SlidingLog(SlidingLog::new(limit, 1 << 40)),
             Policy::SlidingApprox(SlidingApprox::new(limit, 7)),
             Policy::SlidingSubwindows(SlidingSubwindows::new(limit, 100, 2)),
             Policy::SlidingSubwindows(SlidingSubwindows::new(limit, u64::MAX, 3)),

@@ -1,10 +1,10 @@
 //! State layouts of the window limiters (RL.SLIDING, RL.FIXED), version 1.
 //! Integers are little-endian; "varint" is LEB128 ([`super::put_varint`]).
 //!
-//! **RL.SLIDING EXACT** (tag `0xA3`): a ring buffer of timestamps behind a
-//! fixed 22-byte header, so that an admitted request rewrites only the
-//! header fields and its own slots (a `SETRANGE` patch): the bytes sent to
-//! replicas do not grow with `limit`.
+//! **RL.SLIDING EXACT**, the sliding log (tag `0xA3`): a ring buffer of
+//! timestamps behind a fixed 22-byte header, so that an admitted request
+//! rewrites only the header fields and its own slots (a `SETRANGE` patch):
+//! the bytes sent to replicas do not grow with `limit`.
 //!
 //! ```text
 //! 0      tag 0xA3
@@ -38,13 +38,13 @@
 use super::{body, get_varint, put_varint, Kind, StateError};
 use crate::algorithm::fixed_window::FixedState;
 use crate::algorithm::sliding_approx::ApproxState;
-use crate::algorithm::sliding_log::{Entries, LogChange, MAX_EXACT_LIMIT};
+use crate::algorithm::sliding_log::{Entries, LogChange, MAX_SLIDING_LOG_LIMIT};
 use crate::algorithm::sliding_subwindows::{SubwindowState, MAX_SUBWINDOWS, MIN_SUBWINDOWS};
 
 /// Byte ranges to overwrite in place, `(offset, bytes)`, SETRANGE-style.
 pub type Ranges = Vec<(usize, Vec<u8>)>;
 
-pub const EXACT_HEADER: usize = 22;
+pub const SLIDING_LOG_HEADER: usize = 22;
 
 /// Bytes per stamp for a window of `window_us`.
 pub fn stamp_width(window_us: u64) -> usize {
@@ -55,9 +55,9 @@ pub fn stamp_width(window_us: u64) -> usize {
     }
 }
 
-/// The stored log of RL.SLIDING EXACT, read in place.
+/// The stored sliding log (RL.SLIDING EXACT), read in place.
 #[derive(Debug, Clone, Copy)]
-pub struct ExactLog<'a> {
+pub struct StoredSlidingLog<'a> {
     slots: &'a [u8],
     width: usize,
     cap: usize,
@@ -74,18 +74,18 @@ fn u64_at(b: &[u8], at: usize) -> Option<u64> {
     Some(u64::from_le_bytes(b.get(at..at + 8)?.try_into().ok()?))
 }
 
-impl<'a> ExactLog<'a> {
-    pub fn decode(value: &'a [u8]) -> Result<ExactLog<'a>, StateError> {
-        let corrupt = StateError::Corrupt(Kind::SlidingExact);
-        body(value, Kind::SlidingExact)?;
-        let head = value.get(..EXACT_HEADER).ok_or(corrupt)?;
+impl<'a> StoredSlidingLog<'a> {
+    pub fn decode(value: &'a [u8]) -> Result<StoredSlidingLog<'a>, StateError> {
+        let corrupt = StateError::Corrupt(Kind::SlidingLog);
+        body(value, Kind::SlidingLog)?;
+        let head = value.get(..SLIDING_LOG_HEADER).ok_or(corrupt)?;
         let width = usize::from(head[1]);
         let field = |at| u32_at(head, at).map(|x| x as usize).ok_or(corrupt);
         let (cap, tail, len) = (field(2)?, field(6)?, field(10)?);
         let last = u64_at(head, 14).ok_or(corrupt)?;
-        let slots = &value[EXACT_HEADER..];
+        let slots = &value[SLIDING_LOG_HEADER..];
         let valid = (width == 4 || width == 8)
-            && (1..=MAX_EXACT_LIMIT as usize).contains(&cap)
+            && (1..=MAX_SLIDING_LOG_LIMIT as usize).contains(&cap)
             && tail < cap
             && len <= cap
             && slots.len().is_multiple_of(width);
@@ -102,7 +102,7 @@ impl<'a> ExactLog<'a> {
         if !fits {
             return Err(corrupt);
         }
-        Ok(ExactLog {
+        Ok(StoredSlidingLog {
             slots,
             width,
             cap,
@@ -141,7 +141,7 @@ impl<'a> ExactLog<'a> {
         let mut left = added.min(self.cap);
         while left > 0 {
             let run = left.min(self.cap - pos);
-            ranges.push((EXACT_HEADER + pos * self.width, stamp.repeat(run)));
+            ranges.push((SLIDING_LOG_HEADER + pos * self.width, stamp.repeat(run)));
             left -= run;
             pos = 0;
         }
@@ -149,7 +149,7 @@ impl<'a> ExactLog<'a> {
     }
 }
 
-impl Entries for ExactLog<'_> {
+impl Entries for StoredSlidingLog<'_> {
     fn count(&self) -> usize {
         self.len
     }
@@ -176,9 +176,9 @@ fn encode_stamp(us: u64, width: usize) -> Vec<u8> {
 }
 
 /// A whole new log of `cap` slots holding `entries` (oldest first).
-pub fn encode_exact(cap: usize, width: usize, entries: &[u64]) -> Vec<u8> {
-    let mut v = Vec::with_capacity(EXACT_HEADER + entries.len() * width);
-    v.push(Kind::SlidingExact.tag());
+pub fn encode_sliding_log(cap: usize, width: usize, entries: &[u64]) -> Vec<u8> {
+    let mut v = Vec::with_capacity(SLIDING_LOG_HEADER + entries.len() * width);
+    v.push(Kind::SlidingLog.tag());
     v.push(width as u8);
     v.extend_from_slice(&(cap as u32).to_le_bytes());
     v.extend_from_slice(&0u32.to_le_bytes());
@@ -338,10 +338,10 @@ mod tests {
     use proptest::prelude::*;
 
     #[test]
-    fn exact_patch_touches_header_and_new_slots_only() {
-        let v = encode_exact(4, 4, &[100, 200, 300]);
-        assert_eq!(v.len(), EXACT_HEADER + 12);
-        let log = ExactLog::decode(&v).unwrap();
+    fn sliding_log_patch_touches_header_and_new_slots_only() {
+        let v = encode_sliding_log(4, 4, &[100, 200, 300]);
+        assert_eq!(v.len(), SLIDING_LOG_HEADER + 12);
+        let log = StoredSlidingLog::decode(&v).unwrap();
         assert_eq!(log.to_vec(), vec![100, 200, 300]);
         // Drop two, add two at 400: slots 3 and 0 (wrapping), header.
         let ranges = log.patch(&LogChange {
@@ -359,7 +359,7 @@ mod tests {
         // Header and slot 0 are adjacent: one range, plus slot 3.
         assert_eq!(ranges.len(), 2);
         assert_eq!(
-            ExactLog::decode(&applied).unwrap().to_vec(),
+            StoredSlidingLog::decode(&applied).unwrap().to_vec(),
             [300, 400, 400]
         );
     }
@@ -367,8 +367,11 @@ mod tests {
     #[test]
     fn narrow_stamps_wrap_exactly() {
         let base = (1u64 << 32) * 5 - 10;
-        let v = encode_exact(3, 4, &[base, base + 20]);
-        assert_eq!(ExactLog::decode(&v).unwrap().to_vec(), [base, base + 20]);
+        let v = encode_sliding_log(3, 4, &[base, base + 20]);
+        assert_eq!(
+            StoredSlidingLog::decode(&v).unwrap().to_vec(),
+            [base, base + 20]
+        );
     }
 
     #[test]
@@ -416,7 +419,7 @@ mod tests {
         ) {
             let mut v = vec![tag];
             v.extend(bytes);
-            if let Ok(log) = ExactLog::decode(&v) {
+            if let Ok(log) = StoredSlidingLog::decode(&v) {
                 let _ = log.to_vec();
                 let _ = log.patch(&LogChange { expired: 1, added: 2, at_us: 5 });
             }
@@ -437,7 +440,7 @@ mod tests {
             }
             v.extend_from_slice(&last.to_le_bytes());
             v.extend(slots);
-            if let Ok(log) = ExactLog::decode(&v) {
+            if let Ok(log) = StoredSlidingLog::decode(&v) {
                 let _ = log.to_vec();
                 let _ = log.patch(&LogChange { expired: 7, added: 3, at_us: last });
             }

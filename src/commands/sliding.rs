@@ -2,7 +2,7 @@
 
 use super::{run_policy, Verdict};
 use crate::algorithm::sliding_approx::SlidingApprox;
-use crate::algorithm::sliding_log::{SlidingLog, MAX_EXACT_LIMIT};
+use crate::algorithm::sliding_log::{SlidingLog, MAX_SLIDING_LOG_LIMIT};
 use crate::algorithm::sliding_subwindows::{SlidingSubwindows, MAX_SUBWINDOWS, MIN_SUBWINDOWS};
 use crate::args::{self, unknown_option, Common, Options, MAX_COUNT};
 use crate::error::Error;
@@ -49,13 +49,13 @@ impl Mode {
                 Policy::SlidingSubwindows(SlidingSubwindows::new(limit, window_us, self.buckets))
             }
             _ => {
-                if limit > MAX_EXACT_LIMIT {
+                if limit > MAX_SLIDING_LOG_LIMIT {
                     return Err(Error::LimitTooHigh {
-                        max: MAX_EXACT_LIMIT,
+                        max: MAX_SLIDING_LOG_LIMIT,
                         mode: "EXACT",
                     });
                 }
-                Policy::SlidingExact(SlidingLog::new(limit, window_us))
+                Policy::SlidingLog(SlidingLog::new(limit, window_us))
             }
         })
     }
@@ -141,7 +141,7 @@ mod tests {
             (Policy::SlidingApprox(SlidingApprox::new(5, M)), 3)
         );
         let (p, used) = parse_policy(&["5", "1m"]).unwrap();
-        assert_eq!((p, used), (Policy::SlidingExact(SlidingLog::new(5, M)), 2));
+        assert_eq!((p, used), (Policy::SlidingLog(SlidingLog::new(5, M)), 2));
         assert_eq!(
             parse_policy(&["5", "1m", "BUCKETS"]),
             Err(Error::MissingValue("BUCKETS"))
