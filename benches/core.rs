@@ -59,18 +59,7 @@ fn policies() -> Vec<(&'static str, Policy)> {
 
 /// Applies a write to stored bytes as Redis would.
 fn apply(stored: &mut Option<Vec<u8>>, write: &StateWrite) {
-    match write {
-        StateWrite::Value(v) => *stored = Some(v.clone()),
-        StateWrite::Patch(ranges) => {
-            let value = stored.get_or_insert_with(Vec::new);
-            for (off, bytes) in ranges {
-                if value.len() < off + bytes.len() {
-                    value.resize(off + bytes.len(), 0);
-                }
-                value[*off..off + bytes.len()].copy_from_slice(bytes);
-            }
-        }
-    }
+    write.apply_to(stored);
 }
 
 /// The state after one admitted request (the next is admitted too), and the

@@ -46,8 +46,9 @@ fn replicated_bytes(write: &StateWrite) -> usize {
     let ms = 13;
     match write {
         StateWrite::Value(v) => command(&[3, KEY.len(), v.len(), 4, ms]),
-        StateWrite::Patch(ranges) => {
-            let setranges: usize = ranges
+        StateWrite::Patch(patch) => {
+            let setranges: usize = patch
+                .ranges()
                 .iter()
                 .map(|(off, b)| command(&[8, KEY.len(), off.to_string().len(), b.len()]))
                 .sum();

@@ -86,6 +86,51 @@ pub fn body(value: &[u8], expected: Kind) -> Result<&[u8], StateError> {
     }
 }
 
+/// An in-place change to a stored value: byte ranges `(offset, bytes)`,
+/// each meaning exactly `SETRANGE key offset bytes` (the value grows,
+/// zero-filled, to reach the end of a range). A request that changes a few
+/// bytes of a large state writes, and replicates, only those bytes.
+///
+/// The ranges are in offset order and none touches the next, so each is
+/// worth its own `SETRANGE`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Patch {
+    ranges: Vec<(usize, Vec<u8>)>,
+}
+
+impl Patch {
+    /// The patch that writes `ranges`, which must not overlap: sorted by
+    /// offset, with ranges that touch merged into one.
+    pub fn new(mut ranges: Vec<(usize, Vec<u8>)>) -> Patch {
+        ranges.sort_by_key(|r| r.0);
+        let mut merged: Vec<(usize, Vec<u8>)> = Vec::with_capacity(ranges.len());
+        for (off, bytes) in ranges {
+            match merged.last_mut() {
+                Some((o, b)) if *o + b.len() == off => b.extend_from_slice(&bytes),
+                _ => merged.push((off, bytes)),
+            }
+        }
+        Patch { ranges: merged }
+    }
+
+    /// The ranges `(offset, bytes)`, in offset order.
+    pub fn ranges(&self) -> &[(usize, Vec<u8>)] {
+        &self.ranges
+    }
+
+    /// Applies the patch to `value` as `SETRANGE` does: for tests and
+    /// benches of the core (the server writes through its own API).
+    pub fn apply_to(&self, value: &mut Vec<u8>) {
+        for (off, bytes) in &self.ranges {
+            let end = off + bytes.len();
+            if value.len() < end {
+                value.resize(end, 0);
+            }
+            value[*off..end].copy_from_slice(bytes);
+        }
+    }
+}
+
 /// Longest encoding of a [`Tat`]: tag, 8 bytes, two 10-byte varints.
 pub const TAT_MAX_LEN: usize = 1 + 8 + 10 + 10;
 
@@ -188,6 +233,16 @@ mod tests {
         assert!(Kind::ALL
             .iter()
             .all(|k| std::str::from_utf8(&[k.tag()]).is_err()));
+    }
+
+    #[test]
+    fn a_patch_is_ordered_and_merges_ranges_that_touch() {
+        let p = Patch::new(vec![(6, vec![1, 2]), (0, vec![9]), (4, vec![3, 4])]);
+        assert_eq!(p.ranges(), [(0, vec![9]), (4, vec![3, 4, 1, 2])]);
+        let mut value = vec![7, 7];
+        p.apply_to(&mut value);
+        assert_eq!(value, [9, 7, 0, 0, 3, 4, 1, 2]);
+        assert!(Patch::new(Vec::new()).ranges().is_empty());
     }
 
     proptest! {

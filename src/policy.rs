@@ -10,7 +10,7 @@ use crate::algorithm::sliding_subwindows::SlidingSubwindows;
 use crate::algorithm::token_bucket::TokenBucket;
 use crate::algorithm::Decision;
 use crate::codec::window::{self, StoredSlidingLog};
-use crate::codec::{self, Kind, StateError, TAT_MAX_LEN};
+use crate::codec::{self, Kind, Patch, StateError, TAT_MAX_LEN};
 
 /// One parsed limit.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -32,12 +32,11 @@ pub enum Policy {
 pub enum StateWrite {
     /// Replace the whole value (replicated as `SET key value PXAT t`).
     Value(Vec<u8>),
-    /// Overwrite byte ranges `(offset, bytes)` in place, exactly as
-    /// `SETRANGE` does (the value grows, zero-filled, to reach an offset),
-    /// replicated as `SETRANGE`s and one `PEXPIREAT`: what one request sends
-    /// to replicas then does not grow with the size of the state. Only for a
-    /// key that already holds this policy's state.
-    Patch(Vec<(usize, Vec<u8>)>),
+    /// Change the value in place ([`Patch`]), replicated as `SETRANGE`s and
+    /// one `PEXPIREAT`: what one request sends to replicas then does not
+    /// grow with the size of the state. Only for a key that already holds
+    /// this policy's state.
+    Patch(Patch),
 }
 
 impl StateWrite {
@@ -46,16 +45,7 @@ impl StateWrite {
     pub fn apply_to(&self, state: &mut Option<Vec<u8>>) {
         match self {
             StateWrite::Value(v) => *state = Some(v.clone()),
-            StateWrite::Patch(ranges) => {
-                let v = state.get_or_insert_with(Vec::new);
-                for (off, bytes) in ranges {
-                    let end = off + bytes.len();
-                    if v.len() < end {
-                        v.resize(end, 0);
-                    }
-                    v[*off..end].copy_from_slice(bytes);
-                }
-            }
+            StateWrite::Patch(patch) => patch.apply_to(state.get_or_insert_with(Vec::new)),
         }
     }
 }

@@ -35,14 +35,11 @@
 //!
 //! **RL.FIXED** (tag `0xA6`): `tag, start_us: varint, count: varint`.
 
-use super::{body, get_varint, put_varint, Kind, StateError};
+use super::{body, get_varint, put_varint, Kind, Patch, StateError};
 use crate::algorithm::fixed_window::FixedState;
 use crate::algorithm::sliding_approx::ApproxState;
 use crate::algorithm::sliding_log::{Entries, LogChange, MAX_SLIDING_LOG_LIMIT};
 use crate::algorithm::sliding_subwindows::{SubwindowState, MAX_SUBWINDOWS, MIN_SUBWINDOWS};
-
-/// Byte ranges to overwrite in place, `(offset, bytes)`, SETRANGE-style.
-pub type Ranges = Vec<(usize, Vec<u8>)>;
 
 pub const SLIDING_LOG_HEADER: usize = 22;
 
@@ -126,7 +123,7 @@ impl<'a> StoredSlidingLog<'a> {
     }
 
     /// The patch that applies an admitted request's change.
-    pub fn patch(&self, change: &LogChange) -> Ranges {
+    pub fn patch(&self, change: &LogChange) -> Patch {
         let expired = change.expired.min(self.len);
         let added = change.added as usize;
         let tail = (self.tail + expired) % self.cap;
@@ -145,7 +142,7 @@ impl<'a> StoredSlidingLog<'a> {
             left -= run;
             pos = 0;
         }
-        coalesce(ranges)
+        Patch::new(ranges)
     }
 }
 
@@ -190,23 +187,11 @@ pub fn encode_sliding_log(cap: usize, width: usize, entries: &[u64]) -> Vec<u8> 
     v
 }
 
-/// Merges ranges that touch into one, in offset order.
-pub fn coalesce(mut ranges: Ranges) -> Ranges {
-    ranges.sort_by_key(|r| r.0);
-    let mut out: Ranges = Vec::with_capacity(ranges.len());
-    for (off, bytes) in ranges {
-        match out.last_mut() {
-            Some((o, b)) if *o + b.len() == off => b.extend_from_slice(&bytes),
-            _ => out.push((off, bytes)),
-        }
-    }
-    out
-}
-
-/// The ranges where `new` differs from `old` (same length), merging runs
-/// closer than `gap` bytes so that each range is worth its command.
-pub fn diff(old: &[u8], new: &[u8], gap: usize) -> Ranges {
-    let mut out: Ranges = Vec::new();
+/// The patch from `old` to `new` (same length): the ranges where they
+/// differ, merging runs closer than `gap` bytes so that each range is worth
+/// its command.
+pub fn diff(old: &[u8], new: &[u8], gap: usize) -> Patch {
+    let mut out = Vec::new();
     let mut i = 0;
     while i < new.len() {
         if old.get(i) == Some(&new[i]) {
@@ -225,7 +210,7 @@ pub fn diff(old: &[u8], new: &[u8], gap: usize) -> Ranges {
         out.push((start, new[start..end].to_vec()));
         i = end;
     }
-    out
+    Patch::new(out)
 }
 
 fn varints(kind: Kind, xs: &[u64]) -> Vec<u8> {
@@ -344,20 +329,15 @@ mod tests {
         let log = StoredSlidingLog::decode(&v).unwrap();
         assert_eq!(log.to_vec(), vec![100, 200, 300]);
         // Drop two, add two at 400: slots 3 and 0 (wrapping), header.
-        let ranges = log.patch(&LogChange {
+        let patch = log.patch(&LogChange {
             expired: 2,
             added: 2,
             at_us: 400,
         });
         let mut applied = v.clone();
-        for (off, bytes) in &ranges {
-            if applied.len() < off + bytes.len() {
-                applied.resize(off + bytes.len(), 0);
-            }
-            applied[*off..off + bytes.len()].copy_from_slice(bytes);
-        }
+        patch.apply_to(&mut applied);
         // Header and slot 0 are adjacent: one range, plus slot 3.
-        assert_eq!(ranges.len(), 2);
+        assert_eq!(patch.ranges().len(), 2);
         assert_eq!(
             StoredSlidingLog::decode(&applied).unwrap().to_vec(),
             [300, 400, 400]
@@ -404,11 +384,14 @@ mod tests {
     #[test]
     fn diff_merges_close_changes() {
         assert_eq!(
-            diff(b"abcdef", b"aXcdeY", 2),
-            vec![(1, b"X".to_vec()), (5, b"Y".to_vec())]
+            diff(b"abcdef", b"aXcdeY", 2).ranges(),
+            [(1, b"X".to_vec()), (5, b"Y".to_vec())]
         );
-        assert_eq!(diff(b"abcdef", b"aXcYef", 2), vec![(1, b"XcY".to_vec())]);
-        assert!(diff(b"abc", b"abc", 4).is_empty());
+        assert_eq!(
+            diff(b"abcdef", b"aXcYef", 2).ranges(),
+            [(1, b"XcY".to_vec())]
+        );
+        assert!(diff(b"abc", b"abc", 4).ranges().is_empty());
     }
 
     proptest! {

@@ -95,7 +95,7 @@ impl LimiterKey {
     pub fn apply(&mut self, write: &StateWrite, ttl_ms: u64) {
         match write {
             StateWrite::Value(v) => self.write(v, ttl_ms),
-            StateWrite::Patch(ranges) => self.patch(ranges, ttl_ms),
+            StateWrite::Patch(patch) => self.patch(patch.ranges(), ttl_ms),
         }
     }
 
