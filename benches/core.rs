@@ -14,6 +14,7 @@ use redis_ratelimit::algorithm::sliding_approx::SlidingApprox;
 use redis_ratelimit::algorithm::sliding_log::SlidingLog;
 use redis_ratelimit::algorithm::sliding_subwindows::SlidingSubwindows;
 use redis_ratelimit::algorithm::token_bucket::TokenBucket;
+use redis_ratelimit::codec::cell::{decode_cell_state, encode_cell_state};
 use redis_ratelimit::commands::{bucket, fixed, gcra, sliding, throttle};
 use redis_ratelimit::policy::{Policy, StateWrite};
 use std::time::Duration;
@@ -114,9 +115,9 @@ fn decisions(c: &mut Criterion) {
     let cell = Cell::new(9, 10, 1, i128::MAX).unwrap();
     let now_ns = i64::try_from(NOW_US * 1_000).unwrap();
     let cell_round = |stored: &[u8]| {
-        let tat = throttle::decode_tat(stored).unwrap();
+        let tat = decode_cell_state(stored).unwrap();
         let (reply, write) = cell.throttle(Some(tat), now_ns, 1);
-        (reply, write.map(|w| w.tat_ns.to_string()))
+        (reply, write.map(|w| encode_cell_state(w.tat_ns)))
     };
     let allow = (now_ns + 100_000_000).to_string().into_bytes();
     let deny = (now_ns + 1_000_000_000).to_string().into_bytes();

@@ -9,8 +9,10 @@
 //! `tag, tat_whole_us: u64 [, frac_num: varint, frac_den: varint]`; the
 //! fraction is present only when the TAT is not a whole microsecond.
 //!
-//! The window limiters' layouts (RL.SLIDING, RL.FIXED) are in [`window`].
+//! The window limiters' layouts (RL.SLIDING, RL.FIXED) are in [`window`];
+//! CL.THROTTLE's (redis-cell's, untagged) is in [`cell`].
 
+pub mod cell;
 pub mod window;
 
 use crate::algorithm::schedule::Tat;

@@ -93,12 +93,16 @@ impl Policy {
     ) -> Result<Outcome, StateError> {
         match self {
             Policy::Gcra(g) => {
-                let tat = decode_tat(stored, Kind::Gcra)?;
+                let tat = stored
+                    .map(|v| codec::decode_tat(v, Kind::Gcra))
+                    .transpose()?;
                 let (decision, new) = g.decide(tat, now_us, cost);
                 Ok(tat_outcome(Kind::Gcra, decision, new))
             }
             Policy::Bucket(b) => {
-                let tat = decode_tat(stored, Kind::Bucket)?;
+                let tat = stored
+                    .map(|v| codec::decode_tat(v, Kind::Bucket))
+                    .transpose()?;
                 let (decision, new) = b.decide(tat, now_us, cost);
                 Ok(tat_outcome(Kind::Bucket, decision, new))
             }
@@ -199,10 +203,6 @@ fn decide_subwindows(
         }
     });
     Ok(Outcome { decision, write })
-}
-
-fn decode_tat(stored: Option<&[u8]>, kind: Kind) -> Result<Option<Tat>, StateError> {
-    stored.map(|v| codec::decode_tat(v, kind)).transpose()
 }
 
 fn tat_outcome(kind: Kind, decision: Decision, new: Option<Tat>) -> Outcome {

@@ -9,6 +9,7 @@ use redis_ratelimit::algorithm::cell::Cell;
 use redis_ratelimit::algorithm::schedule::{Schedule, ScheduleError, Tat};
 use redis_ratelimit::algorithm::{RetryAfter, MAX_HORIZON_US};
 use redis_ratelimit::args::{self, MAX_COUNT, MAX_DURATION_MS};
+use redis_ratelimit::codec::cell::decode_cell_state;
 use redis_ratelimit::codec::{self, Kind, StateError, TAT_MAX_LEN};
 use redis_ratelimit::commands::{bucket, gcra, throttle};
 use redis_ratelimit::policy::Policy;
@@ -221,8 +222,8 @@ proptest! {
 
     #[test]
     fn cell_state_is_a_decimal_i64(bytes in vec(any::<u8>(), 0..24), n in 0..=i64::MAX) {
-        prop_assert_eq!(throttle::decode_tat(n.to_string().as_bytes()), Ok(n));
-        if let Ok(v) = throttle::decode_tat(&bytes) {
+        prop_assert_eq!(decode_cell_state(n.to_string().as_bytes()), Ok(n));
+        if let Ok(v) = decode_cell_state(&bytes) {
             prop_assert!(bytes.iter().all(u8::is_ascii_digit));
             let text = std::str::from_utf8(&bytes).unwrap();
             prop_assert_eq!(Ok(v), text.parse::<i64>());

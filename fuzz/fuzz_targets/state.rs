@@ -13,7 +13,6 @@ use redis_ratelimit::algorithm::sliding_subwindows::SlidingSubwindows;
 use redis_ratelimit::algorithm::sliding_log::SlidingLog;
 use redis_ratelimit::codec::window;
 use redis_ratelimit::codec::{self, Kind, StateError, TAT_MAX_LEN};
-use redis_ratelimit::commands::throttle;
 use redis_ratelimit::policy::Policy;
 
 fn word(data: &[u8], i: usize) -> u64 {
@@ -36,7 +35,7 @@ fuzz_target!(|data: &[u8]| {
             Err(_) => {}
         }
     }
-    if let Ok(n) = throttle::decode_tat(stored) {
+    if let Ok(n) = codec::cell::decode_cell_state(stored) {
         assert!(n >= 0);
     }
     let _ = window::StoredSlidingLog::decode(stored).map(|log| log.to_vec());

@@ -5,7 +5,8 @@
 use super::Verdict;
 use crate::algorithm::cell::{Cell, CellError};
 use crate::args::{self, MAX_COUNT, MAX_DURATION_MS};
-use crate::codec::Kind;
+use crate::codec::cell::{decode_cell_state, encode_cell_state};
+use crate::codec::StateError;
 use crate::error::Error;
 use crate::server::clock;
 use crate::server::ffi::{self, Arg, Ctx};
@@ -58,15 +59,6 @@ pub fn parse<A: AsRef<[u8]>>(args: &[A]) -> Result<Call, Error> {
     })
 }
 
-/// Reads redis-cell's state: a decimal, non-negative number of nanoseconds.
-pub fn decode_tat(value: &[u8]) -> Result<i64, Error> {
-    if let Some(kind) = Kind::of(value) {
-        return Err(Error::other_kind(NAME, kind));
-    }
-    let n = args::integer(value, "", 0, i64::MAX as u64).map_err(|_| Error::NotCellState)?;
-    i64::try_from(n).map_err(|_| Error::NotCellState)
-}
-
 pub fn run(ctx: Ctx, args: &[Arg]) -> Result<Verdict, Error> {
     let [_, key, rest @ ..] = args else {
         return Err(Error::Arity("cl.throttle"));
@@ -82,11 +74,18 @@ pub fn run(ctx: Ctx, args: &[Arg]) -> Result<Verdict, Error> {
         return Err(out_of_range);
     }
     let mut key = LimiterKey::open(ctx, *key);
-    let stored = key.value()?.map(decode_tat).transpose()?;
+    let stored = key
+        .value()?
+        .map(decode_cell_state)
+        .transpose()
+        .map_err(|e| match e {
+            StateError::OtherKind(kind) => Error::other_kind(NAME, kind),
+            _ => Error::NotCellState,
+        })?;
     let (reply, write) = call.cell.throttle(stored, now_ns, call.quantity);
     if let Some(w) = write {
         let ttl_ms = u64::try_from(w.ttl_ns).unwrap_or(0).div_ceil(1_000_000);
-        key.write(w.tat_ns.to_string().as_bytes(), ttl_ms);
+        key.write(&encode_cell_state(w.tat_ns), ttl_ms);
     }
     ffi::reply_array(ctx, 5);
     ffi::reply_int(ctx, i64::from(reply.limited));
@@ -100,21 +99,6 @@ pub fn run(ctx: Ctx, args: &[Arg]) -> Result<Verdict, Error> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn state_decoding() {
-        assert_eq!(
-            decode_tat(b"1700000000000000000"),
-            Ok(1_700_000_000_000_000_000)
-        );
-        assert_eq!(decode_tat(b"-5"), Err(Error::NotCellState));
-        assert_eq!(decode_tat(b"abc"), Err(Error::NotCellState));
-        assert_eq!(decode_tat(b""), Err(Error::NotCellState));
-        assert_eq!(
-            decode_tat(&[0xA1, 0]),
-            Err(Error::other_kind(NAME, Kind::Gcra))
-        );
-    }
 
     #[test]
     fn parsing() {
