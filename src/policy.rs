@@ -217,6 +217,7 @@ fn tat_outcome(kind: Kind, decision: Decision, new: Option<Tat>) -> Outcome {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
 
     #[test]
     fn policies_read_their_own_state_only() {
@@ -233,5 +234,60 @@ mod tests {
         let again = g.decide(Some(&v), 0, 1).unwrap();
         assert!(again.decision.allowed);
         assert_eq!(again.decision.remaining, 0);
+    }
+
+    // The window limiters' own properties are in algorithm/window_props.rs;
+    // these are the policy's: reading states written with other parameters
+    // (or by no one) and converting them.
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(300))]
+
+        #[test]
+        fn changing_parameters_of_a_key_never_fails(
+            evs in proptest::collection::vec((0u64..4, 1u64..8, 0u64..400, 0u64..6, 2u64..5), 1..60),
+        ) {
+            let mut log = None;
+            let mut subwindows = None;
+            let mut now = 1u64 << 33;
+            for (window_pick, limit, dt, cost, n) in evs {
+                now += dt;
+                let window = [50, 100, 1 << 33, 300][window_pick as usize];
+                for (state, p) in [
+                    (&mut log, Policy::SlidingLog(SlidingLog::new(limit, window))),
+                    (&mut subwindows, Policy::SlidingSubwindows(SlidingSubwindows::new(limit, window, n))),
+                ] {
+                    let out = p.decide(state.as_deref(), now, cost).unwrap();
+                    prop_assert!(!out.decision.allowed || cost <= limit);
+                    if let Some(w) = &out.write {
+                        w.apply_to(state);
+                    }
+                    // What was written reads back under the same parameters.
+                    let again = p.decide(state.as_deref(), now, 0).unwrap().decision;
+                    prop_assert!(again.remaining <= limit);
+                }
+            }
+        }
+
+        #[test]
+        fn deciding_on_arbitrary_stored_bytes_never_panics(
+            tag in 0xA3u8..=0xA6,
+            bytes in proptest::collection::vec(any::<u8>(), 0..60),
+            now in any::<u64>(),
+            cost in 0u64..5,
+            limit in 1u64..5,
+        ) {
+            let mut v = vec![tag];
+            v.extend(bytes);
+            for p in [
+                Policy::SlidingLog(SlidingLog::new(limit, 1 << 20)),
+                Policy::SlidingLog(SlidingLog::new(limit, 1 << 40)),
+                Policy::SlidingApprox(SlidingApprox::new(limit, 7)),
+                Policy::SlidingSubwindows(SlidingSubwindows::new(limit, 100, 2)),
+                Policy::SlidingSubwindows(SlidingSubwindows::new(limit, u64::MAX, 3)),
+                Policy::Fixed(FixedWindow::new(limit, u64::MAX, true)),
+            ] {
+                let _ = p.decide(Some(&v), now, cost);
+            }
+        }
     }
 }
