@@ -13,6 +13,9 @@ pub mod sliding_log;
 pub mod sliding_subwindows;
 pub mod token_bucket;
 
+mod time;
+pub use time::Micros;
+
 /// Microseconds in one millisecond.
 pub const US_PER_MS: u64 = 1_000;
 
