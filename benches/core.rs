@@ -8,8 +8,8 @@
 
 use criterion::{black_box, criterion_group, criterion_main, Criterion};
 use redis_ratelimit::api::{
-    self, decode_cell_tat, Cell, FixedWindow, Gcra, Policy, SlidingApprox, SlidingBuckets,
-    SlidingLog, StateWrite, TokenBucket,
+    self, decode_cell_state, encode_cell_state, Cell, FixedWindow, Gcra, Policy, SlidingApprox,
+    SlidingLog, SlidingSubwindows, StateWrite, TokenBucket,
 };
 use std::time::Duration;
 
@@ -30,11 +30,11 @@ fn policies() -> Vec<(&'static str, Policy)> {
         ("GCRA 3/s", Policy::Gcra(Gcra::new(3, SECOND, 3).unwrap())),
         (
             "SLIDING EXACT",
-            Policy::SlidingExact(SlidingLog::new(10, SECOND)),
+            Policy::SlidingLog(SlidingLog::new(10, SECOND)),
         ),
         (
             "SLIDING EXACT 100",
-            Policy::SlidingExact(SlidingLog::new(100, SECOND)),
+            Policy::SlidingLog(SlidingLog::new(100, SECOND)),
         ),
         (
             "SLIDING APPROX",
@@ -42,7 +42,7 @@ fn policies() -> Vec<(&'static str, Policy)> {
         ),
         (
             "SLIDING BUCKETS 10",
-            Policy::SlidingBuckets(SlidingBuckets::new(10, SECOND, 10)),
+            Policy::SlidingSubwindows(SlidingSubwindows::new(10, SECOND, 10)),
         ),
         ("FIXED", Policy::Fixed(FixedWindow::new(10, SECOND, false))),
         (
@@ -54,18 +54,7 @@ fn policies() -> Vec<(&'static str, Policy)> {
 
 /// Applies a write to stored bytes as Redis would.
 fn apply(stored: &mut Option<Vec<u8>>, write: &StateWrite) {
-    match write {
-        StateWrite::Value(v) => *stored = Some(v.clone()),
-        StateWrite::Patch(ranges) => {
-            let value = stored.get_or_insert_with(Vec::new);
-            for (off, bytes) in ranges {
-                if value.len() < off + bytes.len() {
-                    value.resize(off + bytes.len(), 0);
-                }
-                value[*off..off + bytes.len()].copy_from_slice(bytes);
-            }
-        }
-    }
+    write.apply_to(stored);
 }
 
 /// The state after one admitted request (the next is admitted too), and the
@@ -120,9 +109,9 @@ fn decisions(c: &mut Criterion) {
     let cell = Cell::new(9, 10, 1, i128::MAX).unwrap();
     let now_ns = i64::try_from(NOW_US * 1_000).unwrap();
     let cell_round = |stored: &[u8]| {
-        let tat = decode_cell_tat(stored).unwrap();
+        let tat = decode_cell_state(stored).unwrap();
         let (reply, write) = cell.throttle(Some(tat), now_ns, 1);
-        (reply, write.map(|w| w.tat_ns.to_string()))
+        (reply, write.map(|w| encode_cell_state(w.tat_ns)))
     };
     let allow = (now_ns + 100_000_000).to_string().into_bytes();
     let deny = (now_ns + 1_000_000_000).to_string().into_bytes();

@@ -18,8 +18,8 @@
 
 use rand::{Rng, SeedableRng};
 use redis_ratelimit::api::{
-    ceil_ms, FixedWindow, Policy, SlidingApprox, SlidingBuckets, SlidingLog, StateWrite,
-    MAX_EXACT_LIMIT,
+    ceil_ms, FixedWindow, Policy, SlidingApprox, SlidingLog, SlidingSubwindows, StateWrite,
+    MAX_SLIDING_LOG_LIMIT,
 };
 use std::collections::VecDeque;
 
@@ -44,8 +44,9 @@ fn replicated_bytes(write: &StateWrite) -> usize {
     let ms = 13;
     match write {
         StateWrite::Value(v) => command(&[3, KEY.len(), v.len(), 4, ms]),
-        StateWrite::Patch(ranges) => {
-            let setranges: usize = ranges
+        StateWrite::Patch(patch) => {
+            let setranges: usize = patch
+                .ranges()
                 .iter()
                 .map(|(off, b)| command(&[8, KEY.len(), off.to_string().len(), b.len()]))
                 .sum();
@@ -115,11 +116,11 @@ fn simulate(policy: &Policy, limit: u64, load: f64, seed: u64) -> Run {
 }
 
 fn modes(limit: u64) -> Vec<(&'static str, Policy)> {
-    let exact_limit = limit.min(MAX_EXACT_LIMIT);
+    let log_limit = limit.min(MAX_SLIDING_LOG_LIMIT);
     vec![
         (
             "SLIDING EXACT",
-            Policy::SlidingExact(SlidingLog::new(exact_limit, WINDOW_US)),
+            Policy::SlidingLog(SlidingLog::new(log_limit, WINDOW_US)),
         ),
         (
             "SLIDING APPROX",
@@ -127,11 +128,11 @@ fn modes(limit: u64) -> Vec<(&'static str, Policy)> {
         ),
         (
             "SLIDING BUCKETS 10",
-            Policy::SlidingBuckets(SlidingBuckets::new(limit, WINDOW_US, 10)),
+            Policy::SlidingSubwindows(SlidingSubwindows::new(limit, WINDOW_US, 10)),
         ),
         (
             "SLIDING BUCKETS 100",
-            Policy::SlidingBuckets(SlidingBuckets::new(limit, WINDOW_US, 100)),
+            Policy::SlidingSubwindows(SlidingSubwindows::new(limit, WINDOW_US, 100)),
         ),
         (
             "FIXED",

@@ -2,22 +2,23 @@
 //! core and the command grammar, with no Redis types. The module itself is
 //! what `MODULE LOAD` loads; nothing here is a stable library interface.
 
-pub use crate::algorithm::bucket::TokenBucket;
 pub use crate::algorithm::cell::{Cell, CellReply, CellWrite};
 pub use crate::algorithm::fixed_window::{FixedState, FixedWindow};
 pub use crate::algorithm::gcra::Gcra;
 pub use crate::algorithm::schedule::{Schedule, ScheduleError, Tat};
 pub use crate::algorithm::sliding_approx::{ApproxState, SlidingApprox};
-pub use crate::algorithm::sliding_buckets::{SlidingBuckets, MAX_BUCKETS, MIN_BUCKETS};
-pub use crate::algorithm::sliding_log::{SlidingLog, MAX_EXACT_LIMIT};
+pub use crate::algorithm::sliding_log::{SlidingLog, MAX_SLIDING_LOG_LIMIT};
+pub use crate::algorithm::sliding_subwindows::{SlidingSubwindows, MAX_SUBWINDOWS, MIN_SUBWINDOWS};
+pub use crate::algorithm::token_bucket::TokenBucket;
 pub use crate::algorithm::{ceil_ms, Decision, Micros, RetryAfter, MAX_HORIZON, MAX_HORIZON_US};
 pub use crate::args::{duration, integer, MAX_COUNT, MAX_DURATION};
-pub use crate::codec::{decode_tat, encode_tat, window, Kind, StateError, TAT_MAX_LEN};
+pub use crate::codec::cell::{decode_cell_state, encode_cell_state};
+pub use crate::codec::{decode_tat, encode_tat, window, Kind, Patch, StateError, TAT_MAX_LEN};
 pub use crate::commands::docs::{arguments, synopsis, DocArg, DocType};
 pub use crate::commands::grammar::{parse_common, Opt, Param, Parse, PolicyDef, COMMON};
 pub use crate::commands::rl_all::Call as AllCall;
 pub use crate::commands::table::{CommandDef, Grammar, COMMANDS, POLICIES};
-pub use crate::commands::throttle::{decode_tat as decode_cell_tat, Call as ThrottleCall};
+pub use crate::commands::throttle::Call as ThrottleCall;
 pub use crate::engine::{decide, Decided, KeyError, Request};
 pub use crate::error::{printable, Error};
 pub use crate::policy::{Outcome, Policy, StateWrite};

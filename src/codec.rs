@@ -9,8 +9,10 @@
 //! `tag, tat_whole_us: u64 [, frac_num: varint, frac_den: varint]`; the
 //! fraction is present only when the TAT is not a whole microsecond.
 //!
-//! The window limiters' layouts (RL.SLIDING, RL.FIXED) are in [`window`].
+//! The window limiters' layouts (RL.SLIDING, RL.FIXED) are in [`window`];
+//! CL.THROTTLE's (redis-cell's, untagged) is in [`cell`].
 
+pub mod cell;
 pub mod window;
 
 use crate::algorithm::schedule::Tat;
@@ -20,9 +22,9 @@ use crate::algorithm::schedule::Tat;
 pub enum Kind {
     Gcra,
     Bucket,
-    SlidingExact,
+    SlidingLog,
     SlidingApprox,
-    SlidingBuckets,
+    SlidingSubwindows,
     Fixed,
 }
 
@@ -30,9 +32,9 @@ impl Kind {
     pub const ALL: [Kind; 6] = [
         Kind::Gcra,
         Kind::Bucket,
-        Kind::SlidingExact,
+        Kind::SlidingLog,
         Kind::SlidingApprox,
-        Kind::SlidingBuckets,
+        Kind::SlidingSubwindows,
         Kind::Fixed,
     ];
 
@@ -40,9 +42,9 @@ impl Kind {
         match self {
             Kind::Gcra => 0xA1,
             Kind::Bucket => 0xA2,
-            Kind::SlidingExact => 0xA3,
+            Kind::SlidingLog => 0xA3,
             Kind::SlidingApprox => 0xA4,
-            Kind::SlidingBuckets => 0xA5,
+            Kind::SlidingSubwindows => 0xA5,
             Kind::Fixed => 0xA6,
         }
     }
@@ -52,9 +54,9 @@ impl Kind {
         match self {
             Kind::Gcra => "RL.GCRA",
             Kind::Bucket => "RL.BUCKET",
-            Kind::SlidingExact => "RL.SLIDING EXACT",
+            Kind::SlidingLog => "RL.SLIDING EXACT",
             Kind::SlidingApprox => "RL.SLIDING APPROX",
-            Kind::SlidingBuckets => "RL.SLIDING BUCKETS",
+            Kind::SlidingSubwindows => "RL.SLIDING BUCKETS",
             Kind::Fixed => "RL.FIXED",
         }
     }
@@ -83,6 +85,51 @@ pub fn body(value: &[u8], expected: Kind) -> Result<&[u8], StateError> {
         Some(k) if k == expected => Ok(&value[1..]),
         Some(k) => Err(StateError::OtherKind(k)),
         None => Err(StateError::Foreign),
+    }
+}
+
+/// An in-place change to a stored value: byte ranges `(offset, bytes)`,
+/// each meaning exactly `SETRANGE key offset bytes` (the value grows,
+/// zero-filled, to reach the end of a range). A request that changes a few
+/// bytes of a large state writes, and replicates, only those bytes.
+///
+/// The ranges are in offset order and none touches the next, so each is
+/// worth its own `SETRANGE`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Patch {
+    ranges: Vec<(usize, Vec<u8>)>,
+}
+
+impl Patch {
+    /// The patch that writes `ranges`, which must not overlap: sorted by
+    /// offset, with ranges that touch merged into one.
+    pub fn new(mut ranges: Vec<(usize, Vec<u8>)>) -> Patch {
+        ranges.sort_by_key(|r| r.0);
+        let mut merged: Vec<(usize, Vec<u8>)> = Vec::with_capacity(ranges.len());
+        for (off, bytes) in ranges {
+            match merged.last_mut() {
+                Some((o, b)) if *o + b.len() == off => b.extend_from_slice(&bytes),
+                _ => merged.push((off, bytes)),
+            }
+        }
+        Patch { ranges: merged }
+    }
+
+    /// The ranges `(offset, bytes)`, in offset order.
+    pub fn ranges(&self) -> &[(usize, Vec<u8>)] {
+        &self.ranges
+    }
+
+    /// Applies the patch to `value` as `SETRANGE` does: for tests and
+    /// benches of the core (the server writes through its own API).
+    pub fn apply_to(&self, value: &mut Vec<u8>) {
+        for (off, bytes) in &self.ranges {
+            let end = off + bytes.len();
+            if value.len() < end {
+                value.resize(end, 0);
+            }
+            value[*off..end].copy_from_slice(bytes);
+        }
     }
 }
 
@@ -188,6 +235,16 @@ mod tests {
         assert!(Kind::ALL
             .iter()
             .all(|k| std::str::from_utf8(&[k.tag()]).is_err()));
+    }
+
+    #[test]
+    fn a_patch_is_ordered_and_merges_ranges_that_touch() {
+        let p = Patch::new(vec![(6, vec![1, 2]), (0, vec![9]), (4, vec![3, 4])]);
+        assert_eq!(p.ranges(), [(0, vec![9]), (4, vec![3, 4, 1, 2])]);
+        let mut value = vec![7, 7];
+        p.apply_to(&mut value);
+        assert_eq!(value, [9, 7, 0, 0, 3, 4, 1, 2]);
+        assert!(Patch::new(Vec::new()).ranges().is_empty());
     }
 
     proptest! {

@@ -59,7 +59,7 @@ pub fn decide<S: Store>(
         let at = |error| KeyError { key, error };
         let stored = store.value(key).map_err(at)?;
         let outcome = policy
-            .decide(stored, now.get(), request.cost)
+            .decide(stored, now.as_u64(), request.cost)
             .map_err(|e| at(Error::state(policy.command(), e)))?;
         outcomes.push(outcome);
     }
@@ -188,7 +188,7 @@ mod tests {
     #[test]
     fn dryrun_and_cost_zero_write_nothing() {
         let mut store = MemoryStore::new(2);
-        let policies = [gcra(10), Policy::SlidingExact(SlidingLog::new(3, 60 * S))];
+        let policies = [gcra(10), Policy::SlidingLog(SlidingLog::new(3, 60 * S))];
         let d = run(&mut store, &policies, 1, true);
         assert!(d.allowed);
         assert_eq!(d.decisions[1].remaining, 2);

@@ -123,7 +123,7 @@ impl std::fmt::Display for Error {
                 write!(
                     f,
                     "ERR {arg} must be at most {}d",
-                    MAX_DURATION.get() / US_PER_DAY
+                    MAX_DURATION.as_u64() / US_PER_DAY
                 )
             }
             Error::UnknownOption(o) => write!(f, "ERR syntax error: unknown option '{o}'"),
@@ -164,7 +164,7 @@ impl std::fmt::Display for Error {
                 write!(
                     f,
                     "ERR {span} must be at most {} years",
-                    max.get() / US_PER_YEAR
+                    max.as_u64() / US_PER_YEAR
                 )
             }
             Error::Exclusive(options) => {

@@ -1,16 +1,16 @@
 //! A limit of any algorithm, as one value: what RL.ALL combines and what the
 //! window commands decide through. Pure: bytes in, decision and bytes out.
 
-use crate::algorithm::bucket::TokenBucket;
 use crate::algorithm::fixed_window::FixedWindow;
 use crate::algorithm::gcra::Gcra;
 use crate::algorithm::schedule::Tat;
 use crate::algorithm::sliding_approx::SlidingApprox;
-use crate::algorithm::sliding_buckets::SlidingBuckets;
 use crate::algorithm::sliding_log::SlidingLog;
+use crate::algorithm::sliding_subwindows::SlidingSubwindows;
+use crate::algorithm::token_bucket::TokenBucket;
 use crate::algorithm::Decision;
-use crate::codec::window::{self, ExactLog};
-use crate::codec::{self, Kind, StateError, TAT_MAX_LEN};
+use crate::codec::window::{self, StoredSlidingLog};
+use crate::codec::{self, Kind, Patch, StateError, TAT_MAX_LEN};
 
 /// One parsed limit.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -18,11 +18,11 @@ pub enum Policy {
     Gcra(Gcra),
     Bucket(TokenBucket),
     /// RL.SLIDING EXACT: the sliding log.
-    SlidingExact(SlidingLog),
+    SlidingLog(SlidingLog),
     /// RL.SLIDING APPROX: the two-window estimate.
     SlidingApprox(SlidingApprox),
     /// RL.SLIDING BUCKETS n.
-    SlidingBuckets(SlidingBuckets),
+    SlidingSubwindows(SlidingSubwindows),
     /// RL.FIXED [ALIGNED].
     Fixed(FixedWindow),
 }
@@ -32,12 +32,11 @@ pub enum Policy {
 pub enum StateWrite {
     /// Replace the whole value (replicated as `SET key value PXAT t`).
     Value(Vec<u8>),
-    /// Overwrite byte ranges `(offset, bytes)` in place, exactly as
-    /// `SETRANGE` does (the value grows, zero-filled, to reach an offset),
-    /// replicated as `SETRANGE`s and one `PEXPIREAT`: what one request sends
-    /// to replicas then does not grow with the size of the state. Only for a
-    /// key that already holds this policy's state.
-    Patch(Vec<(usize, Vec<u8>)>),
+    /// Change the value in place ([`Patch`]), replicated as `SETRANGE`s and
+    /// one `PEXPIREAT`: what one request sends to replicas then does not
+    /// grow with the size of the state. Only for a key that already holds
+    /// this policy's state.
+    Patch(Patch),
 }
 
 impl StateWrite {
@@ -46,16 +45,7 @@ impl StateWrite {
     pub fn apply_to(&self, state: &mut Option<Vec<u8>>) {
         match self {
             StateWrite::Value(v) => *state = Some(v.clone()),
-            StateWrite::Patch(ranges) => {
-                let v = state.get_or_insert_with(Vec::new);
-                for (off, bytes) in ranges {
-                    let end = off + bytes.len();
-                    if v.len() < end {
-                        v.resize(end, 0);
-                    }
-                    v[*off..end].copy_from_slice(bytes);
-                }
-            }
+            StateWrite::Patch(patch) => patch.apply_to(state.get_or_insert_with(Vec::new)),
         }
     }
 }
@@ -73,9 +63,9 @@ impl Policy {
         match self {
             Policy::Gcra(_) => Kind::Gcra,
             Policy::Bucket(_) => Kind::Bucket,
-            Policy::SlidingExact(_) => Kind::SlidingExact,
+            Policy::SlidingLog(_) => Kind::SlidingLog,
             Policy::SlidingApprox(_) => Kind::SlidingApprox,
-            Policy::SlidingBuckets(_) => Kind::SlidingBuckets,
+            Policy::SlidingSubwindows(_) => Kind::SlidingSubwindows,
             Policy::Fixed(_) => Kind::Fixed,
         }
     }
@@ -86,9 +76,9 @@ impl Policy {
             Policy::Gcra(_) => "RL.GCRA",
             Policy::Bucket(_) => "RL.BUCKET",
             // The sliding modes keep different state: name the mode.
-            Policy::SlidingExact(_) => Kind::SlidingExact.name(),
+            Policy::SlidingLog(_) => Kind::SlidingLog.name(),
             Policy::SlidingApprox(_) => Kind::SlidingApprox.name(),
-            Policy::SlidingBuckets(_) => Kind::SlidingBuckets.name(),
+            Policy::SlidingSubwindows(_) => Kind::SlidingSubwindows.name(),
             Policy::Fixed(_) => "RL.FIXED",
         }
     }
@@ -103,23 +93,27 @@ impl Policy {
     ) -> Result<Outcome, StateError> {
         match self {
             Policy::Gcra(g) => {
-                let tat = decode_tat(stored, Kind::Gcra)?;
+                let tat = stored
+                    .map(|v| codec::decode_tat(v, Kind::Gcra))
+                    .transpose()?;
                 let (decision, new) = g.decide(tat, now_us, cost);
                 Ok(tat_outcome(Kind::Gcra, decision, new))
             }
             Policy::Bucket(b) => {
-                let tat = decode_tat(stored, Kind::Bucket)?;
+                let tat = stored
+                    .map(|v| codec::decode_tat(v, Kind::Bucket))
+                    .transpose()?;
                 let (decision, new) = b.decide(tat, now_us, cost);
                 Ok(tat_outcome(Kind::Bucket, decision, new))
             }
-            Policy::SlidingExact(l) => decide_exact(l, stored, now_us, cost),
+            Policy::SlidingLog(l) => decide_sliding_log(l, stored, now_us, cost),
             Policy::SlidingApprox(a) => {
                 let state = stored.map(window::decode_approx).transpose()?;
                 let (decision, new) = a.decide(state, now_us, cost);
                 let write = new.map(|s| StateWrite::Value(window::encode_approx(&s)));
                 Ok(Outcome { decision, write })
             }
-            Policy::SlidingBuckets(b) => decide_buckets(b, stored, now_us, cost),
+            Policy::SlidingSubwindows(w) => decide_subwindows(w, stored, now_us, cost),
             Policy::Fixed(f) => {
                 let state = stored.map(window::decode_fixed).transpose()?;
                 let (decision, new) = f.decide(state, now_us, cost);
@@ -133,7 +127,7 @@ impl Policy {
 /// The sliding log decides on the stored bytes in place and writes a patch;
 /// a log stored for another limit or stamp width is rewritten whole
 /// (keeping its newest live entries).
-fn decide_exact(
+fn decide_sliding_log(
     l: &SlidingLog,
     stored: Option<&[u8]>,
     now_us: u64,
@@ -144,14 +138,14 @@ fn decide_exact(
     let rewrite = |entries: &[u64], expired: usize, added: u64, at: u64| {
         let mut kept = entries[expired.min(entries.len())..].to_vec();
         kept.extend(std::iter::repeat_n(at, added as usize));
-        StateWrite::Value(window::encode_exact(cap, width, &kept))
+        StateWrite::Value(window::encode_sliding_log(cap, width, &kept))
     };
     let Some(value) = stored else {
         let (decision, change) = l.decide(&[][..], now_us, cost);
         let write = change.map(|c| rewrite(&[], 0, c.added, c.at_us));
         return Ok(Outcome { decision, write });
     };
-    let log = ExactLog::decode(value)?;
+    let log = StoredSlidingLog::decode(value)?;
     if log.cap() == cap && log.width() == width {
         let (decision, change) = l.decide(&log, now_us, cost);
         let write = change.map(|c| StateWrite::Patch(log.patch(&c)));
@@ -168,24 +162,24 @@ fn decide_exact(
 /// Sub-window counts are patched where they change; a state stored with
 /// another `n` is folded into the current sub-window (never over-admits),
 /// and one stored with narrower counts is widened; both are rewritten whole.
-fn decide_buckets(
-    b: &SlidingBuckets,
+fn decide_subwindows(
+    limiter: &SlidingSubwindows,
     stored: Option<&[u8]>,
     now_us: u64,
     cost: u64,
 ) -> Result<Outcome, StateError> {
-    let width = window::count_width(b.limit());
+    let width = window::count_width(limiter.limit());
     let Some(value) = stored else {
-        let (decision, new) = b.decide(None, now_us, cost);
-        let write = new.map(|s| StateWrite::Value(window::encode_buckets(width, &s)));
+        let (decision, new) = limiter.decide(None, now_us, cost);
+        let write = new.map(|s| StateWrite::Value(window::encode_subwindows(width, &s)));
         return Ok(Outcome { decision, write });
     };
-    let found = window::decode_buckets(value)?;
-    let same_layout = found.n == b.buckets() && found.width >= width;
-    let state = if found.n == b.buckets() {
+    let found = window::decode_subwindows(value)?;
+    let same_layout = found.n == limiter.subwindows() && found.width >= width;
+    let state = if found.n == limiter.subwindows() {
         found.state
     } else {
-        let mut s = b.empty(now_us);
+        let mut s = limiter.empty(now_us);
         let total: u64 = found
             .state
             .counts
@@ -199,20 +193,16 @@ fn decide_buckets(
         s.counts.swap(0, slot);
         s
     };
-    let (decision, new) = b.decide(Some(&state), now_us, cost);
+    let (decision, new) = limiter.decide(Some(&state), now_us, cost);
     let write = new.map(|s| {
         if same_layout {
-            let encoded = window::encode_buckets(found.width, &s);
+            let encoded = window::encode_subwindows(found.width, &s);
             StateWrite::Patch(window::diff(value, &encoded, 16))
         } else {
-            StateWrite::Value(window::encode_buckets(width.max(found.width), &s))
+            StateWrite::Value(window::encode_subwindows(width.max(found.width), &s))
         }
     });
     Ok(Outcome { decision, write })
-}
-
-fn decode_tat(stored: Option<&[u8]>, kind: Kind) -> Result<Option<Tat>, StateError> {
-    stored.map(|v| codec::decode_tat(v, kind)).transpose()
 }
 
 fn tat_outcome(kind: Kind, decision: Decision, new: Option<Tat>) -> Outcome {
@@ -227,6 +217,7 @@ fn tat_outcome(kind: Kind, decision: Decision, new: Option<Tat>) -> Outcome {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
 
     #[test]
     fn policies_read_their_own_state_only() {
@@ -243,5 +234,60 @@ mod tests {
         let again = g.decide(Some(&v), 0, 1).unwrap();
         assert!(again.decision.allowed);
         assert_eq!(again.decision.remaining, 0);
+    }
+
+    // The window limiters' own properties are in algorithm/window_props.rs;
+    // these are the policy's: reading states written with other parameters
+    // (or by no one) and converting them.
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(300))]
+
+        #[test]
+        fn changing_parameters_of_a_key_never_fails(
+            evs in proptest::collection::vec((0u64..4, 1u64..8, 0u64..400, 0u64..6, 2u64..5), 1..60),
+        ) {
+            let mut log = None;
+            let mut subwindows = None;
+            let mut now = 1u64 << 33;
+            for (window_pick, limit, dt, cost, n) in evs {
+                now += dt;
+                let window = [50, 100, 1 << 33, 300][window_pick as usize];
+                for (state, p) in [
+                    (&mut log, Policy::SlidingLog(SlidingLog::new(limit, window))),
+                    (&mut subwindows, Policy::SlidingSubwindows(SlidingSubwindows::new(limit, window, n))),
+                ] {
+                    let out = p.decide(state.as_deref(), now, cost).unwrap();
+                    prop_assert!(!out.decision.allowed || cost <= limit);
+                    if let Some(w) = &out.write {
+                        w.apply_to(state);
+                    }
+                    // What was written reads back under the same parameters.
+                    let again = p.decide(state.as_deref(), now, 0).unwrap().decision;
+                    prop_assert!(again.remaining <= limit);
+                }
+            }
+        }
+
+        #[test]
+        fn deciding_on_arbitrary_stored_bytes_never_panics(
+            tag in 0xA3u8..=0xA6,
+            bytes in proptest::collection::vec(any::<u8>(), 0..60),
+            now in any::<u64>(),
+            cost in 0u64..5,
+            limit in 1u64..5,
+        ) {
+            let mut v = vec![tag];
+            v.extend(bytes);
+            for p in [
+                Policy::SlidingLog(SlidingLog::new(limit, 1 << 20)),
+                Policy::SlidingLog(SlidingLog::new(limit, 1 << 40)),
+                Policy::SlidingApprox(SlidingApprox::new(limit, 7)),
+                Policy::SlidingSubwindows(SlidingSubwindows::new(limit, 100, 2)),
+                Policy::SlidingSubwindows(SlidingSubwindows::new(limit, u64::MAX, 3)),
+                Policy::Fixed(FixedWindow::new(limit, u64::MAX, true)),
+            ] {
+                let _ = p.decide(Some(&v), now, cost);
+            }
+        }
     }
 }

@@ -89,8 +89,10 @@ impl Store for MemoryStore {
         write.apply_to(&mut self.values[key]);
         self.ttls[key] = Some(ttl);
         let effect = match write {
-            StateWrite::Value(v) => format!("SET {key} {v:?} TTL {}us", ttl.get()),
-            StateWrite::Patch(ranges) => format!("SETRANGE {key} {ranges:?} TTL {}us", ttl.get()),
+            StateWrite::Value(v) => format!("SET {key} {v:?} TTL {}us", ttl.as_u64()),
+            StateWrite::Patch(ranges) => {
+                format!("SETRANGE {key} {ranges:?} TTL {}us", ttl.as_u64())
+            }
         };
         self.effects.push(effect);
     }

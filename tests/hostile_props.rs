@@ -6,12 +6,12 @@
 use proptest::collection::vec;
 use proptest::prelude::*;
 use redis_ratelimit::api::{
-    self, decode_cell_tat, Cell, Kind, Policy, RetryAfter, Schedule, ScheduleError, StateError,
+    self, decode_cell_state, Cell, Kind, Policy, RetryAfter, Schedule, ScheduleError, StateError,
     Tat, MAX_COUNT, MAX_DURATION, MAX_HORIZON_US, TAT_MAX_LEN,
 };
 
 /// The longest duration an argument may give, in milliseconds.
-const MAX_DURATION_MS: u64 = MAX_DURATION.get() / 1_000;
+const MAX_DURATION_MS: u64 = MAX_DURATION.as_u64() / 1_000;
 
 /// The latest time the clock shows.
 const END_US: u64 = i64::MAX as u64;
@@ -221,8 +221,8 @@ proptest! {
 
     #[test]
     fn cell_state_is_a_decimal_i64(bytes in vec(any::<u8>(), 0..24), n in 0..=i64::MAX) {
-        prop_assert_eq!(decode_cell_tat(n.to_string().as_bytes()), Ok(n));
-        if let Ok(v) = decode_cell_tat(&bytes) {
+        prop_assert_eq!(decode_cell_state(n.to_string().as_bytes()), Ok(n));
+        if let Ok(v) = decode_cell_state(&bytes) {
             prop_assert!(bytes.iter().all(u8::is_ascii_digit));
             let text = std::str::from_utf8(&bytes).unwrap();
             prop_assert_eq!(Ok(v), text.parse::<i64>());
@@ -259,7 +259,7 @@ proptest! {
         let (suffix, ms) = units[unit];
         let text = format!("{n}{suffix}");
         let total_ms = u128::from(n) * ms;
-        let got = api::duration(text.as_bytes(), "period").map(|d| d.get());
+        let got = api::duration(text.as_bytes(), "period").map(|d| d.as_u64());
         if n == 0 {
             prop_assert!(got.is_err());
         } else if total_ms > u128::from(MAX_DURATION_MS) {
@@ -267,7 +267,7 @@ proptest! {
         } else {
             prop_assert_eq!(got, Ok(u64::try_from(total_ms * 1_000).unwrap()));
         }
-        if let Ok(us) = api::duration(&bytes, "period").map(|d| d.get()) {
+        if let Ok(us) = api::duration(&bytes, "period").map(|d| d.as_u64()) {
             prop_assert!((1_000..=MAX_DURATION_MS * 1_000).contains(&us) && us % 1_000 == 0);
         }
     }

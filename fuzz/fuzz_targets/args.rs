@@ -36,8 +36,8 @@ fuzz_target!(|data: &[u8]| {
     let (a, b) = (bound(0), bound(8));
     for arg in &argv {
         if let Ok(d) = api::duration(arg, "period") {
-            let us = d.get();
-            assert!(us >= 1_000 && us <= MAX_DURATION.get() && us % 1_000 == 0);
+            let us = d.as_u64();
+            assert!(us >= 1_000 && us <= MAX_DURATION.as_u64() && us % 1_000 == 0);
         }
         if let Ok(n) = api::integer(arg, "n", a.min(b), a.max(b)) {
             assert!(n >= a.min(b) && n <= a.max(b));

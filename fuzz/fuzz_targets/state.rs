@@ -6,8 +6,8 @@
 
 use libfuzzer_sys::fuzz_target;
 use redis_ratelimit::api::{
-    decode_cell_tat, decode_tat, encode_tat, window, FixedWindow, Gcra, Kind, Policy,
-    SlidingApprox, SlidingBuckets, SlidingLog, StateError, TokenBucket, TAT_MAX_LEN,
+    decode_cell_state, decode_tat, encode_tat, window, FixedWindow, Gcra, Kind, Policy,
+    SlidingApprox, SlidingSubwindows, SlidingLog, StateError, TokenBucket, TAT_MAX_LEN,
 };
 
 fn word(data: &[u8], i: usize) -> u64 {
@@ -30,13 +30,13 @@ fuzz_target!(|data: &[u8]| {
             Err(_) => {}
         }
     }
-    if let Ok(n) = decode_cell_tat(stored) {
+    if let Ok(n) = decode_cell_state(stored) {
         assert!(n >= 0);
     }
-    let _ = window::ExactLog::decode(stored).map(|log| log.to_vec());
+    let _ = window::StoredSlidingLog::decode(stored).map(|log| log.to_vec());
     let _ = window::decode_approx(stored);
     let _ = window::decode_fixed(stored);
-    let _ = window::decode_buckets(stored);
+    let _ = window::decode_subwindows(stored);
     // Small and huge limits alike: one from each end of `a`.
     let (limit, period_us) = ((a & 0xffff) + 1, ((a >> 16) % 86_400_000_000) + 1);
     let mut policies = Vec::new();
@@ -46,14 +46,14 @@ fuzz_target!(|data: &[u8]| {
     if let Ok(b) = TokenBucket::new(limit, (a >> 48) + 1, period_us) {
         policies.push(Policy::Bucket(b));
     }
-    let buckets = 2 + (a >> 54) % 1023;
-    policies.push(Policy::SlidingExact(SlidingLog::new(
+    let subwindows = 2 + (a >> 54) % 1023;
+    policies.push(Policy::SlidingLog(SlidingLog::new(
         limit.min(1_000),
         period_us,
     )));
     policies.push(Policy::SlidingApprox(SlidingApprox::new(limit, period_us)));
-    policies.push(Policy::SlidingBuckets(SlidingBuckets::new(
-        limit, period_us, buckets,
+    policies.push(Policy::SlidingSubwindows(SlidingSubwindows::new(
+        limit, period_us, subwindows,
     )));
     policies.push(Policy::Fixed(FixedWindow::new(
         limit,

@@ -4,16 +4,16 @@
 //! epoch (`u64`); all arithmetic is exact integer arithmetic (`u128` where a
 //! product could overflow `u64`), so a decision never depends on rounding.
 
-pub mod bucket;
 pub mod cell;
 pub mod fixed_window;
 pub mod gcra;
 pub mod schedule;
 pub mod sliding_approx;
-pub mod sliding_buckets;
 pub mod sliding_log;
-pub mod time;
+pub mod sliding_subwindows;
+pub mod token_bucket;
 
+mod time;
 pub use time::Micros;
 
 /// Microseconds in one millisecond.

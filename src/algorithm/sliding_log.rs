@@ -13,7 +13,7 @@ use super::{settled_without_state, Decision, RetryAfter};
 /// The largest `limit` EXACT accepts: the log holds one timestamp per
 /// admitted unit of cost, so this bounds a key's state (4 MB at 4 bytes a
 /// stamp) and what one request can write.
-pub const MAX_EXACT_LIMIT: u64 = 1_000_000;
+pub const MAX_SLIDING_LOG_LIMIT: u64 = 1_000_000;
 
 /// Timestamps in µs, oldest first, non-decreasing.
 pub trait Entries {
@@ -55,10 +55,10 @@ pub struct LogChange {
 }
 
 impl SlidingLog {
-    /// `limit` in `1..=MAX_EXACT_LIMIT` and `window_us` at least 1 (clamped).
+    /// `limit` in `1..=MAX_SLIDING_LOG_LIMIT` and `window_us` at least 1 (clamped).
     pub fn new(limit: u64, window_us: u64) -> SlidingLog {
         SlidingLog {
-            limit: limit.clamp(1, MAX_EXACT_LIMIT),
+            limit: limit.clamp(1, MAX_SLIDING_LOG_LIMIT),
             window_us: window_us.max(1),
         }
     }

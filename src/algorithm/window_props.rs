@@ -1,56 +1,143 @@
-//! Property tests of the window limiters, run end to end through
-//! [`Policy::decide`] on the stored bytes (so the layouts and patches are
+//! Property tests of the window limiters, run on their stored bytes
+//! through the algorithm and codec APIs (so the layouts and patches are
 //! exercised too): the admission bounds, and that `retry_after`,
 //! `remaining` and `reset_after` are exact.
 
-use crate::algorithm::fixed_window::FixedWindow;
-use crate::algorithm::sliding_approx::SlidingApprox;
-use crate::algorithm::sliding_buckets::SlidingBuckets;
+use crate::algorithm::fixed_window::{FixedState, FixedWindow};
+use crate::algorithm::sliding_approx::{ApproxState, SlidingApprox};
 use crate::algorithm::sliding_log::SlidingLog;
+use crate::algorithm::sliding_subwindows::{SlidingSubwindows, SubwindowState};
 use crate::algorithm::{Decision, RetryAfter};
-use crate::policy::{Policy, StateWrite};
+use crate::codec::window::{self, StoredSlidingLog};
 use proptest::prelude::*;
 
-/// Applies a write as Redis would (SETRANGE semantics for a patch).
-pub fn apply(state: &mut Option<Vec<u8>>, write: &StateWrite) {
-    write.apply_to(state);
+/// A window limiter on its stored bytes, as the module keeps them.
+trait OnStoredBytes {
+    /// Decides `cost` at `now` against `stored` (`None`: no key); returns
+    /// the decision and, when an admitted request changes the state, the
+    /// bytes stored after it.
+    fn decide_stored(
+        &self,
+        stored: Option<&[u8]>,
+        now: u64,
+        cost: u64,
+    ) -> (Decision, Option<Vec<u8>>);
 }
 
-fn decide(p: &Policy, state: &Option<Vec<u8>>, now: u64, cost: u64) -> Decision {
-    p.decide(state.as_deref(), now, cost).unwrap().decision
+/// The log is patched in place, as the server writes it.
+impl OnStoredBytes for SlidingLog {
+    fn decide_stored(
+        &self,
+        stored: Option<&[u8]>,
+        now: u64,
+        cost: u64,
+    ) -> (Decision, Option<Vec<u8>>) {
+        let Some(value) = stored else {
+            let (decision, change) = self.decide(&[][..], now, cost);
+            let new = change.map(|c| {
+                let entries = vec![c.at_us; c.added as usize];
+                let width = window::stamp_width(self.window_us());
+                window::encode_sliding_log(self.limit() as usize, width, &entries)
+            });
+            return (decision, new);
+        };
+        let log = StoredSlidingLog::decode(value).expect("own state");
+        let (decision, change) = self.decide(&log, now, cost);
+        let new = change.map(|c| {
+            let mut patched = value.to_vec();
+            log.patch(&c).apply_to(&mut patched);
+            patched
+        });
+        (decision, new)
+    }
+}
+
+/// The counts are patched where they change, as the server writes them.
+impl OnStoredBytes for SlidingSubwindows {
+    fn decide_stored(
+        &self,
+        stored: Option<&[u8]>,
+        now: u64,
+        cost: u64,
+    ) -> (Decision, Option<Vec<u8>>) {
+        let found = stored.map(|v| window::decode_subwindows(v).expect("own state"));
+        let width = found
+            .as_ref()
+            .map_or(window::count_width(self.limit()), |f| f.width);
+        let (decision, new) = self.decide(found.map(|f| f.state).as_ref(), now, cost);
+        let new = new.map(|s| {
+            let encoded = window::encode_subwindows(width, &s);
+            let Some(value) = stored else {
+                return encoded;
+            };
+            let mut patched = value.to_vec();
+            window::diff(value, &encoded, 16).apply_to(&mut patched);
+            patched
+        });
+        (decision, new)
+    }
+}
+
+impl OnStoredBytes for SlidingApprox {
+    fn decide_stored(
+        &self,
+        stored: Option<&[u8]>,
+        now: u64,
+        cost: u64,
+    ) -> (Decision, Option<Vec<u8>>) {
+        let state = stored.map(|v| window::decode_approx(v).expect("own state"));
+        let (decision, new) = self.decide(state, now, cost);
+        (decision, new.map(|s| window::encode_approx(&s)))
+    }
+}
+
+impl OnStoredBytes for FixedWindow {
+    fn decide_stored(
+        &self,
+        stored: Option<&[u8]>,
+        now: u64,
+        cost: u64,
+    ) -> (Decision, Option<Vec<u8>>) {
+        let state = stored.map(|v| window::decode_fixed(v).expect("own state"));
+        let (decision, new) = self.decide(state, now, cost);
+        (decision, new.map(|s| window::encode_fixed(&s)))
+    }
+}
+
+fn decide<L: OnStoredBytes>(l: &L, state: &Option<Vec<u8>>, now: u64, cost: u64) -> Decision {
+    l.decide_stored(state.as_deref(), now, cost).0
 }
 
 /// Runs `events` (time step, cost) and checks the exactness properties at
 /// every step; returns the admitted (time, cost) pairs.
-fn run(p: &Policy, limit: u64, start: u64, events: &[(u64, u64)]) -> Vec<(u64, u64)> {
+fn run<L: OnStoredBytes>(l: &L, limit: u64, start: u64, events: &[(u64, u64)]) -> Vec<(u64, u64)> {
     let mut state = None;
     let mut now = start;
     let mut admitted = Vec::new();
     for &(dt, cost) in events {
         now += dt;
-        let out = p.decide(state.as_deref(), now, cost).unwrap();
-        let d = out.decision;
+        let (d, write) = l.decide_stored(state.as_deref(), now, cost);
         assert_eq!(d.limit, limit);
         if d.allowed {
             assert!(cost <= limit, "admitted a cost above the limit");
-            if let Some(w) = &out.write {
-                apply(&mut state, w);
+            if let Some(new) = write {
+                state = Some(new);
             }
             if cost > 0 {
                 admitted.push((now, cost));
             }
         } else {
-            assert!(out.write.is_none(), "a denial wrote");
+            assert!(write.is_none(), "a denial wrote");
             match d.retry_after {
                 RetryAfter::Never => assert!(cost > limit),
                 RetryAfter::After(wait) => {
                     assert!(wait >= 1);
                     assert!(
-                        !decide(p, &state, now + wait - 1, cost).allowed,
+                        !decide(l, &state, now + wait - 1, cost).allowed,
                         "retry too late"
                     );
                     assert!(
-                        decide(p, &state, now + wait, cost).allowed,
+                        decide(l, &state, now + wait, cost).allowed,
                         "retry too early"
                     );
                 }
@@ -60,17 +147,17 @@ fn run(p: &Policy, limit: u64, start: u64, events: &[(u64, u64)]) -> Vec<(u64, u
         // `remaining` cost-1 requests fit now, one more does not.
         if d.remaining > 0 {
             assert!(
-                decide(p, &state, now, d.remaining).allowed,
+                decide(l, &state, now, d.remaining).allowed,
                 "remaining too high"
             );
         }
         assert!(
-            !decide(p, &state, now, d.remaining + 1).allowed,
+            !decide(l, &state, now, d.remaining + 1).allowed,
             "remaining too low"
         );
         // Untouched exactly after reset_after.
         let untouched = |t| {
-            let probe = decide(p, &state, t, 0);
+            let probe = decide(l, &state, t, 0);
             probe.remaining == limit && probe.reset_after_us == 0
         };
         assert!(untouched(now + d.reset_after_us), "reset too early");
@@ -109,37 +196,37 @@ proptest! {
     #![proptest_config(ProptestConfig::with_cases(300))]
 
     #[test]
-    fn exact_never_admits_more_than_limit_in_any_window(
+    fn sliding_log_never_admits_more_than_limit_in_any_window(
         limit in 1u64..6, window in 5u64..300,
         // Large starts exercise 32-bit stamps that wrap.
         start in prop_oneof![Just(0u64), 1u64..1 << 40],
         evs in proptest::collection::vec((0u64..450, 0u64..8), 1..60),
     ) {
-        let p = Policy::SlidingExact(SlidingLog::new(limit, window));
-        let admitted = run(&p, limit, start, &evs);
+        let l = SlidingLog::new(limit, window);
+        let admitted = run(&l, limit, start, &evs);
         prop_assert!(most_in_any_window(&admitted, window) <= limit);
     }
 
     #[test]
-    fn exact_with_wide_stamps_and_wrapping_narrow_ones(
+    fn sliding_log_with_wide_stamps_and_wrapping_narrow_ones(
         limit in 1u64..6,
         // Either side of the 4-byte stamp limit (2^32 µs), and far beyond.
         window in prop_oneof![(1u64 << 32) - 3..(1u64 << 32) + 3, Just(1u64 << 44)],
         start in 0u64..1 << 50,
         evs in proptest::collection::vec((0u64..1500, 0u64..3, 0u64..8), 1..40),
     ) {
-        let p = Policy::SlidingExact(SlidingLog::new(limit, window));
-        let admitted = run(&p, limit, start, &scaled(window, &evs));
+        let l = SlidingLog::new(limit, window);
+        let admitted = run(&l, limit, start, &scaled(window, &evs));
         prop_assert!(most_in_any_window(&admitted, window) <= limit);
     }
 
     #[test]
-    fn buckets_never_admit_more_than_limit_in_any_window(
+    fn subwindows_never_admit_more_than_limit_in_any_window(
         limit in 1u64..6, window in 5u64..300, n in 2u64..6, start in 0u64..1 << 40,
         evs in proptest::collection::vec((0u64..450, 0u64..8), 1..60),
     ) {
-        let p = Policy::SlidingBuckets(SlidingBuckets::new(limit, window, n));
-        let admitted = run(&p, limit, start, &evs);
+        let l = SlidingSubwindows::new(limit, window, n);
+        let admitted = run(&l, limit, start, &evs);
         prop_assert!(most_in_any_window(&admitted, window) <= limit);
     }
 
@@ -148,8 +235,8 @@ proptest! {
         limit in 1u64..6, window in 5u64..300, start in 0u64..1 << 40,
         evs in proptest::collection::vec((0u64..450, 0u64..8), 1..60),
     ) {
-        let p = Policy::SlidingApprox(SlidingApprox::new(limit, window));
-        let admitted = run(&p, limit, start, &evs);
+        let l = SlidingApprox::new(limit, window);
+        let admitted = run(&l, limit, start, &evs);
         prop_assert!(most_in_any_window(&admitted, window) <= 2 * limit);
     }
 
@@ -158,8 +245,8 @@ proptest! {
         limit in 1u64..6, window in 5u64..300, start in 0u64..1 << 40, aligned in any::<bool>(),
         evs in proptest::collection::vec((0u64..450, 0u64..8), 1..60),
     ) {
-        let p = Policy::Fixed(FixedWindow::new(limit, window, aligned));
-        let admitted = run(&p, limit, start, &evs);
+        let l = FixedWindow::new(limit, window, aligned);
+        let admitted = run(&l, limit, start, &evs);
         prop_assert!(most_in_any_window(&admitted, window) <= 2 * limit);
         if aligned {
             for &(t, _) in &admitted {
@@ -171,70 +258,18 @@ proptest! {
     }
 
     #[test]
-    fn changing_parameters_of_a_key_never_fails(
-        evs in proptest::collection::vec((0u64..4, 1u64..8, 0u64..400, 0u64..6, 2u64..5), 1..60),
-    ) {
-        let mut exact = None;
-        let mut buckets = None;
-        let mut now = 1u64 << 33;
-        for (window_pick, limit, dt, cost, n) in evs {
-            now += dt;
-            let window = [50, 100, 1 << 33, 300][window_pick as usize];
-            for (state, p) in [
-                (&mut exact, Policy::SlidingExact(SlidingLog::new(limit, window))),
-                (&mut buckets, Policy::SlidingBuckets(SlidingBuckets::new(limit, window, n))),
-            ] {
-                let out = p.decide(state.as_deref(), now, cost).unwrap();
-                prop_assert!(!out.decision.allowed || cost <= limit);
-                if let Some(w) = &out.write {
-                    apply(state, w);
-                }
-                // What was written reads back under the same parameters.
-                let again = p.decide(state.as_deref(), now, 0).unwrap().decision;
-                prop_assert!(again.remaining <= limit);
-            }
-        }
-    }
-
-    #[test]
-    fn deciding_on_arbitrary_stored_bytes_never_panics(
-        tag in 0xA3u8..=0xA6,
-        bytes in proptest::collection::vec(any::<u8>(), 0..60),
-        now in any::<u64>(),
-        cost in 0u64..5,
-        limit in 1u64..5,
-    ) {
-        let mut v = vec![tag];
-        v.extend(bytes);
-        for p in [
-            Policy::SlidingExact(SlidingLog::new(limit, 1 << 20)),
-            Policy::SlidingExact(SlidingLog::new(limit, 1 << 40)),
-            Policy::SlidingApprox(SlidingApprox::new(limit, 7)),
-            Policy::SlidingBuckets(SlidingBuckets::new(limit, 100, 2)),
-            Policy::SlidingBuckets(SlidingBuckets::new(limit, u64::MAX, 3)),
-            Policy::Fixed(FixedWindow::new(limit, u64::MAX, true)),
-        ] {
-            let _ = p.decide(Some(&v), now, cost);
-        }
-    }
-
-    #[test]
     fn deciding_on_extreme_well_formed_states_never_panics(
         newest in any::<u64>(), counts in proptest::collection::vec(any::<u64>(), 3),
         index in any::<u64>(), prev in any::<u64>(), cur in any::<u64>(),
         now in any::<u64>(), cost in 0u64..5,
     ) {
-        use crate::codec::window;
-        use crate::algorithm::sliding_approx::ApproxState;
-        use crate::algorithm::fixed_window::FixedState;
-        use crate::algorithm::sliding_buckets::BucketState;
-        let b = window::encode_buckets(8, &BucketState { newest, counts });
+        let b = window::encode_subwindows(8, &SubwindowState { newest, counts });
         let a = window::encode_approx(&ApproxState { index, prev, cur });
         let f = window::encode_fixed(&FixedState { start_us: index, count: prev });
         for window_us in [1, 1 << 30, u64::MAX] {
-            let _ = Policy::SlidingBuckets(SlidingBuckets::new(4, window_us, 2)).decide(Some(&b), now, cost);
-            let _ = Policy::SlidingApprox(SlidingApprox::new(4, window_us)).decide(Some(&a), now, cost);
-            let _ = Policy::Fixed(FixedWindow::new(4, window_us, true)).decide(Some(&f), now, cost);
+            let _ = SlidingSubwindows::new(4, window_us, 2).decide_stored(Some(&b), now, cost);
+            let _ = SlidingApprox::new(4, window_us).decide_stored(Some(&a), now, cost);
+            let _ = FixedWindow::new(4, window_us, true).decide_stored(Some(&f), now, cost);
         }
     }
 }

@@ -1,10 +1,10 @@
 //! State layouts of the window limiters (RL.SLIDING, RL.FIXED), version 1.
 //! Integers are little-endian; "varint" is LEB128 ([`super::put_varint`]).
 //!
-//! **RL.SLIDING EXACT** (tag `0xA3`): a ring buffer of timestamps behind a
-//! fixed 22-byte header, so that an admitted request rewrites only the
-//! header fields and its own slots (a `SETRANGE` patch): the bytes sent to
-//! replicas do not grow with `limit`.
+//! **RL.SLIDING EXACT**, the sliding log (tag `0xA3`): a ring buffer of
+//! timestamps behind a fixed 22-byte header, so that an admitted request
+//! rewrites only the header fields and its own slots (a `SETRANGE` patch):
+//! the bytes sent to replicas do not grow with `limit`.
 //!
 //! ```text
 //! 0      tag 0xA3
@@ -27,23 +27,21 @@
 //! cur: varint` — the aligned window index `now / window` and the counts of
 //! that window and the one before.
 //!
-//! **RL.SLIDING BUCKETS** (tag `0xA5`): `tag, n: u16, width: u8 (1, 2, 4
-//! or 8, the fewest bytes that hold limit), newest: u64, n + 1 counts of
-//! width bytes`; sub-window k's count is at slot k % (n + 1). Fixed-size, so
-//! a request patches only the header and the counts it changes.
+//! **RL.SLIDING BUCKETS**, the sub-window counts (tag `0xA5`): `tag, n:
+//! u16, width: u8 (1, 2, 4 or 8, the fewest bytes that hold limit), newest:
+//! u64, n + 1 counts of width bytes`; sub-window k's count is at slot
+//! k % (n + 1). Fixed-size, so a request patches only the header and the
+//! counts it changes.
 //!
 //! **RL.FIXED** (tag `0xA6`): `tag, start_us: varint, count: varint`.
 
-use super::{body, get_varint, put_varint, Kind, StateError};
+use super::{body, get_varint, put_varint, Kind, Patch, StateError};
 use crate::algorithm::fixed_window::FixedState;
 use crate::algorithm::sliding_approx::ApproxState;
-use crate::algorithm::sliding_buckets::{BucketState, MAX_BUCKETS, MIN_BUCKETS};
-use crate::algorithm::sliding_log::{Entries, LogChange, MAX_EXACT_LIMIT};
+use crate::algorithm::sliding_log::{Entries, LogChange, MAX_SLIDING_LOG_LIMIT};
+use crate::algorithm::sliding_subwindows::{SubwindowState, MAX_SUBWINDOWS, MIN_SUBWINDOWS};
 
-/// Byte ranges to overwrite in place, `(offset, bytes)`, SETRANGE-style.
-pub type Ranges = Vec<(usize, Vec<u8>)>;
-
-pub const EXACT_HEADER: usize = 22;
+pub const SLIDING_LOG_HEADER: usize = 22;
 
 /// Bytes per stamp for a window of `window_us`.
 pub fn stamp_width(window_us: u64) -> usize {
@@ -54,9 +52,9 @@ pub fn stamp_width(window_us: u64) -> usize {
     }
 }
 
-/// The stored log of RL.SLIDING EXACT, read in place.
+/// The stored sliding log (RL.SLIDING EXACT), read in place.
 #[derive(Debug, Clone, Copy)]
-pub struct ExactLog<'a> {
+pub struct StoredSlidingLog<'a> {
     slots: &'a [u8],
     width: usize,
     cap: usize,
@@ -73,18 +71,18 @@ fn u64_at(b: &[u8], at: usize) -> Option<u64> {
     Some(u64::from_le_bytes(b.get(at..at + 8)?.try_into().ok()?))
 }
 
-impl<'a> ExactLog<'a> {
-    pub fn decode(value: &'a [u8]) -> Result<ExactLog<'a>, StateError> {
-        let corrupt = StateError::Corrupt(Kind::SlidingExact);
-        body(value, Kind::SlidingExact)?;
-        let head = value.get(..EXACT_HEADER).ok_or(corrupt)?;
+impl<'a> StoredSlidingLog<'a> {
+    pub fn decode(value: &'a [u8]) -> Result<StoredSlidingLog<'a>, StateError> {
+        let corrupt = StateError::Corrupt(Kind::SlidingLog);
+        body(value, Kind::SlidingLog)?;
+        let head = value.get(..SLIDING_LOG_HEADER).ok_or(corrupt)?;
         let width = usize::from(head[1]);
         let field = |at| u32_at(head, at).map(|x| x as usize).ok_or(corrupt);
         let (cap, tail, len) = (field(2)?, field(6)?, field(10)?);
         let last = u64_at(head, 14).ok_or(corrupt)?;
-        let slots = &value[EXACT_HEADER..];
+        let slots = &value[SLIDING_LOG_HEADER..];
         let valid = (width == 4 || width == 8)
-            && (1..=MAX_EXACT_LIMIT as usize).contains(&cap)
+            && (1..=MAX_SLIDING_LOG_LIMIT as usize).contains(&cap)
             && tail < cap
             && len <= cap
             && slots.len().is_multiple_of(width);
@@ -101,7 +99,7 @@ impl<'a> ExactLog<'a> {
         if !fits {
             return Err(corrupt);
         }
-        Ok(ExactLog {
+        Ok(StoredSlidingLog {
             slots,
             width,
             cap,
@@ -125,7 +123,7 @@ impl<'a> ExactLog<'a> {
     }
 
     /// The patch that applies an admitted request's change.
-    pub fn patch(&self, change: &LogChange) -> Ranges {
+    pub fn patch(&self, change: &LogChange) -> Patch {
         let expired = change.expired.min(self.len);
         let added = change.added as usize;
         let tail = (self.tail + expired) % self.cap;
@@ -140,15 +138,15 @@ impl<'a> ExactLog<'a> {
         let mut left = added.min(self.cap);
         while left > 0 {
             let run = left.min(self.cap - pos);
-            ranges.push((EXACT_HEADER + pos * self.width, stamp.repeat(run)));
+            ranges.push((SLIDING_LOG_HEADER + pos * self.width, stamp.repeat(run)));
             left -= run;
             pos = 0;
         }
-        coalesce(ranges)
+        Patch::new(ranges)
     }
 }
 
-impl Entries for ExactLog<'_> {
+impl Entries for StoredSlidingLog<'_> {
     fn count(&self) -> usize {
         self.len
     }
@@ -175,9 +173,9 @@ fn encode_stamp(us: u64, width: usize) -> Vec<u8> {
 }
 
 /// A whole new log of `cap` slots holding `entries` (oldest first).
-pub fn encode_exact(cap: usize, width: usize, entries: &[u64]) -> Vec<u8> {
-    let mut v = Vec::with_capacity(EXACT_HEADER + entries.len() * width);
-    v.push(Kind::SlidingExact.tag());
+pub fn encode_sliding_log(cap: usize, width: usize, entries: &[u64]) -> Vec<u8> {
+    let mut v = Vec::with_capacity(SLIDING_LOG_HEADER + entries.len() * width);
+    v.push(Kind::SlidingLog.tag());
     v.push(width as u8);
     v.extend_from_slice(&(cap as u32).to_le_bytes());
     v.extend_from_slice(&0u32.to_le_bytes());
@@ -189,23 +187,11 @@ pub fn encode_exact(cap: usize, width: usize, entries: &[u64]) -> Vec<u8> {
     v
 }
 
-/// Merges ranges that touch into one, in offset order.
-pub fn coalesce(mut ranges: Ranges) -> Ranges {
-    ranges.sort_by_key(|r| r.0);
-    let mut out: Ranges = Vec::with_capacity(ranges.len());
-    for (off, bytes) in ranges {
-        match out.last_mut() {
-            Some((o, b)) if *o + b.len() == off => b.extend_from_slice(&bytes),
-            _ => out.push((off, bytes)),
-        }
-    }
-    out
-}
-
-/// The ranges where `new` differs from `old` (same length), merging runs
-/// closer than `gap` bytes so that each range is worth its command.
-pub fn diff(old: &[u8], new: &[u8], gap: usize) -> Ranges {
-    let mut out: Ranges = Vec::new();
+/// The patch from `old` to `new` (same length): the ranges where they
+/// differ, merging runs closer than `gap` bytes so that each range is worth
+/// its command.
+pub fn diff(old: &[u8], new: &[u8], gap: usize) -> Patch {
+    let mut out = Vec::new();
     let mut i = 0;
     while i < new.len() {
         if old.get(i) == Some(&new[i]) {
@@ -224,7 +210,7 @@ pub fn diff(old: &[u8], new: &[u8], gap: usize) -> Ranges {
         out.push((start, new[start..end].to_vec()));
         i = end;
     }
-    out
+    Patch::new(out)
 }
 
 fn varints(kind: Kind, xs: &[u64]) -> Vec<u8> {
@@ -269,7 +255,7 @@ pub fn decode_fixed(value: &[u8]) -> Result<FixedState, StateError> {
     Ok(FixedState { start_us, count })
 }
 
-pub const BUCKETS_HEADER: usize = 12;
+pub const SUBWINDOWS_HEADER: usize = 12;
 
 /// Bytes per count for counts up to `limit`.
 pub fn count_width(limit: u64) -> usize {
@@ -281,18 +267,18 @@ pub fn count_width(limit: u64) -> usize {
     }
 }
 
-/// A decoded BUCKETS state and the layout it was stored with.
+/// A decoded sub-window state (RL.SLIDING BUCKETS) and the layout it was stored with.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct StoredBuckets {
+pub struct StoredSubwindows {
     pub n: u64,
     pub width: usize,
-    pub state: BucketState,
+    pub state: SubwindowState,
 }
 
-pub fn encode_buckets(width: usize, s: &BucketState) -> Vec<u8> {
+pub fn encode_subwindows(width: usize, s: &SubwindowState) -> Vec<u8> {
     let n = s.counts.len().saturating_sub(1) as u16;
-    let mut v = Vec::with_capacity(BUCKETS_HEADER + s.counts.len() * width);
-    v.push(Kind::SlidingBuckets.tag());
+    let mut v = Vec::with_capacity(SUBWINDOWS_HEADER + s.counts.len() * width);
+    v.push(Kind::SlidingSubwindows.tag());
     v.extend_from_slice(&n.to_le_bytes());
     v.push(width as u8);
     v.extend_from_slice(&s.newest.to_le_bytes());
@@ -302,15 +288,15 @@ pub fn encode_buckets(width: usize, s: &BucketState) -> Vec<u8> {
     v
 }
 
-pub fn decode_buckets(value: &[u8]) -> Result<StoredBuckets, StateError> {
-    let corrupt = StateError::Corrupt(Kind::SlidingBuckets);
-    let b = body(value, Kind::SlidingBuckets)?;
-    let head = value.get(..BUCKETS_HEADER).ok_or(corrupt)?;
+pub fn decode_subwindows(value: &[u8]) -> Result<StoredSubwindows, StateError> {
+    let corrupt = StateError::Corrupt(Kind::SlidingSubwindows);
+    let b = body(value, Kind::SlidingSubwindows)?;
+    let head = value.get(..SUBWINDOWS_HEADER).ok_or(corrupt)?;
     let n = u64::from(u16::from_le_bytes([head[1], head[2]]));
     let width = usize::from(head[3]);
     let newest = u64_at(head, 4).ok_or(corrupt)?;
-    let counts = &b[BUCKETS_HEADER - 1..];
-    let valid = (MIN_BUCKETS..=MAX_BUCKETS).contains(&n)
+    let counts = &b[SUBWINDOWS_HEADER - 1..];
+    let valid = (MIN_SUBWINDOWS..=MAX_SUBWINDOWS).contains(&n)
         && matches!(width, 1 | 2 | 4 | 8)
         && counts.len() == (n as usize + 1) * width;
     if !valid {
@@ -324,10 +310,10 @@ pub fn decode_buckets(value: &[u8]) -> Result<StoredBuckets, StateError> {
             u64::from_le_bytes(full)
         })
         .collect();
-    Ok(StoredBuckets {
+    Ok(StoredSubwindows {
         n,
         width,
-        state: BucketState { newest, counts },
+        state: SubwindowState { newest, counts },
     })
 }
 
@@ -337,28 +323,23 @@ mod tests {
     use proptest::prelude::*;
 
     #[test]
-    fn exact_patch_touches_header_and_new_slots_only() {
-        let v = encode_exact(4, 4, &[100, 200, 300]);
-        assert_eq!(v.len(), EXACT_HEADER + 12);
-        let log = ExactLog::decode(&v).unwrap();
+    fn sliding_log_patch_touches_header_and_new_slots_only() {
+        let v = encode_sliding_log(4, 4, &[100, 200, 300]);
+        assert_eq!(v.len(), SLIDING_LOG_HEADER + 12);
+        let log = StoredSlidingLog::decode(&v).unwrap();
         assert_eq!(log.to_vec(), vec![100, 200, 300]);
         // Drop two, add two at 400: slots 3 and 0 (wrapping), header.
-        let ranges = log.patch(&LogChange {
+        let patch = log.patch(&LogChange {
             expired: 2,
             added: 2,
             at_us: 400,
         });
         let mut applied = v.clone();
-        for (off, bytes) in &ranges {
-            if applied.len() < off + bytes.len() {
-                applied.resize(off + bytes.len(), 0);
-            }
-            applied[*off..off + bytes.len()].copy_from_slice(bytes);
-        }
+        patch.apply_to(&mut applied);
         // Header and slot 0 are adjacent: one range, plus slot 3.
-        assert_eq!(ranges.len(), 2);
+        assert_eq!(patch.ranges().len(), 2);
         assert_eq!(
-            ExactLog::decode(&applied).unwrap().to_vec(),
+            StoredSlidingLog::decode(&applied).unwrap().to_vec(),
             [300, 400, 400]
         );
     }
@@ -366,8 +347,11 @@ mod tests {
     #[test]
     fn narrow_stamps_wrap_exactly() {
         let base = (1u64 << 32) * 5 - 10;
-        let v = encode_exact(3, 4, &[base, base + 20]);
-        assert_eq!(ExactLog::decode(&v).unwrap().to_vec(), [base, base + 20]);
+        let v = encode_sliding_log(3, 4, &[base, base + 20]);
+        assert_eq!(
+            StoredSlidingLog::decode(&v).unwrap().to_vec(),
+            [base, base + 20]
+        );
     }
 
     #[test]
@@ -384,13 +368,13 @@ mod tests {
             count: 9,
         };
         assert_eq!(decode_fixed(&encode_fixed(&f)), Ok(f));
-        let b = BucketState {
+        let sw = SubwindowState {
             newest: 77,
             counts: vec![1, 0, 300],
         };
-        let v = encode_buckets(2, &b);
-        assert_eq!(v.len(), BUCKETS_HEADER + 6);
-        assert_eq!(decode_buckets(&v).unwrap().state, b);
+        let v = encode_subwindows(2, &sw);
+        assert_eq!(v.len(), SUBWINDOWS_HEADER + 6);
+        assert_eq!(decode_subwindows(&v).unwrap().state, sw);
         assert_eq!(
             decode_fixed(&encode_approx(&a)),
             Err(StateError::OtherKind(Kind::SlidingApprox))
@@ -400,11 +384,14 @@ mod tests {
     #[test]
     fn diff_merges_close_changes() {
         assert_eq!(
-            diff(b"abcdef", b"aXcdeY", 2),
-            vec![(1, b"X".to_vec()), (5, b"Y".to_vec())]
+            diff(b"abcdef", b"aXcdeY", 2).ranges(),
+            [(1, b"X".to_vec()), (5, b"Y".to_vec())]
         );
-        assert_eq!(diff(b"abcdef", b"aXcYef", 2), vec![(1, b"XcY".to_vec())]);
-        assert!(diff(b"abc", b"abc", 4).is_empty());
+        assert_eq!(
+            diff(b"abcdef", b"aXcYef", 2).ranges(),
+            [(1, b"XcY".to_vec())]
+        );
+        assert!(diff(b"abc", b"abc", 4).ranges().is_empty());
     }
 
     proptest! {
@@ -415,13 +402,13 @@ mod tests {
         ) {
             let mut v = vec![tag];
             v.extend(bytes);
-            if let Ok(log) = ExactLog::decode(&v) {
+            if let Ok(log) = StoredSlidingLog::decode(&v) {
                 let _ = log.to_vec();
                 let _ = log.patch(&LogChange { expired: 1, added: 2, at_us: 5 });
             }
             let _ = decode_approx(&v);
             let _ = decode_fixed(&v);
-            let _ = decode_buckets(&v);
+            let _ = decode_subwindows(&v);
         }
 
         #[test]
@@ -436,7 +423,7 @@ mod tests {
             }
             v.extend_from_slice(&last.to_le_bytes());
             v.extend(slots);
-            if let Ok(log) = ExactLog::decode(&v) {
+            if let Ok(log) = StoredSlidingLog::decode(&v) {
                 let _ = log.to_vec();
                 let _ = log.patch(&LogChange { expired: 7, added: 3, at_us: last });
             }

@@ -41,7 +41,7 @@ pub fn run(command: &CommandDef, ctx: Ctx, args: &[Arg]) -> Result<Verdict, Erro
                 _ => {
                     debug_assert_eq!(i, ADVANCE);
                     // Never past the latest time the clock may show.
-                    let now = clock::now().get().min(MAX_US);
+                    let now = clock::now().as_u64().min(MAX_US);
                     let by = Param::integer(param.name, 0, MAX_US - now).parse(value.as_ref())?;
                     now + by
                 }
@@ -51,6 +51,6 @@ pub fn run(command: &CommandDef, ctx: Ctx, args: &[Arg]) -> Result<Verdict, Erro
         }
         _ => return Err(Error::Arity(command.name)),
     };
-    reply::int(ctx, i64::try_from(now.get()).unwrap_or(i64::MAX));
+    reply::int(ctx, i64::try_from(now.as_u64()).unwrap_or(i64::MAX));
     Ok(Verdict::Other)
 }

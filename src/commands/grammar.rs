@@ -61,7 +61,7 @@ impl Param {
 fn parse_value(parse: Parse, bytes: &[u8], called: &'static str) -> Result<u64, Error> {
     match parse {
         Parse::Integer { min, max } => args::integer(bytes, called, min, max),
-        Parse::Duration => args::duration(bytes, called).map(Micros::get),
+        Parse::Duration => args::duration(bytes, called).map(Micros::as_u64),
     }
 }
 
@@ -329,8 +329,8 @@ mod tests {
     use super::*;
     use crate::algorithm::fixed_window::FixedWindow;
     use crate::algorithm::sliding_approx::SlidingApprox;
-    use crate::algorithm::sliding_buckets::SlidingBuckets;
     use crate::algorithm::sliding_log::SlidingLog;
+    use crate::algorithm::sliding_subwindows::SlidingSubwindows;
     use crate::commands::table::{FIXED, GCRA, SLIDING};
 
     const M: u64 = 60_000_000;
@@ -341,7 +341,10 @@ mod tests {
             .parse_prefix(&["5", "1m", "BUCKETS", "10", "COST", "2"])
             .unwrap();
         assert_eq!(used, 4);
-        assert_eq!(p, Policy::SlidingBuckets(SlidingBuckets::new(5, M, 10)));
+        assert_eq!(
+            p,
+            Policy::SlidingSubwindows(SlidingSubwindows::new(5, M, 10))
+        );
         let (p, used) = SLIDING
             .parse_prefix(&["5", "1m", "approx", "FIXED"])
             .unwrap();
@@ -350,7 +353,7 @@ mod tests {
             (Policy::SlidingApprox(SlidingApprox::new(5, M)), 3)
         );
         let (p, used) = SLIDING.parse_prefix(&["5", "1m"]).unwrap();
-        assert_eq!((p, used), (Policy::SlidingExact(SlidingLog::new(5, M)), 2));
+        assert_eq!((p, used), (Policy::SlidingLog(SlidingLog::new(5, M)), 2));
         assert_eq!(
             SLIDING.parse_prefix(&["5", "1m", "BUCKETS"]),
             Err(Error::MissingValue("BUCKETS"))

@@ -4,12 +4,12 @@
 
 use super::grammar::{Opt, Param, PolicyDef, Values};
 use super::{clock, policy_command, rl_all, throttle, Verdict};
-use crate::algorithm::bucket::TokenBucket;
 use crate::algorithm::fixed_window::FixedWindow;
 use crate::algorithm::gcra::Gcra;
 use crate::algorithm::sliding_approx::SlidingApprox;
-use crate::algorithm::sliding_buckets::{SlidingBuckets, MAX_BUCKETS, MIN_BUCKETS};
-use crate::algorithm::sliding_log::{SlidingLog, MAX_EXACT_LIMIT};
+use crate::algorithm::sliding_log::{SlidingLog, MAX_SLIDING_LOG_LIMIT};
+use crate::algorithm::sliding_subwindows::{SlidingSubwindows, MAX_SUBWINDOWS, MIN_SUBWINDOWS};
+use crate::algorithm::token_bucket::TokenBucket;
 use crate::algorithm::MAX_HORIZON;
 use crate::args::{self, MAX_COUNT};
 use crate::error::Error;
@@ -131,7 +131,7 @@ pub const GCRA: PolicyDef = PolicyDef {
 fn build_gcra(v: &Values) -> Result<Policy, Error> {
     let limit = v.param(0);
     let burst = v.option(0).unwrap_or(limit);
-    let gcra = Gcra::new(limit, v.duration(1).get(), burst)
+    let gcra = Gcra::new(limit, v.duration(1).as_u64(), burst)
         .map_err(|_| Error::horizon("BURST * period / limit", MAX_HORIZON))?;
     Ok(Policy::Gcra(gcra))
 }
@@ -148,7 +148,7 @@ pub const BUCKET: PolicyDef = PolicyDef {
 };
 
 fn build_bucket(v: &Values) -> Result<Policy, Error> {
-    let bucket = TokenBucket::new(v.param(0), v.param(1), v.duration(2).get())
+    let bucket = TokenBucket::new(v.param(0), v.param(1), v.duration(2).as_u64())
         .map_err(|_| Error::horizon("capacity * period / refill", MAX_HORIZON))?;
     Ok(Policy::Bucket(bucket))
 }
@@ -165,29 +165,29 @@ pub const SLIDING: PolicyDef = PolicyDef {
     options: &[
         Opt::flag("EXACT").in_group("mode"),
         Opt::flag("APPROX").in_group("mode"),
-        Opt::integer("BUCKETS", MIN_BUCKETS, MAX_BUCKETS).in_group("mode"),
+        Opt::integer("BUCKETS", MIN_SUBWINDOWS, MAX_SUBWINDOWS).in_group("mode"),
     ],
     build: build_sliding,
 };
 
 fn build_sliding(v: &Values) -> Result<Policy, Error> {
-    let (limit, window) = (v.param(0), v.duration(1).get());
+    let (limit, window) = (v.param(0), v.duration(1).as_u64());
     if v.flag(1) {
         return Ok(Policy::SlidingApprox(SlidingApprox::new(limit, window)));
     }
     if let Some(n) = v.option(2) {
-        return Ok(Policy::SlidingBuckets(SlidingBuckets::new(
+        return Ok(Policy::SlidingSubwindows(SlidingSubwindows::new(
             limit, window, n,
         )));
     }
     // EXACT, the default.
-    if limit > MAX_EXACT_LIMIT {
+    if limit > MAX_SLIDING_LOG_LIMIT {
         return Err(Error::LimitTooHigh {
-            max: MAX_EXACT_LIMIT,
+            max: MAX_SLIDING_LOG_LIMIT,
             mode: "EXACT",
         });
     }
-    Ok(Policy::SlidingExact(SlidingLog::new(limit, window)))
+    Ok(Policy::SlidingLog(SlidingLog::new(limit, window)))
 }
 
 pub const FIXED: PolicyDef = PolicyDef {
@@ -198,7 +198,7 @@ pub const FIXED: PolicyDef = PolicyDef {
 };
 
 fn build_fixed(v: &Values) -> Result<Policy, Error> {
-    let fixed = FixedWindow::new(v.param(0), v.duration(1).get(), v.flag(0));
+    let fixed = FixedWindow::new(v.param(0), v.duration(1).as_u64(), v.flag(0));
     Ok(Policy::Fixed(fixed))
 }
 

@@ -7,8 +7,9 @@ use super::table::CommandDef;
 use super::Verdict;
 use crate::algorithm::cell::{Cell, CellError};
 use crate::algorithm::Micros;
-use crate::args::{self, MAX_COUNT, MAX_DURATION};
-use crate::codec::Kind;
+use crate::args::{MAX_COUNT, MAX_DURATION};
+use crate::codec::cell::{decode_cell_state, encode_cell_state};
+use crate::codec::StateError;
 use crate::error::Error;
 use crate::policy::StateWrite;
 use crate::server::key::RedisStore;
@@ -25,7 +26,7 @@ const MAX_TOLERANCE: Micros = Micros::from_secs(100 * 365 * 86_400);
 pub const PARAMS: [Param; 4] = [
     Param::integer("max_burst", 0, MAX_COUNT - 1),
     Param::integer("count", 1, MAX_COUNT).called("count per period"),
-    Param::integer("period", 1, MAX_DURATION.get() / 1_000_000),
+    Param::integer("period", 1, MAX_DURATION.as_u64() / 1_000_000),
     Param::integer("quantity", 0, MAX_COUNT),
 ];
 
@@ -51,7 +52,7 @@ pub fn parse<A: AsRef<[u8]>>(args: &[A]) -> Result<Call, Error> {
         as_i64(max_burst),
         as_i64(count),
         as_i64(period),
-        i128::from(MAX_TOLERANCE.get()) * 1_000,
+        i128::from(MAX_TOLERANCE.as_u64()) * 1_000,
     )
     .map_err(|e| match e {
         CellError::RateTooHigh => Error::RateTooHigh,
@@ -65,15 +66,6 @@ pub fn parse<A: AsRef<[u8]>>(args: &[A]) -> Result<Call, Error> {
     })
 }
 
-/// Reads redis-cell's state: a decimal, non-negative number of nanoseconds.
-pub fn decode_tat(value: &[u8]) -> Result<i64, Error> {
-    if let Some(kind) = Kind::of(value) {
-        return Err(Error::other_kind(NAME, kind));
-    }
-    let n = args::integer(value, "", 0, i64::MAX as u64).map_err(|_| Error::NotCellState)?;
-    i64::try_from(n).map_err(|_| Error::NotCellState)
-}
-
 pub fn run(_command: &CommandDef, ctx: Ctx, args: &[Arg]) -> Result<Verdict, Error> {
     let [_, key, rest @ ..] = args else {
         return Err(Error::Arity(NAME));
@@ -83,17 +75,24 @@ pub fn run(_command: &CommandDef, ctx: Ctx, args: &[Arg]) -> Result<Verdict, Err
     // which an admitted request's TAT would not fit (around 2262), rather
     // than store a clamped, too early one.
     let out_of_range = Error::ClockOutOfRange("CL.THROTTLE's nanosecond state");
-    let now_ns =
-        i64::try_from(u128::from(clock::now().get()) * 1_000).map_err(|_| out_of_range.clone())?;
+    let now_ns = i64::try_from(u128::from(clock::now().as_u64()) * 1_000)
+        .map_err(|_| out_of_range.clone())?;
     if i128::from(now_ns) + call.cell.tolerance_ns() > i128::from(i64::MAX) {
         return Err(out_of_range);
     }
     let mut store = RedisStore::open(ctx, std::slice::from_ref(key));
-    let stored = store.value(0)?.map(decode_tat).transpose()?;
+    let stored = store
+        .value(0)?
+        .map(decode_cell_state)
+        .transpose()
+        .map_err(|e| match e {
+            StateError::OtherKind(kind) => Error::other_kind(NAME, kind),
+            _ => Error::NotCellState,
+        })?;
     let (reply, write) = call.cell.throttle(stored, now_ns, call.quantity);
     if let Some(w) = write {
         let ttl = Micros::new(u64::try_from(w.ttl_ns).unwrap_or(0).div_ceil(1_000));
-        let value = StateWrite::Value(w.tat_ns.to_string().into_bytes());
+        let value = StateWrite::Value(encode_cell_state(w.tat_ns));
         store::write_one(&mut store, 0, &value, ttl)?;
     }
     reply::throttle(ctx, &reply);
@@ -103,21 +102,6 @@ pub fn run(_command: &CommandDef, ctx: Ctx, args: &[Arg]) -> Result<Verdict, Err
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn state_decoding() {
-        assert_eq!(
-            decode_tat(b"1700000000000000000"),
-            Ok(1_700_000_000_000_000_000)
-        );
-        assert_eq!(decode_tat(b"-5"), Err(Error::NotCellState));
-        assert_eq!(decode_tat(b"abc"), Err(Error::NotCellState));
-        assert_eq!(decode_tat(b""), Err(Error::NotCellState));
-        assert_eq!(
-            decode_tat(&[0xA1, 0]),
-            Err(Error::other_kind(NAME, Kind::Gcra))
-        );
-    }
 
     #[test]
     fn parsing() {

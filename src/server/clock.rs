@@ -103,5 +103,5 @@ fn real_now_us() -> u64 {
 
 /// Manual mode only: sets the time.
 pub fn set(time: Micros) {
-    NOW_US.store(time.get().min(MAX_US), Relaxed);
+    NOW_US.store(time.as_u64().min(MAX_US), Relaxed);
 }

@@ -175,7 +175,8 @@ impl Store for RedisStore {
                 open.prepared = Some(Prepared::Replace(s));
                 return Ok(());
             }
-            StateWrite::Patch(ranges) => ranges
+            StateWrite::Patch(patch) => patch
+                .ranges()
                 .iter()
                 .map(|(off, b)| off + b.len())
                 .max()
@@ -214,8 +215,8 @@ impl Store for RedisStore {
                 // that `len` is v.len(); nothing wrote the key since.
                 unsafe { std::ptr::copy_nonoverlapping(v.as_ptr(), ptr, v.len().min(len)) };
             }
-            (Some(Prepared::InPlace { ptr, len, .. }), StateWrite::Patch(ranges)) => {
-                for (off, bytes) in ranges {
+            (Some(Prepared::InPlace { ptr, len, .. }), StateWrite::Patch(patch)) => {
+                for (off, bytes) in patch.ranges() {
                     if off + bytes.len() <= len {
                         // SAFETY: within the `len` bytes at `ptr` (checked).
                         unsafe {
@@ -262,9 +263,9 @@ impl Store for RedisStore {
                         expire_at as c_longlong,
                     );
                 }
-                StateWrite::Patch(ranges) => {
+                StateWrite::Patch(patch) => {
                     // Redis wraps the effects of one command in MULTI/EXEC.
-                    for (off, bytes) in ranges {
+                    for (off, bytes) in patch.ranges() {
                         api!(RedisModule_Replicate)(
                             ctx.0,
                             c"SETRANGE".as_ptr(),

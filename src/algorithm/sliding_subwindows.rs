@@ -1,4 +1,4 @@
-//! Sub-window buckets (`RL.SLIDING ... BUCKETS n`). The window is split
+//! Sub-window counts (`RL.SLIDING ... BUCKETS n`). The window is split
 //! into `n` equal sub-windows aligned to the epoch (sub-window `k` starts at
 //! `ceil(k × window / n)` µs, exact even when `n` does not divide the
 //! window), each with a count.
@@ -12,11 +12,11 @@
 
 use super::{clamp_u64, settled_without_state, Decision, RetryAfter};
 
-pub const MIN_BUCKETS: u64 = 2;
-pub const MAX_BUCKETS: u64 = 1024;
+pub const MIN_SUBWINDOWS: u64 = 2;
+pub const MAX_SUBWINDOWS: u64 = 1024;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct SlidingBuckets {
+pub struct SlidingSubwindows {
     limit: u64,
     window_us: u64,
     n: u64,
@@ -25,17 +25,17 @@ pub struct SlidingBuckets {
 /// Counts of sub-windows `newest − n ..= newest`; sub-window `k` is at
 /// `counts[k % (n + 1)]`.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct BucketState {
+pub struct SubwindowState {
     pub newest: u64,
     pub counts: Vec<u64>,
 }
 
-impl SlidingBuckets {
-    pub fn new(limit: u64, window_us: u64, n: u64) -> SlidingBuckets {
-        SlidingBuckets {
+impl SlidingSubwindows {
+    pub fn new(limit: u64, window_us: u64, n: u64) -> SlidingSubwindows {
+        SlidingSubwindows {
             limit: limit.max(1),
             window_us: window_us.max(1),
-            n: n.clamp(MIN_BUCKETS, MAX_BUCKETS),
+            n: n.clamp(MIN_SUBWINDOWS, MAX_SUBWINDOWS),
         }
     }
 
@@ -43,7 +43,7 @@ impl SlidingBuckets {
         self.limit
     }
 
-    pub fn buckets(&self) -> u64 {
+    pub fn subwindows(&self) -> u64 {
         self.n
     }
 
@@ -53,7 +53,7 @@ impl SlidingBuckets {
     }
 
     /// The sub-window that time `t` falls in.
-    pub fn sub_window(&self, t: u64) -> u64 {
+    pub fn subwindow(&self, t: u64) -> u64 {
         clamp_u64(u128::from(t) * u128::from(self.n) / u128::from(self.window_us))
     }
 
@@ -66,9 +66,9 @@ impl SlidingBuckets {
     }
 
     /// A state with no counts, current at `now_us`.
-    pub fn empty(&self, now_us: u64) -> BucketState {
-        BucketState {
-            newest: self.sub_window(now_us),
+    pub fn empty(&self, now_us: u64) -> SubwindowState {
+        SubwindowState {
+            newest: self.subwindow(now_us),
             counts: vec![0; self.slots()],
         }
     }
@@ -78,17 +78,17 @@ impl SlidingBuckets {
     /// state when an admitted request changes it.
     pub fn decide(
         &self,
-        stored: Option<&BucketState>,
+        stored: Option<&SubwindowState>,
         now_us: u64,
         cost: u64,
-    ) -> (Decision, Option<BucketState>) {
+    ) -> (Decision, Option<SubwindowState>) {
         let m = self.slots() as u64;
         let mut st = match stored {
             Some(s) if s.counts.len() == self.slots() => s.clone(),
             _ => self.empty(now_us),
         };
         // Roll forward to now (a clock that went back stays where it was).
-        let j = self.sub_window(now_us).max(st.newest);
+        let j = self.subwindow(now_us).max(st.newest);
         if j - st.newest >= m {
             st.counts.iter_mut().for_each(|c| *c = 0);
         } else {
@@ -97,11 +97,11 @@ impl SlidingBuckets {
             }
         }
         st.newest = j;
-        let count_of = |st: &BucketState, k: u64| st.counts[(k % m) as usize];
-        let total = |st: &BucketState| st.counts.iter().map(|&c| u128::from(c)).sum::<u128>();
+        let count_of = |st: &SubwindowState, k: u64| st.counts[(k % m) as usize];
+        let total = |st: &SubwindowState| st.counts.iter().map(|&c| u128::from(c)).sum::<u128>();
         let now = u128::from(now_us);
         // Back to untouched when the newest non-empty sub-window leaves.
-        let reset = |st: &BucketState| {
+        let reset = |st: &SubwindowState| {
             (0..m)
                 .map(|i| j.wrapping_sub(i))
                 .take_while(|&k| k <= j)
@@ -158,30 +158,30 @@ mod tests {
     #[test]
     fn oldest_partial_sub_window_counts() {
         // 60 s in 4 sub-windows of 15 s.
-        let b = SlidingBuckets::new(2, 60 * S, 4);
-        let (d, st) = b.decide(None, 14 * S, 1);
+        let sw = SlidingSubwindows::new(2, 60 * S, 4);
+        let (d, st) = sw.decide(None, 14 * S, 1);
         assert_eq!((d.allowed, d.reset_after_us), (true, 61 * S));
-        let (d, st) = b.decide(st.as_ref(), 16 * S, 1);
+        let (d, st) = sw.decide(st.as_ref(), 16 * S, 1);
         assert!(d.allowed);
         let st = st.unwrap();
         // At 62 s the 14 s entry (sub-window 0) is older than the window but
         // still counted: it leaves when sub-window 5 starts at 75 s.
-        let (d, _) = b.decide(Some(&st), 62 * S, 1);
+        let (d, _) = sw.decide(Some(&st), 62 * S, 1);
         assert_eq!(d.retry_after, RetryAfter::After(13 * S));
-        let (d, _) = b.decide(Some(&st), 75 * S, 2);
+        let (d, _) = sw.decide(Some(&st), 75 * S, 2);
         assert_eq!(d.retry_after, RetryAfter::After(15 * S));
-        let (d, _) = b.decide(Some(&st), 75 * S, 1);
+        let (d, _) = sw.decide(Some(&st), 75 * S, 1);
         assert!(d.allowed);
     }
 
     #[test]
     fn sub_windows_of_fractional_length() {
         // 1 s in 3: sub-windows start at 0, 333_334, 666_667, 1_000_000.
-        let b = SlidingBuckets::new(1, S, 3);
-        let (_, st) = b.decide(None, 0, 1);
-        let (d, _) = b.decide(st.as_ref(), 1, 1);
+        let sw = SlidingSubwindows::new(1, S, 3);
+        let (_, st) = sw.decide(None, 0, 1);
+        let (d, _) = sw.decide(st.as_ref(), 1, 1);
         assert_eq!(d.retry_after, RetryAfter::After(1_333_333));
-        assert_eq!(b.sub_window(333_333), 0);
-        assert_eq!(b.sub_window(333_334), 1);
+        assert_eq!(sw.subwindow(333_333), 0);
+        assert_eq!(sw.subwindow(333_334), 1);
     }
 }
