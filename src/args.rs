@@ -1,6 +1,7 @@
 //! Argument parsing: integers, durations and options, from raw bytes.
 //! Arguments are never assumed to be UTF-8.
 
+use crate::algorithm::Micros;
 use crate::error::{printable, Error};
 
 /// The largest integer any count, limit or cost may take, so that every
@@ -35,8 +36,8 @@ fn digits(bytes: &[u8]) -> Option<u64> {
 
 /// Parses a duration, `60`, `250ms`, `1m`, ...: a positive integer with an
 /// optional unit `ms`, `s`, `m`, `h`, `d` (any case); a bare number is
-/// seconds. Returns microseconds.
-pub fn duration_us(bytes: &[u8], arg: &'static str) -> Result<u64, Error> {
+/// seconds.
+pub fn duration(bytes: &[u8], arg: &'static str) -> Result<Micros, Error> {
     let split = bytes
         .iter()
         .position(|b| !b.is_ascii_digit())
@@ -70,7 +71,7 @@ pub fn duration_us(bytes: &[u8], arg: &'static str) -> Result<u64, Error> {
     if ms > MAX_DURATION_MS {
         return Err(Error::DurationTooLong { arg });
     }
-    Ok(ms * 1_000)
+    Ok(Micros::from_millis(ms))
 }
 
 /// Walks the optional arguments after a command's fixed ones.
@@ -207,13 +208,13 @@ mod tests {
 
     #[test]
     fn durations() {
-        assert_eq!(duration_us(b"60", "period"), Ok(60_000_000));
-        assert_eq!(duration_us(b"250ms", "period"), Ok(250_000));
-        assert_eq!(duration_us(b"1m", "period"), Ok(60_000_000));
-        assert_eq!(duration_us(b"2H", "period"), Ok(7_200_000_000));
+        assert_eq!(duration(b"60", "period"), Ok(Micros::new(60_000_000)));
+        assert_eq!(duration(b"250ms", "period"), Ok(Micros::new(250_000)));
+        assert_eq!(duration(b"1m", "period"), Ok(Micros::new(60_000_000)));
+        assert_eq!(duration(b"2H", "period"), Ok(Micros::new(7_200_000_000)));
         assert_eq!(
-            duration_us(b"36500d", "period"),
-            Ok(MAX_DURATION_MS * 1_000)
+            duration(b"36500d", "period"),
+            Ok(Micros::new(MAX_DURATION_MS * 1_000))
         );
         for bad in [
             &b""[..],
@@ -227,7 +228,7 @@ mod tests {
             b"1sec",
         ] {
             assert_eq!(
-                duration_us(bad, "period"),
+                duration(bad, "period"),
                 Err(Error::Duration { arg: "period" }),
                 "{bad:?}"
             );
@@ -240,7 +241,7 @@ mod tests {
             b"99999999999999999999999999ms",
         ] {
             assert_eq!(
-                duration_us(long, "period"),
+                duration(long, "period"),
                 Err(Error::DurationTooLong { arg: "period" })
             );
         }

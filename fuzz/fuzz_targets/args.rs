@@ -38,7 +38,7 @@ fuzz_target!(|data: &[u8]| {
     };
     let (a, b) = (bound(0), bound(8));
     for arg in &argv {
-        if let Ok(us) = args::duration_us(arg, "period") {
+        if let Ok(us) = args::duration(arg, "period").map(|d| d.as_u64()) {
             assert!(us >= 1_000 && us <= args::MAX_DURATION_MS * 1_000 && us % 1_000 == 0);
         }
         if let Ok(n) = args::integer(arg, "n", a.min(b), a.max(b)) {

@@ -4,7 +4,7 @@
 //! request that one limit rejects costs the others nothing.
 
 use super::{bucket, fixed, gcra, sliding, Verdict};
-use crate::algorithm::{ceil_ms, RetryAfter};
+use crate::algorithm::{Micros, RetryAfter};
 use crate::args::{self, Common};
 use crate::error::{printable, Error};
 use crate::policy::{Outcome, Policy};
@@ -135,8 +135,8 @@ pub fn combine(outcomes: &[Outcome]) -> Combined {
                     _ => None,
                 })
                 .max()
-                .unwrap_or(0);
-            i64::try_from(ceil_ms(us)).unwrap_or(i64::MAX)
+                .unwrap_or(Micros::ZERO);
+            i64::try_from(us.ceil_millis()).unwrap_or(i64::MAX)
         };
     Combined {
         allowed: blocked_by.is_none(),
@@ -167,7 +167,7 @@ pub fn run(ctx: Ctx, args: &[Arg]) -> Result<Verdict, Error> {
     if let Some((first, again)) = repeated_key(key_args) {
         return Err(Error::RepeatedKey { first, again });
     }
-    let now = clock::now_us();
+    let now = clock::now();
     let mut keys: Vec<LimiterKey> = key_args.iter().map(|k| LimiterKey::open(ctx, *k)).collect();
     let mut outcomes = Vec::with_capacity(keys.len());
     for (i, (key, policy)) in keys.iter().zip(&call.policies).enumerate() {
@@ -185,7 +185,7 @@ pub fn run(ctx: Ctx, args: &[Arg]) -> Result<Verdict, Error> {
     if combined.allowed && !call.common.dryrun {
         for (key, outcome) in keys.iter_mut().zip(&outcomes) {
             if let Some(write) = &outcome.write {
-                key.apply(write, ceil_ms(outcome.decision.reset_after_us));
+                key.apply(write, outcome.decision.reset_after.ceil_millis());
             }
         }
     }

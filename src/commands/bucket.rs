@@ -35,7 +35,7 @@ pub fn parse_policy<A: AsRef<[u8]>>(args: &[A]) -> Result<(Policy, usize), Error
 fn build(capacity: &[u8], refill: &[u8], period: &[u8]) -> Result<TokenBucket, Error> {
     let capacity = args::integer(capacity, "capacity", 1, MAX_COUNT)?;
     let refill = args::integer(refill, "refill", 1, MAX_COUNT)?;
-    let period_us = args::duration_us(period, "period")?;
+    let period_us = args::duration(period, "period")?;
     TokenBucket::new(capacity, refill, period_us)
         .map_err(|_| horizon_error("capacity * period / refill"))
 }

@@ -2,6 +2,7 @@
 //! since the Unix epoch. SET and ADVANCE work only with `clock manual`.
 
 use super::Verdict;
+use crate::algorithm::Micros;
 use crate::args;
 use crate::error::{printable, Error};
 use crate::server::clock::{self, MAX_US};
@@ -9,18 +10,18 @@ use crate::server::ffi::{self, Arg, Ctx};
 
 pub fn run(ctx: Ctx, args: &[Arg]) -> Result<Verdict, Error> {
     let now = match args {
-        [_] => clock::now_us(),
+        [_] => clock::now().as_u64(),
         [_, sub, value] if sub.as_ref().eq_ignore_ascii_case(b"SET") => {
             require_manual()?;
             let us = args::integer(value.as_ref(), "microseconds", 0, MAX_US)?;
-            clock::set_us(us);
+            clock::set_us(Micros::new(us));
             us
         }
         [_, sub, value] if sub.as_ref().eq_ignore_ascii_case(b"ADVANCE") => {
             require_manual()?;
-            let now = clock::now_us();
+            let now = clock::now().as_u64();
             let us = args::integer(value.as_ref(), "microseconds", 0, MAX_US - now.min(MAX_US))?;
-            clock::set_us(now + us);
+            clock::set_us(Micros::new(now + us));
             now + us
         }
         [_, sub, _] => {

@@ -63,7 +63,8 @@ mod tests {
     fn policy_prefix_stops_at_the_first_foreign_token() {
         let (p, used) = parse_policy(&["5", "1m", "ALIGNED", "COST", "2"]).unwrap();
         assert_eq!(used, 3);
-        assert_eq!(p, Policy::Fixed(FixedWindow::new(5, 60_000_000, true)));
+        let minute = crate::algorithm::Micros::from_secs(60);
+        assert_eq!(p, Policy::Fixed(FixedWindow::new(5, minute, true)));
         assert_eq!(parse_policy(&["5", "1m", "RL.GCRA"]).unwrap().1, 2);
         assert_eq!(
             parse_policy(&["5", "1m", "aligned", "ALIGNED"]),

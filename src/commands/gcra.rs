@@ -20,7 +20,7 @@ pub fn parse<A: AsRef<[u8]>>(args: &[A]) -> Result<Call, Error> {
         return Err(Error::Arity("rl.gcra"));
     };
     let limit = args::integer(limit.as_ref(), "limit", 1, MAX_COUNT)?;
-    let period_us = args::duration_us(period.as_ref(), "period")?;
+    let period_us = args::duration(period.as_ref(), "period")?;
     let mut burst = limit;
     let mut common = Common::default();
     let mut opts = Options::new(tail);
@@ -44,7 +44,7 @@ pub fn parse_policy<A: AsRef<[u8]>>(args: &[A]) -> Result<(Policy, usize), Error
         return Err(Error::PolicyArgs("GCRA limit period [BURST n]"));
     };
     let limit = args::integer(limit.as_ref(), "limit", 1, MAX_COUNT)?;
-    let period_us = args::duration_us(period.as_ref(), "period")?;
+    let period_us = args::duration(period.as_ref(), "period")?;
     let (burst, used) = match rest {
         [word, value, ..] if word.as_ref().eq_ignore_ascii_case(b"BURST") => {
             (args::integer(value.as_ref(), "BURST", 1, MAX_COUNT)?, 4)

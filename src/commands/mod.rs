@@ -12,7 +12,7 @@ pub mod registry;
 pub mod sliding;
 pub mod throttle;
 
-use crate::algorithm::{ceil_ms, Decision};
+use crate::algorithm::Decision;
 use crate::args::Common;
 use crate::error::Error;
 use crate::policy::Policy;
@@ -79,13 +79,13 @@ pub unsafe fn guard(
 /// Reads the clock once, decides against the key's state, stores the write
 /// (unless DRYRUN) with a TTL of the decision's reset, and replies.
 pub fn run_policy(ctx: Ctx, key: Arg, policy: &Policy, common: Common) -> Result<Verdict, Error> {
-    let now = crate::server::clock::now_us();
+    let now = crate::server::clock::now();
     let mut key = LimiterKey::open(ctx, key);
     let outcome = policy
         .decide(key.value()?, now, common.cost)
         .map_err(|e| Error::state(policy.command(), e))?;
     if let (Some(write), false) = (&outcome.write, common.dryrun) {
-        key.apply(write, ceil_ms(outcome.decision.reset_after_us));
+        key.apply(write, outcome.decision.reset_after.ceil_millis());
     }
     Ok(reply_decision(ctx, &outcome.decision))
 }

@@ -4,6 +4,7 @@ use super::{run_policy, Verdict};
 use crate::algorithm::sliding_approx::SlidingApprox;
 use crate::algorithm::sliding_log::{SlidingLog, MAX_SLIDING_LOG_LIMIT};
 use crate::algorithm::sliding_subwindows::{SlidingSubwindows, MAX_SUBWINDOWS, MIN_SUBWINDOWS};
+use crate::algorithm::Micros;
 use crate::args::{self, unknown_option, Common, Options, MAX_COUNT};
 use crate::error::Error;
 use crate::policy::Policy;
@@ -42,7 +43,7 @@ impl Mode {
         Ok(true)
     }
 
-    fn policy(&self, limit: u64, window_us: u64) -> Result<Policy, Error> {
+    fn policy(&self, limit: u64, window_us: Micros) -> Result<Policy, Error> {
         Ok(match self.chosen {
             Some("APPROX") => Policy::SlidingApprox(SlidingApprox::new(limit, window_us)),
             Some("BUCKETS") => {
@@ -65,12 +66,12 @@ impl Mode {
 pub fn limit_and_window<A: AsRef<[u8]>>(
     args: &[A],
     command: &'static str,
-) -> Result<(u64, u64), Error> {
+) -> Result<(u64, Micros), Error> {
     let [limit, window, ..] = args else {
         return Err(Error::Arity(command));
     };
     let limit = args::integer(limit.as_ref(), "limit", 1, MAX_COUNT)?;
-    let window_us = args::duration_us(window.as_ref(), "window")?;
+    let window_us = args::duration(window.as_ref(), "window")?;
     Ok((limit, window_us))
 }
 
@@ -125,7 +126,7 @@ pub fn run(ctx: Ctx, args: &[Arg]) -> Result<Verdict, Error> {
 mod tests {
     use super::*;
 
-    const M: u64 = 60_000_000;
+    const M: Micros = Micros::from_secs(60);
 
     #[test]
     fn policy_prefix_stops_at_the_first_foreign_token() {

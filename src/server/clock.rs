@@ -9,6 +9,7 @@
 //! only with `RL.CLOCK SET` and `RL.CLOCK ADVANCE`: exact timelines for tests.
 
 use super::ffi::api;
+use crate::algorithm::Micros;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 
 /// The latest time the clock may show: the largest `i64`, so every time
@@ -55,17 +56,17 @@ pub fn is_manual() -> bool {
 
 /// The current time. All commands run on Redis's main thread; the atomics
 /// only make the statics safe to declare.
-pub fn now_us() -> u64 {
+pub fn now() -> Micros {
     if is_manual() {
-        return NOW_US.load(Relaxed);
+        return Micros::new(NOW_US.load(Relaxed));
     }
     let now = real_now_us().min(MAX_US);
     let last = NOW_US.load(Relaxed);
     if now > last {
         NOW_US.store(now, Relaxed);
-        now
+        Micros::new(now)
     } else {
-        last
+        Micros::new(last)
     }
 }
 
@@ -97,6 +98,6 @@ fn real_now_us() -> u64 {
 }
 
 /// Manual mode only: sets the time.
-pub fn set_us(us: u64) {
-    NOW_US.store(us.min(MAX_US), Relaxed);
+pub fn set_us(t: Micros) {
+    NOW_US.store(t.as_u64().min(MAX_US), Relaxed);
 }

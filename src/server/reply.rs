@@ -4,7 +4,7 @@
 //! RESP3: a map with those names, `allowed` a boolean.
 
 use super::ffi::{self, Ctx};
-use crate::algorithm::{ceil_ms, Decision, RetryAfter};
+use crate::algorithm::{Decision, RetryAfter};
 
 /// A decision in reply units: milliseconds, -1 for "no wait" and "never".
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -27,10 +27,10 @@ impl From<&Decision> for Fields {
             limit: to_i64(d.limit),
             remaining: to_i64(d.remaining),
             retry_after_ms: match d.retry_after {
-                RetryAfter::After(us) => to_i64(ceil_ms(us)),
+                RetryAfter::After(wait) => to_i64(wait.ceil_millis()),
                 RetryAfter::NotNeeded | RetryAfter::Never => -1,
             },
-            reset_after_ms: to_i64(ceil_ms(d.reset_after_us)),
+            reset_after_ms: to_i64(d.reset_after.ceil_millis()),
         }
     }
 }
