@@ -8,14 +8,14 @@
 
 use criterion::{black_box, criterion_group, criterion_main, Criterion};
 use redis_ratelimit::api::{
-    self, decode_cell_state, encode_cell_state, Cell, FixedWindow, Gcra, Policy, SlidingApprox,
-    SlidingLog, SlidingSubwindows, StateWrite, TokenBucket,
+    self, decode_cell_state, encode_cell_state, Cell, FixedWindow, Gcra, Micros, Policy,
+    SlidingApprox, SlidingLog, SlidingSubwindows, StateWrite, TokenBucket,
 };
 use std::time::Duration;
 
-const SECOND: u64 = 1_000_000;
+const SECOND: Micros = Micros::from_secs(1);
 /// A fixed "now" (2025-01-01), so every run decides the same things.
-const NOW_US: u64 = 1_735_689_600 * SECOND;
+const NOW: Micros = Micros::from_secs(1_735_689_600);
 
 /// Every policy the core has: name and value. 10 per second, burst 10.
 fn policies() -> Vec<(&'static str, Policy)> {
@@ -58,12 +58,12 @@ fn apply(stored: &mut Option<Vec<u8>>, write: &StateWrite) {
 }
 
 /// The state after one admitted request (the next is admitted too), and the
-/// state once requests at `NOW_US` are denied.
+/// state once requests at `NOW` are denied.
 fn states(policy: &Policy) -> (Vec<u8>, Vec<u8>) {
     let mut stored = None;
     let mut allow_state = None;
     for _ in 0..10_000 {
-        let out = policy.decide(stored.as_deref(), NOW_US, 1).unwrap();
+        let out = policy.decide(stored.as_deref(), NOW, 1).unwrap();
         if !out.decision.allowed {
             return (allow_state.unwrap(), stored.unwrap());
         }
@@ -81,33 +81,27 @@ fn decisions(c: &mut Criterion) {
         let (allow, deny) = states(&policy);
         assert!(
             policy
-                .decide(Some(&allow), NOW_US, 1)
+                .decide(Some(&allow), NOW, 1)
                 .unwrap()
                 .decision
                 .allowed
         );
-        assert!(
-            !policy
-                .decide(Some(&deny), NOW_US, 1)
-                .unwrap()
-                .decision
-                .allowed
-        );
+        assert!(!policy.decide(Some(&deny), NOW, 1).unwrap().decision.allowed);
         group.bench_function(format!("{name} new key"), |b| {
-            b.iter(|| policy.decide(black_box(None), black_box(NOW_US), 1))
+            b.iter(|| policy.decide(black_box(None), black_box(NOW), 1))
         });
         group.bench_function(format!("{name} allow"), |b| {
-            b.iter(|| policy.decide(black_box(Some(&allow)), black_box(NOW_US), 1))
+            b.iter(|| policy.decide(black_box(Some(&allow)), black_box(NOW), 1))
         });
         group.bench_function(format!("{name} deny"), |b| {
-            b.iter(|| policy.decide(black_box(Some(&deny)), black_box(NOW_US), 1))
+            b.iter(|| policy.decide(black_box(Some(&deny)), black_box(NOW), 1))
         });
     }
 
     // CL.THROTTLE: redis-cell's nanosecond GCRA; its state is a decimal
     // string, parsed and formatted on every request.
     let cell = Cell::new(9, 10, 1, i128::MAX).unwrap();
-    let now_ns = i64::try_from(NOW_US * 1_000).unwrap();
+    let now_ns = cell.now_ns(NOW).unwrap();
     let cell_round = |stored: &[u8]| {
         let tat = decode_cell_state(stored).unwrap();
         let (reply, write) = cell.throttle(Some(tat), now_ns, 1);

@@ -18,7 +18,7 @@
 
 use rand::{Rng, SeedableRng};
 use redis_ratelimit::api::{
-    ceil_ms, FixedWindow, Policy, SlidingApprox, SlidingLog, SlidingSubwindows, StateWrite,
+    FixedWindow, Micros, Policy, SlidingApprox, SlidingLog, SlidingSubwindows, StateWrite,
     MAX_SLIDING_LOG_LIMIT,
 };
 use std::collections::VecDeque;
@@ -86,7 +86,9 @@ fn simulate(policy: &Policy, limit: u64, load: f64, seed: u64) -> Run {
         if now >= expires_at {
             state = None;
         }
-        let out = policy.decide(state.as_deref(), now, 1).expect("own state");
+        let out = policy
+            .decide(state.as_deref(), Micros::new(now), 1)
+            .expect("own state");
         if !out.decision.allowed {
             continue;
         }
@@ -104,7 +106,7 @@ fn simulate(policy: &Policy, limit: u64, load: f64, seed: u64) -> Run {
         if let Some(w) = &out.write {
             bytes += replicated_bytes(w);
             apply(&mut state, w);
-            expires_at = now + ceil_ms(out.decision.reset_after_us) * 1_000;
+            expires_at = now + out.decision.reset_after.ceil_millis() * 1_000;
         }
         max_state = max_state.max(state.as_ref().map_or(0, Vec::len));
     }
@@ -116,31 +118,32 @@ fn simulate(policy: &Policy, limit: u64, load: f64, seed: u64) -> Run {
 }
 
 fn modes(limit: u64) -> Vec<(&'static str, Policy)> {
+    let window = Micros::new(WINDOW_US);
     let log_limit = limit.min(MAX_SLIDING_LOG_LIMIT);
     vec![
         (
             "SLIDING EXACT",
-            Policy::SlidingLog(SlidingLog::new(log_limit, WINDOW_US)),
+            Policy::SlidingLog(SlidingLog::new(log_limit, window)),
         ),
         (
             "SLIDING APPROX",
-            Policy::SlidingApprox(SlidingApprox::new(limit, WINDOW_US)),
+            Policy::SlidingApprox(SlidingApprox::new(limit, window)),
         ),
         (
             "SLIDING BUCKETS 10",
-            Policy::SlidingSubwindows(SlidingSubwindows::new(limit, WINDOW_US, 10)),
+            Policy::SlidingSubwindows(SlidingSubwindows::new(limit, window, 10)),
         ),
         (
             "SLIDING BUCKETS 100",
-            Policy::SlidingSubwindows(SlidingSubwindows::new(limit, WINDOW_US, 100)),
+            Policy::SlidingSubwindows(SlidingSubwindows::new(limit, window, 100)),
         ),
         (
             "FIXED",
-            Policy::Fixed(FixedWindow::new(limit, WINDOW_US, false)),
+            Policy::Fixed(FixedWindow::new(limit, window, false)),
         ),
         (
             "FIXED ALIGNED",
-            Policy::Fixed(FixedWindow::new(limit, WINDOW_US, true)),
+            Policy::Fixed(FixedWindow::new(limit, window, true)),
         ),
     ]
 }

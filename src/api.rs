@@ -10,7 +10,7 @@ pub use crate::algorithm::sliding_approx::{ApproxState, SlidingApprox};
 pub use crate::algorithm::sliding_log::{SlidingLog, MAX_SLIDING_LOG_LIMIT};
 pub use crate::algorithm::sliding_subwindows::{SlidingSubwindows, MAX_SUBWINDOWS, MIN_SUBWINDOWS};
 pub use crate::algorithm::token_bucket::TokenBucket;
-pub use crate::algorithm::{ceil_ms, Decision, Micros, RetryAfter, MAX_HORIZON, MAX_HORIZON_US};
+pub use crate::algorithm::{Decision, Micros, RetryAfter, MAX_HORIZON};
 pub use crate::args::{duration, integer, MAX_COUNT, MAX_DURATION};
 pub use crate::codec::cell::{decode_cell_state, encode_cell_state};
 pub use crate::codec::{decode_tat, encode_tat, window, Kind, Patch, StateError, TAT_MAX_LEN};

@@ -16,6 +16,7 @@ pub mod cell;
 pub mod window;
 
 use crate::algorithm::schedule::Tat;
+use crate::algorithm::Micros;
 
 /// The algorithms whose state the module stores, one tag each.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -139,7 +140,7 @@ pub const TAT_MAX_LEN: usize = 1 + 8 + 10 + 10;
 /// Encodes a TAT under `kind`'s tag into `buf`; returns the length used.
 pub fn encode_tat(kind: Kind, tat: Tat, buf: &mut [u8; TAT_MAX_LEN]) -> usize {
     buf[0] = kind.tag();
-    buf[1..9].copy_from_slice(&tat.whole_us.to_le_bytes());
+    buf[1..9].copy_from_slice(&tat.whole.as_u64().to_le_bytes());
     let mut len = 9;
     if tat.frac_num != 0 {
         len += put_varint(&mut buf[len..], tat.frac_num);
@@ -152,9 +153,9 @@ pub fn decode_tat(value: &[u8], kind: Kind) -> Result<Tat, StateError> {
     let body = body(value, kind)?;
     let corrupt = StateError::Corrupt(kind);
     let (whole, rest) = body.split_first_chunk::<8>().ok_or(corrupt)?;
-    let whole_us = u64::from_le_bytes(*whole);
+    let whole = Micros::new(u64::from_le_bytes(*whole));
     if rest.is_empty() {
-        return Ok(Tat::whole(whole_us));
+        return Ok(Tat::whole(whole));
     }
     let (frac_num, rest) = get_varint(rest).ok_or(corrupt)?;
     let (frac_den, rest) = get_varint(rest).ok_or(corrupt)?;
@@ -162,7 +163,7 @@ pub fn decode_tat(value: &[u8], kind: Kind) -> Result<Tat, StateError> {
         return Err(corrupt);
     }
     Ok(Tat {
-        whole_us,
+        whole,
         frac_num,
         frac_den,
     })
@@ -207,16 +208,17 @@ mod tests {
     #[test]
     fn whole_tat_takes_nine_bytes() {
         let mut buf = [0; TAT_MAX_LEN];
-        let n = encode_tat(Kind::Gcra, Tat::whole(42), &mut buf);
+        let tat = Tat::whole(Micros::new(42));
+        let n = encode_tat(Kind::Gcra, tat, &mut buf);
         assert_eq!(n, 9);
         assert_eq!(buf[0], 0xA1);
-        assert_eq!(decode_tat(&buf[..n], Kind::Gcra), Ok(Tat::whole(42)));
+        assert_eq!(decode_tat(&buf[..n], Kind::Gcra), Ok(tat));
     }
 
     #[test]
     fn classification() {
         let mut buf = [0; TAT_MAX_LEN];
-        let n = encode_tat(Kind::Bucket, Tat::whole(1), &mut buf);
+        let n = encode_tat(Kind::Bucket, Tat::whole(Micros::new(1)), &mut buf);
         assert_eq!(
             decode_tat(&buf[..n], Kind::Gcra),
             Err(StateError::OtherKind(Kind::Bucket))
@@ -251,7 +253,7 @@ mod tests {
         #[test]
         fn tat_round_trips(whole in any::<u64>(), den in 2u64.., num_seed in any::<u64>()) {
             let num = 1 + num_seed % (den - 1);
-            let tat = Tat { whole_us: whole, frac_num: num, frac_den: den };
+            let tat = Tat { whole: Micros::new(whole), frac_num: num, frac_den: den };
             let mut buf = [0; TAT_MAX_LEN];
             let n = encode_tat(Kind::Gcra, tat, &mut buf);
             prop_assert_eq!(decode_tat(&buf[..n], Kind::Gcra), Ok(tat));

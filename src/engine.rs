@@ -59,7 +59,7 @@ pub fn decide<S: Store>(
         let at = |error| KeyError { key, error };
         let stored = store.value(key).map_err(at)?;
         let outcome = policy
-            .decide(stored, now.as_u64(), request.cost)
+            .decide(stored, now, request.cost)
             .map_err(|e| at(Error::state(policy.command(), e)))?;
         outcomes.push(outcome);
     }
@@ -88,7 +88,7 @@ fn write_all<S: Store>(store: &mut S, outcomes: &[Outcome]) -> Result<(), KeyErr
         }
     }
     for (key, write, outcome) in writes() {
-        store.commit(key, write, Micros::new(outcome.decision.reset_after_us));
+        store.commit(key, write, outcome.decision.reset_after);
     }
     Ok(())
 }
@@ -108,7 +108,7 @@ fn combine(outcomes: &[Outcome]) -> Decided {
                 _ => None,
             })
             .max()
-            .unwrap_or(0);
+            .unwrap_or(Micros::ZERO);
         RetryAfter::After(longest)
     };
     Decided {
@@ -130,11 +130,11 @@ mod tests {
     const S: u64 = 1_000_000;
 
     fn gcra(limit: u64) -> Policy {
-        Policy::Gcra(Gcra::new(limit, 10 * S, limit).unwrap())
+        Policy::Gcra(Gcra::new(limit, Micros::new(10 * S), limit).unwrap())
     }
 
     fn fixed(limit: u64) -> Policy {
-        Policy::Fixed(FixedWindow::new(limit, 60 * S, false))
+        Policy::Fixed(FixedWindow::new(limit, Micros::new(60 * S), false))
     }
 
     fn run(store: &mut MemoryStore, policies: &[Policy], cost: u64, dryrun: bool) -> Decided {
@@ -170,7 +170,7 @@ mod tests {
         assert!(!d.allowed);
         assert_eq!(d.blocked_by, Some(1));
         // 60 s window begun at the first request.
-        assert_eq!(d.retry_after, RetryAfter::After(60 * S));
+        assert_eq!(d.retry_after, RetryAfter::After(Micros::new(60 * S)));
         // The GCRA limit admitted, but nothing was charged.
         assert!(d.decisions[0].allowed);
         assert_eq!(store, before);
@@ -188,7 +188,10 @@ mod tests {
     #[test]
     fn dryrun_and_cost_zero_write_nothing() {
         let mut store = MemoryStore::new(2);
-        let policies = [gcra(10), Policy::SlidingLog(SlidingLog::new(3, 60 * S))];
+        let policies = [
+            gcra(10),
+            Policy::SlidingLog(SlidingLog::new(3, Micros::new(60 * S))),
+        ];
         let d = run(&mut store, &policies, 1, true);
         assert!(d.allowed);
         assert_eq!(d.decisions[1].remaining, 2);

@@ -8,7 +8,7 @@ use crate::algorithm::sliding_approx::SlidingApprox;
 use crate::algorithm::sliding_log::SlidingLog;
 use crate::algorithm::sliding_subwindows::SlidingSubwindows;
 use crate::algorithm::token_bucket::TokenBucket;
-use crate::algorithm::Decision;
+use crate::algorithm::{Decision, Micros};
 use crate::codec::window::{self, StoredSlidingLog};
 use crate::codec::{self, Kind, Patch, StateError, TAT_MAX_LEN};
 
@@ -83,12 +83,12 @@ impl Policy {
         }
     }
 
-    /// Decides `cost` at `now_us` against the stored value (`None`: no key).
+    /// Decides `cost` at `now` against the stored value (`None`: no key).
     /// The write is `Some` only when an admitted request changes the state.
     pub fn decide(
         &self,
         stored: Option<&[u8]>,
-        now_us: u64,
+        now: Micros,
         cost: u64,
     ) -> Result<Outcome, StateError> {
         match self {
@@ -96,27 +96,27 @@ impl Policy {
                 let tat = stored
                     .map(|v| codec::decode_tat(v, Kind::Gcra))
                     .transpose()?;
-                let (decision, new) = g.decide(tat, now_us, cost);
+                let (decision, new) = g.decide(tat, now, cost);
                 Ok(tat_outcome(Kind::Gcra, decision, new))
             }
             Policy::Bucket(b) => {
                 let tat = stored
                     .map(|v| codec::decode_tat(v, Kind::Bucket))
                     .transpose()?;
-                let (decision, new) = b.decide(tat, now_us, cost);
+                let (decision, new) = b.decide(tat, now, cost);
                 Ok(tat_outcome(Kind::Bucket, decision, new))
             }
-            Policy::SlidingLog(l) => decide_sliding_log(l, stored, now_us, cost),
+            Policy::SlidingLog(l) => decide_sliding_log(l, stored, now, cost),
             Policy::SlidingApprox(a) => {
                 let state = stored.map(window::decode_approx).transpose()?;
-                let (decision, new) = a.decide(state, now_us, cost);
+                let (decision, new) = a.decide(state, now, cost);
                 let write = new.map(|s| StateWrite::Value(window::encode_approx(&s)));
                 Ok(Outcome { decision, write })
             }
-            Policy::SlidingSubwindows(w) => decide_subwindows(w, stored, now_us, cost),
+            Policy::SlidingSubwindows(w) => decide_subwindows(w, stored, now, cost),
             Policy::Fixed(f) => {
                 let state = stored.map(window::decode_fixed).transpose()?;
-                let (decision, new) = f.decide(state, now_us, cost);
+                let (decision, new) = f.decide(state, now, cost);
                 let write = new.map(|s| StateWrite::Value(window::encode_fixed(&s)));
                 Ok(Outcome { decision, write })
             }
@@ -130,32 +130,32 @@ impl Policy {
 fn decide_sliding_log(
     l: &SlidingLog,
     stored: Option<&[u8]>,
-    now_us: u64,
+    now: Micros,
     cost: u64,
 ) -> Result<Outcome, StateError> {
     let cap = l.limit() as usize;
-    let width = window::stamp_width(l.window_us());
-    let rewrite = |entries: &[u64], expired: usize, added: u64, at: u64| {
+    let width = window::stamp_width(l.window());
+    let rewrite = |entries: &[Micros], expired: usize, added: u64, at: Micros| {
         let mut kept = entries[expired.min(entries.len())..].to_vec();
         kept.extend(std::iter::repeat_n(at, added as usize));
         StateWrite::Value(window::encode_sliding_log(cap, width, &kept))
     };
     let Some(value) = stored else {
-        let (decision, change) = l.decide(&[][..], now_us, cost);
-        let write = change.map(|c| rewrite(&[], 0, c.added, c.at_us));
+        let (decision, change) = l.decide(&[][..], now, cost);
+        let write = change.map(|c| rewrite(&[], 0, c.added, c.at));
         return Ok(Outcome { decision, write });
     };
     let log = StoredSlidingLog::decode(value)?;
     if log.cap() == cap && log.width() == width {
-        let (decision, change) = l.decide(&log, now_us, cost);
+        let (decision, change) = l.decide(&log, now, cost);
         let write = change.map(|c| StateWrite::Patch(log.patch(&c)));
         return Ok(Outcome { decision, write });
     }
     let mut entries = log.to_vec();
     let keep_from = entries.len().saturating_sub(cap);
     entries.drain(..keep_from);
-    let (decision, change) = l.decide(&entries, now_us, cost);
-    let write = change.map(|c| rewrite(&entries, c.expired, c.added, c.at_us));
+    let (decision, change) = l.decide(&entries, now, cost);
+    let write = change.map(|c| rewrite(&entries, c.expired, c.added, c.at));
     Ok(Outcome { decision, write })
 }
 
@@ -165,12 +165,12 @@ fn decide_sliding_log(
 fn decide_subwindows(
     limiter: &SlidingSubwindows,
     stored: Option<&[u8]>,
-    now_us: u64,
+    now: Micros,
     cost: u64,
 ) -> Result<Outcome, StateError> {
     let width = window::count_width(limiter.limit());
     let Some(value) = stored else {
-        let (decision, new) = limiter.decide(None, now_us, cost);
+        let (decision, new) = limiter.decide(None, now, cost);
         let write = new.map(|s| StateWrite::Value(window::encode_subwindows(width, &s)));
         return Ok(Outcome { decision, write });
     };
@@ -179,7 +179,7 @@ fn decide_subwindows(
     let state = if found.n == limiter.subwindows() {
         found.state
     } else {
-        let mut s = limiter.empty(now_us);
+        let mut s = limiter.empty(now);
         let total: u64 = found
             .state
             .counts
@@ -193,7 +193,7 @@ fn decide_subwindows(
         s.counts.swap(0, slot);
         s
     };
-    let (decision, new) = limiter.decide(Some(&state), now_us, cost);
+    let (decision, new) = limiter.decide(Some(&state), now, cost);
     let write = new.map(|s| {
         if same_layout {
             let encoded = window::encode_subwindows(found.width, &s);
@@ -221,17 +221,18 @@ mod tests {
 
     #[test]
     fn policies_read_their_own_state_only() {
-        let g = Policy::Gcra(Gcra::new(2, 1_000_000, 2).unwrap());
-        let b = Policy::Bucket(TokenBucket::new(2, 2, 1_000_000).unwrap());
-        let out = g.decide(None, 0, 1).unwrap();
+        let second = Micros::from_secs(1);
+        let g = Policy::Gcra(Gcra::new(2, second, 2).unwrap());
+        let b = Policy::Bucket(TokenBucket::new(2, 2, second).unwrap());
+        let out = g.decide(None, Micros::ZERO, 1).unwrap();
         let Some(StateWrite::Value(v)) = out.write else {
             panic!("no write")
         };
         assert_eq!(
-            b.decide(Some(&v), 0, 1),
+            b.decide(Some(&v), Micros::ZERO, 1),
             Err(StateError::OtherKind(Kind::Gcra))
         );
-        let again = g.decide(Some(&v), 0, 1).unwrap();
+        let again = g.decide(Some(&v), Micros::ZERO, 1).unwrap();
         assert!(again.decision.allowed);
         assert_eq!(again.decision.remaining, 0);
     }
@@ -251,7 +252,8 @@ mod tests {
             let mut now = 1u64 << 33;
             for (window_pick, limit, dt, cost, n) in evs {
                 now += dt;
-                let window = [50, 100, 1 << 33, 300][window_pick as usize];
+                let window = Micros::new([50, 100, 1 << 33, 300][window_pick as usize]);
+                let now = Micros::new(now);
                 for (state, p) in [
                     (&mut log, Policy::SlidingLog(SlidingLog::new(limit, window))),
                     (&mut subwindows, Policy::SlidingSubwindows(SlidingSubwindows::new(limit, window, n))),
@@ -278,15 +280,16 @@ mod tests {
         ) {
             let mut v = vec![tag];
             v.extend(bytes);
+            let us = Micros::new;
             for p in [
-                Policy::SlidingLog(SlidingLog::new(limit, 1 << 20)),
-                Policy::SlidingLog(SlidingLog::new(limit, 1 << 40)),
-                Policy::SlidingApprox(SlidingApprox::new(limit, 7)),
-                Policy::SlidingSubwindows(SlidingSubwindows::new(limit, 100, 2)),
-                Policy::SlidingSubwindows(SlidingSubwindows::new(limit, u64::MAX, 3)),
-                Policy::Fixed(FixedWindow::new(limit, u64::MAX, true)),
+                Policy::SlidingLog(SlidingLog::new(limit, us(1 << 20))),
+                Policy::SlidingLog(SlidingLog::new(limit, us(1 << 40))),
+                Policy::SlidingApprox(SlidingApprox::new(limit, us(7))),
+                Policy::SlidingSubwindows(SlidingSubwindows::new(limit, us(100), 2)),
+                Policy::SlidingSubwindows(SlidingSubwindows::new(limit, Micros::MAX, 3)),
+                Policy::Fixed(FixedWindow::new(limit, Micros::MAX, true)),
             ] {
-                let _ = p.decide(Some(&v), now, cost);
+                let _ = p.decide(Some(&v), us(now), cost);
             }
         }
     }

@@ -1,11 +1,11 @@
 //! Property tests of the pure GCRA / token-bucket core (no server).
 
 use proptest::prelude::*;
-use redis_ratelimit::api::{Decision, Gcra, RetryAfter, Tat};
+use redis_ratelimit::api::{Decision, Gcra, Micros, RetryAfter, Tat};
 
-/// Runs one decision and keeps the new state.
+/// Runs one decision at `now` µs and keeps the new state.
 fn step(g: &Gcra, state: &mut Option<Tat>, now: u64, cost: u64) -> Decision {
-    let (d, new) = g.decide(*state, now, cost);
+    let (d, new) = g.decide(*state, Micros::new(now), cost);
     if let Some(t) = new {
         *state = Some(t);
     }
@@ -28,7 +28,7 @@ proptest! {
         (limit, period, burst) in params(),
         gaps in proptest::collection::vec((0u64..400_000, 1u64..4), 1..120),
     ) {
-        let g = Gcra::new(limit, period, burst).unwrap();
+        let g = Gcra::new(limit, Micros::new(period), burst).unwrap();
         let mut state = None;
         let mut now = 1_000_000_000u64;
         let mut admitted: Vec<(u64, u64)> = Vec::new();
@@ -56,7 +56,7 @@ proptest! {
     /// exactly 1 µs, and admitted at it.
     #[test]
     fn no_drift((limit, period, burst) in params()) {
-        let g = Gcra::new(limit, period, burst).unwrap();
+        let g = Gcra::new(limit, Micros::new(period), burst).unwrap();
         let mut state = None;
         let start = 5_000_000_000u64;
         for _ in 0..burst {
@@ -66,7 +66,7 @@ proptest! {
             let at = start + (j * u128::from(period)).div_ceil(u128::from(limit)) as u64;
             let early = step(&g, &mut state, at - 1, 1);
             prop_assert!(!early.allowed, "j={j} admitted early");
-            prop_assert_eq!(early.retry_after, RetryAfter::After(1));
+            prop_assert_eq!(early.retry_after, RetryAfter::After(Micros::new(1)));
             prop_assert!(step(&g, &mut state, at, 1).allowed, "j={j} denied on time");
         }
     }
@@ -81,7 +81,7 @@ proptest! {
         warmup in proptest::collection::vec((0u64..300_000, 0u64..4), 0..30),
         cost in 0u64..25,
     ) {
-        let g = Gcra::new(limit, period, burst).unwrap();
+        let g = Gcra::new(limit, Micros::new(period), burst).unwrap();
         let mut state = None;
         let mut now = 2_000_000_000u64;
         for (gap, c) in warmup {
@@ -94,10 +94,11 @@ proptest! {
             RetryAfter::NotNeeded => prop_assert!(d.allowed),
             RetryAfter::Never => prop_assert!(!d.allowed && cost > burst),
             RetryAfter::After(wait) => {
+                let wait = wait.as_u64();
                 prop_assert!(!d.allowed && wait > 0);
-                let (later, _) = g.decide(state, now + wait, cost);
+                let (later, _) = g.decide(state, Micros::new(now + wait), cost);
                 prop_assert!(later.allowed, "not admitted after retry_after");
-                let (sooner, _) = g.decide(state, now + wait - 1, cost);
+                let (sooner, _) = g.decide(state, Micros::new(now + wait - 1), cost);
                 prop_assert!(!sooner.allowed, "admitted before retry_after");
             }
         }
@@ -106,10 +107,11 @@ proptest! {
             prop_assert!(step(&g, &mut probe, now, 1).allowed);
         }
         prop_assert!(!step(&g, &mut probe, now, 1).allowed, "more than remaining admitted");
-        let (full, _) = g.decide(state, now + d.reset_after_us, burst);
+        let reset = d.reset_after.as_u64();
+        let (full, _) = g.decide(state, Micros::new(now + reset), burst);
         prop_assert!(full.allowed, "not full after reset_after");
-        if d.reset_after_us > 0 {
-            let (not_yet, _) = g.decide(state, now + d.reset_after_us - 1, burst);
+        if reset > 0 {
+            let (not_yet, _) = g.decide(state, Micros::new(now + reset - 1), burst);
             prop_assert!(!not_yet.allowed, "full before reset_after");
         }
     }

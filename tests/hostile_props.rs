@@ -6,8 +6,8 @@
 use proptest::collection::vec;
 use proptest::prelude::*;
 use redis_ratelimit::api::{
-    self, decode_cell_state, Cell, Kind, Policy, RetryAfter, Schedule, ScheduleError, StateError,
-    Tat, MAX_COUNT, MAX_DURATION, MAX_HORIZON_US, TAT_MAX_LEN,
+    self, decode_cell_state, Cell, Kind, Micros, Policy, RetryAfter, Schedule, ScheduleError,
+    StateError, Tat, MAX_COUNT, MAX_DURATION, MAX_HORIZON, TAT_MAX_LEN,
 };
 
 /// The longest duration an argument may give, in milliseconds.
@@ -32,7 +32,7 @@ fn wide() -> impl Strategy<Value = u64> {
 
 fn tat() -> impl Strategy<Value = Tat> {
     (wide(), wide(), wide()).prop_map(|(whole_us, frac_num, frac_den)| Tat {
-        whole_us,
+        whole: Micros::new(whole_us),
         frac_num,
         frac_den,
     })
@@ -47,7 +47,7 @@ fn horizon_us(burst: u64, rate: u64, period: u64) -> u128 {
 fn schedule() -> impl Strategy<Value = (u64, u64, u64)> {
     (1..=MAX_COUNT, 1..=MAX_COUNT, 1..=MAX_DURATION_MS * 1_000)
         .prop_filter("horizon", |&(b, r, p)| {
-            horizon_us(b, r, p) <= u128::from(MAX_HORIZON_US)
+            horizon_us(b, r, p) <= u128::from(MAX_HORIZON.as_u64())
         })
         .boxed()
         .prop_union(
@@ -63,8 +63,8 @@ proptest! {
     fn schedule_accepts_exactly_the_horizons_up_to_1000_years(
         burst in wide(), rate in wide(), period in wide()
     ) {
-        let got = Schedule::new(burst, rate, period);
-        let fits = horizon_us(burst, rate, period) <= u128::from(MAX_HORIZON_US);
+        let got = Schedule::new(burst, rate, Micros::new(period));
+        let fits = horizon_us(burst, rate, period) <= u128::from(MAX_HORIZON.as_u64());
         prop_assert_eq!(got.is_ok(), fits);
         if !fits {
             prop_assert_eq!(got, Err(ScheduleError::HorizonTooLong));
@@ -80,8 +80,8 @@ proptest! {
         now in wide(),
         cost in wide(),
     ) {
-        let s = Schedule::new(burst, rate, period).unwrap();
-        let (d, new) = s.decide(stored, now, cost);
+        let s = Schedule::new(burst, rate, Micros::new(period)).unwrap();
+        let (d, new) = s.decide(stored, Micros::new(now), cost);
         prop_assert_eq!(d.limit, burst);
         prop_assert!(d.remaining <= burst);
         prop_assert_eq!(new.is_some(), d.allowed && cost > 0);
@@ -98,10 +98,10 @@ proptest! {
         // From a state the limiter wrote itself: never further ahead than
         // its horizon, never behind now (no wraparound).
         if stored.is_none() && now <= END_US {
-            prop_assert!(u128::from(d.reset_after_us) <= horizon_us(burst, rate, period));
+            prop_assert!(u128::from(d.reset_after.as_u64()) <= horizon_us(burst, rate, period));
             if let Some(t) = new {
-                prop_assert!(t.whole_us >= now);
-                prop_assert!(u128::from(t.whole_us) <= u128::from(now) + horizon_us(burst, rate, period));
+                prop_assert!(t.whole.as_u64() >= now);
+                prop_assert!(u128::from(t.whole.as_u64()) <= u128::from(now) + horizon_us(burst, rate, period));
             }
         }
     }
@@ -114,11 +114,11 @@ proptest! {
         start in 0..=END_US - 1_000_000_000_000,
         steps in vec((0..=2_000_000u64, 0..=25u64), 1..60),
     ) {
-        let s = Schedule::new(burst, rate, period).unwrap();
+        let s = Schedule::new(burst, rate, Micros::new(period)).unwrap();
         let (mut now, mut state, mut admitted) = (start, None, 0u128);
         for (dt, cost) in steps {
             now += dt;
-            let (d, new) = s.decide(state, now, cost);
+            let (d, new) = s.decide(state, Micros::new(now), cost);
             if d.allowed {
                 admitted += u128::from(cost);
             }
@@ -193,7 +193,7 @@ proptest! {
     ) {
         let kind = Kind::ALL[kind];
         let t = if t.frac_num == 0 || t.frac_num >= t.frac_den {
-            Tat::whole(t.whole_us)
+            Tat::whole(t.whole)
         } else {
             t
         };
@@ -259,15 +259,15 @@ proptest! {
         let (suffix, ms) = units[unit];
         let text = format!("{n}{suffix}");
         let total_ms = u128::from(n) * ms;
-        let got = api::duration(text.as_bytes(), "period").map(|d| d.as_u64());
+        let got = api::duration(text.as_bytes(), "period");
         if n == 0 {
             prop_assert!(got.is_err());
         } else if total_ms > u128::from(MAX_DURATION_MS) {
             prop_assert_eq!(got.unwrap_err().to_string(), "ERR period must be at most 36500d");
         } else {
-            prop_assert_eq!(got, Ok(u64::try_from(total_ms * 1_000).unwrap()));
+            prop_assert_eq!(got, Ok(Micros::new(u64::try_from(total_ms * 1_000).unwrap())));
         }
-        if let Ok(us) = api::duration(&bytes, "period").map(|d| d.as_u64()) {
+        if let Ok(us) = api::duration(&bytes, "period").map(Micros::as_u64) {
             prop_assert!((1_000..=MAX_DURATION_MS * 1_000).contains(&us) && us % 1_000 == 0);
         }
     }
@@ -297,7 +297,7 @@ proptest! {
         let policies: Vec<Policy> = [gcra, bucket].into_iter().filter_map(Result::ok).map(|(p, _)| p).collect();
         for p in policies {
             for stored in [&bytes[..], &tagged[..]] {
-                if let Ok(out) = p.decide(Some(stored), now, cost) {
+                if let Ok(out) = p.decide(Some(stored), Micros::new(now), cost) {
                     prop_assert_eq!(out.write.is_some(), out.decision.allowed && cost > 0);
                     prop_assert!(out.decision.remaining <= out.decision.limit);
                 }

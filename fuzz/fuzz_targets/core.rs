@@ -5,7 +5,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use redis_ratelimit::api::{Cell, RetryAfter, Schedule, Tat};
+use redis_ratelimit::api::{Cell, Micros, RetryAfter, Schedule, Tat};
 
 fn word(data: &[u8], i: usize) -> u64 {
     data.get(i * 8..i * 8 + 8)
@@ -14,20 +14,20 @@ fn word(data: &[u8], i: usize) -> u64 {
 
 fuzz_target!(|data: &[u8]| {
     let w = |i| word(data, i);
-    if let Ok(s) = Schedule::new(w(0), w(1), w(2)) {
+    if let Ok(s) = Schedule::new(w(0), w(1), Micros::new(w(2))) {
         let stored = (w(3) & 1 == 1).then(|| Tat {
-            whole_us: w(4),
+            whole: Micros::new(w(4)),
             frac_num: w(5),
             frac_den: w(6),
         });
-        let (now, cost) = (w(7), w(8));
+        let (now, cost) = (Micros::new(w(7)), w(8));
         let (d, new) = s.decide(stored, now, cost);
         assert!(d.remaining <= d.limit);
         assert_eq!(new.is_some(), d.allowed && cost > 0);
         assert_eq!(d.allowed, d.retry_after == RetryAfter::NotNeeded);
         // Follow-ups from the state it wrote, later by a chosen step.
         if let Some(t) = new {
-            let later = now.saturating_add(w(9) % 1_000_000_000);
+            let later = now.saturating_add(Micros::new(w(9) % 1_000_000_000));
             let (d2, _) = s.decide(Some(t), later, 1);
             assert!(d2.remaining <= d2.limit);
         }

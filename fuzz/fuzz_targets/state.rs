@@ -6,8 +6,8 @@
 
 use libfuzzer_sys::fuzz_target;
 use redis_ratelimit::api::{
-    decode_cell_state, decode_tat, encode_tat, window, FixedWindow, Gcra, Kind, Policy,
-    SlidingApprox, SlidingSubwindows, SlidingLog, StateError, TokenBucket, TAT_MAX_LEN,
+    decode_cell_state, decode_tat, encode_tat, window, FixedWindow, Gcra, Kind, Micros, Policy,
+    SlidingApprox, SlidingLog, SlidingSubwindows, StateError, TokenBucket, TAT_MAX_LEN,
 };
 
 fn word(data: &[u8], i: usize) -> u64 {
@@ -38,30 +38,29 @@ fuzz_target!(|data: &[u8]| {
     let _ = window::decode_fixed(stored);
     let _ = window::decode_subwindows(stored);
     // Small and huge limits alike: one from each end of `a`.
-    let (limit, period_us) = ((a & 0xffff) + 1, ((a >> 16) % 86_400_000_000) + 1);
+    let (limit, period) = (
+        (a & 0xffff) + 1,
+        Micros::new(((a >> 16) % 86_400_000_000) + 1),
+    );
     let mut policies = Vec::new();
-    if let Ok(g) = Gcra::new(limit, period_us, limit) {
+    if let Ok(g) = Gcra::new(limit, period, limit) {
         policies.push(Policy::Gcra(g));
     }
-    if let Ok(b) = TokenBucket::new(limit, (a >> 48) + 1, period_us) {
+    if let Ok(b) = TokenBucket::new(limit, (a >> 48) + 1, period) {
         policies.push(Policy::Bucket(b));
     }
     let subwindows = 2 + (a >> 54) % 1023;
     policies.push(Policy::SlidingLog(SlidingLog::new(
         limit.min(1_000),
-        period_us,
+        period,
     )));
-    policies.push(Policy::SlidingApprox(SlidingApprox::new(limit, period_us)));
+    policies.push(Policy::SlidingApprox(SlidingApprox::new(limit, period)));
     policies.push(Policy::SlidingSubwindows(SlidingSubwindows::new(
-        limit, period_us, subwindows,
+        limit, period, subwindows,
     )));
-    policies.push(Policy::Fixed(FixedWindow::new(
-        limit,
-        period_us,
-        a >> 63 == 1,
-    )));
+    policies.push(Policy::Fixed(FixedWindow::new(limit, period, a >> 63 == 1)));
     for p in policies {
-        if let Ok(out) = p.decide(Some(stored), now, cost) {
+        if let Ok(out) = p.decide(Some(stored), Micros::new(now), cost) {
             let d = out.decision;
             assert!(d.remaining <= d.limit);
             assert_eq!(out.write.is_some(), d.allowed && cost > 0);

@@ -7,6 +7,8 @@
 //! decimal number of nanoseconds. This module follows those rules exactly so
 //! that the two modules can replace each other under traffic.
 
+use super::Micros;
+
 /// Nanoseconds in one second.
 pub const NS_PER_S: i128 = 1_000_000_000;
 const NS_PER_MS: i128 = 1_000_000;
@@ -76,6 +78,17 @@ impl Cell {
     /// How far beyond now an admitted request may put the TAT.
     pub fn tolerance_ns(&self) -> i128 {
         self.tolerance_ns
+    }
+
+    /// The clock reading `now` in redis-cell's nanoseconds, or `None` if a
+    /// TAT that an admitted request may store (up to the tolerance beyond
+    /// now) would not fit its signed 64-bit state.
+    pub fn now_ns(&self, now: Micros) -> Option<i64> {
+        let now_ns = i128::from(now.as_u64()) * NS_PER_US;
+        if now_ns + self.tolerance_ns > i128::from(i64::MAX) {
+            return None;
+        }
+        i64::try_from(now_ns).ok()
     }
 
     /// Decides `quantity >= 0` at `now_ns` against the stored TAT. The write
@@ -243,6 +256,18 @@ mod tests {
         assert_eq!(r, reply(true, 2, 2, -1, 0));
         assert_eq!(w, None);
         assert_eq!(c.throttle(None, now, 3).0, r);
+    }
+
+    #[test]
+    fn the_clock_reads_in_nanoseconds_while_a_tat_fits() {
+        let c = Cell::new(4, 1, 1, MAX).unwrap();
+        let now = Micros::from_secs(1_700_000_000);
+        assert_eq!(c.now_ns(now), Some(1_700_000_000 * S));
+        // Around 2262 the TAT would no longer fit: 5 s of tolerance.
+        let last = (i64::MAX - 5 * S) / 1_000;
+        assert_eq!(c.now_ns(Micros::new(last as u64)), Some(last * 1_000));
+        assert_eq!(c.now_ns(Micros::new(last as u64 + 1)), None);
+        assert_eq!(c.now_ns(Micros::MAX), None);
     }
 
     #[test]

@@ -4,27 +4,27 @@
 //! since the epoch, so every key shares the same boundaries. Any interval
 //! of length `window` meets at most two windows: at most `2 × limit`.
 
-use super::{clamp_u64, settled_without_state, Decision, RetryAfter};
+use super::{settled_without_state, Decision, Micros, RetryAfter};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FixedWindow {
     limit: u64,
-    window_us: u64,
+    window: Micros,
     aligned: bool,
 }
 
 /// The current window's start and count.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FixedState {
-    pub start_us: u64,
+    pub start: Micros,
     pub count: u64,
 }
 
 impl FixedWindow {
-    pub fn new(limit: u64, window_us: u64, aligned: bool) -> FixedWindow {
+    pub fn new(limit: u64, window: Micros, aligned: bool) -> FixedWindow {
         FixedWindow {
             limit: limit.max(1),
-            window_us: window_us.max(1),
+            window: window.max(Micros::new(1)),
             aligned,
         }
     }
@@ -32,19 +32,19 @@ impl FixedWindow {
     pub fn decide(
         &self,
         stored: Option<FixedState>,
-        now_us: u64,
+        now: Micros,
         cost: u64,
     ) -> (Decision, Option<FixedState>) {
-        let end = |s: &FixedState| s.start_us.saturating_add(self.window_us);
-        let live = stored.filter(|s| now_us < end(s));
+        let end = |s: &FixedState| s.start.saturating_add(self.window);
+        let live = stored.filter(|s| now < end(s));
         let count = live.map_or(0, |s| s.count);
-        let until_end = |s: &FixedState| end(s) - now_us.min(end(s));
+        let until_end = |s: &FixedState| end(s).saturating_sub(now);
         let mut decision = Decision {
             allowed: false,
             limit: self.limit,
             remaining: self.limit.saturating_sub(count),
             retry_after: RetryAfter::Never,
-            reset_after_us: live.as_ref().map_or(0, until_end),
+            reset_after: live.as_ref().map_or(Micros::ZERO, until_end),
         };
         if settled_without_state(&mut decision, cost, self.limit) {
             return (decision, None);
@@ -52,14 +52,15 @@ impl FixedWindow {
         if u128::from(count) + u128::from(cost) <= u128::from(self.limit) {
             let new = match live {
                 Some(s) => FixedState {
-                    start_us: s.start_us,
+                    start: s.start,
                     count: count + cost,
                 },
                 None => FixedState {
-                    start_us: if self.aligned {
-                        now_us - now_us % self.window_us
+                    start: if self.aligned {
+                        let (now, window) = (now.as_u64(), self.window.as_u64());
+                        Micros::new(now - now % window)
                     } else {
-                        now_us
+                        now
                     },
                     count: cost,
                 },
@@ -67,12 +68,12 @@ impl FixedWindow {
             decision.allowed = true;
             decision.retry_after = RetryAfter::NotNeeded;
             decision.remaining = self.limit - new.count;
-            decision.reset_after_us = until_end(&new);
+            decision.reset_after = until_end(&new);
             return (decision, Some(new));
         }
         // Denied only inside a live window: wait for its end.
-        let wait = live.as_ref().map_or(1, until_end);
-        decision.retry_after = RetryAfter::After(clamp_u64(u128::from(wait)).max(1));
+        let wait = live.as_ref().map_or(Micros::ZERO, until_end);
+        decision.retry_after = RetryAfter::After(wait.max(Micros::new(1)));
         (decision, None)
     }
 }
@@ -81,22 +82,24 @@ impl FixedWindow {
 mod tests {
     use super::*;
 
-    const S: u64 = 1_000_000;
+    fn s(n: u64) -> Micros {
+        Micros::from_secs(n)
+    }
 
     #[test]
     fn window_starts_at_first_request_unless_aligned() {
-        let f = FixedWindow::new(2, 60 * S, false);
-        let (_, st) = f.decide(None, 10 * S, 1);
-        assert_eq!(st.unwrap().start_us, 10 * S);
-        let (d, st) = f.decide(st, 20 * S, 1);
-        assert_eq!((d.remaining, d.reset_after_us), (0, 50 * S));
-        let (d, _) = f.decide(st, 30 * S, 1);
-        assert_eq!(d.retry_after, RetryAfter::After(40 * S));
-        let (d, _) = f.decide(st, 70 * S, 2);
+        let f = FixedWindow::new(2, s(60), false);
+        let (_, st) = f.decide(None, s(10), 1);
+        assert_eq!(st.unwrap().start, s(10));
+        let (d, st) = f.decide(st, s(20), 1);
+        assert_eq!((d.remaining, d.reset_after), (0, s(50)));
+        let (d, _) = f.decide(st, s(30), 1);
+        assert_eq!(d.retry_after, RetryAfter::After(s(40)));
+        let (d, _) = f.decide(st, s(70), 2);
         assert!(d.allowed);
-        let a = FixedWindow::new(2, 60 * S, true);
-        let (d, st) = a.decide(None, 70 * S, 1);
-        assert_eq!(st.unwrap().start_us, 60 * S);
-        assert_eq!(d.reset_after_us, 50 * S);
+        let a = FixedWindow::new(2, s(60), true);
+        let (d, st) = a.decide(None, s(70), 1);
+        assert_eq!(st.unwrap().start, s(60));
+        assert_eq!(d.reset_after, s(50));
     }
 }

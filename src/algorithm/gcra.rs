@@ -4,7 +4,7 @@
 //! intervals.
 
 use super::schedule::{Schedule, ScheduleError, Tat};
-use super::Decision;
+use super::{Decision, Micros};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Gcra {
@@ -12,16 +12,16 @@ pub struct Gcra {
 }
 
 impl Gcra {
-    /// `limit` requests per `period_us` sustained, `burst` at once
+    /// `limit` requests per `period` sustained, `burst` at once
     /// (the caller defaults `burst` to `limit`). All at least 1.
-    pub fn new(limit: u64, period_us: u64, burst: u64) -> Result<Gcra, ScheduleError> {
+    pub fn new(limit: u64, period: Micros, burst: u64) -> Result<Gcra, ScheduleError> {
         Ok(Gcra {
-            schedule: Schedule::new(burst, limit, period_us)?,
+            schedule: Schedule::new(burst, limit, period)?,
         })
     }
 
-    pub fn decide(&self, stored: Option<Tat>, now_us: u64, cost: u64) -> (Decision, Option<Tat>) {
-        self.schedule.decide(stored, now_us, cost)
+    pub fn decide(&self, stored: Option<Tat>, now: Micros, cost: u64) -> (Decision, Option<Tat>) {
+        self.schedule.decide(stored, now, cost)
     }
 }
 
@@ -30,13 +30,15 @@ mod tests {
     use super::*;
     use crate::algorithm::RetryAfter;
 
-    const MS: u64 = 1_000;
+    fn ms(n: u64) -> Micros {
+        Micros::from_millis(n)
+    }
 
     /// A case table in the style of redis-cell's: limit 5 per 5 s (one per
     /// second), burst 5, driven by an explicit clock.
     #[test]
     fn case_table() {
-        let g = Gcra::new(5, 5_000 * MS, 5).unwrap();
+        let g = Gcra::new(5, ms(5_000), 5).unwrap();
         let mut state = None;
         // (now ms, cost, allowed, remaining, retry ms, reset ms)
         type Case = (u64, u64, bool, u64, Option<u64>, u64);
@@ -58,30 +60,30 @@ mod tests {
             (9_500, 5, false, 2, Some(3_000), 3_000),
         ];
         for (i, &(now, cost, allowed, remaining, retry, reset)) in cases.iter().enumerate() {
-            let (d, new) = g.decide(state, now * MS, cost);
+            let (d, new) = g.decide(state, ms(now), cost);
             if let Some(t) = new {
                 state = Some(t);
             }
             let want_retry = match (allowed, retry) {
                 (true, _) => RetryAfter::NotNeeded,
-                (false, Some(ms)) => RetryAfter::After(ms * MS),
+                (false, Some(wait)) => RetryAfter::After(ms(wait)),
                 (false, None) => RetryAfter::Never,
             };
             assert_eq!(d.allowed, allowed, "case {i}");
             assert_eq!(d.limit, 5, "case {i}");
             assert_eq!(d.remaining, remaining, "case {i}");
             assert_eq!(d.retry_after, want_retry, "case {i}");
-            assert_eq!(d.reset_after_us, reset * MS, "case {i}");
+            assert_eq!(d.reset_after, ms(reset), "case {i}");
         }
     }
 
     #[test]
     fn burst_above_limit_allows_a_larger_first_burst() {
-        let g = Gcra::new(1, 1_000 * MS, 10).unwrap();
+        let g = Gcra::new(1, ms(1_000), 10).unwrap();
         let mut state = None;
         let mut n = 0;
         for _ in 0..20 {
-            let (d, new) = g.decide(state, 0, 1);
+            let (d, new) = g.decide(state, Micros::ZERO, 1);
             if let Some(t) = new {
                 state = Some(t);
             }

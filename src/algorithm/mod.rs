@@ -1,8 +1,9 @@
 //! The pure core: every algorithm is plain Rust with the time passed in.
 //!
-//! Nothing here knows about Redis. Times are microseconds since the Unix
-//! epoch (`u64`); all arithmetic is exact integer arithmetic (`u128` where a
-//! product could overflow `u64`), so a decision never depends on rounding.
+//! Nothing here knows about Redis. Every time is a [`Micros`] (an instant
+//! since the Unix epoch, or a duration); all arithmetic is exact integer
+//! arithmetic (`u128` where a product could overflow `u64`), so a decision
+//! never depends on rounding.
 
 pub mod cell;
 pub mod fixed_window;
@@ -16,27 +17,23 @@ pub mod token_bucket;
 mod time;
 pub use time::Micros;
 
-/// Microseconds in one millisecond.
-pub const US_PER_MS: u64 = 1_000;
-
 /// The longest time a limiter may need to return to its full state
 /// (`burst × period / limit` for GCRA, `capacity × period / refill` for a
 /// bucket): 1,000 years. It bounds every stored time and every TTL.
-pub const MAX_HORIZON_US: u64 = 1_000 * 365 * 86_400 * 1_000_000;
-pub const MAX_HORIZON: Micros = Micros::new(MAX_HORIZON_US);
+pub const MAX_HORIZON: Micros = Micros::from_secs(1_000 * 365 * 86_400);
 
 /// When a denied request could be retried.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RetryAfter {
     /// The request was admitted: there is nothing to wait for.
     NotNeeded,
-    /// The same request is admitted after this many microseconds.
-    After(u64),
+    /// The same request is admitted after this wait.
+    After(Micros),
     /// The same request can never be admitted (its cost exceeds the limit).
     Never,
 }
 
-/// The outcome of one decision, in the units of the core (microseconds).
+/// The outcome of one decision, its times in [`Micros`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Decision {
     pub allowed: bool,
@@ -46,7 +43,7 @@ pub struct Decision {
     pub remaining: u64,
     pub retry_after: RetryAfter,
     /// Time until the limiter is back to its full, untouched state (rounded up).
-    pub reset_after_us: u64,
+    pub reset_after: Micros,
 }
 
 /// Settles the requests that need no look at the state, given a denied
@@ -66,14 +63,14 @@ pub(crate) fn div_ceil_u128(a: u128, b: u128) -> u128 {
     a / b + u128::from(!a.is_multiple_of(b))
 }
 
-/// Rounds microseconds up to whole milliseconds.
-pub fn ceil_ms(us: u64) -> u64 {
-    us.div_ceil(US_PER_MS)
-}
-
 /// Saturating narrowing from the wide arithmetic used inside decisions.
 pub(crate) fn clamp_u64(x: u128) -> u64 {
     u64::try_from(x).unwrap_or(u64::MAX)
+}
+
+/// A time from the wide arithmetic used inside decisions, saturating.
+pub(crate) fn clamp_micros(us: u128) -> Micros {
+    Micros::new(clamp_u64(us))
 }
 
 #[cfg(test)]
@@ -82,13 +79,11 @@ mod tests {
 
     #[test]
     fn rounding_helpers() {
-        assert_eq!(ceil_ms(0), 0);
-        assert_eq!(ceil_ms(1), 1);
-        assert_eq!(ceil_ms(1_000), 1);
-        assert_eq!(ceil_ms(1_001), 2);
         assert_eq!(div_ceil_u128(7, 7), 1);
         assert_eq!(div_ceil_u128(8, 7), 2);
         assert_eq!(clamp_u64(u128::MAX), u64::MAX);
+        assert_eq!(clamp_micros(u128::MAX), Micros::MAX);
+        assert_eq!(MAX_HORIZON.as_u64(), 1_000 * 365 * 86_400 * 1_000_000);
     }
 }
 

@@ -9,12 +9,12 @@
 //! reduced denominator of the interval. Nothing is ever rounded, so there is
 //! no drift: the j-th admission after a burst falls exactly at `j × interval`.
 
-use super::{clamp_u64, div_ceil_u128, Decision, RetryAfter, MAX_HORIZON_US};
+use super::{clamp_micros, clamp_u64, div_ceil_u128, Decision, Micros, RetryAfter, MAX_HORIZON};
 
-/// A theoretical arrival time: `whole_us + frac_num / frac_den` microseconds.
+/// A theoretical arrival time: `whole + frac_num / frac_den` microseconds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Tat {
-    pub whole_us: u64,
+    pub whole: Micros,
     /// Numerator of the sub-microsecond part; 0 when the TAT is whole.
     pub frac_num: u64,
     /// Denominator of the sub-microsecond part; at least 1.
@@ -23,9 +23,9 @@ pub struct Tat {
 
 impl Tat {
     /// A whole number of microseconds.
-    pub fn whole(us: u64) -> Tat {
+    pub fn whole(t: Micros) -> Tat {
         Tat {
-            whole_us: us,
+            whole: t,
             frac_num: 0,
             frac_den: 1,
         }
@@ -35,7 +35,7 @@ impl Tat {
     /// denominator (the limit was changed) is rounded up, never down, so a
     /// changed limit can only make the next decision stricter by < 1 µs.
     fn to_ticks(self, den: u64) -> u128 {
-        let whole = u128::from(self.whole_us) * u128::from(den);
+        let whole = u128::from(self.whole.as_u64()) * u128::from(den);
         let frac_den = u128::from(self.frac_den.max(1));
         let frac_num = u128::from(self.frac_num).min(frac_den);
         let frac = if frac_den == u128::from(den) {
@@ -50,7 +50,7 @@ impl Tat {
         let den128 = u128::from(den);
         let frac_num = (ticks % den128) as u64;
         Tat {
-            whole_us: clamp_u64(ticks / den128),
+            whole: clamp_micros(ticks / den128),
             frac_num,
             frac_den: if frac_num == 0 { 1 } else { den },
         }
@@ -60,15 +60,15 @@ impl Tat {
 /// Why a schedule's parameters were refused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ScheduleError {
-    /// `burst × period / rate` exceeds [`MAX_HORIZON_US`].
+    /// `burst × period / rate` exceeds [`MAX_HORIZON`].
     HorizonTooLong,
 }
 
-/// Admits `rate` units per `period_us` on average and `burst` at once.
+/// Admits `rate` units per `period` on average and `burst` at once.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Schedule {
     burst: u64,
-    /// The emission interval in ticks: `period_us / gcd`.
+    /// The emission interval in ticks: `period / gcd` (in µs).
     interval_ticks: u64,
     /// Ticks per microsecond: `rate / gcd`.
     den: u64,
@@ -82,11 +82,11 @@ fn gcd(mut a: u64, mut b: u64) -> u64 {
 }
 
 impl Schedule {
-    /// `burst`, `rate` and `period_us` must all be at least 1.
-    pub fn new(burst: u64, rate: u64, period_us: u64) -> Result<Schedule, ScheduleError> {
-        let (burst, rate, period_us) = (burst.max(1), rate.max(1), period_us.max(1));
+    /// `burst`, `rate` and `period` must all be at least 1 (µs).
+    pub fn new(burst: u64, rate: u64, period: Micros) -> Result<Schedule, ScheduleError> {
+        let (burst, rate, period_us) = (burst.max(1), rate.max(1), period.as_u64().max(1));
         let horizon_us = div_ceil_u128(u128::from(burst) * u128::from(period_us), u128::from(rate));
-        if horizon_us > u128::from(MAX_HORIZON_US) {
+        if horizon_us > u128::from(MAX_HORIZON.as_u64()) {
             return Err(ScheduleError::HorizonTooLong);
         }
         let g = gcd(period_us, rate);
@@ -101,13 +101,13 @@ impl Schedule {
         self.burst
     }
 
-    /// Decides a request of `cost` units at `now_us` against the stored TAT
+    /// Decides a request of `cost` units at `now` against the stored TAT
     /// (`None`: a fresh key). Returns the decision and the TAT to store, which
     /// is `Some` only when the state changes (admitted with `cost > 0`).
-    pub fn decide(&self, stored: Option<Tat>, now_us: u64, cost: u64) -> (Decision, Option<Tat>) {
+    pub fn decide(&self, stored: Option<Tat>, now: Micros, cost: u64) -> (Decision, Option<Tat>) {
         let den = u128::from(self.den);
         let interval = u128::from(self.interval_ticks);
-        let now = u128::from(now_us) * den;
+        let now = u128::from(now.as_u64()) * den;
         // The span of a full burst: a request is admitted while the backlog it
         // leaves (TAT - now) is at most this.
         let tolerance = u128::from(self.burst) * interval;
@@ -131,7 +131,7 @@ impl Schedule {
                 (true, new_tat, RetryAfter::NotNeeded)
             } else {
                 let wait = div_ceil_u128(backlog - tolerance, den);
-                (false, tat, RetryAfter::After(clamp_u64(wait)))
+                (false, tat, RetryAfter::After(clamp_micros(wait)))
             }
         };
 
@@ -141,7 +141,7 @@ impl Schedule {
             limit: self.burst,
             remaining: clamp_u64(tolerance.saturating_sub(backlog) / interval),
             retry_after,
-            reset_after_us: clamp_u64(div_ceil_u128(backlog, den)),
+            reset_after: clamp_micros(div_ceil_u128(backlog, den)),
         };
         let new_state = (allowed && cost > 0).then(|| Tat::from_ticks(after, self.den));
         (decision, new_state)
@@ -154,8 +154,12 @@ mod tests {
 
     const SECOND: u64 = 1_000_000;
 
+    fn us(n: u64) -> Micros {
+        Micros::new(n)
+    }
+
     fn run(s: &Schedule, state: &mut Option<Tat>, now: u64, cost: u64) -> Decision {
-        let (d, new) = s.decide(*state, now, cost);
+        let (d, new) = s.decide(*state, us(now), cost);
         if let Some(t) = new {
             *state = Some(t);
         }
@@ -164,7 +168,7 @@ mod tests {
 
     #[test]
     fn fresh_key_admits_a_burst_then_denies_with_exact_wait() {
-        let s = Schedule::new(3, 3, SECOND).unwrap();
+        let s = Schedule::new(3, 3, us(SECOND)).unwrap();
         let mut st = None;
         for left in [2, 1, 0] {
             let d = run(&s, &mut st, 0, 1);
@@ -174,8 +178,8 @@ mod tests {
         let d = run(&s, &mut st, 0, 1);
         assert!(!d.allowed);
         // One unit frees up after 1/3 s = 333_333.33 µs: rounded up.
-        assert_eq!(d.retry_after, RetryAfter::After(333_334));
-        assert_eq!(d.reset_after_us, SECOND);
+        assert_eq!(d.retry_after, RetryAfter::After(us(333_334)));
+        assert_eq!(d.reset_after, us(SECOND));
     }
 
     #[test]
@@ -187,7 +191,7 @@ mod tests {
             (1, 7, 60 * SECOND),
             (2, 999_983, SECOND),
         ] {
-            let s = Schedule::new(burst, rate, period).unwrap();
+            let s = Schedule::new(burst, rate, us(period)).unwrap();
             let mut st = None;
             for _ in 0..burst {
                 assert!(run(&s, &mut st, 0, 1).allowed);
@@ -203,8 +207,8 @@ mod tests {
 
     #[test]
     fn cost_above_burst_is_never_admitted() {
-        let s = Schedule::new(5, 1, SECOND).unwrap();
-        let (d, new) = s.decide(None, 0, 6);
+        let s = Schedule::new(5, 1, us(SECOND)).unwrap();
+        let (d, new) = s.decide(None, Micros::ZERO, 6);
         assert!(!d.allowed);
         assert_eq!(d.retry_after, RetryAfter::Never);
         assert_eq!(d.remaining, 5);
@@ -213,18 +217,18 @@ mod tests {
 
     #[test]
     fn zero_cost_never_changes_state() {
-        let s = Schedule::new(5, 1, SECOND).unwrap();
-        let (d, new) = s.decide(Some(Tat::whole(3 * SECOND)), SECOND, 0);
+        let s = Schedule::new(5, 1, us(SECOND)).unwrap();
+        let (d, new) = s.decide(Some(Tat::whole(us(3 * SECOND))), us(SECOND), 0);
         assert!(d.allowed);
         assert_eq!(new, None);
         assert_eq!(d.remaining, 3);
-        assert_eq!(d.reset_after_us, 2 * SECOND);
+        assert_eq!(d.reset_after, us(2 * SECOND));
     }
 
     #[test]
     fn a_changed_rate_rounds_the_stored_fraction_up() {
         let tat = Tat {
-            whole_us: 10,
+            whole: us(10),
             frac_num: 1,
             frac_den: 3,
         };
@@ -236,23 +240,23 @@ mod tests {
     #[test]
     fn horizon_is_bounded() {
         assert_eq!(
-            Schedule::new(u64::MAX, 1, SECOND),
+            Schedule::new(u64::MAX, 1, us(SECOND)),
             Err(ScheduleError::HorizonTooLong)
         );
-        assert!(Schedule::new(u64::MAX >> 1, u64::MAX >> 1, 36_500 * 86_400 * SECOND).is_ok());
+        assert!(Schedule::new(u64::MAX >> 1, u64::MAX >> 1, us(36_500 * 86_400 * SECOND)).is_ok());
     }
 
     #[test]
     fn extreme_times_do_not_overflow() {
-        let s = Schedule::new(i64::MAX as u64, i64::MAX as u64, SECOND).unwrap();
+        let s = Schedule::new(i64::MAX as u64, i64::MAX as u64, us(SECOND)).unwrap();
         let hostile = Tat {
-            whole_us: u64::MAX,
+            whole: Micros::MAX,
             frac_num: u64::MAX,
             frac_den: u64::MAX,
         };
-        let (d, _) = s.decide(Some(hostile), i64::MAX as u64, i64::MAX as u64);
+        let (d, _) = s.decide(Some(hostile), us(i64::MAX as u64), i64::MAX as u64);
         assert!(!d.allowed);
-        let (d, new) = s.decide(None, i64::MAX as u64, i64::MAX as u64);
+        let (d, new) = s.decide(None, us(i64::MAX as u64), i64::MAX as u64);
         assert!(d.allowed);
         assert!(new.is_some());
     }

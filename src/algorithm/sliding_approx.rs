@@ -7,12 +7,12 @@
 //! length `window` (which meets at most two windows) admits at most
 //! `2 × limit`.
 
-use super::{clamp_u64, settled_without_state, Decision, RetryAfter};
+use super::{clamp_micros, clamp_u64, settled_without_state, Decision, Micros, RetryAfter};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SlidingApprox {
     limit: u64,
-    window_us: u64,
+    window: Micros,
 }
 
 /// The counts of aligned window `index` (`cur`) and the one before (`prev`).
@@ -24,22 +24,22 @@ pub struct ApproxState {
 }
 
 impl SlidingApprox {
-    pub fn new(limit: u64, window_us: u64) -> SlidingApprox {
+    pub fn new(limit: u64, window: Micros) -> SlidingApprox {
         SlidingApprox {
             limit: limit.max(1),
-            window_us: window_us.max(1),
+            window: window.max(Micros::new(1)),
         }
     }
 
     pub fn decide(
         &self,
         stored: Option<ApproxState>,
-        now_us: u64,
+        now: Micros,
         cost: u64,
     ) -> (Decision, Option<ApproxState>) {
-        let w = u128::from(self.window_us);
+        let w = u128::from(self.window.as_u64());
         let limit = u128::from(self.limit);
-        let now_index = now_us / self.window_us;
+        let now_index = now.as_u64() / self.window.as_u64();
         // Roll the stored counts forward to now; a gap of more than one
         // window clears both. A clock that went back stays in the stored
         // window, at its start.
@@ -50,7 +50,7 @@ impl SlidingApprox {
             Some(_) => (now_index, 0, 0),
         };
         let start = u128::from(index) * w;
-        let now = u128::from(now_us);
+        let now = u128::from(now.as_u64());
         let elapsed = now.max(start) - start;
         let (prev, cur) = (u128::from(prev), u128::from(cur));
         // Saturating only matters for corrupt counts with absurd windows.
@@ -67,14 +67,14 @@ impl SlidingApprox {
             } else {
                 now
             };
-            clamp_u64(end.saturating_sub(now))
+            clamp_micros(end.saturating_sub(now))
         };
         let mut decision = Decision {
             allowed: false,
             limit: self.limit,
             remaining: remaining_after(cur),
             retry_after: RetryAfter::Never,
-            reset_after_us: reset(cur),
+            reset_after: reset(cur),
         };
         let cost128 = u128::from(cost);
         if settled_without_state(&mut decision, cost, self.limit) {
@@ -85,7 +85,7 @@ impl SlidingApprox {
             decision.allowed = true;
             decision.retry_after = RetryAfter::NotNeeded;
             decision.remaining = remaining_after(cur);
-            decision.reset_after_us = reset(cur);
+            decision.reset_after = reset(cur);
             let state = ApproxState {
                 index,
                 prev: clamp_u64(prev),
@@ -106,7 +106,8 @@ impl SlidingApprox {
             let room = (limit - cost128) * w;
             start.saturating_add(2 * w) - (room / cur.max(1)).min(w)
         };
-        decision.retry_after = RetryAfter::After(clamp_u64(at.saturating_sub(now)).max(1));
+        let wait = clamp_micros(at.saturating_sub(now));
+        decision.retry_after = RetryAfter::After(wait.max(Micros::new(1)));
         (decision, None)
     }
 }
@@ -115,18 +116,20 @@ impl SlidingApprox {
 mod tests {
     use super::*;
 
-    const S: u64 = 1_000_000;
+    fn s(n: u64) -> Micros {
+        Micros::from_secs(n)
+    }
 
     #[test]
     fn estimate_weights_the_previous_window() {
-        let a = SlidingApprox::new(10, 60 * S);
+        let a = SlidingApprox::new(10, s(60));
         let st = Some(ApproxState {
             index: 0,
             prev: 0,
             cur: 10,
         });
         // 15 s into the next window: estimate = 10 × 45/60 = 7.5.
-        let (d, new) = a.decide(st, 75 * S, 2);
+        let (d, new) = a.decide(st, s(75), 2);
         assert!(d.allowed);
         assert_eq!(d.remaining, 0);
         assert_eq!(
@@ -139,13 +142,13 @@ mod tests {
         );
         // 7.5 + 2 + 1 > 10: wait until 10 × (60 − e) ≤ (10 − 2 − 1) × 60,
         // e ≥ 18 s.
-        let (d, _) = a.decide(new, 75 * S, 1);
+        let (d, _) = a.decide(new, s(75), 1);
         assert!(!d.allowed);
-        assert_eq!(d.retry_after, RetryAfter::After(3 * S));
-        assert_eq!(d.reset_after_us, 105 * S);
+        assert_eq!(d.retry_after, RetryAfter::After(s(3)));
+        assert_eq!(d.reset_after, s(105));
         // A cost the current count alone blocks waits for the next window
         // (120 s) and then until 2 × (60 − e) ≤ (10 − 9) × 60: e ≥ 30 s.
-        let (d, _) = a.decide(new, 75 * S, 9);
-        assert_eq!(d.retry_after, RetryAfter::After(75 * S));
+        let (d, _) = a.decide(new, s(75), 9);
+        assert_eq!(d.retry_after, RetryAfter::After(s(75)));
     }
 }

@@ -8,58 +8,59 @@
 //! decision runs directly on the stored bytes in O(log limit) without
 //! decoding them; the caller turns the [`LogChange`] into a small patch.
 
-use super::{settled_without_state, Decision, RetryAfter};
+use super::{settled_without_state, Decision, Micros, RetryAfter};
 
 /// The largest `limit` EXACT accepts: the log holds one timestamp per
 /// admitted unit of cost, so this bounds a key's state (4 MB at 4 bytes a
 /// stamp) and what one request can write.
 pub const MAX_SLIDING_LOG_LIMIT: u64 = 1_000_000;
 
-/// Timestamps in µs, oldest first, non-decreasing.
+/// Timestamps, oldest first, non-decreasing.
 pub trait Entries {
     fn count(&self) -> usize;
-    fn stamp(&self, i: usize) -> u64;
+    fn stamp(&self, i: usize) -> Micros;
 }
 
-impl Entries for [u64] {
+impl Entries for [Micros] {
     fn count(&self) -> usize {
         self.len()
     }
-    fn stamp(&self, i: usize) -> u64 {
-        self.get(i).copied().unwrap_or(0)
+    fn stamp(&self, i: usize) -> Micros {
+        self.get(i).copied().unwrap_or_default()
     }
 }
 
-impl Entries for Vec<u64> {
+impl Entries for Vec<Micros> {
     fn count(&self) -> usize {
         self.len()
     }
-    fn stamp(&self, i: usize) -> u64 {
-        self.get(i).copied().unwrap_or(0)
+    fn stamp(&self, i: usize) -> Micros {
+        self.get(i).copied().unwrap_or_default()
     }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SlidingLog {
     limit: u64,
-    window_us: u64,
+    window: Micros,
 }
 
 /// What an admitted request does to the log: drop the `expired` oldest
-/// entries, then append `added` entries stamped `at_us`.
+/// entries, then append `added` entries stamped `at`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct LogChange {
     pub expired: usize,
     pub added: u64,
-    pub at_us: u64,
+    pub at: Micros,
 }
 
 impl SlidingLog {
-    /// `limit` in `1..=MAX_SLIDING_LOG_LIMIT` and `window_us` at least 1 (clamped).
-    pub fn new(limit: u64, window_us: u64) -> SlidingLog {
+    /// `limit` in `1..=MAX_SLIDING_LOG_LIMIT` and `window` at least 1 µs
+    /// (clamped).
+    pub fn new(limit: u64, window: Micros) -> SlidingLog {
         SlidingLog {
             limit: limit.clamp(1, MAX_SLIDING_LOG_LIMIT),
-            window_us: window_us.max(1),
+            window: window.max(Micros::new(1)),
         }
     }
 
@@ -67,38 +68,39 @@ impl SlidingLog {
         self.limit
     }
 
-    pub fn window_us(&self) -> u64 {
-        self.window_us
+    pub fn window(&self) -> Micros {
+        self.window
     }
 
-    /// Decides `cost` at `now_us`. A clock that went back behind the newest
+    /// Decides `cost` at `now`. A clock that went back behind the newest
     /// entry is treated as standing still at that entry, so the log stays
-    /// sorted; waits are still measured from the real `now_us`.
+    /// sorted; waits are still measured from the real `now`.
     pub fn decide<E: Entries + ?Sized>(
         &self,
         log: &E,
-        now_us: u64,
+        now: Micros,
         cost: u64,
     ) -> (Decision, Option<LogChange>) {
-        let w = self.window_us;
+        let w = self.window;
         let len = log.count();
         let newest = len.checked_sub(1).map(|i| log.stamp(i));
-        let now = newest.map_or(now_us, |t| now_us.max(t));
+        // The log's time: `now`, or the newest entry if the clock went back.
+        let log_now = newest.map_or(now, |t| now.max(t));
         // Entries age with the clock: the expired ones are a prefix.
-        let first = partition_point(log, len, |t| now.saturating_sub(t) >= w);
+        let first = partition_point(log, len, |t| log_now.saturating_sub(t) >= w);
         let live = (len - first) as u64;
-        let until_expired = |t: u64| t.saturating_add(w).saturating_sub(now_us);
+        let until_expired = |t: Micros| t.saturating_add(w).saturating_sub(now);
         let reset_live = if live > 0 {
-            newest.map_or(0, until_expired)
+            newest.map_or(Micros::ZERO, until_expired)
         } else {
-            0
+            Micros::ZERO
         };
         let mut decision = Decision {
             allowed: false,
             limit: self.limit,
             remaining: self.limit.saturating_sub(live),
             retry_after: RetryAfter::Never,
-            reset_after_us: reset_live,
+            reset_after: reset_live,
         };
         if settled_without_state(&mut decision, cost, self.limit) {
             return (decision, None);
@@ -107,25 +109,29 @@ impl SlidingLog {
             decision.allowed = true;
             decision.retry_after = RetryAfter::NotNeeded;
             decision.remaining = self.limit - live - cost;
-            decision.reset_after_us = until_expired(now);
+            decision.reset_after = until_expired(log_now);
             let change = LogChange {
                 expired: first,
                 added: cost,
-                at_us: now,
+                at: log_now,
             };
             return (decision, Some(change));
         }
         // The k-th oldest live entry must expire to make room for `cost`.
         let k = (live + cost - self.limit) as usize;
         let t = log.stamp(first + k - 1);
-        decision.retry_after = RetryAfter::After(until_expired(t).max(1));
+        decision.retry_after = RetryAfter::After(until_expired(t).max(Micros::new(1)));
         (decision, None)
     }
 }
 
 /// The first index in `0..len` whose stamp does not satisfy `pred`
 /// (`pred` holds for a prefix).
-fn partition_point<E: Entries + ?Sized>(log: &E, len: usize, pred: impl Fn(u64) -> bool) -> usize {
+fn partition_point<E: Entries + ?Sized>(
+    log: &E,
+    len: usize,
+    pred: impl Fn(Micros) -> bool,
+) -> usize {
     let (mut lo, mut hi) = (0, len);
     while lo < hi {
         let mid = lo + (hi - lo) / 2;
@@ -142,38 +148,37 @@ fn partition_point<E: Entries + ?Sized>(log: &E, len: usize, pred: impl Fn(u64) 
 mod tests {
     use super::*;
 
-    const S: u64 = 1_000_000;
+    fn s(n: u64) -> Micros {
+        Micros::from_secs(n)
+    }
 
-    fn step(l: &SlidingLog, log: &mut Vec<u64>, now: u64, cost: u64) -> Decision {
+    fn step(l: &SlidingLog, log: &mut Vec<Micros>, now: Micros, cost: u64) -> Decision {
         let (d, change) = l.decide(log.as_slice(), now, cost);
         if let Some(c) = change {
             log.drain(..c.expired);
-            log.extend(std::iter::repeat_n(c.at_us, c.added as usize));
+            log.extend(std::iter::repeat_n(c.at, c.added as usize));
         }
         d
     }
 
     #[test]
     fn boundary_is_exact_and_retry_waits_for_the_oldest_entries() {
-        let l = SlidingLog::new(3, 60 * S);
+        let l = SlidingLog::new(3, s(60));
         let mut log = Vec::new();
-        assert!(step(&l, &mut log, 10 * S, 1).allowed);
-        assert!(step(&l, &mut log, 20 * S, 1).allowed);
-        let d = step(&l, &mut log, 30 * S, 1);
-        assert_eq!(
-            (d.allowed, d.remaining, d.reset_after_us),
-            (true, 0, 60 * S)
-        );
-        let d = step(&l, &mut log, 40 * S, 2);
+        assert!(step(&l, &mut log, s(10), 1).allowed);
+        assert!(step(&l, &mut log, s(20), 1).allowed);
+        let d = step(&l, &mut log, s(30), 1);
+        assert_eq!((d.allowed, d.remaining, d.reset_after), (true, 0, s(60)));
+        let d = step(&l, &mut log, s(40), 2);
         // Two entries must go: the second oldest (20 s) expires at 80 s.
-        assert_eq!(d.retry_after, RetryAfter::After(40 * S));
-        assert_eq!(d.reset_after_us, 50 * S);
+        assert_eq!(d.retry_after, RetryAfter::After(s(40)));
+        assert_eq!(d.reset_after, s(50));
         // Exactly one window after the first entry, it has expired.
-        let d = step(&l, &mut log, 70 * S, 1);
+        let d = step(&l, &mut log, s(70), 1);
         assert!(d.allowed);
-        assert_eq!(log, vec![20 * S, 30 * S, 70 * S]);
-        assert_eq!(step(&l, &mut log, 70 * S, 4).retry_after, RetryAfter::Never);
-        let d = step(&l, &mut log, 70 * S, 0);
+        assert_eq!(log, vec![s(20), s(30), s(70)]);
+        assert_eq!(step(&l, &mut log, s(70), 4).retry_after, RetryAfter::Never);
+        let d = step(&l, &mut log, s(70), 0);
         assert_eq!((d.allowed, d.remaining), (true, 0));
     }
 }

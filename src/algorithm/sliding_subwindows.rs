@@ -10,7 +10,7 @@
 //! length `window` (like EXACT), and may under-admit: an admission is
 //! remembered for up to `window + window / n`.
 
-use super::{clamp_u64, settled_without_state, Decision, RetryAfter};
+use super::{clamp_micros, clamp_u64, settled_without_state, Decision, Micros, RetryAfter};
 
 pub const MIN_SUBWINDOWS: u64 = 2;
 pub const MAX_SUBWINDOWS: u64 = 1024;
@@ -18,7 +18,7 @@ pub const MAX_SUBWINDOWS: u64 = 1024;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SlidingSubwindows {
     limit: u64,
-    window_us: u64,
+    window: Micros,
     n: u64,
 }
 
@@ -31,10 +31,10 @@ pub struct SubwindowState {
 }
 
 impl SlidingSubwindows {
-    pub fn new(limit: u64, window_us: u64, n: u64) -> SlidingSubwindows {
+    pub fn new(limit: u64, window: Micros, n: u64) -> SlidingSubwindows {
         SlidingSubwindows {
             limit: limit.max(1),
-            window_us: window_us.max(1),
+            window: window.max(Micros::new(1)),
             n: n.clamp(MIN_SUBWINDOWS, MAX_SUBWINDOWS),
         }
     }
@@ -53,42 +53,43 @@ impl SlidingSubwindows {
     }
 
     /// The sub-window that time `t` falls in.
-    pub fn subwindow(&self, t: u64) -> u64 {
-        clamp_u64(u128::from(t) * u128::from(self.n) / u128::from(self.window_us))
+    pub fn subwindow(&self, t: Micros) -> u64 {
+        let window = u128::from(self.window.as_u64());
+        clamp_u64(u128::from(t.as_u64()) * u128::from(self.n) / window)
     }
 
-    /// When sub-window `k` starts.
+    /// When sub-window `k` starts, in µs.
     fn start(&self, k: u64) -> u128 {
         super::div_ceil_u128(
-            u128::from(k) * u128::from(self.window_us),
+            u128::from(k) * u128::from(self.window.as_u64()),
             u128::from(self.n),
         )
     }
 
-    /// A state with no counts, current at `now_us`.
-    pub fn empty(&self, now_us: u64) -> SubwindowState {
+    /// A state with no counts, current at `now`.
+    pub fn empty(&self, now: Micros) -> SubwindowState {
         SubwindowState {
-            newest: self.subwindow(now_us),
+            newest: self.subwindow(now),
             counts: vec![0; self.slots()],
         }
     }
 
-    /// Decides `cost` at `now_us`; `stored` must hold `n + 1` counts (the
+    /// Decides `cost` at `now`; `stored` must hold `n + 1` counts (the
     /// caller converts a state written with another `n`). Returns the new
     /// state when an admitted request changes it.
     pub fn decide(
         &self,
         stored: Option<&SubwindowState>,
-        now_us: u64,
+        now: Micros,
         cost: u64,
     ) -> (Decision, Option<SubwindowState>) {
         let m = self.slots() as u64;
         let mut st = match stored {
             Some(s) if s.counts.len() == self.slots() => s.clone(),
-            _ => self.empty(now_us),
+            _ => self.empty(now),
         };
         // Roll forward to now (a clock that went back stays where it was).
-        let j = self.subwindow(now_us).max(st.newest);
+        let j = self.subwindow(now).max(st.newest);
         if j - st.newest >= m {
             st.counts.iter_mut().for_each(|c| *c = 0);
         } else {
@@ -99,15 +100,15 @@ impl SlidingSubwindows {
         st.newest = j;
         let count_of = |st: &SubwindowState, k: u64| st.counts[(k % m) as usize];
         let total = |st: &SubwindowState| st.counts.iter().map(|&c| u128::from(c)).sum::<u128>();
-        let now = u128::from(now_us);
+        let now = u128::from(now.as_u64());
         // Back to untouched when the newest non-empty sub-window leaves.
         let reset = |st: &SubwindowState| {
             (0..m)
                 .map(|i| j.wrapping_sub(i))
                 .take_while(|&k| k <= j)
                 .find(|&k| count_of(st, k) > 0)
-                .map_or(0, |k| {
-                    clamp_u64(self.start(k.saturating_add(m)).saturating_sub(now))
+                .map_or(Micros::ZERO, |k| {
+                    clamp_micros(self.start(k.saturating_add(m)).saturating_sub(now))
                 })
         };
         let limit = u128::from(self.limit);
@@ -117,7 +118,7 @@ impl SlidingSubwindows {
             limit: self.limit,
             remaining: clamp_u64(limit.saturating_sub(used)),
             retry_after: RetryAfter::Never,
-            reset_after_us: reset(&st),
+            reset_after: reset(&st),
         };
         if settled_without_state(&mut decision, cost, self.limit) {
             return (decision, None);
@@ -129,7 +130,7 @@ impl SlidingSubwindows {
             decision.allowed = true;
             decision.retry_after = RetryAfter::NotNeeded;
             decision.remaining = clamp_u64(limit - need);
-            decision.reset_after_us = reset(&st);
+            decision.reset_after = reset(&st);
             return (decision, Some(st));
         }
         // Sub-window j − n + i leaves the count when j + 1 + i starts.
@@ -141,7 +142,8 @@ impl SlidingSubwindows {
             }
             if freed >= excess {
                 let at = self.start(j.saturating_add(1 + i));
-                decision.retry_after = RetryAfter::After(clamp_u64(at.saturating_sub(now)).max(1));
+                let wait = clamp_micros(at.saturating_sub(now));
+                decision.retry_after = RetryAfter::After(wait.max(Micros::new(1)));
                 break;
             }
         }
@@ -153,35 +155,37 @@ impl SlidingSubwindows {
 mod tests {
     use super::*;
 
-    const S: u64 = 1_000_000;
+    fn s(n: u64) -> Micros {
+        Micros::from_secs(n)
+    }
 
     #[test]
     fn oldest_partial_sub_window_counts() {
         // 60 s in 4 sub-windows of 15 s.
-        let sw = SlidingSubwindows::new(2, 60 * S, 4);
-        let (d, st) = sw.decide(None, 14 * S, 1);
-        assert_eq!((d.allowed, d.reset_after_us), (true, 61 * S));
-        let (d, st) = sw.decide(st.as_ref(), 16 * S, 1);
+        let sw = SlidingSubwindows::new(2, s(60), 4);
+        let (d, st) = sw.decide(None, s(14), 1);
+        assert_eq!((d.allowed, d.reset_after), (true, s(61)));
+        let (d, st) = sw.decide(st.as_ref(), s(16), 1);
         assert!(d.allowed);
         let st = st.unwrap();
         // At 62 s the 14 s entry (sub-window 0) is older than the window but
         // still counted: it leaves when sub-window 5 starts at 75 s.
-        let (d, _) = sw.decide(Some(&st), 62 * S, 1);
-        assert_eq!(d.retry_after, RetryAfter::After(13 * S));
-        let (d, _) = sw.decide(Some(&st), 75 * S, 2);
-        assert_eq!(d.retry_after, RetryAfter::After(15 * S));
-        let (d, _) = sw.decide(Some(&st), 75 * S, 1);
+        let (d, _) = sw.decide(Some(&st), s(62), 1);
+        assert_eq!(d.retry_after, RetryAfter::After(s(13)));
+        let (d, _) = sw.decide(Some(&st), s(75), 2);
+        assert_eq!(d.retry_after, RetryAfter::After(s(15)));
+        let (d, _) = sw.decide(Some(&st), s(75), 1);
         assert!(d.allowed);
     }
 
     #[test]
     fn sub_windows_of_fractional_length() {
         // 1 s in 3: sub-windows start at 0, 333_334, 666_667, 1_000_000.
-        let sw = SlidingSubwindows::new(1, S, 3);
-        let (_, st) = sw.decide(None, 0, 1);
-        let (d, _) = sw.decide(st.as_ref(), 1, 1);
-        assert_eq!(d.retry_after, RetryAfter::After(1_333_333));
-        assert_eq!(sw.subwindow(333_333), 0);
-        assert_eq!(sw.subwindow(333_334), 1);
+        let sw = SlidingSubwindows::new(1, s(1), 3);
+        let (_, st) = sw.decide(None, Micros::ZERO, 1);
+        let (d, _) = sw.decide(st.as_ref(), Micros::new(1), 1);
+        assert_eq!(d.retry_after, RetryAfter::After(Micros::new(1_333_333)));
+        assert_eq!(sw.subwindow(Micros::new(333_333)), 0);
+        assert_eq!(sw.subwindow(Micros::new(333_334)), 1);
     }
 }

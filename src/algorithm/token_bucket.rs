@@ -8,7 +8,7 @@
 //! speak in tokens, GCRA's in a rate and a burst.
 
 use super::schedule::{Schedule, ScheduleError, Tat};
-use super::Decision;
+use super::{Decision, Micros};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TokenBucket {
@@ -17,15 +17,15 @@ pub struct TokenBucket {
 
 impl TokenBucket {
     /// All arguments at least 1.
-    pub fn new(capacity: u64, refill: u64, period_us: u64) -> Result<TokenBucket, ScheduleError> {
+    pub fn new(capacity: u64, refill: u64, period: Micros) -> Result<TokenBucket, ScheduleError> {
         Ok(TokenBucket {
-            schedule: Schedule::new(capacity, refill, period_us)?,
+            schedule: Schedule::new(capacity, refill, period)?,
         })
     }
 
     /// `stored` is the time the bucket is full again (`None`: full now).
-    pub fn decide(&self, stored: Option<Tat>, now_us: u64, cost: u64) -> (Decision, Option<Tat>) {
-        self.schedule.decide(stored, now_us, cost)
+    pub fn decide(&self, stored: Option<Tat>, now: Micros, cost: u64) -> (Decision, Option<Tat>) {
+        self.schedule.decide(stored, now, cost)
     }
 }
 
@@ -34,22 +34,23 @@ mod tests {
     use super::*;
     use crate::algorithm::RetryAfter;
 
-    const SECOND: u64 = 1_000_000;
+    const SECOND: Micros = Micros::from_secs(1);
+    const HALF_SECOND: Micros = Micros::from_millis(500);
 
     #[test]
     fn starts_full_and_refills_continuously() {
         // 10 tokens, 2 per second.
         let b = TokenBucket::new(10, 2, SECOND).unwrap();
-        let (d, full_at) = b.decide(None, 0, 10);
+        let (d, full_at) = b.decide(None, Micros::ZERO, 10);
         assert!(d.allowed);
         assert_eq!(d.remaining, 0);
-        assert_eq!(d.reset_after_us, 5 * SECOND);
+        assert_eq!(d.reset_after, Micros::from_secs(5));
         // Half a second later one token is back; two cost 1 s of refill.
-        let (d, _) = b.decide(full_at, SECOND / 2, 2);
+        let (d, _) = b.decide(full_at, HALF_SECOND, 2);
         assert!(!d.allowed);
         assert_eq!(d.remaining, 1);
-        assert_eq!(d.retry_after, RetryAfter::After(SECOND / 2));
-        let (d, _) = b.decide(full_at, SECOND / 2, 1);
+        assert_eq!(d.retry_after, RetryAfter::After(HALF_SECOND));
+        let (d, _) = b.decide(full_at, HALF_SECOND, 1);
         assert!(d.allowed);
         assert_eq!(d.remaining, 0);
     }

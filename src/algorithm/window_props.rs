@@ -7,7 +7,7 @@ use crate::algorithm::fixed_window::{FixedState, FixedWindow};
 use crate::algorithm::sliding_approx::{ApproxState, SlidingApprox};
 use crate::algorithm::sliding_log::SlidingLog;
 use crate::algorithm::sliding_subwindows::{SlidingSubwindows, SubwindowState};
-use crate::algorithm::{Decision, RetryAfter};
+use crate::algorithm::{Decision, Micros, RetryAfter};
 use crate::codec::window::{self, StoredSlidingLog};
 use proptest::prelude::*;
 
@@ -19,7 +19,7 @@ trait OnStoredBytes {
     fn decide_stored(
         &self,
         stored: Option<&[u8]>,
-        now: u64,
+        now: Micros,
         cost: u64,
     ) -> (Decision, Option<Vec<u8>>);
 }
@@ -29,14 +29,14 @@ impl OnStoredBytes for SlidingLog {
     fn decide_stored(
         &self,
         stored: Option<&[u8]>,
-        now: u64,
+        now: Micros,
         cost: u64,
     ) -> (Decision, Option<Vec<u8>>) {
         let Some(value) = stored else {
             let (decision, change) = self.decide(&[][..], now, cost);
             let new = change.map(|c| {
-                let entries = vec![c.at_us; c.added as usize];
-                let width = window::stamp_width(self.window_us());
+                let entries = vec![c.at; c.added as usize];
+                let width = window::stamp_width(self.window());
                 window::encode_sliding_log(self.limit() as usize, width, &entries)
             });
             return (decision, new);
@@ -57,7 +57,7 @@ impl OnStoredBytes for SlidingSubwindows {
     fn decide_stored(
         &self,
         stored: Option<&[u8]>,
-        now: u64,
+        now: Micros,
         cost: u64,
     ) -> (Decision, Option<Vec<u8>>) {
         let found = stored.map(|v| window::decode_subwindows(v).expect("own state"));
@@ -82,7 +82,7 @@ impl OnStoredBytes for SlidingApprox {
     fn decide_stored(
         &self,
         stored: Option<&[u8]>,
-        now: u64,
+        now: Micros,
         cost: u64,
     ) -> (Decision, Option<Vec<u8>>) {
         let state = stored.map(|v| window::decode_approx(v).expect("own state"));
@@ -95,7 +95,7 @@ impl OnStoredBytes for FixedWindow {
     fn decide_stored(
         &self,
         stored: Option<&[u8]>,
-        now: u64,
+        now: Micros,
         cost: u64,
     ) -> (Decision, Option<Vec<u8>>) {
         let state = stored.map(|v| window::decode_fixed(v).expect("own state"));
@@ -104,8 +104,9 @@ impl OnStoredBytes for FixedWindow {
     }
 }
 
+/// Decides at `now` µs, without storing.
 fn decide<L: OnStoredBytes>(l: &L, state: &Option<Vec<u8>>, now: u64, cost: u64) -> Decision {
-    l.decide_stored(state.as_deref(), now, cost).0
+    l.decide_stored(state.as_deref(), Micros::new(now), cost).0
 }
 
 /// Runs `events` (time step, cost) and checks the exactness properties at
@@ -116,7 +117,7 @@ fn run<L: OnStoredBytes>(l: &L, limit: u64, start: u64, events: &[(u64, u64)]) -
     let mut admitted = Vec::new();
     for &(dt, cost) in events {
         now += dt;
-        let (d, write) = l.decide_stored(state.as_deref(), now, cost);
+        let (d, write) = l.decide_stored(state.as_deref(), Micros::new(now), cost);
         assert_eq!(d.limit, limit);
         if d.allowed {
             assert!(cost <= limit, "admitted a cost above the limit");
@@ -131,6 +132,7 @@ fn run<L: OnStoredBytes>(l: &L, limit: u64, start: u64, events: &[(u64, u64)]) -
             match d.retry_after {
                 RetryAfter::Never => assert!(cost > limit),
                 RetryAfter::After(wait) => {
+                    let wait = wait.as_u64();
                     assert!(wait >= 1);
                     assert!(
                         !decide(l, &state, now + wait - 1, cost).allowed,
@@ -158,11 +160,12 @@ fn run<L: OnStoredBytes>(l: &L, limit: u64, start: u64, events: &[(u64, u64)]) -
         // Untouched exactly after reset_after.
         let untouched = |t| {
             let probe = decide(l, &state, t, 0);
-            probe.remaining == limit && probe.reset_after_us == 0
+            probe.remaining == limit && probe.reset_after == Micros::ZERO
         };
-        assert!(untouched(now + d.reset_after_us), "reset too early");
-        if d.reset_after_us > 0 {
-            assert!(!untouched(now + d.reset_after_us - 1), "reset too late");
+        let reset = d.reset_after.as_u64();
+        assert!(untouched(now + reset), "reset too early");
+        if reset > 0 {
+            assert!(!untouched(now + reset - 1), "reset too late");
         }
     }
     admitted
@@ -202,7 +205,7 @@ proptest! {
         start in prop_oneof![Just(0u64), 1u64..1 << 40],
         evs in proptest::collection::vec((0u64..450, 0u64..8), 1..60),
     ) {
-        let l = SlidingLog::new(limit, window);
+        let l = SlidingLog::new(limit, Micros::new(window));
         let admitted = run(&l, limit, start, &evs);
         prop_assert!(most_in_any_window(&admitted, window) <= limit);
     }
@@ -215,7 +218,7 @@ proptest! {
         start in 0u64..1 << 50,
         evs in proptest::collection::vec((0u64..1500, 0u64..3, 0u64..8), 1..40),
     ) {
-        let l = SlidingLog::new(limit, window);
+        let l = SlidingLog::new(limit, Micros::new(window));
         let admitted = run(&l, limit, start, &scaled(window, &evs));
         prop_assert!(most_in_any_window(&admitted, window) <= limit);
     }
@@ -225,7 +228,7 @@ proptest! {
         limit in 1u64..6, window in 5u64..300, n in 2u64..6, start in 0u64..1 << 40,
         evs in proptest::collection::vec((0u64..450, 0u64..8), 1..60),
     ) {
-        let l = SlidingSubwindows::new(limit, window, n);
+        let l = SlidingSubwindows::new(limit, Micros::new(window), n);
         let admitted = run(&l, limit, start, &evs);
         prop_assert!(most_in_any_window(&admitted, window) <= limit);
     }
@@ -235,7 +238,7 @@ proptest! {
         limit in 1u64..6, window in 5u64..300, start in 0u64..1 << 40,
         evs in proptest::collection::vec((0u64..450, 0u64..8), 1..60),
     ) {
-        let l = SlidingApprox::new(limit, window);
+        let l = SlidingApprox::new(limit, Micros::new(window));
         let admitted = run(&l, limit, start, &evs);
         prop_assert!(most_in_any_window(&admitted, window) <= 2 * limit);
     }
@@ -245,7 +248,7 @@ proptest! {
         limit in 1u64..6, window in 5u64..300, start in 0u64..1 << 40, aligned in any::<bool>(),
         evs in proptest::collection::vec((0u64..450, 0u64..8), 1..60),
     ) {
-        let l = FixedWindow::new(limit, window, aligned);
+        let l = FixedWindow::new(limit, Micros::new(window), aligned);
         let admitted = run(&l, limit, start, &evs);
         prop_assert!(most_in_any_window(&admitted, window) <= 2 * limit);
         if aligned {
@@ -265,11 +268,12 @@ proptest! {
     ) {
         let b = window::encode_subwindows(8, &SubwindowState { newest, counts });
         let a = window::encode_approx(&ApproxState { index, prev, cur });
-        let f = window::encode_fixed(&FixedState { start_us: index, count: prev });
-        for window_us in [1, 1 << 30, u64::MAX] {
-            let _ = SlidingSubwindows::new(4, window_us, 2).decide_stored(Some(&b), now, cost);
-            let _ = SlidingApprox::new(4, window_us).decide_stored(Some(&a), now, cost);
-            let _ = FixedWindow::new(4, window_us, true).decide_stored(Some(&f), now, cost);
+        let f = window::encode_fixed(&FixedState { start: Micros::new(index), count: prev });
+        let now = Micros::new(now);
+        for window in [1, 1 << 30, u64::MAX].map(Micros::new) {
+            let _ = SlidingSubwindows::new(4, window, 2).decide_stored(Some(&b), now, cost);
+            let _ = SlidingApprox::new(4, window).decide_stored(Some(&a), now, cost);
+            let _ = FixedWindow::new(4, window, true).decide_stored(Some(&f), now, cost);
         }
     }
 }

@@ -40,12 +40,13 @@ use crate::algorithm::fixed_window::FixedState;
 use crate::algorithm::sliding_approx::ApproxState;
 use crate::algorithm::sliding_log::{Entries, LogChange, MAX_SLIDING_LOG_LIMIT};
 use crate::algorithm::sliding_subwindows::{SubwindowState, MAX_SUBWINDOWS, MIN_SUBWINDOWS};
+use crate::algorithm::Micros;
 
 pub const SLIDING_LOG_HEADER: usize = 22;
 
-/// Bytes per stamp for a window of `window_us`.
-pub fn stamp_width(window_us: u64) -> usize {
-    if window_us <= 1 << 32 {
+/// Bytes per stamp for a window of `window`.
+pub fn stamp_width(window: Micros) -> usize {
+    if window.as_u64() <= 1 << 32 {
         4
     } else {
         8
@@ -60,7 +61,7 @@ pub struct StoredSlidingLog<'a> {
     cap: usize,
     tail: usize,
     len: usize,
-    last: u64,
+    last: Micros,
 }
 
 fn u32_at(b: &[u8], at: usize) -> Option<u32> {
@@ -79,7 +80,7 @@ impl<'a> StoredSlidingLog<'a> {
         let width = usize::from(head[1]);
         let field = |at| u32_at(head, at).map(|x| x as usize).ok_or(corrupt);
         let (cap, tail, len) = (field(2)?, field(6)?, field(10)?);
-        let last = u64_at(head, 14).ok_or(corrupt)?;
+        let last = Micros::new(u64_at(head, 14).ok_or(corrupt)?);
         let slots = &value[SLIDING_LOG_HEADER..];
         let valid = (width == 4 || width == 8)
             && (1..=MAX_SLIDING_LOG_LIMIT as usize).contains(&cap)
@@ -118,7 +119,7 @@ impl<'a> StoredSlidingLog<'a> {
     }
 
     /// Every stored entry, oldest first.
-    pub fn to_vec(&self) -> Vec<u64> {
+    pub fn to_vec(&self) -> Vec<Micros> {
         (0..self.len).map(|i| self.stamp(i)).collect()
     }
 
@@ -131,9 +132,9 @@ impl<'a> StoredSlidingLog<'a> {
         let mut header = Vec::with_capacity(16);
         header.extend_from_slice(&(tail as u32).to_le_bytes());
         header.extend_from_slice(&(len as u32).to_le_bytes());
-        header.extend_from_slice(&change.at_us.to_le_bytes());
+        header.extend_from_slice(&change.at.as_u64().to_le_bytes());
         let mut ranges = vec![(6, header)];
-        let stamp = encode_stamp(change.at_us, self.width);
+        let stamp = encode_stamp(change.at, self.width);
         let mut pos = (self.tail + self.len) % self.cap;
         let mut left = added.min(self.cap);
         while left > 0 {
@@ -151,36 +152,37 @@ impl Entries for StoredSlidingLog<'_> {
         self.len
     }
 
-    fn stamp(&self, i: usize) -> u64 {
+    fn stamp(&self, i: usize) -> Micros {
         let slot = (self.tail + i) % self.cap;
         let at = slot * self.width;
         if self.width == 8 {
-            u64_at(self.slots, at).unwrap_or(0)
+            Micros::new(u64_at(self.slots, at).unwrap_or(0))
         } else {
             let low = u32_at(self.slots, at).unwrap_or(0);
-            let age = (self.last as u32).wrapping_sub(low);
-            self.last.saturating_sub(u64::from(age))
+            let age = (self.last.as_u64() as u32).wrapping_sub(low);
+            self.last.saturating_sub(Micros::new(u64::from(age)))
         }
     }
 }
 
-fn encode_stamp(us: u64, width: usize) -> Vec<u8> {
+fn encode_stamp(t: Micros, width: usize) -> Vec<u8> {
     if width == 8 {
-        us.to_le_bytes().to_vec()
+        t.as_u64().to_le_bytes().to_vec()
     } else {
-        (us as u32).to_le_bytes().to_vec()
+        (t.as_u64() as u32).to_le_bytes().to_vec()
     }
 }
 
 /// A whole new log of `cap` slots holding `entries` (oldest first).
-pub fn encode_sliding_log(cap: usize, width: usize, entries: &[u64]) -> Vec<u8> {
+pub fn encode_sliding_log(cap: usize, width: usize, entries: &[Micros]) -> Vec<u8> {
     let mut v = Vec::with_capacity(SLIDING_LOG_HEADER + entries.len() * width);
     v.push(Kind::SlidingLog.tag());
     v.push(width as u8);
     v.extend_from_slice(&(cap as u32).to_le_bytes());
     v.extend_from_slice(&0u32.to_le_bytes());
     v.extend_from_slice(&(entries.len() as u32).to_le_bytes());
-    v.extend_from_slice(&entries.last().copied().unwrap_or(0).to_le_bytes());
+    let last = entries.last().copied().unwrap_or_default();
+    v.extend_from_slice(&last.as_u64().to_le_bytes());
     for &t in entries {
         v.extend_from_slice(&encode_stamp(t, width));
     }
@@ -247,12 +249,15 @@ pub fn decode_approx(value: &[u8]) -> Result<ApproxState, StateError> {
 }
 
 pub fn encode_fixed(s: &FixedState) -> Vec<u8> {
-    varints(Kind::Fixed, &[s.start_us, s.count])
+    varints(Kind::Fixed, &[s.start.as_u64(), s.count])
 }
 
 pub fn decode_fixed(value: &[u8]) -> Result<FixedState, StateError> {
-    let [start_us, count] = read_varints(value, Kind::Fixed)?;
-    Ok(FixedState { start_us, count })
+    let [start, count] = read_varints(value, Kind::Fixed)?;
+    Ok(FixedState {
+        start: Micros::new(start),
+        count,
+    })
 }
 
 pub const SUBWINDOWS_HEADER: usize = 12;
@@ -322,17 +327,22 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
+    /// Microseconds, for short stamps.
+    fn us(stamps: &[u64]) -> Vec<Micros> {
+        stamps.iter().copied().map(Micros::new).collect()
+    }
+
     #[test]
     fn sliding_log_patch_touches_header_and_new_slots_only() {
-        let v = encode_sliding_log(4, 4, &[100, 200, 300]);
+        let v = encode_sliding_log(4, 4, &us(&[100, 200, 300]));
         assert_eq!(v.len(), SLIDING_LOG_HEADER + 12);
         let log = StoredSlidingLog::decode(&v).unwrap();
-        assert_eq!(log.to_vec(), vec![100, 200, 300]);
+        assert_eq!(log.to_vec(), us(&[100, 200, 300]));
         // Drop two, add two at 400: slots 3 and 0 (wrapping), header.
         let patch = log.patch(&LogChange {
             expired: 2,
             added: 2,
-            at_us: 400,
+            at: Micros::new(400),
         });
         let mut applied = v.clone();
         patch.apply_to(&mut applied);
@@ -340,17 +350,17 @@ mod tests {
         assert_eq!(patch.ranges().len(), 2);
         assert_eq!(
             StoredSlidingLog::decode(&applied).unwrap().to_vec(),
-            [300, 400, 400]
+            us(&[300, 400, 400])
         );
     }
 
     #[test]
     fn narrow_stamps_wrap_exactly() {
         let base = (1u64 << 32) * 5 - 10;
-        let v = encode_sliding_log(3, 4, &[base, base + 20]);
+        let v = encode_sliding_log(3, 4, &us(&[base, base + 20]));
         assert_eq!(
             StoredSlidingLog::decode(&v).unwrap().to_vec(),
-            [base, base + 20]
+            us(&[base, base + 20])
         );
     }
 
@@ -364,7 +374,7 @@ mod tests {
         assert_eq!(decode_approx(&encode_approx(&a)), Ok(a));
         assert_eq!(encode_approx(&a).len(), 7);
         let f = FixedState {
-            start_us: 1_767_225_600_000_000,
+            start: Micros::new(1_767_225_600_000_000),
             count: 9,
         };
         assert_eq!(decode_fixed(&encode_fixed(&f)), Ok(f));
@@ -404,7 +414,7 @@ mod tests {
             v.extend(bytes);
             if let Ok(log) = StoredSlidingLog::decode(&v) {
                 let _ = log.to_vec();
-                let _ = log.patch(&LogChange { expired: 1, added: 2, at_us: 5 });
+                let _ = log.patch(&LogChange { expired: 1, added: 2, at: Micros::new(5) });
             }
             let _ = decode_approx(&v);
             let _ = decode_fixed(&v);
@@ -425,7 +435,7 @@ mod tests {
             v.extend(slots);
             if let Ok(log) = StoredSlidingLog::decode(&v) {
                 let _ = log.to_vec();
-                let _ = log.patch(&LogChange { expired: 7, added: 3, at_us: last });
+                let _ = log.patch(&LogChange { expired: 7, added: 3, at: Micros::new(last) });
             }
         }
     }

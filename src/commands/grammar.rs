@@ -333,7 +333,7 @@ mod tests {
     use crate::algorithm::sliding_subwindows::SlidingSubwindows;
     use crate::commands::table::{FIXED, GCRA, SLIDING};
 
-    const M: u64 = 60_000_000;
+    const M: Micros = Micros::new(60_000_000);
 
     #[test]
     fn policy_prefix_stops_at_the_first_foreign_token() {

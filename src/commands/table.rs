@@ -131,7 +131,7 @@ pub const GCRA: PolicyDef = PolicyDef {
 fn build_gcra(v: &Values) -> Result<Policy, Error> {
     let limit = v.param(0);
     let burst = v.option(0).unwrap_or(limit);
-    let gcra = Gcra::new(limit, v.duration(1).as_u64(), burst)
+    let gcra = Gcra::new(limit, v.duration(1), burst)
         .map_err(|_| Error::horizon("BURST * period / limit", MAX_HORIZON))?;
     Ok(Policy::Gcra(gcra))
 }
@@ -148,7 +148,7 @@ pub const BUCKET: PolicyDef = PolicyDef {
 };
 
 fn build_bucket(v: &Values) -> Result<Policy, Error> {
-    let bucket = TokenBucket::new(v.param(0), v.param(1), v.duration(2).as_u64())
+    let bucket = TokenBucket::new(v.param(0), v.param(1), v.duration(2))
         .map_err(|_| Error::horizon("capacity * period / refill", MAX_HORIZON))?;
     Ok(Policy::Bucket(bucket))
 }
@@ -171,7 +171,7 @@ pub const SLIDING: PolicyDef = PolicyDef {
 };
 
 fn build_sliding(v: &Values) -> Result<Policy, Error> {
-    let (limit, window) = (v.param(0), v.duration(1).as_u64());
+    let (limit, window) = (v.param(0), v.duration(1));
     if v.flag(1) {
         return Ok(Policy::SlidingApprox(SlidingApprox::new(limit, window)));
     }
@@ -198,7 +198,7 @@ pub const FIXED: PolicyDef = PolicyDef {
 };
 
 fn build_fixed(v: &Values) -> Result<Policy, Error> {
-    let fixed = FixedWindow::new(v.param(0), v.duration(1).as_u64(), v.flag(0));
+    let fixed = FixedWindow::new(v.param(0), v.duration(1), v.flag(0));
     Ok(Policy::Fixed(fixed))
 }
 

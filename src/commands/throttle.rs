@@ -74,12 +74,10 @@ pub fn run(_command: &CommandDef, ctx: Ctx, args: &[Arg]) -> Result<Verdict, Err
     // redis-cell's state is signed 64-bit nanoseconds: refuse a time at
     // which an admitted request's TAT would not fit (around 2262), rather
     // than store a clamped, too early one.
-    let out_of_range = Error::ClockOutOfRange("CL.THROTTLE's nanosecond state");
-    let now_ns = i64::try_from(u128::from(clock::now().as_u64()) * 1_000)
-        .map_err(|_| out_of_range.clone())?;
-    if i128::from(now_ns) + call.cell.tolerance_ns() > i128::from(i64::MAX) {
-        return Err(out_of_range);
-    }
+    let now_ns = call
+        .cell
+        .now_ns(clock::now())
+        .ok_or(Error::ClockOutOfRange("CL.THROTTLE's nanosecond state"))?;
     let mut store = RedisStore::open(ctx, std::slice::from_ref(key));
     let stored = store
         .value(0)?

@@ -57,20 +57,16 @@ pub fn is_manual() -> bool {
 /// The current time. All commands run on Redis's main thread; the atomics
 /// only make the statics safe to declare.
 pub fn now() -> Micros {
-    Micros::new(now_us())
-}
-
-fn now_us() -> u64 {
     if is_manual() {
-        return NOW_US.load(Relaxed);
+        return Micros::new(NOW_US.load(Relaxed));
     }
     let now = real_now_us().min(MAX_US);
     let last = NOW_US.load(Relaxed);
     if now > last {
         NOW_US.store(now, Relaxed);
-        now
+        Micros::new(now)
     } else {
-        last
+        Micros::new(last)
     }
 }
 

@@ -5,7 +5,7 @@
 
 use super::ffi::{self, Ctx};
 use crate::algorithm::cell::CellReply;
-use crate::algorithm::{Decision, Micros, RetryAfter};
+use crate::algorithm::{Decision, RetryAfter};
 use crate::engine::Decided;
 
 /// A decision in reply units: milliseconds, -1 for "no wait" and "never".
@@ -26,7 +26,7 @@ fn to_i64(x: u64) -> i64 {
 /// never early), -1 for "no wait" and "never".
 fn retry_ms(retry: RetryAfter) -> i64 {
     match retry {
-        RetryAfter::After(us) => to_i64(Micros::new(us).ceil_millis()),
+        RetryAfter::After(wait) => to_i64(wait.ceil_millis()),
         RetryAfter::NotNeeded | RetryAfter::Never => -1,
     }
 }
@@ -38,7 +38,7 @@ impl From<&Decision> for Fields {
             limit: to_i64(d.limit),
             remaining: to_i64(d.remaining),
             retry_after_ms: retry_ms(d.retry_after),
-            reset_after_ms: to_i64(Micros::new(d.reset_after_us).ceil_millis()),
+            reset_after_ms: to_i64(d.reset_after.ceil_millis()),
         }
     }
 }
