@@ -11,20 +11,22 @@ pub use crate::algorithm::sliding_log::{SlidingLog, MAX_SLIDING_LOG_LIMIT};
 pub use crate::algorithm::sliding_subwindows::{SlidingSubwindows, MAX_SUBWINDOWS, MIN_SUBWINDOWS};
 pub use crate::algorithm::token_bucket::TokenBucket;
 pub use crate::algorithm::{Decision, Micros, RetryAfter, MAX_HORIZON};
-pub use crate::args::{duration, integer, MAX_COUNT, MAX_DURATION};
+pub use crate::args::{duration, integer};
 pub use crate::codec::cell::{decode_cell_state, encode_cell_state};
 pub use crate::codec::{decode_tat, encode_tat, window, Kind, Patch, StateError, TAT_MAX_LEN};
+pub use crate::commands::definition::{CommandDef, Grammar, Keys};
 pub use crate::commands::docs::{arguments, synopsis, DocArg, DocType};
 pub use crate::commands::grammar::{parse_common, Opt, Param, Parse, PolicyDef, COMMON};
 pub use crate::commands::rl_all::Call as AllCall;
-pub use crate::commands::table::{CommandDef, Grammar, COMMANDS, POLICIES};
+pub use crate::commands::table::{COMMANDS, POLICIES};
 pub use crate::commands::throttle::Call as ThrottleCall;
 pub use crate::engine::{decide, Decided, KeyError, Request};
 pub use crate::error::{printable, Error};
+pub use crate::limits::{MAX_COUNT, MAX_DURATION};
 pub use crate::policy::{Outcome, Policy, StateWrite};
 pub use crate::store::{MemoryStore, Store};
 
-use crate::commands::table::Grammar as G;
+use crate::commands::definition::Grammar as G;
 
 /// The definition of command `name` (any case).
 pub fn command(name: &str) -> Option<&'static CommandDef> {
@@ -52,7 +54,7 @@ pub fn parse_policy<A: AsRef<[u8]>>(keyword: &str, args: &[A]) -> Result<(Policy
 
 /// Parses RL.ALL's arguments after the command name.
 pub fn parse_all<A: AsRef<[u8]>>(args: &[A]) -> Result<AllCall, Error> {
-    crate::commands::rl_all::parse(args)
+    crate::commands::rl_all::parse(&POLICIES, args)
 }
 
 /// Parses CL.THROTTLE's arguments after the key.

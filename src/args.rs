@@ -3,13 +3,7 @@
 
 use crate::algorithm::Micros;
 use crate::error::Error;
-
-/// The largest integer any count, limit or cost may take, so that every
-/// reply field fits a signed 64-bit integer.
-pub const MAX_COUNT: u64 = i64::MAX as u64;
-
-/// The longest duration an argument may give: 36,500 days (100 years).
-pub const MAX_DURATION: Micros = Micros::from_secs(36_500 * 86_400);
+use crate::limits::MAX_DURATION;
 
 /// Parses a decimal integer in `min..=max`: digits only, no sign, no spaces.
 pub fn integer(bytes: &[u8], arg: &'static str, min: u64, max: u64) -> Result<u64, Error> {
@@ -114,6 +108,7 @@ impl<'a, A: AsRef<[u8]>> Options<'a, A> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::limits::MAX_COUNT;
 
     #[test]
     fn integers() {

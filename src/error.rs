@@ -2,8 +2,8 @@
 //! with `ERR` or `WRONGTYPE` and names what is wrong; tests pin the texts.
 
 use crate::algorithm::Micros;
-use crate::args::MAX_DURATION;
 use crate::codec::{Kind, StateError};
+use crate::limits::MAX_DURATION;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Error {

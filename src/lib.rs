@@ -19,6 +19,7 @@ mod codec;
 mod commands;
 mod engine;
 mod error;
+mod limits;
 mod policy;
 #[allow(unsafe_code)]
 mod server;

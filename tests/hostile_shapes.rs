@@ -7,7 +7,7 @@
 mod hostile;
 
 use hostile::{Extra, Parse, Shape, SHAPES, T0};
-use redis_ratelimit::api::{self, Grammar, Opt, Param, COMMON, POLICIES};
+use redis_ratelimit::api::{self, Grammar, Opt, Param, COMMON};
 
 /// The parameters and options the definitions give a shape.
 fn defined(shape: &Shape) -> (Vec<Param>, Vec<Opt>) {
@@ -21,9 +21,9 @@ fn defined(shape: &Shape) -> (Vec<Param>, Vec<Opt>) {
     );
     match &command.grammar {
         Grammar::Policy(p) => (p.params.to_vec(), [p.options, &COMMON[..]].concat()),
-        Grammar::All => {
+        Grammar::All { policies } => {
             let keyword = shape.infix[0];
-            let p = POLICIES
+            let p = policies
                 .iter()
                 .find(|p| p.keyword == keyword)
                 .expect("an RL.ALL shape names a policy");

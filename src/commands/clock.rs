@@ -1,8 +1,8 @@
 //! `RL.CLOCK [SET us | ADVANCE us]`: the limiter's time in microseconds
 //! since the Unix epoch. SET and ADVANCE work only with `clock manual`.
 
+use super::definition::CommandDef;
 use super::grammar::{join_words, Param};
-use super::table::CommandDef;
 use super::Verdict;
 use crate::algorithm::Micros;
 use crate::error::{printable, Error};

@@ -1,8 +1,8 @@
 //! COMMAND DOCS arguments, derived from a command's definition. Plain data
 //! here; `server::register` hands it to Redis.
 
+use super::definition::{CommandDef, Grammar};
 use super::grammar::{Opt, Param, Parse, PolicyDef, COMMON};
-use super::table::{CommandDef, Grammar, POLICIES};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum DocType {
@@ -155,8 +155,8 @@ pub fn arguments(command: &CommandDef) -> Vec<DocArg> {
             out.extend(options(&COMMON));
             out
         }
-        Grammar::All => {
-            let blocks = POLICIES.iter().map(|p| {
+        Grammar::All { policies } => {
+            let blocks = policies.iter().map(|p| {
                 let name = p.keyword.to_ascii_lowercase();
                 DocArg::parent(&name, DocType::Block, policy_args(p)).with_token(p.keyword)
             });

@@ -9,6 +9,7 @@ use crate::algorithm::Micros;
 use crate::args::{self, Options};
 use crate::engine::Request;
 use crate::error::{printable, Error};
+use crate::limits::MAX_COUNT;
 use crate::policy::Policy;
 
 /// How one value parses.
@@ -154,10 +155,7 @@ pub struct PolicyDef {
 }
 
 /// `COST n` and `DRYRUN`, which every decision command takes.
-pub const COMMON: [Opt; 2] = [
-    Opt::integer("COST", 0, args::MAX_COUNT),
-    Opt::flag("DRYRUN"),
-];
+pub const COMMON: [Opt; 2] = [Opt::integer("COST", 0, MAX_COUNT), Opt::flag("DRYRUN")];
 const COST: usize = 0;
 const DRYRUN: usize = 1;
 

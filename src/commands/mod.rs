@@ -3,6 +3,7 @@
 //! Handlers are safe code: they reach Redis only through `crate::server`.
 
 pub mod clock;
+pub mod definition;
 pub mod docs;
 pub mod grammar;
 pub mod policy_command;

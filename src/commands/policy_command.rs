@@ -1,7 +1,7 @@
 //! `RL.GCRA`, `RL.BUCKET`, `RL.SLIDING` and `RL.FIXED`: `key`, one policy's
 //! arguments and options, `[COST n] [DRYRUN]`.
 
-use super::table::{CommandDef, Grammar};
+use super::definition::{CommandDef, Grammar};
 use super::Verdict;
 use crate::engine;
 use crate::error::Error;

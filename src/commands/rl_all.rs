@@ -2,8 +2,8 @@
 //! several limits in one all-or-nothing decision, through the same
 //! decision path as a single-key command (`engine::decide`).
 
+use super::definition::{CommandDef, Grammar};
 use super::grammar::{join_words, parse_common, PolicyDef};
-use super::table::{CommandDef, POLICIES};
 use super::Verdict;
 use crate::args;
 use crate::engine::{self, Request};
@@ -21,22 +21,27 @@ pub struct Call {
     pub request: Request,
 }
 
-fn policy_named(word: &[u8]) -> Option<&'static PolicyDef> {
-    POLICIES
-        .into_iter()
+/// The policies RL.ALL takes.
+type Policies = [&'static PolicyDef];
+
+fn policy_named(policies: &Policies, word: &[u8]) -> Option<&'static PolicyDef> {
+    policies
+        .iter()
         .find(|p| word.eq_ignore_ascii_case(p.keyword.as_bytes()))
+        .copied()
 }
 
-fn unknown_policy(word: &[u8]) -> Error {
-    let names: Vec<&str> = POLICIES.iter().map(|p| p.keyword).collect();
+fn unknown_policy(policies: &Policies, word: &[u8]) -> Error {
+    let names: Vec<&str> = policies.iter().map(|p| p.keyword).collect();
     Error::UnknownPolicy {
         given: printable(word),
         expected: join_words(&names, "or"),
     }
 }
 
-/// Parses everything after the command name.
-pub fn parse<A: AsRef<[u8]>>(args: &[A]) -> Result<Call, Error> {
+/// Parses everything after the command name, each policy one of
+/// `policies`.
+pub fn parse<A: AsRef<[u8]>>(policies_allowed: &Policies, args: &[A]) -> Result<Call, Error> {
     let Some((numkeys, rest)) = args.split_first() else {
         return Err(Error::Arity(NAME));
     };
@@ -46,9 +51,11 @@ pub fn parse<A: AsRef<[u8]>>(args: &[A]) -> Result<Call, Error> {
     let mut policies = Vec::with_capacity(numkeys);
     while policies.len() < numkeys {
         let definition = match tail.first() {
-            Some(word) => match policy_named(word.as_ref()) {
+            Some(word) => match policy_named(policies_allowed, word.as_ref()) {
                 Some(d) => d,
-                None if policies.is_empty() => return Err(unknown_policy(word.as_ref())),
+                None if policies.is_empty() => {
+                    return Err(unknown_policy(policies_allowed, word.as_ref()))
+                }
                 None => break,
             },
             None => break,
@@ -59,7 +66,7 @@ pub fn parse<A: AsRef<[u8]>>(args: &[A]) -> Result<Call, Error> {
     }
     let extra = tail
         .iter()
-        .filter(|w| policy_named(w.as_ref()).is_some())
+        .filter(|w| policy_named(policies_allowed, w.as_ref()).is_some())
         .count();
     if policies.len() < numkeys || extra > 0 {
         // Fewer policies than keys: those found; more: all of them.
@@ -89,11 +96,14 @@ pub fn repeated_key<A: AsRef<[u8]>>(keys: &[A]) -> Option<(usize, usize)> {
     Some((first + 1, again + 1))
 }
 
-pub fn run(_command: &CommandDef, ctx: Ctx, args: &[Arg]) -> Result<Verdict, Error> {
+pub fn run(command: &CommandDef, ctx: Ctx, args: &[Arg]) -> Result<Verdict, Error> {
+    let Grammar::All { policies } = command.grammar else {
+        return Err(Error::Internal(command.name));
+    };
     let [_, rest @ ..] = args else {
         return Err(Error::Arity(NAME));
     };
-    let call = parse(rest)?;
+    let call = parse(policies, rest)?;
     let keys = rest.get(1..=call.numkeys).ok_or(Error::Arity(NAME))?;
     if let Some((first, again)) = repeated_key(keys) {
         return Err(Error::RepeatedKey { first, again });
@@ -116,7 +126,7 @@ mod tests {
 
     fn p(args: &[&str]) -> Result<Call, Error> {
         let bytes: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).collect();
-        parse(&bytes)
+        parse(&crate::commands::table::POLICIES, &bytes)
     }
 
     #[test]

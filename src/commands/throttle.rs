@@ -2,15 +2,15 @@
 //! command, reply for reply and byte for byte in the key, without its
 //! crashes. Its state is the TAT as a decimal number of nanoseconds.
 
+use super::definition::CommandDef;
 use super::grammar::Param;
-use super::table::CommandDef;
 use super::Verdict;
 use crate::algorithm::cell::{Cell, CellError};
 use crate::algorithm::Micros;
-use crate::args::{MAX_COUNT, MAX_DURATION};
 use crate::codec::cell::{decode_cell_state, encode_cell_state};
 use crate::codec::StateError;
 use crate::error::Error;
+use crate::limits::{MAX_COUNT, MAX_DURATION};
 use crate::policy::StateWrite;
 use crate::server::key::RedisStore;
 use crate::server::{clock, reply, Arg, Ctx};

@@ -4,8 +4,9 @@
 //! load on 7.0), and runs each call behind the panic guard.
 
 use super::ffi::{self, api, Ctx, RString};
+use crate::commands::definition::{CommandDef, Keys};
 use crate::commands::docs::{self, DocArg, DocType};
-use crate::commands::table::{CommandDef, Keys, COMMANDS, COMMAND_COUNT};
+use crate::commands::table::{COMMANDS, COMMAND_COUNT};
 use crate::error::Error;
 use crate::stats;
 use redis_module::raw;

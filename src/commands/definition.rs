@@ -1,0 +1,111 @@
+//! What a command definition is: its grammar, where its keys are, its
+//! flags and texts, and its handler; and what follows from it (arity, key
+//! positions, names). The definitions themselves are in `table.rs`.
+
+use super::grammar::{Param, PolicyDef};
+use super::Verdict;
+use crate::args;
+use crate::error::Error;
+use crate::server::{Arg, Ctx};
+use std::ops::Range;
+
+/// Runs one call of `command` (its arguments include the command name).
+pub type Handler = fn(&CommandDef, Ctx, &[Arg]) -> Result<Verdict, Error>;
+
+/// What follows a command's name.
+#[derive(Debug)]
+pub enum Grammar {
+    /// `key`, then one policy's arguments, its options and the common ones.
+    Policy(&'static PolicyDef),
+    /// `numkeys key [key ...] policy [policy ...]`, then the common
+    /// options; each policy one of `policies`.
+    All {
+        policies: &'static [&'static PolicyDef],
+    },
+    /// `key`, then positional arguments, the last `optional` of them optional.
+    Positional {
+        params: &'static [Param],
+        optional: usize,
+    },
+    /// No key; optionally one of several `TOKEN value` subcommands.
+    Subcommands {
+        name: &'static str,
+        choices: &'static [(&'static str, Param)],
+    },
+}
+
+/// Where a command's keys are.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Keys {
+    None,
+    /// One key, the first argument.
+    First,
+    /// `numkeys key [key ...]` from the first argument on.
+    Counted,
+}
+
+#[derive(Debug)]
+pub struct CommandDef {
+    /// As users write it; Redis matches names in any case.
+    pub name: &'static str,
+    pub grammar: Grammar,
+    /// Redis command flags.
+    pub flags: &'static str,
+    pub summary: &'static str,
+    pub complexity: &'static str,
+    pub since: &'static str,
+    pub run: Handler,
+}
+
+impl CommandDef {
+    pub fn keys(&self) -> Keys {
+        match self.grammar {
+            Grammar::Policy(_) | Grammar::Positional { .. } => Keys::First,
+            Grammar::All { .. } => Keys::Counted,
+            Grammar::Subcommands { .. } => Keys::None,
+        }
+    }
+
+    /// Redis arity: the fewest arguments a call may have, name included,
+    /// as a negative number (every command takes optional arguments).
+    pub fn arity(&self) -> i32 {
+        let fewest = match &self.grammar {
+            Grammar::Policy(p) => 2 + p.params.len(),
+            // numkeys, one key, a policy's keyword and arguments.
+            Grammar::All { policies } => {
+                let shortest = policies.iter().map(|p| p.params.len()).min();
+                4 + shortest.unwrap_or(0)
+            }
+            Grammar::Positional { params, optional } => 2 + params.len() - optional,
+            Grammar::Subcommands { .. } => 1,
+        };
+        -(fewest as i32)
+    }
+
+    /// Where the keys are in a whole call (name first), as far as there
+    /// are arguments: what a cluster routes by.
+    pub fn key_positions<A: AsRef<[u8]>>(&self, args: &[A]) -> Range<usize> {
+        let (first, end) = match self.keys() {
+            Keys::None => (1, 1),
+            Keys::First => (1, 2),
+            Keys::Counted => {
+                let numkeys = args
+                    .get(1)
+                    .and_then(|n| args::integer(n.as_ref(), "numkeys", 1, args.len() as u64).ok())
+                    .unwrap_or(0);
+                (2, 2 + numkeys as usize)
+            }
+        };
+        first.min(args.len())..end.min(args.len())
+    }
+
+    /// How Redis names the command in its own errors: lower case.
+    pub fn lower_name(&self) -> String {
+        self.name.to_ascii_lowercase()
+    }
+
+    /// The INFO field of the command: `RL.GCRA` -> `rl_gcra`.
+    pub fn info_field(&self) -> String {
+        self.lower_name().replace('.', "_")
+    }
+}
