@@ -7,12 +7,10 @@ use crate::limits::MAX_DURATION;
 
 /// Parses a decimal integer in `min..=max`: digits only, no sign, no spaces.
 pub fn integer(bytes: &[u8], arg: &'static str, min: u64, max: u64) -> Result<u64, Error> {
-    let err = Error::Integer { arg, min, max };
-    let n = digits(bytes).ok_or(err.clone())?;
-    if n < min || n > max {
-        return Err(err);
+    match digits(bytes) {
+        Some(n) if (min..=max).contains(&n) => Ok(n),
+        _ => Err(Error::Integer { arg, min, max }),
     }
-    Ok(n)
 }
 
 /// A run of ASCII digits as a `u64`; `None` if empty, not digits, or too big.
@@ -55,13 +53,13 @@ pub fn duration(bytes: &[u8], arg: &'static str) -> Result<Micros, Error> {
     }
     // All digits by the split above: `None` here means beyond u64, which is
     // a positive number far above the maximum, not a malformed one.
-    let n = digits(number).ok_or(Error::DurationTooLong { arg })?;
+    let n = digits(number).ok_or_else(|| Error::DurationTooLong { arg })?;
     if n == 0 {
         return Err(Error::Duration { arg });
     }
     let ms = n
         .checked_mul(ms_per_unit)
-        .ok_or(Error::DurationTooLong { arg })?;
+        .ok_or_else(|| Error::DurationTooLong { arg })?;
     let duration = Micros::from_millis(ms);
     if duration > MAX_DURATION {
         return Err(Error::DurationTooLong { arg });
@@ -94,7 +92,7 @@ impl<'a, A: AsRef<[u8]>> Options<'a, A> {
 
     /// Takes the value that follows option `name`.
     pub fn value(&mut self, name: &'static str) -> Result<&'a [u8], Error> {
-        let v = self.peek().ok_or(Error::MissingValue(name))?;
+        let v = self.peek().ok_or_else(|| Error::MissingValue(name))?;
         self.pos += 1;
         Ok(v)
     }

@@ -5,8 +5,15 @@
 
 use crate::algorithm::{Decision, Micros, RetryAfter};
 use crate::error::Error;
-use crate::policy::{Outcome, Policy};
+use crate::policy::{Outcome, Policy, StateWrite};
 use crate::store::Store;
+use smallvec::SmallVec;
+
+/// Up to this many limits a call decides without allocating.
+const INLINE: usize = 1;
+
+/// One item per limit of a call.
+pub type PerLimit<T> = SmallVec<[T; INLINE]>;
 
 /// What a call asks for besides its limits.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -43,7 +50,7 @@ pub struct Decided {
     /// `Never` if one limit never will.
     pub retry_after: RetryAfter,
     /// One decision per limit, in key order.
-    pub decisions: Vec<Decision>,
+    pub decisions: PerLimit<Decision>,
 }
 
 /// Decides `request` under `policies` (policy `i` over key `i` of `store`)
@@ -54,69 +61,71 @@ pub fn decide<S: Store>(
     now: Micros,
     request: Request,
 ) -> Result<Decided, KeyError> {
-    let mut outcomes = Vec::with_capacity(policies.len());
+    let mut decided = Decided {
+        allowed: true,
+        blocked_by: None,
+        retry_after: RetryAfter::NotNeeded,
+        decisions: PerLimit::with_capacity(policies.len()),
+    };
+    let mut writes: PerLimit<Option<StateWrite>> = PerLimit::with_capacity(policies.len());
     for (key, policy) in policies.iter().enumerate() {
         let at = |error| KeyError { key, error };
         let stored = store.value(key).map_err(at)?;
-        let outcome = policy
+        let Outcome { decision, write } = policy
             .decide(stored, now, request.cost)
             .map_err(|e| at(Error::state(policy.command(), e)))?;
-        outcomes.push(outcome);
+        decided.add(key, decision);
+        writes.push(write);
     }
-    let decided = combine(&outcomes);
     if decided.allowed && !request.dryrun {
-        write_all(store, &outcomes)?;
+        write_all(store, &decided.decisions, &writes)?;
     }
     Ok(decided)
 }
 
-/// Prepares every write, then commits them: a key that cannot be written
-/// leaves every key as it was.
-fn write_all<S: Store>(store: &mut S, outcomes: &[Outcome]) -> Result<(), KeyError> {
-    let writes = || {
-        outcomes
+impl Decided {
+    /// Takes limit `key`'s decision into the combined answer: denied if
+    /// any denies; the wait is the longest, or never if one never admits.
+    fn add(&mut self, key: usize, decision: Decision) {
+        if !decision.allowed {
+            self.allowed = false;
+            self.blocked_by = self.blocked_by.or(Some(key));
+            self.retry_after = match (self.retry_after, decision.retry_after) {
+                (RetryAfter::Never, _) | (_, RetryAfter::Never) => RetryAfter::Never,
+                (RetryAfter::After(a), RetryAfter::After(b)) => RetryAfter::After(a.max(b)),
+                (_, wait) => wait,
+            };
+        }
+        self.decisions.push(decision);
+    }
+}
+
+/// Prepares every write, then commits them, each with a TTL of its own
+/// decision's reset: a key that cannot be written leaves every key as it
+/// was.
+fn write_all<S: Store>(
+    store: &mut S,
+    decisions: &[Decision],
+    writes: &[Option<StateWrite>],
+) -> Result<(), KeyError> {
+    let each = || {
+        writes
             .iter()
             .enumerate()
-            .filter_map(|(key, o)| o.write.as_ref().map(|w| (key, w, o)))
+            .filter_map(|(key, w)| w.as_ref().map(|w| (key, w)))
     };
-    for (key, write, _) in writes() {
+    for (key, write) in each() {
         if let Err(error) = store.prepare(key, write) {
-            for (done, _, _) in writes().take_while(|(k, _, _)| *k < key) {
+            for (done, _) in each().take_while(|(k, _)| *k < key) {
                 store.abandon(done);
             }
             return Err(KeyError { key, error });
         }
     }
-    for (key, write, outcome) in writes() {
-        store.commit(key, write, outcome.decision.reset_after);
+    for (key, write) in each() {
+        store.commit(key, write, decisions[key].reset_after);
     }
     Ok(())
-}
-
-fn combine(outcomes: &[Outcome]) -> Decided {
-    let decisions: Vec<Decision> = outcomes.iter().map(|o| o.decision).collect();
-    let denied = || decisions.iter().filter(|d| !d.allowed);
-    let blocked_by = decisions.iter().position(|d| !d.allowed);
-    let retry_after = if blocked_by.is_none() {
-        RetryAfter::NotNeeded
-    } else if denied().any(|d| d.retry_after == RetryAfter::Never) {
-        RetryAfter::Never
-    } else {
-        let longest = denied()
-            .filter_map(|d| match d.retry_after {
-                RetryAfter::After(us) => Some(us),
-                _ => None,
-            })
-            .max()
-            .unwrap_or(Micros::ZERO);
-        RetryAfter::After(longest)
-    };
-    Decided {
-        allowed: blocked_by.is_none(),
-        blocked_by,
-        retry_after,
-        decisions,
-    }
 }
 
 #[cfg(test)]

@@ -7,13 +7,15 @@ use crate::error::Error;
 use crate::policy::StateWrite;
 use crate::store::Store;
 use redis_module::raw;
+use smallvec::SmallVec;
 use std::ffi::{c_int, c_longlong};
 use std::sync::atomic::{AtomicPtr, Ordering::Relaxed};
 
 /// The keys a command names, opened for reading and writing; closed on drop.
 pub struct RedisStore {
     ctx: Ctx,
-    keys: Vec<OpenKey>,
+    /// Most calls name one key, RL.ALL a few: no allocation for those.
+    keys: SmallVec<[OpenKey; 1]>,
 }
 
 struct OpenKey {
