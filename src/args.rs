@@ -53,18 +53,17 @@ pub fn duration(bytes: &[u8], arg: &'static str) -> Result<Micros, Error> {
     }
     // All digits by the split above: `None` here means beyond u64, which is
     // a positive number far above the maximum, not a malformed one.
-    let n = digits(number).ok_or_else(|| Error::DurationTooLong { arg })?;
-    if n == 0 {
-        return Err(Error::Duration { arg });
+    // (Errors are built only on the error path: building one costs a
+    // drop on every request.)
+    let n = match digits(number) {
+        Some(0) => return Err(Error::Duration { arg }),
+        Some(n) => n,
+        None => return Err(Error::DurationTooLong { arg }),
+    };
+    match n.checked_mul(ms_per_unit).map(Micros::from_millis) {
+        Some(duration) if duration <= MAX_DURATION => Ok(duration),
+        _ => Err(Error::DurationTooLong { arg }),
     }
-    let ms = n
-        .checked_mul(ms_per_unit)
-        .ok_or_else(|| Error::DurationTooLong { arg })?;
-    let duration = Micros::from_millis(ms);
-    if duration > MAX_DURATION {
-        return Err(Error::DurationTooLong { arg });
-    }
-    Ok(duration)
 }
 
 /// Walks the optional arguments after a command's fixed ones.
@@ -92,7 +91,9 @@ impl<'a, A: AsRef<[u8]>> Options<'a, A> {
 
     /// Takes the value that follows option `name`.
     pub fn value(&mut self, name: &'static str) -> Result<&'a [u8], Error> {
-        let v = self.peek().ok_or_else(|| Error::MissingValue(name))?;
+        let Some(v) = self.peek() else {
+            return Err(Error::MissingValue(name));
+        };
         self.pos += 1;
         Ok(v)
     }

@@ -104,9 +104,7 @@ pub fn run(command: &CommandDef, ctx: Ctx, args: &[Arg]) -> Result<Verdict, Erro
         return Err(Error::Arity(NAME));
     };
     let call = parse(policies, rest)?;
-    let keys = rest
-        .get(1..=call.numkeys)
-        .ok_or_else(|| Error::Arity(NAME))?;
+    let keys = rest.get(1..=call.numkeys).ok_or(Error::Arity(NAME))?;
     if let Some((first, again)) = repeated_key(keys) {
         return Err(Error::RepeatedKey { first, again });
     }

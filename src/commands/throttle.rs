@@ -77,7 +77,7 @@ pub fn run(_command: &CommandDef, ctx: Ctx, args: &[Arg]) -> Result<Verdict, Err
     let now_ns = call
         .cell
         .now_ns(clock::now())
-        .ok_or_else(|| Error::ClockOutOfRange("CL.THROTTLE's nanosecond state"))?;
+        .ok_or(Error::ClockOutOfRange("CL.THROTTLE's nanosecond state"))?;
     let mut store = RedisStore::open(ctx, std::slice::from_ref(key));
     let stored = store
         .value(0)?
