@@ -37,7 +37,8 @@ pub struct KeyError {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Decided {
     pub allowed: bool,
-    /// 0-based index of the first limit that denied.
+    /// 0-based index of the limit that decides `retry_after`: the first
+    /// that can never admit, else the first with the longest wait.
     pub blocked_by: Option<usize>,
     /// The wait until every limit would admit: `NotNeeded` if allowed,
     /// `Never` if one limit never will.
@@ -93,27 +94,40 @@ fn write_all<S: Store>(store: &mut S, outcomes: &[Outcome]) -> Result<(), KeyErr
     Ok(())
 }
 
+/// How long a denied decision asks to wait; `None` is never.
+fn wait(d: &Decision) -> Option<Micros> {
+    match d.retry_after {
+        RetryAfter::Never => None,
+        RetryAfter::After(us) => Some(us),
+        RetryAfter::NotNeeded => Some(Micros::ZERO),
+    }
+}
+
+/// The combined answer: denied if any limit denies; the limit that blocks
+/// is the one that decides the wait: the first that can never admit, else
+/// the first with the longest wait.
 fn combine(outcomes: &[Outcome]) -> Decided {
     let decisions: Vec<Decision> = outcomes.iter().map(|o| o.decision).collect();
-    let denied = || decisions.iter().filter(|d| !d.allowed);
-    let blocked_by = decisions.iter().position(|d| !d.allowed);
-    let retry_after = if blocked_by.is_none() {
-        RetryAfter::NotNeeded
-    } else if denied().any(|d| d.retry_after == RetryAfter::Never) {
-        RetryAfter::Never
-    } else {
-        let longest = denied()
-            .filter_map(|d| match d.retry_after {
-                RetryAfter::After(us) => Some(us),
-                _ => None,
-            })
-            .max()
-            .unwrap_or(Micros::ZERO);
-        RetryAfter::After(longest)
+    let mut blocking: Option<(usize, Option<Micros>)> = None;
+    for (i, d) in decisions.iter().enumerate().filter(|(_, d)| !d.allowed) {
+        let w = wait(d);
+        let longer = match blocking {
+            None => true,
+            Some((_, None)) => false,
+            Some((_, Some(b))) => w.is_none_or(|w| w > b),
+        };
+        if longer {
+            blocking = Some((i, w));
+        }
+    }
+    let retry_after = match blocking {
+        None => RetryAfter::NotNeeded,
+        Some((_, None)) => RetryAfter::Never,
+        Some((_, Some(w))) => RetryAfter::After(w),
     };
     Decided {
-        allowed: blocked_by.is_none(),
-        blocked_by,
+        allowed: blocking.is_none(),
+        blocked_by: blocking.map(|(i, _)| i),
         retry_after,
         decisions,
     }
@@ -183,6 +197,29 @@ mod tests {
         assert_eq!(d.retry_after, RetryAfter::Never);
         assert_eq!(d.blocked_by, Some(0));
         assert!(store.effects.is_empty());
+    }
+
+    #[test]
+    fn the_blocking_limit_is_the_one_that_decides_the_wait() {
+        // Limit 0 denies with a wait, limit 1 can never admit 3: limit 1
+        // decides the wait, so it blocks.
+        let mut store = MemoryStore::new(2);
+        assert!(run(&mut store, &[fixed(5), gcra(10)], 3, false).allowed);
+        let d = run(&mut store, &[fixed(5), gcra(2)], 3, false);
+        assert!(matches!(d.decisions[0].retry_after, RetryAfter::After(_)));
+        assert_eq!((d.blocked_by, d.retry_after), (Some(1), RetryAfter::Never));
+        // Otherwise the longest wait blocks; on a tie, the first.
+        for (policies, blocked_by) in [
+            ([fixed(1), gcra(1), fixed(1)], 0),
+            ([gcra(1), fixed(1), gcra(1)], 1),
+        ] {
+            let mut store = MemoryStore::new(3);
+            assert!(run(&mut store, &policies, 1, false).allowed);
+            let d = run(&mut store, &policies, 1, false);
+            // The fixed windows wait 60 s, the GCRA limits 10 s.
+            assert_eq!(d.blocked_by, Some(blocked_by));
+            assert_eq!(d.retry_after, RetryAfter::After(Micros::new(60 * S)));
+        }
     }
 
     #[test]
