@@ -29,6 +29,11 @@ use std::fmt::Write as _;
 
 const FIXTURE: &str = "tests/fixtures/upgrade-0.1.0.txt";
 
+/// The tag of aligned fixed-window state; legacy aligned keys carry
+/// RL.FIXED's 0xA6 until their next write.
+const FIXED_TAG: u8 = 0xA6;
+const FIXED_ALIGNED_TAG: u8 = 0xA7;
+
 struct Step {
     at: u64,
     reply: String,
@@ -137,9 +142,14 @@ fn overlap(a: (i64, i64), b: (i64, i64)) -> bool {
     a.0 <= b.1 && b.0 <= a.1
 }
 
-/// What this version stores where the old one stored `old`.
-fn expected(_case: &Case, old: &[u8], _wrote: bool) -> Vec<u8> {
-    old.to_vec()
+/// What this version stores where the old one stored `old`: the same,
+/// except that an aligned fixed window, once written again, has its own tag.
+fn expected(case: &Case, old: &[u8], wrote: bool) -> Vec<u8> {
+    let mut v = old.to_vec();
+    if case.name == "fixed-aligned" && wrote && v.first() == Some(&FIXED_TAG) {
+        v[0] = FIXED_ALIGNED_TAG;
+    }
+    v
 }
 
 #[test]
@@ -176,6 +186,48 @@ fn replays_the_old_versions_decisions() {
             }
         }
     }
+}
+
+/// The old version's aligned windows (tag 0xA6, start on a window
+/// boundary) keep counting under RL.FIXED ALIGNED and move to their own tag
+/// on their next write; after that, plain RL.FIXED refuses them, and
+/// RL.FIXED ALIGNED refuses a legacy window that began at a first request.
+#[test]
+fn legacy_fixed_windows_keep_their_kind() {
+    let cases = load();
+    let find = |name: &str| cases.iter().find(|c| c.name == name).expect(name);
+    let (aligned, plain) = (find("fixed-aligned"), find("fixed"));
+    assert_eq!(aligned.state[0], FIXED_TAG);
+    let s = Server::start();
+    let mut c = s.conn();
+    let at = aligned.steps[0].at;
+    clock_set(&mut c, at);
+    let set = |c: &mut redis::Connection, key: &str, v: &[u8]| {
+        let _: () = redis::cmd("SET").arg(key).arg(v).query(c).expect("SET");
+    };
+    // A legacy aligned window read by plain RL.FIXED: as before.
+    set(&mut c, "a", &aligned.state);
+    let reply = decide(&mut c, &["RL.FIXED", "a", "3", "1m", "COST", "0"]);
+    assert_eq!(reply[..3], [1, 3, 2]);
+    // Rewritten by RL.FIXED ALIGNED under its own tag.
+    assert_eq!(
+        decide(&mut c, &["RL.FIXED", "a", "3", "1m", "ALIGNED"])[..3],
+        [1, 3, 1]
+    );
+    assert_eq!(get_bytes(&mut c, "a").unwrap()[0], FIXED_ALIGNED_TAG);
+    let (_, err) = error_of(&mut c, &[b"RL.FIXED", b"a", b"3", b"1m"]);
+    assert_eq!(
+        err,
+        "WRONGTYPE key holds RL.FIXED ALIGNED state, not RL.FIXED state"
+    );
+    // A legacy first-request window (start not on a boundary) is not aligned.
+    assert_ne!(plain.state, aligned.state);
+    set(&mut c, "p", &plain.state);
+    let (_, err) = error_of(&mut c, &[b"RL.FIXED", b"p", b"3", b"1m", b"ALIGNED"]);
+    assert_eq!(
+        err,
+        "WRONGTYPE key holds RL.FIXED state, not RL.FIXED ALIGNED state"
+    );
 }
 
 /// Writes the fixture. Run once against the old version:
