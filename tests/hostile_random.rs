@@ -129,7 +129,7 @@ impl Gen {
             return self.arg();
         }
         let pool = match parse {
-            Parse::Count { .. } => COUNTS,
+            Parse::Count { .. } | Parse::CellCount { .. } => COUNTS,
             Parse::Duration { .. } => DURATIONS,
         };
         pool[self.rng.gen_range(0..pool.len())].as_bytes().to_vec()

@@ -202,6 +202,13 @@ pub enum Parse {
         min: u64,
         max: u64,
     },
+    /// As `Count`, read as redis-cell reads it (CL.THROTTLE): optionally
+    /// after one `+`, or `-` and zeros.
+    CellCount {
+        name: &'static str,
+        min: u64,
+        max: u64,
+    },
     /// A positive integer with an optional unit ms, s, m, h or d.
     Duration { name: &'static str },
 }
@@ -271,6 +278,10 @@ pub struct Shape {
 
 pub const fn count(name: &'static str, min: u64, max: u64) -> Parse {
     Parse::Count { name, min, max }
+}
+
+const fn cell_count(name: &'static str, min: u64, max: u64) -> Parse {
+    Parse::CellCount { name, min, max }
 }
 
 const fn duration(name: &'static str) -> Parse {
@@ -480,10 +491,10 @@ pub const SHAPES: &[Shape] = &[
         prefix: &[],
         infix: &[],
         fixed: &[
-            ("5", count("max_burst", 0, MAX - 1)),
-            ("10", count("count per period", 1, MAX)),
-            ("86400", count("period", 1, 36_500 * 86_400)),
-            ("1", count("quantity", 0, MAX)),
+            ("5", cell_count("max_burst", 0, MAX - 1)),
+            ("10", cell_count("count per period", 1, MAX)),
+            ("86400", cell_count("period", 1, 36_500 * 86_400)),
+            ("1", cell_count("quantity", 0, MAX)),
         ],
         required: 3,
         min_arity: 5,
@@ -791,6 +802,15 @@ pub fn expected_error(parse: Parse, v: &[u8]) -> Option<String> {
             Some(n) if n >= u128::from(min) && n <= u128::from(max) => None,
             _ => Some(format!("ERR {name} must be an integer from {min} to {max}")),
         },
+        Parse::CellCount { name, min, max } => {
+            let unsigned = match v {
+                [b'+', rest @ ..] => rest,
+                [b'-', rest @ ..] if reference_number(rest) == Some(0) => rest,
+                [b'-', ..] => b"-",
+                _ => v,
+            };
+            expected_error(Parse::Count { name, min, max }, unsigned)
+        }
         Parse::Duration { name } => {
             let split = v
                 .iter()
@@ -895,6 +915,13 @@ pub const HOSTILE: &[&[u8]] = &[
     b" 1",
     b"1 ",
     b"+1",
+    b"+0",
+    b"-0",
+    b"-00",
+    b"++1",
+    b"+-0",
+    b"+",
+    b"-",
     b"1e3",
     b"0x10",
     b"inf",
