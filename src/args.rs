@@ -13,6 +13,19 @@ pub fn integer(bytes: &[u8], arg: &'static str, min: u64, max: u64) -> Result<u6
     }
 }
 
+/// Parses an integer in `min..=max` as redis-cell reads its arguments
+/// (Rust's `i64` parse), where that is harmless: [`integer`]'s digits,
+/// optionally after one `+`, or a `-` before a zero (`-0`, `-00`). Only for
+/// CL.THROTTLE; the RL.* commands take digits only.
+pub fn cell_integer(bytes: &[u8], arg: &'static str, min: u64, max: u64) -> Result<u64, Error> {
+    match bytes {
+        [b'+', rest @ ..] => integer(rest, arg, min, max),
+        [b'-', rest @ ..] if digits(rest) == Some(0) => integer(rest, arg, min, max),
+        [b'-', ..] => Err(Error::Integer { arg, min, max }),
+        _ => integer(bytes, arg, min, max),
+    }
+}
+
 /// A run of ASCII digits as a `u64`; `None` if empty, not digits, or too big.
 fn digits(bytes: &[u8]) -> Option<u64> {
     if bytes.is_empty() {
@@ -136,6 +149,34 @@ mod tests {
                 }),
                 "{bad:?}"
             );
+        }
+    }
+
+    #[test]
+    fn cell_integers_take_a_plus_and_minus_zero() {
+        let cell = |b: &[u8]| cell_integer(b, "quantity", 0, 9).ok();
+        assert_eq!(cell(b"+5"), Some(5));
+        assert_eq!(cell(b"+0"), Some(0));
+        assert_eq!(cell(b"-0"), Some(0));
+        assert_eq!(cell(b"-000"), Some(0));
+        assert_eq!(cell(b"+007"), Some(7));
+        for bad in [
+            &b"-5"[..],
+            b"++5",
+            b"+-5",
+            b"-+0",
+            b"+",
+            b"-",
+            b" 5",
+            b"+ 5",
+            b"+10",
+            b"",
+        ] {
+            assert_eq!(cell(bad), None, "{bad:?}");
+        }
+        // Everyone else takes digits only.
+        for signed in [&b"+5"[..], b"-0", b"+0"] {
+            assert!(integer(signed, "limit", 0, 9).is_err(), "{signed:?}");
         }
     }
 

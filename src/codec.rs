@@ -27,16 +27,18 @@ pub enum Kind {
     SlidingApprox,
     SlidingSubwindows,
     Fixed,
+    FixedAligned,
 }
 
 impl Kind {
-    pub const ALL: [Kind; 6] = [
+    pub const ALL: [Kind; 7] = [
         Kind::Gcra,
         Kind::Bucket,
         Kind::SlidingLog,
         Kind::SlidingApprox,
         Kind::SlidingSubwindows,
         Kind::Fixed,
+        Kind::FixedAligned,
     ];
 
     pub const fn tag(self) -> u8 {
@@ -47,6 +49,7 @@ impl Kind {
             Kind::SlidingApprox => 0xA4,
             Kind::SlidingSubwindows => 0xA5,
             Kind::Fixed => 0xA6,
+            Kind::FixedAligned => 0xA7,
         }
     }
 
@@ -59,6 +62,7 @@ impl Kind {
             Kind::SlidingApprox => "RL.SLIDING APPROX",
             Kind::SlidingSubwindows => "RL.SLIDING BUCKETS",
             Kind::Fixed => "RL.FIXED",
+            Kind::FixedAligned => "RL.FIXED ALIGNED",
         }
     }
 

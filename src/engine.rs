@@ -44,7 +44,8 @@ pub struct KeyError {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Decided {
     pub allowed: bool,
-    /// 0-based index of the first limit that denied.
+    /// 0-based index of the limit that decides `retry_after`: the first
+    /// that can never admit, else the first with the longest wait.
     pub blocked_by: Option<usize>,
     /// The wait until every limit would admit: `NotNeeded` if allowed,
     /// `Never` if one limit never will.
@@ -85,16 +86,28 @@ pub fn decide<S: Store>(
 
 impl Decided {
     /// Takes limit `key`'s decision into the combined answer: denied if
-    /// any denies; the wait is the longest, or never if one never admits.
+    /// any limit denies, and the limit that blocks is the one that decides
+    /// the wait: the first that can never admit, else the first with the
+    /// longest wait.
     fn add(&mut self, key: usize, decision: Decision) {
         if !decision.allowed {
-            self.allowed = false;
-            self.blocked_by = self.blocked_by.or(Some(key));
-            self.retry_after = match (self.retry_after, decision.retry_after) {
-                (RetryAfter::Never, _) | (_, RetryAfter::Never) => RetryAfter::Never,
-                (RetryAfter::After(a), RetryAfter::After(b)) => RetryAfter::After(a.max(b)),
-                (_, wait) => wait,
+            let decides = match (self.retry_after, decision.retry_after) {
+                // The first denial, or the first that never admits.
+                (RetryAfter::NotNeeded, _) => true,
+                (RetryAfter::Never, _) => false,
+                (_, RetryAfter::Never) => true,
+                (RetryAfter::After(a), RetryAfter::After(b)) => b > a,
+                (RetryAfter::After(_), RetryAfter::NotNeeded) => false,
             };
+            if decides {
+                self.blocked_by = Some(key);
+                self.retry_after = match decision.retry_after {
+                    // A denial always says how long; never zero.
+                    RetryAfter::NotNeeded => RetryAfter::After(Micros::ZERO),
+                    wait => wait,
+                };
+            }
+            self.allowed = false;
         }
         self.decisions.push(decision);
     }
@@ -192,6 +205,29 @@ mod tests {
         assert_eq!(d.retry_after, RetryAfter::Never);
         assert_eq!(d.blocked_by, Some(0));
         assert!(store.effects.is_empty());
+    }
+
+    #[test]
+    fn the_blocking_limit_is_the_one_that_decides_the_wait() {
+        // Limit 0 denies with a wait, limit 1 can never admit 3: limit 1
+        // decides the wait, so it blocks.
+        let mut store = MemoryStore::new(2);
+        assert!(run(&mut store, &[fixed(5), gcra(10)], 3, false).allowed);
+        let d = run(&mut store, &[fixed(5), gcra(2)], 3, false);
+        assert!(matches!(d.decisions[0].retry_after, RetryAfter::After(_)));
+        assert_eq!((d.blocked_by, d.retry_after), (Some(1), RetryAfter::Never));
+        // Otherwise the longest wait blocks; on a tie, the first.
+        for (policies, blocked_by) in [
+            ([fixed(1), gcra(1), fixed(1)], 0),
+            ([gcra(1), fixed(1), gcra(1)], 1),
+        ] {
+            let mut store = MemoryStore::new(3);
+            assert!(run(&mut store, &policies, 1, false).allowed);
+            let d = run(&mut store, &policies, 1, false);
+            // The fixed windows wait 60 s, the GCRA limits 10 s.
+            assert_eq!(d.blocked_by, Some(blocked_by));
+            assert_eq!(d.retry_after, RetryAfter::After(Micros::new(60 * S)));
+        }
     }
 
     #[test]

@@ -1,7 +1,7 @@
 //! A limit of any algorithm, as one value: what RL.ALL combines and what the
 //! window commands decide through. Pure: bytes in, decision and bytes out.
 
-use crate::algorithm::fixed_window::FixedWindow;
+use crate::algorithm::fixed_window::{FixedState, FixedWindow};
 use crate::algorithm::gcra::Gcra;
 use crate::algorithm::schedule::Tat;
 use crate::algorithm::sliding_approx::SlidingApprox;
@@ -66,6 +66,7 @@ impl Policy {
             Policy::SlidingLog(_) => Kind::SlidingLog,
             Policy::SlidingApprox(_) => Kind::SlidingApprox,
             Policy::SlidingSubwindows(_) => Kind::SlidingSubwindows,
+            Policy::Fixed(f) if f.aligned() => Kind::FixedAligned,
             Policy::Fixed(_) => Kind::Fixed,
         }
     }
@@ -75,11 +76,11 @@ impl Policy {
         match self {
             Policy::Gcra(_) => "RL.GCRA",
             Policy::Bucket(_) => "RL.BUCKET",
-            // The sliding modes keep different state: name the mode.
-            Policy::SlidingLog(_) => Kind::SlidingLog.name(),
-            Policy::SlidingApprox(_) => Kind::SlidingApprox.name(),
-            Policy::SlidingSubwindows(_) => Kind::SlidingSubwindows.name(),
-            Policy::Fixed(_) => "RL.FIXED",
+            // The sliding and fixed modes keep different state: name the mode.
+            Policy::SlidingLog(_)
+            | Policy::SlidingApprox(_)
+            | Policy::SlidingSubwindows(_)
+            | Policy::Fixed(_) => self.kind().name(),
         }
     }
 
@@ -115,12 +116,35 @@ impl Policy {
             }
             Policy::SlidingSubwindows(w) => decide_subwindows(w, stored, now, cost),
             Policy::Fixed(f) => {
-                let state = stored.map(window::decode_fixed).transpose()?;
+                let kind = self.kind();
+                let state = stored.map(|v| decode_fixed(f, v)).transpose()?;
                 let (decision, new) = f.decide(state, now, cost);
-                let write = new.map(|s| StateWrite::Value(window::encode_fixed(&s)));
+                let write = new.map(|s| StateWrite::Value(window::encode_fixed(kind, &s)));
                 Ok(Outcome { decision, write })
             }
         }
+    }
+}
+
+/// A fixed window's stored state. Versions before tag 0xA7 stored aligned
+/// windows under RL.FIXED's 0xA6: an aligned call takes such a window if
+/// it starts on one of its boundaries (rewriting it under 0xA7 on its next
+/// write); any other 0xA6 window began at a first request, which is not
+/// aligned state.
+fn decode_fixed(f: &FixedWindow, value: &[u8]) -> Result<FixedState, StateError> {
+    if !f.aligned() {
+        return window::decode_fixed(value, Kind::Fixed);
+    }
+    match window::decode_fixed(value, Kind::FixedAligned) {
+        Err(StateError::OtherKind(Kind::Fixed)) => {
+            let legacy = window::decode_fixed(value, Kind::Fixed)?;
+            if f.is_boundary(legacy.start) {
+                Ok(legacy)
+            } else {
+                Err(StateError::OtherKind(Kind::Fixed))
+            }
+        }
+        read => read,
     }
 }
 
@@ -237,6 +261,63 @@ mod tests {
         assert_eq!(again.decision.remaining, 0);
     }
 
+    #[test]
+    fn aligned_and_first_request_windows_are_distinct_kinds() {
+        let minute = Micros::from_secs(60);
+        let plain = Policy::Fixed(FixedWindow::new(3, minute, false));
+        let aligned = Policy::Fixed(FixedWindow::new(3, minute, true));
+        let write = |p: &Policy, stored: Option<&[u8]>, at: u64| -> Vec<u8> {
+            match p.decide(stored, Micros::from_secs(at), 1).unwrap().write {
+                Some(StateWrite::Value(v)) => v,
+                other => panic!("{other:?}"),
+            }
+        };
+        let a = write(&aligned, None, 70);
+        assert_eq!(a[0], 0xA7);
+        assert_eq!(
+            plain.decide(Some(&a), Micros::from_secs(70), 1),
+            Err(StateError::OtherKind(Kind::FixedAligned))
+        );
+        // A window begun at a first request (70 s) is not aligned state.
+        let p = write(&plain, None, 70);
+        assert_eq!(
+            aligned.decide(Some(&p), Micros::from_secs(70), 1),
+            Err(StateError::OtherKind(Kind::Fixed))
+        );
+        // One on a boundary, as earlier versions stored aligned windows
+        // under 0xA6, keeps counting and is rewritten under 0xA7.
+        let legacy = window::encode_fixed(
+            Kind::Fixed,
+            &FixedState {
+                start: Micros::from_secs(60),
+                count: 1,
+            },
+        );
+        let out = aligned
+            .decide(Some(&legacy), Micros::from_secs(80), 1)
+            .unwrap();
+        assert_eq!(out.decision.remaining, 1);
+        let Some(StateWrite::Value(v)) = out.write else {
+            panic!("no write")
+        };
+        assert_eq!(
+            window::decode_fixed(&v, Kind::FixedAligned),
+            Ok(FixedState {
+                start: Micros::from_secs(60),
+                count: 2
+            })
+        );
+        // Plain RL.FIXED reads 0xA6 as before, whoever wrote it.
+        assert!(plain
+            .decide(Some(&legacy), Micros::from_secs(80), 1)
+            .is_ok());
+        // A corrupt legacy value is reported as what it is.
+        assert_eq!(
+            aligned.decide(Some(&[0xA6, 0x80]), Micros::ZERO, 1),
+            Err(StateError::Corrupt(Kind::Fixed))
+        );
+    }
+
     // The window limiters' own properties are in algorithm/window_props.rs;
     // these are the policy's: reading states written with other parameters
     // (or by no one) and converting them.
@@ -272,7 +353,7 @@ mod tests {
 
         #[test]
         fn deciding_on_arbitrary_stored_bytes_never_panics(
-            tag in 0xA3u8..=0xA6,
+            tag in 0xA3u8..=0xA7,
             bytes in proptest::collection::vec(any::<u8>(), 0..60),
             now in any::<u64>(),
             cost in 0u64..5,

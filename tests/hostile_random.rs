@@ -129,7 +129,7 @@ impl Gen {
             return self.arg();
         }
         let pool = match parse {
-            Parse::Count { .. } => COUNTS,
+            Parse::Count { .. } | Parse::CellCount { .. } => COUNTS,
             Parse::Duration { .. } => DURATIONS,
         };
         pool[self.rng.gen_range(0..pool.len())].as_bytes().to_vec()
@@ -355,7 +355,10 @@ fn check_reply(cmd: &[Vec<u8>], reply: &Reply, tally: &mut Tally) {
             if allowed == 1 {
                 assert!(limits.iter().all(|l| l.ints()[0] == 1), "{}", bad());
             } else {
-                assert_eq!(limits[blocked_by as usize].ints()[0], 0, "{}", bad());
+                let blocking = limits[blocked_by as usize].ints();
+                assert_eq!(blocking[0], 0, "{}", bad());
+                // The blocking limit is the one that decides the wait.
+                assert_eq!(blocking[3], retry, "{}", bad());
             }
             tally.allowed += usize::from(allowed == 1);
             tally.denied += usize::from(allowed == 0);

@@ -48,7 +48,8 @@ fn defined(shape: &Shape) -> (Vec<Param>, Vec<Opt>) {
 
 fn same_parse(shape: &Shape, table: Parse, def_name: &str, def: api::Parse) {
     match (table, def) {
-        (Parse::Count { name, min, max }, api::Parse::Integer { min: lo, max: hi }) => {
+        (Parse::Count { name, min, max }, api::Parse::Integer { min: lo, max: hi })
+        | (Parse::CellCount { name, min, max }, api::Parse::CellInteger { min: lo, max: hi }) => {
             assert_eq!((name, min), (def_name, lo), "{}: {name}", shape.name);
             // RL.CLOCK ADVANCE stops at the latest time from T0 on.
             let hi = if shape.prefix == ["ADVANCE"] {

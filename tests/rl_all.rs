@@ -96,7 +96,8 @@ fn retry_after_is_the_longest_wait_among_denying_limits() {
             "3", "free", "a", "b", "GCRA", "5", "1s", "GCRA", "1", "2s", "BUCKET", "1", "1", "5s",
         ],
     );
-    assert_eq!((allowed, blocked_by, retry), (0, 1, 5000));
+    // b's wait is the longest: b blocks, though a denied first.
+    assert_eq!((allowed, blocked_by, retry), (0, 2, 5000));
     assert_eq!(replies[0][0], 1);
     assert_eq!(replies[1][3], 2000);
     assert_eq!(replies[2][3], 5000);
@@ -124,6 +125,43 @@ fn retry_after_is_the_longest_wait_among_denying_limits() {
     assert_eq!(allowed, 1);
     assert!(get_bytes(&mut c, "free").is_some());
     assert_eq!(decide(&mut c, &["RL.GCRA", "a", "1", "2s"])[0], 0);
+}
+
+#[test]
+fn blocked_by_names_the_limit_that_decides_the_wait() {
+    let s = Server::start();
+    let mut c = s.conn();
+    clock_set(&mut c, T0);
+    decide(&mut c, &["RL.GCRA", "a", "2", "2s"]);
+    // a denies 2 with a wait of 1 s; b can never admit 2: b blocks.
+    let (allowed, blocked_by, retry, replies) = all(
+        &mut c,
+        &[
+            "2", "a", "b", "GCRA", "2", "2s", "GCRA", "1", "1s", "COST", "2",
+        ],
+    );
+    assert_eq!((allowed, blocked_by, retry), (0, 1, -1));
+    assert_eq!(replies[0][..4], [0, 2, 1, 1000]);
+    assert_eq!(replies[1][..4], [0, 1, 1, -1]);
+    // Two that never can: the first of them.
+    let (_, blocked_by, retry, _) = all(
+        &mut c,
+        &[
+            "3", "a", "b", "x", "GCRA", "2", "2s", "GCRA", "1", "1s", "GCRA", "1", "1s", "COST",
+            "2",
+        ],
+    );
+    assert_eq!((blocked_by, retry), (1, -1));
+    // Equal waits: the first of them.
+    decide(&mut c, &["RL.GCRA", "c", "1", "2s"]);
+    decide(&mut c, &["RL.GCRA", "d", "1", "2s"]);
+    let (_, blocked_by, retry, _) = all(
+        &mut c,
+        &[
+            "3", "free", "c", "d", "GCRA", "5", "1s", "GCRA", "1", "2s", "GCRA", "1", "2s",
+        ],
+    );
+    assert_eq!((blocked_by, retry), (1, 2000));
 }
 
 #[test]

@@ -322,6 +322,7 @@ fn state_of_another_kind_is_refused_and_kept() {
         &["RL.SLIDING", "buckets", "5", "1m", "BUCKETS", "3"],
     );
     decide(&mut c, &["RL.FIXED", "fixed", "5", "1m"]);
+    decide(&mut c, &["RL.FIXED", "aligned", "5", "1m", "ALIGNED"]);
     decide(&mut c, &["RL.GCRA", "gcra", "5", "1m"]);
     let _: () = redis::cmd("SET")
         .arg("text")
@@ -355,6 +356,14 @@ fn state_of_another_kind_is_refused_and_kept() {
             "WRONGTYPE key holds RL.FIXED state, not RL.SLIDING EXACT state",
         ),
         (
+            &[b"RL.FIXED", b"aligned", b"5", b"1m"],
+            "WRONGTYPE key holds RL.FIXED ALIGNED state, not RL.FIXED state",
+        ),
+        (
+            &[b"RL.SLIDING", b"aligned", b"5", b"1m", b"APPROX"],
+            "WRONGTYPE key holds RL.FIXED ALIGNED state, not RL.SLIDING APPROX state",
+        ),
+        (
             &[b"RL.GCRA", b"exact", b"5", b"1m"],
             "WRONGTYPE key holds RL.SLIDING EXACT state, not RL.GCRA state",
         ),
@@ -379,6 +388,7 @@ fn state_of_another_kind_is_refused_and_kept() {
         (0xA4, "RL.SLIDING APPROX"),
         (0xA5, "RL.SLIDING BUCKETS"),
         (0xA6, "RL.FIXED"),
+        (0xA7, "RL.FIXED ALIGNED"),
     ] {
         let key = format!("bad{tag}");
         let _: () = redis::cmd("SET")
@@ -386,7 +396,7 @@ fn state_of_another_kind_is_refused_and_kept() {
             .arg(&[tag, 0xff][..])
             .query(&mut c)
             .unwrap();
-        let mut args: Vec<&[u8]> = if tag == 0xA6 {
+        let mut args: Vec<&[u8]> = if tag >= 0xA6 {
             vec![b"RL.FIXED", key.as_bytes(), b"5", b"1m"]
         } else {
             vec![b"RL.SLIDING", key.as_bytes(), b"5", b"1m"]
@@ -394,6 +404,7 @@ fn state_of_another_kind_is_refused_and_kept() {
         match tag {
             0xA4 => args.push(b"APPROX"),
             0xA5 => args.extend([&b"BUCKETS"[..], b"3"]),
+            0xA7 => args.push(b"ALIGNED"),
             _ => {}
         }
         let (code, msg) = error_of(&mut c, &args);

@@ -190,3 +190,64 @@ fn quantity_zero_peeks_without_writing() {
     );
     assert_eq!(get_bytes(&mut c, "peek"), None);
 }
+
+/// redis-cell reads its arguments as Rust's `i64` parse does: a leading `+`
+/// and `-0` are accepted, as here; any other sign, space or doubled sign is
+/// an error, and nothing is written.
+#[test]
+fn arguments_take_signs_as_redis_cell_does() {
+    let s = Server::start();
+    let mut c = s.conn();
+    clock_set(&mut c, T0);
+    let signed = decide(&mut c, &["CL.THROTTLE", "a", "+5", "+10", "+60", "+2"]);
+    let plain = decide(&mut c, &["CL.THROTTLE", "b", "5", "10", "60", "2"]);
+    assert_eq!(signed, plain);
+    assert_eq!(signed, [0, 6, 4, -1, 12]);
+    assert_eq!(get_bytes(&mut c, "a"), get_bytes(&mut c, "b"));
+    // -0 and +0 are zero: a quantity that peeks, a burst of one.
+    for zero in ["-0", "+0", "-00"] {
+        assert_eq!(
+            decide(&mut c, &["CL.THROTTLE", "a", "5", "10", "60", zero]),
+            [0, 6, 4, -1, 12],
+            "{zero}"
+        );
+        assert_eq!(
+            decide(&mut c, &["CL.THROTTLE", "z", zero, "10", "60", "0"])[..3],
+            [0, 1, 1],
+            "{zero}"
+        );
+    }
+    assert_eq!(get_bytes(&mut c, "z"), None);
+    let before = digest(&mut c);
+    for bad in ["-5", "++5", "+", "-", " 5", "+-0", "+ 5", "5 "] {
+        for (i, name) in [
+            "max_burst must be an integer from 0 to 9223372036854775806",
+            "count per period must be an integer from 1 to 9223372036854775807",
+            "period must be an integer from 1 to 3153600000",
+            "quantity must be an integer from 0 to 9223372036854775807",
+        ]
+        .iter()
+        .enumerate()
+        {
+            let mut args: Vec<&[u8]> = vec![b"CL.THROTTLE", b"a", b"5", b"10", b"60", b"1"];
+            args[2 + i] = bad.as_bytes();
+            let (_, msg) = error_of(&mut c, &args);
+            assert_eq!(msg, format!("ERR {name}"), "{bad:?} at {i}");
+        }
+    }
+    // `-0` for count or period is zero, below their minimum.
+    let (_, msg) = error_of(&mut c, &[b"CL.THROTTLE", b"a", b"5", b"-0", b"60"]);
+    assert_eq!(
+        msg,
+        "ERR count per period must be an integer from 1 to 9223372036854775807"
+    );
+    assert_eq!(digest(&mut c), before);
+    // The RL.* commands keep taking digits only.
+    for bad in ["+5", "-0", "+0"] {
+        let (_, msg) = error_of(&mut c, &[b"RL.GCRA", b"g", bad.as_bytes(), b"1s"]);
+        assert_eq!(
+            msg,
+            "ERR limit must be an integer from 1 to 9223372036854775807"
+        );
+    }
+}

@@ -35,7 +35,8 @@ fuzz_target!(|data: &[u8]| {
     }
     let _ = window::StoredSlidingLog::decode(stored).map(|log| log.to_vec());
     let _ = window::decode_approx(stored);
-    let _ = window::decode_fixed(stored);
+    let _ = window::decode_fixed(stored, Kind::Fixed);
+    let _ = window::decode_fixed(stored, Kind::FixedAligned);
     let _ = window::decode_subwindows(stored);
     // Small and huge limits alike: one from each end of `a`.
     let (limit, period) = (

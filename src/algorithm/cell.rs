@@ -4,8 +4,9 @@
 //! limit is `max_burst + 1`, the emission interval is `period / count`
 //! truncated to whole nanoseconds, and replies are in seconds, rounded up
 //! only when the remainder has a whole millisecond. Its state is the TAT as a
-//! decimal number of nanoseconds. This module follows those rules exactly so
-//! that the two modules can replace each other under traffic.
+//! decimal number of nanoseconds. This module follows those rules so that
+//! the two modules can replace each other under traffic, except where
+//! redis-cell's answer breaks GCRA (README.md, CL.THROTTLE, lists each case).
 
 use super::Micros;
 

@@ -29,6 +29,16 @@ impl FixedWindow {
         }
     }
 
+    /// Whether windows start at multiples of the window since the epoch.
+    pub fn aligned(&self) -> bool {
+        self.aligned
+    }
+
+    /// Whether `start` is where an aligned window of this length may start.
+    pub fn is_boundary(&self, start: Micros) -> bool {
+        start.as_u64().is_multiple_of(self.window.as_u64())
+    }
+
     pub fn decide(
         &self,
         stored: Option<FixedState>,

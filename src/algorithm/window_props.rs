@@ -9,6 +9,7 @@ use crate::algorithm::sliding_log::SlidingLog;
 use crate::algorithm::sliding_subwindows::{SlidingSubwindows, SubwindowState};
 use crate::algorithm::{Decision, Micros, RetryAfter};
 use crate::codec::window::{self, StoredSlidingLog};
+use crate::codec::Kind;
 use proptest::prelude::*;
 
 /// A window limiter on its stored bytes, as the module keeps them.
@@ -98,9 +99,14 @@ impl OnStoredBytes for FixedWindow {
         now: Micros,
         cost: u64,
     ) -> (Decision, Option<Vec<u8>>) {
-        let state = stored.map(|v| window::decode_fixed(v).expect("own state"));
+        let kind = if self.aligned() {
+            Kind::FixedAligned
+        } else {
+            Kind::Fixed
+        };
+        let state = stored.map(|v| window::decode_fixed(v, kind).expect("own state"));
         let (decision, new) = self.decide(state, now, cost);
-        (decision, new.map(|s| window::encode_fixed(&s)))
+        (decision, new.map(|s| window::encode_fixed(kind, &s)))
     }
 }
 
@@ -268,7 +274,7 @@ proptest! {
     ) {
         let b = window::encode_subwindows(8, &SubwindowState { newest, counts });
         let a = window::encode_approx(&ApproxState { index, prev, cur });
-        let f = window::encode_fixed(&FixedState { start: Micros::new(index), count: prev });
+        let f = window::encode_fixed(Kind::FixedAligned, &FixedState { start: Micros::new(index), count: prev });
         let now = Micros::new(now);
         for window in [1, 1 << 30, u64::MAX].map(Micros::new) {
             let _ = SlidingSubwindows::new(4, window, 2).decide_stored(Some(&b), now, cost);

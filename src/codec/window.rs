@@ -33,7 +33,10 @@
 //! k % (n + 1). Fixed-size, so a request patches only the header and the
 //! counts it changes.
 //!
-//! **RL.FIXED** (tag `0xA6`): `tag, start_us: varint, count: varint`.
+//! **RL.FIXED** (tag `0xA6`) and **RL.FIXED ALIGNED** (tag `0xA7`): `tag,
+//! start_us: varint, count: varint`. Two kinds, as a window begun at a
+//! first request is not an aligned one. Versions before 0xA7 stored aligned
+//! windows under 0xA6 too: see `Policy::decide`.
 
 use super::{body, get_varint, put_varint, Kind, Patch, StateError};
 use crate::algorithm::fixed_window::FixedState;
@@ -248,12 +251,13 @@ pub fn decode_approx(value: &[u8]) -> Result<ApproxState, StateError> {
     Ok(ApproxState { index, prev, cur })
 }
 
-pub fn encode_fixed(s: &FixedState) -> Vec<u8> {
-    varints(Kind::Fixed, &[s.start.as_u64(), s.count])
+/// Encodes a fixed window under `kind`: [`Kind::Fixed`] or [`Kind::FixedAligned`].
+pub fn encode_fixed(kind: Kind, s: &FixedState) -> Vec<u8> {
+    varints(kind, &[s.start.as_u64(), s.count])
 }
 
-pub fn decode_fixed(value: &[u8]) -> Result<FixedState, StateError> {
-    let [start, count] = read_varints(value, Kind::Fixed)?;
+pub fn decode_fixed(value: &[u8], kind: Kind) -> Result<FixedState, StateError> {
+    let [start, count] = read_varints(value, kind)?;
     Ok(FixedState {
         start: Micros::new(start),
         count,
@@ -377,7 +381,13 @@ mod tests {
             start: Micros::new(1_767_225_600_000_000),
             count: 9,
         };
-        assert_eq!(decode_fixed(&encode_fixed(&f)), Ok(f));
+        for kind in [Kind::Fixed, Kind::FixedAligned] {
+            assert_eq!(decode_fixed(&encode_fixed(kind, &f), kind), Ok(f));
+        }
+        assert_eq!(
+            decode_fixed(&encode_fixed(Kind::Fixed, &f), Kind::FixedAligned),
+            Err(StateError::OtherKind(Kind::Fixed))
+        );
         let sw = SubwindowState {
             newest: 77,
             counts: vec![1, 0, 300],
@@ -386,7 +396,7 @@ mod tests {
         assert_eq!(v.len(), SUBWINDOWS_HEADER + 6);
         assert_eq!(decode_subwindows(&v).unwrap().state, sw);
         assert_eq!(
-            decode_fixed(&encode_approx(&a)),
+            decode_fixed(&encode_approx(&a), Kind::Fixed),
             Err(StateError::OtherKind(Kind::SlidingApprox))
         );
     }
@@ -407,7 +417,7 @@ mod tests {
     proptest! {
         #[test]
         fn decoding_arbitrary_bytes_never_panics(
-            tag in 0xA3u8..=0xA6,
+            tag in 0xA3u8..=0xA7,
             bytes in proptest::collection::vec(any::<u8>(), 0..80),
         ) {
             let mut v = vec![tag];
@@ -417,7 +427,8 @@ mod tests {
                 let _ = log.patch(&LogChange { expired: 1, added: 2, at: Micros::new(5) });
             }
             let _ = decode_approx(&v);
-            let _ = decode_fixed(&v);
+            let _ = decode_fixed(&v, Kind::Fixed);
+            let _ = decode_fixed(&v, Kind::FixedAligned);
             let _ = decode_subwindows(&v);
         }
 

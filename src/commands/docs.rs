@@ -103,7 +103,7 @@ fn key() -> DocArg {
 
 fn param(p: &Param) -> DocArg {
     let kind = match p.parse {
-        Parse::Integer { .. } => DocType::Integer,
+        Parse::Integer { .. } | Parse::CellInteger { .. } => DocType::Integer,
         // A duration is an integer with an optional unit: a string.
         Parse::Duration => DocType::String,
     };
@@ -114,7 +114,7 @@ fn param(p: &Param) -> DocArg {
 fn option(o: &Opt) -> DocArg {
     let name = o.token.to_ascii_lowercase();
     let kind = match o.value {
-        Some(Parse::Integer { .. }) => DocType::Integer,
+        Some(Parse::Integer { .. } | Parse::CellInteger { .. }) => DocType::Integer,
         Some(Parse::Duration) => DocType::String,
         None => DocType::PureToken,
     };

@@ -17,6 +17,9 @@ use crate::policy::Policy;
 pub enum Parse {
     /// Decimal digits only, in `min..=max`.
     Integer { min: u64, max: u64 },
+    /// As redis-cell reads an integer, in `min..=max`: digits, optionally
+    /// after one `+`, or `-0` (CL.THROTTLE's arguments only).
+    CellInteger { min: u64, max: u64 },
     /// A positive integer with an optional unit ms, s, m, h or d.
     Duration,
 }
@@ -37,6 +40,15 @@ impl Param {
             name,
             called: name,
             parse: Parse::Integer { min, max },
+        }
+    }
+
+    /// An integer read as redis-cell reads it ([`Parse::CellInteger`]).
+    pub const fn cell_integer(name: &'static str, min: u64, max: u64) -> Param {
+        Param {
+            name,
+            called: name,
+            parse: Parse::CellInteger { min, max },
         }
     }
 
@@ -62,6 +74,7 @@ impl Param {
 fn parse_value(parse: Parse, bytes: &[u8], called: &'static str) -> Result<u64, Error> {
     match parse {
         Parse::Integer { min, max } => args::integer(bytes, called, min, max),
+        Parse::CellInteger { min, max } => args::cell_integer(bytes, called, min, max),
         Parse::Duration => args::duration(bytes, called).map(Micros::as_u64),
     }
 }

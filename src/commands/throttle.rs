@@ -1,6 +1,7 @@
 //! `CL.THROTTLE key max_burst count period [quantity]`: redis-cell's
-//! command, reply for reply and byte for byte in the key, without its
-//! crashes. Its state is the TAT as a decimal number of nanoseconds.
+//! command and key format, without its crashes; README.md lists where the
+//! replies differ and why. Its state is the TAT as a decimal number of
+//! nanoseconds.
 
 use super::definition::CommandDef;
 use super::grammar::Param;
@@ -22,12 +23,13 @@ pub const NAME: &str = "CL.THROTTLE";
 /// the year 2162 fits redis-cell's signed 64-bit nanoseconds.
 const MAX_TOLERANCE: Micros = Micros::from_secs(100 * 365 * 86_400);
 
-/// `max_burst count period [quantity]`; `period` in whole seconds.
+/// `max_burst count period [quantity]`; `period` in whole seconds. Read as
+/// redis-cell reads them: `+5` is 5 and `-0` is 0.
 pub const PARAMS: [Param; 4] = [
-    Param::integer("max_burst", 0, MAX_COUNT - 1),
-    Param::integer("count", 1, MAX_COUNT).called("count per period"),
-    Param::integer("period", 1, MAX_DURATION.as_u64() / 1_000_000),
-    Param::integer("quantity", 0, MAX_COUNT),
+    Param::cell_integer("max_burst", 0, MAX_COUNT - 1),
+    Param::cell_integer("count", 1, MAX_COUNT).called("count per period"),
+    Param::cell_integer("period", 1, MAX_DURATION.as_u64() / 1_000_000),
+    Param::cell_integer("quantity", 0, MAX_COUNT),
 ];
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -115,5 +117,26 @@ mod tests {
             "ERR quantity must be an integer from 0 to 9223372036854775807"
         );
         assert_eq!(parse(&[&b"1"[..], b"30"]), Err(Error::Arity(NAME)));
+        // Signs as redis-cell reads them.
+        assert_eq!(
+            parse(&[&b"+15"[..], b"+30", b"60", b"-0"]),
+            parse(&[&b"15"[..], b"30", b"60", b"0"])
+        );
+        for bad in [
+            &b"-5"[..],
+            b"++5",
+            b"+",
+            b"-",
+            b" 5",
+            b"+-0",
+            b"-+0",
+            b"+ 5",
+        ] {
+            assert_eq!(
+                parse(&[bad, b"30", b"60"]).unwrap_err().to_string(),
+                "ERR max_burst must be an integer from 0 to 9223372036854775806",
+                "{bad:?}"
+            );
+        }
     }
 }
