@@ -7,7 +7,8 @@ use std::ffi::c_int;
 
 redis_module! {
     name: "ratelimit",
-    version: 1,
+    // major * 10000 + minor * 100 + patch of the crate version.
+    version: crate::version::VERSION_NUMBER,
     // Module state lives in Redis strings, allocated by Redis; the module's
     // own allocations are transient, so the system allocator serves them
     // and the core stays usable outside a server (tests, benches).
