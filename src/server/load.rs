@@ -95,14 +95,13 @@ fn on_load(ctx: &Context, args: &[RedisString]) -> Status {
         return Status::Err;
     }
     // Denied requests must not invalidate WATCH: signal modified keys
-    // ourselves, only when we write.
+    // ourselves, only when we write. And a replica may load its primary's
+    // data while serving the old (`repl-diskless-load swapdb`): the module
+    // keeps no state bound to the dataset, only plain strings in it.
+    let options = raw::REDISMODULE_OPTION_NO_IMPLICIT_SIGNAL_MODIFIED
+        | raw::REDISMODULE_OPTIONS_HANDLE_REPL_ASYNC_LOAD;
     // SAFETY: during OnLoad with its context.
-    unsafe {
-        raw::RedisModule_SetModuleOptions.expect("checked above")(
-            ctx.ctx,
-            raw::REDISMODULE_OPTION_NO_IMPLICIT_SIGNAL_MODIFIED as c_int,
-        )
-    };
+    unsafe { raw::RedisModule_SetModuleOptions.expect("checked above")(ctx.ctx, options as c_int) };
     clock::init(manual);
     if let Err(e) = register::register(Ctx(ctx.ctx)) {
         ctx.log_warning(&e);
