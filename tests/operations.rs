@@ -5,7 +5,7 @@ mod common;
 use common::topology::{replica_config, wait_link_up};
 use common::*;
 use redis::Value;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// Every command of the module, as Redis names them.
 const COMMANDS: [&str; 7] = [
@@ -199,4 +199,53 @@ fn acl_categories_where_the_server_has_them() {
     }
     assert_eq!(error_code(call(&mut nowrite, &gcra)), "NOPERM");
     assert_eq!(decide(&mut readwrite, &gcra)[0], 1);
+}
+
+/// The repository's redis.conf, loading the module built for the tests.
+fn repo_conf(dir: &Path) -> PathBuf {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let conf = std::fs::read_to_string(root.join("redis.conf")).expect("redis.conf");
+    let conf = conf.replace(
+        "loadmodule ./target/release/libredis_ratelimit.so",
+        &format!("loadmodule {}", module_path().display()),
+    );
+    assert!(conf.contains("enable-module-command local"), "{conf}");
+    let path = dir.join("redis.conf");
+    std::fs::write(&path, conf).expect("write redis.conf");
+    path
+}
+
+/// `make run`'s server lets a local client unload and load the module
+/// again; the commands come back with their ACL categories.
+#[test]
+fn module_unload_and_load_on_the_make_run_server() {
+    let dir = new_dir();
+    let conf = repo_conf(&dir);
+    let s = Server::start_in(Config::without_module().conf_file(conf), dir);
+    let mut c = s.conn();
+    let setting: Vec<String> = cmd(&["CONFIG", "GET", "enable-module-command"])
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(setting, ["enable-module-command", "local"]);
+    let before: Vec<Vec<String>> = COMMANDS
+        .iter()
+        .map(|name| acl_categories(&mut c, name))
+        .collect();
+    let _: () = cmd(&["MODULE", "UNLOAD", "ratelimit"])
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(
+        error_code(call(&mut c, &["RL.GCRA", "k", "10", "1s"])),
+        "ERR"
+    );
+    let path = module_path();
+    let _: () = cmd(&["MODULE", "LOAD", path.to_str().unwrap()])
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(decide(&mut c, &["RL.GCRA", "k", "10", "1s"])[0], 1);
+    let after: Vec<Vec<String>> = COMMANDS
+        .iter()
+        .map(|name| acl_categories(&mut c, name))
+        .collect();
+    assert_eq!(before, after);
 }
