@@ -249,3 +249,27 @@ fn module_unload_and_load_on_the_make_run_server() {
         .collect();
     assert_eq!(before, after);
 }
+
+/// A limiter is one plain key: `DEL` resets it, and `SCAN` with the
+/// application's prefix finds every limiter.
+#[test]
+fn del_resets_a_limiter_and_scan_finds_them() {
+    let s = Server::start();
+    let mut c = s.conn();
+    clock_set(&mut c, T0);
+    let _: () = cmd(&["SET", "user:1", "not a limiter"])
+        .query(&mut c)
+        .unwrap();
+    decide(&mut c, &["RL.GCRA", "rl:a", "1", "1m"]);
+    decide(&mut c, &["RL.SLIDING", "rl:b", "1", "1m"]);
+    assert_eq!(decide(&mut c, &["RL.GCRA", "rl:a", "1", "1m"])[0], 0);
+    let (_, found): (u64, Vec<String>) = cmd(&["SCAN", "0", "MATCH", "rl:*", "COUNT", "1000"])
+        .query(&mut c)
+        .unwrap();
+    let mut found = found;
+    found.sort();
+    assert_eq!(found, ["rl:a", "rl:b"]);
+    let _: i64 = cmd(&["UNLINK", "rl:a"]).query(&mut c).unwrap();
+    let fresh = decide(&mut c, &["RL.GCRA", "rl:a", "1", "1m"]);
+    assert_eq!((fresh[0], fresh[2]), (1, 0), "full again: {fresh:?}");
+}
