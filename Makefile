@@ -3,9 +3,11 @@
 
 MODULE  := target/release/libredis_ratelimit.so
 PORT    ?= 6379
+PREFIX  ?= /usr/local
+MODULEDIR ?= $(PREFIX)/lib/redis/modules
 SUDO    := $(shell [ "$$(id -u)" -eq 0 ] || echo sudo)
 
-.PHONY: run test test-valkey build deps deps-valkey lint unit bench demo fuzz clean
+.PHONY: run test test-valkey build install deps deps-valkey lint unit bench demo fuzz clean
 
 ## Install what a fresh Debian machine lacks (redis-server, libclang for bindgen).
 deps:
@@ -16,6 +18,15 @@ deps:
 
 build: deps
 	cargo build --release
+
+## Copy the module to $(DESTDIR)$(MODULEDIR) (with sudo only where that is
+## not writable) and print the line that loads it.
+install: build
+	@dest="$(DESTDIR)$(MODULEDIR)"; \
+	if mkdir -p "$$dest" 2>/dev/null && [ -w "$$dest" ]; then s=; else s="$(SUDO)"; fi; \
+	$$s install -D -m 0755 $(MODULE) "$$dest/libredis_ratelimit.so" && \
+	echo "Installed $$dest/libredis_ratelimit.so. Add to redis.conf:" && \
+	echo "  loadmodule $(MODULEDIR)/libredis_ratelimit.so"
 
 ## Start redis-server in the foreground with the module loaded (real clock).
 run: build

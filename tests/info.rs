@@ -136,3 +136,33 @@ fn a_reloaded_module_starts_from_zero() {
     decide(&mut c, &["RL.GCRA", "g", "1", "10s"]);
     assert_eq!(counts(&mut c, "rl_gcra")[0], 1);
 }
+
+/// `MODULE LIST` numbers the crate version major * 10000 + minor * 100 +
+/// patch; `INFO ratelimit` has it as text.
+#[test]
+fn reports_the_crate_version() {
+    let s = Server::start();
+    let mut c = s.conn();
+    assert_eq!(info(&mut c)["ratelimit_version"], env!("CARGO_PKG_VERSION"));
+    let part = |p: &str| p.parse::<i64>().expect("a numeric version part");
+    let number = part(env!("CARGO_PKG_VERSION_MAJOR")) * 10_000
+        + part(env!("CARGO_PKG_VERSION_MINOR")) * 100
+        + part(env!("CARGO_PKG_VERSION_PATCH"));
+    let modules: Vec<Vec<redis::Value>> = redis::cmd("MODULE").arg("LIST").query(&mut c).unwrap();
+    let fields = |m: &[redis::Value]| -> HashMap<String, redis::Value> {
+        m.chunks(2)
+            .map(|kv| {
+                (
+                    redis::from_redis_value(kv[0].clone()).unwrap(),
+                    kv[1].clone(),
+                )
+            })
+            .collect()
+    };
+    let module = modules
+        .iter()
+        .map(|m| fields(m))
+        .find(|m| m.get("name") == Some(&redis::Value::BulkString(b"ratelimit".to_vec())))
+        .expect("ratelimit in MODULE LIST");
+    assert_eq!(module["ver"], redis::Value::Int(number));
+}

@@ -51,6 +51,10 @@ pub struct CommandDef {
     pub grammar: Grammar,
     /// Redis command flags.
     pub flags: &'static str,
+    /// ACL categories, where the server lets modules set them (Redis 7.2+,
+    /// Valkey 8); the module's own `ratelimit` category is added to these.
+    /// Like Redis's own commands: `fast` for O(1), otherwise `slow`.
+    pub acl_categories: &'static str,
     pub summary: &'static str,
     pub complexity: &'static str,
     pub since: &'static str,

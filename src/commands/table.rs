@@ -107,6 +107,16 @@ fn build_fixed(v: &Values) -> Result<Policy, Error> {
 /// never under OOM; one key lookup.
 const DECISION_FLAGS: &str = "write deny-oom fast";
 
+/// ACL categories of a decision: it writes its key. `fast` where its
+/// complexity is O(1); RL.SLIDING (EXACT is O(log limit + COST), BUCKETS n
+/// is O(n)) and RL.ALL (O(keys)) are `slow`.
+const DECISION_FAST: &str = "write fast";
+const DECISION_SLOW: &str = "write slow";
+
+/// RL.CLOCK touches no key, but with `clock manual` its SET and ADVANCE
+/// move the time of every limiter: an administrator's command.
+const CLOCK_CATEGORIES: &str = "fast admin dangerous";
+
 /// How many commands there are: the length of [`COMMANDS`] and of every
 /// per-command table derived from it.
 pub const COMMAND_COUNT: usize = 7;
@@ -116,6 +126,7 @@ pub static COMMANDS: [CommandDef; COMMAND_COUNT] = [
         name: "RL.GCRA",
         grammar: Grammar::Policy(&GCRA),
         flags: DECISION_FLAGS,
+        acl_categories: DECISION_FAST,
         summary: "Admits or denies a request under a GCRA limit: a sustained rate with a burst.",
         complexity: "O(1)",
         since: "0.1.0",
@@ -125,6 +136,7 @@ pub static COMMANDS: [CommandDef; COMMAND_COUNT] = [
         name: "RL.BUCKET",
         grammar: Grammar::Policy(&BUCKET),
         flags: DECISION_FLAGS,
+        acl_categories: DECISION_FAST,
         summary: "Admits or denies a request under a token bucket that refills continuously.",
         complexity: "O(1)",
         since: "0.1.0",
@@ -134,6 +146,7 @@ pub static COMMANDS: [CommandDef; COMMAND_COUNT] = [
         name: "RL.SLIDING",
         grammar: Grammar::Policy(&SLIDING),
         flags: DECISION_FLAGS,
+        acl_categories: DECISION_SLOW,
         summary: "Admits or denies a request under a sliding window: exact log, two-window estimate or sub-window buckets.",
         complexity: "O(1) for APPROX; O(log limit + COST) for EXACT; O(n) for BUCKETS n",
         since: "0.1.0",
@@ -143,6 +156,7 @@ pub static COMMANDS: [CommandDef; COMMAND_COUNT] = [
         name: "RL.FIXED",
         grammar: Grammar::Policy(&FIXED),
         flags: DECISION_FLAGS,
+        acl_categories: DECISION_FAST,
         summary: "Admits or denies a request under a fixed window count.",
         complexity: "O(1)",
         since: "0.1.0",
@@ -154,6 +168,7 @@ pub static COMMANDS: [CommandDef; COMMAND_COUNT] = [
             policies: &POLICIES,
         },
         flags: "write deny-oom fast getkeys-api",
+        acl_categories: DECISION_SLOW,
         summary: "Admits a request only if every one of several limits admits it, and then charges them all.",
         complexity: "O(N) where N is the number of keys, plus each limit's own cost",
         since: "0.1.0",
@@ -166,6 +181,7 @@ pub static COMMANDS: [CommandDef; COMMAND_COUNT] = [
             optional: 1,
         },
         flags: DECISION_FLAGS,
+        acl_categories: DECISION_FAST,
         summary: "redis-cell compatible GCRA rate limiting.",
         complexity: "O(1)",
         since: "0.1.0",
@@ -178,9 +194,29 @@ pub static COMMANDS: [CommandDef; COMMAND_COUNT] = [
             choices: &clock::SUBCOMMANDS,
         },
         flags: "fast",
+        acl_categories: CLOCK_CATEGORIES,
         summary: "Returns the limiter clock in microseconds; SET and ADVANCE move a manual clock.",
         complexity: "O(1)",
         since: "0.1.0",
         run: clock::run,
     },
 ];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every command is `fast` or `slow` as its complexity says, and every
+    /// command with a key writes it.
+    #[test]
+    fn acl_categories_follow_the_definitions() {
+        for c in &COMMANDS {
+            let cats: Vec<&str> = c.acl_categories.split(' ').collect();
+            let fast = c.complexity == "O(1)";
+            assert_eq!(cats.contains(&"fast"), fast, "{}", c.name);
+            assert_eq!(cats.contains(&"slow"), !fast, "{}", c.name);
+            let has_key = c.keys() != crate::commands::definition::Keys::None;
+            assert_eq!(cats.contains(&"write"), has_key, "{}", c.name);
+        }
+    }
+}

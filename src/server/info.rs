@@ -1,8 +1,9 @@
 //! The `INFO ratelimit` section: per command, calls, allowed, denied and
-//! errors (see `stats`), and which clock the module runs on.
+//! errors (see `stats`), the module's version and which clock it runs on.
 //!
 //! ```text
 //! # ratelimit
+//! ratelimit_version:0.1.0
 //! ratelimit_clock:real
 //! ratelimit_rl_gcra:calls=12,allowed=10,denied=2,errors=0
 //! ...
@@ -77,6 +78,9 @@ extern "C" fn info(ctx: *mut raw::RedisModuleInfoCtx, _for_crash_report: c_int) 
         // No section name: the section is called after the module.
         if api!(RedisModule_InfoAddSection)(ctx, c"".as_ptr()) != raw::REDISMODULE_OK as c_int {
             return;
+        }
+        if let Ok(version) = CString::new(crate::version::VERSION) {
+            api!(RedisModule_InfoAddFieldCString)(ctx, c"version".as_ptr(), version.as_ptr());
         }
         let mode = if clock::is_manual() {
             c"manual"

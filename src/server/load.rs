@@ -1,13 +1,14 @@
 //! Module load: arguments, API checks, options, commands, INFO.
 
 use super::ffi::Ctx;
-use super::{clock, info, register};
+use super::{acl, clock, info, register};
 use redis_module::{raw, redis_module, Context, RedisString, Status};
 use std::ffi::c_int;
 
 redis_module! {
     name: "ratelimit",
-    version: 1,
+    // major * 10000 + minor * 100 + patch of the crate version.
+    version: crate::version::VERSION_NUMBER,
     // Module state lives in Redis strings, allocated by Redis; the module's
     // own allocations are transient, so the system allocator serves them
     // and the core stays usable outside a server (tests, benches).
@@ -94,15 +95,18 @@ fn on_load(ctx: &Context, args: &[RedisString]) -> Status {
         return Status::Err;
     }
     // Denied requests must not invalidate WATCH: signal modified keys
-    // ourselves, only when we write.
+    // ourselves, only when we write. And a replica may load its primary's
+    // data while serving the old (`repl-diskless-load swapdb`): the module
+    // keeps no state bound to the dataset, only plain strings in it.
+    let options = raw::REDISMODULE_OPTION_NO_IMPLICIT_SIGNAL_MODIFIED
+        | raw::REDISMODULE_OPTIONS_HANDLE_REPL_ASYNC_LOAD;
     // SAFETY: during OnLoad with its context.
-    unsafe {
-        raw::RedisModule_SetModuleOptions.expect("checked above")(
-            ctx.ctx,
-            raw::REDISMODULE_OPTION_NO_IMPLICIT_SIGNAL_MODIFIED as c_int,
-        )
-    };
+    unsafe { raw::RedisModule_SetModuleOptions.expect("checked above")(ctx.ctx, options as c_int) };
     clock::init(manual);
+    // The category first: registration puts the commands in it.
+    if let Some(notice) = acl::add_category(Ctx(ctx.ctx)) {
+        ctx.log_notice(&notice);
+    }
     if let Err(e) = register::register(Ctx(ctx.ctx)) {
         ctx.log_warning(&e);
         return Status::Err;

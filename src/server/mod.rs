@@ -3,6 +3,7 @@
 //! root denies it everywhere else). The rest of the crate reaches Redis
 //! through the safe functions exported here.
 
+mod acl;
 pub mod clock;
 mod ffi;
 mod info;

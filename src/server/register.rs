@@ -1,8 +1,10 @@
 //! Registers every command of the command table with
-//! `RedisModule_CreateCommand` and `RedisModule_SetCommandInfo` (not the
+//! `RedisModule_CreateCommand`, `RedisModule_SetCommandInfo` and, where the
+//! server has it, `RedisModule_SetCommandACLCategories` (not the
 //! crate's `#[command]` macro, which needs a Redis 7.2 API and fails to
 //! load on 7.0), and runs each call behind the panic guard.
 
+use super::acl;
 use super::ffi::{self, api, Ctx, RString};
 use crate::commands::definition::{CommandDef, Keys};
 use crate::commands::docs::{self, DocArg, DocType};
@@ -98,7 +100,21 @@ pub fn register(ctx: Ctx) -> Result<(), String> {
         if status != raw::REDISMODULE_OK as c_int {
             return Err(format!("cannot create command {}", command.name));
         }
-        set_info(ctx, command, &name)?;
+        // SAFETY: reading a function pointer set by RedisModule_Init.
+        let Some(get_command) = (unsafe { raw::RedisModule_GetCommand }) else {
+            // Before Redis 7.0: the legacy key range above still applies.
+            continue;
+        };
+        // SAFETY: during OnLoad; `name` is NUL-terminated.
+        let registered = unsafe { get_command(ctx.0, name.as_ptr()) };
+        if registered.is_null() {
+            return Err(format!("cannot find command {}", command.name));
+        }
+        // SAFETY: during OnLoad, with the command just registered.
+        unsafe {
+            set_info(registered, command)?;
+            acl::set_categories(registered, command)?;
+        }
     }
     Ok(())
 }
@@ -173,14 +189,18 @@ impl Arena {
     }
 }
 
-fn set_info(ctx: Ctx, command: &CommandDef, name: &CString) -> Result<(), String> {
-    // SAFETY: reading function pointers set by RedisModule_Init.
-    let (Some(get_command), Some(set_command_info)) =
-        (unsafe { raw::RedisModule_GetCommand }, unsafe {
-            raw::RedisModule_SetCommandInfo
-        })
-    else {
-        // Before Redis 7.0: the legacy key range above still applies.
+/// Sets a registered command's info: texts, arity, key specs, arguments.
+///
+/// # Safety
+/// During OnLoad; `registered` is what `RedisModule_GetCommand` returned
+/// for `command`.
+unsafe fn set_info(
+    registered: *mut raw::RedisModuleCommand,
+    command: &CommandDef,
+) -> Result<(), String> {
+    // SAFETY: reading a function pointer set by RedisModule_Init.
+    let Some(set_command_info) = (unsafe { raw::RedisModule_SetCommandInfo }) else {
+        // Before Redis 7.0: the legacy key range still applies.
         return Ok(());
     };
     let version = raw::RedisModuleCommandInfoVersion {
@@ -206,15 +226,10 @@ fn set_info(ctx: Ctx, command: &CommandDef, name: &CString) -> Result<(), String
         },
         args: arena.list(&docs::arguments(command))?,
     };
-    // SAFETY: during OnLoad; `info` and everything it points to (the arena,
-    // the key specs) outlive the call, and Redis copies what it keeps.
-    let status = unsafe {
-        let registered = get_command(ctx.0, name.as_ptr());
-        if registered.is_null() {
-            return Err(format!("cannot find command {}", command.name));
-        }
-        set_command_info(registered, &info)
-    };
+    // SAFETY: as the caller promises; `info` and everything it points to
+    // (the arena, the key specs) outlive the call, and Redis copies what it
+    // keeps.
+    let status = unsafe { set_command_info(registered, &info) };
     if status != raw::REDISMODULE_OK as c_int {
         return Err(format!("cannot set command info of {}", command.name));
     }

@@ -54,6 +54,9 @@ pub struct Config {
     pub module: bool,
     /// Extra `--name value` arguments for redis-server.
     pub extra: Vec<String>,
+    /// A config file to start from. Its `enable-module-command` holds
+    /// (the harness enables MODULE only without a file).
+    pub conf_file: Option<PathBuf>,
 }
 
 impl Default for Config {
@@ -62,6 +65,7 @@ impl Default for Config {
             manual_clock: true,
             module: true,
             extra: Vec::new(),
+            conf_file: None,
         }
     }
 }
@@ -79,6 +83,11 @@ impl Config {
             module: false,
             ..Config::default()
         }
+    }
+
+    pub fn conf_file(mut self, path: PathBuf) -> Config {
+        self.conf_file = Some(path);
+        self
     }
 
     /// Adds `--name value...` (the value split on spaces).
@@ -121,6 +130,11 @@ impl Server {
         for _ in 0..5 {
             let port = free_port();
             let mut cmd = Command::new(server_binary());
+            if let Some(conf) = &config.conf_file {
+                cmd.arg(conf);
+            } else {
+                cmd.arg("--enable-module-command").arg("yes");
+            }
             cmd.arg("--port")
                 .arg(port.to_string())
                 .arg("--bind")
@@ -132,8 +146,6 @@ impl Server {
                 .arg("--logfile")
                 .arg("redis.log")
                 .arg("--enable-debug-command")
-                .arg("yes")
-                .arg("--enable-module-command")
                 .arg("yes")
                 // A replica's first sync starts at once (not after 5 s).
                 .arg("--repl-diskless-sync-delay")
