@@ -1,6 +1,6 @@
 //! `make demo`: replays classic traffic traces against every algorithm on a
 //! real server with the manual clock, prints what each admitted and when,
-//! and draws the admitted requests over time as an SVG chart.
+//! and draws, for each trace, which requests each algorithm admitted.
 //!
 //! ```sh
 //! cargo run --example demo -- [--module PATH] [--url redis://...] [--out docs/demo.svg]
@@ -28,69 +28,44 @@ pub struct Algorithm {
     pub label: &'static str,
     pub command: &'static str,
     pub args: &'static str,
-    color: &'static str,
-    width: f64,
-    dashed: bool,
 }
 
-/// Drawn in this order, each line narrower than the one before, so that
-/// algorithms that admit the same requests show as stripes of one cable.
+/// The rows of each panel of the chart, in this order.
 pub const ALGORITHMS: &[Algorithm] = &[
     Algorithm {
         label: "FIXED ALIGNED",
         command: "RL.FIXED",
         args: "10 10s ALIGNED",
-        color: "#fdae6b",
-        width: 10.0,
-        dashed: false,
     },
     Algorithm {
         label: "FIXED",
         command: "RL.FIXED",
         args: "10 10s",
-        color: "#d62728",
-        width: 7.5,
-        dashed: false,
     },
     Algorithm {
         label: "SLIDING EXACT",
         command: "RL.SLIDING",
         args: "10 10s EXACT",
-        color: "#6baed6",
-        width: 5.0,
-        dashed: false,
     },
     Algorithm {
         label: "SLIDING BUCKETS 5",
         command: "RL.SLIDING",
         args: "10 10s BUCKETS 5",
-        color: "#756bb1",
-        width: 3.0,
-        dashed: false,
     },
     Algorithm {
         label: "SLIDING APPROX",
         command: "RL.SLIDING",
         args: "10 10s APPROX",
-        color: "#17becf",
-        width: 1.75,
-        dashed: false,
     },
     Algorithm {
         label: "GCRA",
         command: "RL.GCRA",
         args: "10 10s",
-        color: "#2ca02c",
-        width: 3.0,
-        dashed: false,
     },
     Algorithm {
         label: "BUCKET (= GCRA)",
         command: "RL.BUCKET",
         args: "10 1 1s",
-        color: "#000000",
-        width: 1.25,
-        dashed: true,
     },
 ];
 
@@ -285,13 +260,27 @@ fn report(trace: &Trace, runs: &[(&Algorithm, Run)]) -> String {
 }
 
 // ---- the chart ----
+//
+// Small multiples: a panel per trace, a row per algorithm. Every offered
+// request is a light tick in every row and each admitted one a dark tick
+// over it, so the rows compare request by request. The time axis shows only
+// where requests are: a quiet stretch longer than `QUIET_S` is cut out.
 
 const WIDTH: f64 = 900.0;
-const PANEL_H: f64 = 260.0;
-const LEFT: f64 = 60.0;
-const RIGHT: f64 = 200.0;
-const TOP: f64 = 40.0;
-const GAP: f64 = 70.0;
+const LEFT: f64 = 150.0;
+const RIGHT: f64 = 80.0;
+const TOP: f64 = 66.0;
+const ROW_H: f64 = 20.0;
+const ROW_GAP: f64 = 5.0;
+/// Title, subtitle and axis of a panel, and the space after it.
+const PANEL_EXTRA: f64 = 100.0 + RATE_H + ROW_GAP;
+/// The offered load's row: requests per second as bars.
+const RATE_H: f64 = 30.0;
+/// Width of the cut where a quiet stretch was left out.
+const CUT_W: f64 = 24.0;
+const QUIET_S: f64 = 10.0;
+const OFFERED: &str = "#c8c8c8";
+const ADMITTED: &str = "#1f5fa8";
 
 fn esc(s: &str) -> String {
     s.replace('&', "&amp;")
@@ -299,168 +288,246 @@ fn esc(s: &str) -> String {
         .replace('>', "&gt;")
 }
 
-/// A step line of the cumulative count of `times_us`.
-fn steps(
-    times_us: &[u64],
-    length_s: u64,
-    x: impl Fn(f64) -> f64,
-    y: impl Fn(f64) -> f64,
-) -> String {
-    let mut d = format!("M{:.1},{:.1}", x(0.0), y(0.0));
-    for (i, &t) in times_us.iter().enumerate() {
-        let s = t as f64 / SECOND as f64;
-        let _ = write!(d, " H{:.1} V{:.1}", x(s), y((i + 1) as f64));
+fn secs(t_us: u64) -> f64 {
+    t_us as f64 / SECOND as f64
+}
+
+/// The stretches of time shown, in seconds: the requests grouped where they
+/// are less than `QUIET_S` apart, each padded by half a second, in whole
+/// half-seconds, within the trace.
+fn segments(trace: &Trace) -> Vec<(f64, f64)> {
+    let mut groups: Vec<(f64, f64)> = Vec::new();
+    for t in trace.times_us.iter().map(|&t| secs(t)) {
+        match groups.last_mut() {
+            Some(g) if t - g.1 < QUIET_S => g.1 = t,
+            _ => groups.push((t, t)),
+        }
     }
-    let _ = write!(d, " H{:.1}", x(length_s as f64));
+    let half = |s: f64, round: fn(f64) -> f64| round(s * 2.0) / 2.0;
+    groups
+        .into_iter()
+        .map(|(a, b)| {
+            (
+                half(a - 0.5, f64::floor).max(0.0),
+                half(b + 0.5, f64::ceil).min(trace.length_s as f64),
+            )
+        })
+        .collect()
+}
+
+/// Maps seconds to x over the shown segments.
+struct Axis {
+    segments: Vec<(f64, f64)>,
+    px_per_s: f64,
+}
+
+impl Axis {
+    fn new(segments: Vec<(f64, f64)>) -> Axis {
+        let shown: f64 = segments.iter().map(|(a, b)| b - a).sum();
+        let cuts = segments.len().saturating_sub(1) as f64 * CUT_W;
+        let px_per_s = (WIDTH - LEFT - RIGHT - cuts) / shown.max(0.5);
+        Axis { segments, px_per_s }
+    }
+
+    /// x of `s`; `None` in a cut.
+    fn x(&self, s: f64) -> Option<f64> {
+        let mut left = LEFT;
+        for &(a, b) in &self.segments {
+            if s >= a && s <= b {
+                return Some(left + (s - a) * self.px_per_s);
+            }
+            left += (b - a) * self.px_per_s + CUT_W;
+        }
+        None
+    }
+
+    /// A tick every 0.5, 1, 2, 5 or 10 s: the finest at least 45 px apart.
+    fn tick_step(&self) -> f64 {
+        [0.5, 1.0, 2.0, 5.0, 10.0]
+            .into_iter()
+            .find(|s| s * self.px_per_s >= 45.0)
+            .unwrap_or(20.0)
+    }
+
+    fn end(&self) -> f64 {
+        self.segments
+            .last()
+            .and_then(|&(_, b)| self.x(b))
+            .unwrap_or(LEFT)
+    }
+}
+
+/// Vertical ticks, one per time, in one path.
+fn ticks(times_us: &[u64], axis: &Axis, top: f64, height: f64) -> String {
+    let mut d = String::new();
+    for &t in times_us {
+        if let Some(x) = axis.x(secs(t)) {
+            let _ = write!(d, "M{x:.1},{top:.1}v{height}");
+        }
+    }
     d
 }
 
-fn nice_step(max: f64) -> f64 {
-    [5.0, 10.0, 20.0, 25.0, 50.0, 100.0]
-        .into_iter()
-        .find(|s| max / s <= 6.0)
-        .unwrap_or(200.0)
+fn fmt_s(s: f64) -> String {
+    if s.fract() == 0.0 {
+        format!("{s:.0} s")
+    } else {
+        format!("{s:.1} s")
+    }
 }
 
-fn panel(svg: &mut String, id: usize, top: f64, trace: &Trace, runs: &[(&Algorithm, Run)]) {
-    let plot_w = WIDTH - LEFT - RIGHT;
-    let plot_h = PANEL_H - 40.0;
-    // Scaled to what was admitted (the offered line leaves the panel).
-    let most = runs
-        .iter()
-        .map(|(_, r)| r.admitted_us.len())
-        .max()
-        .unwrap_or(0);
-    let step = nice_step(most as f64 * 1.1);
-    let max_y = ((most as f64 * 1.1) / step).ceil().max(1.0) * step;
-    let x = |s: f64| LEFT + s / trace.length_s as f64 * plot_w;
-    let y = |n: f64| top + plot_h - n / max_y * plot_h;
+/// The offered load: a bar per second of the trace, as tall as the
+/// requests in it, on the panel's own scale (its peak written at the end).
+fn rate_row(svg: &mut String, top: f64, trace: &Trace, axis: &Axis) {
+    let mut per_s = vec![0usize; trace.length_s as usize + 1];
+    for &t in &trace.times_us {
+        if let Some(n) = per_s.get_mut((t / SECOND) as usize) {
+            *n += 1;
+        }
+    }
+    let peak = per_s.iter().copied().max().unwrap_or(0).max(1);
+    let mut d = String::new();
+    for (s, &n) in per_s.iter().enumerate().filter(|(_, &n)| n > 0) {
+        // The part of this second that is shown.
+        let (a, b) = (s as f64, s as f64 + 1.0);
+        for &(lo, hi) in &axis.segments {
+            let (x0, x1) = (axis.x(a.max(lo)), axis.x(b.min(hi)));
+            if let (Some(x0), Some(x1), true) = (x0, x1, a.max(lo) < b.min(hi)) {
+                let h = n as f64 / peak as f64 * RATE_H;
+                let _ = write!(
+                    d,
+                    "M{x0:.1},{:.1}H{:.1}V{:.1}H{x0:.1}Z",
+                    top + RATE_H,
+                    x1 - 0.5,
+                    top + RATE_H - h
+                );
+            }
+        }
+    }
     let _ = writeln!(
         svg,
-        r#"<text x="{LEFT}" y="{:.1}" class="title">{}</text><text x="{LEFT}" y="{:.1}" class="about">{}</text>"#,
-        top - 22.0,
+        r#"<text x="{:.1}" y="{:.1}" class="label" text-anchor="end">offered / s</text><path d="{d}" class="rate"/><text x="{:.1}" y="{:.1}" class="count">peak {peak}/s</text>"#,
+        LEFT - 10.0,
+        top + RATE_H / 2.0 + 4.0,
+        axis.end() + 10.0,
+        top + 10.0
+    );
+}
+
+fn panel(svg: &mut String, top: f64, trace: &Trace, runs: &[(&Algorithm, Run)]) {
+    let axis = Axis::new(segments(trace));
+    let offered = trace.times_us.len();
+    let _ = writeln!(
+        svg,
+        r#"<text x="12" y="{:.1}" class="title">{}</text><text x="12" y="{:.1}" class="about">{} — {offered} offered</text>"#,
+        top - 26.0,
         esc(trace.title),
-        top - 8.0,
+        top - 10.0,
         esc(trace.about)
     );
-    // Grid and axes.
-    let mut n = 0.0;
-    while n <= max_y {
-        let _ = writeln!(
-            svg,
-            r#"<line x1="{LEFT}" x2="{:.1}" y1="{:.1}" y2="{:.1}" class="grid"/><text x="{:.1}" y="{:.1}" class="tick" text-anchor="end">{n}</text>"#,
-            x(trace.length_s as f64),
-            y(n),
-            y(n),
-            LEFT - 6.0,
-            y(n) + 4.0
-        );
-        n += step;
+    let rows_h = RATE_H + runs.len() as f64 * (ROW_H + ROW_GAP);
+    let bottom = top + rows_h;
+    // Time grid, window boundaries, and cuts.
+    let step = axis.tick_step();
+    for &(a, b) in &axis.segments {
+        let mut s = (a / step).ceil() * step;
+        while s <= b + 1e-9 {
+            if let Some(x) = axis.x(s) {
+                let class = if s % 10.0 == 0.0 { "window" } else { "grid" };
+                let _ = writeln!(
+                    svg,
+                    r#"<line x1="{x:.1}" x2="{x:.1}" y1="{:.1}" y2="{:.1}" class="{class}"/><text x="{x:.1}" y="{:.1}" class="tick" text-anchor="middle">{}</text>"#,
+                    top - 3.0,
+                    bottom + 3.0,
+                    bottom + 16.0,
+                    fmt_s(s)
+                );
+            }
+            s += step;
+        }
     }
-    for s in (0..=trace.length_s).step_by(10) {
-        let _ = writeln!(
-            svg,
-            r#"<text x="{:.1}" y="{:.1}" class="tick" text-anchor="middle">{s} s</text>"#,
-            x(s as f64),
-            top + plot_h + 16.0
-        );
+    for pair in axis.segments.windows(2) {
+        if let Some(x) = axis.x(pair[0].1) {
+            let (cx, cy) = (x + CUT_W / 2.0 + 4.0, top + rows_h / 2.0);
+            let _ = writeln!(
+                svg,
+                r#"<rect x="{:.1}" y="{:.1}" width="{:.1}" height="{:.1}" class="cut"/><text x="{cx:.1}" y="{cy:.1}" class="tick" text-anchor="middle" transform="rotate(-90 {cx:.1} {cy:.1})">{} quiet</text>"#,
+                x + 4.0,
+                top - 3.0,
+                CUT_W - 8.0,
+                rows_h + 6.0,
+                fmt_s(pair[1].0 - pair[0].1)
+            );
+        }
     }
-    let _ = writeln!(
-        svg,
-        r#"<path d="M{LEFT},{top} V{:.1} H{:.1}" class="axis"/>"#,
-        top + plot_h,
-        x(trace.length_s as f64)
-    );
-    if let Some(m) = trace.mark_s {
+    if let Some(x) = trace.mark_s.and_then(|m| axis.x(m as f64)) {
         let _ = writeln!(
             svg,
-            r#"<line x1="{0:.1}" x2="{0:.1}" y1="{top}" y2="{1:.1}" class="mark"/><text x="{2:.1}" y="{3:.1}" class="tick">window boundary</text>"#,
-            x(m as f64),
-            top + plot_h,
-            x(m as f64) + 4.0,
-            top + plot_h - 6.0
-        );
-    }
-    // Offered requests, then each algorithm's admitted ones, inside the plot.
-    let _ = writeln!(
-        svg,
-        r#"<clipPath id="plot{id}"><rect x="{LEFT}" y="{:.1}" width="{plot_w}" height="{:.1}"/></clipPath><g clip-path="url(#plot{id})">"#,
-        top - 3.0,
-        plot_h + 6.0
-    );
-    let _ = writeln!(
-        svg,
-        r#"<path d="{}" class="offered"/>"#,
-        steps(&trace.times_us, trace.length_s, x, y)
-    );
-    for (alg, run) in runs {
-        let dash = if alg.dashed {
-            r#" stroke-dasharray="6 4""#
-        } else {
-            ""
-        };
-        let _ = writeln!(
-            svg,
-            r#"<path d="{}" stroke="{}" stroke-width="{}"{dash} class="line"/>"#,
-            steps(&run.admitted_us, trace.length_s, x, y),
-            alg.color,
-            alg.width
+            r#"<text x="{:.1}" y="{:.1}" class="mark">window boundary</text>"#,
+            x + 4.0,
+            top - 6.0
         );
     }
-    svg.push_str("</g>\n");
-    // Legend with the totals.
-    let lx = WIDTH - RIGHT + 16.0;
-    let mut ly = top + 6.0;
-    let _ = writeln!(
-        svg,
-        r#"<line x1="{lx}" x2="{:.1}" y1="{ly}" y2="{ly}" class="offered"/><text x="{:.1}" y="{:.1}" class="legend">offered ({})</text>"#,
-        lx + 22.0,
-        lx + 28.0,
-        ly + 4.0,
-        trace.times_us.len()
-    );
-    for (alg, run) in runs {
-        ly += 20.0;
-        let dash = if alg.dashed {
-            r#" stroke-dasharray="6 4""#
-        } else {
-            ""
-        };
+    rate_row(svg, top, trace, &axis);
+    // One row per algorithm: offered requests light, admitted ones dark.
+    for (i, (alg, run)) in runs.iter().enumerate() {
+        let y = top + RATE_H + ROW_GAP + i as f64 * (ROW_H + ROW_GAP);
         let _ = writeln!(
             svg,
-            r#"<line x1="{lx}" x2="{:.1}" y1="{ly}" y2="{ly}" stroke="{}" stroke-width="{}"{dash} class="line"/><text x="{:.1}" y="{:.1}" class="legend">{} ({})</text>"#,
-            lx + 22.0,
-            alg.color,
-            alg.width.min(8.0),
-            lx + 28.0,
-            ly + 4.0,
-            esc(alg.label),
+            r#"<text x="{:.1}" y="{:.1}" class="label" text-anchor="end">{}</text>"#,
+            LEFT - 10.0,
+            y + ROW_H / 2.0 + 4.0,
+            esc(alg.label)
+        );
+        let _ = writeln!(
+            svg,
+            r#"<path d="{}" class="offered"/>"#,
+            ticks(&trace.times_us, &axis, y + ROW_H * 0.25, ROW_H * 0.5)
+        );
+        let _ = writeln!(
+            svg,
+            r#"<path d="{}" class="admitted"/>"#,
+            ticks(&run.admitted_us, &axis, y, ROW_H)
+        );
+        let _ = writeln!(
+            svg,
+            r#"<text x="{:.1}" y="{:.1}" class="count">{} of {offered}</text>"#,
+            axis.end() + 10.0,
+            y + ROW_H / 2.0 + 4.0,
             run.admitted_us.len()
         );
     }
 }
 
 pub fn chart(results: &[(Trace, Vec<(&Algorithm, Run)>)]) -> String {
-    let height = TOP + results.len() as f64 * (PANEL_H + GAP);
+    let panel_h = |runs: usize| runs as f64 * (ROW_H + ROW_GAP) + PANEL_EXTRA;
+    let height = TOP + results.iter().map(|(_, r)| panel_h(r.len())).sum::<f64>();
     let mut svg = String::new();
     let _ = writeln!(
         svg,
         r#"<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{height}" viewBox="0 0 {WIDTH} {height}" font-family="Helvetica, Arial, sans-serif">
 <style>
 .title {{ font-size: 15px; font-weight: bold; fill: #222; }}
-.about, .tick, .legend {{ font-size: 11px; fill: #444; }}
-.grid {{ stroke: #e6e6e6; stroke-width: 1; }}
-.axis {{ stroke: #888; fill: none; }}
-.mark {{ stroke: #888; stroke-dasharray: 2 3; }}
-.offered {{ stroke: #999; stroke-width: 1.5; stroke-dasharray: 3 3; fill: none; }}
-.line {{ fill: none; stroke-linejoin: round; }}
+.about, .tick, .label, .count, .legend, .mark {{ font-size: 11px; fill: #444; }}
+.label {{ font-size: 12px; fill: #222; }}
+.mark {{ fill: #b35806; }}
+.grid {{ stroke: #ececec; stroke-width: 1; }}
+.window {{ stroke: #b35806; stroke-width: 1; stroke-dasharray: 2 3; }}
+.cut {{ fill: #f4f4f4; stroke: #bbb; stroke-dasharray: 3 2; }}
+.offered {{ stroke: {OFFERED}; stroke-width: 1.2; fill: none; }}
+.rate {{ fill: #9a9a9a; stroke: none; }}
+.admitted {{ stroke: {ADMITTED}; stroke-width: 1.6; fill: none; }}
 </style>
 <rect width="100%" height="100%" fill="white"/>
-<text x="{LEFT}" y="20" class="title">Admitted requests over time (cumulative), limit "10 per 10 s", manual clock</text>"#
+<text x="12" y="22" class="title">Which requests each limiter admits: limit "10 per 10 s", manual clock</text>
+<path d="M14,36v12" class="admitted"/><text x="22" y="46" class="legend">admitted</text>
+<path d="M86,39v6" class="offered"/><text x="94" y="46" class="legend">refused (every offered request is a light tick)</text>
+<line x1="370" x2="370" y1="35" y2="49" class="window"/><text x="376" y="46" class="legend">10 s window boundaries (ALIGNED)</text>"#
     );
-    for (i, (trace, runs)) in results.iter().enumerate() {
-        let top = TOP + GAP * 0.6 + i as f64 * (PANEL_H + GAP);
-        panel(&mut svg, i, top, trace, runs);
+    let mut top = TOP;
+    for (trace, runs) in results {
+        panel(&mut svg, top + 40.0, trace, runs);
+        top += panel_h(runs.len());
     }
     svg.push_str("</svg>\n");
     svg

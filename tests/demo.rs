@@ -1,5 +1,5 @@
 //! The `make demo` replays against a test server: the numbers the README
-//! quotes, and a chart with a panel per trace and a line per algorithm.
+//! quotes, and a chart with a panel per trace and a row per algorithm.
 
 mod common;
 #[path = "../examples/demo.rs"]
@@ -50,8 +50,26 @@ fn the_traces_admit_what_the_readme_says() {
     assert_eq!(aligned, &trace.times_us);
     assert!(aligned[19] - aligned[0] < 2 * demo::SECOND);
 
+    // The chart: in each trace's panel the offered load per second, then a
+    // row per algorithm with offered and admitted requests as ticks (plus
+    // one of each in the legend) and its count at the end, and the quiet
+    // 30 s of the second trace cut out.
     let svg = demo::chart(&results);
     assert!(svg.starts_with("<svg") && svg.ends_with("</svg>\n"));
-    assert_eq!(svg.matches("<clipPath").count(), 3);
-    assert_eq!(svg.matches(r#"class="line""#).count(), 3 * 7 * 2);
+    assert_eq!(svg.matches(r#"class="offered""#).count(), 3 * 7 + 1);
+    assert_eq!(svg.matches(r#"class="admitted""#).count(), 3 * 7 + 1);
+    assert_eq!(svg.matches(r#"class="label""#).count(), 3 * (7 + 1));
+    assert_eq!(svg.matches(r#"class="rate""#).count(), 3);
+    assert_eq!(svg.matches(r#"class="cut""#).count(), 1);
+    for (trace, runs) in &results {
+        let offered = trace.times_us.len();
+        for (alg, run) in runs {
+            let n = run.admitted_us.len();
+            assert!(svg.contains(&format!(">{}<", alg.label)), "{}", alg.label);
+            assert!(
+                svg.contains(&format!(">{n} of {offered}<")),
+                "{n} of {offered}"
+            );
+        }
+    }
 }

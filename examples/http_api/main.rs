@@ -18,10 +18,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .enable_all()
         .build()?;
     runtime.block_on(async {
-        let redis = redis::Client::open(redis_url)?
-            .get_multiplexed_async_connection()
-            .await?;
-        let router = app::router(app::App::new(redis, app::Limits::default()));
+        // Reconnects by itself: a Redis restart costs a second, not an outage.
+        let redis = app::connect(&redis_url)?;
+        let router = app::router(app::App::new(redis, app::Limits::standard()?));
         let listener = tokio::net::TcpListener::bind(&listen).await?;
         println!("listening on http://{listen}/hello (send an X-Api-Key header)");
         axum::serve(listener, router).await?;

@@ -7,7 +7,7 @@ pub mod topology;
 pub mod workload;
 
 use std::net::TcpListener;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -128,54 +128,72 @@ impl Server {
     /// Starts a server in `dir`, on the data already there.
     pub fn start_in(config: Config, dir: PathBuf) -> Server {
         for _ in 0..5 {
-            let port = free_port();
-            let mut cmd = Command::new(server_binary());
-            if let Some(conf) = &config.conf_file {
-                cmd.arg(conf);
-            } else {
-                cmd.arg("--enable-module-command").arg("yes");
-            }
-            cmd.arg("--port")
-                .arg(port.to_string())
-                .arg("--bind")
-                .arg("127.0.0.1")
-                .arg("--dir")
-                .arg(&dir)
-                .arg("--save")
-                .arg("")
-                .arg("--logfile")
-                .arg("redis.log")
-                .arg("--enable-debug-command")
-                .arg("yes")
-                // A replica's first sync starts at once (not after 5 s).
-                .arg("--repl-diskless-sync-delay")
-                .arg("0");
-            if config.module {
-                cmd.arg("--loadmodule").arg(module_path());
-                if config.manual_clock {
-                    cmd.arg("clock").arg("manual");
-                }
-            }
-            cmd.args(&config.extra);
-            cmd.stdout(Stdio::null()).stderr(Stdio::null());
-            let child = cmd.spawn().expect("the server binary is installed");
-            let mut server = Server {
-                port,
-                dir: dir.clone(),
-                config: config.clone(),
-                child: Some(child),
-                keep_dir: true,
-            };
-            if server.wait_ready() {
-                server.keep_dir = false;
+            if let Some(server) = Server::spawn(&config, &dir, free_port()) {
                 return server;
             }
-            server.stop();
         }
         panic!(
             "redis-server did not start; its log:\n{}",
             std::fs::read_to_string(dir.join("redis.log")).unwrap_or_default()
         );
+    }
+
+    /// Starts a server on `port`, e.g. one that a stopped server held, so
+    /// that clients see the same server come back.
+    pub fn start_on(config: Config, dir: PathBuf, port: u16) -> Server {
+        Server::spawn(&config, &dir, port).unwrap_or_else(|| {
+            panic!(
+                "redis-server did not start on port {port}; its log:\n{}",
+                std::fs::read_to_string(dir.join("redis.log")).unwrap_or_default()
+            )
+        })
+    }
+
+    /// One start on `port`; `None` if it did not come up.
+    fn spawn(config: &Config, dir: &Path, port: u16) -> Option<Server> {
+        let mut cmd = Command::new(server_binary());
+        if let Some(conf) = &config.conf_file {
+            cmd.arg(conf);
+        } else {
+            cmd.arg("--enable-module-command").arg("yes");
+        }
+        cmd.arg("--port")
+            .arg(port.to_string())
+            .arg("--bind")
+            .arg("127.0.0.1")
+            .arg("--dir")
+            .arg(dir)
+            .arg("--save")
+            .arg("")
+            .arg("--logfile")
+            .arg("redis.log")
+            .arg("--enable-debug-command")
+            .arg("yes")
+            // A replica's first sync starts at once (not after 5 s).
+            .arg("--repl-diskless-sync-delay")
+            .arg("0");
+        if config.module {
+            cmd.arg("--loadmodule").arg(module_path());
+            if config.manual_clock {
+                cmd.arg("clock").arg("manual");
+            }
+        }
+        cmd.args(&config.extra);
+        cmd.stdout(Stdio::null()).stderr(Stdio::null());
+        let child = cmd.spawn().expect("the server binary is installed");
+        let mut server = Server {
+            port,
+            dir: dir.to_path_buf(),
+            config: config.clone(),
+            child: Some(child),
+            keep_dir: true,
+        };
+        if server.wait_ready() {
+            server.keep_dir = false;
+            return Some(server);
+        }
+        server.stop();
+        None
     }
 
     /// Waits (bounded) until the server answers PING; false if it exited.
