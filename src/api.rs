@@ -23,7 +23,7 @@ pub use crate::commands::throttle::Call as ThrottleCall;
 pub use crate::engine::{decide, Decided, KeyError, Request};
 pub use crate::error::{printable, Error};
 pub use crate::limits::{MAX_COUNT, MAX_DURATION};
-pub use crate::policy::{Outcome, Policy, StateWrite};
+pub use crate::policy::{ForceError, Outcome, Policy, StateWrite};
 pub use crate::store::{MemoryStore, Store};
 
 use crate::commands::definition::Grammar as G;
