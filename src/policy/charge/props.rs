@@ -22,7 +22,7 @@ fn policies(limit: u64, ms: u64, n: u64) -> Vec<Policy> {
         Policy::SlidingLog(SlidingLog::new(limit, w)),
         Policy::SlidingApprox(SlidingApprox::new(limit, w)),
         Policy::SlidingSubwindows(SlidingSubwindows::new(limit, w, n)),
-        Policy::Fixed(FixedWindow::new(limit, w, n % 2 == 0)),
+        Policy::Fixed(FixedWindow::new(limit, w, n.is_multiple_of(2))),
     ]
 }
 
