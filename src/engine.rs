@@ -4,15 +4,36 @@
 //! own decision's reset, all or nothing.
 
 use crate::algorithm::{Decision, Micros, RetryAfter};
+use crate::codec::StateError;
 use crate::error::Error;
-use crate::policy::{Outcome, Policy};
+use crate::policy::{ForceError, Outcome, Policy};
 use crate::store::Store;
 
+/// What kind of charge a call makes.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Charge {
+    /// Charge the cost if every limit admits it.
+    #[default]
+    Normal,
+    /// Charge the cost whether or not it fits, and write either way.
+    Force,
+    /// Charge the most, up to the cost, that every limit admits now.
+    Partial,
+    /// Give the cost back, never beyond full.
+    Refund,
+    /// Look: a request of cost 1, with `remaining` the most admittable
+    /// now; never writes.
+    Peek,
+}
+
 /// What a call asks for besides its limits.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Request {
-    /// Units to charge; 0 looks without charging.
+    /// Units to charge (or give back); 0 looks without charging.
     pub cost: u64,
+    /// One cost per key in place of `cost` (RL.ALL's COSTS).
+    pub costs: Option<Vec<u64>>,
+    pub charge: Charge,
     /// Decide, write nothing.
     pub dryrun: bool,
 }
@@ -21,8 +42,20 @@ impl Default for Request {
     fn default() -> Request {
         Request {
             cost: 1,
+            costs: None,
+            charge: Charge::Normal,
             dryrun: false,
         }
+    }
+}
+
+impl Request {
+    /// The cost for key `key`.
+    pub fn cost_of(&self, key: usize) -> u64 {
+        self.costs
+            .as_ref()
+            .and_then(|c| c.get(key).copied())
+            .unwrap_or(self.cost)
     }
 }
 
@@ -44,30 +77,83 @@ pub struct Decided {
     pub retry_after: RetryAfter,
     /// One decision per limit, in key order.
     pub decisions: Vec<Decision>,
+    /// PARTIAL: the units charged to every limit (0 when denied).
+    pub granted: Option<u64>,
 }
 
 /// Decides `request` under `policies` (policy `i` over key `i` of `store`)
-/// at `now`, and writes the new states if every limit admits.
+/// at `now`, and writes the new states: an ordinary or partial charge only
+/// if every limit admits it, a forced charge or a refund always; never for
+/// DRYRUN or a peek.
 pub fn decide<S: Store>(
     store: &mut S,
     policies: &[Policy],
     now: Micros,
     request: Request,
 ) -> Result<Decided, KeyError> {
+    let state = |key: usize, policy: &Policy| {
+        let command = policy.command();
+        move |e| KeyError {
+            key,
+            error: Error::state(command, e),
+        }
+    };
+    let mut granted = None;
+    if request.charge == Charge::Partial {
+        // The most every limit admits now, up to the cost.
+        let mut most = request.cost;
+        for (key, policy) in policies.iter().enumerate() {
+            let stored = store.value(key).map_err(|error| KeyError { key, error })?;
+            most = policy
+                .admittable(stored, now, most)
+                .map_err(state(key, policy))?;
+        }
+        granted = Some(most);
+    }
     let mut outcomes = Vec::with_capacity(policies.len());
     for (key, policy) in policies.iter().enumerate() {
-        let at = |error| KeyError { key, error };
-        let stored = store.value(key).map_err(at)?;
-        let outcome = policy
-            .decide(stored, now, request.cost)
-            .map_err(|e| at(Error::state(policy.command(), e)))?;
+        let stored = store.value(key).map_err(|error| KeyError { key, error })?;
+        let cost = request.cost_of(key);
+        let outcome = match request.charge {
+            Charge::Normal => policy.decide(stored, now, cost),
+            // Denied (nothing fits): as a request of one unit.
+            Charge::Partial => policy.decide(stored, now, granted.unwrap_or(0).max(1)),
+            Charge::Refund => policy.refund(stored, now, cost),
+            Charge::Force => match policy.force(stored, now, cost) {
+                Ok(outcome) => Ok(outcome),
+                Err(ForceError::State(e)) => Err(e),
+                Err(ForceError::TooLarge) => {
+                    return Err(KeyError {
+                        key,
+                        error: Error::ForceTooLarge(policy.command()),
+                    })
+                }
+            },
+            Charge::Peek => peek(policy, stored, now),
+        }
+        .map_err(state(key, policy))?;
         outcomes.push(outcome);
     }
-    let decided = combine(&outcomes);
-    if decided.allowed && !request.dryrun {
+    let mut decided = combine(&outcomes);
+    decided.granted = granted;
+    let writes = match request.charge {
+        Charge::Normal | Charge::Partial => decided.allowed,
+        Charge::Force | Charge::Refund => true,
+        Charge::Peek => false,
+    };
+    if writes && !request.dryrun {
         write_all(store, &outcomes)?;
     }
     Ok(decided)
+}
+
+/// A request of one unit that writes nothing, `remaining` the most that
+/// one request could take now.
+fn peek(policy: &Policy, stored: Option<&[u8]>, now: Micros) -> Result<Outcome, StateError> {
+    let mut outcome = policy.decide(stored, now, 1)?;
+    outcome.decision.remaining = policy.admittable(stored, now, u64::MAX)?;
+    outcome.write = None;
+    Ok(outcome)
 }
 
 /// Prepares every write, then commits them: a key that cannot be written
@@ -116,6 +202,7 @@ fn combine(outcomes: &[Outcome]) -> Decided {
         blocked_by,
         retry_after,
         decisions,
+        granted: None,
     }
 }
 
@@ -142,7 +229,11 @@ mod tests {
             store,
             policies,
             Micros::new(100 * S),
-            Request { cost, dryrun },
+            Request {
+                cost,
+                dryrun,
+                ..Request::default()
+            },
         )
         .unwrap()
     }

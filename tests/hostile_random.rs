@@ -362,7 +362,6 @@ fn check_reply(cmd: &[Vec<u8>], reply: &Reply, tally: &mut Tally) {
         }
         Reply::Array(Some(_)) if name != "RL.CLOCK" => {
             let f = reply.ints();
-            assert_eq!(f.len(), 5, "{} -> {f:?}", show(cmd));
             let cell = name == "CL.THROTTLE";
             check_decision(&f, cell, &|| format!("{} -> {f:?}", show(cmd)));
             let admitted = if cell { f[0] == 0 } else { f[0] == 1 };
@@ -373,9 +372,14 @@ fn check_reply(cmd: &[Vec<u8>], reply: &Reply, tally: &mut Tally) {
     }
 }
 
-/// The invariants of one five-field decision reply.
+/// The invariants of one decision reply: five fields, and a sixth,
+/// `granted`, after PARTIAL (at least 1 when admitted, 0 when denied).
 fn check_decision(f: &[i64], cell: bool, context: &dyn Fn() -> String) {
-    assert_eq!(f.len(), 5, "{}", context());
+    assert!(f.len() == 5 || (f.len() == 6 && !cell), "{}", context());
+    if let Some(&granted) = f.get(5) {
+        assert_eq!(granted >= 1, f[0] == 1, "{}", context());
+        assert!(granted >= 0, "{}", context());
+    }
     // [allowed, limit, remaining, retry_after_ms, reset_after_ms], or for
     // CL.THROTTLE [limited, limit, remaining, retry_s, reset_s]. redis-cell
     // divides whole microseconds, truncated, so an interval of 1.999 µs

@@ -4,7 +4,7 @@
 
 use super::definition::{CommandDef, Grammar};
 use super::grammar::{Opt, Param, PolicyDef, Values};
-use super::{clock, policy_command, rl_all, throttle};
+use super::{clock, policy_command, rl_all, rl_peek, throttle};
 use crate::algorithm::fixed_window::FixedWindow;
 use crate::algorithm::gcra::Gcra;
 use crate::algorithm::sliding_approx::SlidingApprox;
@@ -109,7 +109,7 @@ const DECISION_FLAGS: &str = "write deny-oom fast";
 
 /// How many commands there are: the length of [`COMMANDS`] and of every
 /// per-command table derived from it.
-pub const COMMAND_COUNT: usize = 7;
+pub const COMMAND_COUNT: usize = 8;
 
 pub static COMMANDS: [CommandDef; COMMAND_COUNT] = [
     CommandDef {
@@ -158,6 +158,18 @@ pub static COMMANDS: [CommandDef; COMMAND_COUNT] = [
         complexity: "O(N) where N is the number of keys, plus each limit's own cost",
         since: "0.1.0",
         run: rl_all::run,
+    },
+    CommandDef {
+        name: "RL.PEEK",
+        grammar: Grammar::Peek {
+            policies: &POLICIES,
+        },
+        // Reads only: runs on replicas and under OOM, touches nothing.
+        flags: "readonly fast",
+        summary: "Reports what a limiter would admit now, without charging, writing or replicating anything.",
+        complexity: "O(1) for GCRA, BUCKET, FIXED and APPROX; O(log limit) for EXACT; O(n) for BUCKETS n",
+        since: "0.1.0",
+        run: rl_peek::run,
     },
     CommandDef {
         name: "CL.THROTTLE",

@@ -14,6 +14,8 @@ use std::sync::atomic::{AtomicPtr, Ordering::Relaxed};
 pub struct RedisStore {
     ctx: Ctx,
     keys: Vec<OpenKey>,
+    /// Opened for reading only: every write is refused.
+    read_only: bool,
 }
 
 struct OpenKey {
@@ -46,10 +48,28 @@ enum Undo {
 /// Why a prepared write failed, for the reply and the log.
 const NO_ROOM: &str = "the server gave no room for the value";
 const NOT_WRITABLE: &str = "the server refused to resize the value";
+const READ_ONLY: &str = "the key was opened for reading only";
 
 impl RedisStore {
     pub fn open(ctx: Ctx, names: &[Arg]) -> RedisStore {
-        let mode = (raw::REDISMODULE_READ | raw::REDISMODULE_WRITE) as c_int;
+        Self::open_with(ctx, names, false)
+    }
+
+    /// Opens the keys for reading only (RL.PEEK): a missing key is not
+    /// looked up for writing, nothing can be written, and a replica or a
+    /// server out of memory serves it.
+    pub fn open_read(ctx: Ctx, names: &[Arg]) -> RedisStore {
+        Self::open_with(ctx, names, true)
+    }
+
+    fn open_with(ctx: Ctx, names: &[Arg], read_only: bool) -> RedisStore {
+        let mode = if read_only {
+            raw::REDISMODULE_READ as c_int
+        } else {
+            (raw::REDISMODULE_READ | raw::REDISMODULE_WRITE) as c_int
+        };
+        // A key opened for reading that does not exist is NULL, which
+        // every call below treats as an empty key.
         let keys = names
             .iter()
             .map(|name| OpenKey {
@@ -59,7 +79,11 @@ impl RedisStore {
                 prepared: None,
             })
             .collect();
-        RedisStore { ctx, keys }
+        RedisStore {
+            ctx,
+            keys,
+            read_only,
+        }
     }
 
     fn fail(&self, key: usize, why: &'static str) -> Error {
@@ -73,7 +97,11 @@ impl RedisStore {
 
 impl OpenKey {
     fn key_type(&self) -> isize {
-        // SAFETY: self.key is open.
+        if self.key.is_null() {
+            // Opened for reading, and not there.
+            return raw::REDISMODULE_KEYTYPE_EMPTY;
+        }
+        // SAFETY: self.key is open (not NULL).
         unsafe { api!(RedisModule_KeyType)(self.key) as isize }
     }
 
@@ -160,6 +188,9 @@ impl Store for RedisStore {
     }
 
     fn prepare(&mut self, key: usize, write: &StateWrite) -> Result<(), Error> {
+        if self.read_only {
+            return Err(self.fail(key, READ_ONLY));
+        }
         let open = &mut self.keys[key];
         let current = open.string_len();
         let needed = match write {
