@@ -147,13 +147,22 @@ pub fn decide<S: Store>(
     Ok(decided)
 }
 
-/// A request of one unit that writes nothing, `remaining` the most that
-/// one request could take now.
+/// A look that writes nothing: whether a request of one unit would be
+/// admitted (and when, if not), with `remaining` the most one request
+/// could take now and `reset_after` that of the state as it is.
 fn peek(policy: &Policy, stored: Option<&[u8]>, now: Micros) -> Result<Outcome, StateError> {
-    let mut outcome = policy.decide(stored, now, 1)?;
-    outcome.decision.remaining = policy.admittable(stored, now, u64::MAX)?;
-    outcome.write = None;
-    Ok(outcome)
+    let one = policy.decide(stored, now, 1)?.decision;
+    let look = policy.decide(stored, now, 0)?.decision;
+    let decision = Decision {
+        allowed: one.allowed,
+        retry_after: one.retry_after,
+        remaining: policy.admittable(stored, now, u64::MAX)?,
+        ..look
+    };
+    Ok(Outcome {
+        decision,
+        write: None,
+    })
 }
 
 /// Prepares every write, then commits them: a key that cannot be written
