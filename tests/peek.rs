@@ -30,7 +30,7 @@ fn charge<'a>(i: usize, key: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
     v
 }
 
-fn peek<'a>(i: usize, key: &'a str) -> Vec<&'a str> {
+fn peek(i: usize, key: &str) -> Vec<&str> {
     let mut v = vec!["RL.PEEK", key];
     v.extend(words(ALGORITHMS[i].1));
     v
@@ -47,9 +47,8 @@ fn peek_reports_what_would_be_admitted_and_changes_nothing() {
     let s = Server::start();
     let mut c = s.conn();
     clock_set(&mut c, T0);
-    for i in 0..ALGORITHMS.len() {
+    for (i, (_, name)) in ALGORITHMS.iter().enumerate() {
         let key = format!("peek:{i}");
-        let name = ALGORITHMS[i].1;
         assert_eq!(ints(&mut c, &peek(i, &key)), [1, 10, 10, -1, 0], "{name}");
         assert_eq!(
             call(&mut c, &["EXISTS", &key]).unwrap(),
@@ -112,15 +111,10 @@ fn peek_on_a_replica_agrees_and_nothing_unchanged_is_replicated() {
     wait_replicas(&mut p, 1);
     advance(&mut p, 1_500 * MS);
     advance(&mut r, 1_500 * MS);
-    for i in 0..ALGORITHMS.len() {
+    for (i, (_, name)) in ALGORITHMS.iter().enumerate() {
         let key = format!("rep:{i}");
         let on_primary = ints(&mut p, &peek(i, &key));
-        assert_eq!(
-            ints(&mut r, &peek(i, &key)),
-            on_primary,
-            "{}",
-            ALGORITHMS[i].1
-        );
+        assert_eq!(ints(&mut r, &peek(i, &key)), on_primary, "{name}");
         // A decision is refused on the replica; a peek is not.
         let refused = call(&mut r, &charge(i, &key, &[])).unwrap_err();
         assert_eq!(refused.code(), Some("READONLY"));
