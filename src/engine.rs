@@ -327,6 +327,69 @@ mod tests {
         );
     }
 
+    fn charge(charge: Charge, cost: u64, costs: Option<Vec<u64>>) -> Request {
+        Request {
+            cost,
+            costs,
+            charge,
+            dryrun: false,
+        }
+    }
+
+    #[test]
+    fn partial_grants_the_most_every_limit_admits() {
+        let mut store = MemoryStore::new(2);
+        let policies = [gcra(10), fixed(4)];
+        let now = Micros::new(100 * S);
+        let d = decide(&mut store, &policies, now, charge(Charge::Partial, 7, None)).unwrap();
+        assert_eq!((d.allowed, d.granted), (true, Some(4)));
+        assert_eq!([d.decisions[0].remaining, d.decisions[1].remaining], [6, 0]);
+        let before = store.clone();
+        let d = decide(&mut store, &policies, now, charge(Charge::Partial, 7, None)).unwrap();
+        assert_eq!(
+            (d.allowed, d.granted, d.blocked_by),
+            (false, Some(0), Some(1))
+        );
+        assert_eq!(store, before, "a denied PARTIAL writes nothing");
+    }
+
+    #[test]
+    fn force_writes_every_key_and_refund_writes_only_what_changes() {
+        let mut store = MemoryStore::new(2);
+        let policies = [gcra(10), fixed(4)];
+        let now = Micros::new(100 * S);
+        let forced = charge(Charge::Force, 0, Some(vec![2, 6]));
+        let d = decide(&mut store, &policies, now, forced).unwrap();
+        assert_eq!((d.allowed, d.blocked_by), (false, Some(1)));
+        assert_eq!(store.effects.len(), 2, "both keys written, fitted or not");
+        let d = decide(&mut store, &policies, now, Request::default()).unwrap();
+        assert!(!d.allowed);
+        // Give back 2 to each: the fixed window still holds 4 of 4.
+        let refund = charge(Charge::Refund, 2, None);
+        let d = decide(&mut store, &policies, now, refund).unwrap();
+        assert!(d.allowed);
+        assert_eq!(
+            [d.decisions[0].remaining, d.decisions[1].remaining],
+            [10, 0]
+        );
+        // Nothing to give back to a missing key: nothing written.
+        let mut empty = MemoryStore::new(2);
+        let refund = charge(Charge::Refund, 3, None);
+        decide(&mut empty, &policies, now, refund).unwrap();
+        assert_eq!(empty, MemoryStore::new(2));
+    }
+
+    #[test]
+    fn a_peek_never_writes() {
+        let mut store = MemoryStore::new(1);
+        let now = Micros::new(100 * S);
+        run(&mut store, &[fixed(4)], 3, false);
+        let before = store.clone();
+        let d = decide(&mut store, &[fixed(4)], now, charge(Charge::Peek, 1, None)).unwrap();
+        assert_eq!((d.allowed, d.decisions[0].remaining), (true, 1));
+        assert_eq!(store, before);
+    }
+
     #[test]
     fn state_errors_name_their_key() {
         let mut store = MemoryStore::new(2);
