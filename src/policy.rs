@@ -40,6 +40,9 @@ pub enum StateWrite {
     /// grow with the size of the state. Only for a key that already holds
     /// this policy's state.
     Patch(Patch),
+    /// Delete the key: a refund brought the limiter back to its full,
+    /// untouched state, which is what no key means (replicated as `DEL`).
+    Delete,
 }
 
 impl StateWrite {
@@ -49,6 +52,7 @@ impl StateWrite {
         match self {
             StateWrite::Value(v) => *state = Some(v.clone()),
             StateWrite::Patch(patch) => patch.apply_to(state.get_or_insert_with(Vec::new)),
+            StateWrite::Delete => *state = None,
         }
     }
 }

@@ -63,6 +63,9 @@ fn a_refund_gives_back_exactly_what_it_says_and_never_beyond_full() {
         // Far more than was charged: full, and no more than full.
         let full = run(&mut c, i, &key, &["REFUND", "1000"]);
         assert_eq!(full[..4], [1, 10, 10, -1], "{name}");
+        // Back to full is no key at all (the fixed window keeps its start).
+        let fixed = name.contains("RL.FIXED");
+        assert_eq!(exists(&mut c, &key), fixed, "{name}");
         assert_eq!(
             run(&mut c, i, &key, &["COST", "10"])[..3],
             [1, 10, 0],

@@ -45,6 +45,11 @@ impl Policy {
             retry_after: RetryAfter::NotNeeded,
             ..self.decide(after.as_deref(), now, 0)?.decision
         };
+        // Back to full: no key says the same, and leaves none to expire.
+        let write = match write {
+            Some(_) if decision.reset_after == Micros::ZERO => Some(StateWrite::Delete),
+            other => other,
+        };
         Ok(Outcome { decision, write })
     }
 

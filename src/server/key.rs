@@ -34,6 +34,8 @@ enum Prepared {
     },
     /// A value of another length, set whole at commit.
     Replace(RString),
+    /// The key is deleted at commit.
+    Delete,
 }
 
 /// How to take back what `prepare` changed.
@@ -134,6 +136,7 @@ impl OpenKey {
     fn undo(&mut self) {
         match self.prepared.take() {
             None
+            | Some(Prepared::Delete)
             | Some(Prepared::InPlace {
                 undo: Undo::Nothing,
                 ..
@@ -194,6 +197,11 @@ impl Store for RedisStore {
         let open = &mut self.keys[key];
         let current = open.string_len();
         let needed = match write {
+            StateWrite::Delete => {
+                // Nothing to make ready: deleting an open key cannot fail.
+                open.prepared = Some(Prepared::Delete);
+                return Ok(());
+            }
             StateWrite::Value(v) if current == Some(v.len()) => v.len(),
             StateWrite::Value(v) => {
                 // Another length: a new string, set whole at commit (Redis
@@ -270,7 +278,17 @@ impl Store for RedisStore {
                     api!(RedisModule_FreeString)(std::ptr::null_mut(), s);
                 }
             }
-            (None, _) => {
+            (_, StateWrite::Delete) => {
+                // SAFETY: the key is open for writing; the replicated
+                // argument matches its format letter.
+                unsafe {
+                    api!(RedisModule_DeleteKey)(open.key);
+                    api!(RedisModule_Replicate)(ctx.0, c"DEL".as_ptr(), c"s".as_ptr(), open.name);
+                    api!(RedisModule_SignalModifiedKey)(ctx.0, open.name);
+                }
+                return;
+            }
+            (None | Some(Prepared::Delete), _) => {
                 ffi::log_warning(ctx, "ratelimit: commit without prepare");
                 return;
             }
@@ -294,6 +312,8 @@ impl Store for RedisStore {
                         expire_at as c_longlong,
                     );
                 }
+                // Deleted and replicated above.
+                StateWrite::Delete => {}
                 StateWrite::Patch(patch) => {
                     // Redis wraps the effects of one command in MULTI/EXEC.
                     for (off, bytes) in patch.ranges() {
