@@ -52,6 +52,7 @@ fn replicated_bytes(write: &StateWrite) -> usize {
                 .sum();
             command(&[5]) + setranges + command(&[9, KEY.len(), ms]) + command(&[4])
         }
+        StateWrite::Delete => command(&[3, KEY.len()]),
     }
 }
 

@@ -16,14 +16,16 @@ pub use crate::codec::cell::{decode_cell_state, encode_cell_state};
 pub use crate::codec::{decode_tat, encode_tat, window, Kind, Patch, StateError, TAT_MAX_LEN};
 pub use crate::commands::definition::{CommandDef, Grammar, Keys};
 pub use crate::commands::docs::{arguments, synopsis, DocArg, DocType};
-pub use crate::commands::grammar::{parse_common, Opt, Param, Parse, PolicyDef, COMMON};
+pub use crate::commands::grammar::{
+    parse_common, parse_common_with, Opt, Param, Parse, PerKey, PolicyDef, COMMON,
+};
 pub use crate::commands::rl_all::Call as AllCall;
 pub use crate::commands::table::{COMMANDS, POLICIES};
 pub use crate::commands::throttle::Call as ThrottleCall;
-pub use crate::engine::{decide, Decided, KeyError, Request};
+pub use crate::engine::{decide, Charge, Decided, KeyError, Request};
 pub use crate::error::{printable, Error};
 pub use crate::limits::{MAX_COUNT, MAX_DURATION};
-pub use crate::policy::{Outcome, Policy, StateWrite};
+pub use crate::policy::{ForceError, Outcome, Policy, StateWrite};
 pub use crate::store::{MemoryStore, Store};
 
 use crate::commands::definition::Grammar as G;
@@ -55,6 +57,11 @@ pub fn parse_policy<A: AsRef<[u8]>>(keyword: &str, args: &[A]) -> Result<(Policy
 /// Parses RL.ALL's arguments after the command name.
 pub fn parse_all<A: AsRef<[u8]>>(args: &[A]) -> Result<AllCall, Error> {
     crate::commands::rl_all::parse(&POLICIES, args)
+}
+
+/// Parses RL.PEEK's arguments after the key (a policy as in RL.ALL).
+pub fn parse_peek<A: AsRef<[u8]>>(args: &[A]) -> Result<Policy, Error> {
+    crate::commands::rl_peek::parse(&POLICIES, args, "RL.PEEK")
 }
 
 /// Parses CL.THROTTLE's arguments after the key.

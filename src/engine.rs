@@ -4,8 +4,9 @@
 //! own decision's reset, all or nothing.
 
 use crate::algorithm::{Decision, Micros, RetryAfter};
+use crate::codec::StateError;
 use crate::error::Error;
-use crate::policy::{Outcome, Policy, StateWrite};
+use crate::policy::{ForceError, Outcome, Policy, StateWrite};
 use crate::store::Store;
 use smallvec::SmallVec;
 
@@ -15,11 +16,31 @@ const INLINE: usize = 1;
 /// One item per limit of a call.
 pub type PerLimit<T> = SmallVec<[T; INLINE]>;
 
+/// What kind of charge a call makes.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Charge {
+    /// Charge the cost if every limit admits it.
+    #[default]
+    Normal,
+    /// Charge the cost whether or not it fits, and write either way.
+    Force,
+    /// Charge the most, up to the cost, that every limit admits now.
+    Partial,
+    /// Give the cost back, never beyond full.
+    Refund,
+    /// Look: a request of cost 1, with `remaining` the most admittable
+    /// now; never writes.
+    Peek,
+}
+
 /// What a call asks for besides its limits.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Request {
-    /// Units to charge; 0 looks without charging.
+    /// Units to charge (or give back); 0 looks without charging.
     pub cost: u64,
+    /// One cost per key in place of `cost` (RL.ALL's COSTS).
+    pub costs: Option<Vec<u64>>,
+    pub charge: Charge,
     /// Decide, write nothing.
     pub dryrun: bool,
 }
@@ -28,8 +49,20 @@ impl Default for Request {
     fn default() -> Request {
         Request {
             cost: 1,
+            costs: None,
+            charge: Charge::Normal,
             dryrun: false,
         }
+    }
+}
+
+impl Request {
+    /// The cost for key `key`.
+    pub fn cost_of(&self, key: usize) -> u64 {
+        self.costs
+            .as_ref()
+            .and_then(|c| c.get(key).copied())
+            .unwrap_or(self.cost)
     }
 }
 
@@ -52,33 +85,77 @@ pub struct Decided {
     pub retry_after: RetryAfter,
     /// One decision per limit, in key order.
     pub decisions: PerLimit<Decision>,
+    /// PARTIAL: the units charged to every limit (0 when denied).
+    pub granted: Option<u64>,
 }
 
 /// Decides `request` under `policies` (policy `i` over key `i` of `store`)
-/// at `now`, and writes the new states if every limit admits.
+/// at `now`, and writes the new states: an ordinary or partial charge only
+/// if every limit admits it, a forced charge or a refund always; never for
+/// DRYRUN or a peek.
 pub fn decide<S: Store>(
     store: &mut S,
     policies: &[Policy],
     now: Micros,
     request: Request,
 ) -> Result<Decided, KeyError> {
+    let state = |key: usize, policy: &Policy| {
+        let command = policy.command();
+        move |e| KeyError {
+            key,
+            error: Error::state(command, e),
+        }
+    };
+    let mut granted = None;
+    if request.charge == Charge::Partial {
+        // The most every limit admits now, up to the cost.
+        let mut most = request.cost;
+        for (key, policy) in policies.iter().enumerate() {
+            let stored = store.value(key).map_err(|error| KeyError { key, error })?;
+            most = policy
+                .admittable(stored, now, most)
+                .map_err(state(key, policy))?;
+        }
+        granted = Some(most);
+    }
     let mut decided = Decided {
         allowed: true,
         blocked_by: None,
         retry_after: RetryAfter::NotNeeded,
         decisions: PerLimit::with_capacity(policies.len()),
+        granted,
     };
     let mut writes: PerLimit<Option<StateWrite>> = PerLimit::with_capacity(policies.len());
     for (key, policy) in policies.iter().enumerate() {
-        let at = |error| KeyError { key, error };
-        let stored = store.value(key).map_err(at)?;
-        let Outcome { decision, write } = policy
-            .decide(stored, now, request.cost)
-            .map_err(|e| at(Error::state(policy.command(), e)))?;
+        let stored = store.value(key).map_err(|error| KeyError { key, error })?;
+        let cost = request.cost_of(key);
+        let Outcome { decision, write } = match request.charge {
+            Charge::Normal => policy.decide(stored, now, cost),
+            // Denied (nothing fits): as a request of one unit.
+            Charge::Partial => policy.decide(stored, now, granted.unwrap_or(0).max(1)),
+            Charge::Refund => policy.refund(stored, now, cost),
+            Charge::Force => match policy.force(stored, now, cost) {
+                Ok(outcome) => Ok(outcome),
+                Err(ForceError::State(e)) => Err(e),
+                Err(ForceError::TooLarge) => {
+                    return Err(KeyError {
+                        key,
+                        error: Error::ForceTooLarge(policy.command()),
+                    })
+                }
+            },
+            Charge::Peek => peek(policy, stored, now),
+        }
+        .map_err(state(key, policy))?;
         decided.add(key, decision);
         writes.push(write);
     }
-    if decided.allowed && !request.dryrun {
+    let writes_state = match request.charge {
+        Charge::Normal | Charge::Partial => decided.allowed,
+        Charge::Force | Charge::Refund => true,
+        Charge::Peek => false,
+    };
+    if writes_state && !request.dryrun {
         write_all(store, &decided.decisions, &writes)?;
     }
     Ok(decided)
@@ -111,6 +188,24 @@ impl Decided {
         }
         self.decisions.push(decision);
     }
+}
+
+/// A look that writes nothing: whether a request of one unit would be
+/// admitted (and when, if not), with `remaining` the most one request
+/// could take now and `reset_after` that of the state as it is.
+fn peek(policy: &Policy, stored: Option<&[u8]>, now: Micros) -> Result<Outcome, StateError> {
+    let one = policy.decide(stored, now, 1)?.decision;
+    let look = policy.decide(stored, now, 0)?.decision;
+    let decision = Decision {
+        allowed: one.allowed,
+        retry_after: one.retry_after,
+        remaining: policy.admittable(stored, now, u64::MAX)?,
+        ..look
+    };
+    Ok(Outcome {
+        decision,
+        write: None,
+    })
 }
 
 /// Prepares every write, then commits them, each with a TTL of its own
@@ -164,7 +259,11 @@ mod tests {
             store,
             policies,
             Micros::new(100 * S),
-            Request { cost, dryrun },
+            Request {
+                cost,
+                dryrun,
+                ..Request::default()
+            },
         )
         .unwrap()
     }
@@ -270,6 +369,69 @@ mod tests {
             store.prepared.is_empty(),
             "every prepared key was abandoned"
         );
+    }
+
+    fn charge(charge: Charge, cost: u64, costs: Option<Vec<u64>>) -> Request {
+        Request {
+            cost,
+            costs,
+            charge,
+            dryrun: false,
+        }
+    }
+
+    #[test]
+    fn partial_grants_the_most_every_limit_admits() {
+        let mut store = MemoryStore::new(2);
+        let policies = [gcra(10), fixed(4)];
+        let now = Micros::new(100 * S);
+        let d = decide(&mut store, &policies, now, charge(Charge::Partial, 7, None)).unwrap();
+        assert_eq!((d.allowed, d.granted), (true, Some(4)));
+        assert_eq!([d.decisions[0].remaining, d.decisions[1].remaining], [6, 0]);
+        let before = store.clone();
+        let d = decide(&mut store, &policies, now, charge(Charge::Partial, 7, None)).unwrap();
+        assert_eq!(
+            (d.allowed, d.granted, d.blocked_by),
+            (false, Some(0), Some(1))
+        );
+        assert_eq!(store, before, "a denied PARTIAL writes nothing");
+    }
+
+    #[test]
+    fn force_writes_every_key_and_refund_writes_only_what_changes() {
+        let mut store = MemoryStore::new(2);
+        let policies = [gcra(10), fixed(4)];
+        let now = Micros::new(100 * S);
+        let forced = charge(Charge::Force, 0, Some(vec![2, 6]));
+        let d = decide(&mut store, &policies, now, forced).unwrap();
+        assert_eq!((d.allowed, d.blocked_by), (false, Some(1)));
+        assert_eq!(store.effects.len(), 2, "both keys written, fitted or not");
+        let d = decide(&mut store, &policies, now, Request::default()).unwrap();
+        assert!(!d.allowed);
+        // Give back 2 to each: the fixed window still holds 4 of 4.
+        let refund = charge(Charge::Refund, 2, None);
+        let d = decide(&mut store, &policies, now, refund).unwrap();
+        assert!(d.allowed);
+        assert_eq!(
+            [d.decisions[0].remaining, d.decisions[1].remaining],
+            [10, 0]
+        );
+        // Nothing to give back to a missing key: nothing written.
+        let mut empty = MemoryStore::new(2);
+        let refund = charge(Charge::Refund, 3, None);
+        decide(&mut empty, &policies, now, refund).unwrap();
+        assert_eq!(empty, MemoryStore::new(2));
+    }
+
+    #[test]
+    fn a_peek_never_writes() {
+        let mut store = MemoryStore::new(1);
+        let now = Micros::new(100 * S);
+        run(&mut store, &[fixed(4)], 3, false);
+        let before = store.clone();
+        let d = decide(&mut store, &[fixed(4)], now, charge(Charge::Peek, 1, None)).unwrap();
+        assert_eq!((d.allowed, d.decisions[0].remaining), (true, 1));
+        assert_eq!(store, before);
     }
 
     #[test]

@@ -56,6 +56,23 @@ pub enum Error {
     },
     /// Options of which at most one may be given (names them all).
     Exclusive(String),
+    /// An option given with another it excludes.
+    Combination {
+        option: &'static str,
+        with: &'static str,
+    },
+    /// An option given without what it needs.
+    Needs {
+        option: &'static str,
+        what: &'static str,
+    },
+    /// RL.ALL's COSTS with another count of amounts than keys.
+    CostsCount {
+        keys: usize,
+        given: usize,
+    },
+    /// A forced charge the state of `command` cannot hold.
+    ForceTooLarge(&'static str),
     /// `limit` above what a mode accepts.
     LimitTooHigh {
         max: u64,
@@ -170,6 +187,23 @@ impl std::fmt::Display for Error {
             Error::Exclusive(options) => {
                 write!(f, "ERR syntax error: {options} are mutually exclusive")
             }
+            Error::Combination { option, with } => {
+                write!(
+                    f,
+                    "ERR syntax error: {option} cannot be combined with {with}"
+                )
+            }
+            Error::Needs { option, what } => write!(f, "ERR syntax error: {option} needs {what}"),
+            Error::CostsCount { keys, given } => write!(
+                f,
+                "ERR syntax error: COSTS needs one cost per key, got {} for {}",
+                plural(*given, "cost", "costs"),
+                plural(*keys, "key", "keys")
+            ),
+            Error::ForceTooLarge(command) => write!(
+                f,
+                "ERR FORCE would put key beyond what {command} state can hold; nothing was changed"
+            ),
             Error::LimitTooHigh { max, mode } => {
                 write!(f, "ERR limit must be at most {max} with {mode}")
             }
@@ -293,6 +327,16 @@ mod tests {
             Error::horizon("a", Micros::new(1)),
             Error::RateTooHigh,
             Error::Exclusive("A and B".into()),
+            Error::Combination {
+                option: "REFUND",
+                with: "COST",
+            },
+            Error::Needs {
+                option: "FORCE",
+                what: "COST n",
+            },
+            Error::CostsCount { keys: 2, given: 1 },
+            Error::ForceTooLarge("RL.GCRA"),
             Error::WriteFailed("x"),
             Error::LimitTooHigh {
                 max: 1,

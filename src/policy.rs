@@ -6,11 +6,14 @@ use crate::algorithm::gcra::Gcra;
 use crate::algorithm::schedule::Tat;
 use crate::algorithm::sliding_approx::SlidingApprox;
 use crate::algorithm::sliding_log::SlidingLog;
-use crate::algorithm::sliding_subwindows::SlidingSubwindows;
+use crate::algorithm::sliding_subwindows::{SlidingSubwindows, SubwindowState};
 use crate::algorithm::token_bucket::TokenBucket;
 use crate::algorithm::{Decision, Micros};
 use crate::codec::window::{self, StoredSlidingLog};
 use crate::codec::{self, Kind, Patch, StateError, TAT_MAX_LEN};
+
+mod charge;
+pub use charge::ForceError;
 
 /// One parsed limit.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -37,6 +40,9 @@ pub enum StateWrite {
     /// grow with the size of the state. Only for a key that already holds
     /// this policy's state.
     Patch(Patch),
+    /// Delete the key: a refund brought the limiter back to its full,
+    /// untouched state, which is what no key means (replicated as `DEL`).
+    Delete,
 }
 
 impl StateWrite {
@@ -46,6 +52,7 @@ impl StateWrite {
         match self {
             StateWrite::Value(v) => *state = Some(v.clone()),
             StateWrite::Patch(patch) => patch.apply_to(state.get_or_insert_with(Vec::new)),
+            StateWrite::Delete => *state = None,
         }
     }
 }
@@ -131,7 +138,7 @@ impl Policy {
 /// it starts on one of its boundaries (rewriting it under 0xA7 on its next
 /// write); any other 0xA6 window began at a first request, which is not
 /// aligned state.
-fn decode_fixed(f: &FixedWindow, value: &[u8]) -> Result<FixedState, StateError> {
+pub(crate) fn decode_fixed(f: &FixedWindow, value: &[u8]) -> Result<FixedState, StateError> {
     if !f.aligned() {
         return window::decode_fixed(value, Kind::Fixed);
     }
@@ -183,24 +190,32 @@ fn decide_sliding_log(
     Ok(Outcome { decision, write })
 }
 
-/// Sub-window counts are patched where they change; a state stored with
-/// another `n` is folded into the current sub-window (never over-admits),
-/// and one stored with narrower counts is widened; both are rewritten whole.
-fn decide_subwindows(
+/// A sub-window state read for a decision, and the layout it was stored in.
+pub(crate) struct LoadedSubwindows<'a> {
+    state: SubwindowState,
+    /// The stored value and its count width, if any.
+    stored: Option<(&'a [u8], usize)>,
+    /// Stored with this limiter's `n`: can be patched in place.
+    same_n: bool,
+}
+
+/// Reads a sub-window state; one stored with another `n` is folded into
+/// the current sub-window (never over-admits).
+pub(crate) fn load_subwindows<'a>(
     limiter: &SlidingSubwindows,
-    stored: Option<&[u8]>,
+    stored: Option<&'a [u8]>,
     now: Micros,
-    cost: u64,
-) -> Result<Outcome, StateError> {
-    let width = window::count_width(limiter.limit());
+) -> Result<LoadedSubwindows<'a>, StateError> {
     let Some(value) = stored else {
-        let (decision, new) = limiter.decide(None, now, cost);
-        let write = new.map(|s| StateWrite::Value(window::encode_subwindows(width, &s)));
-        return Ok(Outcome { decision, write });
+        return Ok(LoadedSubwindows {
+            state: limiter.empty(now),
+            stored: None,
+            same_n: false,
+        });
     };
     let found = window::decode_subwindows(value)?;
-    let same_layout = found.n == limiter.subwindows() && found.width >= width;
-    let state = if found.n == limiter.subwindows() {
+    let same_n = found.n == limiter.subwindows();
+    let state = if same_n {
         found.state
     } else {
         let mut s = limiter.empty(now);
@@ -217,19 +232,46 @@ fn decide_subwindows(
         s.counts.swap(0, slot);
         s
     };
-    let (decision, new) = limiter.decide(Some(&state), now, cost);
-    let write = new.map(|s| {
-        if same_layout {
-            let encoded = window::encode_subwindows(found.width, &s);
+    Ok(LoadedSubwindows {
+        state,
+        stored: Some((value, found.width)),
+        same_n,
+    })
+}
+
+/// Sub-window counts are patched where they change; a state stored with
+/// another `n`, or with counts too narrow for the new ones, is rewritten
+/// whole.
+pub(crate) fn write_subwindows(
+    limiter: &SlidingSubwindows,
+    loaded: &LoadedSubwindows,
+    new: &SubwindowState,
+) -> StateWrite {
+    let largest = new.counts.iter().copied().max().unwrap_or(0);
+    let width = window::count_width(limiter.limit().max(largest));
+    match loaded.stored {
+        Some((value, found)) if loaded.same_n && found >= width => {
+            let encoded = window::encode_subwindows(found, new);
             StateWrite::Patch(window::diff(value, &encoded, 16))
-        } else {
-            StateWrite::Value(window::encode_subwindows(width.max(found.width), &s))
         }
-    });
+        Some((_, found)) => StateWrite::Value(window::encode_subwindows(width.max(found), new)),
+        None => StateWrite::Value(window::encode_subwindows(width, new)),
+    }
+}
+
+fn decide_subwindows(
+    limiter: &SlidingSubwindows,
+    stored: Option<&[u8]>,
+    now: Micros,
+    cost: u64,
+) -> Result<Outcome, StateError> {
+    let loaded = load_subwindows(limiter, stored, now)?;
+    let (decision, new) = limiter.decide(Some(&loaded.state), now, cost);
+    let write = new.map(|s| write_subwindows(limiter, &loaded, &s));
     Ok(Outcome { decision, write })
 }
 
-fn tat_outcome(kind: Kind, decision: Decision, new: Option<Tat>) -> Outcome {
+pub(crate) fn tat_outcome(kind: Kind, decision: Decision, new: Option<Tat>) -> Outcome {
     let write = new.map(|tat| {
         let mut buf = [0u8; TAT_MAX_LEN];
         let len = codec::encode_tat(kind, tat, &mut buf);

@@ -24,8 +24,9 @@ pub trait Store {
     /// Undoes a [`Store::prepare`] that will not be committed.
     fn abandon(&mut self, key: usize);
 
-    /// Stores the prepared `write`, sets the key to expire `ttl` from now,
-    /// replicates the effect (never the command) and signals the change.
+    /// Stores the prepared `write`, sets the key to expire `ttl` from now
+    /// (a deletion has none), replicates the effect (never the command) and
+    /// signals the change.
     fn commit(&mut self, key: usize, write: &StateWrite, ttl: Micros);
 }
 
@@ -92,6 +93,10 @@ impl Store for MemoryStore {
             StateWrite::Value(v) => format!("SET {key} {v:?} TTL {}us", ttl.as_u64()),
             StateWrite::Patch(ranges) => {
                 format!("SETRANGE {key} {ranges:?} TTL {}us", ttl.as_u64())
+            }
+            StateWrite::Delete => {
+                self.ttls[key] = None;
+                format!("DEL {key}")
             }
         };
         self.effects.push(effect);

@@ -92,7 +92,11 @@ fn command_synopsis(doc: &Value) -> String {
 const GCRA: &str = "GCRA limit:integer period:string [BURST burst:integer]";
 const BUCKET: &str = "BUCKET capacity:integer refill:integer period:string";
 const MODE: &str = "[(EXACT | APPROX | BUCKETS buckets:integer)]";
-const COMMON: &str = "[COST cost:integer] [DRYRUN]";
+const COMMON: &str = "[COST cost:integer] [DRYRUN] [(FORCE | PARTIAL | REFUND refund:integer)]";
+const POLICY: &str = "(GCRA limit:integer period:string [BURST burst:integer] | \
+                      BUCKET capacity:integer refill:integer period:string | \
+                      SLIDING limit:integer window:string [(EXACT | APPROX | BUCKETS buckets:integer)] | \
+                      FIXED limit:integer window:string [ALIGNED])";
 
 #[test]
 fn every_command_documents_its_arguments() {
@@ -120,9 +124,11 @@ fn every_command_documents_its_arguments() {
             format!(
                 "numkeys:integer key:key... ({GCRA} | {BUCKET} | \
                  SLIDING limit:integer window:string {MODE} | \
-                 FIXED limit:integer window:string [ALIGNED])... {COMMON}"
+                 FIXED limit:integer window:string [ALIGNED])... {COMMON} \
+                 [COSTS costs:integer...]"
             ),
         ),
+        ("rl.peek", format!("key:key {POLICY}")),
         (
             "cl.throttle",
             "key:key max_burst:integer count:integer period:integer [quantity:integer]".into(),

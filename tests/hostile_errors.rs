@@ -119,7 +119,11 @@ fn argument_cases(shape: &Shape, key: &[u8]) -> Vec<Case> {
         .iter()
         .filter(|s| s.name == shape.name && s.infix == shape.infix)
         .flat_map(|s| s.options.iter().filter(|o| o.mode));
-    let known: Vec<&str> = shape.options.iter().chain(modes).map(|o| o.word).collect();
+    let mut known: Vec<&str> = shape.options.iter().chain(modes).map(|o| o.word).collect();
+    if shape.name == "RL.ALL" {
+        // RL.ALL's per-key amounts: their own cases below.
+        known.push("COSTS");
+    }
     unknown.retain(|w| {
         !known.iter().any(|k| k.as_bytes() == w) && !shape.tail.iter().any(|t| t.as_bytes() == w)
     });
@@ -152,6 +156,81 @@ fn argument_cases(shape: &Shape, key: &[u8]) -> Vec<Case> {
         });
         cases.push(Case {
             args: shape.args(key, &valid, &[w]),
+            want,
+        });
+    }
+    cases.extend(charge_cases(shape, key, &valid));
+    cases
+}
+
+/// The combinations of charges and amounts the interface excludes.
+fn charge_cases(shape: &Shape, key: &[u8], valid: &[Vec<u8>]) -> Vec<Case> {
+    let mut cases = Vec::new();
+    if !shape.options.iter().any(|o| o.word == "REFUND") {
+        return cases;
+    }
+    let max = i64::MAX;
+    let mut table: Vec<(&[&str], String)> = vec![
+        (
+            &["REFUND", "1", "COST", "1"],
+            "ERR syntax error: REFUND cannot be combined with COST".into(),
+        ),
+        (
+            &["DRYRUN", "REFUND", "2"],
+            "ERR syntax error: REFUND cannot be combined with DRYRUN".into(),
+        ),
+        (
+            &["FORCE"],
+            "ERR syntax error: FORCE needs COST n of 1 or more".into(),
+        ),
+        (
+            &["COST", "0", "PARTIAL"],
+            "ERR syntax error: PARTIAL needs COST n of 1 or more".into(),
+        ),
+        (
+            &["COST", "1", "PARTIAL", "FORCE"],
+            "ERR syntax error: FORCE, PARTIAL and REFUND are mutually exclusive".into(),
+        ),
+        (
+            &["REFUND", "0"],
+            format!("ERR REFUND must be an integer from 1 to {max}"),
+        ),
+    ];
+    if shape.name == "RL.ALL" {
+        table.extend([
+            (
+                &["COSTS"][..],
+                "ERR syntax error: COSTS needs one cost per key, got 0 costs for 1 key".into(),
+            ),
+            (
+                &["COSTS", "1", "2"][..],
+                "ERR syntax error: COSTS needs one cost per key, got 2 costs for 1 key".into(),
+            ),
+            (
+                &["COSTS", "-1"][..],
+                format!("ERR COSTS must be an integer from 0 to {max}"),
+            ),
+            (
+                &["COSTS", "1", "COST", "1"][..],
+                "ERR syntax error: COST and COSTS are mutually exclusive".into(),
+            ),
+            (
+                &["COSTS", "1", "PARTIAL"][..],
+                "ERR syntax error: PARTIAL cannot be combined with COSTS".into(),
+            ),
+            (
+                &["REFUND", "1", "COSTS", "1"][..],
+                "ERR syntax error: REFUND cannot be combined with COSTS".into(),
+            ),
+            (
+                &["REFUND", "COSTS", "1", "REFUND", "1"][..],
+                "ERR syntax error: REFUND given more than once".into(),
+            ),
+        ]);
+    }
+    for (rest, want) in table {
+        cases.push(Case {
+            args: shape.args(key, valid, &words(rest)),
             want,
         });
     }

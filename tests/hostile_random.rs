@@ -222,6 +222,29 @@ impl Gen {
             cmd.push(b"COST".to_vec());
             cmd.push(self.value(count));
         }
+        // A kind of charge, and one cost per key (now and then one too
+        // few or too many).
+        match self.rng.gen_range(0..12) {
+            0 => cmd.push(b"FORCE".to_vec()),
+            1 => cmd.push(b"PARTIAL".to_vec()),
+            2 => {
+                cmd.push(b"REFUND".to_vec());
+                cmd.push(self.value(count));
+            }
+            3 => cmd.push(b"REFUND".to_vec()),
+            _ => {}
+        }
+        if self.rng.gen_ratio(1, 5) {
+            cmd.push(b"COSTS".to_vec());
+            let given = match self.rng.gen_range(0..20) {
+                0 => n.saturating_sub(1),
+                1 => n + 1,
+                _ => n,
+            };
+            for _ in 0..given {
+                cmd.push(self.value(count));
+            }
+        }
         if self.rng.gen_ratio(1, 8) {
             cmd.push(b"DRYRUN".to_vec());
         }
@@ -350,7 +373,12 @@ fn check_reply(cmd: &[Vec<u8>], reply: &Reply, tally: &mut Tally) {
             assert_eq!(allowed == 1, blocked_by == -1, "{}", bad());
             assert!(retry >= -1 && (allowed == 0 || retry == -1), "{}", bad());
             for one in limits {
-                check_decision(&one.ints(), false, &bad);
+                let f = one.ints();
+                check_decision(&f, false, &bad);
+                // PARTIAL: the call is admitted exactly when it grants.
+                if let Some(&granted) = f.get(5) {
+                    assert_eq!(granted >= 1, allowed == 1, "{}", bad());
+                }
             }
             if allowed == 1 {
                 assert!(limits.iter().all(|l| l.ints()[0] == 1), "{}", bad());
@@ -365,9 +393,11 @@ fn check_reply(cmd: &[Vec<u8>], reply: &Reply, tally: &mut Tally) {
         }
         Reply::Array(Some(_)) if name != "RL.CLOCK" => {
             let f = reply.ints();
-            assert_eq!(f.len(), 5, "{} -> {f:?}", show(cmd));
             let cell = name == "CL.THROTTLE";
             check_decision(&f, cell, &|| format!("{} -> {f:?}", show(cmd)));
+            if let Some(&granted) = f.get(5) {
+                assert_eq!(granted >= 1, f[0] == 1, "{} -> {f:?}", show(cmd));
+            }
             let admitted = if cell { f[0] == 0 } else { f[0] == 1 };
             tally.allowed += usize::from(admitted);
             tally.denied += usize::from(!admitted);
@@ -376,9 +406,14 @@ fn check_reply(cmd: &[Vec<u8>], reply: &Reply, tally: &mut Tally) {
     }
 }
 
-/// The invariants of one five-field decision reply.
+/// The invariants of one decision reply: five fields, and a sixth,
+/// `granted`, after PARTIAL (at least 1 when admitted, 0 when denied).
 fn check_decision(f: &[i64], cell: bool, context: &dyn Fn() -> String) {
-    assert_eq!(f.len(), 5, "{}", context());
+    assert!(f.len() == 5 || (f.len() == 6 && !cell), "{}", context());
+    if let Some(&granted) = f.get(5) {
+        // (In RL.ALL a limit may admit the unit that another denies.)
+        assert!(granted >= 0 && (granted == 0 || f[0] == 1), "{}", context());
+    }
     // [allowed, limit, remaining, retry_after_ms, reset_after_ms], or for
     // CL.THROTTLE [limited, limit, remaining, retry_s, reset_s]. redis-cell
     // divides whole microseconds, truncated, so an interval of 1.999 µs

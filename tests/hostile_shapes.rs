@@ -35,6 +35,15 @@ fn defined(shape: &Shape) -> (Vec<Param>, Vec<Opt>) {
             }
             (p.params.to_vec(), [p.options, &COMMON[..]].concat())
         }
+        // RL.PEEK: the policy alone, no common options.
+        Grammar::Peek { policies } => {
+            let keyword = shape.infix[0];
+            let p = policies
+                .iter()
+                .find(|p| p.keyword == keyword)
+                .expect("an RL.PEEK shape names a policy");
+            (p.params.to_vec(), p.options.to_vec())
+        }
         Grammar::Positional { params, .. } => (params.to_vec(), Vec::new()),
         Grammar::Subcommands { choices, .. } => {
             let (_, param) = choices
@@ -121,7 +130,8 @@ fn shapes_agree_with_the_command_definitions() {
                 ),
             }
         }
-        let takes_options = !options.is_empty();
+        // RL.PEEK answers an unknown word after its policy as an option.
+        let takes_options = !options.is_empty() || shape.name == "RL.PEEK";
         assert_eq!(
             shape.extra == Extra::UnknownOption,
             takes_options,

@@ -26,7 +26,21 @@ fuzz_target!(|data: &[u8]| {
     }
     check(api::parse_throttle(&argv));
     check(api::parse_all(&argv));
+    check(api::parse_peek(&argv));
     check(api::parse_common(&argv));
+    // A parsed request is one the decision path can take: PARTIAL and
+    // FORCE charge at least one unit, a refund has nothing to dry-run.
+    if let Ok(call) = api::parse_all(&argv) {
+        let r = &call.request;
+        if let Some(costs) = &r.costs {
+            assert_eq!(costs.len(), call.numkeys);
+            assert!(r.charge != api::Charge::Partial);
+        }
+        if matches!(r.charge, api::Charge::Partial) {
+            assert!(r.cost >= 1);
+        }
+        assert!(!(r.charge == api::Charge::Refund && r.dryrun));
+    }
     // Each argument alone as a duration and as a count, and the bounds
     // from the first eight bytes.
     let bound = |i: usize| {

@@ -25,6 +25,17 @@ fuzz_target!(|data: &[u8]| {
         assert!(d.remaining <= d.limit);
         assert_eq!(new.is_some(), d.allowed && cost > 0);
         assert_eq!(d.allowed, d.retry_after == RetryAfter::NotNeeded);
+        // A refund never goes beyond full; a forced charge is bounded by
+        // the horizon, and the state it writes decides without a panic.
+        if let Some(t) = s.refund(stored, now, w(17)) {
+            let (full, _) = s.decide(Some(t), now, 0);
+            assert!(full.remaining <= full.limit);
+        }
+        if let Some(t) = s.force(stored, now, cost) {
+            let (after, _) = s.decide(Some(t), now, 1);
+            assert!(after.remaining <= after.limit);
+            assert!(after.reset_after <= redis_ratelimit::api::MAX_HORIZON.saturating_add(Micros::new(1)));
+        }
         // Follow-ups from the state it wrote, later by a chosen step.
         if let Some(t) = new {
             let later = now.saturating_add(Micros::new(w(9) % 1_000_000_000));

@@ -66,12 +66,7 @@ impl FixedWindow {
                     count: count + cost,
                 },
                 None => FixedState {
-                    start: if self.aligned {
-                        let (now, window) = (now.as_u64(), self.window.as_u64());
-                        Micros::new(now - now % window)
-                    } else {
-                        now
-                    },
+                    start: self.start_at(now),
                     count: cost,
                 },
             };
@@ -85,6 +80,46 @@ impl FixedWindow {
         let wait = live.as_ref().map_or(Micros::ZERO, until_end);
         decision.retry_after = RetryAfter::After(wait.max(Micros::new(1)));
         (decision, None)
+    }
+}
+
+impl FixedWindow {
+    fn live(&self, stored: Option<FixedState>, now: Micros) -> Option<FixedState> {
+        stored.filter(|s| now < s.start.saturating_add(self.window))
+    }
+
+    /// Gives back `n` units: the live window's count falls, never below 0.
+    /// `None` when nothing changes.
+    pub fn refund(&self, stored: Option<FixedState>, now: Micros, n: u64) -> Option<FixedState> {
+        let live = self.live(stored, now).filter(|s| s.count > 0 && n > 0)?;
+        Some(FixedState {
+            start: live.start,
+            count: live.count.saturating_sub(n),
+        })
+    }
+
+    /// Charges `cost` whether or not it fits: the count may exceed the
+    /// limit until the window ends. `None` if the count would overflow.
+    pub fn force(&self, stored: Option<FixedState>, now: Micros, cost: u64) -> Option<FixedState> {
+        Some(match self.live(stored, now) {
+            Some(s) => FixedState {
+                start: s.start,
+                count: s.count.checked_add(cost)?,
+            },
+            None => FixedState {
+                start: self.start_at(now),
+                count: cost,
+            },
+        })
+    }
+
+    fn start_at(&self, now: Micros) -> Micros {
+        if self.aligned {
+            let (now, window) = (now.as_u64(), self.window.as_u64());
+            Micros::new(now - now % window)
+        } else {
+            now
+        }
     }
 }
 

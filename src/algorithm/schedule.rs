@@ -148,6 +148,38 @@ impl Schedule {
     }
 }
 
+impl Schedule {
+    /// The TAT in ticks as a decision at `now` sees it (see `decide`).
+    fn current(&self, stored: Option<Tat>, now: u128) -> u128 {
+        let earliest = now.saturating_sub(u128::from(self.den) - 1);
+        stored.map_or(now, |t| t.to_ticks(self.den)).max(earliest)
+    }
+
+    /// Gives back `n` units: the TAT moves back `n` emission intervals,
+    /// never before `now` (a full limiter). `None` when nothing changes.
+    pub fn refund(&self, stored: Option<Tat>, now: Micros, n: u64) -> Option<Tat> {
+        let now = u128::from(now.as_u64()) * u128::from(self.den);
+        let tat = self.current(Some(stored?), now);
+        if tat <= now || n == 0 {
+            return None;
+        }
+        let back = u128::from(n).saturating_mul(u128::from(self.interval_ticks));
+        Some(Tat::from_ticks(tat.saturating_sub(back).max(now), self.den))
+    }
+
+    /// Charges `cost` units whether or not they fit: the TAT may run ahead
+    /// of `now` by more than a burst (debt). `None` when the limiter would
+    /// then take longer than [`MAX_HORIZON`] to be full again.
+    pub fn force(&self, stored: Option<Tat>, now: Micros, cost: u64) -> Option<Tat> {
+        let now = u128::from(now.as_u64()) * u128::from(self.den);
+        let tat = self.current(stored, now);
+        let new =
+            tat.checked_add(u128::from(cost).checked_mul(u128::from(self.interval_ticks))?)?;
+        let backlog_us = div_ceil_u128(new.saturating_sub(now), u128::from(self.den));
+        (backlog_us <= u128::from(MAX_HORIZON.as_u64())).then(|| Tat::from_ticks(new, self.den))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -39,16 +39,10 @@ impl SlidingApprox {
     ) -> (Decision, Option<ApproxState>) {
         let w = u128::from(self.window.as_u64());
         let limit = u128::from(self.limit);
-        let now_index = now.as_u64() / self.window.as_u64();
         // Roll the stored counts forward to now; a gap of more than one
         // window clears both. A clock that went back stays in the stored
         // window, at its start.
-        let (index, prev, cur) = match stored {
-            None => (now_index, 0, 0),
-            Some(s) if s.index >= now_index => (s.index, s.prev, s.cur),
-            Some(s) if s.index + 1 == now_index => (now_index, s.cur, 0),
-            Some(_) => (now_index, 0, 0),
-        };
+        let ApproxState { index, prev, cur } = self.rolled(stored, now);
         let start = u128::from(index) * w;
         let now = u128::from(now.as_u64());
         let elapsed = now.max(start) - start;
@@ -109,6 +103,47 @@ impl SlidingApprox {
         let wait = clamp_micros(at.saturating_sub(now));
         decision.retry_after = RetryAfter::After(wait.max(Micros::new(1)));
         (decision, None)
+    }
+}
+
+impl SlidingApprox {
+    /// The stored counts rolled forward to `now`: a gap of more than one
+    /// window clears both; a clock that went back stays in the stored
+    /// window.
+    fn rolled(&self, stored: Option<ApproxState>, now: Micros) -> ApproxState {
+        let now_index = now.as_u64() / self.window.as_u64();
+        let (index, prev, cur) = match stored {
+            None => (now_index, 0, 0),
+            Some(s) if s.index >= now_index => (s.index, s.prev, s.cur),
+            Some(s) if s.index + 1 == now_index => (now_index, s.cur, 0),
+            Some(_) => (now_index, 0, 0),
+        };
+        ApproxState { index, prev, cur }
+    }
+
+    /// Gives back `n` units from the current window's count (never below
+    /// 0). `None` when nothing changes.
+    pub fn refund(&self, stored: Option<ApproxState>, now: Micros, n: u64) -> Option<ApproxState> {
+        let s = self.rolled(Some(stored?), now);
+        (s.cur > 0 && n > 0).then(|| ApproxState {
+            cur: s.cur.saturating_sub(n),
+            ..s
+        })
+    }
+
+    /// Charges `cost` whether or not it fits: the current count may exceed
+    /// the limit. `None` if it would overflow.
+    pub fn force(
+        &self,
+        stored: Option<ApproxState>,
+        now: Micros,
+        cost: u64,
+    ) -> Option<ApproxState> {
+        let s = self.rolled(stored, now);
+        Some(ApproxState {
+            cur: s.cur.checked_add(cost)?,
+            ..s
+        })
     }
 }
 

@@ -125,6 +125,52 @@ impl SlidingLog {
     }
 }
 
+/// What a refund does to the log: drop the `expired` oldest entries and the
+/// `removed` newest.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LogRefund {
+    pub expired: usize,
+    pub removed: usize,
+}
+
+impl SlidingLog {
+    /// The index of the oldest live entry at `now`, and the log's time.
+    fn live_from<E: Entries + ?Sized>(&self, log: &E, now: Micros) -> (usize, Micros) {
+        let len = log.count();
+        let newest = len.checked_sub(1).map(|i| log.stamp(i));
+        let log_now = newest.map_or(now, |t| now.max(t));
+        let w = self.window;
+        let first = partition_point(log, len, |t| log_now.saturating_sub(t) >= w);
+        (first, log_now)
+    }
+
+    /// Gives back `n` units: removes the `n` newest live entries. `None`
+    /// when nothing changes.
+    pub fn refund<E: Entries + ?Sized>(&self, log: &E, now: Micros, n: u64) -> Option<LogRefund> {
+        let (first, _) = self.live_from(log, now);
+        let live = log.count() - first;
+        let removed = usize::try_from(n).unwrap_or(usize::MAX).min(live);
+        (removed > 0).then_some(LogRefund {
+            expired: first,
+            removed,
+        })
+    }
+
+    /// Charges `cost` whether or not it fits. The log holds at most `limit`
+    /// entries: the caller keeps the newest `limit` of the result, which
+    /// decides every later request exactly as the whole log would (a
+    /// request needs the `limit`-th newest entry, or a newer one, to have
+    /// expired).
+    pub fn force<E: Entries + ?Sized>(&self, log: &E, now: Micros, cost: u64) -> LogChange {
+        let (first, log_now) = self.live_from(log, now);
+        LogChange {
+            expired: first,
+            added: cost.min(self.limit),
+            at: log_now,
+        }
+    }
+}
+
 /// The first index in `0..len` whose stamp does not satisfy `pred`
 /// (`pred` holds for a prefix).
 fn partition_point<E: Entries + ?Sized>(

@@ -84,20 +84,8 @@ impl SlidingSubwindows {
         cost: u64,
     ) -> (Decision, Option<SubwindowState>) {
         let m = self.slots() as u64;
-        let mut st = match stored {
-            Some(s) if s.counts.len() == self.slots() => s.clone(),
-            _ => self.empty(now),
-        };
-        // Roll forward to now (a clock that went back stays where it was).
-        let j = self.subwindow(now).max(st.newest);
-        if j - st.newest >= m {
-            st.counts.iter_mut().for_each(|c| *c = 0);
-        } else {
-            for d in 1..=j - st.newest {
-                st.counts[((st.newest + d) % m) as usize] = 0;
-            }
-        }
-        st.newest = j;
+        let mut st = self.rolled(stored, now);
+        let j = st.newest;
         let count_of = |st: &SubwindowState, k: u64| st.counts[(k % m) as usize];
         let total = |st: &SubwindowState| st.counts.iter().map(|&c| u128::from(c)).sum::<u128>();
         let now = u128::from(now.as_u64());
@@ -148,6 +136,65 @@ impl SlidingSubwindows {
             }
         }
         (decision, None)
+    }
+}
+
+impl SlidingSubwindows {
+    /// The stored state rolled forward to `now` (a clock that went back
+    /// stays where it was); a fresh one if `stored` has another layout.
+    fn rolled(&self, stored: Option<&SubwindowState>, now: Micros) -> SubwindowState {
+        let m = self.slots() as u64;
+        let mut st = match stored {
+            Some(s) if s.counts.len() == self.slots() => s.clone(),
+            _ => self.empty(now),
+        };
+        let j = self.subwindow(now).max(st.newest);
+        if j - st.newest >= m {
+            st.counts.iter_mut().for_each(|c| *c = 0);
+        } else {
+            for d in 1..=j - st.newest {
+                st.counts[((st.newest + d) % m) as usize] = 0;
+            }
+        }
+        st.newest = j;
+        st
+    }
+
+    /// Gives back `n` units, from the newest sub-window first. `None` when
+    /// nothing changes.
+    pub fn refund(
+        &self,
+        stored: Option<&SubwindowState>,
+        now: Micros,
+        n: u64,
+    ) -> Option<SubwindowState> {
+        let mut st = self.rolled(Some(stored?), now);
+        let m = self.slots() as u64;
+        let mut left = n;
+        for back in 0..m {
+            let Some(k) = st.newest.checked_sub(back) else {
+                break;
+            };
+            let slot = &mut st.counts[(k % m) as usize];
+            let take = left.min(*slot);
+            *slot -= take;
+            left -= take;
+        }
+        (left < n).then_some(st)
+    }
+
+    /// Charges `cost` to the current sub-window whether or not it fits.
+    /// `None` if its count would overflow.
+    pub fn force(
+        &self,
+        stored: Option<&SubwindowState>,
+        now: Micros,
+        cost: u64,
+    ) -> Option<SubwindowState> {
+        let mut st = self.rolled(stored, now);
+        let slot = (st.newest % self.slots() as u64) as usize;
+        st.counts[slot] = st.counts[slot].checked_add(cost)?;
+        Some(st)
     }
 }
 

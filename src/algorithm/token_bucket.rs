@@ -27,6 +27,16 @@ impl TokenBucket {
     pub fn decide(&self, stored: Option<Tat>, now: Micros, cost: u64) -> (Decision, Option<Tat>) {
         self.schedule.decide(stored, now, cost)
     }
+
+    /// Gives back `n` units ([`Schedule::refund`]).
+    pub fn refund(&self, stored: Option<Tat>, now: Micros, n: u64) -> Option<Tat> {
+        self.schedule.refund(stored, now, n)
+    }
+
+    /// Charges `cost` whether or not it fits ([`Schedule::force`]).
+    pub fn force(&self, stored: Option<Tat>, now: Micros, cost: u64) -> Option<Tat> {
+        self.schedule.force(stored, now, cost)
+    }
 }
 
 #[cfg(test)]

@@ -22,6 +22,11 @@ pub enum Grammar {
     All {
         policies: &'static [&'static PolicyDef],
     },
+    /// `key`, then one policy written as in RL.ALL (its keyword first),
+    /// one of `policies`; nothing else.
+    Peek {
+        policies: &'static [&'static PolicyDef],
+    },
     /// `key`, then positional arguments, the last `optional` of them optional.
     Positional {
         params: &'static [Param],
@@ -64,7 +69,7 @@ pub struct CommandDef {
 impl CommandDef {
     pub fn keys(&self) -> Keys {
         match self.grammar {
-            Grammar::Policy(_) | Grammar::Positional { .. } => Keys::First,
+            Grammar::Policy(_) | Grammar::Peek { .. } | Grammar::Positional { .. } => Keys::First,
             Grammar::All { .. } => Keys::Counted,
             Grammar::Subcommands { .. } => Keys::None,
         }
@@ -79,6 +84,11 @@ impl CommandDef {
             Grammar::All { policies } => {
                 let shortest = policies.iter().map(|p| p.params.len()).min();
                 4 + shortest.unwrap_or(0)
+            }
+            // A key, a policy's keyword and arguments.
+            Grammar::Peek { policies } => {
+                let shortest = policies.iter().map(|p| p.params.len()).min();
+                3 + shortest.unwrap_or(0)
             }
             Grammar::Positional { params, optional } => 2 + params.len() - optional,
             Grammar::Subcommands { .. } => 1,

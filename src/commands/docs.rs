@@ -146,6 +146,15 @@ fn policy_args(p: &PolicyDef) -> Vec<DocArg> {
     out
 }
 
+/// One of `policies`, each a block after its keyword.
+fn policy_choice(policies: &[&PolicyDef]) -> DocArg {
+    let blocks = policies.iter().map(|p| {
+        let name = p.keyword.to_ascii_lowercase();
+        DocArg::parent(&name, DocType::Block, policy_args(p)).with_token(p.keyword)
+    });
+    DocArg::parent("policy", DocType::OneOf, blocks.collect())
+}
+
 /// The arguments of `command`, in order, without the command name.
 pub fn arguments(command: &CommandDef) -> Vec<DocArg> {
     match &command.grammar {
@@ -156,18 +165,21 @@ pub fn arguments(command: &CommandDef) -> Vec<DocArg> {
             out
         }
         Grammar::All { policies } => {
-            let blocks = policies.iter().map(|p| {
-                let name = p.keyword.to_ascii_lowercase();
-                DocArg::parent(&name, DocType::Block, policy_args(p)).with_token(p.keyword)
-            });
             let mut out = vec![
                 DocArg::new("numkeys", DocType::Integer),
                 key().multiple(),
-                DocArg::parent("policy", DocType::OneOf, blocks.collect()).multiple(),
+                policy_choice(policies).multiple(),
             ];
             out.extend(options(&COMMON));
+            out.push(
+                DocArg::new("costs", DocType::Integer)
+                    .with_token("COSTS")
+                    .multiple()
+                    .optional(),
+            );
             out
         }
+        Grammar::Peek { policies } => vec![key(), policy_choice(policies)],
         Grammar::Positional { params, optional } => {
             let required = params.len() - optional;
             let mut out = vec![key()];
@@ -204,12 +216,20 @@ mod tests {
         let get = |name: &str| all.iter().find(|(n, _)| n == name).unwrap().1.clone();
         assert_eq!(
             get("rl.gcra"),
-            "key:key limit:integer period:string [BURST burst:integer] [COST cost:integer] [DRYRUN]"
+            "key:key limit:integer period:string [BURST burst:integer] [COST cost:integer] [DRYRUN] \
+             [(FORCE | PARTIAL | REFUND refund:integer)]"
         );
         assert_eq!(
             get("rl.sliding"),
             "key:key limit:integer window:string [(EXACT | APPROX | BUCKETS buckets:integer)] \
-             [COST cost:integer] [DRYRUN]"
+             [COST cost:integer] [DRYRUN] [(FORCE | PARTIAL | REFUND refund:integer)]"
+        );
+        assert_eq!(
+            get("rl.peek"),
+            "key:key (GCRA limit:integer period:string [BURST burst:integer] | \
+             BUCKET capacity:integer refill:integer period:string | \
+             SLIDING limit:integer window:string [(EXACT | APPROX | BUCKETS buckets:integer)] | \
+             FIXED limit:integer window:string [ALIGNED])"
         );
         assert_eq!(
             get("cl.throttle"),

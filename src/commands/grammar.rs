@@ -7,7 +7,7 @@
 
 use crate::algorithm::Micros;
 use crate::args::{self, Options};
-use crate::engine::Request;
+use crate::engine::{Charge, Request};
 use crate::error::{printable, Error};
 use crate::limits::MAX_COUNT;
 use crate::policy::Policy;
@@ -118,7 +118,7 @@ impl Opt {
     }
 }
 
-/// The most options any one command takes (its policy's and the common ones).
+/// The most options any one policy takes (the common ones apart).
 pub const MAX_OPTIONS: usize = 6;
 /// The most positional arguments any policy takes.
 pub const MAX_PARAMS: usize = 4;
@@ -167,10 +167,20 @@ pub struct PolicyDef {
     pub build: Build,
 }
 
-/// `COST n` and `DRYRUN`, which every decision command takes.
-pub const COMMON: [Opt; 2] = [Opt::integer("COST", 0, MAX_COUNT), Opt::flag("DRYRUN")];
+/// The options every decision command takes: `COST n`, `DRYRUN`, and
+/// what kind of charge it is (`FORCE`, `PARTIAL` or `REFUND n`).
+pub const COMMON: [Opt; 5] = [
+    Opt::integer("COST", 0, MAX_COUNT),
+    Opt::flag("DRYRUN"),
+    Opt::flag("FORCE").in_group("charge"),
+    Opt::flag("PARTIAL").in_group("charge"),
+    Opt::integer("REFUND", 1, MAX_COUNT).in_group("charge"),
+];
 const COST: usize = 0;
 const DRYRUN: usize = 1;
+const FORCE: usize = 2;
+const PARTIAL: usize = 3;
+const REFUND: usize = 4;
 
 /// Records option `opt` (at `index` of `defined`), reading its value from
 /// `opts`: an error if it, or another of its group, was given already.
@@ -244,7 +254,7 @@ impl PolicyDef {
             }
         }
         let policy = (self.build)(&values)?;
-        Ok((policy, common_of(&common)))
+        Ok((policy, common_of(&common, PerKey::default())?))
     }
 
     /// Parses the policy from the start of `args` (after its keyword),
@@ -314,15 +324,85 @@ fn split<A>(args: &[A], n: usize) -> Option<(&[A], &[A])> {
     (args.len() >= n).then(|| args.split_at(n))
 }
 
-fn common_of(values: &[Option<u64>; COMMON.len()]) -> Request {
-    Request {
-        cost: values[COST].unwrap_or(1),
-        dryrun: values[DRYRUN].is_some(),
+/// RL.ALL's per-key amounts: `COSTS c1 .. cN`, or `REFUND COSTS c1 .. cN`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PerKey {
+    pub costs: Option<Vec<u64>>,
+    /// The costs are amounts to give back.
+    pub refund: bool,
+}
+
+/// The request the common options make, checked for the combinations the
+/// interface excludes.
+fn common_of(values: &[Option<u64>; COMMON.len()], per_key: PerKey) -> Result<Request, Error> {
+    let token = |i: usize| COMMON[i].token;
+    let given = |i: usize| values[i].is_some();
+    let costs = per_key.costs.is_some();
+    if costs && given(COST) {
+        return Err(Error::Exclusive(join_words(&[token(COST), "COSTS"], "and")));
     }
+    if per_key.refund && given(REFUND) {
+        return Err(Error::RepeatedOption(token(REFUND)));
+    }
+    let charge = if given(REFUND) || per_key.refund {
+        Charge::Refund
+    } else if given(FORCE) {
+        Charge::Force
+    } else if given(PARTIAL) {
+        Charge::Partial
+    } else {
+        Charge::Normal
+    };
+    let exclude = |option: usize, with: &'static str| Error::Combination {
+        option: token(option),
+        with,
+    };
+    let mut cost = values[COST].unwrap_or(1);
+    match charge {
+        Charge::Refund => {
+            if given(COST) {
+                return Err(exclude(REFUND, token(COST)));
+            }
+            if given(DRYRUN) {
+                return Err(exclude(REFUND, token(DRYRUN)));
+            }
+            if costs && !per_key.refund {
+                return Err(exclude(REFUND, "COSTS"));
+            }
+            cost = values[REFUND].unwrap_or(0);
+        }
+        Charge::Partial if costs => return Err(exclude(PARTIAL, "COSTS")),
+        Charge::Force | Charge::Partial => {
+            let option = if charge == Charge::Force {
+                FORCE
+            } else {
+                PARTIAL
+            };
+            if !costs && values[COST].unwrap_or(0) == 0 {
+                return Err(Error::Needs {
+                    option: token(option),
+                    what: "COST n of 1 or more",
+                });
+            }
+        }
+        Charge::Normal | Charge::Peek => {}
+    }
+    Ok(Request {
+        cost,
+        costs: per_key.costs,
+        charge,
+        dryrun: given(DRYRUN),
+    })
 }
 
 /// Parses a tail that holds only the common options.
 pub fn parse_common<A: AsRef<[u8]>>(tail: &[A]) -> Result<Request, Error> {
+    parse_common_with(tail, PerKey::default())
+}
+
+/// Parses a tail of common options, with RL.ALL's per-key amounts already
+/// taken out of it.
+pub fn parse_common_with<A: AsRef<[u8]>>(tail: &[A], per_key: PerKey) -> Result<Request, Error> {
     let mut common = [None; COMMON.len()];
     let mut opts = Options::new(tail);
     while let Some(word) = opts.next_keyword() {
@@ -332,7 +412,7 @@ pub fn parse_common<A: AsRef<[u8]>>(tail: &[A]) -> Result<Request, Error> {
             .ok_or_else(|| Error::UnknownOption(printable(word)))?;
         take(&mut common, &COMMON, i, &mut opts)?;
     }
-    Ok(common_of(&common))
+    common_of(&common, per_key)
 }
 
 #[cfg(test)]
@@ -435,13 +515,54 @@ mod tests {
     }
 
     #[test]
+    fn charges_and_what_they_exclude() {
+        let ok = |args: &[&str]| parse_common(args).unwrap();
+        let err = |args: &[&str]| parse_common(args).unwrap_err().to_string();
+        let r = ok(&["REFUND", "3"]);
+        assert_eq!((r.charge, r.cost), (Charge::Refund, 3));
+        let r = ok(&["COST", "4", "force"]);
+        assert_eq!((r.charge, r.cost), (Charge::Force, 4));
+        let r = ok(&["PARTIAL", "COST", "9", "DRYRUN"]);
+        assert_eq!((r.charge, r.cost, r.dryrun), (Charge::Partial, 9, true));
+        assert_eq!(
+            err(&["REFUND", "0"]),
+            format!("ERR REFUND must be an integer from 1 to {MAX_COUNT}")
+        );
+        assert_eq!(
+            err(&["REFUND", "-1"]),
+            format!("ERR REFUND must be an integer from 1 to {MAX_COUNT}")
+        );
+        assert_eq!(
+            err(&["REFUND", "1", "COST", "2"]),
+            "ERR syntax error: REFUND cannot be combined with COST"
+        );
+        assert_eq!(
+            err(&["REFUND", "1", "DRYRUN"]),
+            "ERR syntax error: REFUND cannot be combined with DRYRUN"
+        );
+        assert_eq!(
+            err(&["FORCE", "PARTIAL", "COST", "1"]),
+            "ERR syntax error: FORCE, PARTIAL and REFUND are mutually exclusive"
+        );
+        assert_eq!(
+            err(&["FORCE"]),
+            "ERR syntax error: FORCE needs COST n of 1 or more"
+        );
+        assert_eq!(
+            err(&["PARTIAL", "COST", "0"]),
+            "ERR syntax error: PARTIAL needs COST n of 1 or more"
+        );
+    }
+
+    #[test]
     fn common_options() {
         assert_eq!(parse_common::<&[u8]>(&[]), Ok(Request::default()));
         assert_eq!(
             parse_common(&[&b"cost"[..], b"0", b"DryRun"]),
             Ok(Request {
                 cost: 0,
-                dryrun: true
+                dryrun: true,
+                ..Request::default()
             })
         );
         assert_eq!(

@@ -8,6 +8,7 @@ pub mod docs;
 pub mod grammar;
 pub mod policy_command;
 pub mod rl_all;
+pub mod rl_peek;
 pub mod table;
 pub mod throttle;
 

@@ -1,5 +1,6 @@
 //! `RL.GCRA`, `RL.BUCKET`, `RL.SLIDING` and `RL.FIXED`: `key`, one policy's
-//! arguments and options, `[COST n] [DRYRUN]`.
+//! arguments and options, and the common options (`COST n`, `DRYRUN`,
+//! `FORCE`, `PARTIAL`, `REFUND n`).
 
 use super::definition::{CommandDef, Grammar};
 use super::Verdict;
@@ -21,6 +22,6 @@ pub fn run(command: &CommandDef, ctx: Ctx, args: &[Arg]) -> Result<Verdict, Erro
     let decided = engine::decide(&mut store, slice::from_ref(&policy), clock::now(), request)
         .map_err(|e| e.error)?;
     let decision = &decided.decisions[0];
-    reply::decision(ctx, decision);
+    reply::decision(ctx, decision, decided.granted);
     Ok(Verdict::of(decision.allowed))
 }

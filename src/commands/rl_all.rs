@@ -1,13 +1,15 @@
-//! `RL.ALL numkeys key [key ...] policy [policy ...] [COST n] [DRYRUN]`:
+//! `RL.ALL numkeys key [key ...] policy [policy ...] [COST n | COSTS c1 ..
+//! cN] [DRYRUN] [FORCE | PARTIAL | REFUND n | REFUND COSTS c1 .. cN]`:
 //! several limits in one all-or-nothing decision, through the same
 //! decision path as a single-key command (`engine::decide`).
 
 use super::definition::{CommandDef, Grammar};
-use super::grammar::{join_words, parse_common, PolicyDef};
+use super::grammar::{join_words, parse_common_with, PerKey, PolicyDef};
 use super::Verdict;
 use crate::args;
 use crate::engine::{self, Request};
 use crate::error::{printable, Error};
+use crate::limits::MAX_COUNT;
 use crate::policy::Policy;
 use crate::server::key::RedisStore;
 use crate::server::{clock, reply, Arg, Ctx};
@@ -24,14 +26,14 @@ pub struct Call {
 /// The policies RL.ALL takes.
 type Policies = [&'static PolicyDef];
 
-fn policy_named(policies: &Policies, word: &[u8]) -> Option<&'static PolicyDef> {
+pub(super) fn policy_named(policies: &Policies, word: &[u8]) -> Option<&'static PolicyDef> {
     policies
         .iter()
         .find(|p| word.eq_ignore_ascii_case(p.keyword.as_bytes()))
         .copied()
 }
 
-fn unknown_policy(policies: &Policies, word: &[u8]) -> Error {
+pub(super) fn unknown_policy(policies: &Policies, word: &[u8]) -> Error {
     let names: Vec<&str> = policies.iter().map(|p| p.keyword).collect();
     Error::UnknownPolicy {
         given: printable(word),
@@ -76,7 +78,8 @@ pub fn parse<A: AsRef<[u8]>>(policies_allowed: &Policies, args: &[A]) -> Result<
             policies: policies.len() + found,
         });
     }
-    let request = parse_common(tail)?;
+    let (tail, per_key) = take_costs(tail, numkeys)?;
+    let request = parse_common_with(&tail, per_key)?;
     Ok(Call {
         numkeys,
         policies,
@@ -85,6 +88,52 @@ pub fn parse<A: AsRef<[u8]>>(policies_allowed: &Policies, args: &[A]) -> Result<
 }
 
 const NAME: &str = "RL.ALL";
+const COSTS: &str = "COSTS";
+const REFUND: &str = "REFUND";
+
+/// Takes `COSTS c1 .. cN` (or `REFUND COSTS c1 .. cN`) out of the options
+/// tail: one amount per key. Every option value is an integer, so the word
+/// COSTS is never a value; the amounts are the number-like words after it.
+fn take_costs<A: AsRef<[u8]>>(tail: &[A], numkeys: usize) -> Result<(Vec<&[u8]>, PerKey), Error> {
+    let is = |w: &[u8], token: &str| w.eq_ignore_ascii_case(token.as_bytes());
+    let number_like = |w: &&A| {
+        let w = w.as_ref();
+        w.first()
+            .is_some_and(|b| b.is_ascii_digit() || *b == b'-' || *b == b'+')
+    };
+    let mut rest: Vec<&[u8]> = Vec::with_capacity(tail.len());
+    let mut per_key = PerKey::default();
+    let mut i = 0;
+    while i < tail.len() {
+        let word = tail[i].as_ref();
+        i += 1;
+        if !is(word, COSTS) {
+            rest.push(word);
+            continue;
+        }
+        if per_key.costs.is_some() {
+            return Err(Error::RepeatedOption(COSTS));
+        }
+        let given = tail[i..].iter().take_while(number_like).count();
+        if given != numkeys {
+            return Err(Error::CostsCount {
+                keys: numkeys,
+                given,
+            });
+        }
+        let costs = tail[i..i + given]
+            .iter()
+            .map(|c| args::integer(c.as_ref(), COSTS, 0, MAX_COUNT))
+            .collect::<Result<Vec<u64>, Error>>()?;
+        i += given;
+        per_key.costs = Some(costs);
+        if rest.last().is_some_and(|w| is(w, REFUND)) {
+            rest.pop();
+            per_key.refund = true;
+        }
+    }
+    Ok((rest, per_key))
+}
 
 /// The first repeated key, as 1-based positions (first, again).
 pub fn repeated_key<A: AsRef<[u8]>>(keys: &[A]) -> Option<(usize, usize)> {
@@ -123,6 +172,7 @@ pub fn run(command: &CommandDef, ctx: Ctx, args: &[Arg]) -> Result<Verdict, Erro
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::engine::Charge;
 
     fn p(args: &[&str]) -> Result<Call, Error> {
         let bytes: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).collect();
@@ -142,7 +192,7 @@ mod tests {
             call.request,
             Request {
                 cost: 2,
-                dryrun: false
+                ..Request::default()
             }
         );
     }
@@ -181,6 +231,58 @@ mod tests {
         assert_eq!(
             msg(&["1", "a", "GCRA", "1", "1", "NOW"]),
             "ERR syntax error: unknown option 'NOW'"
+        );
+    }
+
+    #[test]
+    fn costs_per_key() {
+        let head = ["2", "a", "b", "GCRA", "10", "1s", "FIXED", "1000", "1m"];
+        let with = |tail: &[&str]| p(&[&head[..], tail].concat());
+        let call = with(&["COSTS", "1", "512"]).unwrap();
+        assert_eq!(call.request.costs, Some(vec![1, 512]));
+        assert_eq!(call.request.cost_of(1), 512);
+        let call = with(&["FORCE", "costs", "1", "512"]).unwrap();
+        assert_eq!(call.request.charge, Charge::Force);
+        let call = with(&["REFUND", "COSTS", "0", "100"]).unwrap();
+        assert_eq!(call.request.charge, Charge::Refund);
+        assert_eq!(call.request.costs, Some(vec![0, 100]));
+        let call = with(&["REFUND", "7"]).unwrap();
+        assert_eq!(
+            (call.request.charge, call.request.cost_of(1)),
+            (Charge::Refund, 7)
+        );
+        let msg = |tail: &[&str]| with(tail).unwrap_err().to_string();
+        assert_eq!(
+            msg(&["COSTS", "1"]),
+            "ERR syntax error: COSTS needs one cost per key, got 1 cost for 2 keys"
+        );
+        assert_eq!(
+            msg(&["COSTS", "1", "2", "3"]),
+            "ERR syntax error: COSTS needs one cost per key, got 3 costs for 2 keys"
+        );
+        assert_eq!(
+            msg(&["COSTS", "1", "x"]),
+            "ERR syntax error: COSTS needs one cost per key, got 1 cost for 2 keys"
+        );
+        assert_eq!(
+            msg(&["COSTS", "1", "-2"]),
+            format!("ERR COSTS must be an integer from 0 to {MAX_COUNT}")
+        );
+        assert_eq!(
+            msg(&["COSTS", "1", "2", "COST", "3"]),
+            "ERR syntax error: COST and COSTS are mutually exclusive"
+        );
+        assert_eq!(
+            msg(&["COSTS", "1", "2", "COSTS", "1", "2"]),
+            "ERR syntax error: COSTS given more than once"
+        );
+        assert_eq!(
+            msg(&["PARTIAL", "COSTS", "1", "2"]),
+            "ERR syntax error: PARTIAL cannot be combined with COSTS"
+        );
+        assert_eq!(
+            msg(&["REFUND", "1", "COSTS", "1", "2"]),
+            "ERR syntax error: REFUND cannot be combined with COSTS"
         );
     }
 

@@ -4,7 +4,7 @@
 
 use super::definition::{CommandDef, Grammar};
 use super::grammar::{Opt, Param, PolicyDef, Values};
-use super::{clock, policy_command, rl_all, throttle};
+use super::{clock, policy_command, rl_all, rl_peek, throttle};
 use crate::algorithm::fixed_window::FixedWindow;
 use crate::algorithm::gcra::Gcra;
 use crate::algorithm::sliding_approx::SlidingApprox;
@@ -119,7 +119,7 @@ const CLOCK_CATEGORIES: &str = "fast admin dangerous";
 
 /// How many commands there are: the length of [`COMMANDS`] and of every
 /// per-command table derived from it.
-pub const COMMAND_COUNT: usize = 7;
+pub const COMMAND_COUNT: usize = 8;
 
 pub static COMMANDS: [CommandDef; COMMAND_COUNT] = [
     CommandDef {
@@ -175,6 +175,19 @@ pub static COMMANDS: [CommandDef; COMMAND_COUNT] = [
         run: rl_all::run,
     },
     CommandDef {
+        name: "RL.PEEK",
+        grammar: Grammar::Peek {
+            policies: &POLICIES,
+        },
+        // Reads only: runs on replicas and under OOM, touches nothing.
+        flags: "readonly fast",
+        acl_categories: "read slow",
+        summary: "Reports what a limiter would admit now, without charging, writing or replicating anything.",
+        complexity: "O(1) for GCRA, BUCKET, FIXED and APPROX; O(log limit) for EXACT; O(n) for BUCKETS n",
+        since: "0.1.0",
+        run: rl_peek::run,
+    },
+    CommandDef {
         name: "CL.THROTTLE",
         grammar: Grammar::Positional {
             params: &throttle::PARAMS,
@@ -207,7 +220,7 @@ mod tests {
     use super::*;
 
     /// Every command is `fast` or `slow` as its complexity says, and every
-    /// command with a key writes it.
+    /// command with a key writes it, or only reads it if it is read-only.
     #[test]
     fn acl_categories_follow_the_definitions() {
         for c in &COMMANDS {
@@ -216,7 +229,9 @@ mod tests {
             assert_eq!(cats.contains(&"fast"), fast, "{}", c.name);
             assert_eq!(cats.contains(&"slow"), !fast, "{}", c.name);
             let has_key = c.keys() != crate::commands::definition::Keys::None;
-            assert_eq!(cats.contains(&"write"), has_key, "{}", c.name);
+            let read_only = c.flags.split(' ').any(|f| f == "readonly");
+            assert_eq!(cats.contains(&"write"), has_key && !read_only, "{}", c.name);
+            assert_eq!(cats.contains(&"read"), has_key && read_only, "{}", c.name);
         }
     }
 }

@@ -16,6 +16,8 @@ pub struct RedisStore {
     ctx: Ctx,
     /// Most calls name one key, RL.ALL a few: no allocation for those.
     keys: SmallVec<[OpenKey; 1]>,
+    /// Opened for reading only: every write is refused.
+    read_only: bool,
 }
 
 struct OpenKey {
@@ -34,6 +36,8 @@ enum Prepared {
     },
     /// A value of another length, set whole at commit.
     Replace(RString),
+    /// The key is deleted at commit.
+    Delete,
 }
 
 /// How to take back what `prepare` changed.
@@ -48,10 +52,28 @@ enum Undo {
 /// Why a prepared write failed, for the reply and the log.
 const NO_ROOM: &str = "the server gave no room for the value";
 const NOT_WRITABLE: &str = "the server refused to resize the value";
+const READ_ONLY: &str = "the key was opened for reading only";
 
 impl RedisStore {
     pub fn open(ctx: Ctx, names: &[Arg]) -> RedisStore {
-        let mode = (raw::REDISMODULE_READ | raw::REDISMODULE_WRITE) as c_int;
+        Self::open_with(ctx, names, false)
+    }
+
+    /// Opens the keys for reading only (RL.PEEK): a missing key is not
+    /// looked up for writing, nothing can be written, and a replica or a
+    /// server out of memory serves it.
+    pub fn open_read(ctx: Ctx, names: &[Arg]) -> RedisStore {
+        Self::open_with(ctx, names, true)
+    }
+
+    fn open_with(ctx: Ctx, names: &[Arg], read_only: bool) -> RedisStore {
+        let mode = if read_only {
+            raw::REDISMODULE_READ as c_int
+        } else {
+            (raw::REDISMODULE_READ | raw::REDISMODULE_WRITE) as c_int
+        };
+        // A key opened for reading that does not exist is NULL, which
+        // every call below treats as an empty key.
         let keys = names
             .iter()
             .map(|name| OpenKey {
@@ -61,7 +83,11 @@ impl RedisStore {
                 prepared: None,
             })
             .collect();
-        RedisStore { ctx, keys }
+        RedisStore {
+            ctx,
+            keys,
+            read_only,
+        }
     }
 
     fn fail(&self, key: usize, why: &'static str) -> Error {
@@ -75,7 +101,11 @@ impl RedisStore {
 
 impl OpenKey {
     fn key_type(&self) -> isize {
-        // SAFETY: self.key is open.
+        if self.key.is_null() {
+            // Opened for reading, and not there.
+            return raw::REDISMODULE_KEYTYPE_EMPTY;
+        }
+        // SAFETY: self.key is open (not NULL).
         unsafe { api!(RedisModule_KeyType)(self.key) as isize }
     }
 
@@ -108,6 +138,7 @@ impl OpenKey {
     fn undo(&mut self) {
         match self.prepared.take() {
             None
+            | Some(Prepared::Delete)
             | Some(Prepared::InPlace {
                 undo: Undo::Nothing,
                 ..
@@ -162,9 +193,17 @@ impl Store for RedisStore {
     }
 
     fn prepare(&mut self, key: usize, write: &StateWrite) -> Result<(), Error> {
+        if self.read_only {
+            return Err(self.fail(key, READ_ONLY));
+        }
         let open = &mut self.keys[key];
         let current = open.string_len();
         let needed = match write {
+            StateWrite::Delete => {
+                // Nothing to make ready: deleting an open key cannot fail.
+                open.prepared = Some(Prepared::Delete);
+                return Ok(());
+            }
             StateWrite::Value(v) if current == Some(v.len()) => v.len(),
             StateWrite::Value(v) => {
                 // Another length: a new string, set whole at commit (Redis
@@ -241,7 +280,17 @@ impl Store for RedisStore {
                     api!(RedisModule_FreeString)(std::ptr::null_mut(), s);
                 }
             }
-            (None, _) => {
+            (_, StateWrite::Delete) => {
+                // SAFETY: the key is open for writing; the replicated
+                // argument matches its format letter.
+                unsafe {
+                    api!(RedisModule_DeleteKey)(open.key);
+                    api!(RedisModule_Replicate)(ctx.0, c"DEL".as_ptr(), c"s".as_ptr(), open.name);
+                    api!(RedisModule_SignalModifiedKey)(ctx.0, open.name);
+                }
+                return;
+            }
+            (None | Some(Prepared::Delete), _) => {
                 ffi::log_warning(ctx, "ratelimit: commit without prepare");
                 return;
             }
@@ -265,6 +314,8 @@ impl Store for RedisStore {
                         expire_at as c_longlong,
                     );
                 }
+                // Deleted and replicated above.
+                StateWrite::Delete => {}
                 StateWrite::Patch(patch) => {
                     // Redis wraps the effects of one command in MULTI/EXEC.
                     for (off, bytes) in patch.ranges() {

@@ -30,7 +30,7 @@ extern "C" fn call<const I: usize>(
 /// One entry per command of the table (a table of another length does not
 /// compile).
 const CALLS: [CommandFn; COMMAND_COUNT] = [
-    call::<0>, call::<1>, call::<2>, call::<3>, call::<4>, call::<5>, call::<6>,
+    call::<0>, call::<1>, call::<2>, call::<3>, call::<4>, call::<5>, call::<6>, call::<7>,
 ];
 
 /// Answers a keys-position request, or runs the command so that no panic
@@ -210,7 +210,8 @@ unsafe fn set_info(
         sizeof_arg: std::mem::size_of::<raw::RedisModuleCommandArg>(),
     };
     let mut arena = Arena::default();
-    let mut key_specs = key_specs(command.keys());
+    let readonly = command.flags.split(' ').any(|f| f == "readonly");
+    let mut key_specs = key_specs(command.keys(), readonly);
     let info = raw::RedisModuleCommandInfo {
         version: &version,
         summary: arena.text(command.summary)?,
@@ -244,14 +245,21 @@ const DECISION_KEY_FLAGS: u64 = (raw::REDISMODULE_CMD_KEY_RW
     | raw::REDISMODULE_CMD_KEY_ACCESS
     | raw::REDISMODULE_CMD_KEY_UPDATE) as u64;
 
+/// A look at the state (RL.PEEK): read-only access.
+const PEEK_KEY_FLAGS: u64 = (raw::REDISMODULE_CMD_KEY_RO | raw::REDISMODULE_CMD_KEY_ACCESS) as u64;
+
 /// The key specs of a command, terminated by a zeroed spec. Both kinds
 /// begin at argument 1: the key itself, or RL.ALL's `numkeys`.
-fn key_specs(keys: Keys) -> Vec<raw::RedisModuleCommandKeySpec> {
+fn key_specs(keys: Keys, readonly: bool) -> Vec<raw::RedisModuleCommandKeySpec> {
     // SAFETY: the key spec is plain data (integers, unions of integers and
     // null pointers); all-zero is its documented terminator.
     let zeroed = || unsafe { std::mem::zeroed::<raw::RedisModuleCommandKeySpec>() };
     let mut spec = zeroed();
-    spec.flags = DECISION_KEY_FLAGS;
+    spec.flags = if readonly {
+        PEEK_KEY_FLAGS
+    } else {
+        DECISION_KEY_FLAGS
+    };
     spec.begin_search_type = raw::RedisModuleKeySpecBeginSearchType_REDISMODULE_KSPEC_BS_INDEX;
     spec.bs.index.pos = 1;
     match keys {

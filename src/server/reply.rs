@@ -69,13 +69,14 @@ pub fn all(ctx: Ctx, decided: &Decided) {
         ffi::reply_int(ctx, retry_after_ms);
     }
     for d in decisions {
-        decision_in(ctx, resp3, d);
+        decision_in(ctx, resp3, d, decided.granted);
     }
 }
 
-/// Replies with one decision in the caller's protocol.
-pub fn decision(ctx: Ctx, d: &Decision) {
-    decision_in(ctx, ffi::is_resp3(ctx), d);
+/// Replies with one decision in the caller's protocol; PARTIAL adds the
+/// units `granted`.
+pub fn decision(ctx: Ctx, d: &Decision, granted: Option<u64>) {
+    decision_in(ctx, ffi::is_resp3(ctx), d, granted);
 }
 
 /// CL.THROTTLE's reply: five integers, as redis-cell sends them.
@@ -92,11 +93,13 @@ pub fn int(ctx: Ctx, n: i64) {
     ffi::reply_int(ctx, n);
 }
 
-/// Writes one decision (the whole reply, or one element of a larger one).
-fn decision_in(ctx: Ctx, resp3: bool, d: &Decision) {
+/// Writes one decision (the whole reply, or one element of a larger one):
+/// five fields, six with `granted`.
+fn decision_in(ctx: Ctx, resp3: bool, d: &Decision, granted: Option<u64>) {
     let f = Fields::from(d);
+    let fields = 5 + usize::from(granted.is_some());
     if resp3 {
-        ffi::reply_map(ctx, 5);
+        ffi::reply_map(ctx, fields);
         ffi::reply_name(ctx, c"allowed");
         ffi::reply_bool(ctx, f.allowed);
         ffi::reply_name(ctx, c"limit");
@@ -107,12 +110,19 @@ fn decision_in(ctx: Ctx, resp3: bool, d: &Decision) {
         ffi::reply_int(ctx, f.retry_after_ms);
         ffi::reply_name(ctx, c"reset_after_ms");
         ffi::reply_int(ctx, f.reset_after_ms);
+        if let Some(granted) = granted {
+            ffi::reply_name(ctx, c"granted");
+            ffi::reply_int(ctx, to_i64(granted));
+        }
     } else {
-        ffi::reply_array(ctx, 5);
+        ffi::reply_array(ctx, fields);
         ffi::reply_int(ctx, i64::from(f.allowed));
         ffi::reply_int(ctx, f.limit);
         ffi::reply_int(ctx, f.remaining);
         ffi::reply_int(ctx, f.retry_after_ms);
         ffi::reply_int(ctx, f.reset_after_ms);
+        if let Some(granted) = granted {
+            ffi::reply_int(ctx, to_i64(granted));
+        }
     }
 }

@@ -87,13 +87,56 @@ fn s(x: impl ToString) -> String {
     x.to_string()
 }
 
-/// `COST n` (0 to 3) and sometimes `DRYRUN`.
+/// `COST n` (0 to 3) and sometimes `DRYRUN`; now and then a forced or
+/// partial charge, or a refund, instead; and now and then the same policy
+/// looked at with RL.PEEK (the call is the decision command's, options
+/// still to come).
 fn common_options(rng: &mut StdRng, call: &mut Vec<String>) {
-    if rng.gen_bool(0.7) {
-        call.extend([s("COST"), s(rng.gen_range(0..4))]);
+    options(rng, call, true);
+}
+
+fn options(rng: &mut StdRng, call: &mut Vec<String>, peekable: bool) {
+    match rng.gen_range(0..100) {
+        0..=4 if peekable => {
+            // RL.PEEK key POLICY args...: the name without `RL.`.
+            let keyword = call[0].trim_start_matches("RL.").to_string();
+            let key = call[1].clone();
+            let mut peek = vec![s("RL.PEEK"), key, keyword];
+            peek.extend(call.drain(2..));
+            *call = peek;
+            return;
+        }
+        5..=12 => call.extend([s("FORCE"), s("COST"), s(rng.gen_range(1..6))]),
+        13..=22 => call.extend([s("COST"), s(rng.gen_range(1..6)), s("PARTIAL")]),
+        23..=32 => call.extend([s("REFUND"), s(rng.gen_range(1..5))]),
+        _ => {
+            if rng.gen_bool(0.7) {
+                call.extend([s("COST"), s(rng.gen_range(0..4))]);
+            }
+        }
     }
-    if rng.gen_bool(0.1) {
+    let refund = call.iter().any(|w| w == "REFUND");
+    if !refund && rng.gen_bool(0.1) {
         call.push(s("DRYRUN"));
+    }
+}
+
+/// RL.ALL's options: those of one key, or one cost per key (`COSTS`),
+/// plain, forced or given back.
+fn all_options(rng: &mut StdRng, n: usize, call: &mut Vec<String>) {
+    if rng.gen_bool(0.8) {
+        options(rng, call, false);
+        return;
+    }
+    match rng.gen_range(0..3) {
+        0 => {}
+        1 => call.push(s("FORCE")),
+        _ => call.push(s("REFUND")),
+    }
+    call.push(s("COSTS"));
+    let force = call.iter().any(|w| w == "FORCE");
+    for _ in 0..n {
+        call.push(s(rng.gen_range(usize::from(force)..5)));
     }
 }
 
@@ -225,7 +268,7 @@ fn all(rng: &mut StdRng, key: &str, w: Windows) -> Vec<String> {
     for policy in &ALL_POLICIES[..n] {
         call.extend(policy(rng, w));
     }
-    common_options(rng, &mut call);
+    all_options(rng, n, &mut call);
     call
 }
 

@@ -317,6 +317,12 @@ const SLIDING_MODES: [Opt; 3] = [
 
 const COST: Opt = valued("COST", count("COST", 0, MAX), "1");
 const DRYRUN: Opt = flag("DRYRUN");
+/// What kind of charge: one of them at most (their own mode group).
+const CHARGES: [Opt; 3] = [
+    mode(flag("FORCE")),
+    mode(flag("PARTIAL")),
+    mode(valued("REFUND", count("REFUND", 1, MAX), "1")),
+];
 
 /// Values under a schedule tag that are not the TAT layout: too short, an
 /// improper or zero fraction, a truncated or overlong varint, trailing bytes.
@@ -455,7 +461,14 @@ pub const SHAPES: &[Shape] = &[
         min_arity: 4,
         short: None,
         tail: &[],
-        options: &[valued("BURST", count("BURST", 1, MAX), "10"), COST, DRYRUN],
+        options: &[
+            valued("BURST", count("BURST", 1, MAX), "10"),
+            COST,
+            DRYRUN,
+            CHARGES[0],
+            CHARGES[1],
+            CHARGES[2],
+        ],
         extra: Extra::UnknownOption,
         state: State::Tagged {
             tag: 0xA1,
@@ -477,7 +490,7 @@ pub const SHAPES: &[Shape] = &[
         min_arity: 5,
         short: None,
         tail: &[],
-        options: &[COST, DRYRUN],
+        options: &[COST, DRYRUN, CHARGES[0], CHARGES[1], CHARGES[2]],
         extra: Extra::UnknownOption,
         state: State::Tagged {
             tag: 0xA2,
@@ -542,7 +555,14 @@ pub const SHAPES: &[Shape] = &[
         min_arity: 6,
         short: None,
         tail: &[],
-        options: &[valued("BURST", count("BURST", 1, MAX), "10"), COST, DRYRUN],
+        options: &[
+            valued("BURST", count("BURST", 1, MAX), "10"),
+            COST,
+            DRYRUN,
+            CHARGES[0],
+            CHARGES[1],
+            CHARGES[2],
+        ],
         extra: Extra::UnknownOption,
         state: State::Tagged {
             tag: 0xA1,
@@ -564,7 +584,7 @@ pub const SHAPES: &[Shape] = &[
         min_arity: 6,
         short: Some("ERR syntax error: the policy is BUCKET capacity refill period"),
         tail: &[],
-        options: &[COST, DRYRUN],
+        options: &[COST, DRYRUN, CHARGES[0], CHARGES[1], CHARGES[2]],
         extra: Extra::UnknownOption,
         state: State::Tagged {
             tag: 0xA2,
@@ -588,6 +608,9 @@ pub const SHAPES: &[Shape] = &[
             SLIDING_MODES[2],
             COST,
             DRYRUN,
+            CHARGES[0],
+            CHARGES[1],
+            CHARGES[2],
         ],
         extra: Extra::UnknownOption,
         state: State::Tagged {
@@ -606,7 +629,7 @@ pub const SHAPES: &[Shape] = &[
         min_arity: 4,
         short: None,
         tail: &["APPROX"],
-        options: &[COST, DRYRUN],
+        options: &[COST, DRYRUN, CHARGES[0], CHARGES[1], CHARGES[2]],
         extra: Extra::UnknownOption,
         state: State::Tagged {
             tag: 0xA4,
@@ -624,7 +647,7 @@ pub const SHAPES: &[Shape] = &[
         min_arity: 4,
         short: None,
         tail: &["BUCKETS", "4"],
-        options: &[COST, DRYRUN],
+        options: &[COST, DRYRUN, CHARGES[0], CHARGES[1], CHARGES[2]],
         extra: Extra::UnknownOption,
         state: State::Tagged {
             tag: 0xA5,
@@ -642,7 +665,14 @@ pub const SHAPES: &[Shape] = &[
         min_arity: 4,
         short: None,
         tail: &[],
-        options: &[flag("ALIGNED"), COST, DRYRUN],
+        options: &[
+            flag("ALIGNED"),
+            COST,
+            DRYRUN,
+            CHARGES[0],
+            CHARGES[1],
+            CHARGES[2],
+        ],
         extra: Extra::UnknownOption,
         state: State::Tagged {
             tag: 0xA6,
@@ -660,7 +690,7 @@ pub const SHAPES: &[Shape] = &[
         min_arity: 4,
         short: None,
         tail: &["ALIGNED"],
-        options: &[COST, DRYRUN],
+        options: &[COST, DRYRUN, CHARGES[0], CHARGES[1], CHARGES[2]],
         extra: Extra::UnknownOption,
         state: State::Tagged {
             tag: 0xA7,
@@ -684,6 +714,9 @@ pub const SHAPES: &[Shape] = &[
             SLIDING_MODES[2],
             COST,
             DRYRUN,
+            CHARGES[0],
+            CHARGES[1],
+            CHARGES[2],
         ],
         extra: Extra::UnknownOption,
         state: State::Tagged {
@@ -702,7 +735,7 @@ pub const SHAPES: &[Shape] = &[
         min_arity: 6,
         short: None,
         tail: &["BUCKETS", "4"],
-        options: &[COST, DRYRUN],
+        options: &[COST, DRYRUN, CHARGES[0], CHARGES[1], CHARGES[2]],
         extra: Extra::UnknownOption,
         state: State::Tagged {
             tag: 0xA5,
@@ -720,7 +753,68 @@ pub const SHAPES: &[Shape] = &[
         min_arity: 6,
         short: None,
         tail: &[],
-        options: &[flag("ALIGNED"), COST, DRYRUN],
+        options: &[
+            flag("ALIGNED"),
+            COST,
+            DRYRUN,
+            CHARGES[0],
+            CHARGES[1],
+            CHARGES[2],
+        ],
+        extra: Extra::UnknownOption,
+        state: State::Tagged {
+            tag: 0xA6,
+            name: "RL.FIXED",
+            corrupt: FIXED_CORRUPT,
+        },
+    },
+    Shape {
+        name: "RL.PEEK",
+        arity_name: "rl.peek",
+        prefix: &[],
+        infix: &["GCRA"],
+        fixed: &[("10", count("limit", 1, MAX)), ("1d", duration("period"))],
+        required: 2,
+        min_arity: 5,
+        short: None,
+        tail: &[],
+        options: &[valued("BURST", count("BURST", 1, MAX), "10")],
+        extra: Extra::UnknownOption,
+        state: State::Tagged {
+            tag: 0xA1,
+            name: "RL.GCRA",
+            corrupt: tat_corrupt!(0xA1),
+        },
+    },
+    Shape {
+        name: "RL.PEEK",
+        arity_name: "rl.peek",
+        prefix: &[],
+        infix: &["SLIDING"],
+        fixed: &[("10", count("limit", 1, MAX)), ("1d", duration("window"))],
+        required: 2,
+        min_arity: 5,
+        short: None,
+        tail: &["APPROX"],
+        options: &[],
+        extra: Extra::UnknownOption,
+        state: State::Tagged {
+            tag: 0xA4,
+            name: "RL.SLIDING APPROX",
+            corrupt: APPROX_CORRUPT,
+        },
+    },
+    Shape {
+        name: "RL.PEEK",
+        arity_name: "rl.peek",
+        prefix: &[],
+        infix: &["FIXED"],
+        fixed: &[("10", count("limit", 1, MAX)), ("1d", duration("window"))],
+        required: 2,
+        min_arity: 5,
+        short: None,
+        tail: &[],
+        options: &[flag("ALIGNED")],
         extra: Extra::UnknownOption,
         state: State::Tagged {
             tag: 0xA6,

@@ -1,0 +1,82 @@
+//! `RL.PEEK key policy`: what a limiter would admit now, with the policy
+//! written as in RL.ALL. Read-only: the key is opened for reading, and the
+//! decision path is asked for a peek, which never writes.
+
+use super::definition::{CommandDef, Grammar};
+use super::rl_all::{policy_named, unknown_policy};
+use super::Verdict;
+use crate::engine::{self, Charge, Request};
+use crate::error::{printable, Error};
+use crate::policy::Policy;
+use crate::server::key::RedisStore;
+use crate::server::{clock, reply, Arg, Ctx};
+use std::slice;
+
+/// Parses the arguments after the key: one policy, nothing after it.
+pub fn parse<A: AsRef<[u8]>>(
+    policies: &'static [&'static crate::commands::grammar::PolicyDef],
+    args: &[A],
+    command: &'static str,
+) -> Result<Policy, Error> {
+    let [keyword, rest @ ..] = args else {
+        return Err(Error::Arity(command));
+    };
+    let definition = policy_named(policies, keyword.as_ref())
+        .ok_or_else(|| unknown_policy(policies, keyword.as_ref()))?;
+    let (policy, used) = definition.parse_prefix(rest)?;
+    match rest.get(used) {
+        Some(extra) => Err(Error::UnknownOption(printable(extra.as_ref()))),
+        None => Ok(policy),
+    }
+}
+
+pub fn run(command: &CommandDef, ctx: Ctx, args: &[Arg]) -> Result<Verdict, Error> {
+    let Grammar::Peek { policies } = command.grammar else {
+        return Err(Error::Internal(command.name));
+    };
+    let [_, key, rest @ ..] = args else {
+        return Err(Error::Arity(command.name));
+    };
+    let policy = parse(policies, rest, command.name)?;
+    let mut store = RedisStore::open_read(ctx, slice::from_ref(key));
+    let request = Request {
+        charge: Charge::Peek,
+        ..Request::default()
+    };
+    let decided = engine::decide(&mut store, slice::from_ref(&policy), clock::now(), request)
+        .map_err(|e| e.error)?;
+    reply::decision(ctx, &decided.decisions[0], None);
+    Ok(Verdict::Other)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::commands::table::POLICIES;
+
+    fn p(args: &[&str]) -> Result<Policy, Error> {
+        parse(&POLICIES, args, "RL.PEEK")
+    }
+
+    #[test]
+    fn one_policy_and_nothing_else() {
+        assert_eq!(p(&["gcra", "10", "1s"]).unwrap().command(), "RL.GCRA");
+        assert_eq!(
+            p(&["SLIDING", "10", "1s", "APPROX"]).unwrap().command(),
+            "RL.SLIDING APPROX"
+        );
+        let msg = |args: &[&str]| p(args).unwrap_err().to_string();
+        assert_eq!(
+            msg(&["GCRA", "10", "1s", "COST", "2"]),
+            "ERR syntax error: unknown option 'COST'"
+        );
+        assert_eq!(
+            msg(&["LEAKY", "1", "1s"]),
+            "ERR syntax error: unknown policy 'LEAKY': expected GCRA, BUCKET, SLIDING or FIXED"
+        );
+        assert_eq!(
+            msg(&["FIXED", "1"]),
+            "ERR syntax error: the policy is FIXED limit window [ALIGNED]"
+        );
+    }
+}

@@ -1,0 +1,67 @@
+//! The `lease` example's manager against a real server with the manual
+//! clock: blocks taken with PARTIAL, admitted locally, the rest returned
+//! with REFUND; the store sees one command per block.
+
+mod common;
+#[path = "../examples/lease/lease.rs"]
+#[allow(dead_code)]
+mod lease;
+
+use common::*;
+use lease::{Lease, Limit};
+
+fn limit(key: &str) -> Limit {
+    Limit {
+        key: key.into(),
+        policy: ["RL.GCRA", "10", "10s"].map(String::from).to_vec(),
+    }
+}
+
+fn peek(c: &mut redis::Connection, key: &str) -> Vec<i64> {
+    cmd(&["RL.PEEK", key, "GCRA", "10", "10s"])
+        .query(c)
+        .unwrap()
+}
+
+#[test]
+fn a_lease_takes_blocks_admits_locally_and_returns_the_rest() {
+    let s = Server::start();
+    let mut c = s.conn();
+    clock_set(&mut c, T0);
+    let mut a = Lease::new(s.conn(), limit("l"), 4);
+    let mut b = Lease::new(s.conn(), limit("l"), 4);
+    // One command takes a block of 4; three more are admitted locally.
+    for _ in 0..4 {
+        assert!(a.acquire().unwrap());
+    }
+    assert_eq!(a.commands, 1);
+    assert_eq!(peek(&mut c, "l")[2], 6);
+    // The second manager takes 4, then a partial block of the last 2.
+    for _ in 0..6 {
+        assert!(b.acquire().unwrap());
+    }
+    assert_eq!(b.commands, 2);
+    assert_eq!(peek(&mut c, "l")[2], 0);
+    // Nothing left: denied, and then answered locally until due.
+    assert!(!a.acquire().unwrap());
+    assert!(!a.acquire().unwrap());
+    assert_eq!(a.commands, 2);
+    // A second later one unit has accrued: a (new) manager's block of 4
+    // takes it. (`a` paces itself on the real clock: not tested here.)
+    advance(&mut c, SECOND);
+    let mut d = Lease::new(s.conn(), limit("l"), 4);
+    assert!(d.acquire().unwrap());
+    // Denied by the store, then answered locally until its retry is due.
+    assert!(!d.acquire().unwrap());
+    assert!(!d.acquire().unwrap());
+    assert_eq!(d.commands, 2, "the third answer was local");
+    assert_eq!(peek(&mut c, "l")[2], 0);
+    // Unused units go back: take a block, spend one, return three.
+    advance(&mut c, 10 * SECOND);
+    assert!(b.acquire().unwrap());
+    assert_eq!(peek(&mut c, "l")[2], 6);
+    b.release().unwrap();
+    assert_eq!(peek(&mut c, "l")[2], 9);
+    b.release().unwrap();
+    assert_eq!(b.commands, 4, "nothing held, nothing sent");
+}
