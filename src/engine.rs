@@ -15,6 +15,10 @@ pub struct Request {
     pub cost: u64,
     /// Decide, write nothing.
     pub dryrun: bool,
+    /// `WAIT timeout`: if denied, wait up to this long to be admitted
+    /// (first come, first served; see `waitqueue`). `decide` itself never
+    /// waits.
+    pub wait: Option<Micros>,
 }
 
 impl Default for Request {
@@ -22,6 +26,7 @@ impl Default for Request {
         Request {
             cost: 1,
             dryrun: false,
+            wait: None,
         }
     }
 }
@@ -142,7 +147,11 @@ mod tests {
             store,
             policies,
             Micros::new(100 * S),
-            Request { cost, dryrun },
+            Request {
+                cost,
+                dryrun,
+                wait: None,
+            },
         )
         .unwrap()
     }

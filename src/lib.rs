@@ -25,5 +25,6 @@ mod policy;
 mod server;
 mod stats;
 mod store;
+mod waitqueue;
 
 pub mod api;

@@ -92,6 +92,14 @@ impl Opt {
         }
     }
 
+    pub const fn duration(token: &'static str) -> Opt {
+        Opt {
+            token,
+            value: Some(Parse::Duration),
+            group: None,
+        }
+    }
+
     /// The same option as one of the mutually exclusive `group`.
     pub const fn in_group(self, group: &'static str) -> Opt {
         Opt {
@@ -154,10 +162,16 @@ pub struct PolicyDef {
     pub build: Build,
 }
 
-/// `COST n` and `DRYRUN`, which every decision command takes.
-pub const COMMON: [Opt; 2] = [Opt::integer("COST", 0, MAX_COUNT), Opt::flag("DRYRUN")];
+/// `COST n`, `DRYRUN` and `WAIT timeout`, which every RL.* decision
+/// command takes.
+pub const COMMON: [Opt; 3] = [
+    Opt::integer("COST", 0, MAX_COUNT),
+    Opt::flag("DRYRUN"),
+    Opt::duration("WAIT"),
+];
 const COST: usize = 0;
 const DRYRUN: usize = 1;
+const WAIT: usize = 2;
 
 /// Records option `opt` (at `index` of `defined`), reading its value from
 /// `opts`: an error if it, or another of its group, was given already.
@@ -305,6 +319,7 @@ fn common_of(values: &[Option<u64>; COMMON.len()]) -> Request {
     Request {
         cost: values[COST].unwrap_or(1),
         dryrun: values[DRYRUN].is_some(),
+        wait: values[WAIT].map(Micros::new),
     }
 }
 
@@ -428,9 +443,34 @@ mod tests {
             parse_common(&[&b"cost"[..], b"0", b"DryRun"]),
             Ok(Request {
                 cost: 0,
-                dryrun: true
+                dryrun: true,
+                wait: None,
             })
         );
+        assert_eq!(
+            parse_common(&[&b"WAIT"[..], b"250ms"]),
+            Ok(Request {
+                wait: Some(Micros::new(250_000)),
+                ..Request::default()
+            })
+        );
+        for bad in [
+            &[&b"WAIT"[..]][..],
+            &[b"WAIT", b"0"],
+            &[b"WAIT", b"-1"],
+            &[b"WAIT", b"soon"],
+        ] {
+            let e = parse_common(bad).unwrap_err().to_string();
+            assert!(e.starts_with("ERR") && e.contains("WAIT"), "{e}");
+        }
+        assert_eq!(
+            parse_common(&[&b"WAIT"[..], b"1s", b"wait", b"2s"]),
+            Err(Error::RepeatedOption("WAIT"))
+        );
+        assert!(parse_common(&[&b"WAIT"[..], b"36501d"])
+            .unwrap_err()
+            .to_string()
+            .contains("WAIT"));
         assert_eq!(
             parse_common(&[&b"COST"[..]]),
             Err(Error::MissingValue("COST"))

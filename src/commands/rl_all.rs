@@ -142,7 +142,8 @@ mod tests {
             call.request,
             Request {
                 cost: 2,
-                dryrun: false
+                dryrun: false,
+                wait: None,
             }
         );
     }
