@@ -171,12 +171,6 @@ impl<K: Eq + Hash + Clone, T: Eq + Hash + Clone> Queues<K, T> {
         self.lines.contains_key(key)
     }
 
-    /// The waiter holding `token`.
-    pub fn waiter(&self, token: &T) -> Option<&Waiter<K, T>> {
-        let id = self.by_token.get(token)?;
-        self.entries.get(id).map(|e| &e.waiter)
-    }
-
     /// The earliest moment something is due: a head's admission or a
     /// deadline.
     pub fn next_event(&self) -> Option<Micros> {

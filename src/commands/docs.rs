@@ -112,7 +112,9 @@ fn param(p: &Param) -> DocArg {
 
 /// An option's value is named after its token in lower case.
 fn option(o: &Opt) -> DocArg {
-    let name = o.token.to_ascii_lowercase();
+    let name = o
+        .value_name
+        .map_or_else(|| o.token.to_ascii_lowercase(), str::to_string);
     let kind = match o.value {
         Some(Parse::Integer { .. }) => DocType::Integer,
         Some(Parse::Duration) => DocType::String,
@@ -204,12 +206,12 @@ mod tests {
         let get = |name: &str| all.iter().find(|(n, _)| n == name).unwrap().1.clone();
         assert_eq!(
             get("rl.gcra"),
-            "key:key limit:integer period:string [BURST burst:integer] [COST cost:integer] [DRYRUN]"
+            "key:key limit:integer period:string [BURST burst:integer] [COST cost:integer] [DRYRUN] [WAIT timeout:string]"
         );
         assert_eq!(
             get("rl.sliding"),
             "key:key limit:integer window:string [(EXACT | APPROX | BUCKETS buckets:integer)] \
-             [COST cost:integer] [DRYRUN]"
+             [COST cost:integer] [DRYRUN] [WAIT timeout:string]"
         );
         assert_eq!(
             get("cl.throttle"),

@@ -73,6 +73,8 @@ pub struct Opt {
     pub value: Option<Parse>,
     /// Options that share a group exclude each other (a mode).
     pub group: Option<&'static str>,
+    /// The value's name in COMMAND DOCS, where not the token in lower case.
+    pub value_name: Option<&'static str>,
 }
 
 impl Opt {
@@ -81,6 +83,7 @@ impl Opt {
             token,
             value: None,
             group: None,
+            value_name: None,
         }
     }
 
@@ -89,6 +92,7 @@ impl Opt {
             token,
             value: Some(Parse::Integer { min, max }),
             group: None,
+            value_name: None,
         }
     }
 
@@ -97,6 +101,15 @@ impl Opt {
             token,
             value: Some(Parse::Duration),
             group: None,
+            value_name: None,
+        }
+    }
+
+    /// The same option, its value called `name` in COMMAND DOCS.
+    pub const fn value_named(self, name: &'static str) -> Opt {
+        Opt {
+            value_name: Some(name),
+            ..self
         }
     }
 
@@ -167,7 +180,7 @@ pub struct PolicyDef {
 pub const COMMON: [Opt; 3] = [
     Opt::integer("COST", 0, MAX_COUNT),
     Opt::flag("DRYRUN"),
-    Opt::duration("WAIT"),
+    Opt::duration("WAIT").value_named("timeout"),
 ];
 const COST: usize = 0;
 const DRYRUN: usize = 1;

@@ -1,4 +1,5 @@
-//! `RL.ALL numkeys key [key ...] policy [policy ...] [COST n] [DRYRUN]`:
+//! `RL.ALL numkeys key [key ...] policy [policy ...] [COST n] [DRYRUN]
+//! [WAIT timeout]`:
 //! several limits in one all-or-nothing decision, through the same
 //! decision path as a single-key command (`engine::decide`).
 
@@ -6,11 +7,11 @@ use super::definition::{CommandDef, Grammar};
 use super::grammar::{join_words, parse_common, PolicyDef};
 use super::Verdict;
 use crate::args;
-use crate::engine::{self, Request};
+use crate::engine::Request;
 use crate::error::{printable, Error};
 use crate::policy::Policy;
-use crate::server::key::RedisStore;
-use crate::server::{clock, reply, Arg, Ctx};
+use crate::server::wait::{self, Outcome, Shape};
+use crate::server::{reply, Arg, Ctx};
 use std::collections::HashSet;
 
 /// A parsed call. Keys are the `numkeys` arguments after `numkeys`.
@@ -108,14 +109,21 @@ pub fn run(command: &CommandDef, ctx: Ctx, args: &[Arg]) -> Result<Verdict, Erro
     if let Some((first, again)) = repeated_key(keys) {
         return Err(Error::RepeatedKey { first, again });
     }
-    let mut store = RedisStore::open(ctx, keys);
-    let decided =
-        engine::decide(&mut store, &call.policies, clock::now(), call.request).map_err(|e| {
-            Error::InKey {
-                position: e.key + 1,
-                error: Box::new(e.error),
-            }
-        })?;
+    let outcome = wait::decide(
+        ctx,
+        command.index(),
+        Shape::All,
+        keys,
+        &call.policies,
+        call.request,
+    )
+    .map_err(|e| Error::InKey {
+        position: e.key + 1,
+        error: Box::new(e.error),
+    })?;
+    let Outcome::Reply(decided) = outcome else {
+        return Ok(Verdict::Waiting);
+    };
     reply::all(ctx, &decided);
     Ok(Verdict::of(decided.allowed))
 }

@@ -306,6 +306,9 @@ const SLIDING_MODES: [Opt; 3] = [
 
 const COST: Opt = valued("COST", count("COST", 0, MAX), "1");
 const DRYRUN: Opt = flag("DRYRUN");
+/// `WAIT`'s valid value is the shortest: a denied call in a hostile test
+/// almost never fits its wait in 1 ms, so it is denied at once.
+const WAIT: Opt = valued("WAIT", duration("WAIT"), "1ms");
 
 /// Values under a schedule tag that are not the TAT layout: too short, an
 /// improper or zero fraction, a truncated or overlong varint, trailing bytes.
@@ -434,7 +437,12 @@ pub const SHAPES: &[Shape] = &[
         min_arity: 4,
         short: None,
         tail: &[],
-        options: &[valued("BURST", count("BURST", 1, MAX), "10"), COST, DRYRUN],
+        options: &[
+            valued("BURST", count("BURST", 1, MAX), "10"),
+            COST,
+            DRYRUN,
+            WAIT,
+        ],
         extra: Extra::UnknownOption,
         state: State::Tagged {
             tag: 0xA1,
@@ -456,7 +464,7 @@ pub const SHAPES: &[Shape] = &[
         min_arity: 5,
         short: None,
         tail: &[],
-        options: &[COST, DRYRUN],
+        options: &[COST, DRYRUN, WAIT],
         extra: Extra::UnknownOption,
         state: State::Tagged {
             tag: 0xA2,
@@ -521,7 +529,12 @@ pub const SHAPES: &[Shape] = &[
         min_arity: 6,
         short: None,
         tail: &[],
-        options: &[valued("BURST", count("BURST", 1, MAX), "10"), COST, DRYRUN],
+        options: &[
+            valued("BURST", count("BURST", 1, MAX), "10"),
+            COST,
+            DRYRUN,
+            WAIT,
+        ],
         extra: Extra::UnknownOption,
         state: State::Tagged {
             tag: 0xA1,
@@ -543,7 +556,7 @@ pub const SHAPES: &[Shape] = &[
         min_arity: 6,
         short: Some("ERR syntax error: the policy is BUCKET capacity refill period"),
         tail: &[],
-        options: &[COST, DRYRUN],
+        options: &[COST, DRYRUN, WAIT],
         extra: Extra::UnknownOption,
         state: State::Tagged {
             tag: 0xA2,
@@ -567,6 +580,7 @@ pub const SHAPES: &[Shape] = &[
             SLIDING_MODES[2],
             COST,
             DRYRUN,
+            WAIT,
         ],
         extra: Extra::UnknownOption,
         state: State::Tagged {
@@ -585,7 +599,7 @@ pub const SHAPES: &[Shape] = &[
         min_arity: 4,
         short: None,
         tail: &["APPROX"],
-        options: &[COST, DRYRUN],
+        options: &[COST, DRYRUN, WAIT],
         extra: Extra::UnknownOption,
         state: State::Tagged {
             tag: 0xA4,
@@ -603,7 +617,7 @@ pub const SHAPES: &[Shape] = &[
         min_arity: 4,
         short: None,
         tail: &["BUCKETS", "4"],
-        options: &[COST, DRYRUN],
+        options: &[COST, DRYRUN, WAIT],
         extra: Extra::UnknownOption,
         state: State::Tagged {
             tag: 0xA5,
@@ -621,7 +635,7 @@ pub const SHAPES: &[Shape] = &[
         min_arity: 4,
         short: None,
         tail: &[],
-        options: &[flag("ALIGNED"), COST, DRYRUN],
+        options: &[flag("ALIGNED"), COST, DRYRUN, WAIT],
         extra: Extra::UnknownOption,
         state: State::Tagged {
             tag: 0xA6,
@@ -639,7 +653,7 @@ pub const SHAPES: &[Shape] = &[
         min_arity: 4,
         short: None,
         tail: &["ALIGNED"],
-        options: &[COST, DRYRUN],
+        options: &[COST, DRYRUN, WAIT],
         extra: Extra::UnknownOption,
         state: State::Tagged {
             tag: 0xA6,
@@ -663,6 +677,7 @@ pub const SHAPES: &[Shape] = &[
             SLIDING_MODES[2],
             COST,
             DRYRUN,
+            WAIT,
         ],
         extra: Extra::UnknownOption,
         state: State::Tagged {
@@ -681,7 +696,7 @@ pub const SHAPES: &[Shape] = &[
         min_arity: 6,
         short: None,
         tail: &["BUCKETS", "4"],
-        options: &[COST, DRYRUN],
+        options: &[COST, DRYRUN, WAIT],
         extra: Extra::UnknownOption,
         state: State::Tagged {
             tag: 0xA5,
@@ -699,7 +714,7 @@ pub const SHAPES: &[Shape] = &[
         min_arity: 6,
         short: None,
         tail: &[],
-        options: &[flag("ALIGNED"), COST, DRYRUN],
+        options: &[flag("ALIGNED"), COST, DRYRUN, WAIT],
         extra: Extra::UnknownOption,
         state: State::Tagged {
             tag: 0xA6,
