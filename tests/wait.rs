@@ -372,3 +372,63 @@ fn module_unload_is_refused_while_clients_wait() {
     advance(&mut ctl, S);
     assert_eq!(recv5(&mut w)[0], 1);
 }
+
+#[test]
+fn info_counts_waits_and_their_calls() {
+    let server = Server::start();
+    let mut ctl = server.conn();
+    clock_set(&mut ctl, T0);
+    decide(&mut ctl, &strs(&gcra("k", &[])));
+    let mut w = server.conn();
+    send(&mut w, &strs(&gcra("k", &["WAIT", "5s"])));
+    await_waiting(&mut ctl, 1);
+    let field = |c: &mut Connection| info_field(c, "ratelimit", "ratelimit_rl_gcra").unwrap();
+    // A waiting call is a call; allowed or denied when it ends.
+    assert_eq!(field(&mut ctl), "calls=2,allowed=1,denied=0,errors=0");
+    assert_eq!(waits_field(&mut ctl, "started"), 1);
+    advance(&mut ctl, 1_500_000);
+    recv5(&mut w);
+    assert_eq!(field(&mut ctl), "calls=2,allowed=2,denied=0,errors=0");
+    assert_eq!(waits_field(&mut ctl, "admitted"), 1);
+    // Admitted at its due time (1 s), though the clock jumped to 1.5 s.
+    assert_eq!(waits_field(&mut ctl, "waited_us"), S);
+    let _: () = redis::cmd("CONFIG")
+        .arg("RESETSTAT")
+        .query(&mut ctl)
+        .unwrap();
+    assert_eq!(waits_field(&mut ctl, "started"), 0);
+    assert_eq!(waits_field(&mut ctl, "waited_us"), 0);
+}
+
+/// The real clock: the module's one timer admits a waiter and times one
+/// out, with no RL.CLOCK. Upper bounds only, loose; nothing sleeps.
+#[test]
+fn real_clock_the_timer_admits_and_times_out() {
+    let server = Server::with(Config::real_clock());
+    let mut c = server.conn();
+    let mut w = server.conn();
+    let limit = ["RL.GCRA", "rk", "1", "200ms"];
+    assert_eq!(decide(&mut c, &limit)[0], 1);
+    let start = std::time::Instant::now();
+    let mut args = limit.to_vec();
+    args.extend(["WAIT", "10s"]);
+    assert_eq!(decide(&mut w, &args)[0], 1);
+    assert!(start.elapsed() < std::time::Duration::from_secs(5));
+    // A head whose slot is moved an hour away behind its back: its 300 ms
+    // deadline comes first.
+    let mut args = limit.to_vec();
+    args.extend(["WAIT", "300ms"]);
+    send(&mut w, &args);
+    await_waiting(&mut c, 1);
+    decide(&mut c, &["RL.GCRA", "slow", "1", "1h"]);
+    let _: i64 = redis::cmd("COPY")
+        .arg(&["slow", "rk", "REPLACE"])
+        .query(&mut c)
+        .unwrap();
+    let start = std::time::Instant::now();
+    assert_eq!(recv5(&mut w)[0], 0);
+    assert!(start.elapsed() < std::time::Duration::from_secs(5));
+    assert_eq!(waits_field(&mut c, "admitted"), 1);
+    assert_eq!(waits_field(&mut c, "timed_out"), 1);
+    assert_eq!(waiting(&mut c), 0);
+}
