@@ -288,6 +288,20 @@ impl<K: Eq + Hash + Clone, T: Eq + Hash + Clone> Queues<K, T> {
         }
     }
 
+    /// Ends every wait at `at` with its denial (the server can no longer
+    /// admit: it became a replica).
+    pub fn release_all<S: Keyspace<K>>(&mut self, keyspace: &mut S, at: Micros) -> Vec<Event<T>> {
+        let ids: Vec<u64> = self.entries.keys().copied().collect();
+        let mut events = Vec::with_capacity(ids.len());
+        for id in ids {
+            if let Some(waiter) = self.remove(id, at) {
+                let event = self.timed_out(keyspace, waiter, at);
+                events.push(event);
+            }
+        }
+        events
+    }
+
     /// Admits every head whose time has come and times out every waiter
     /// whose deadline has passed, in time order, up to `to`. Events at
     /// instants before `from` happen at `from` (the state may have been

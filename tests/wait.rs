@@ -432,3 +432,29 @@ fn real_clock_the_timer_admits_and_times_out() {
     assert_eq!(waits_field(&mut c, "timed_out"), 1);
     assert_eq!(waiting(&mut c), 0);
 }
+
+#[test]
+fn a_primary_turned_replica_admits_no_waiter() {
+    let other = Server::start();
+    let server = Server::start();
+    let mut ctl = server.conn();
+    clock_set(&mut ctl, T0);
+    decide(&mut ctl, &strs(&gcra("k", &[])));
+    let mut w = server.conn();
+    send(&mut w, &strs(&gcra("k", &["WAIT", "5s"])));
+    await_waiting(&mut ctl, 1);
+    let _: () = redis::cmd("REPLICAOF")
+        .arg("127.0.0.1")
+        .arg(other.port)
+        .query(&mut ctl)
+        .unwrap();
+    // Redis unblocks blocked clients with an error when the role changes.
+    let reply = match w.recv_response() {
+        Ok(v) => format!("{v:?}"),
+        Err(e) => format!("{e:?}"),
+    };
+    assert!(reply.contains("UNBLOCKED"), "{reply}");
+    assert_eq!(waiting(&mut ctl), 0);
+    advance(&mut ctl, 10 * S);
+    assert_eq!(waits_field(&mut ctl, "admitted"), 0);
+}

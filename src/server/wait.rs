@@ -192,6 +192,12 @@ fn may_block(ctx: Ctx) -> bool {
     flags & never == 0
 }
 
+fn is_replica(ctx: Ctx) -> bool {
+    // SAFETY: ctx is a live context.
+    let flags = unsafe { api!(RedisModule_GetContextFlags)(ctx.0) } as u32;
+    flags & raw::REDISMODULE_CTX_FLAGS_SLAVE != 0
+}
+
 fn selected_db(ctx: Ctx) -> c_int {
     // SAFETY: ctx is a live context with a client.
     unsafe { api!(RedisModule_GetSelectedDb)(ctx.0) }
@@ -233,7 +239,13 @@ fn process(ctx: Ctx, state: &mut State, from: Micros, to: Micros) {
         return;
     }
     let mut keyspace = ServerKeyspace::new(ctx);
-    let events = state.queues.process(&mut keyspace, from, to);
+    let events = if is_replica(ctx) {
+        // A primary turned replica (failover) must not write: every wait
+        // ends with its denial.
+        state.queues.release_all(&mut keyspace, to)
+    } else {
+        state.queues.process(&mut keyspace, from, to)
+    };
     drop(keyspace);
     for event in events {
         resolve(event);

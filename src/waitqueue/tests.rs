@@ -385,3 +385,20 @@ fn dryrun_never_waits() {
     let d = q.arrive(&mut ks, &["k"], &[gcra()], T0, request).unwrap();
     assert!(matches!(d, Arrival::Reply(d) if !d.allowed));
 }
+
+#[test]
+fn release_all_denies_everyone_and_writes_nothing() {
+    let (mut q, mut ks) = (Q::new(), Ks::default());
+    arrive(&mut q, &mut ks, &["k"], gcra(), T0, req(1, None), 0);
+    let before = ks.values.clone();
+    assert!(arrive(&mut q, &mut ks, &["k"], gcra(), T0, req(1, Some(5 * S)), 1).is_none());
+    assert!(arrive(&mut q, &mut ks, &["k"], gcra(), T0, req(1, Some(5 * S)), 2).is_none());
+    let events = q.release_all(&mut ks, at(S / 2));
+    let tokens: Vec<u32> = events.iter().map(|e| e.token).collect();
+    assert_eq!(tokens, [1, 2]);
+    assert!(events
+        .iter()
+        .all(|e| matches!(&e.resolution, Resolution::TimedOut(d) if !d.allowed)));
+    assert!(q.is_empty());
+    assert_eq!(ks.values, before);
+}
