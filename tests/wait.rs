@@ -458,3 +458,21 @@ fn a_primary_turned_replica_admits_no_waiter() {
     advance(&mut ctl, 10 * S);
     assert_eq!(waits_field(&mut ctl, "admitted"), 0);
 }
+
+#[test]
+fn a_resp3_waiter_gets_the_resp3_map() {
+    let server = Server::start();
+    let mut ctl = server.conn();
+    clock_set(&mut ctl, T0);
+    decide(&mut ctl, &strs(&gcra("k", &[])));
+    let mut w = server.conn_resp3();
+    send(&mut w, &strs(&gcra("k", &["WAIT", "5s"])));
+    await_waiting(&mut ctl, 1);
+    advance(&mut ctl, S);
+    let fields = resp3_map(w.recv_response().unwrap());
+    assert_eq!(
+        names(&fields),
+        ["allowed", "limit", "remaining", "retry_after_ms", "reset_after_ms"]
+    );
+    assert_eq!(fields[0].1, Value::Boolean(true));
+}
