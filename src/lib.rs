@@ -15,6 +15,7 @@
 
 mod algorithm;
 mod args;
+mod cluster_nodes;
 mod codec;
 mod commands;
 mod engine;

@@ -24,7 +24,7 @@ use crate::engine::{self, Decided, KeyError, Request};
 use crate::error::Error;
 use crate::policy::Policy;
 use crate::store::MemoryStore;
-use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
 use std::hash::Hash;
 
 /// The keys the waiters wait on.
@@ -40,6 +40,11 @@ pub trait Keyspace<K> {
         at: Micros,
         request: Request,
     ) -> Result<Decided, KeyError>;
+    /// Whether this server still holds `keys` (Redis Cluster: their slot
+    /// may have moved away while a client waited on them).
+    fn serves(&mut self, _keys: &[K]) -> bool {
+        true
+    }
 }
 
 /// Keys in memory: the copy a simulation runs on, and the tests' keyspace.
@@ -351,6 +356,14 @@ impl<K: Eq + Hash + Clone, T: Eq + Hash + Clone> Queues<K, T> {
             return;
         };
         let w = &entry.waiter;
+        if !keyspace.serves(&w.keys) {
+            // Never admitted where the key no longer is: the denial.
+            if let Some(waiter) = self.remove(id, at) {
+                let event = self.timed_out(keyspace, waiter, at);
+                events.push(event);
+            }
+            return;
+        }
         let request = Request {
             cost: w.cost,
             ..Request::default()
@@ -384,12 +397,11 @@ impl<K: Eq + Hash + Clone, T: Eq + Hash + Clone> Queues<K, T> {
     fn component(&self, keys: &[K]) -> BTreeSet<u64> {
         let mut ids = BTreeSet::new();
         let mut todo: Vec<&K> = keys.iter().collect();
-        let mut seen: Vec<&K> = Vec::new();
+        let mut seen: HashSet<&K> = HashSet::new();
         while let Some(key) = todo.pop() {
-            if seen.contains(&key) {
+            if !seen.insert(key) {
                 continue;
             }
-            seen.push(key);
             for id in self.lines.get(key).into_iter().flatten() {
                 if ids.insert(*id) {
                     todo.extend(self.entries[id].waiter.keys.iter());

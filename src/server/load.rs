@@ -84,7 +84,12 @@ fn missing_api() -> Option<&'static str> {
         RedisModule_StopTimer,
         RedisModule_GetSelectedDb,
         RedisModule_SelectDb,
-        RedisModule_AvoidReplicaTraffic
+        RedisModule_AvoidReplicaTraffic,
+        RedisModule_Call,
+        RedisModule_CallReplyType,
+        RedisModule_CallReplyInteger,
+        RedisModule_CallReplyStringPtr,
+        RedisModule_FreeCallReply
     );
     None
 }
