@@ -43,6 +43,10 @@ pub struct Request {
     pub charge: Charge,
     /// Decide, write nothing.
     pub dryrun: bool,
+    /// `WAIT timeout`: if denied, wait up to this long to be admitted
+    /// (first come, first served; see `waitqueue`). `decide` itself never
+    /// waits.
+    pub wait: Option<Micros>,
 }
 
 impl Default for Request {
@@ -52,6 +56,7 @@ impl Default for Request {
             costs: None,
             charge: Charge::Normal,
             dryrun: false,
+            wait: None,
         }
     }
 }
@@ -377,6 +382,7 @@ mod tests {
             costs,
             charge,
             dryrun: false,
+            wait: None,
         }
     }
 

@@ -15,6 +15,7 @@
 
 mod algorithm;
 mod args;
+mod cluster_nodes;
 mod codec;
 mod commands;
 mod engine;
@@ -26,5 +27,6 @@ mod server;
 mod stats;
 mod store;
 mod version;
+mod waitqueue;
 
 pub mod api;

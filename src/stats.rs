@@ -2,6 +2,7 @@
 //! errors, by the command's place in the command table. Commands run on
 //! Redis's main thread; the atomics only make the statics safe to declare.
 
+use crate::algorithm::Micros;
 use crate::commands::table::COMMAND_COUNT;
 use crate::commands::Verdict;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
@@ -45,7 +46,7 @@ pub fn record(i: usize, verdict: Verdict) {
     match verdict {
         Verdict::Allowed => bump(&COUNTERS.allowed[i]),
         Verdict::Denied => bump(&COUNTERS.denied[i]),
-        Verdict::Other => {}
+        Verdict::Other | Verdict::Waiting => {}
     }
 }
 
@@ -53,6 +54,81 @@ pub fn record(i: usize, verdict: Verdict) {
 pub fn record_error(i: usize) {
     bump(&COUNTERS.calls[i]);
     bump(&COUNTERS.errors[i]);
+}
+
+/// A call of command `i` that waited ended (it was counted as a call when
+/// it began).
+pub fn resolved(i: usize, allowed: bool) {
+    bump(if allowed {
+        &COUNTERS.allowed[i]
+    } else {
+        &COUNTERS.denied[i]
+    });
+}
+
+/// A call of command `i` that waited ended in an error.
+pub fn record_error_only(i: usize) {
+    bump(&COUNTERS.errors[i]);
+}
+
+/// `WAIT` totals: clients that began waiting, and how their waits ended.
+#[derive(Default, Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Waits {
+    pub started: u64,
+    pub admitted: u64,
+    pub timed_out: u64,
+    pub abandoned: u64,
+    /// Total time waited by the waits that ended, in µs of the limiter clock.
+    pub waited_us: u64,
+}
+
+struct WaitCounters {
+    started: AtomicU64,
+    admitted: AtomicU64,
+    timed_out: AtomicU64,
+    abandoned: AtomicU64,
+    waited_us: AtomicU64,
+}
+
+static WAITS: WaitCounters = WaitCounters {
+    started: ZERO,
+    admitted: ZERO,
+    timed_out: ZERO,
+    abandoned: ZERO,
+    waited_us: ZERO,
+};
+
+fn add(counter: &AtomicU64, n: u64) {
+    counter.store(counter.load(Relaxed).saturating_add(n), Relaxed);
+}
+
+pub fn wait_started() {
+    bump(&WAITS.started);
+}
+
+pub fn wait_admitted(waited: Micros) {
+    bump(&WAITS.admitted);
+    add(&WAITS.waited_us, waited.as_u64());
+}
+
+pub fn wait_timed_out(waited: Micros) {
+    bump(&WAITS.timed_out);
+    add(&WAITS.waited_us, waited.as_u64());
+}
+
+pub fn wait_abandoned(waited: Micros) {
+    bump(&WAITS.abandoned);
+    add(&WAITS.waited_us, waited.as_u64());
+}
+
+pub fn waits() -> Waits {
+    Waits {
+        started: WAITS.started.load(Relaxed),
+        admitted: WAITS.admitted.load(Relaxed),
+        timed_out: WAITS.timed_out.load(Relaxed),
+        abandoned: WAITS.abandoned.load(Relaxed),
+        waited_us: WAITS.waited_us.load(Relaxed),
+    }
 }
 
 pub fn counts(i: usize) -> Counts {
@@ -74,5 +150,14 @@ pub fn reset() {
         for a in c {
             a.store(0, Relaxed);
         }
+    }
+    for a in [
+        &WAITS.started,
+        &WAITS.admitted,
+        &WAITS.timed_out,
+        &WAITS.abandoned,
+        &WAITS.waited_us,
+    ] {
+        a.store(0, Relaxed);
     }
 }

@@ -6,7 +6,8 @@
 //! a slot moved with SETSLOT/MIGRATE and 50 slots moved by `redis-cli
 //! --cluster reshard` keep their limiter state; a primary killed mid-run
 //! fails over to its caught-up replica and no key admits more than its
-//! limit.
+//! limit. A client waiting (`WAIT`) on a key whose slot moves away is denied,
+//! never admitted on the old node.
 //!
 //! One test, so that the cluster is built once (about two seconds).
 
@@ -149,6 +150,7 @@ fn limiters_work_on_redis_cluster() {
     every_shard_decides_and_replicates(&cluster, &mut client);
     cross_slot_calls_are_refused(&mut client);
     migrated_slot_keeps_limiter_state(&cluster, &mut client);
+    a_waiter_whose_slot_moves_away_is_denied(&cluster);
     resharding_keeps_limiter_state(&cluster);
     killed_primary_fails_over_with_limits_kept(&mut cluster);
 }
@@ -345,6 +347,88 @@ fn migrated_slot_keeps_limiter_state(cluster: &Cluster, client: &mut ClusterConn
         let now = call_retrying(cluster, client, &args);
         assert_eq!(&now, reply, "{call:?}");
     }
+}
+
+/// WAIT: a client waiting on a key whose slot is moved to another node
+/// (SETSLOT/MIGRATE) is denied when its time comes, never admitted on the
+/// node that no longer holds the key.
+fn a_waiter_whose_slot_moves_away_is_denied(cluster: &Cluster) {
+    let key = "{waiting}:k";
+    let mut any = cluster.nodes[0].conn();
+    let slot = slot(&mut any, key);
+    let (source, _) = cluster.shard_of(slot);
+    let target = (0..6)
+        .find(|&i| i != source && cluster.is_primary(i))
+        .unwrap();
+    let (mut src, mut dst) = (cluster.nodes[source].conn(), cluster.nodes[target].conn());
+    let limit = ["RL.GCRA", key, "1", "1h"];
+    assert_eq!(call_ok_plain(&mut src, &limit)[0], 1);
+    let mut waiter = cluster.nodes[source].conn();
+    let mut args = limit.to_vec();
+    args.extend(["WAIT", "2h"]);
+    waiter
+        .send_packed_command(&cmd(&args).get_packed_command())
+        .unwrap();
+    wait_until("the waiter to block", 10, || {
+        info_field(&mut src, "ratelimit", "ratelimit_waiting").as_deref() == Some("1")
+    });
+    let (src_id, dst_id) = (cluster.id(source), cluster.id(target));
+    let setslot = |c: &mut redis::Connection, how: &str, id: &str| {
+        let _: () = redis::cmd("CLUSTER")
+            .arg("SETSLOT")
+            .arg(slot)
+            .arg(how)
+            .arg(id)
+            .query(c)
+            .unwrap();
+    };
+    setslot(&mut dst, "IMPORTING", &src_id);
+    setslot(&mut src, "MIGRATING", &dst_id);
+    // Every key in the slot (earlier steps put a limiter in every slot).
+    let keys: Vec<Vec<u8>> = redis::cmd("CLUSTER")
+        .arg("GETKEYSINSLOT")
+        .arg(slot)
+        .arg(1000)
+        .query(&mut src)
+        .unwrap();
+    let _: String = redis::cmd("MIGRATE")
+        .arg("127.0.0.1")
+        .arg(cluster.nodes[target].port)
+        .arg("")
+        .arg(0)
+        .arg(5000)
+        .arg("KEYS")
+        .arg(&keys)
+        .query(&mut src)
+        .unwrap();
+    // Mid-migration, the key gone: its time comes, it is denied.
+    let before = clock(&mut src);
+    advance(&mut src, 3_600_000_000);
+    let reply: Vec<i64> = redis::from_redis_value(waiter.recv_response().unwrap()).unwrap();
+    assert_eq!(reply[0], 0, "{reply:?}");
+    // The later steps expect every node's clock where it was.
+    clock_set(&mut src, before);
+    for i in (0..6).filter(|&i| cluster.is_primary(i)) {
+        setslot(&mut cluster.nodes[i].conn(), "NODE", &dst_id);
+    }
+    let left: i64 = redis::cmd("CLUSTER")
+        .arg("COUNTKEYSINSLOT")
+        .arg(slot)
+        .query(&mut src)
+        .unwrap();
+    assert_eq!(left, 0, "nothing written on the source");
+    let moved: i64 = redis::cmd("CLUSTER")
+        .arg("COUNTKEYSINSLOT")
+        .arg(slot)
+        .query(&mut dst)
+        .unwrap();
+    assert_eq!(moved, keys.len() as i64);
+}
+
+fn call_ok_plain(c: &mut redis::Connection, args: &[&str]) -> Vec<i64> {
+    cmd(args)
+        .query(c)
+        .unwrap_or_else(|e| panic!("{args:?}: {e}"))
 }
 
 /// `redis-cli --cluster reshard` moves 50 slots full of limiter keys from

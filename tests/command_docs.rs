@@ -92,7 +92,7 @@ fn command_synopsis(doc: &Value) -> String {
 const GCRA: &str = "GCRA limit:integer period:string [BURST burst:integer]";
 const BUCKET: &str = "BUCKET capacity:integer refill:integer period:string";
 const MODE: &str = "[(EXACT | APPROX | BUCKETS buckets:integer)]";
-const COMMON: &str = "[COST cost:integer] [DRYRUN] [(FORCE | PARTIAL | REFUND refund:integer)]";
+const COMMON: &str = "[COST cost:integer] [DRYRUN] [WAIT timeout:string] [(FORCE | PARTIAL | REFUND refund:integer)]";
 const POLICY: &str = "(GCRA limit:integer period:string [BURST burst:integer] | \
                       BUCKET capacity:integer refill:integer period:string | \
                       SLIDING limit:integer window:string [(EXACT | APPROX | BUCKETS buckets:integer)] | \

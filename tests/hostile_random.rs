@@ -153,6 +153,12 @@ impl Gen {
         }
         cmd.extend(shape.tail.iter().map(|w| w.as_bytes().to_vec()));
         for opt in shape.options {
+            // A valid WAIT may block this one connection until the manual
+            // clock moves: tests/wait.rs covers it, hostile_errors its
+            // bad values.
+            if opt.word == "WAIT" {
+                continue;
+            }
             if self.rng.gen_ratio(1, 4) {
                 cmd.push(opt.word.as_bytes().to_vec());
                 if let Some((parse, _)) = opt.value {

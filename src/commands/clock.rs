@@ -7,7 +7,7 @@ use super::Verdict;
 use crate::algorithm::Micros;
 use crate::error::{printable, Error};
 use crate::server::clock::{self, MAX_US};
-use crate::server::{reply, Arg, Ctx};
+use crate::server::{reply, wait, Arg, Ctx};
 
 const SET: usize = 0;
 const ADVANCE: usize = 1;
@@ -46,7 +46,10 @@ pub fn run(command: &CommandDef, ctx: Ctx, args: &[Arg]) -> Result<Verdict, Erro
                     now + by
                 }
             };
+            let from = clock::now();
             clock::set(Micros::new(to));
+            // Waiters whose time has come are admitted (or time out) now.
+            wait::clock_moved(ctx, from, Micros::new(to));
             Micros::new(to)
         }
         _ => return Err(Error::Arity(command.name)),

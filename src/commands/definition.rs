@@ -113,6 +113,14 @@ impl CommandDef {
         first.min(args.len())..end.min(args.len())
     }
 
+    /// The command's place in the command table (its statistics' index).
+    pub fn index(&self) -> usize {
+        super::table::COMMANDS
+            .iter()
+            .position(|c| std::ptr::eq(c, self))
+            .unwrap_or(0)
+    }
+
     /// How Redis names the command in its own errors: lower case.
     pub fn lower_name(&self) -> String {
         self.name.to_ascii_lowercase()

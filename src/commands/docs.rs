@@ -112,7 +112,9 @@ fn param(p: &Param) -> DocArg {
 
 /// An option's value is named after its token in lower case.
 fn option(o: &Opt) -> DocArg {
-    let name = o.token.to_ascii_lowercase();
+    let name = o
+        .value_name
+        .map_or_else(|| o.token.to_ascii_lowercase(), str::to_string);
     let kind = match o.value {
         Some(Parse::Integer { .. } | Parse::CellInteger { .. }) => DocType::Integer,
         Some(Parse::Duration) => DocType::String,
@@ -217,12 +219,12 @@ mod tests {
         assert_eq!(
             get("rl.gcra"),
             "key:key limit:integer period:string [BURST burst:integer] [COST cost:integer] [DRYRUN] \
-             [(FORCE | PARTIAL | REFUND refund:integer)]"
+             [WAIT timeout:string] [(FORCE | PARTIAL | REFUND refund:integer)]"
         );
         assert_eq!(
             get("rl.sliding"),
             "key:key limit:integer window:string [(EXACT | APPROX | BUCKETS buckets:integer)] \
-             [COST cost:integer] [DRYRUN] [(FORCE | PARTIAL | REFUND refund:integer)]"
+             [COST cost:integer] [DRYRUN] [WAIT timeout:string] [(FORCE | PARTIAL | REFUND refund:integer)]"
         );
         assert_eq!(
             get("rl.peek"),

@@ -86,6 +86,8 @@ pub struct Opt {
     pub value: Option<Parse>,
     /// Options that share a group exclude each other (a mode).
     pub group: Option<&'static str>,
+    /// The value's name in COMMAND DOCS, where not the token in lower case.
+    pub value_name: Option<&'static str>,
 }
 
 impl Opt {
@@ -94,6 +96,7 @@ impl Opt {
             token,
             value: None,
             group: None,
+            value_name: None,
         }
     }
 
@@ -102,6 +105,24 @@ impl Opt {
             token,
             value: Some(Parse::Integer { min, max }),
             group: None,
+            value_name: None,
+        }
+    }
+
+    pub const fn duration(token: &'static str) -> Opt {
+        Opt {
+            token,
+            value: Some(Parse::Duration),
+            group: None,
+            value_name: None,
+        }
+    }
+
+    /// The same option, its value called `name` in COMMAND DOCS.
+    pub const fn value_named(self, name: &'static str) -> Opt {
+        Opt {
+            value_name: Some(name),
+            ..self
         }
     }
 
@@ -167,20 +188,23 @@ pub struct PolicyDef {
     pub build: Build,
 }
 
-/// The options every decision command takes: `COST n`, `DRYRUN`, and
-/// what kind of charge it is (`FORCE`, `PARTIAL` or `REFUND n`).
-pub const COMMON: [Opt; 5] = [
+/// The options every decision command takes: `COST n`, `DRYRUN`,
+/// `WAIT timeout`, and what kind of charge it is (`FORCE`, `PARTIAL` or
+/// `REFUND n`).
+pub const COMMON: [Opt; 6] = [
     Opt::integer("COST", 0, MAX_COUNT),
     Opt::flag("DRYRUN"),
+    Opt::duration("WAIT").value_named("timeout"),
     Opt::flag("FORCE").in_group("charge"),
     Opt::flag("PARTIAL").in_group("charge"),
     Opt::integer("REFUND", 1, MAX_COUNT).in_group("charge"),
 ];
 const COST: usize = 0;
 const DRYRUN: usize = 1;
-const FORCE: usize = 2;
-const PARTIAL: usize = 3;
-const REFUND: usize = 4;
+const WAIT: usize = 2;
+const FORCE: usize = 3;
+const PARTIAL: usize = 4;
+const REFUND: usize = 5;
 
 /// Records option `opt` (at `index` of `defined`), reading its value from
 /// `opts`: an error if it, or another of its group, was given already.
@@ -357,6 +381,16 @@ fn common_of(values: &[Option<u64>; COMMON.len()], per_key: PerKey) -> Result<Re
         option: token(option),
         with,
     };
+    // Waiting is for a charge that may have to wait its turn; the others
+    // are settled at once.
+    if given(WAIT) && charge != Charge::Normal {
+        let option = match charge {
+            Charge::Force => FORCE,
+            Charge::Partial => PARTIAL,
+            _ => REFUND,
+        };
+        return Err(exclude(option, token(WAIT)));
+    }
     let mut cost = values[COST].unwrap_or(1);
     match charge {
         Charge::Refund => {
@@ -392,6 +426,7 @@ fn common_of(values: &[Option<u64>; COMMON.len()], per_key: PerKey) -> Result<Re
         costs: per_key.costs,
         charge,
         dryrun: given(DRYRUN),
+        wait: values[WAIT].map(Micros::new),
     })
 }
 
@@ -565,6 +600,30 @@ mod tests {
                 ..Request::default()
             })
         );
+        assert_eq!(
+            parse_common(&[&b"WAIT"[..], b"250ms"]),
+            Ok(Request {
+                wait: Some(Micros::new(250_000)),
+                ..Request::default()
+            })
+        );
+        for bad in [
+            &[&b"WAIT"[..]][..],
+            &[b"WAIT", b"0"],
+            &[b"WAIT", b"-1"],
+            &[b"WAIT", b"soon"],
+        ] {
+            let e = parse_common(bad).unwrap_err().to_string();
+            assert!(e.starts_with("ERR") && e.contains("WAIT"), "{e}");
+        }
+        assert_eq!(
+            parse_common(&[&b"WAIT"[..], b"1s", b"wait", b"2s"]),
+            Err(Error::RepeatedOption("WAIT"))
+        );
+        assert!(parse_common(&[&b"WAIT"[..], b"36501d"])
+            .unwrap_err()
+            .to_string()
+            .contains("WAIT"));
         assert_eq!(
             parse_common(&[&b"COST"[..]]),
             Err(Error::MissingValue("COST"))

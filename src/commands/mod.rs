@@ -19,6 +19,8 @@ pub enum Verdict {
     Denied,
     /// Not a decision (RL.CLOCK).
     Other,
+    /// The client waits (`WAIT`): allowed or denied is counted when it ends.
+    Waiting,
 }
 
 impl Verdict {

@@ -1,13 +1,12 @@
 //! `RL.GCRA`, `RL.BUCKET`, `RL.SLIDING` and `RL.FIXED`: `key`, one policy's
 //! arguments and options, and the common options (`COST n`, `DRYRUN`,
-//! `FORCE`, `PARTIAL`, `REFUND n`).
+//! `WAIT timeout`, `FORCE`, `PARTIAL`, `REFUND n`).
 
 use super::definition::{CommandDef, Grammar};
 use super::Verdict;
-use crate::engine;
 use crate::error::Error;
-use crate::server::key::RedisStore;
-use crate::server::{clock, reply, Arg, Ctx};
+use crate::server::wait::{self, Outcome, Shape};
+use crate::server::{reply, Arg, Ctx};
 use std::slice;
 
 pub fn run(command: &CommandDef, ctx: Ctx, args: &[Arg]) -> Result<Verdict, Error> {
@@ -18,9 +17,18 @@ pub fn run(command: &CommandDef, ctx: Ctx, args: &[Arg]) -> Result<Verdict, Erro
         return Err(Error::Arity(command.name));
     };
     let (policy, request) = definition.parse_command(rest, command.name)?;
-    let mut store = RedisStore::open(ctx, slice::from_ref(key));
-    let decided = engine::decide(&mut store, slice::from_ref(&policy), clock::now(), request)
-        .map_err(|e| e.error)?;
+    let outcome = wait::decide(
+        ctx,
+        command.index(),
+        Shape::One,
+        slice::from_ref(key),
+        slice::from_ref(&policy),
+        request,
+    )
+    .map_err(|e| e.error)?;
+    let Outcome::Reply(decided) = outcome else {
+        return Ok(Verdict::Waiting);
+    };
     let decision = &decided.decisions[0];
     reply::decision(ctx, decision, decided.granted);
     Ok(Verdict::of(decision.allowed))

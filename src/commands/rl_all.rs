@@ -1,5 +1,6 @@
 //! `RL.ALL numkeys key [key ...] policy [policy ...] [COST n | COSTS c1 ..
-//! cN] [DRYRUN] [FORCE | PARTIAL | REFUND n | REFUND COSTS c1 .. cN]`:
+//! cN] [DRYRUN] [WAIT timeout] [FORCE | PARTIAL | REFUND n | REFUND COSTS c1
+//! .. cN]`:
 //! several limits in one all-or-nothing decision, through the same
 //! decision path as a single-key command (`engine::decide`).
 
@@ -7,12 +8,12 @@ use super::definition::{CommandDef, Grammar};
 use super::grammar::{join_words, parse_common_with, PerKey, PolicyDef};
 use super::Verdict;
 use crate::args;
-use crate::engine::{self, Request};
+use crate::engine::Request;
 use crate::error::{printable, Error};
 use crate::limits::MAX_COUNT;
 use crate::policy::Policy;
-use crate::server::key::RedisStore;
-use crate::server::{clock, reply, Arg, Ctx};
+use crate::server::wait::{self, Outcome, Shape};
+use crate::server::{reply, Arg, Ctx};
 use std::collections::HashSet;
 
 /// A parsed call. Keys are the `numkeys` arguments after `numkeys`.
@@ -157,14 +158,21 @@ pub fn run(command: &CommandDef, ctx: Ctx, args: &[Arg]) -> Result<Verdict, Erro
     if let Some((first, again)) = repeated_key(keys) {
         return Err(Error::RepeatedKey { first, again });
     }
-    let mut store = RedisStore::open(ctx, keys);
-    let decided =
-        engine::decide(&mut store, &call.policies, clock::now(), call.request).map_err(|e| {
-            Error::InKey {
-                position: e.key + 1,
-                error: Box::new(e.error),
-            }
-        })?;
+    let outcome = wait::decide(
+        ctx,
+        command.index(),
+        Shape::All,
+        keys,
+        &call.policies,
+        call.request,
+    )
+    .map_err(|e| Error::InKey {
+        position: e.key + 1,
+        error: Box::new(e.error),
+    })?;
+    let Outcome::Reply(decided) = outcome else {
+        return Ok(Verdict::Waiting);
+    };
     reply::all(ctx, &decided);
     Ok(Verdict::of(decided.allowed))
 }

@@ -206,7 +206,9 @@ pub static COMMANDS: [CommandDef; COMMAND_COUNT] = [
             name: "operation",
             choices: &clock::SUBCOMMANDS,
         },
-        flags: "fast",
+        // Moving a manual clock admits waiters, whose state it writes and
+        // replicates: not while writes are paused.
+        flags: "fast may-replicate",
         acl_categories: CLOCK_CATEGORIES,
         summary: "Returns the limiter clock in microseconds; SET and ADVANCE move a manual clock.",
         complexity: "O(1)",

@@ -5,6 +5,8 @@
 //! # ratelimit
 //! ratelimit_version:0.1.0
 //! ratelimit_clock:real
+//! ratelimit_waiting:0
+//! ratelimit_waits:started=3,admitted=2,timed_out=1,abandoned=0,waited_us=1500000
 //! ratelimit_rl_gcra:calls=12,allowed=10,denied=2,errors=0
 //! ...
 //! ```
@@ -14,8 +16,8 @@
 //! looks the command up, so a `CONFIG RESETSTAT` that Redis then refuses
 //! (ACL, inside a discarded `MULTI`) resets the counters as well.
 
-use super::clock;
 use super::ffi::{api, Ctx};
+use super::{clock, wait};
 use crate::commands::table::COMMANDS;
 use crate::stats;
 use redis_module::raw;
@@ -88,6 +90,20 @@ extern "C" fn info(ctx: *mut raw::RedisModuleInfoCtx, _for_crash_report: c_int) 
             c"real"
         };
         api!(RedisModule_InfoAddFieldCString)(ctx, c"clock".as_ptr(), mode.as_ptr());
+        let waiting = u64::try_from(wait::waiting()).unwrap_or(u64::MAX);
+        api!(RedisModule_InfoAddFieldULongLong)(ctx, c"waiting".as_ptr(), waiting);
+        let waits = stats::waits();
+        api!(RedisModule_InfoBeginDictField)(ctx, c"waits".as_ptr());
+        for (field, value) in [
+            (c"started", waits.started),
+            (c"admitted", waits.admitted),
+            (c"timed_out", waits.timed_out),
+            (c"abandoned", waits.abandoned),
+            (c"waited_us", waits.waited_us),
+        ] {
+            api!(RedisModule_InfoAddFieldULongLong)(ctx, field.as_ptr(), value);
+        }
+        api!(RedisModule_InfoEndDictField)(ctx);
         for (i, command) in COMMANDS.iter().enumerate() {
             let Ok(name) = CString::new(command.info_field()) else {
                 continue;

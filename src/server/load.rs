@@ -75,7 +75,22 @@ fn missing_api() -> Option<&'static str> {
         RedisModule_SetModuleOptions,
         RedisModule_CreateCommand,
         RedisModule_IsKeysPositionRequest,
-        RedisModule_KeyAtPos
+        RedisModule_KeyAtPos,
+        RedisModule_BlockClient,
+        RedisModule_UnblockClient,
+        RedisModule_SetDisconnectCallback,
+        RedisModule_GetBlockedClientPrivateData,
+        RedisModule_GetBlockedClientHandle,
+        RedisModule_CreateTimer,
+        RedisModule_StopTimer,
+        RedisModule_GetSelectedDb,
+        RedisModule_SelectDb,
+        RedisModule_AvoidReplicaTraffic,
+        RedisModule_Call,
+        RedisModule_CallReplyType,
+        RedisModule_CallReplyInteger,
+        RedisModule_CallReplyStringPtr,
+        RedisModule_FreeCallReply
     );
     None
 }

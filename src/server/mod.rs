@@ -11,5 +11,6 @@ pub mod key;
 mod load;
 mod register;
 pub mod reply;
+pub mod wait;
 
 pub use ffi::{Arg, Ctx};

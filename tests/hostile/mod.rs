@@ -324,6 +324,10 @@ const CHARGES: [Opt; 3] = [
     mode(valued("REFUND", count("REFUND", 1, MAX), "1")),
 ];
 
+/// `WAIT`'s valid value is the shortest: a denied call in a hostile test
+/// almost never fits its wait in 1 ms, so it is denied at once.
+const WAIT: Opt = valued("WAIT", duration("WAIT"), "1ms");
+
 /// Values under a schedule tag that are not the TAT layout: too short, an
 /// improper or zero fraction, a truncated or overlong varint, trailing bytes.
 macro_rules! tat_corrupt {
@@ -465,6 +469,7 @@ pub const SHAPES: &[Shape] = &[
             valued("BURST", count("BURST", 1, MAX), "10"),
             COST,
             DRYRUN,
+            WAIT,
             CHARGES[0],
             CHARGES[1],
             CHARGES[2],
@@ -490,7 +495,7 @@ pub const SHAPES: &[Shape] = &[
         min_arity: 5,
         short: None,
         tail: &[],
-        options: &[COST, DRYRUN, CHARGES[0], CHARGES[1], CHARGES[2]],
+        options: &[COST, DRYRUN, WAIT, CHARGES[0], CHARGES[1], CHARGES[2]],
         extra: Extra::UnknownOption,
         state: State::Tagged {
             tag: 0xA2,
@@ -559,6 +564,7 @@ pub const SHAPES: &[Shape] = &[
             valued("BURST", count("BURST", 1, MAX), "10"),
             COST,
             DRYRUN,
+            WAIT,
             CHARGES[0],
             CHARGES[1],
             CHARGES[2],
@@ -584,7 +590,7 @@ pub const SHAPES: &[Shape] = &[
         min_arity: 6,
         short: Some("ERR syntax error: the policy is BUCKET capacity refill period"),
         tail: &[],
-        options: &[COST, DRYRUN, CHARGES[0], CHARGES[1], CHARGES[2]],
+        options: &[COST, DRYRUN, WAIT, CHARGES[0], CHARGES[1], CHARGES[2]],
         extra: Extra::UnknownOption,
         state: State::Tagged {
             tag: 0xA2,
@@ -608,6 +614,7 @@ pub const SHAPES: &[Shape] = &[
             SLIDING_MODES[2],
             COST,
             DRYRUN,
+            WAIT,
             CHARGES[0],
             CHARGES[1],
             CHARGES[2],
@@ -629,7 +636,7 @@ pub const SHAPES: &[Shape] = &[
         min_arity: 4,
         short: None,
         tail: &["APPROX"],
-        options: &[COST, DRYRUN, CHARGES[0], CHARGES[1], CHARGES[2]],
+        options: &[COST, DRYRUN, WAIT, CHARGES[0], CHARGES[1], CHARGES[2]],
         extra: Extra::UnknownOption,
         state: State::Tagged {
             tag: 0xA4,
@@ -647,7 +654,7 @@ pub const SHAPES: &[Shape] = &[
         min_arity: 4,
         short: None,
         tail: &["BUCKETS", "4"],
-        options: &[COST, DRYRUN, CHARGES[0], CHARGES[1], CHARGES[2]],
+        options: &[COST, DRYRUN, WAIT, CHARGES[0], CHARGES[1], CHARGES[2]],
         extra: Extra::UnknownOption,
         state: State::Tagged {
             tag: 0xA5,
@@ -669,6 +676,7 @@ pub const SHAPES: &[Shape] = &[
             flag("ALIGNED"),
             COST,
             DRYRUN,
+            WAIT,
             CHARGES[0],
             CHARGES[1],
             CHARGES[2],
@@ -690,7 +698,7 @@ pub const SHAPES: &[Shape] = &[
         min_arity: 4,
         short: None,
         tail: &["ALIGNED"],
-        options: &[COST, DRYRUN, CHARGES[0], CHARGES[1], CHARGES[2]],
+        options: &[COST, DRYRUN, WAIT, CHARGES[0], CHARGES[1], CHARGES[2]],
         extra: Extra::UnknownOption,
         state: State::Tagged {
             tag: 0xA7,
@@ -714,6 +722,7 @@ pub const SHAPES: &[Shape] = &[
             SLIDING_MODES[2],
             COST,
             DRYRUN,
+            WAIT,
             CHARGES[0],
             CHARGES[1],
             CHARGES[2],
@@ -735,7 +744,7 @@ pub const SHAPES: &[Shape] = &[
         min_arity: 6,
         short: None,
         tail: &["BUCKETS", "4"],
-        options: &[COST, DRYRUN, CHARGES[0], CHARGES[1], CHARGES[2]],
+        options: &[COST, DRYRUN, WAIT, CHARGES[0], CHARGES[1], CHARGES[2]],
         extra: Extra::UnknownOption,
         state: State::Tagged {
             tag: 0xA5,
@@ -757,6 +766,7 @@ pub const SHAPES: &[Shape] = &[
             flag("ALIGNED"),
             COST,
             DRYRUN,
+            WAIT,
             CHARGES[0],
             CHARGES[1],
             CHARGES[2],

@@ -1,0 +1,458 @@
+//! `WAIT timeout`: clients blocked until admission, in the order of
+//! `crate::waitqueue`.
+//!
+//! Why this machinery: `RedisModule_BlockClient` with no Redis timeout
+//! (Redis's timeouts run on the real clock; ours follow the limiter clock,
+//! manual in tests), and the queue kept here. Nothing polls: ONE module
+//! timer is armed for the earliest due time or deadline of all waiters
+//! (real clock); with `clock manual`, `RL.CLOCK SET/ADVANCE` runs the same
+//! processing before it replies. `BlockClientOnKeys` is not used: a key
+//! being written says nothing about when a limit admits.
+//!
+//! Admission is decided where the queue is processed (the timer's context,
+//! or RL.CLOCK's), through `engine::decide` on a `RedisStore`, so the state
+//! is written and its effects replicated at the moment of admission, in the
+//! order of the queue. The blocked client's reply callback only sends the
+//! decision made then. A timeout, a disconnect or `CLIENT UNBLOCK` writes
+//! nothing. `MODULE UNLOAD` while clients wait is refused by Redis itself
+//! (the module has blocked clients, or a timer).
+
+use super::ffi::{self, api, Arg, Ctx};
+use super::key::RedisStore;
+use super::{clock, reply};
+use crate::algorithm::Micros;
+use crate::engine::{self, Decided, KeyError, Request};
+use crate::error::Error;
+use crate::policy::Policy;
+use crate::stats;
+use crate::waitqueue::{Arrival, Event, Queues, Resolution, Waiter};
+use keyspace::ServerKeyspace;
+
+mod keyspace;
+use redis_module::raw;
+use std::cell::RefCell;
+use std::ffi::{c_int, c_void};
+use std::hash::{Hash, Hasher};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
+
+/// A key as the queue knows it: database and name.
+type KeyName = (c_int, Vec<u8>);
+
+/// How the waiting command replies.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Shape {
+    /// One decision (RL.GCRA, RL.BUCKET, RL.SLIDING, RL.FIXED).
+    One,
+    /// RL.ALL's combined reply.
+    All,
+}
+
+/// A blocked client: its handle, identity in the queue.
+#[derive(Debug, Clone, Copy)]
+struct Token {
+    bc: *mut raw::RedisModuleBlockedClient,
+    /// The command's place in the table, for the statistics.
+    command: usize,
+    shape: Shape,
+}
+
+impl PartialEq for Token {
+    fn eq(&self, other: &Token) -> bool {
+        self.bc == other.bc
+    }
+}
+
+impl Eq for Token {}
+
+impl Hash for Token {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        self.bc.hash(state);
+    }
+}
+
+impl Token {
+    /// The token of handle `bc` (for looking it up).
+    fn of(bc: *mut raw::RedisModuleBlockedClient) -> Token {
+        Token {
+            bc,
+            command: 0,
+            shape: Shape::One,
+        }
+    }
+}
+
+struct State {
+    queues: Queues<KeyName, Token>,
+    /// The one timer and the time it was armed for.
+    timer: Option<(raw::RedisModuleTimerID, Micros)>,
+}
+
+thread_local! {
+    // Only Redis's main thread runs commands and callbacks.
+    static STATE: RefCell<State> = RefCell::new(State {
+        queues: Queues::new(),
+        timer: None,
+    });
+}
+
+/// How many clients wait: 0 lets every decision skip the queue.
+static WAITING: AtomicUsize = AtomicUsize::new(0);
+
+fn with_state<R>(f: impl FnOnce(&mut State) -> R) -> Option<R> {
+    STATE.with(|s| {
+        let mut state = s.try_borrow_mut().ok()?;
+        let r = f(&mut state);
+        WAITING.store(state.queues.len(), Relaxed);
+        Some(r)
+    })
+}
+
+/// How many clients wait now.
+pub fn waiting() -> usize {
+    WAITING.load(Relaxed)
+}
+
+/// What a decision command does now.
+pub enum Outcome {
+    Reply(Decided),
+    /// The client is blocked; the reply comes at admission or timeout.
+    Blocked,
+}
+
+/// The one decision path of the RL.* decision commands, with waiting:
+/// `engine::decide` at once when nobody waits and the call cannot wait;
+/// otherwise the queue places it (see `waitqueue`).
+pub fn decide(
+    ctx: Ctx,
+    command: usize,
+    shape: Shape,
+    keys: &[Arg],
+    policies: &[Policy],
+    request: Request,
+) -> Result<Outcome, KeyError> {
+    let now = clock::now();
+    let request = Request {
+        wait: request.wait.filter(|_| may_block(ctx)),
+        ..request
+    };
+    if request.wait.is_none() && WAITING.load(Relaxed) == 0 {
+        let mut store = RedisStore::open(ctx, keys);
+        return engine::decide(&mut store, policies, now, request).map(Outcome::Reply);
+    }
+    let db = selected_db(ctx);
+    let names: Vec<KeyName> = keys.iter().map(|k| (db, k.as_ref().to_vec())).collect();
+    let placed = with_state(|state| {
+        let mut keyspace = ServerKeyspace::new(ctx);
+        let arrival = state
+            .queues
+            .arrive(&mut keyspace, &names, policies, now, request.clone())?;
+        drop(keyspace);
+        let (Arrival::Wait { due }, Some(timeout)) = (&arrival, request.wait) else {
+            let Arrival::Reply(decided) = arrival else {
+                return Err(internal());
+            };
+            return Ok(Outcome::Reply(decided));
+        };
+        let bc = block(ctx);
+        if bc.is_null() {
+            return Err(internal());
+        }
+        let waiter = Waiter {
+            keys: names,
+            policies: policies.to_vec(),
+            cost: request.cost,
+            costs: request.costs.clone(),
+            since: now,
+            deadline: now.saturating_add(timeout),
+            token: Token { bc, command, shape },
+        };
+        state.queues.enqueue(waiter, *due);
+        stats::wait_started();
+        arm(ctx, state);
+        Ok(Outcome::Blocked)
+    });
+    placed.unwrap_or_else(|| Err(internal()))
+}
+
+fn internal() -> KeyError {
+    KeyError {
+        key: 0,
+        error: Error::Internal("WAIT"),
+    }
+}
+
+/// Whether this call may block: not inside MULTI, a script or function,
+/// a command replayed from the AOF or a primary, or a caller that forbids
+/// blocking (`RM_Call` without the blocking flag).
+fn may_block(ctx: Ctx) -> bool {
+    let never = raw::REDISMODULE_CTX_FLAGS_MULTI
+        | raw::REDISMODULE_CTX_FLAGS_LUA
+        | raw::REDISMODULE_CTX_FLAGS_DENY_BLOCKING
+        | raw::REDISMODULE_CTX_FLAGS_REPLICATED
+        | raw::REDISMODULE_CTX_FLAGS_LOADING;
+    // SAFETY: ctx is the live command context.
+    let flags = unsafe { api!(RedisModule_GetContextFlags)(ctx.0) } as u32;
+    flags & never == 0
+}
+
+fn is_replica(ctx: Ctx) -> bool {
+    // SAFETY: ctx is a live context.
+    let flags = unsafe { api!(RedisModule_GetContextFlags)(ctx.0) } as u32;
+    flags & raw::REDISMODULE_CTX_FLAGS_SLAVE != 0
+}
+
+fn selected_db(ctx: Ctx) -> c_int {
+    // SAFETY: ctx is a live context with a client.
+    unsafe { api!(RedisModule_GetSelectedDb)(ctx.0) }
+}
+
+/// Blocks the calling client with no Redis timeout (ours run on the
+/// limiter clock) and a disconnect callback.
+fn block(ctx: Ctx) -> *mut raw::RedisModuleBlockedClient {
+    // SAFETY: ctx is the live command context, which may block (checked by
+    // `may_block`); the callbacks are plain functions living as long as
+    // the module.
+    unsafe {
+        let bc = api!(RedisModule_BlockClient)(
+            ctx.0,
+            Some(on_reply),
+            Some(on_timeout),
+            Some(free_privdata),
+            0,
+        );
+        if !bc.is_null() {
+            api!(RedisModule_SetDisconnectCallback)(bc, Some(on_disconnect));
+        }
+        bc
+    }
+}
+
+/// The limiter clock moved from `from` to `to` (manual mode): admits and
+/// times out whoever is due, before RL.CLOCK replies.
+pub fn clock_moved(ctx: Ctx, from: Micros, to: Micros) {
+    if WAITING.load(Relaxed) == 0 {
+        return;
+    }
+    with_state(|state| process(ctx, state, from, to));
+}
+
+fn process(ctx: Ctx, state: &mut State, from: Micros, to: Micros) {
+    if state.queues.is_empty() {
+        stop_timer(ctx, state);
+        return;
+    }
+    let mut keyspace = ServerKeyspace::new(ctx);
+    let events = if is_replica(ctx) {
+        // A primary turned replica (failover) must not write: every wait
+        // ends with its denial.
+        state.queues.release_all(&mut keyspace, to)
+    } else {
+        state.queues.process(&mut keyspace, from, to)
+    };
+    drop(keyspace);
+    for event in events {
+        resolve(event);
+    }
+    arm(ctx, state);
+}
+
+/// What the reply callback sends.
+struct Resolved {
+    shape: Shape,
+    command: usize,
+    result: Result<Decided, KeyError>,
+}
+
+/// Ends a wait: counts it and unblocks the client with its reply.
+fn resolve(event: Event<Token>) {
+    let waited = event.at.saturating_sub(event.since);
+    let token = event.token;
+    let result = match event.resolution {
+        Resolution::Admitted(d) => {
+            stats::wait_admitted(waited);
+            Ok(d)
+        }
+        Resolution::TimedOut(d) => {
+            stats::wait_timed_out(waited);
+            Ok(d)
+        }
+        // An error reply (the key changed type meanwhile): the wait ended
+        // without admission, counted with the timeouts.
+        Resolution::Failed(e) => {
+            stats::wait_timed_out(waited);
+            Err(e)
+        }
+    };
+    let resolved = Box::new(Resolved {
+        shape: token.shape,
+        command: token.command,
+        result,
+    });
+    // SAFETY: `bc` is a handle from BlockClient that was still in the queue,
+    // so it has not been unblocked; Redis hands the pointer to `on_reply`
+    // and then to `free_privdata`, which takes the box back.
+    unsafe { api!(RedisModule_UnblockClient)(token.bc, Box::into_raw(resolved).cast::<c_void>()) };
+}
+
+/// Arms the one timer for the earliest event (real clock), or for now
+/// when something is due at once (manual clock, which RL.CLOCK drives).
+fn arm(ctx: Ctx, state: &mut State) {
+    let Some(next) = state.queues.next_event() else {
+        // Nobody waits: no timer left behind (it would hold MODULE UNLOAD).
+        stop_timer(ctx, state);
+        return;
+    };
+    let now = clock::now();
+    if clock::is_manual() && next > now {
+        return;
+    }
+    if let Some((_, armed)) = state.timer {
+        if armed <= next {
+            return;
+        }
+    }
+    stop_timer(ctx, state);
+    let delay_ms = next.saturating_sub(now).ceil_millis();
+    start_timer(ctx, state, delay_ms, next);
+}
+
+fn start_timer(ctx: Ctx, state: &mut State, delay_ms: u64, at: Micros) {
+    let delay = i64::try_from(delay_ms).unwrap_or(i64::MAX);
+    // SAFETY: ctx is a live context; the callback lives as long as the
+    // module and takes no data.
+    let id = unsafe {
+        api!(RedisModule_CreateTimer)(ctx.0, delay, Some(on_timer), std::ptr::null_mut())
+    };
+    state.timer = Some((id, at));
+}
+
+fn stop_timer(ctx: Ctx, state: &mut State) {
+    if let Some((id, _)) = state.timer.take() {
+        // SAFETY: ctx is a live context; `id` is our timer, which may have
+        // fired already (then this fails harmlessly).
+        unsafe { api!(RedisModule_StopTimer)(ctx.0, id, std::ptr::null_mut()) };
+    }
+}
+
+/// While clients are paused (CLIENT PAUSE, a failover) nothing may be
+/// written: look again this much later.
+const PAUSED_RETRY_MS: u64 = 10;
+
+extern "C" fn on_timer(ctx: *mut raw::RedisModuleCtx, _data: *mut c_void) {
+    let ctx = Ctx(ctx);
+    let _ = catch_unwind(AssertUnwindSafe(|| {
+        with_state(|state| {
+            state.timer = None;
+            // SAFETY: no arguments.
+            if unsafe { api!(RedisModule_AvoidReplicaTraffic)() } != 0 {
+                let now = clock::now();
+                start_timer(ctx, state, PAUSED_RETRY_MS, now);
+                return;
+            }
+            let now = clock::now();
+            process(ctx, state, now, now);
+        });
+    }));
+}
+
+/// Sends the decision made at admission or timeout.
+extern "C" fn on_reply(
+    ctx: *mut raw::RedisModuleCtx,
+    _argv: *mut *mut raw::RedisModuleString,
+    _argc: c_int,
+) -> c_int {
+    let ctx = Ctx(ctx);
+    let _ = catch_unwind(AssertUnwindSafe(|| {
+        // SAFETY: ctx is the reply context of a client we unblocked.
+        let data = unsafe { api!(RedisModule_GetBlockedClientPrivateData)(ctx.0) };
+        if data.is_null() {
+            return;
+        }
+        // SAFETY: every non-NULL private data is a `Resolved` from
+        // `resolve`, owned by Redis until `free_privdata`.
+        let resolved = unsafe { &*data.cast::<Resolved>() };
+        send(ctx, resolved.shape, resolved.command, &resolved.result);
+    }));
+    raw::REDISMODULE_OK as c_int
+}
+
+fn send(ctx: Ctx, shape: Shape, command: usize, result: &Result<Decided, KeyError>) {
+    match (result, shape) {
+        (Ok(d), Shape::One) => reply::decision(ctx, &d.decisions[0], d.granted),
+        (Ok(d), Shape::All) => reply::all(ctx, d),
+        (Err(e), Shape::One) => ffi::reply_error(ctx, &e.error.to_string()),
+        (Err(e), Shape::All) => {
+            let error = Error::InKey {
+                position: e.key + 1,
+                error: Box::new(e.error.clone()),
+            };
+            ffi::reply_error(ctx, &error.to_string());
+        }
+    }
+    match result {
+        Ok(d) => stats::resolved(command, d.allowed),
+        Err(_) => stats::record_error_only(command),
+    }
+}
+
+extern "C" fn free_privdata(_ctx: *mut raw::RedisModuleCtx, data: *mut c_void) {
+    if !data.is_null() {
+        // SAFETY: made by Box::into_raw in `resolve`; Redis frees it once.
+        drop(unsafe { Box::from_raw(data.cast::<Resolved>()) });
+    }
+}
+
+/// `CLIENT UNBLOCK id` (Redis's only timeout for us: we pass none): the
+/// timeout's denial, as of now.
+extern "C" fn on_timeout(
+    ctx: *mut raw::RedisModuleCtx,
+    _argv: *mut *mut raw::RedisModuleString,
+    _argc: c_int,
+) -> c_int {
+    let ctx = Ctx(ctx);
+    let _ = catch_unwind(AssertUnwindSafe(|| {
+        // SAFETY: ctx is the timeout context of a client we blocked.
+        let bc = unsafe { api!(RedisModule_GetBlockedClientHandle)(ctx.0) };
+        with_state(|state| {
+            let now = clock::now();
+            let mut keyspace = ServerKeyspace::new(ctx);
+            let event = state.queues.time_out(&mut keyspace, &Token::of(bc), now);
+            drop(keyspace);
+            let Some(event) = event else {
+                return;
+            };
+            let waited = now.saturating_sub(event.since);
+            stats::wait_timed_out(waited);
+            let result = match event.resolution {
+                Resolution::TimedOut(d) | Resolution::Admitted(d) => Ok(d),
+                Resolution::Failed(e) => Err(e),
+            };
+            send(ctx, event.token.shape, event.token.command, &result);
+            // SAFETY: the handle is ours and was in the queue; after a
+            // timeout Redis leaves freeing it to the module.
+            unsafe { api!(RedisModule_UnblockClient)(bc, std::ptr::null_mut()) };
+            // Those behind it may go now.
+            arm(ctx, state);
+        });
+    }));
+    raw::REDISMODULE_OK as c_int
+}
+
+/// A waiting client went away (or `CLIENT UNBLOCK id ERROR`): its place is
+/// given up; those behind it move up at once (from a timer: this context
+/// belongs to a client being freed).
+extern "C" fn on_disconnect(ctx: *mut raw::RedisModuleCtx, bc: *mut raw::RedisModuleBlockedClient) {
+    let ctx = Ctx(ctx);
+    let _ = catch_unwind(AssertUnwindSafe(|| {
+        with_state(|state| {
+            let now = clock::now();
+            if let Some(waiter) = state.queues.abandon(&Token::of(bc), now) {
+                stats::wait_abandoned(now.saturating_sub(waiter.since));
+                // SAFETY: the handle is ours and was in the queue.
+                unsafe { api!(RedisModule_UnblockClient)(bc, std::ptr::null_mut()) };
+                arm(ctx, state);
+            }
+        });
+    }));
+}

@@ -1,0 +1,182 @@
+//! The server's keys as the wait queue reaches them (`waitqueue::Keyspace`):
+//! from any context, in any database, and in Redis Cluster only where this
+//! node still holds them.
+
+use super::{selected_db, KeyName};
+use crate::algorithm::Micros;
+use crate::cluster_nodes::{serving, Serving};
+use crate::engine::{self, Decided, KeyError, Request};
+use crate::error::Error;
+use crate::policy::Policy;
+use crate::server::ffi::{api, Arg, Ctx};
+use crate::server::key::RedisStore;
+use crate::store::Store;
+use crate::waitqueue::Keyspace;
+use redis_module::raw;
+use std::ffi::c_int;
+
+/// The server's keys as the queue reaches them: in any database, from the
+/// context at hand (a command's, the timer's); the context's database is
+/// restored on drop.
+pub(super) struct ServerKeyspace {
+    ctx: Ctx,
+    original: c_int,
+    current: c_int,
+}
+
+impl ServerKeyspace {
+    pub(super) fn new(ctx: Ctx) -> ServerKeyspace {
+        let db = selected_db(ctx);
+        ServerKeyspace {
+            ctx,
+            original: db,
+            current: db,
+        }
+    }
+
+    fn select(&mut self, db: c_int) {
+        if db != self.current {
+            // SAFETY: ctx is live; `db` is a database a client selected.
+            unsafe { api!(RedisModule_SelectDb)(self.ctx.0, db) };
+            self.current = db;
+        }
+    }
+}
+
+impl Drop for ServerKeyspace {
+    fn drop(&mut self) {
+        self.select(self.original);
+    }
+}
+
+/// Key names as Redis strings, freed on drop.
+struct Names(Vec<Arg>);
+
+impl Names {
+    fn new<'a>(names: impl Iterator<Item = &'a [u8]>) -> Names {
+        Names(names.map(create_string).collect())
+    }
+}
+
+fn create_string(bytes: &[u8]) -> Arg {
+    // SAFETY: with no context the string is not auto-freed; `Names` frees
+    // it on drop.
+    Arg(unsafe {
+        api!(RedisModule_CreateString)(std::ptr::null_mut(), bytes.as_ptr().cast(), bytes.len())
+    })
+}
+
+impl Drop for Names {
+    fn drop(&mut self) {
+        for name in &self.0 {
+            // SAFETY: created in `Names::new`, freed once.
+            unsafe { api!(RedisModule_FreeString)(std::ptr::null_mut(), name.0) };
+        }
+    }
+}
+
+impl ServerKeyspace {
+    /// `CLUSTER KEYSLOT key`.
+    fn keyslot(&self, name: Arg) -> Option<u16> {
+        // SAFETY: ctx is live; the format's arguments are a C string and a
+        // Redis string; the reply is freed once.
+        unsafe {
+            let reply = api!(RedisModule_Call)(
+                self.ctx.0,
+                c"CLUSTER".as_ptr(),
+                c"cs".as_ptr(),
+                c"KEYSLOT".as_ptr(),
+                name.0,
+            );
+            if reply.is_null() {
+                return None;
+            }
+            let slot = (api!(RedisModule_CallReplyType)(reply)
+                == raw::REDISMODULE_REPLY_INTEGER as c_int)
+                .then(|| api!(RedisModule_CallReplyInteger)(reply));
+            api!(RedisModule_FreeCallReply)(reply);
+            slot.and_then(|s| u16::try_from(s).ok())
+        }
+    }
+
+    /// `CLUSTER NODES`, the text.
+    fn cluster_nodes(&self) -> Option<String> {
+        // SAFETY: as above; the string is copied before the reply is freed.
+        unsafe {
+            let reply = api!(RedisModule_Call)(
+                self.ctx.0,
+                c"CLUSTER".as_ptr(),
+                c"c".as_ptr(),
+                c"NODES".as_ptr(),
+            );
+            if reply.is_null() {
+                return None;
+            }
+            let mut len = 0usize;
+            let ptr = api!(RedisModule_CallReplyStringPtr)(reply, &mut len);
+            let text = (!ptr.is_null()).then(|| {
+                let bytes = std::slice::from_raw_parts(ptr.cast::<u8>(), len);
+                String::from_utf8_lossy(bytes).into_owned()
+            });
+            api!(RedisModule_FreeCallReply)(reply);
+            text
+        }
+    }
+}
+
+impl Keyspace<KeyName> for ServerKeyspace {
+    /// In Redis Cluster, only where the keys' slot is this node's (and,
+    /// while it migrates away, only if the keys are still here): a
+    /// waiter whose slot moved away is denied, never admitted here.
+    fn serves(&mut self, keys: &[KeyName]) -> bool {
+        // SAFETY: ctx is a live context.
+        let flags = unsafe { api!(RedisModule_GetContextFlags)(self.ctx.0) } as u32;
+        if flags & raw::REDISMODULE_CTX_FLAGS_CLUSTER == 0 {
+            return true;
+        }
+        let Some((db, _)) = keys.first() else {
+            return true;
+        };
+        self.select(*db);
+        let names = Names::new(keys.iter().map(|k| k.1.as_slice()));
+        let (Some(slot), Some(nodes)) = (self.keyslot(names.0[0]), self.cluster_nodes()) else {
+            return false;
+        };
+        match serving(&nodes, slot) {
+            Serving::Owned => true,
+            Serving::NotOwned => false,
+            Serving::Migrating => {
+                let store = RedisStore::open(self.ctx, &names.0);
+                let here = (0..keys.len()).all(|i| matches!(store.value(i), Ok(Some(_))));
+                drop(store);
+                here
+            }
+        }
+    }
+
+    fn value(&mut self, key: &KeyName) -> Result<Option<Vec<u8>>, Error> {
+        self.select(key.0);
+        let names = Names::new(std::iter::once(key.1.as_slice()));
+        let store = RedisStore::open(self.ctx, &names.0);
+        let value = store.value(0).map(|v| v.map(<[u8]>::to_vec));
+        drop(store);
+        value
+    }
+
+    fn decide(
+        &mut self,
+        keys: &[KeyName],
+        policies: &[Policy],
+        at: Micros,
+        request: Request,
+    ) -> Result<Decided, KeyError> {
+        if let Some((db, _)) = keys.first() {
+            self.select(*db);
+        }
+        let names = Names::new(keys.iter().map(|k| k.1.as_slice()));
+        let mut store = RedisStore::open(self.ctx, &names.0);
+        let decided = engine::decide(&mut store, policies, at, request);
+        drop(store);
+        decided
+    }
+}

@@ -1,0 +1,407 @@
+use super::*;
+use crate::algorithm::fixed_window::FixedWindow;
+use crate::algorithm::gcra::Gcra;
+use crate::algorithm::token_bucket::TokenBucket;
+
+const S: u64 = 1_000_000;
+const T0: Micros = Micros::new(1_000 * S);
+
+fn at(us: u64) -> Micros {
+    T0.saturating_add(Micros::new(us))
+}
+
+/// One per second, no burst.
+fn gcra() -> Policy {
+    Policy::Gcra(Gcra::new(1, Micros::new(S), 1).unwrap())
+}
+
+/// 10 tokens, one more per second.
+fn bucket() -> Policy {
+    Policy::Bucket(TokenBucket::new(10, 1, Micros::new(S)).unwrap())
+}
+
+type Q = Queues<&'static str, u32>;
+type Ks = MemoryKeyspace<&'static str>;
+
+fn req(cost: u64, wait: Option<u64>) -> Request {
+    Request {
+        cost,
+        dryrun: false,
+        wait: wait.map(Micros::new),
+        ..Request::default()
+    }
+}
+
+/// What `server::wait` does with an arrival: reply, or enqueue.
+fn arrive(
+    q: &mut Q,
+    ks: &mut Ks,
+    keys: &[&'static str],
+    policy: Policy,
+    now: Micros,
+    request: Request,
+    token: u32,
+) -> Option<Decided> {
+    let policies = vec![policy; keys.len()];
+    match q.arrive(ks, keys, &policies, now, request.clone()).unwrap() {
+        Arrival::Reply(d) => Some(d),
+        Arrival::Wait { due } => {
+            let deadline = now.saturating_add(request.wait.unwrap());
+            q.enqueue(
+                Waiter {
+                    keys: keys.to_vec(),
+                    policies,
+                    cost: request.cost,
+                    costs: None,
+                    since: now,
+                    deadline,
+                    token,
+                },
+                due,
+            );
+            None
+        }
+    }
+}
+
+fn admitted(events: &[Event<u32>]) -> Vec<(u32, Micros)> {
+    events
+        .iter()
+        .filter(|e| matches!(e.resolution, Resolution::Admitted(_)))
+        .map(|e| (e.token, e.at))
+        .collect()
+}
+
+fn retry(d: &Decided) -> RetryAfter {
+    d.retry_after
+}
+
+#[test]
+fn without_waiters_a_request_is_decided_plainly_or_waits_within_its_timeout() {
+    let (mut q, mut ks) = (Q::new(), Ks::default());
+    let d = arrive(&mut q, &mut ks, &["k"], gcra(), T0, req(1, Some(S)), 1).unwrap();
+    assert!(d.allowed);
+    // Denied; the wait (1 s) fits in 1 s: it waits.
+    assert_eq!(
+        q.arrive(&mut ks, &["k"], &[gcra()], T0, req(1, Some(S))),
+        Ok(Arrival::Wait { due: at(S) })
+    );
+    // Not in 999,999 µs: denied at once, as without WAIT.
+    let d = arrive(&mut q, &mut ks, &["k"], gcra(), T0, req(1, Some(S - 1)), 2).unwrap();
+    assert!(!d.allowed);
+    assert_eq!(retry(&d), RetryAfter::After(Micros::new(S)));
+    // Never admittable: denied at once.
+    let d = arrive(
+        &mut q,
+        &mut ks,
+        &["k"],
+        gcra(),
+        T0,
+        req(2, Some(100 * S)),
+        3,
+    )
+    .unwrap();
+    assert_eq!(retry(&d), RetryAfter::Never);
+    assert!(q.is_empty());
+}
+
+#[test]
+fn a_waiter_is_admitted_exactly_at_its_due_time() {
+    let (mut q, mut ks) = (Q::new(), Ks::default());
+    arrive(&mut q, &mut ks, &["k"], gcra(), T0, req(1, None), 0);
+    assert!(arrive(&mut q, &mut ks, &["k"], gcra(), T0, req(1, Some(5 * S)), 1).is_none());
+    assert_eq!(q.next_event(), Some(at(S)));
+    assert!(q.process(&mut ks, T0, at(S - 1)).is_empty());
+    assert_eq!(q.len(), 1);
+    let events = q.process(&mut ks, at(S - 1), at(S));
+    assert_eq!(admitted(&events), [(1, at(S))]);
+    assert_eq!(events[0].since, T0);
+    assert!(q.is_empty());
+    assert_eq!(q.next_event(), None);
+}
+
+#[test]
+fn waiters_are_admitted_first_come_first_served_whatever_their_costs() {
+    let (mut q, mut ks) = (Q::new(), Ks::default());
+    // Empty the bucket.
+    assert!(
+        arrive(&mut q, &mut ks, &["k"], bucket(), T0, req(10, None), 0)
+            .unwrap()
+            .allowed
+    );
+    // 5 tokens take 5 s; the 1-token waiter behind would fit after 1 s.
+    for (token, cost) in [(1, 5), (2, 1), (3, 3)] {
+        assert!(arrive(
+            &mut q,
+            &mut ks,
+            &["k"],
+            bucket(),
+            T0,
+            req(cost, Some(60 * S)),
+            token
+        )
+        .is_none());
+    }
+    let events = q.process(&mut ks, T0, at(4 * S));
+    assert!(events.is_empty(), "nobody overtakes the first waiter");
+    let events = q.process(&mut ks, at(4 * S), at(100 * S));
+    assert_eq!(
+        admitted(&events),
+        [(1, at(5 * S)), (2, at(6 * S)), (3, at(9 * S))]
+    );
+}
+
+#[test]
+fn a_request_without_wait_is_denied_while_it_would_delay_a_waiter() {
+    let (mut q, mut ks) = (Q::new(), Ks::default());
+    arrive(&mut q, &mut ks, &["k"], gcra(), T0, req(1, None), 0);
+    assert!(arrive(&mut q, &mut ks, &["k"], gcra(), T0, req(1, Some(5 * S)), 1).is_none());
+    // At 1.5 s the waiter is not processed yet (a late timer); the limit
+    // alone would admit, but that would take the waiter's place.
+    let d = arrive(&mut q, &mut ks, &["k"], gcra(), at(S / 2), req(1, None), 9).unwrap();
+    assert!(!d.allowed);
+    // After the waiter (admitted at 1 s), the next slot is at 2 s.
+    assert_eq!(retry(&d), RetryAfter::After(Micros::new(3 * S / 2)));
+    assert_eq!(d.blocked_by, Some(0));
+    let events = q.process(&mut ks, at(S / 2), at(2 * S));
+    assert_eq!(admitted(&events), [(1, at(S))]);
+}
+
+#[test]
+fn a_request_without_wait_that_delays_nobody_is_admitted() {
+    let (mut q, mut ks) = (Q::new(), Ks::default());
+    // 5 per 10 s, windows aligned to the epoch: T0 starts one.
+    let fixed = Policy::Fixed(FixedWindow::new(5, Micros::new(10 * S), true));
+    assert!(
+        arrive(&mut q, &mut ks, &["k"], fixed.clone(), T0, req(3, None), 0)
+            .unwrap()
+            .allowed
+    );
+    // 5 more only in the next window.
+    assert!(arrive(
+        &mut q,
+        &mut ks,
+        &["k"],
+        fixed.clone(),
+        T0,
+        req(5, Some(20 * S)),
+        1
+    )
+    .is_none());
+    // One now does not delay it: the window resets first.
+    let d = arrive(
+        &mut q,
+        &mut ks,
+        &["k"],
+        fixed.clone(),
+        at(S),
+        req(1, None),
+        9,
+    )
+    .unwrap();
+    assert!(d.allowed);
+    assert_eq!(d.decisions[0].remaining, 1);
+    // Three would not fit this window (4 used): denied, after the queue.
+    let d = arrive(
+        &mut q,
+        &mut ks,
+        &["k"],
+        fixed.clone(),
+        at(S),
+        req(3, None),
+        9,
+    )
+    .unwrap();
+    assert!(!d.allowed);
+    assert_eq!(
+        admitted(&q.process(&mut ks, at(S), at(10 * S))),
+        [(1, at(10 * S))]
+    );
+}
+
+#[test]
+fn a_waiter_whose_place_in_the_queue_is_past_its_timeout_is_denied_at_once() {
+    let (mut q, mut ks) = (Q::new(), Ks::default());
+    arrive(&mut q, &mut ks, &["k"], gcra(), T0, req(1, None), 0);
+    assert!(arrive(&mut q, &mut ks, &["k"], gcra(), T0, req(1, Some(5 * S)), 1).is_none());
+    // Alone it would wait 1 s; behind the first waiter, 2 s.
+    let d = arrive(&mut q, &mut ks, &["k"], gcra(), T0, req(1, Some(S)), 2).unwrap();
+    assert!(!d.allowed);
+    assert_eq!(retry(&d), RetryAfter::After(Micros::new(2 * S)));
+    assert!(arrive(&mut q, &mut ks, &["k"], gcra(), T0, req(1, Some(2 * S)), 3).is_none());
+    assert_eq!(q.len(), 2);
+}
+
+#[test]
+fn a_waiter_times_out_at_its_deadline_behind_another() {
+    let (mut q, mut ks) = (Q::new(), Ks::default());
+    arrive(&mut q, &mut ks, &["k"], bucket(), T0, req(10, None), 0);
+    assert!(arrive(
+        &mut q,
+        &mut ks,
+        &["k"],
+        bucket(),
+        T0,
+        req(5, Some(60 * S)),
+        1
+    )
+    .is_none());
+    // Enqueued directly with a deadline before its place comes.
+    q.enqueue(
+        Waiter {
+            keys: vec!["k"],
+            policies: vec![bucket()],
+            cost: 1,
+            costs: None,
+            since: T0,
+            deadline: at(3 * S),
+            token: 2,
+        },
+        T0,
+    );
+    let events = q.process(&mut ks, T0, at(3 * S - 1));
+    assert!(events.is_empty());
+    let events = q.process(&mut ks, at(3 * S - 1), at(3 * S));
+    assert_eq!(events.len(), 1);
+    let Resolution::TimedOut(d) = &events[0].resolution else {
+        panic!("{events:?}")
+    };
+    assert_eq!((events[0].token, events[0].at), (2, at(3 * S)));
+    assert!(!d.allowed);
+    // After the first waiter (5 s) and its own token (6 s).
+    assert_eq!(retry(d), RetryAfter::After(Micros::new(3 * S)));
+    assert_eq!(
+        admitted(&q.process(&mut ks, at(3 * S), at(9 * S))),
+        [(1, at(5 * S))]
+    );
+}
+
+#[test]
+fn a_place_given_up_lets_the_next_waiter_in_at_once() {
+    let (mut q, mut ks) = (Q::new(), Ks::default());
+    arrive(&mut q, &mut ks, &["k"], bucket(), T0, req(10, None), 0);
+    assert!(arrive(
+        &mut q,
+        &mut ks,
+        &["k"],
+        bucket(),
+        T0,
+        req(8, Some(60 * S)),
+        1
+    )
+    .is_none());
+    assert!(arrive(
+        &mut q,
+        &mut ks,
+        &["k"],
+        bucket(),
+        T0,
+        req(2, Some(60 * S)),
+        2
+    )
+    .is_none());
+    assert!(q.process(&mut ks, T0, at(3 * S)).is_empty());
+    assert!(q.abandon(&1, at(3 * S)).is_some());
+    assert_eq!(q.next_event(), Some(at(3 * S)));
+    assert_eq!(
+        admitted(&q.process(&mut ks, at(3 * S), at(3 * S))),
+        [(2, at(3 * S))]
+    );
+    assert!(q.abandon(&1, at(3 * S)).is_none());
+}
+
+#[test]
+fn a_wait_ended_early_is_a_timeout_with_the_denial_as_of_then() {
+    let (mut q, mut ks) = (Q::new(), Ks::default());
+    arrive(&mut q, &mut ks, &["k"], gcra(), T0, req(1, None), 0);
+    assert!(arrive(&mut q, &mut ks, &["k"], gcra(), T0, req(1, Some(5 * S)), 1).is_none());
+    let event = q.time_out(&mut ks, &1, at(S / 4)).unwrap();
+    let Resolution::TimedOut(d) = event.resolution else {
+        panic!()
+    };
+    assert_eq!(retry(&d), RetryAfter::After(Micros::new(3 * S / 4)));
+    assert!(q.is_empty());
+}
+
+#[test]
+fn several_keys_wait_in_every_line_for_the_slowest_limit() {
+    let (mut q, mut ks) = (Q::new(), Ks::default());
+    // "a" is empty for 5 s, "b" for 2 s.
+    arrive(&mut q, &mut ks, &["a"], bucket(), T0, req(10, None), 0);
+    arrive(&mut q, &mut ks, &["b"], bucket(), T0, req(10, None), 0);
+    assert!(arrive(
+        &mut q,
+        &mut ks,
+        &["b"],
+        bucket(),
+        T0,
+        req(2, Some(60 * S)),
+        1
+    )
+    .is_none());
+    assert!(arrive(
+        &mut q,
+        &mut ks,
+        &["a", "b"],
+        bucket(),
+        T0,
+        req(5, Some(60 * S)),
+        2
+    )
+    .is_none());
+    // Behind 2 on "b" only: admitted at 2 s, it does not wait for "a".
+    assert!(arrive(
+        &mut q,
+        &mut ks,
+        &["b"],
+        bucket(),
+        T0,
+        req(1, Some(60 * S)),
+        3
+    )
+    .is_none());
+    let events = q.process(&mut ks, T0, at(60 * S));
+    // 1 at 2 s; 2 needs "a" (5 s) and "b" (5 more tokens after 1 took 2:
+    // 7 s); 3 behind it on "b": one token, at 8 s.
+    assert_eq!(
+        admitted(&events),
+        [(1, at(2 * S)), (2, at(7 * S)), (3, at(8 * S))]
+    );
+}
+
+#[test]
+fn a_deadline_in_the_same_instant_as_the_due_time_admits() {
+    let (mut q, mut ks) = (Q::new(), Ks::default());
+    arrive(&mut q, &mut ks, &["k"], gcra(), T0, req(1, None), 0);
+    assert!(arrive(&mut q, &mut ks, &["k"], gcra(), T0, req(1, Some(S)), 1).is_none());
+    assert_eq!(admitted(&q.process(&mut ks, T0, at(10 * S))), [(1, at(S))]);
+}
+
+#[test]
+fn dryrun_never_waits() {
+    let (mut q, mut ks) = (Q::new(), Ks::default());
+    arrive(&mut q, &mut ks, &["k"], gcra(), T0, req(1, None), 0);
+    let request = Request {
+        dryrun: true,
+        ..req(1, Some(5 * S))
+    };
+    let d = q.arrive(&mut ks, &["k"], &[gcra()], T0, request).unwrap();
+    assert!(matches!(d, Arrival::Reply(d) if !d.allowed));
+}
+
+#[test]
+fn release_all_denies_everyone_and_writes_nothing() {
+    let (mut q, mut ks) = (Q::new(), Ks::default());
+    arrive(&mut q, &mut ks, &["k"], gcra(), T0, req(1, None), 0);
+    let before = ks.values.clone();
+    assert!(arrive(&mut q, &mut ks, &["k"], gcra(), T0, req(1, Some(5 * S)), 1).is_none());
+    assert!(arrive(&mut q, &mut ks, &["k"], gcra(), T0, req(1, Some(5 * S)), 2).is_none());
+    let events = q.release_all(&mut ks, at(S / 2));
+    let tokens: Vec<u32> = events.iter().map(|e| e.token).collect();
+    assert_eq!(tokens, [1, 2]);
+    assert!(events
+        .iter()
+        .all(|e| matches!(&e.resolution, Resolution::TimedOut(d) if !d.allowed)));
+    assert!(q.is_empty());
+    assert_eq!(ks.values, before);
+}

@@ -1,0 +1,484 @@
+//! `WAIT timeout`: blocking until admission, first come first served, on
+//! the manual clock (exact, never sleeping): due times to the microsecond,
+//! FIFO across costs, requests without WAIT held behind waiters, timeouts,
+//! disconnects and CLIENT UNBLOCK, MULTI and EVAL deciding without blocking,
+//! RL.ALL, INFO.
+
+mod common;
+use common::topology::{info_field, wait_until};
+use common::*;
+use redis::{Connection, Value};
+
+const S: u64 = 1_000_000;
+
+/// Sends a command without reading its reply (the client blocks).
+fn send(c: &mut Connection, args: &[&str]) {
+    c.send_packed_command(&cmd(args).get_packed_command())
+        .unwrap_or_else(|e| panic!("{args:?}: {e}"));
+}
+
+fn recv5(c: &mut Connection) -> [i64; 5] {
+    let v = c.recv_response().expect("reply");
+    let v: Vec<i64> = redis::from_redis_value(v).expect("five integers");
+    v.try_into().expect("five fields")
+}
+
+fn waiting(c: &mut Connection) -> u64 {
+    info_field(c, "ratelimit", "ratelimit_waiting")
+        .and_then(|v| v.parse().ok())
+        .expect("ratelimit_waiting")
+}
+
+/// Waits (bounded) until the server has `n` clients waiting: a blocked
+/// command sent on another connection has arrived.
+fn await_waiting(c: &mut Connection, n: u64) {
+    wait_until(&format!("{n} waiting"), 10, || waiting(c) == n);
+}
+
+fn waits_field(c: &mut Connection, name: &str) -> u64 {
+    let dict = info_field(c, "ratelimit", "ratelimit_waits").expect("ratelimit_waits");
+    dict.split(',')
+        .find_map(|kv| kv.strip_prefix(&format!("{name}=")))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("{name} in {dict}"))
+}
+
+fn client_id(c: &mut Connection) -> i64 {
+    redis::cmd("CLIENT").arg("ID").query(c).expect("CLIENT ID")
+}
+
+/// One per second, no burst.
+const GCRA: [&str; 3] = ["RL.GCRA", "1", "1s"];
+
+fn gcra(key: &str, extra: &[&str]) -> Vec<String> {
+    let mut v = vec![GCRA[0].to_string(), key.to_string()];
+    v.extend(GCRA[1..].iter().map(|s| s.to_string()));
+    v.extend(extra.iter().map(|s| s.to_string()));
+    v
+}
+
+fn strs(v: &[String]) -> Vec<&str> {
+    v.iter().map(String::as_str).collect()
+}
+
+#[test]
+fn a_waiter_is_admitted_exactly_at_its_due_time() {
+    let server = Server::start();
+    let mut ctl = server.conn();
+    let mut w = server.conn();
+    clock_set(&mut ctl, T0);
+    assert_eq!(decide(&mut ctl, &strs(&gcra("k", &[])))[0], 1);
+    send(&mut w, &strs(&gcra("k", &["WAIT", "5s"])));
+    await_waiting(&mut ctl, 1);
+    // Other clients are served meanwhile.
+    assert_eq!(decide(&mut ctl, &strs(&gcra("other", &[])))[0], 1);
+    advance(&mut ctl, S - 1);
+    assert_eq!(waiting(&mut ctl), 1, "1 µs early: still waiting");
+    advance(&mut ctl, 1);
+    assert_eq!(waiting(&mut ctl), 0);
+    assert_eq!(recv5(&mut w), [1, 1, 0, -1, 1000]);
+    // The admission was charged at its moment: the next slot is 1 s later.
+    assert_eq!(
+        decide(&mut ctl, &strs(&gcra("k", &[]))),
+        [0, 1, 0, 1000, 1000]
+    );
+    assert_eq!(waits_field(&mut ctl, "admitted"), 1);
+    assert_eq!(waits_field(&mut ctl, "waited_us"), S);
+}
+
+#[test]
+fn admitted_at_once_or_denied_at_once() {
+    let server = Server::start();
+    let mut c = server.conn();
+    clock_set(&mut c, T0);
+    // Admitted: the reply at once, as without WAIT.
+    assert_eq!(decide(&mut c, &strs(&gcra("k", &["WAIT", "1s"])))[0], 1);
+    // The wait (1 s) is longer than the timeout: denied at once.
+    assert_eq!(
+        decide(&mut c, &strs(&gcra("k", &["WAIT", "999ms"]))),
+        [0, 1, 0, 1000, 1000]
+    );
+    // Never admittable (cost above the limit): denied at once.
+    assert_eq!(
+        decide(&mut c, &strs(&gcra("k", &["COST", "2", "WAIT", "1h"])))[3],
+        -1
+    );
+    assert_eq!(waiting(&mut c), 0);
+}
+
+#[test]
+fn three_waiters_are_admitted_in_arrival_order_whatever_their_costs() {
+    let server = Server::start();
+    let mut ctl = server.conn();
+    clock_set(&mut ctl, T0);
+    // 10 tokens, one more per second: empty it.
+    let bucket = |cost: &str, wait: Option<&str>| {
+        let mut v = vec!["RL.BUCKET", "k", "10", "1", "1s", "COST", cost];
+        if let Some(w) = wait {
+            v.extend(["WAIT", w]);
+        }
+        v.into_iter().map(String::from).collect::<Vec<_>>()
+    };
+    assert_eq!(decide(&mut ctl, &strs(&bucket("10", None)))[0], 1);
+    let mut waiters: Vec<Connection> = (0..3).map(|_| server.conn()).collect();
+    for (i, (w, cost)) in waiters.iter_mut().zip(["5", "1", "3"]).enumerate() {
+        send(w, &strs(&bucket(cost, Some("1m"))));
+        await_waiting(&mut ctl, i as u64 + 1);
+    }
+    // The 1-token waiter would fit after 1 s, but it came second.
+    advance(&mut ctl, 5 * S - 1);
+    assert_eq!(waiting(&mut ctl), 3);
+    advance(&mut ctl, 1);
+    assert_eq!(waiting(&mut ctl), 2);
+    assert_eq!(recv5(&mut waiters[0])[0], 1);
+    advance(&mut ctl, S);
+    assert_eq!(recv5(&mut waiters[1])[0], 1);
+    advance(&mut ctl, 3 * S - 1);
+    assert_eq!(waiting(&mut ctl), 1);
+    advance(&mut ctl, 1);
+    assert_eq!(recv5(&mut waiters[2]), [1, 10, 0, -1, 10_000]);
+}
+
+#[test]
+fn a_request_without_wait_is_denied_while_it_would_delay_a_waiter() {
+    let server = Server::start();
+    let mut ctl = server.conn();
+    let mut w = server.conn();
+    clock_set(&mut ctl, T0);
+    decide(&mut ctl, &strs(&gcra("k", &[])));
+    send(&mut w, &strs(&gcra("k", &["WAIT", "5s"])));
+    await_waiting(&mut ctl, 1);
+    // Behind the waiter (due at 1 s), the next slot is at 2 s.
+    assert_eq!(
+        decide(&mut ctl, &strs(&gcra("k", &[]))),
+        [0, 1, 0, 2000, 1000]
+    );
+    // A second waiter with too short a timeout is denied at once.
+    assert_eq!(
+        decide(&mut ctl, &strs(&gcra("k", &["WAIT", "1s"])))[3],
+        2000
+    );
+    advance(&mut ctl, S);
+    assert_eq!(recv5(&mut w)[0], 1);
+}
+
+#[test]
+fn a_deadline_passing_first_ends_the_wait_with_a_denial() {
+    let server = Server::start();
+    let mut ctl = server.conn();
+    let (mut w1, mut w2) = (server.conn(), server.conn());
+    clock_set(&mut ctl, T0);
+    decide(&mut ctl, &strs(&gcra("k", &[])));
+    send(&mut w1, &strs(&gcra("k", &["WAIT", "10s"])));
+    await_waiting(&mut ctl, 1);
+    send(&mut w2, &strs(&gcra("k", &["WAIT", "2s"])));
+    await_waiting(&mut ctl, 2);
+    // The key's state is replaced behind the queue's back with one whose
+    // next slot is at 3 s: the head (due at 1 s) is denied and waits on.
+    decide(&mut ctl, &["RL.GCRA", "slow", "1", "3s"]);
+    let _: i64 = redis::cmd("COPY")
+        .arg(&["slow", "k", "REPLACE"])
+        .query(&mut ctl)
+        .unwrap();
+    advance(&mut ctl, 2 * S - 1);
+    assert_eq!(waiting(&mut ctl), 2);
+    // w2's deadline (2 s) passes with w1 still ahead of it: denied, told
+    // to come back after w1's slot (3 s) and its own (4 s).
+    advance(&mut ctl, 1);
+    assert_eq!(recv5(&mut w2), [0, 1, 0, 2000, 1000]);
+    assert_eq!(waiting(&mut ctl), 1);
+    advance(&mut ctl, S);
+    assert_eq!(recv5(&mut w1)[0], 1);
+    assert_eq!(waits_field(&mut ctl, "timed_out"), 1);
+    assert_eq!(waits_field(&mut ctl, "admitted"), 1);
+}
+
+#[test]
+fn a_disconnect_gives_the_place_up_and_the_next_waiter_is_admitted() {
+    let server = Server::start();
+    let mut ctl = server.conn();
+    clock_set(&mut ctl, T0);
+    let bucket = |cost: &str| {
+        [
+            "RL.BUCKET",
+            "k",
+            "10",
+            "1",
+            "1s",
+            "COST",
+            cost,
+            "WAIT",
+            "1m",
+        ]
+        .into_iter()
+        .map(String::from)
+        .collect::<Vec<_>>()
+    };
+    decide(&mut ctl, &["RL.BUCKET", "k", "10", "1", "1s", "COST", "10"]);
+    let mut w1 = server.conn();
+    let mut w2 = server.conn();
+    send(&mut w1, &strs(&bucket("8")));
+    await_waiting(&mut ctl, 1);
+    send(&mut w2, &strs(&bucket("2")));
+    await_waiting(&mut ctl, 2);
+    advance(&mut ctl, 3 * S);
+    assert_eq!(waiting(&mut ctl), 2);
+    drop(w1);
+    // w2 had 2 tokens since 2 s: admitted as soon as the place is free.
+    assert_eq!(recv5(&mut w2)[0], 1);
+    assert_eq!(waiting(&mut ctl), 0);
+    assert_eq!(waits_field(&mut ctl, "abandoned"), 1);
+    // The abandoned request charged nothing: 1 token left (3 - 2).
+    assert_eq!(
+        decide(&mut ctl, &["RL.BUCKET", "k", "10", "1", "1s", "COST", "0"])[2],
+        1
+    );
+}
+
+#[test]
+fn client_unblock_ends_a_wait_with_the_timeout_denial_or_an_error() {
+    let server = Server::start();
+    let mut ctl = server.conn();
+    clock_set(&mut ctl, T0);
+    decide(&mut ctl, &strs(&gcra("k", &[])));
+    let mut w1 = server.conn();
+    let mut w2 = server.conn();
+    let id1 = client_id(&mut w1);
+    let id2 = client_id(&mut w2);
+    send(&mut w1, &strs(&gcra("k", &["WAIT", "1m"])));
+    await_waiting(&mut ctl, 1);
+    send(&mut w2, &strs(&gcra("k", &["WAIT", "1m"])));
+    await_waiting(&mut ctl, 2);
+    advance(&mut ctl, S / 4);
+    let unblocked: i64 = redis::cmd("CLIENT")
+        .arg("UNBLOCK")
+        .arg(id1)
+        .query(&mut ctl)
+        .unwrap();
+    assert_eq!(unblocked, 1);
+    // The timeout's denial, as of now: after w2, now first (1 s), the
+    // next slot is at 2 s, 1750 ms away.
+    assert_eq!(recv5(&mut w1), [0, 1, 0, 1750, 750]);
+    let unblocked: i64 = redis::cmd("CLIENT")
+        .arg("UNBLOCK")
+        .arg(id2)
+        .arg("ERROR")
+        .query(&mut ctl)
+        .unwrap();
+    assert_eq!(unblocked, 1);
+    // Redis's error for an unblocked blocking command.
+    let reply = match w2.recv_response() {
+        Ok(v) => format!("{v:?}"),
+        Err(e) => format!("{e:?}"),
+    };
+    assert!(reply.contains("UNBLOCKED"), "{reply}");
+    assert_eq!(waiting(&mut ctl), 0);
+    // Both connections still work, and nothing was charged.
+    assert_eq!(
+        decide(&mut w1, &strs(&gcra("k", &["COST", "0"]))),
+        [1, 1, 0, -1, 750]
+    );
+}
+
+#[test]
+fn wait_inside_multi_and_eval_decides_without_blocking() {
+    let server = Server::start();
+    let mut c = server.conn();
+    clock_set(&mut c, T0);
+    decide(&mut c, &strs(&gcra("k", &[])));
+    let (r,): (Vec<i64>,) = redis::pipe()
+        .atomic()
+        .cmd("RL.GCRA")
+        .arg(&["k", "1", "1s", "WAIT", "5s"])
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(r, [0, 1, 0, 1000, 1000]);
+    let r: Vec<i64> = redis::cmd("EVAL")
+        .arg("return redis.call('RL.GCRA', KEYS[1], '1', '1s', 'WAIT', '5s')")
+        .arg(1)
+        .arg("k")
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(r, [0, 1, 0, 1000, 1000]);
+    assert_eq!(waiting(&mut c), 0);
+}
+
+#[test]
+fn rl_all_waits_for_the_slowest_limit() {
+    let server = Server::start();
+    let mut ctl = server.conn();
+    clock_set(&mut ctl, T0);
+    let all = [
+        "RL.ALL", "2", "a", "b", "BUCKET", "10", "1", "1s", "GCRA", "1", "3s",
+    ];
+    // a: a token in 1 s; b: its next slot in 3 s.
+    decide(&mut ctl, &["RL.BUCKET", "a", "10", "1", "1s", "COST", "10"]);
+    decide(&mut ctl, &["RL.GCRA", "b", "1", "3s"]);
+    let mut w = server.conn();
+    let mut args = all.to_vec();
+    args.extend(["COST", "1", "WAIT", "10s"]);
+    send(&mut w, &args);
+    await_waiting(&mut ctl, 1);
+    advance(&mut ctl, 3 * S - 1);
+    assert_eq!(waiting(&mut ctl), 1);
+    advance(&mut ctl, 1);
+    let v: Vec<Value> = redis::from_redis_value(w.recv_response().unwrap()).unwrap();
+    assert_eq!(v[0], Value::Int(1));
+    assert_eq!(waiting(&mut ctl), 0);
+}
+
+#[test]
+fn bad_wait_arguments_name_wait_and_block_nothing() {
+    let server = Server::start();
+    let mut c = server.conn();
+    for bad in [
+        &["WAIT"][..],
+        &["WAIT", "0"],
+        &["WAIT", "-1"],
+        &["WAIT", "soon"],
+        &["WAIT", "36501d"],
+        &["WAIT", "1s", "WAIT", "2s"],
+    ] {
+        for base in [
+            &["RL.GCRA", "k", "1", "1s"][..],
+            &["RL.ALL", "1", "k", "GCRA", "1", "1s"],
+        ] {
+            let args: Vec<&[u8]> = base.iter().chain(bad).map(|s| s.as_bytes()).collect();
+            let (code, msg) = error_of(&mut c, &args);
+            assert_eq!(code, "ERR", "{args:?}");
+            assert!(msg.contains("WAIT"), "{args:?}: {msg}");
+        }
+    }
+    let exists: i64 = redis::cmd("EXISTS").arg("k").query(&mut c).unwrap();
+    assert_eq!(exists, 0);
+    assert_eq!(waiting(&mut c), 0);
+}
+
+#[test]
+fn module_unload_is_refused_while_clients_wait() {
+    let server = Server::start();
+    let mut ctl = server.conn();
+    clock_set(&mut ctl, T0);
+    decide(&mut ctl, &strs(&gcra("k", &[])));
+    let mut w = server.conn();
+    send(&mut w, &strs(&gcra("k", &["WAIT", "5s"])));
+    await_waiting(&mut ctl, 1);
+    let err = redis::cmd("MODULE")
+        .arg("UNLOAD")
+        .arg("ratelimit")
+        .query::<Value>(&mut ctl)
+        .unwrap_err();
+    assert!(format!("{err}").contains("blocked clients"), "{err}");
+    advance(&mut ctl, S);
+    assert_eq!(recv5(&mut w)[0], 1);
+}
+
+#[test]
+fn info_counts_waits_and_their_calls() {
+    let server = Server::start();
+    let mut ctl = server.conn();
+    clock_set(&mut ctl, T0);
+    decide(&mut ctl, &strs(&gcra("k", &[])));
+    let mut w = server.conn();
+    send(&mut w, &strs(&gcra("k", &["WAIT", "5s"])));
+    await_waiting(&mut ctl, 1);
+    let field = |c: &mut Connection| info_field(c, "ratelimit", "ratelimit_rl_gcra").unwrap();
+    // A waiting call is a call; allowed or denied when it ends.
+    assert_eq!(field(&mut ctl), "calls=2,allowed=1,denied=0,errors=0");
+    assert_eq!(waits_field(&mut ctl, "started"), 1);
+    advance(&mut ctl, 1_500_000);
+    recv5(&mut w);
+    assert_eq!(field(&mut ctl), "calls=2,allowed=2,denied=0,errors=0");
+    assert_eq!(waits_field(&mut ctl, "admitted"), 1);
+    // Admitted at its due time (1 s), though the clock jumped to 1.5 s.
+    assert_eq!(waits_field(&mut ctl, "waited_us"), S);
+    let _: () = redis::cmd("CONFIG")
+        .arg("RESETSTAT")
+        .query(&mut ctl)
+        .unwrap();
+    assert_eq!(waits_field(&mut ctl, "started"), 0);
+    assert_eq!(waits_field(&mut ctl, "waited_us"), 0);
+}
+
+/// The real clock: the module's one timer admits a waiter and times one
+/// out, with no RL.CLOCK. Upper bounds only, loose; nothing sleeps.
+#[test]
+fn real_clock_the_timer_admits_and_times_out() {
+    let server = Server::with(Config::real_clock());
+    let mut c = server.conn();
+    let mut w = server.conn();
+    let limit = ["RL.GCRA", "rk", "1", "200ms"];
+    assert_eq!(decide(&mut c, &limit)[0], 1);
+    let start = std::time::Instant::now();
+    let mut args = limit.to_vec();
+    args.extend(["WAIT", "10s"]);
+    assert_eq!(decide(&mut w, &args)[0], 1);
+    assert!(start.elapsed() < std::time::Duration::from_secs(5));
+    // A head whose slot is moved an hour away behind its back: its 300 ms
+    // deadline comes first.
+    let mut args = limit.to_vec();
+    args.extend(["WAIT", "300ms"]);
+    send(&mut w, &args);
+    await_waiting(&mut c, 1);
+    decide(&mut c, &["RL.GCRA", "slow", "1", "1h"]);
+    let _: i64 = redis::cmd("COPY")
+        .arg(&["slow", "rk", "REPLACE"])
+        .query(&mut c)
+        .unwrap();
+    let start = std::time::Instant::now();
+    assert_eq!(recv5(&mut w)[0], 0);
+    assert!(start.elapsed() < std::time::Duration::from_secs(5));
+    assert_eq!(waits_field(&mut c, "admitted"), 1);
+    assert_eq!(waits_field(&mut c, "timed_out"), 1);
+    assert_eq!(waiting(&mut c), 0);
+}
+
+#[test]
+fn a_primary_turned_replica_admits_no_waiter() {
+    let other = Server::start();
+    let server = Server::start();
+    let mut ctl = server.conn();
+    clock_set(&mut ctl, T0);
+    decide(&mut ctl, &strs(&gcra("k", &[])));
+    let mut w = server.conn();
+    send(&mut w, &strs(&gcra("k", &["WAIT", "5s"])));
+    await_waiting(&mut ctl, 1);
+    let _: () = redis::cmd("REPLICAOF")
+        .arg("127.0.0.1")
+        .arg(other.port)
+        .query(&mut ctl)
+        .unwrap();
+    // Redis unblocks blocked clients with an error when the role changes.
+    let reply = match w.recv_response() {
+        Ok(v) => format!("{v:?}"),
+        Err(e) => format!("{e:?}"),
+    };
+    assert!(reply.contains("UNBLOCKED"), "{reply}");
+    assert_eq!(waiting(&mut ctl), 0);
+    advance(&mut ctl, 10 * S);
+    assert_eq!(waits_field(&mut ctl, "admitted"), 0);
+}
+
+#[test]
+fn a_resp3_waiter_gets_the_resp3_map() {
+    let server = Server::start();
+    let mut ctl = server.conn();
+    clock_set(&mut ctl, T0);
+    decide(&mut ctl, &strs(&gcra("k", &[])));
+    let mut w = server.conn_resp3();
+    send(&mut w, &strs(&gcra("k", &["WAIT", "5s"])));
+    await_waiting(&mut ctl, 1);
+    advance(&mut ctl, S);
+    let fields = resp3_map(w.recv_response().unwrap());
+    assert_eq!(
+        names(&fields),
+        [
+            "allowed",
+            "limit",
+            "remaining",
+            "retry_after_ms",
+            "reset_after_ms"
+        ]
+    );
+    assert_eq!(fields[0].1, Value::Boolean(true));
+}
