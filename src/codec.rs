@@ -10,9 +10,11 @@
 //! fraction is present only when the TAT is not a whole microsecond.
 //!
 //! The window limiters' layouts (RL.SLIDING, RL.FIXED) are in [`window`];
-//! CL.THROTTLE's (redis-cell's, untagged) is in [`cell`].
+//! RL.SKETCH's is in [`sketch`]; CL.THROTTLE's (redis-cell's, untagged) is
+//! in [`cell`].
 
 pub mod cell;
+pub mod sketch;
 pub mod window;
 
 use crate::algorithm::schedule::Tat;
@@ -27,16 +29,18 @@ pub enum Kind {
     SlidingApprox,
     SlidingSubwindows,
     Fixed,
+    Sketch,
 }
 
 impl Kind {
-    pub const ALL: [Kind; 6] = [
+    pub const ALL: [Kind; 7] = [
         Kind::Gcra,
         Kind::Bucket,
         Kind::SlidingLog,
         Kind::SlidingApprox,
         Kind::SlidingSubwindows,
         Kind::Fixed,
+        Kind::Sketch,
     ];
 
     pub const fn tag(self) -> u8 {
@@ -47,6 +51,7 @@ impl Kind {
             Kind::SlidingApprox => 0xA4,
             Kind::SlidingSubwindows => 0xA5,
             Kind::Fixed => 0xA6,
+            Kind::Sketch => 0xA7,
         }
     }
 
@@ -59,6 +64,7 @@ impl Kind {
             Kind::SlidingApprox => "RL.SLIDING APPROX",
             Kind::SlidingSubwindows => "RL.SLIDING BUCKETS",
             Kind::Fixed => "RL.FIXED",
+            Kind::Sketch => "RL.SKETCH",
         }
     }
 
@@ -78,6 +84,21 @@ pub enum StateError {
     OtherKind(Kind),
     /// Has the right tag but not the right layout.
     Corrupt(Kind),
+    /// Holds this kind's state made with other parameters that cannot be
+    /// reinterpreted (RL.SKETCH's WIDTH, DEPTH or window).
+    Mismatch(Mismatch),
+}
+
+/// A parameter of a stored state that differs from the call's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Mismatch {
+    pub kind: Kind,
+    /// As the call names it: `WIDTH`, `DEPTH`, `window`.
+    pub param: &'static str,
+    pub stored: u64,
+    pub given: u64,
+    /// The values are durations in µs.
+    pub duration: bool,
 }
 
 /// Checks the tag of `value` against `expected` and returns the body.

@@ -216,6 +216,7 @@ proptest! {
             Err(StateError::Foreign) => prop_assert!(Kind::of(&bytes).is_none()),
             Err(StateError::OtherKind(k)) => prop_assert_eq!(Kind::of(&bytes), Some(k)),
             Err(StateError::Corrupt(k)) => prop_assert_eq!(k, kind),
+            Err(StateError::Mismatch(m)) => prop_assert!(false, "a TAT has no parameters: {:?}", m),
         }
     }
 
