@@ -116,6 +116,13 @@ fn every_command_documents_its_arguments() {
             format!("key:key limit:integer window:string [ALIGNED] {COMMON}"),
         ),
         (
+            "rl.sketch",
+            format!(
+                "key:key item:string limit:integer window:string [WIDTH width:integer] \
+                 [DEPTH depth:integer] {COMMON}"
+            ),
+        ),
+        (
             "rl.all",
             format!(
                 "numkeys:integer key:key... ({GCRA} | {BUCKET} | \

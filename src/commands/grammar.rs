@@ -19,6 +19,8 @@ pub enum Parse {
     Integer { min: u64, max: u64 },
     /// A positive integer with an optional unit ms, s, m, h or d.
     Duration,
+    /// Any bytes, the empty string included (RL.SKETCH's item).
+    Bytes,
 }
 
 /// A positional argument.
@@ -48,12 +50,22 @@ impl Param {
         }
     }
 
+    /// Any bytes: taken as they are ([`Values::bytes`]).
+    pub const fn bytes(name: &'static str) -> Param {
+        Param {
+            name,
+            called: name,
+            parse: Parse::Bytes,
+        }
+    }
+
     /// The same argument, named `called` in error messages.
     pub const fn called(self, called: &'static str) -> Param {
         Param { called, ..self }
     }
 
-    /// Parses `bytes` as this argument: an integer, or a duration in µs.
+    /// Parses `bytes` as this argument: an integer, or a duration in µs (0
+    /// for [`Parse::Bytes`], whose value is the bytes themselves).
     pub fn parse(&self, bytes: &[u8]) -> Result<u64, Error> {
         parse_value(self.parse, bytes, self.called)
     }
@@ -63,6 +75,7 @@ fn parse_value(parse: Parse, bytes: &[u8], called: &'static str) -> Result<u64, 
     match parse {
         Parse::Integer { min, max } => args::integer(bytes, called, min, max),
         Parse::Duration => args::duration(bytes, called).map(Micros::as_u64),
+        Parse::Bytes => Ok(0),
     }
 }
 
@@ -112,13 +125,20 @@ pub const MAX_PARAMS: usize = 4;
 
 /// The values of one parsed call, by position in its definition.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Values {
+pub struct Values<'a> {
     params: [u64; MAX_PARAMS],
     /// A flag given holds `Some(1)`.
     options: [Option<u64>; MAX_OPTIONS],
+    /// The argument of the [`Parse::Bytes`] parameter, if there is one.
+    bytes: &'a [u8],
 }
 
-impl Values {
+impl Values<'_> {
+    /// The bytes of the [`Parse::Bytes`] parameter (empty if none).
+    pub fn bytes(&self) -> &[u8] {
+        self.bytes
+    }
+
     /// Positional argument `i`.
     pub fn param(&self, i: usize) -> u64 {
         self.params[i]
@@ -256,10 +276,13 @@ impl PolicyDef {
         Ok(((self.build)(&values)?, used))
     }
 
-    fn positional<A: AsRef<[u8]>>(&self, args: &[A]) -> Result<Values, Error> {
+    fn positional<'a, A: AsRef<[u8]>>(&self, args: &'a [A]) -> Result<Values<'a>, Error> {
         let mut values = Values::default();
         for ((param, arg), slot) in self.params.iter().zip(args).zip(&mut values.params) {
             *slot = param.parse(arg.as_ref())?;
+            if param.parse == Parse::Bytes {
+                values.bytes = arg.as_ref();
+            }
         }
         Ok(values)
     }

@@ -7,6 +7,9 @@ use super::grammar::{Opt, Param, PolicyDef, Values};
 use super::{clock, policy_command, rl_all, throttle};
 use crate::algorithm::fixed_window::FixedWindow;
 use crate::algorithm::gcra::Gcra;
+use crate::algorithm::sketch::{
+    Sketch, DEFAULT_DEPTH, DEFAULT_WIDTH, MAX_DEPTH, MAX_SKETCH_LIMIT, MAX_WIDTH,
+};
 use crate::algorithm::sliding_approx::SlidingApprox;
 use crate::algorithm::sliding_log::{SlidingLog, MAX_SLIDING_LOG_LIMIT};
 use crate::algorithm::sliding_subwindows::{SlidingSubwindows, MAX_SUBWINDOWS, MIN_SUBWINDOWS};
@@ -103,13 +106,37 @@ fn build_fixed(v: &Values) -> Result<Policy, Error> {
     Ok(Policy::Fixed(fixed))
 }
 
+/// Not in [`POLICIES`]: RL.ALL does not take it.
+pub const SKETCH: PolicyDef = PolicyDef {
+    keyword: "SKETCH",
+    params: &[
+        Param::bytes("item"),
+        Param::integer("limit", 1, MAX_SKETCH_LIMIT),
+        Param::duration("window"),
+    ],
+    options: &[
+        Opt::integer("WIDTH", 1, MAX_WIDTH),
+        Opt::integer("DEPTH", 1, MAX_DEPTH),
+    ],
+    build: build_sketch,
+};
+
+fn build_sketch(v: &Values) -> Result<Policy, Error> {
+    let width = v.option(0).unwrap_or(DEFAULT_WIDTH);
+    let depth = v.option(1).unwrap_or(DEFAULT_DEPTH);
+    Ok(Policy::Sketch {
+        sketch: Sketch::new(v.param(1), v.duration(2), width, depth),
+        item: v.bytes().to_vec(),
+    })
+}
+
 /// A decision reads the state and writes it; never on a read-only replica,
 /// never under OOM; one key lookup.
 const DECISION_FLAGS: &str = "write deny-oom fast";
 
 /// How many commands there are: the length of [`COMMANDS`] and of every
 /// per-command table derived from it.
-pub const COMMAND_COUNT: usize = 7;
+pub const COMMAND_COUNT: usize = 8;
 
 pub static COMMANDS: [CommandDef; COMMAND_COUNT] = [
     CommandDef {
@@ -145,6 +172,15 @@ pub static COMMANDS: [CommandDef; COMMAND_COUNT] = [
         flags: DECISION_FLAGS,
         summary: "Admits or denies a request under a fixed window count.",
         complexity: "O(1)",
+        since: "0.1.0",
+        run: policy_command::run,
+    },
+    CommandDef {
+        name: "RL.SKETCH",
+        grammar: Grammar::Policy(&SKETCH),
+        flags: DECISION_FLAGS,
+        summary: "Admits or denies a request of one item under a per-item sliding-window limit, counted in a fixed-size count-min sketch.",
+        complexity: "O(DEPTH)",
         since: "0.1.0",
         run: policy_command::run,
     },
