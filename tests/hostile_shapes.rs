@@ -58,7 +58,8 @@ fn same_parse(shape: &Shape, table: Parse, def_name: &str, def: api::Parse) {
             };
             assert_eq!(max, hi, "{}: {name} maximum", shape.name);
         }
-        (Parse::Duration { name }, api::Parse::Duration) => {
+        (Parse::Duration { name }, api::Parse::Duration)
+        | (Parse::Item { name }, api::Parse::Bytes) => {
             assert_eq!(name, def_name, "{}", shape.name)
         }
         (t, d) => panic!(

@@ -158,6 +158,51 @@ pub fn encode(sketch: &Sketch, state: &SketchState) -> Vec<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// What the fuzz target `sketch` checks, on values with a plausible
+        /// header and arbitrary cells: a decoded sketch decides, and an
+        /// admitted request's patch keeps it the same size and decodable.
+        #[test]
+        fn any_stored_cells_decide_and_stay_a_sketch(
+            width in 1u32..6, depth in 1u8..4, window in 1u64..1000,
+            index in any::<u64>(), sweep_seed in any::<u32>(),
+            cells in proptest::collection::vec(any::<u32>(), 3 * 18),
+            now in any::<u64>(), cost in 0u64..4, limit in 1u64..10, item in any::<u16>(),
+        ) {
+            let n = width as usize * usize::from(depth);
+            let mut v = vec![0xA7, depth];
+            v.extend_from_slice(&width.to_le_bytes());
+            v.extend_from_slice(&window.to_le_bytes());
+            v.extend_from_slice(&index.to_le_bytes());
+            v.extend_from_slice(&(sweep_seed % n as u32).to_le_bytes());
+            for c in &cells[..3 * n] {
+                v.extend_from_slice(&c.to_le_bytes());
+            }
+            let found = StoredSketch::decode(&v).unwrap();
+            let sketch = Sketch::new(limit, Micros::new(window), width.into(), depth.into());
+            let (d, change) = found_decide(&sketch, &found, &item.to_le_bytes(), now, cost);
+            prop_assert!(d.remaining <= limit);
+            prop_assert_eq!(change.is_some(), d.allowed && cost > 0);
+            if let Some(c) = change {
+                let mut after = v.clone();
+                patch(&sketch, &c, false).apply_to(&mut after);
+                prop_assert_eq!(after.len(), v.len());
+                prop_assert!(StoredSketch::decode(&after).is_ok());
+            }
+        }
+    }
+
+    fn found_decide(
+        sketch: &Sketch,
+        found: &StoredSketch,
+        item: &[u8],
+        now: u64,
+        cost: u64,
+    ) -> (crate::algorithm::Decision, Option<SketchChange>) {
+        sketch.decide(Some(found), item, Micros::new(now), cost)
+    }
 
     #[test]
     fn layout_and_validation() {
