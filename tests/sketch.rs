@@ -354,3 +354,62 @@ fn replicas_get_patches_that_grow_with_depth_not_width() {
         assert_eq!(pexpiretime(&mut r, key), pexpiretime(&mut p, key), "{key}");
     }
 }
+
+/// The five reply fields of a core decision, as the server sends them.
+fn fields(d: &redis_ratelimit::api::Decision) -> [i64; 5] {
+    use redis_ratelimit::api::RetryAfter;
+    let retry = match d.retry_after {
+        RetryAfter::After(us) => us.ceil_millis() as i64,
+        RetryAfter::NotNeeded | RetryAfter::Never => -1,
+    };
+    [
+        i64::from(d.allowed),
+        d.limit as i64,
+        d.remaining as i64,
+        retry,
+        d.reset_after.ceil_millis() as i64,
+    ]
+}
+
+#[test]
+fn the_server_decides_and_stores_exactly_as_the_core() {
+    use redis_ratelimit::api::{self, MemoryStore, Micros, Request};
+    let s = Server::start();
+    let mut c = s.conn();
+    let mut store = MemoryStore::new(1);
+    let mut now = T0 + 7 * SECOND;
+    clock_set(&mut c, now);
+    let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+    for _ in 0..400 {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        now += (seed % 900) * MS + seed % 1000;
+        clock_set(&mut c, now);
+        let item = format!("10.1.{}", (seed >> 20) % 13);
+        let cost = ((seed >> 40) % 4).to_string();
+        let mut args = vec![
+            "RL.SKETCH",
+            "k",
+            &item,
+            "6",
+            "5s",
+            "WIDTH",
+            "5",
+            "DEPTH",
+            "3",
+        ];
+        args.extend(["COST", &cost]);
+        if (seed >> 50) % 10 == 0 {
+            args.push("DRYRUN");
+        }
+        let (policy, request): (_, Request) = api::parse("RL.SKETCH", &args[2..]).unwrap();
+        let want = api::decide(&mut store, &[policy], Micros::new(now), request).unwrap();
+        assert_eq!(
+            decide(&mut c, &args),
+            fields(&want.decisions[0]),
+            "{args:?}"
+        );
+        assert_eq!(get_bytes(&mut c, "k"), store.values[0], "{args:?}");
+    }
+}
