@@ -400,7 +400,7 @@ fn the_server_decides_and_stores_exactly_as_the_core() {
             "3",
         ];
         args.extend(["COST", &cost]);
-        if (seed >> 50) % 10 == 0 {
+        if (seed >> 50).is_multiple_of(10) {
             args.push("DRYRUN");
         }
         let (policy, request): (_, Request) = api::parse("RL.SKETCH", &args[2..]).unwrap();
