@@ -435,6 +435,35 @@ mod tests {
     }
 
     #[test]
+    fn an_item_is_any_bytes_even_a_keyword() {
+        use crate::algorithm::sketch::Sketch;
+        use crate::commands::table::SKETCH;
+        let parse = |args: &[&[u8]]| SKETCH.parse_command(args, "RL.SKETCH");
+        let sketch = |item: &[u8], w, d| Policy::Sketch {
+            sketch: Sketch::new(5, M, w, d),
+            item: item.to_vec(),
+        };
+        let (p, c) = parse(&[b"COST", b"5", b"1m", b"DEPTH", b"2", b"COST", b"3"]).unwrap();
+        assert_eq!((p, c.cost), (sketch(b"COST", 2048, 2), 3));
+        let (p, _) = parse(&[b"", b"5", b"1m"]).unwrap();
+        assert_eq!(p, sketch(b"", 2048, 4));
+        let (p, _) = parse(&[b"\xff\x00\r\n", b"5", b"1m", b"width", b"1"]).unwrap();
+        assert_eq!(p, sketch(b"\xff\x00\r\n", 1, 4));
+        assert_eq!(
+            parse(&[b"x", b"5", b"1m", b"WIDTH", b"0"]),
+            Err(Error::Integer {
+                arg: "WIDTH",
+                min: 1,
+                max: 262_144
+            })
+        );
+        assert_eq!(
+            SKETCH.syntax(),
+            "SKETCH item limit window [WIDTH n] [DEPTH n]"
+        );
+    }
+
+    #[test]
     fn syntax_is_derived_from_the_definition() {
         assert_eq!(GCRA.syntax(), "GCRA limit period [BURST n]");
         assert_eq!(
