@@ -51,7 +51,7 @@ impl Kind {
             Kind::SlidingApprox => 0xA4,
             Kind::SlidingSubwindows => 0xA5,
             Kind::Fixed => 0xA6,
-            Kind::Sketch => 0xA7,
+            Kind::Sketch => 0xA8,
         }
     }
 

@@ -286,7 +286,7 @@ proptest! {
     #[test]
     fn policies_decide_on_arbitrary_stored_bytes(
         bytes in vec(any::<u8>(), 0..40),
-        tag in 0xA0..=0xA7u8,
+        tag in 0xA0..=0xA8u8,
         now in wide(),
         cost in wide(),
         (burst, rate, period) in schedule(),

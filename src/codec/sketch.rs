@@ -1,9 +1,9 @@
-//! RL.SKETCH's state (tag `0xA7`), version 1, little-endian: a fixed
+//! RL.SKETCH's state (tag `0xA8`), version 1, little-endian: a fixed
 //! 26-byte header and `width × depth` cells of 12 bytes, row-major. Its
 //! size depends only on `width × depth`: `26 + 12 × width × depth` bytes.
 //!
 //! ```text
-//! 0      tag 0xA7
+//! 0      tag 0xA8
 //! 1      depth: u8, rows (1..=8)
 //! 2..6   width: u32, cells per row (1..=262,144)
 //! 6..14  window: u64, µs
@@ -172,7 +172,7 @@ mod tests {
             now in any::<u64>(), cost in 0u64..4, limit in 1u64..10, item in any::<u16>(),
         ) {
             let n = width as usize * usize::from(depth);
-            let mut v = vec![0xA7, depth];
+            let mut v = vec![0xA8, depth];
             v.extend_from_slice(&width.to_le_bytes());
             v.extend_from_slice(&window.to_le_bytes());
             v.extend_from_slice(&index.to_le_bytes());
@@ -218,7 +218,7 @@ mod tests {
         let v = encode(&sketch, &state);
         assert_eq!(v.len(), sketch_len(4, 2));
         assert_eq!(v.len(), 26 + 96);
-        assert_eq!(&v[..2], &[0xA7, 2]);
+        assert_eq!(&v[..2], &[0xA8, 2]);
         let s = StoredSketch::decode(&v).unwrap();
         assert_eq!((s.width, s.depth, s.window), (4, 2, Micros::from_secs(60)));
         assert_eq!((s.index(), s.sweep()), (7, 3));

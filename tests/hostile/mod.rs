@@ -431,7 +431,7 @@ const FIXED_CORRUPT: &[&[u8]] = &[
 /// zeros.
 const fn sketch_value<const N: usize>(depth: u8, width: u32, window: u64, sweep: u32) -> [u8; N] {
     let mut head = [0u8; 26];
-    head[0] = 0xA7;
+    head[0] = 0xA8;
     head[1] = depth;
     let (w, t, s) = (
         width.to_le_bytes(),
@@ -459,7 +459,7 @@ const fn sketch_value<const N: usize>(depth: u8, width: u32, window: u64, sweep:
 /// Values under the sketch tag that are not its layout: a short header,
 /// depth, width, window or sweep out of range, a byte missing or extra.
 const SKETCH_CORRUPT: &[&[u8]] = &[
-    &[0xA7],
+    &[0xA8],
     &sketch_value::<25>(1, 1, 1_000_000, 0),
     &sketch_value::<38>(0, 1, 1_000_000, 0),
     &sketch_value::<134>(9, 1, 1_000_000, 0),
@@ -779,7 +779,7 @@ pub const SHAPES: &[Shape] = &[
         ],
         extra: Extra::UnknownOption,
         state: State::Tagged {
-            tag: 0xA7,
+            tag: 0xA8,
             name: "RL.SKETCH",
             corrupt: SKETCH_CORRUPT,
         },
@@ -794,7 +794,7 @@ pub const TAGS: &[(u8, &str)] = &[
     (0xA4, "RL.SLIDING APPROX"),
     (0xA5, "RL.SLIDING BUCKETS"),
     (0xA6, "RL.FIXED"),
-    (0xA7, "RL.SKETCH"),
+    (0xA8, "RL.SKETCH"),
 ];
 
 impl Shape {
