@@ -8,7 +8,7 @@
 
 use criterion::{black_box, criterion_group, criterion_main, Criterion};
 use redis_ratelimit::api::{
-    self, decode_cell_state, encode_cell_state, Cell, FixedWindow, Gcra, Micros, Policy,
+    self, decode_cell_state, encode_cell_state, Cell, FixedWindow, Gcra, Micros, Policy, Sketch,
     SlidingApprox, SlidingLog, SlidingSubwindows, StateWrite, TokenBucket,
 };
 use std::time::Duration;
@@ -48,6 +48,14 @@ fn policies() -> Vec<(&'static str, Policy)> {
         (
             "FIXED ALIGNED",
             Policy::Fixed(FixedWindow::new(10, SECOND, true)),
+        ),
+        // The default sketch (96 KiB), deciding for one item.
+        (
+            "SKETCH 2048x4",
+            Policy::Sketch {
+                sketch: Sketch::new(10, SECOND, 2048, 4),
+                item: b"203.0.113.7".to_vec(),
+            },
         ),
     ]
 }

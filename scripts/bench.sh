@@ -39,7 +39,9 @@ OUT=${OUT:-$PWD/target/bench}
 # ";;" separates commands sent per key (memory only). Periods are long so
 # that no key expires while it is measured; limits of 10 make one hot key
 # the deny path and 100,000 random keys (about two requests each) the
-# allow-and-write path. Adding a command or mode is one line.
+# allow-and-write path. RL.SKETCH takes KEY as its item, in one sketch
+# (speed only: a sketch per key would be 96 KiB each; its memory is in
+# scripts/sketch_bench.sh). Adding a command or mode is one line.
 CASES='
 INCR               | speed  | INCR KEY
 SET PX             | speed  | SET KEY v PX 60000
@@ -53,6 +55,7 @@ RL.SLIDING BUCKETS | both   | RL.SLIDING KEY 10 1h BUCKETS 10
 RL.FIXED           | both   | RL.FIXED KEY 10 1h
 RL.FIXED ALIGNED   | both   | RL.FIXED KEY 10 1h ALIGNED
 RL.ALL GCRA+BUCKET | both   | RL.ALL 2 KEY:a KEY:b GCRA 10 1h BUCKET 10 10 1h
+RL.SKETCH          | speed  | RL.SKETCH bench:sketch KEY 10 1h
 CL.THROTTLE        | both   | CL.THROTTLE KEY 9 10 3600
 Lua GCRA           | both   | EVALSHA SHA_GCRA 1 KEY 10 3600000
 Lua token bucket   | both   | EVALSHA SHA_BUCKET 1 KEY 10 10 3600000

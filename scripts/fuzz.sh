@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Bounded coverage-guided fuzzing (cargo fuzz / libFuzzer) of the argument
-# parsers, the state decoders and the core: each target in fuzz/ runs for
-# FUZZ_SECONDS (default 60). Exits non-zero on the first crash; the input
-# is kept in fuzz/artifacts/<target>/ and the command that replays it is
-# printed. Usage: scripts/fuzz.sh [target ...]   (default: all targets)
+# parsers, the state decoders (state; sketch: RL.SKETCH's) and the core:
+# each target in fuzz/ runs for FUZZ_SECONDS (default 60). Exits non-zero
+# on the first crash; the input is kept in fuzz/artifacts/<target>/ and the
+# command that replays it is printed.
+# Usage: scripts/fuzz.sh [target ...]   (default: all targets)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

@@ -6,6 +6,10 @@ pub use crate::algorithm::cell::{Cell, CellReply, CellWrite};
 pub use crate::algorithm::fixed_window::{FixedState, FixedWindow};
 pub use crate::algorithm::gcra::Gcra;
 pub use crate::algorithm::schedule::{Schedule, ScheduleError, Tat};
+pub use crate::algorithm::sketch::{
+    fmix64, fnv1a64, Cell as SketchCell, Sketch, SketchCells, SketchChange, SketchState,
+    DEFAULT_DEPTH, DEFAULT_WIDTH, MAX_DEPTH, MAX_SKETCH_LIMIT, MAX_WIDTH,
+};
 pub use crate::algorithm::sliding_approx::{ApproxState, SlidingApprox};
 pub use crate::algorithm::sliding_log::{SlidingLog, MAX_SLIDING_LOG_LIMIT};
 pub use crate::algorithm::sliding_subwindows::{SlidingSubwindows, MAX_SUBWINDOWS, MIN_SUBWINDOWS};
@@ -13,7 +17,10 @@ pub use crate::algorithm::token_bucket::TokenBucket;
 pub use crate::algorithm::{Decision, Micros, RetryAfter, MAX_HORIZON};
 pub use crate::args::{duration, integer};
 pub use crate::codec::cell::{decode_cell_state, encode_cell_state};
-pub use crate::codec::{decode_tat, encode_tat, window, Kind, Patch, StateError, TAT_MAX_LEN};
+pub use crate::codec::{
+    decode_tat, encode_tat, sketch as sketch_codec, window, Kind, Mismatch, Patch, StateError,
+    TAT_MAX_LEN,
+};
 pub use crate::commands::definition::{CommandDef, Grammar, Keys};
 pub use crate::commands::docs::{arguments, synopsis, DocArg, DocType};
 pub use crate::commands::grammar::{

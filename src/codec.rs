@@ -10,9 +10,11 @@
 //! fraction is present only when the TAT is not a whole microsecond.
 //!
 //! The window limiters' layouts (RL.SLIDING, RL.FIXED) are in [`window`];
-//! CL.THROTTLE's (redis-cell's, untagged) is in [`cell`].
+//! RL.SKETCH's is in [`sketch`]; CL.THROTTLE's (redis-cell's, untagged) is
+//! in [`cell`].
 
 pub mod cell;
+pub mod sketch;
 pub mod window;
 
 use crate::algorithm::schedule::Tat;
@@ -28,10 +30,11 @@ pub enum Kind {
     SlidingSubwindows,
     Fixed,
     FixedAligned,
+    Sketch,
 }
 
 impl Kind {
-    pub const ALL: [Kind; 7] = [
+    pub const ALL: [Kind; 8] = [
         Kind::Gcra,
         Kind::Bucket,
         Kind::SlidingLog,
@@ -39,6 +42,7 @@ impl Kind {
         Kind::SlidingSubwindows,
         Kind::Fixed,
         Kind::FixedAligned,
+        Kind::Sketch,
     ];
 
     pub const fn tag(self) -> u8 {
@@ -50,6 +54,7 @@ impl Kind {
             Kind::SlidingSubwindows => 0xA5,
             Kind::Fixed => 0xA6,
             Kind::FixedAligned => 0xA7,
+            Kind::Sketch => 0xA8,
         }
     }
 
@@ -63,6 +68,7 @@ impl Kind {
             Kind::SlidingSubwindows => "RL.SLIDING BUCKETS",
             Kind::Fixed => "RL.FIXED",
             Kind::FixedAligned => "RL.FIXED ALIGNED",
+            Kind::Sketch => "RL.SKETCH",
         }
     }
 
@@ -82,6 +88,21 @@ pub enum StateError {
     OtherKind(Kind),
     /// Has the right tag but not the right layout.
     Corrupt(Kind),
+    /// Holds this kind's state made with other parameters that cannot be
+    /// reinterpreted (RL.SKETCH's WIDTH, DEPTH or window).
+    Mismatch(Mismatch),
+}
+
+/// A parameter of a stored state that differs from the call's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Mismatch {
+    pub kind: Kind,
+    /// As the call names it: `WIDTH`, `DEPTH`, `window`.
+    pub param: &'static str,
+    pub stored: u64,
+    pub given: u64,
+    /// The values are durations in µs.
+    pub duration: bool,
 }
 
 /// Checks the tag of `value` against `expected` and returns the body.

@@ -231,6 +231,21 @@ impl std::fmt::Display for Error {
                     )
                 }
                 StateError::Corrupt(k) => write!(f, "ERR key holds corrupt {} state", k.name()),
+                StateError::Mismatch(m) => {
+                    let show = |v: u64| match (m.duration, v % 1_000) {
+                        (true, 0) => format!("{}ms", v / 1_000),
+                        (true, _) => format!("{v}us"),
+                        (false, _) => v.to_string(),
+                    };
+                    write!(
+                        f,
+                        "WRONGTYPE key holds {} state with {} {}, not {}",
+                        m.kind.name(),
+                        m.param,
+                        show(m.stored),
+                        show(m.given)
+                    )
+                }
             },
             Error::NotCellState => {
                 write!(
@@ -295,6 +310,7 @@ impl Error {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::codec::Mismatch;
 
     #[test]
     fn every_message_starts_with_an_error_code() {
@@ -347,6 +363,16 @@ mod tests {
             Error::state("RL.GCRA", StateError::Corrupt(Kind::Gcra)),
             Error::other_kind("RL.GCRA", Kind::Bucket),
             Error::NotCellState,
+            Error::state(
+                "RL.SKETCH",
+                StateError::Mismatch(Mismatch {
+                    kind: Kind::Sketch,
+                    param: "WIDTH",
+                    stored: 1,
+                    given: 2,
+                    duration: false,
+                }),
+            ),
             Error::ClockOutOfRange("x"),
             Error::ClockNotManual,
             Error::UnknownSubcommand {

@@ -4,13 +4,15 @@
 use crate::algorithm::fixed_window::{FixedState, FixedWindow};
 use crate::algorithm::gcra::Gcra;
 use crate::algorithm::schedule::Tat;
+use crate::algorithm::sketch::Sketch;
 use crate::algorithm::sliding_approx::SlidingApprox;
 use crate::algorithm::sliding_log::SlidingLog;
 use crate::algorithm::sliding_subwindows::{SlidingSubwindows, SubwindowState};
 use crate::algorithm::token_bucket::TokenBucket;
 use crate::algorithm::{Decision, Micros};
+use crate::codec::sketch::StoredSketch;
 use crate::codec::window::{self, StoredSlidingLog};
-use crate::codec::{self, Kind, Patch, StateError, TAT_MAX_LEN};
+use crate::codec::{self, Kind, Mismatch, Patch, StateError, TAT_MAX_LEN};
 
 mod charge;
 pub use charge::ForceError;
@@ -28,6 +30,11 @@ pub enum Policy {
     SlidingSubwindows(SlidingSubwindows),
     /// RL.FIXED [ALIGNED].
     Fixed(FixedWindow),
+    /// RL.SKETCH: the count-min sketch, deciding for one item.
+    Sketch {
+        sketch: Sketch,
+        item: Vec<u8>,
+    },
 }
 
 /// How a decision changes the stored value.
@@ -37,8 +44,8 @@ pub enum StateWrite {
     Value(Vec<u8>),
     /// Change the value in place ([`Patch`]), replicated as `SETRANGE`s and
     /// one `PEXPIREAT`: what one request sends to replicas then does not
-    /// grow with the size of the state. Only for a key that already holds
-    /// this policy's state.
+    /// grow with the size of the state. For a key that already holds this
+    /// policy's state, or for a missing key (created zero-filled).
     Patch(Patch),
     /// Delete the key: a refund brought the limiter back to its full,
     /// untouched state, which is what no key means (replicated as `DEL`).
@@ -75,6 +82,7 @@ impl Policy {
             Policy::SlidingSubwindows(_) => Kind::SlidingSubwindows,
             Policy::Fixed(f) if f.aligned() => Kind::FixedAligned,
             Policy::Fixed(_) => Kind::Fixed,
+            Policy::Sketch { .. } => Kind::Sketch,
         }
     }
 
@@ -88,6 +96,7 @@ impl Policy {
             | Policy::SlidingApprox(_)
             | Policy::SlidingSubwindows(_)
             | Policy::Fixed(_) => self.kind().name(),
+            Policy::Sketch { .. } => "RL.SKETCH",
         }
     }
 
@@ -129,6 +138,7 @@ impl Policy {
                 let write = new.map(|s| StateWrite::Value(window::encode_fixed(kind, &s)));
                 Ok(Outcome { decision, write })
             }
+            Policy::Sketch { sketch, item } => decide_sketch(sketch, item, stored, now, cost),
         }
     }
 }
@@ -153,6 +163,49 @@ pub(crate) fn decode_fixed(f: &FixedWindow, value: &[u8]) -> Result<FixedState, 
         }
         read => read,
     }
+}
+
+/// A sketch is read in place and patched; one stored with another WIDTH,
+/// DEPTH or window is an error, never reinterpreted.
+fn decide_sketch(
+    sketch: &Sketch,
+    item: &[u8],
+    stored: Option<&[u8]>,
+    now: Micros,
+    cost: u64,
+) -> Result<Outcome, StateError> {
+    let found = stored.map(StoredSketch::decode).transpose()?;
+    if let Some(s) = &found {
+        let mismatch = |param, stored: usize, given: usize| Mismatch {
+            kind: Kind::Sketch,
+            param,
+            stored: stored as u64,
+            given: given as u64,
+            duration: false,
+        };
+        let differs = if s.width != sketch.width() {
+            Some(mismatch("WIDTH", s.width, sketch.width()))
+        } else if s.depth != sketch.depth() {
+            Some(mismatch("DEPTH", s.depth, sketch.depth()))
+        } else if s.window != sketch.window() {
+            Some(Mismatch {
+                param: "window",
+                stored: s.window.as_u64(),
+                given: sketch.window().as_u64(),
+                duration: true,
+                ..mismatch("", 0, 0)
+            })
+        } else {
+            None
+        };
+        if let Some(m) = differs {
+            return Err(StateError::Mismatch(m));
+        }
+    }
+    let (decision, change) = sketch.decide(found.as_ref(), item, now, cost);
+    let write =
+        change.map(|c| StateWrite::Patch(codec::sketch::patch(sketch, &c, found.is_none())));
+    Ok(Outcome { decision, write })
 }
 
 /// The sliding log decides on the stored bytes in place and writes a patch;
@@ -360,6 +413,46 @@ mod tests {
         );
     }
 
+    #[test]
+    fn a_sketch_with_other_parameters_is_an_error_naming_the_mismatch() {
+        let minute = Micros::from_secs(60);
+        let sketch = |w, d, window| Policy::Sketch {
+            sketch: Sketch::new(5, window, w, d),
+            item: b"ip".to_vec(),
+        };
+        let mut value = None;
+        let out = sketch(16, 2, minute).decide(None, minute, 1).unwrap();
+        out.write.unwrap().apply_to(&mut value);
+        let value = value.unwrap();
+        assert_eq!(value.len(), 26 + 12 * 32);
+        let err = |p: Policy| {
+            let e = p.decide(Some(&value), minute, 1).unwrap_err();
+            crate::error::Error::state("RL.SKETCH", e).to_string()
+        };
+        assert_eq!(
+            err(sketch(8, 2, minute)),
+            "WRONGTYPE key holds RL.SKETCH state with WIDTH 16, not 8"
+        );
+        assert_eq!(
+            err(sketch(16, 3, minute)),
+            "WRONGTYPE key holds RL.SKETCH state with DEPTH 2, not 3"
+        );
+        assert_eq!(
+            err(sketch(16, 2, Micros::from_millis(1500))),
+            "WRONGTYPE key holds RL.SKETCH state with window 60000ms, not 1500ms"
+        );
+        // Another limit on the same sketch is fine.
+        let other_limit = Policy::Sketch {
+            sketch: Sketch::new(9, minute, 16, 2),
+            item: b"ip".to_vec(),
+        };
+        let d = other_limit
+            .decide(Some(&value), minute, 1)
+            .unwrap()
+            .decision;
+        assert_eq!(d.remaining, 7);
+    }
+
     // The window limiters' own properties are in algorithm/window_props.rs;
     // these are the policy's: reading states written with other parameters
     // (or by no one) and converting them.
@@ -395,11 +488,12 @@ mod tests {
 
         #[test]
         fn deciding_on_arbitrary_stored_bytes_never_panics(
-            tag in 0xA3u8..=0xA7,
+            tag in 0xA3u8..=0xA8,
             bytes in proptest::collection::vec(any::<u8>(), 0..60),
             now in any::<u64>(),
             cost in 0u64..5,
             limit in 1u64..5,
+            bytes_item in proptest::collection::vec(any::<u8>(), 0..4),
         ) {
             let mut v = vec![tag];
             v.extend(bytes);
@@ -411,6 +505,7 @@ mod tests {
                 Policy::SlidingSubwindows(SlidingSubwindows::new(limit, us(100), 2)),
                 Policy::SlidingSubwindows(SlidingSubwindows::new(limit, Micros::MAX, 3)),
                 Policy::Fixed(FixedWindow::new(limit, Micros::MAX, true)),
+                Policy::Sketch { sketch: Sketch::new(limit, us(7), 1, 1), item: bytes_item.clone() },
             ] {
                 let _ = p.decide(Some(&v), us(now), cost);
             }

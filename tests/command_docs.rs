@@ -120,6 +120,12 @@ fn every_command_documents_its_arguments() {
             format!("key:key limit:integer window:string [ALIGNED] {COMMON}"),
         ),
         (
+            "rl.sketch",
+            "key:key item:string limit:integer window:string [WIDTH width:integer] \
+             [DEPTH depth:integer] [COST cost:integer] [DRYRUN] [WAIT timeout:string] [PARTIAL]"
+                .to_string(),
+        ),
+        (
             "rl.all",
             format!(
                 "numkeys:integer key:key... ({GCRA} | {BUCKET} | \

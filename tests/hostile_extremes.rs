@@ -310,6 +310,8 @@ fn every_shape_at_its_extremes_and_at_the_end_of_time() {
                             max.to_string().into_bytes()
                         }
                         Parse::Duration { .. } => b"36500d".to_vec(),
+                        // The longest item the tests send: 64 KiB of any bytes.
+                        Parse::Item { .. } => (0..=255u8).cycle().take(1 << 16).collect(),
                     })
                     .collect();
                 for cost in ["1", MAX_S] {

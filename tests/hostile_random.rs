@@ -23,6 +23,7 @@ const NAMES: &[&str] = &[
     "RL.BUCKET",
     "RL.SLIDING",
     "RL.FIXED",
+    "RL.SKETCH",
     "RL.ALL",
     "CL.THROTTLE",
     "RL.CLOCK",
@@ -31,7 +32,7 @@ const NAMES: &[&str] = &[
 /// Words any command might take, and policy words of RL.ALL.
 const WORDS: &[&str] = &[
     "BURST", "COST", "DRYRUN", "EXACT", "APPROX", "BUCKETS", "ALIGNED", "GCRA", "BUCKET",
-    "SLIDING", "FIXED", "cost", "dryrun", "burst",
+    "SLIDING", "FIXED", "cost", "dryrun", "burst", "WIDTH", "DEPTH", "SKETCH",
 ];
 
 const COUNTS: &[&str] = &[
@@ -47,6 +48,8 @@ const COUNTS: &[&str] = &[
     "0",
     "9223372036854775807",
 ];
+/// RL.SKETCH items: few, so that they meet again.
+const ITEMS: &[&str] = &["a", "b", "198.51.100.7", "", "\u{7f}x", "COST"];
 const DURATIONS: &[&str] = &[
     "1s", "250ms", "1ms", "100ms", "7", "1s", "1m", "1h", "1d", "36500d",
 ];
@@ -131,6 +134,7 @@ impl Gen {
         let pool = match parse {
             Parse::Count { .. } | Parse::CellCount { .. } => COUNTS,
             Parse::Duration { .. } => DURATIONS,
+            Parse::Item { .. } => ITEMS,
         };
         pool[self.rng.gen_range(0..pool.len())].as_bytes().to_vec()
     }

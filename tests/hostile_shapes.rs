@@ -20,7 +20,13 @@ fn defined(shape: &Shape) -> (Vec<Param>, Vec<Opt>) {
         shape.name
     );
     match &command.grammar {
-        Grammar::Policy(p) => (p.params.to_vec(), [p.options, &COMMON[..]].concat()),
+        Grammar::Policy(p) => {
+            let common = COMMON.iter().filter(|o| !p.refuses.contains(&o.token));
+            (
+                p.params.to_vec(),
+                p.options.iter().chain(common).copied().collect(),
+            )
+        }
         Grammar::All { policies } => {
             let keyword = shape.infix[0];
             let p = policies
@@ -68,7 +74,8 @@ fn same_parse(shape: &Shape, table: Parse, def_name: &str, def: api::Parse) {
             };
             assert_eq!(max, hi, "{}: {name} maximum", shape.name);
         }
-        (Parse::Duration { name }, api::Parse::Duration) => {
+        (Parse::Duration { name }, api::Parse::Duration)
+        | (Parse::Item { name }, api::Parse::Bytes) => {
             assert_eq!(name, def_name, "{}", shape.name)
         }
         (t, d) => panic!(

@@ -6,8 +6,9 @@
 
 use libfuzzer_sys::fuzz_target;
 use redis_ratelimit::api::{
-    decode_cell_state, decode_tat, encode_tat, window, FixedWindow, Gcra, Kind, Micros, Policy,
-    SlidingApprox, SlidingLog, SlidingSubwindows, StateError, TokenBucket, TAT_MAX_LEN,
+    decode_cell_state, decode_tat, encode_tat, sketch_codec, window, FixedWindow, Gcra, Kind,
+    Micros, Policy, Sketch, SlidingApprox, SlidingLog, SlidingSubwindows, StateError, TokenBucket,
+    TAT_MAX_LEN,
 };
 
 fn word(data: &[u8], i: usize) -> u64 {
@@ -38,6 +39,7 @@ fuzz_target!(|data: &[u8]| {
     let _ = window::decode_fixed(stored, Kind::Fixed);
     let _ = window::decode_fixed(stored, Kind::FixedAligned);
     let _ = window::decode_subwindows(stored);
+    let _ = sketch_codec::StoredSketch::decode(stored);
     // Small and huge limits alike: one from each end of `a`.
     let (limit, period) = (
         (a & 0xffff) + 1,
@@ -60,6 +62,10 @@ fuzz_target!(|data: &[u8]| {
         limit, period, subwindows,
     )));
     policies.push(Policy::Fixed(FixedWindow::new(limit, period, a >> 63 == 1)));
+    policies.push(Policy::Sketch {
+        sketch: Sketch::new(limit, period, 1 + (a >> 40) % 64, 1 + (a >> 46) % 8),
+        item: now.to_le_bytes().to_vec(),
+    });
     for p in policies {
         if let Ok(out) = p.decide(Some(stored), Micros::new(now), cost) {
             let d = out.decision;

@@ -9,6 +9,7 @@ pub mod cell;
 pub mod fixed_window;
 pub mod gcra;
 pub mod schedule;
+pub mod sketch;
 pub mod sliding_approx;
 pub mod sliding_log;
 pub mod sliding_subwindows;

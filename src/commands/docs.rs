@@ -105,7 +105,7 @@ fn param(p: &Param) -> DocArg {
     let kind = match p.parse {
         Parse::Integer { .. } | Parse::CellInteger { .. } => DocType::Integer,
         // A duration is an integer with an optional unit: a string.
-        Parse::Duration => DocType::String,
+        Parse::Duration | Parse::Bytes => DocType::String,
     };
     DocArg::new(p.name, kind)
 }
@@ -117,7 +117,7 @@ fn option(o: &Opt) -> DocArg {
         .map_or_else(|| o.token.to_ascii_lowercase(), str::to_string);
     let kind = match o.value {
         Some(Parse::Integer { .. } | Parse::CellInteger { .. }) => DocType::Integer,
-        Some(Parse::Duration) => DocType::String,
+        Some(Parse::Duration | Parse::Bytes) => DocType::String,
         None => DocType::PureToken,
     };
     DocArg::new(&name, kind).with_token(o.token)
@@ -127,9 +127,12 @@ fn option(o: &Opt) -> DocArg {
 fn options(list: &[Opt]) -> Vec<DocArg> {
     let mut out: Vec<DocArg> = Vec::new();
     let mut groups: Vec<&str> = Vec::new();
+    let alone = |g| list.iter().filter(|m| m.group == Some(g)).count() == 1;
     for o in list {
         match o.group {
             Some(g) if groups.contains(&g) => {}
+            // A group of one is a plain option.
+            Some(g) if alone(g) => out.push(option(o).optional()),
             Some(g) => {
                 groups.push(g);
                 let members = list.iter().filter(|m| m.group == Some(g)).map(option);
@@ -163,7 +166,12 @@ pub fn arguments(command: &CommandDef) -> Vec<DocArg> {
         Grammar::Policy(p) => {
             let mut out = vec![key()];
             out.extend(policy_args(p));
-            out.extend(options(&COMMON));
+            let common: Vec<Opt> = COMMON
+                .iter()
+                .filter(|o| !p.refuses.contains(&o.token))
+                .copied()
+                .collect();
+            out.extend(options(&common));
             out
         }
         Grammar::All { policies } => {

@@ -22,6 +22,8 @@ pub enum Parse {
     CellInteger { min: u64, max: u64 },
     /// A positive integer with an optional unit ms, s, m, h or d.
     Duration,
+    /// Any bytes, the empty string included (RL.SKETCH's item).
+    Bytes,
 }
 
 /// A positional argument.
@@ -60,12 +62,22 @@ impl Param {
         }
     }
 
+    /// Any bytes: taken as they are ([`Values::bytes`]).
+    pub const fn bytes(name: &'static str) -> Param {
+        Param {
+            name,
+            called: name,
+            parse: Parse::Bytes,
+        }
+    }
+
     /// The same argument, named `called` in error messages.
     pub const fn called(self, called: &'static str) -> Param {
         Param { called, ..self }
     }
 
-    /// Parses `bytes` as this argument: an integer, or a duration in µs.
+    /// Parses `bytes` as this argument: an integer, or a duration in µs (0
+    /// for [`Parse::Bytes`], whose value is the bytes themselves).
     pub fn parse(&self, bytes: &[u8]) -> Result<u64, Error> {
         parse_value(self.parse, bytes, self.called)
     }
@@ -76,6 +88,7 @@ fn parse_value(parse: Parse, bytes: &[u8], called: &'static str) -> Result<u64, 
         Parse::Integer { min, max } => args::integer(bytes, called, min, max),
         Parse::CellInteger { min, max } => args::cell_integer(bytes, called, min, max),
         Parse::Duration => args::duration(bytes, called).map(Micros::as_u64),
+        Parse::Bytes => Ok(0),
     }
 }
 
@@ -146,13 +159,20 @@ pub const MAX_PARAMS: usize = 4;
 
 /// The values of one parsed call, by position in its definition.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Values {
+pub struct Values<'a> {
     params: [u64; MAX_PARAMS],
     /// A flag given holds `Some(1)`.
     options: [Option<u64>; MAX_OPTIONS],
+    /// The argument of the [`Parse::Bytes`] parameter, if there is one.
+    bytes: &'a [u8],
 }
 
-impl Values {
+impl Values<'_> {
+    /// The bytes of the [`Parse::Bytes`] parameter (empty if none).
+    pub fn bytes(&self) -> &[u8] {
+        self.bytes
+    }
+
     /// Positional argument `i`.
     pub fn param(&self, i: usize) -> u64 {
         self.params[i]
@@ -185,6 +205,8 @@ pub struct PolicyDef {
     pub keyword: &'static str,
     pub params: &'static [Param],
     pub options: &'static [Opt],
+    /// Common options this policy does not take (by token).
+    pub refuses: &'static [&'static str],
     pub build: Build,
 }
 
@@ -272,6 +294,12 @@ impl PolicyDef {
             if let Some(i) = self.options.iter().position(|o| o.is(word)) {
                 take(&mut values.options, self.options, i, &mut opts)?;
             } else if let Some(i) = COMMON.iter().position(|o| o.is(word)) {
+                if self.refuses.contains(&COMMON[i].token) {
+                    return Err(Error::Combination {
+                        option: COMMON[i].token,
+                        with: command,
+                    });
+                }
                 take(&mut common, &COMMON, i, &mut opts)?;
             } else {
                 return Err(Error::UnknownOption(printable(word)));
@@ -303,10 +331,13 @@ impl PolicyDef {
         Ok(((self.build)(&values)?, used))
     }
 
-    fn positional<A: AsRef<[u8]>>(&self, args: &[A]) -> Result<Values, Error> {
+    fn positional<'a, A: AsRef<[u8]>>(&self, args: &'a [A]) -> Result<Values<'a>, Error> {
         let mut values = Values::default();
         for ((param, arg), slot) in self.params.iter().zip(args).zip(&mut values.params) {
             *slot = param.parse(arg.as_ref())?;
+            if param.parse == Parse::Bytes {
+                values.bytes = arg.as_ref();
+            }
         }
         Ok(values)
     }
@@ -536,6 +567,35 @@ mod tests {
         assert_eq!(
             err(&["5", "1m", "COST", "1", "cost", "2"]),
             Error::RepeatedOption("COST")
+        );
+    }
+
+    #[test]
+    fn an_item_is_any_bytes_even_a_keyword() {
+        use crate::algorithm::sketch::Sketch;
+        use crate::commands::table::SKETCH;
+        let parse = |args: &[&[u8]]| SKETCH.parse_command(args, "RL.SKETCH");
+        let sketch = |item: &[u8], w, d| Policy::Sketch {
+            sketch: Sketch::new(5, M, w, d),
+            item: item.to_vec(),
+        };
+        let (p, c) = parse(&[b"COST", b"5", b"1m", b"DEPTH", b"2", b"COST", b"3"]).unwrap();
+        assert_eq!((p, c.cost), (sketch(b"COST", 2048, 2), 3));
+        let (p, _) = parse(&[b"", b"5", b"1m"]).unwrap();
+        assert_eq!(p, sketch(b"", 2048, 4));
+        let (p, _) = parse(&[b"\xff\x00\r\n", b"5", b"1m", b"width", b"1"]).unwrap();
+        assert_eq!(p, sketch(b"\xff\x00\r\n", 1, 4));
+        assert_eq!(
+            parse(&[b"x", b"5", b"1m", b"WIDTH", b"0"]),
+            Err(Error::Integer {
+                arg: "WIDTH",
+                min: 1,
+                max: 262_144
+            })
+        );
+        assert_eq!(
+            SKETCH.syntax(),
+            "SKETCH item limit window [WIDTH n] [DEPTH n]"
         );
     }
 

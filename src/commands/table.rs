@@ -7,6 +7,9 @@ use super::grammar::{Opt, Param, PolicyDef, Values};
 use super::{clock, policy_command, rl_all, rl_peek, throttle};
 use crate::algorithm::fixed_window::FixedWindow;
 use crate::algorithm::gcra::Gcra;
+use crate::algorithm::sketch::{
+    Sketch, DEFAULT_DEPTH, DEFAULT_WIDTH, MAX_DEPTH, MAX_SKETCH_LIMIT, MAX_WIDTH,
+};
 use crate::algorithm::sliding_approx::SlidingApprox;
 use crate::algorithm::sliding_log::{SlidingLog, MAX_SLIDING_LOG_LIMIT};
 use crate::algorithm::sliding_subwindows::{SlidingSubwindows, MAX_SUBWINDOWS, MIN_SUBWINDOWS};
@@ -26,6 +29,7 @@ pub const GCRA: PolicyDef = PolicyDef {
         Param::duration("period"),
     ],
     options: &[Opt::integer("BURST", 1, MAX_COUNT)],
+    refuses: &[],
     build: build_gcra,
 };
 
@@ -45,6 +49,7 @@ pub const BUCKET: PolicyDef = PolicyDef {
         Param::duration("period"),
     ],
     options: &[],
+    refuses: &[],
     build: build_bucket,
 };
 
@@ -68,6 +73,7 @@ pub const SLIDING: PolicyDef = PolicyDef {
         Opt::flag("APPROX").in_group("mode"),
         Opt::integer("BUCKETS", MIN_SUBWINDOWS, MAX_SUBWINDOWS).in_group("mode"),
     ],
+    refuses: &[],
     build: build_sliding,
 };
 
@@ -95,12 +101,40 @@ pub const FIXED: PolicyDef = PolicyDef {
     keyword: "FIXED",
     params: LIMIT_AND_WINDOW,
     options: &[Opt::flag("ALIGNED")],
+    refuses: &[],
     build: build_fixed,
 };
 
 fn build_fixed(v: &Values) -> Result<Policy, Error> {
     let fixed = FixedWindow::new(v.param(0), v.duration(1), v.flag(0));
     Ok(Policy::Fixed(fixed))
+}
+
+/// Not in [`POLICIES`]: RL.ALL does not take it.
+pub const SKETCH: PolicyDef = PolicyDef {
+    keyword: "SKETCH",
+    params: &[
+        Param::bytes("item"),
+        Param::integer("limit", 1, MAX_SKETCH_LIMIT),
+        Param::duration("window"),
+    ],
+    options: &[
+        Opt::integer("WIDTH", 1, MAX_WIDTH),
+        Opt::integer("DEPTH", 1, MAX_DEPTH),
+    ],
+    // Lowering shared counters could under-count other items, and a debt
+    // in a sketch is every colliding item's debt.
+    refuses: &["FORCE", "REFUND"],
+    build: build_sketch,
+};
+
+fn build_sketch(v: &Values) -> Result<Policy, Error> {
+    let width = v.option(0).unwrap_or(DEFAULT_WIDTH);
+    let depth = v.option(1).unwrap_or(DEFAULT_DEPTH);
+    Ok(Policy::Sketch {
+        sketch: Sketch::new(v.param(1), v.duration(2), width, depth),
+        item: v.bytes().to_vec(),
+    })
 }
 
 /// A decision reads the state and writes it; never on a read-only replica,
@@ -119,7 +153,7 @@ const CLOCK_CATEGORIES: &str = "fast admin dangerous";
 
 /// How many commands there are: the length of [`COMMANDS`] and of every
 /// per-command table derived from it.
-pub const COMMAND_COUNT: usize = 8;
+pub const COMMAND_COUNT: usize = 9;
 
 pub static COMMANDS: [CommandDef; COMMAND_COUNT] = [
     CommandDef {
@@ -159,6 +193,16 @@ pub static COMMANDS: [CommandDef; COMMAND_COUNT] = [
         acl_categories: DECISION_FAST,
         summary: "Admits or denies a request under a fixed window count.",
         complexity: "O(1)",
+        since: "0.1.0",
+        run: policy_command::run,
+    },
+    CommandDef {
+        name: "RL.SKETCH",
+        grammar: Grammar::Policy(&SKETCH),
+        acl_categories: DECISION_SLOW,
+        flags: DECISION_FLAGS,
+        summary: "Admits or denies a request of one item under a per-item sliding-window limit, counted in a fixed-size count-min sketch.",
+        complexity: "O(DEPTH)",
         since: "0.1.0",
         run: policy_command::run,
     },

@@ -90,6 +90,9 @@ impl Policy {
                     encode_log(l, kept)
                 })
             }
+            // RL.SKETCH's grammar refuses REFUND: lowering counters that
+            // other items share could under-count them. Nothing changes.
+            Policy::Sketch { .. } => None,
         })
     }
 
@@ -160,6 +163,9 @@ impl Policy {
                 let from = kept.len().saturating_sub(l.limit() as usize);
                 Some(encode_log(l, &kept[from..]))
             }
+            // RL.SKETCH's grammar refuses FORCE: a debt in a shared counter
+            // is every colliding item's debt.
+            Policy::Sketch { .. } => None,
         };
         write.ok_or(ForceError::TooLarge)
     }

@@ -204,6 +204,39 @@ fn fixed_window(rng: &mut StdRng, key: &str, w: Windows, mode: &[&str]) -> Vec<S
     call
 }
 
+/// A sketch's WIDTH, DEPTH and window, which a key keeps for life (any
+/// other is an error): derived from the key. One key in four is a single
+/// cell, where every item collides; under `Mixed`, one in three has a
+/// window of a second.
+fn sketch_shape(key: &str, w: Windows) -> [String; 5] {
+    let h = key
+        .bytes()
+        .fold(7u64, |h, b| h.wrapping_mul(31).wrapping_add(u64::from(b)));
+    let (width, depth) = if h % 4 == 0 { (1, 1) } else { (16, 2) };
+    let window = if w == Windows::Mixed && h % 3 == 0 {
+        "1s"
+    } else {
+        "1h"
+    };
+    [s(window), s("WIDTH"), s(width), s("DEPTH"), s(depth)]
+}
+
+fn sketch(rng: &mut StdRng, key: &str, w: Windows) -> Vec<String> {
+    let item = format!("10.0.0.{}", rng.gen_range(0..40));
+    let [window, rest @ ..] = sketch_shape(key, w);
+    let mut call = vec![s("RL.SKETCH"), s(key), item, s(rng.gen_range(1..8)), window];
+    call.extend(rest);
+    common_options(rng, &mut call);
+    call
+}
+
+fn fixed_sketch(key: &str, limit: u64) -> Vec<String> {
+    let [window, rest @ ..] = sketch_shape(key, Windows::Long);
+    let mut call = vec![s("RL.SKETCH"), s(key), s("probe"), s(limit), window];
+    call.extend(rest);
+    call
+}
+
 /// RL.ALL's keys: `base` with an index, in one hash slot.
 fn all_keys(base: &str, n: usize) -> Vec<String> {
     (0..n)
@@ -347,6 +380,13 @@ pub const FAMILIES: &[Family] = &[
         build: |rng, key, w| fixed_window(rng, key, w, &["ALIGNED"]),
         admitted: rl_admitted,
         fixed: |key, limit| vec![s("RL.FIXED"), s(key), s(limit), s("1h"), s("ALIGNED")],
+        peek: &["DRYRUN"],
+    },
+    Family {
+        prefix: "sketch",
+        build: sketch,
+        admitted: rl_admitted,
+        fixed: fixed_sketch,
         peek: &["DRYRUN"],
     },
     Family {

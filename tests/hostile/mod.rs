@@ -211,6 +211,8 @@ pub enum Parse {
     },
     /// A positive integer with an optional unit ms, s, m, h or d.
     Duration { name: &'static str },
+    /// Any bytes at all, the empty string included (RL.SKETCH's item).
+    Item { name: &'static str },
 }
 
 /// An option: a keyword with a value, or a flag.
@@ -286,6 +288,10 @@ const fn cell_count(name: &'static str, min: u64, max: u64) -> Parse {
 
 const fn duration(name: &'static str) -> Parse {
     Parse::Duration { name }
+}
+
+const fn item(name: &'static str) -> Parse {
+    Parse::Item { name }
 }
 
 const fn flag(word: &'static str) -> Opt {
@@ -450,6 +456,50 @@ const FIXED_ALIGNED_CORRUPT: &[&[u8]] = &[
     &[
         0xA7, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0x01, 0x01,
     ],
+];
+
+/// An RL.SKETCH value of `N` bytes: the header (as far as it fits), then
+/// zeros.
+const fn sketch_value<const N: usize>(depth: u8, width: u32, window: u64, sweep: u32) -> [u8; N] {
+    let mut head = [0u8; 26];
+    head[0] = 0xA8;
+    head[1] = depth;
+    let (w, t, s) = (
+        width.to_le_bytes(),
+        window.to_le_bytes(),
+        sweep.to_le_bytes(),
+    );
+    let mut i = 0;
+    while i < 8 {
+        if i < 4 {
+            head[2 + i] = w[i];
+            head[22 + i] = s[i];
+        }
+        head[6 + i] = t[i];
+        i += 1;
+    }
+    let mut v = [0u8; N];
+    let mut i = 0;
+    while i < N && i < 26 {
+        v[i] = head[i];
+        i += 1;
+    }
+    v
+}
+
+/// Values under the sketch tag that are not its layout: a short header,
+/// depth, width, window or sweep out of range, a byte missing or extra.
+const SKETCH_CORRUPT: &[&[u8]] = &[
+    &[0xA8],
+    &sketch_value::<25>(1, 1, 1_000_000, 0),
+    &sketch_value::<38>(0, 1, 1_000_000, 0),
+    &sketch_value::<134>(9, 1, 1_000_000, 0),
+    &sketch_value::<26>(1, 0, 1_000_000, 0),
+    &sketch_value::<38>(1, 1, 0, 0),
+    &sketch_value::<38>(1, 1, 1_000_000, 1),
+    &sketch_value::<37>(1, 1, 1_000_000, 0),
+    &sketch_value::<39>(1, 1, 1_000_000, 0),
+    &sketch_value::<26>(1, 262_145, 1_000_000, 0),
 ];
 
 /// Every command the module has, in every mode, with valid arguments.
@@ -832,6 +882,36 @@ pub const SHAPES: &[Shape] = &[
             corrupt: FIXED_CORRUPT,
         },
     },
+    Shape {
+        name: "RL.SKETCH",
+        arity_name: "rl.sketch",
+        prefix: &[],
+        infix: &[],
+        fixed: &[
+            ("198.51.100.7", item("item")),
+            ("10", count("limit", 1, u32::MAX as u64)),
+            ("1d", duration("window")),
+        ],
+        required: 3,
+        min_arity: 5,
+        short: None,
+        tail: &[],
+        options: &[
+            valued("WIDTH", count("WIDTH", 1, 262_144), "64"),
+            valued("DEPTH", count("DEPTH", 1, 8), "2"),
+            COST,
+            DRYRUN,
+            WAIT,
+            // PARTIAL alone: RL.SKETCH refuses FORCE and REFUND.
+            CHARGES[1],
+        ],
+        extra: Extra::UnknownOption,
+        state: State::Tagged {
+            tag: 0xA8,
+            name: "RL.SKETCH",
+            corrupt: SKETCH_CORRUPT,
+        },
+    },
 ];
 
 /// The state kinds by tag, as errors name them.
@@ -843,6 +923,7 @@ pub const TAGS: &[(u8, &str)] = &[
     (0xA5, "RL.SLIDING BUCKETS"),
     (0xA6, "RL.FIXED"),
     (0xA7, "RL.FIXED ALIGNED"),
+    (0xA8, "RL.SKETCH"),
 ];
 
 impl Shape {
@@ -902,6 +983,7 @@ fn reference_number(v: &[u8]) -> Option<u128> {
 /// The error `parse` gives `v`; `None` when `v` is valid for it.
 pub fn expected_error(parse: Parse, v: &[u8]) -> Option<String> {
     match parse {
+        Parse::Item { .. } => None,
         Parse::Count { name, min, max } => match reference_number(v) {
             Some(n) if n >= u128::from(min) && n <= u128::from(max) => None,
             _ => Some(format!("ERR {name} must be an integer from {min} to {max}")),

@@ -1,0 +1,259 @@
+//! The count-min sketch limiter (`RL.SKETCH`): at most `limit` per `window`
+//! for each item, counted in `depth` rows of `width` cells whatever the
+//! number of distinct items.
+//!
+//! Each cell holds the counts of two aligned windows, as `RL.SLIDING
+//! APPROX` does, with the window they belong to (a tag): a cell is rolled
+//! forward when it is read, so a new window clears nothing. An item's count
+//! in a window is the minimum over its `depth` cells, which over-estimates
+//! its true count and never under-estimates it; the decision is then
+//! exactly [`SlidingApprox`]'s on those two minima. An item is therefore
+//! never admitted beyond what its own APPROX limiter, fed the same admitted
+//! requests, would admit; a collision can only deny.
+//!
+//! Hashing is fixed and seedless, so that every server agrees: FNV-1a 64 of
+//! the item's bytes, finalised with MurmurHash3's `fmix64`, gives `h1`;
+//! `h2 = fmix64(h1) | 1`; row `r` uses column `(h1 + r × h2) mod width`
+//! (double hashing).
+
+use super::sliding_approx::{ApproxState, SlidingApprox};
+use super::{Decision, Micros};
+
+/// Counts are 32-bit: the largest limit a sketch takes.
+pub const MAX_SKETCH_LIMIT: u64 = u32::MAX as u64;
+/// Cells per row: 262,144.
+pub const MAX_WIDTH: u64 = 1 << 18;
+/// Rows.
+pub const MAX_DEPTH: u64 = 8;
+/// ε = e / 2048 ≈ 0.13% of a window's traffic.
+pub const DEFAULT_WIDTH: u64 = 2048;
+/// δ = e^−4 ≈ 1.8%.
+pub const DEFAULT_DEPTH: u64 = 4;
+
+/// One cell: the counts of window `tag` (mod 2^32) and of the one before.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Cell {
+    pub tag: u32,
+    pub prev: u32,
+    pub cur: u32,
+}
+
+impl Cell {
+    /// The counts `(prev, cur)` as of window `index`: a cell last written
+    /// one window before has its current count become the previous one;
+    /// older cells are empty.
+    pub fn rolled(self, index: u64) -> (u32, u32) {
+        match (index as u32).wrapping_sub(self.tag) {
+            0 => (self.prev, self.cur),
+            1 => (self.cur, 0),
+            _ => (0, 0),
+        }
+    }
+
+    fn at(self, index: u64) -> Cell {
+        let (prev, cur) = self.rolled(index);
+        Cell {
+            tag: index as u32,
+            prev,
+            cur,
+        }
+    }
+}
+
+/// A stored sketch as the decision reads it.
+pub trait SketchCells {
+    /// The latest window index written.
+    fn index(&self) -> u64;
+    /// The next cell the sweep rolls forward.
+    fn sweep(&self) -> usize;
+    /// Cell `i` (`row × width + column`).
+    fn cell(&self, i: usize) -> Cell;
+}
+
+/// What an admitted request changes: the header fields and the cells
+/// (index, new cell), in index order, each once.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SketchChange {
+    pub index: u64,
+    pub sweep: usize,
+    pub cells: Vec<(usize, Cell)>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Sketch {
+    approx: SlidingApprox,
+    window: Micros,
+    width: usize,
+    depth: usize,
+    conservative: bool,
+}
+
+impl Sketch {
+    /// `width` and `depth` are clamped to `1..=MAX_*`, `limit` to
+    /// `1..=MAX_SKETCH_LIMIT` (the parser rejects anything outside).
+    pub fn new(limit: u64, window: Micros, width: u64, depth: u64) -> Sketch {
+        let window = window.max(Micros::new(1));
+        Sketch {
+            approx: SlidingApprox::new(limit.min(MAX_SKETCH_LIMIT), window),
+            window,
+            width: width.clamp(1, MAX_WIDTH) as usize,
+            depth: depth.clamp(1, MAX_DEPTH) as usize,
+            conservative: true,
+        }
+    }
+
+    /// The same sketch with plain updates (every cell of the item raised by
+    /// the cost) instead of conservative ones: for measurements.
+    pub fn plain(self) -> Sketch {
+        Sketch {
+            conservative: false,
+            ..self
+        }
+    }
+
+    pub fn window(&self) -> Micros {
+        self.window
+    }
+
+    pub fn width(&self) -> usize {
+        self.width
+    }
+
+    pub fn depth(&self) -> usize {
+        self.depth
+    }
+
+    pub fn cells(&self) -> usize {
+        self.width * self.depth
+    }
+
+    /// The item's cell in each row.
+    pub fn cells_of(&self, item: &[u8]) -> impl Iterator<Item = usize> {
+        let h1 = fmix64(fnv1a64(item));
+        let h2 = fmix64(h1) | 1;
+        let (width, depth) = (self.width as u64, self.depth);
+        (0..depth).map(move |r| {
+            let column = h1.wrapping_add((r as u64).wrapping_mul(h2)) % width;
+            r * width as usize + column as usize
+        })
+    }
+
+    /// Decides `cost` for `item` at `now` against the stored sketch (`None`:
+    /// no key). The change is `Some` only when an admitted request changes
+    /// the sketch.
+    pub fn decide<C: SketchCells>(
+        &self,
+        stored: Option<&C>,
+        item: &[u8],
+        now: Micros,
+        cost: u64,
+    ) -> (Decision, Option<SketchChange>) {
+        let now_index = now.as_u64() / self.window.as_u64();
+        // A clock that went back stays in the stored window, as APPROX does.
+        let index = stored.map_or(now_index, |s| s.index().max(now_index));
+        let cell = |i: usize| stored.map_or(Cell::default(), |s| s.cell(i));
+        let rows: Vec<(usize, Cell)> = self.cells_of(item).map(|i| (i, cell(i))).collect();
+        let counts = rows.iter().map(|(_, c)| c.rolled(index));
+        let prev = counts.clone().map(|(p, _)| p).min().unwrap_or(0);
+        let cur = counts.map(|(_, c)| c).min().unwrap_or(0);
+        let state = ApproxState {
+            index,
+            prev: u64::from(prev),
+            cur: u64::from(cur),
+        };
+        let (decision, admitted) = self.approx.decide(Some(state), now, cost);
+        let Some(admitted) = admitted else {
+            return (decision, None);
+        };
+        // Admitted: cur + cost ≤ limit ≤ u32::MAX.
+        let raised = u32::try_from(admitted.cur).unwrap_or(u32::MAX);
+        let add = u32::try_from(cost).unwrap_or(u32::MAX);
+        let mut cells: Vec<(usize, Cell)> = rows
+            .into_iter()
+            .map(|(i, c)| {
+                let mut c = c.at(index);
+                c.cur = if self.conservative {
+                    c.cur.max(raised)
+                } else {
+                    c.cur.saturating_add(add)
+                };
+                (i, c)
+            })
+            .collect();
+        // Every write also rolls one more cell forward, in turn, so that no
+        // cell's 32-bit tag is ever 2^32 windows stale.
+        let sweep = stored.map_or(0, |s| s.sweep()) % self.cells();
+        if !cells.iter().any(|(i, _)| *i == sweep) {
+            let c = cell(sweep);
+            if c.at(index) != c {
+                cells.push((sweep, c.at(index)));
+            }
+        }
+        cells.sort_unstable_by_key(|(i, _)| *i);
+        let change = SketchChange {
+            index,
+            sweep: (sweep + 1) % self.cells(),
+            cells,
+        };
+        (decision, Some(change))
+    }
+}
+
+/// A sketch held in memory: for tests, benches and measurements.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SketchState {
+    pub index: u64,
+    pub sweep: usize,
+    pub cells: Vec<Cell>,
+}
+
+impl SketchState {
+    pub fn new(sketch: &Sketch) -> SketchState {
+        SketchState {
+            index: 0,
+            sweep: 0,
+            cells: vec![Cell::default(); sketch.cells()],
+        }
+    }
+
+    pub fn apply(&mut self, change: &SketchChange) {
+        self.index = change.index;
+        self.sweep = change.sweep;
+        for &(i, c) in &change.cells {
+            self.cells[i] = c;
+        }
+    }
+}
+
+impl SketchCells for SketchState {
+    fn index(&self) -> u64 {
+        self.index
+    }
+
+    fn sweep(&self) -> usize {
+        self.sweep
+    }
+
+    fn cell(&self, i: usize) -> Cell {
+        self.cells.get(i).copied().unwrap_or_default()
+    }
+}
+
+/// FNV-1a, 64-bit.
+pub fn fnv1a64(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, &b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
+    })
+}
+
+/// MurmurHash3's 64-bit finaliser: every input bit affects every output bit.
+pub fn fmix64(mut k: u64) -> u64 {
+    k ^= k >> 33;
+    k = k.wrapping_mul(0xff51_afd7_ed55_8ccd);
+    k ^= k >> 33;
+    k = k.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
+    k ^ (k >> 33)
+}
+
+#[cfg(test)]
+mod tests;
