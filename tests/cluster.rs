@@ -218,7 +218,7 @@ fn every_shard_decides_and_replicates(cluster: &Cluster, client: &mut ClusterCon
     every_slot_holds_a_limiter(cluster);
     let mut workload = Workload::new(101, Windows::Long);
     workload.keys = 500;
-    let tally = workload.run_singly(client, 1500);
+    let tally = workload.run_singly(client, 2000);
     assert!(tally.allowed > 300 && tally.denied > 300, "{tally:?}");
     workload.assert_both_outcomes();
     for i in (0..6).filter(|&i| cluster.is_primary(i)) {

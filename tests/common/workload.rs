@@ -226,8 +226,21 @@ fn sketch(rng: &mut StdRng, key: &str, w: Windows) -> Vec<String> {
     let [window, rest @ ..] = sketch_shape(key, w);
     let mut call = vec![s("RL.SKETCH"), s(key), item, s(rng.gen_range(1..8)), window];
     call.extend(rest);
-    common_options(rng, &mut call);
+    sketch_options(rng, &mut call);
     call
+}
+
+/// RL.SKETCH's options: it takes neither FORCE nor REFUND, and RL.PEEK and
+/// RL.ALL have no sketch policy.
+fn sketch_options(rng: &mut StdRng, call: &mut Vec<String>) {
+    if rng.gen_bool(0.1) {
+        call.extend([s("COST"), s(rng.gen_range(1..6)), s("PARTIAL")]);
+    } else if rng.gen_bool(0.7) {
+        call.extend([s("COST"), s(rng.gen_range(0..4))]);
+    }
+    if rng.gen_bool(0.1) {
+        call.push(s("DRYRUN"));
+    }
 }
 
 fn fixed_sketch(key: &str, limit: u64) -> Vec<String> {
