@@ -4,7 +4,7 @@
 //! ```text
 //! cargo run --release --example wait_bench -- contend 127.0.0.1:PORT retry [clients] [seconds]
 //! cargo run --release --example wait_bench -- contend 127.0.0.1:PORT wait  [clients] [seconds]
-//! cargo run --release --example wait_bench -- waiters 127.0.0.1:PORT [n] [seconds]
+//! cargo run --release --example wait_bench -- waiters 127.0.0.1:PORT [n] [seconds] [manual|real]
 //! ```
 //!
 //! `contend` (real clock): `clients` closed-loop threads, each with its own
@@ -20,7 +20,10 @@
 //! `used_cpu_sys`) and `used_memory` are read over `seconds` three times: the
 //! idle server, `n` idle connections, the same `n` connections each blocked
 //! in `RL.GCRA k:i 1 60s WAIT 120s`. Then `RL.CLOCK ADVANCE 60000000` admits
-//! them all, timed until the last connection has read its reply.
+//! them all, timed until the last connection has read its reply. With
+//! `real` (a server on the real clock), the period is `3 × seconds + 20 s`
+//! instead of 60 s, so that admission comes after the windows, and the tool
+//! waits for it: replies are timed against the keys' due times.
 
 use std::error::Error;
 use std::io::{Read, Write};
@@ -51,8 +54,15 @@ fn main() -> Res<()> {
             };
             contend(addr, wait, arg(3, 200)?, arg(4, 20)?)
         }
-        (Some("waiters"), Some(addr)) => waiters(addr, arg(2, 10_000)?, arg(3, 10)?),
-        _ => Err("usage: wait_bench contend ADDR retry|wait [clients] [seconds] | waiters ADDR [n] [seconds]".into()),
+        (Some("waiters"), Some(addr)) => {
+            let manual = match args.get(4).map(String::as_str) {
+                None | Some("manual") => true,
+                Some("real") => false,
+                _ => return Err("waiters: clock is manual or real".into()),
+            };
+            waiters(addr, arg(2, 10_000)?, arg(3, 10)?, manual)
+        }
+        _ => Err("usage: wait_bench contend ADDR retry|wait [clients] [seconds] | waiters ADDR [n] [seconds] [manual|real]".into()),
     }
 }
 
@@ -356,17 +366,21 @@ fn idle_window(ctl: &mut redis::Connection, seconds: u64) -> Res<Window> {
     })
 }
 
-fn waiters(addr: &str, n: u64, seconds: u64) -> Res<()> {
+fn waiters(addr: &str, n: u64, seconds: u64, manual: bool) -> Res<()> {
+    let period_s = if manual { 60 } else { 3 * seconds + 20 };
+    let period = format!("{period_s}s");
     let mut ctl = connect(addr)?;
     let mut pipe = redis::pipe();
     for i in 0..n {
         pipe.cmd("RL.GCRA")
             .arg(format!("k:{i}"))
             .arg(1)
-            .arg("60s")
+            .arg(&period)
             .ignore();
     }
+    let exhaust_start = Instant::now();
     pipe.query::<()>(&mut ctl)?;
+    let exhaust_end = Instant::now();
     let idle = idle_window(&mut ctl, seconds)?;
 
     let mut socks = (0..n)
@@ -385,7 +399,7 @@ fn waiters(addr: &str, n: u64, seconds: u64) -> Res<()> {
             "RL.GCRA",
             &format!("k:{i}"),
             "1",
-            "60s",
+            &period,
             "WAIT",
             "120s",
         ]))?;
@@ -403,19 +417,26 @@ fn waiters(addr: &str, n: u64, seconds: u64) -> Res<()> {
     }
     let waits = idle_window(&mut ctl, seconds)?;
 
+    let (cpu_before, _, _) = server_stats(&mut ctl)?;
     let t0 = Instant::now();
-    redis::cmd("RL.CLOCK")
-        .arg("ADVANCE")
-        .arg(60_000_000u64)
-        .query::<i64>(&mut ctl)?;
+    if manual {
+        redis::cmd("RL.CLOCK")
+            .arg("ADVANCE")
+            .arg(60_000_000u64)
+            .query::<i64>(&mut ctl)?;
+    }
     let t_advance = t0.elapsed();
     let mut admitted = 0;
+    let mut first = None;
     for s in &mut socks {
         if read_lines(s, 6)?.starts_with("*5\r\n:1\r\n") {
             admitted += 1;
         }
+        first.get_or_insert_with(Instant::now);
     }
     let t_all = t0.elapsed();
+    let last = Instant::now();
+    let (cpu_after, _, _) = server_stats(&mut ctl)?;
 
     let kb = |a: f64, b: f64| (a - b) / n as f64 / 1024.0;
     println!("waiters: {n} keys, {n} connections, windows of {seconds} s");
@@ -438,7 +459,27 @@ fn waiters(addr: &str, n: u64, seconds: u64) -> Res<()> {
     );
     println!("KiB per waiter beyond its connection (used_memory, rss): start {:.2}, {:.2}; end {:.2}, {:.2}",
         kb(waits.mem.0, conns.mem.1), kb(waits.rss.0, conns.rss.1), kb(waits.mem.1, conns.mem.1), kb(waits.rss.1, conns.rss.1));
-    println!("RL.CLOCK ADVANCE 60000000: replied after {:.1} ms; all {admitted} admitted replies read after {:.1} ms",
-        t_advance.as_secs_f64() * 1e3, t_all.as_secs_f64() * 1e3);
+    if manual {
+        println!("RL.CLOCK ADVANCE 60000000: replied after {:.1} ms; all {admitted} admitted replies read after {:.1} ms",
+            t_advance.as_secs_f64() * 1e3, t_all.as_secs_f64() * 1e3);
+    } else {
+        // Key i is due `period` after its exhausting call, which ran
+        // between exhaust_start and exhaust_end.
+        let due = |t: Instant| t + Duration::from_secs(period_s);
+        // a − b in ms, signed.
+        let ms = |a: Instant, b: Instant| {
+            (a.saturating_duration_since(b).as_secs_f64()
+                - b.saturating_duration_since(a).as_secs_f64())
+                * 1e3
+        };
+        let first = first.unwrap_or(last);
+        println!("real clock, period {period}: the {n} keys fell due over {:.1} ms; first reply read {:.1} ms after the first due time, last {:.1} ms after the last; {admitted} admitted",
+            (exhaust_end - exhaust_start).as_secs_f64() * 1e3, ms(first, due(exhaust_start)), ms(last, due(exhaust_end)));
+    }
+    println!(
+        "server CPU from the end of the waiters' window to the last reply: {:.3} s over {:.1} s",
+        cpu_after - cpu_before,
+        t_all.as_secs_f64()
+    );
     Ok(())
 }

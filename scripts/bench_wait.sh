@@ -10,7 +10,8 @@
 # WAIT 30s, each against a fresh real-clock server. waiters: WAITERS (10000)
 # connections blocked on as many keys on a `clock manual` server, server
 # CPU over IDLE_SECONDS (10) against an idle server and idle connections,
-# memory, and the time RL.CLOCK ADVANCE takes to admit them all.
+# memory, and the time RL.CLOCK ADVANCE takes to admit them all; with
+# WAITERS_CLOCK=real, the same on a real-clock server, admitted when due.
 # Prints the machine, the load (`uptime`) before and after, and the figures
 # (also saved under target/bench-wait/). Knobs: MODULE (the .so).
 set -euo pipefail
@@ -22,6 +23,7 @@ CLIENTS=${CLIENTS:-200}
 RUN_SECONDS=${RUN_SECONDS:-20}
 WAITERS=${WAITERS:-10000}
 IDLE_SECONDS=${IDLE_SECONDS:-10}
+WAITERS_CLOCK=${WAITERS_CLOCK:-manual}
 BENCH_ONLY=${BENCH_ONLY:-all}
 MODULE=${MODULE:-$PWD/target/release/libredis_ratelimit.so}
 OUT=${OUT:-$PWD/target/bench-wait}
@@ -74,8 +76,8 @@ start_server() {
     fi
     if [ "$BENCH_ONLY" != contend ]; then
         echo
-        start_server clock manual
-        "$BENCH" waiters "127.0.0.1:$PORT" "$WAITERS" "$IDLE_SECONDS"
+        if [ "$WAITERS_CLOCK" = manual ]; then start_server clock manual; else start_server; fi
+        "$BENCH" waiters "127.0.0.1:$PORT" "$WAITERS" "$IDLE_SECONDS" "$WAITERS_CLOCK"
         stop_server
     fi
     echo
