@@ -7,7 +7,7 @@ PREFIX  ?= /usr/local
 MODULEDIR ?= $(PREFIX)/lib/redis/modules
 SUDO    := $(shell [ "$$(id -u)" -eq 0 ] || echo sudo)
 
-.PHONY: run test test-valkey build install deps deps-valkey lint unit bench demo fuzz clean
+.PHONY: run test test-valkey build install deps deps-valkey lint unit bench bench-wait demo fuzz clean
 
 ## Install what a fresh Debian machine lacks (redis-server, libclang for bindgen).
 deps:
@@ -70,6 +70,10 @@ unit:
 ## Throughput, latency and memory against INCR/SET baselines (see README).
 bench: build
 	./scripts/bench.sh
+
+## WAIT timeout: retry storms against waiting, 10,000 waiters (issue 12).
+bench-wait: build
+	./scripts/bench_wait.sh
 
 ## Replays classic traffic traces against every algorithm; writes an SVG chart.
 demo: build

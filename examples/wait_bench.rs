@@ -1,194 +1,485 @@
-//! Retry versus `WAIT` under overload (issue 12's first benchmark): one key
-//! limited to 50 per second, 200 concurrent clients for 20 s of real time.
-//! (a) clients that sleep `retry_after_ms` and retry; (b) the same clients
-//! with `WAIT 30s`. For each: commands per admitted request, admitted per
-//! second, time from first attempt to admission (p50/p99/max), admissions
-//! that overtook an earlier-arriving request, and server CPU per admission.
+//! What `WAIT timeout` buys, measured against a running server
+//! (`scripts/bench_wait.sh` starts the servers and runs both parts).
 //!
-//!   cargo build --release && cargo run --release --example wait_bench
-//!   CLIENTS=200 SECONDS=20 cargo run --release --example wait_bench
+//! ```text
+//! cargo run --release --example wait_bench -- contend 127.0.0.1:PORT retry [clients] [seconds]
+//! cargo run --release --example wait_bench -- contend 127.0.0.1:PORT wait  [clients] [seconds]
+//! cargo run --release --example wait_bench -- waiters 127.0.0.1:PORT [n] [seconds] [manual|real]
+//! ```
 //!
-//! Starts its own redis-server (real clock) on a free port.
+//! `contend` (real clock): `clients` closed-loop threads, each with its own
+//! connection, want one admission after another on one key limited to 50
+//! per second (`RL.GCRA bench:k 50 1s`). `retry` sleeps `retry_after_ms`
+//! after a denial and tries again; `wait` sends `WAIT 30s`. The key's burst
+//! is used up before the clock starts, so the run measures the sustained
+//! rate. After `seconds`, each client finishes the request it has started
+//! (so every request sent ends admitted) and stops.
+//!
+//! `waiters` (module loaded with `clock manual`): `n` keys are exhausted
+//! (`RL.GCRA k:i 1 60s`), then server CPU (INFO `used_cpu_user` +
+//! `used_cpu_sys`) and `used_memory` are read over `seconds` three times: the
+//! idle server, `n` idle connections, the same `n` connections each blocked
+//! in `RL.GCRA k:i 1 60s WAIT 120s`. Then `RL.CLOCK ADVANCE 60000000` admits
+//! them all, timed until the last connection has read its reply. With
+//! `real` (a server on the real clock), the period is `3 × seconds + 20 s`
+//! instead of 60 s, so that admission comes after the windows, and the tool
+//! waits for it: replies are timed against the keys' due times.
 
-use std::net::TcpListener;
-use std::process::{Child, Command, Stdio};
-use std::sync::{Arc, Mutex};
+use std::error::Error;
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::sync::{Arc, Barrier, OnceLock};
 use std::thread;
 use std::time::{Duration, Instant};
 
+type Res<T> = Result<T, Box<dyn Error>>;
+
 const LIMIT: u64 = 50;
 
-fn env(name: &str, default: u64) -> u64 {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
-
-struct Server {
-    child: Child,
-    port: u16,
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+fn main() -> Res<()> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let arg = |i: usize, default: u64| -> Res<u64> {
+        Ok(args
+            .get(i)
+            .map(|s| s.parse())
+            .transpose()?
+            .unwrap_or(default))
+    };
+    match (args.first().map(String::as_str), args.get(1)) {
+        (Some("contend"), Some(addr)) => {
+            let wait = match args.get(2).map(String::as_str) {
+                Some("wait") => true,
+                Some("retry") => false,
+                _ => return Err("contend: mode is retry or wait".into()),
+            };
+            contend(addr, wait, arg(3, 200)?, arg(4, 20)?)
+        }
+        (Some("waiters"), Some(addr)) => {
+            let manual = match args.get(4).map(String::as_str) {
+                None | Some("manual") => true,
+                Some("real") => false,
+                _ => return Err("waiters: clock is manual or real".into()),
+            };
+            waiters(addr, arg(2, 10_000)?, arg(3, 10)?, manual)
+        }
+        _ => Err("usage: wait_bench contend ADDR retry|wait [clients] [seconds] | waiters ADDR [n] [seconds] [manual|real]".into()),
     }
 }
 
-fn start() -> Server {
-    let port = TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("port")
-        .port();
-    let module = std::env::var("MODULE").unwrap_or_else(|_| {
-        format!(
-            "{}/target/release/libredis_ratelimit.so",
-            env!("CARGO_MANIFEST_DIR")
-        )
-    });
-    let child = Command::new("redis-server")
-        .args([
-            "--port",
-            &port.to_string(),
-            "--save",
-            "",
-            "--appendonly",
-            "no",
-        ])
-        .args(["--maxclients", "10000", "--loadmodule", &module])
-        .stdout(Stdio::null())
-        .spawn()
-        .expect("redis-server");
-    let url = format!("redis://127.0.0.1:{port}/?protocol=2");
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while redis::Client::open(url.as_str())
-        .and_then(|c| c.get_connection())
-        .is_err()
-    {
-        assert!(Instant::now() < deadline, "server did not start");
-        thread::sleep(Duration::from_millis(20));
-    }
-    Server { child, port }
-}
+// ---------------------------------------------------------------- INFO
 
-/// One admitted request: when it was first tried, when admitted, and how
-/// many commands it took.
-#[derive(Clone, Copy)]
-struct Admission {
-    first: Duration,
-    admitted: Duration,
-    commands: u64,
-}
-
-fn server_cpu(c: &mut redis::Connection) -> f64 {
-    let info: String = redis::cmd("INFO").arg("cpu").query(c).expect("INFO");
+fn info_field(info: &str, name: &str) -> Option<f64> {
     info.lines()
-        .filter(|l| l.starts_with("used_cpu_sys:") || l.starts_with("used_cpu_user:"))
-        .filter_map(|l| l.split(':').nth(1)?.trim().parse::<f64>().ok())
-        .sum()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(':'))
+        .and_then(|v| v.trim().parse().ok())
 }
 
-fn run(wait: bool, clients: u64, seconds: u64) {
-    let server = start();
-    let url = format!("redis://127.0.0.1:{}/?protocol=2", server.port);
-    let client = redis::Client::open(url.as_str()).expect("client");
-    let mut ctl = client.get_connection().expect("connection");
-    let start = Instant::now();
-    let end = start + Duration::from_secs(seconds);
-    let cpu_before = server_cpu(&mut ctl);
-    let admissions = Arc::new(Mutex::new(Vec::new()));
-    let threads: Vec<_> = (0..clients)
-        .map(|_| {
-            let client = client.clone();
-            let admissions = Arc::clone(&admissions);
-            thread::spawn(move || {
-                let mut c = client.get_connection().expect("connection");
-                let mut mine = Vec::new();
-                while Instant::now() < end {
-                    let first = start.elapsed();
-                    let mut commands = 0;
-                    loop {
-                        let mut cmd = redis::cmd("RL.GCRA");
-                        cmd.arg("k").arg(LIMIT).arg("1s");
-                        if wait {
-                            cmd.arg("WAIT").arg("30s");
-                        }
-                        commands += 1;
-                        let r: Vec<i64> = cmd.query(&mut c).expect("RL.GCRA");
-                        if r[0] == 1 {
-                            mine.push(Admission {
-                                first,
-                                admitted: start.elapsed(),
-                                commands,
-                            });
-                            break;
-                        }
-                        if Instant::now() >= end {
-                            break;
-                        }
-                        let ms = r[3].max(1) as u64;
-                        thread::sleep(Duration::from_millis(ms));
-                    }
-                }
-                admissions.lock().expect("lock").extend(mine);
+/// Server CPU (user + sys, seconds), `used_memory` (Redis's allocator:
+/// clients, blocked-client handles) and `used_memory_rss` (the process,
+/// which also holds the module's own heap: the wait queues).
+fn server_stats(con: &mut redis::Connection) -> Res<(f64, f64, f64)> {
+    let info: String = redis::cmd("INFO").arg("all").query(con)?;
+    let get = |n: &str| info_field(&info, n).ok_or(format!("INFO has no {n}"));
+    Ok((
+        get("used_cpu_user")? + get("used_cpu_sys")?,
+        get("used_memory")?,
+        get("used_memory_rss")?,
+    ))
+}
+
+/// `RL.GCRA` calls and the server CPU inside them (µs), from commandstats.
+fn gcra_calls(con: &mut redis::Connection) -> Res<(u64, u64)> {
+    let info: String = redis::cmd("INFO").arg("commandstats").query(con)?;
+    let stat = info
+        .lines()
+        .find_map(|l| l.strip_prefix("cmdstat_rl.gcra:"));
+    let field = |name: &str| -> u64 {
+        stat.and_then(|s| {
+            s.split(',')
+                .find_map(|f| f.strip_prefix(name)?.parse().ok())
+        })
+        .unwrap_or(0)
+    };
+    Ok((field("calls="), field("usec=")))
+}
+
+/// Sends `RL.GCRA bench:k` until denied; returns the calls sent.
+fn exhaust(con: &mut redis::Connection) -> Res<u64> {
+    let mut calls = 0;
+    loop {
+        let r: Vec<i64> = redis::cmd("RL.GCRA")
+            .arg("bench:k")
+            .arg(LIMIT)
+            .arg("1s")
+            .query(con)?;
+        calls += 1;
+        if r[0] == 0 {
+            return Ok(calls);
+        }
+    }
+}
+
+fn connect(addr: &str) -> Res<redis::Connection> {
+    Ok(redis::Client::open(format!("redis://{addr}"))?.get_connection()?)
+}
+
+// ---------------------------------------------------------------- contend
+
+/// One admitted request, times in µs since the common start.
+struct Admission {
+    /// Client clock: just before the first attempt was sent.
+    arrival: u64,
+    /// Server order of the first attempts (an `INCR` sent with it).
+    seq: u64,
+    /// Client clock: just after the admitting reply was read.
+    admitted: u64,
+    attempts: u64,
+}
+
+fn contend(addr: &str, wait: bool, clients: u64, seconds: u64) -> Res<()> {
+    let mut ctl = connect(addr)?;
+    let cons = (0..clients)
+        .map(|_| connect(addr))
+        .collect::<Res<Vec<_>>>()?;
+    let barrier = Arc::new(Barrier::new(clients as usize + 1));
+    let start = Arc::new(OnceLock::new());
+    let handles: Vec<_> = cons
+        .into_iter()
+        .map(|mut con| {
+            let (barrier, start) = (barrier.clone(), start.clone());
+            thread::spawn(move || -> Result<Vec<Admission>, String> {
+                barrier.wait();
+                let origin = *start.get().ok_or("no start")?;
+                client(
+                    &mut con,
+                    wait,
+                    origin,
+                    origin + Duration::from_secs(seconds),
+                )
+                .map_err(|e| e.to_string())
             })
         })
         .collect();
-    for t in threads {
-        t.join().expect("client thread");
+    let (cpu0, _, _) = server_stats(&mut ctl)?;
+    let (calls0, usec0) = gcra_calls(&mut ctl)?;
+    // Use up the burst at the start, so that the run measures the sustained rate.
+    let burst_calls = exhaust(&mut ctl)?;
+    let origin = Instant::now();
+    start.set(origin).map_err(|_| "start set twice")?;
+    barrier.wait();
+    let mut all = Vec::new();
+    for h in handles {
+        all.extend(h.join().map_err(|_| "client thread panicked")??);
     }
-    let elapsed = start.elapsed().as_secs_f64();
-    let cpu = server_cpu(&mut ctl) - cpu_before;
-    let mut all = admissions.lock().expect("lock").clone();
-    report(wait, &mut all, elapsed, cpu);
+    let drained = origin.elapsed();
+    let (cpu1, _, _) = server_stats(&mut ctl)?;
+    let (calls1, usec1) = gcra_calls(&mut ctl)?;
+    let server = Server {
+        cpu: cpu1 - cpu0,
+        calls: calls1 - calls0 - burst_calls,
+        usec: usec1 - usec0,
+    };
+    report_contend(wait, clients, seconds, &all, &server, drained);
+    Ok(())
 }
 
-fn report(wait: bool, all: &mut [Admission], elapsed: f64, cpu: f64) {
-    all.sort_by_key(|a| a.admitted);
-    let n = all.len() as f64;
-    let commands: u64 = all.iter().map(|a| a.commands).sum();
-    let mut latency: Vec<Duration> = all.iter().map(|a| a.admitted - a.first).collect();
-    latency.sort();
-    let pct = |p: f64| latency[((latency.len() as f64 - 1.0) * p) as usize].as_secs_f64() * 1e3;
-    // An admission overtook if someone admitted later had tried first;
-    // the first attempt is timed by the client before it sends, so on a
-    // loaded machine two sends can swap on the way: also counted with a
-    // 10 ms margin.
-    let (mut overtook, mut overtook_10ms) = (0, 0);
-    let mut earliest_later_first = Duration::MAX;
-    for a in all.iter().rev() {
-        if a.first > earliest_later_first {
-            overtook += 1;
-        }
-        if a.first > earliest_later_first.saturating_add(Duration::from_millis(10)) {
-            overtook_10ms += 1;
-        }
-        earliest_later_first = earliest_later_first.min(a.first);
-    }
-    println!(
-        "| {} | {:.2} | {:.1} | {:.0} | {:.0} | {:.0} | {} | {} | {:.1} |",
-        if wait { "WAIT 30s" } else { "sleep and retry" },
-        commands as f64 / n,
-        n / elapsed,
-        pct(0.5),
-        pct(0.99),
-        pct(1.0),
-        overtook,
-        overtook_10ms,
-        cpu / n * 1e6,
-    );
+/// What the server spent over a run (CPU and usec: the burst used up at the
+/// start included).
+struct Server {
+    cpu: f64,
+    calls: u64,
+    usec: u64,
 }
 
-fn main() {
-    let clients = env("CLIENTS", 200);
-    let seconds = env("SECONDS", 20);
-    println!("One key, RL.GCRA k {LIMIT} 1s, {clients} clients, {seconds} s each.\n");
+fn client(
+    con: &mut redis::Connection,
+    wait: bool,
+    origin: Instant,
+    end: Instant,
+) -> Res<Vec<Admission>> {
+    let us = |t: Instant| t.duration_since(origin).as_micros() as u64;
+    let mut out = Vec::new();
+    while Instant::now() < end {
+        let first = Instant::now();
+        let mut attempts = 0;
+        let mut seq = 0;
+        loop {
+            let mut cmd = redis::cmd("RL.GCRA");
+            cmd.arg("bench:k").arg(LIMIT).arg("1s");
+            if wait {
+                cmd.arg("WAIT").arg("30s");
+            }
+            attempts += 1;
+            // The first attempt goes with an INCR in the same write: Redis
+            // runs both back to back, so its reply is the arrival order.
+            let r: Vec<i64> = if attempts == 1 {
+                let (n, r): (u64, Vec<i64>) = redis::pipe()
+                    .cmd("INCR")
+                    .arg("bench:seq")
+                    .add_command(cmd)
+                    .query(con)?;
+                seq = n;
+                r
+            } else {
+                cmd.query(con)?
+            };
+            if r[0] == 1 {
+                out.push(Admission {
+                    arrival: us(first),
+                    seq,
+                    admitted: us(Instant::now()),
+                    attempts,
+                });
+                break;
+            }
+            if !wait {
+                thread::sleep(Duration::from_millis(r[3].max(0) as u64));
+            }
+        }
+    }
+    Ok(out)
+}
+
+fn percentile(sorted: &[u64], p: f64) -> u64 {
+    sorted[((sorted.len() as f64 - 1.0) * p).round() as usize]
+}
+
+/// Admissions that came more than `admit_tol` µs before that of a request
+/// which arrived earlier (`arrival`, with more than `arrival_tol` to spare).
+fn overtakes(
+    all: &[Admission],
+    arrival: fn(&Admission) -> u64,
+    arrival_tol: u64,
+    admit_tol: u64,
+) -> usize {
+    let mut by_arrival: Vec<&Admission> = all.iter().collect();
+    by_arrival.sort_by_key(|a| arrival(a));
+    let (mut j, mut latest_admit) = (0, 0);
+    let mut n = 0;
+    for b in &by_arrival {
+        while j < by_arrival.len() && arrival(by_arrival[j]) + arrival_tol < arrival(b) {
+            latest_admit = latest_admit.max(by_arrival[j].admitted);
+            j += 1;
+        }
+        if latest_admit > b.admitted + admit_tol {
+            n += 1;
+        }
+    }
+    n
+}
+
+fn report_contend(
+    wait: bool,
+    clients: u64,
+    seconds: u64,
+    all: &[Admission],
+    server: &Server,
+    drained: Duration,
+) {
+    let admitted = all.len() as u64;
+    let attempts: u64 = all.iter().map(|a| a.attempts).sum();
+    let in_run = all
+        .iter()
+        .filter(|a| a.admitted < seconds * 1_000_000)
+        .count();
+    let after_1s = all
+        .iter()
+        .filter(|a| (1_000_000..seconds * 1_000_000).contains(&a.admitted))
+        .count();
+    let mut lat: Vec<u64> = all.iter().map(|a| a.admitted - a.arrival).collect();
+    lat.sort_unstable();
+    let ms = |us: u64| us as f64 / 1000.0;
     println!(
-        "| clients | commands per admission | admitted/s | p50 ms | p99 ms | max ms | overtaking admissions | by > 10 ms | server CPU µs per admission |"
+        "mode: {}",
+        if wait {
+            "WAIT 30s"
+        } else {
+            "sleep retry_after_ms and retry"
+        }
     );
-    println!("|---|---|---|---|---|---|---|---|---|");
-    run(false, clients, seconds);
-    run(true, clients, seconds);
+    println!(
+        "clients: {clients}, run: {seconds} s, then {:.2} s to finish the started requests",
+        drained.as_secs_f64() - seconds as f64
+    );
+    println!("admitted: {admitted} in all, {in_run} within the {seconds} s");
+    println!(
+        "admitted per second within the run: {:.2}; from 1 s to the end: {:.2}",
+        in_run as f64 / seconds as f64,
+        after_1s as f64 / (seconds - 1) as f64
+    );
+    println!("commands sent per admitted request: {:.3} (client count), {:.3} (server: {} RL.GCRA calls)",
+        attempts as f64 / admitted as f64, server.calls as f64 / admitted as f64, server.calls);
+    println!(
+        "first attempt to admission ms: p50 {:.1}, p99 {:.1}, max {:.1}",
+        ms(percentile(&lat, 0.5)),
+        ms(percentile(&lat, 0.99)),
+        ms(*lat.last().unwrap_or(&0))
+    );
+    println!("overtaking admissions (of {admitted}), by client send time: {} raw, {} with 1 ms to spare on both times, {} with 5 ms",
+        overtakes(all, |a| a.arrival, 0, 0), overtakes(all, |a| a.arrival, 1_000, 1_000), overtakes(all, |a| a.arrival, 5_000, 5_000));
+    println!("overtaking admissions, by server arrival order: {} raw, {} admitted more than 10 ms earlier",
+        overtakes(all, |a| a.seq, 0, 0), overtakes(all, |a| a.seq, 0, 10_000));
+    println!("server CPU: {:.3} s in all, {:.1} us per admitted request; inside RL.GCRA: {:.1} us per admitted request, {:.2} us per call",
+        server.cpu, server.cpu * 1e6 / admitted as f64, server.usec as f64 / admitted as f64, server.usec as f64 / server.calls as f64);
+}
+
+// ---------------------------------------------------------------- waiters
+
+fn resp(args: &[&str]) -> Vec<u8> {
+    let mut out = format!("*{}\r\n", args.len()).into_bytes();
+    for a in args {
+        out.extend(format!("${}\r\n{a}\r\n", a.len()).into_bytes());
+    }
+    out
+}
+
+/// Reads one reply made of `lines` CRLF-terminated lines.
+fn read_lines(s: &mut TcpStream, lines: usize) -> Res<String> {
+    let mut buf = Vec::new();
+    let mut byte = [0u8; 512];
+    while buf.windows(2).filter(|w| w == b"\r\n").count() < lines {
+        let n = s.read(&mut byte)?;
+        if n == 0 {
+            return Err("connection closed".into());
+        }
+        buf.extend_from_slice(&byte[..n]);
+    }
+    Ok(String::from_utf8_lossy(&buf).into_owned())
+}
+
+/// One window of `seconds` doing nothing: server CPU (s) over it and the
+/// memory (`used_memory`, `used_memory_rss`) at its start and end.
+struct Window {
+    cpu: f64,
+    mem: (f64, f64),
+    rss: (f64, f64),
+}
+
+fn idle_window(ctl: &mut redis::Connection, seconds: u64) -> Res<Window> {
+    let (c0, m0, r0) = server_stats(ctl)?;
+    thread::sleep(Duration::from_secs(seconds));
+    let (c1, m1, r1) = server_stats(ctl)?;
+    Ok(Window {
+        cpu: c1 - c0,
+        mem: (m0, m1),
+        rss: (r0, r1),
+    })
+}
+
+fn waiters(addr: &str, n: u64, seconds: u64, manual: bool) -> Res<()> {
+    let period_s = if manual { 60 } else { 3 * seconds + 20 };
+    let period = format!("{period_s}s");
+    let mut ctl = connect(addr)?;
+    let mut pipe = redis::pipe();
+    for i in 0..n {
+        pipe.cmd("RL.GCRA")
+            .arg(format!("k:{i}"))
+            .arg(1)
+            .arg(&period)
+            .ignore();
+    }
+    let exhaust_start = Instant::now();
+    pipe.query::<()>(&mut ctl)?;
+    let exhaust_end = Instant::now();
+    let idle = idle_window(&mut ctl, seconds)?;
+
+    let mut socks = (0..n)
+        .map(|_| Ok(TcpStream::connect(addr)?))
+        .collect::<Res<Vec<_>>>()?;
+    for s in &mut socks {
+        s.write_all(&resp(&["PING"]))?;
+    }
+    for s in &mut socks {
+        read_lines(s, 1)?;
+    }
+    let conns = idle_window(&mut ctl, seconds)?;
+
+    for (i, s) in socks.iter_mut().enumerate() {
+        s.write_all(&resp(&[
+            "RL.GCRA",
+            &format!("k:{i}"),
+            "1",
+            &period,
+            "WAIT",
+            "120s",
+        ]))?;
+    }
+    let blocked = Instant::now();
+    loop {
+        let info: String = redis::cmd("INFO").arg("ratelimit").query(&mut ctl)?;
+        if info_field(&info, "ratelimit_waiting") == Some(n as f64) {
+            break;
+        }
+        if blocked.elapsed() > Duration::from_secs(60) {
+            return Err(format!("waiters: not all blocked: {info}").into());
+        }
+        thread::sleep(Duration::from_millis(50));
+    }
+    let waits = idle_window(&mut ctl, seconds)?;
+
+    let (cpu_before, _, _) = server_stats(&mut ctl)?;
+    let t0 = Instant::now();
+    if manual {
+        redis::cmd("RL.CLOCK")
+            .arg("ADVANCE")
+            .arg(60_000_000u64)
+            .query::<i64>(&mut ctl)?;
+    }
+    let t_advance = t0.elapsed();
+    let mut admitted = 0;
+    let mut first = None;
+    for s in &mut socks {
+        if read_lines(s, 6)?.starts_with("*5\r\n:1\r\n") {
+            admitted += 1;
+        }
+        first.get_or_insert_with(Instant::now);
+    }
+    let t_all = t0.elapsed();
+    let last = Instant::now();
+    let (cpu_after, _, _) = server_stats(&mut ctl)?;
+
+    let kb = |a: f64, b: f64| (a - b) / n as f64 / 1024.0;
+    println!("waiters: {n} keys, {n} connections, windows of {seconds} s");
+    println!("server CPU over {seconds} s: idle server {:.3} s, {n} idle connections {:.3} s, {n} waiters {:.3} s",
+        idle.cpu, conns.cpu, waits.cpu);
+    for (name, w) in [
+        ("idle server", &idle),
+        ("idle connections", &conns),
+        ("waiters", &waits),
+    ] {
+        println!("{name}: used_memory {:.0} -> {:.0}, used_memory_rss {:.0} -> {:.0} (start -> end of window)",
+            w.mem.0, w.mem.1, w.rss.0, w.rss.1);
+    }
+    println!(
+        "KiB per idle connection (used_memory, rss): start {:.2}, {:.2}; end {:.2}, {:.2}",
+        kb(conns.mem.0, idle.mem.1),
+        kb(conns.rss.0, idle.rss.1),
+        kb(conns.mem.1, idle.mem.1),
+        kb(conns.rss.1, idle.rss.1)
+    );
+    println!("KiB per waiter beyond its connection (used_memory, rss): start {:.2}, {:.2}; end {:.2}, {:.2}",
+        kb(waits.mem.0, conns.mem.1), kb(waits.rss.0, conns.rss.1), kb(waits.mem.1, conns.mem.1), kb(waits.rss.1, conns.rss.1));
+    if manual {
+        println!("RL.CLOCK ADVANCE 60000000: replied after {:.1} ms; all {admitted} admitted replies read after {:.1} ms",
+            t_advance.as_secs_f64() * 1e3, t_all.as_secs_f64() * 1e3);
+    } else {
+        // Key i is due `period` after its exhausting call, which ran
+        // between exhaust_start and exhaust_end.
+        let due = |t: Instant| t + Duration::from_secs(period_s);
+        // a − b in ms, signed.
+        let ms = |a: Instant, b: Instant| {
+            (a.saturating_duration_since(b).as_secs_f64()
+                - b.saturating_duration_since(a).as_secs_f64())
+                * 1e3
+        };
+        let first = first.unwrap_or(last);
+        println!("real clock, period {period}: the {n} keys fell due over {:.1} ms; first reply read {:.1} ms after the first due time, last {:.1} ms after the last; {admitted} admitted",
+            (exhaust_end - exhaust_start).as_secs_f64() * 1e3, ms(first, due(exhaust_start)), ms(last, due(exhaust_end)));
+    }
+    println!(
+        "server CPU from the end of the waiters' window to the last reply: {:.3} s over {:.1} s",
+        cpu_after - cpu_before,
+        t_all.as_secs_f64()
+    );
+    Ok(())
 }

@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# What `WAIT timeout` buys (issue 12), with examples/wait_bench.rs:
+#
+#   scripts/bench_wait.sh             # contend (retry, then WAIT) and waiters
+#   BENCH_ONLY=contend scripts/bench_wait.sh
+#   BENCH_ONLY=waiters scripts/bench_wait.sh
+#
+# contend: one key at 50/s, CLIENTS (200) closed-loop clients for RUN_SECONDS
+# (20) of real time, first sleeping retry_after_ms and retrying, then with
+# WAIT 30s, each against a fresh real-clock server. waiters: WAITERS (10000)
+# connections blocked on as many keys on a `clock manual` server, server
+# CPU over IDLE_SECONDS (10) against an idle server and idle connections,
+# memory, and the time RL.CLOCK ADVANCE takes to admit them all; with
+# WAITERS_CLOCK=real, the same on a real-clock server, admitted when due.
+# Prints the machine, the load (`uptime`) before and after, and the figures
+# (also saved under target/bench-wait/). Knobs: MODULE (the .so).
+set -euo pipefail
+
+cd "$(dirname "$0")/.."
+# shellcheck source=scripts/lib.sh
+. scripts/lib.sh
+CLIENTS=${CLIENTS:-200}
+RUN_SECONDS=${RUN_SECONDS:-20}
+WAITERS=${WAITERS:-10000}
+IDLE_SECONDS=${IDLE_SECONDS:-10}
+WAITERS_CLOCK=${WAITERS_CLOCK:-manual}
+BENCH_ONLY=${BENCH_ONLY:-all}
+MODULE=${MODULE:-$PWD/target/release/libredis_ratelimit.so}
+OUT=${OUT:-$PWD/target/bench-wait}
+
+[ -f "$MODULE" ] || { echo "bench_wait: $MODULE is missing: make build" >&2; exit 1; }
+cargo build --release --quiet --example wait_bench
+BENCH=$PWD/target/release/examples/wait_bench
+# 10,000 connections need as many descriptors, here and in the server.
+ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
+mkdir -p "$OUT"
+
+WORKDIR=$(mktemp -d)
+SERVER_PID=
+stop_server() {
+    if [ -n "$SERVER_PID" ]; then
+        kill "$SERVER_PID" 2>/dev/null || true
+        wait "$SERVER_PID" 2>/dev/null || true
+        SERVER_PID=
+    fi
+}
+trap 'stop_server; rm -rf "$WORKDIR"' EXIT
+
+# Starts a server with the module and any module arguments; sets PORT.
+start_server() {
+    PORT=$(free_port)
+    redis-server --bind 127.0.0.1 --port "$PORT" --save '' --appendonly no \
+        --maxclients 20000 --dir "$WORKDIR" --loadmodule "$MODULE" "$@" \
+        >"$WORKDIR/server.log" 2>&1 &
+    SERVER_PID=$!
+    for _ in $(seq 1 100); do
+        [ "$(redis-cli -p "$PORT" PING 2>/dev/null)" = PONG ] && return 0
+        sleep 0.1
+    done
+    cat "$WORKDIR/server.log" >&2
+    exit 1
+}
+
+{
+    echo "date: $(date -u '+%Y-%m-%d %H:%M:%S UTC')"
+    echo "commit: $(git rev-parse --short HEAD)"
+    echo "machine: $(nproc) CPUs, $(awk -F': ' '/model name/ {print $2; exit}' /proc/cpuinfo), $(redis-server --version | awk '{print $1, $2, $3}')"
+    echo "uptime before: $(uptime)"
+    if [ "$BENCH_ONLY" != waiters ]; then
+        for mode in retry wait; do
+            echo
+            start_server
+            "$BENCH" contend "127.0.0.1:$PORT" "$mode" "$CLIENTS" "$RUN_SECONDS"
+            stop_server
+        done
+    fi
+    if [ "$BENCH_ONLY" != contend ]; then
+        echo
+        if [ "$WAITERS_CLOCK" = manual ]; then start_server clock manual; else start_server; fi
+        "$BENCH" waiters "127.0.0.1:$PORT" "$WAITERS" "$IDLE_SECONDS" "$WAITERS_CLOCK"
+        stop_server
+    fi
+    echo
+    echo "uptime after: $(uptime)"
+} | tee "$OUT/report.txt"
