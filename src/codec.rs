@@ -10,9 +10,11 @@
 //! fraction is present only when the TAT is not a whole microsecond.
 //!
 //! The window limiters' layouts (RL.SLIDING, RL.FIXED) are in [`window`];
-//! CL.THROTTLE's (redis-cell's, untagged) is in [`cell`].
+//! CL.THROTTLE's (redis-cell's, untagged) is in [`cell`]; the concurrency
+//! limit's leases in [`lease`].
 
 pub mod cell;
+pub mod lease;
 pub mod window;
 
 use crate::algorithm::schedule::Tat;
@@ -27,16 +29,19 @@ pub enum Kind {
     SlidingApprox,
     SlidingSubwindows,
     Fixed,
+    /// RL.ACQUIRE's leases (RL.ALL's CONCURRENCY).
+    Concurrency,
 }
 
 impl Kind {
-    pub const ALL: [Kind; 6] = [
+    pub const ALL: [Kind; 7] = [
         Kind::Gcra,
         Kind::Bucket,
         Kind::SlidingLog,
         Kind::SlidingApprox,
         Kind::SlidingSubwindows,
         Kind::Fixed,
+        Kind::Concurrency,
     ];
 
     pub const fn tag(self) -> u8 {
@@ -47,6 +52,8 @@ impl Kind {
             Kind::SlidingApprox => 0xA4,
             Kind::SlidingSubwindows => 0xA5,
             Kind::Fixed => 0xA6,
+            // 0xA7 and 0xA8 are taken by other kinds on other branches.
+            Kind::Concurrency => 0xA9,
         }
     }
 
@@ -59,6 +66,7 @@ impl Kind {
             Kind::SlidingApprox => "RL.SLIDING APPROX",
             Kind::SlidingSubwindows => "RL.SLIDING BUCKETS",
             Kind::Fixed => "RL.FIXED",
+            Kind::Concurrency => "RL.ACQUIRE",
         }
     }
 

@@ -3,6 +3,7 @@
 //! admit is any state written (unless DRYRUN), each key with a TTL of its
 //! own decision's reset, all or nothing.
 
+use crate::algorithm::concurrency::LeaseId;
 use crate::algorithm::{Decision, Micros, RetryAfter};
 use crate::error::Error;
 use crate::policy::{Outcome, Policy};
@@ -49,6 +50,10 @@ pub struct Decided {
     pub retry_after: RetryAfter,
     /// One decision per limit, in key order.
     pub decisions: Vec<Decision>,
+    /// Per limit, in key order: `None` for a limit without leases; for a
+    /// concurrency limit, the lease it now holds (`Some(None)` when denied
+    /// or a dry run).
+    pub leases: Vec<Option<Option<LeaseId>>>,
 }
 
 /// Decides `request` under `policies` (policy `i` over key `i` of `store`)
@@ -68,10 +73,16 @@ pub fn decide<S: Store>(
             .map_err(|e| at(Error::state(policy.command(), e)))?;
         outcomes.push(outcome);
     }
-    let decided = combine(&outcomes);
-    if decided.allowed && !request.dryrun {
+    let mut decided = combine(&outcomes);
+    let written = decided.allowed && !request.dryrun;
+    if written {
         write_all(store, &outcomes)?;
     }
+    decided.leases = policies
+        .iter()
+        .zip(&outcomes)
+        .map(|(p, o)| p.holds_leases().then(|| o.lease.filter(|_| written)))
+        .collect();
     Ok(decided)
 }
 
@@ -120,6 +131,7 @@ fn combine(outcomes: &[Outcome]) -> Decided {
         allowed: blocked_by.is_none(),
         blocked_by,
         retry_after,
+        leases: Vec::new(),
         decisions,
     }
 }

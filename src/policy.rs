@@ -1,6 +1,7 @@
 //! A limit of any algorithm, as one value: what RL.ALL combines and what the
 //! window commands decide through. Pure: bytes in, decision and bytes out.
 
+use crate::algorithm::concurrency::{Concurrency, LeaseId};
 use crate::algorithm::fixed_window::FixedWindow;
 use crate::algorithm::gcra::Gcra;
 use crate::algorithm::schedule::Tat;
@@ -9,6 +10,7 @@ use crate::algorithm::sliding_log::SlidingLog;
 use crate::algorithm::sliding_subwindows::SlidingSubwindows;
 use crate::algorithm::token_bucket::TokenBucket;
 use crate::algorithm::{Decision, Micros};
+use crate::codec::lease::{self, StoredLeases};
 use crate::codec::window::{self, StoredSlidingLog};
 use crate::codec::{self, Kind, Patch, StateError, TAT_MAX_LEN};
 
@@ -25,6 +27,8 @@ pub enum Policy {
     SlidingSubwindows(SlidingSubwindows),
     /// RL.FIXED [ALIGNED].
     Fixed(FixedWindow),
+    /// RL.ACQUIRE; RL.ALL's CONCURRENCY.
+    Concurrency(Concurrency),
 }
 
 /// How a decision changes the stored value.
@@ -55,6 +59,8 @@ impl StateWrite {
 pub struct Outcome {
     pub decision: Decision,
     pub write: Option<StateWrite>,
+    /// The lease an admitted concurrency request holds once written.
+    pub lease: Option<LeaseId>,
 }
 
 impl Policy {
@@ -67,6 +73,7 @@ impl Policy {
             Policy::SlidingApprox(_) => Kind::SlidingApprox,
             Policy::SlidingSubwindows(_) => Kind::SlidingSubwindows,
             Policy::Fixed(_) => Kind::Fixed,
+            Policy::Concurrency(_) => Kind::Concurrency,
         }
     }
 
@@ -80,6 +87,7 @@ impl Policy {
             Policy::SlidingApprox(_) => Kind::SlidingApprox.name(),
             Policy::SlidingSubwindows(_) => Kind::SlidingSubwindows.name(),
             Policy::Fixed(_) => "RL.FIXED",
+            Policy::Concurrency(_) => "RL.ACQUIRE",
         }
     }
 
@@ -111,17 +119,69 @@ impl Policy {
                 let state = stored.map(window::decode_approx).transpose()?;
                 let (decision, new) = a.decide(state, now, cost);
                 let write = new.map(|s| StateWrite::Value(window::encode_approx(&s)));
-                Ok(Outcome { decision, write })
+                Ok(Outcome::of(decision, write))
             }
             Policy::SlidingSubwindows(w) => decide_subwindows(w, stored, now, cost),
             Policy::Fixed(f) => {
                 let state = stored.map(window::decode_fixed).transpose()?;
                 let (decision, new) = f.decide(state, now, cost);
                 let write = new.map(|s| StateWrite::Value(window::encode_fixed(&s)));
-                Ok(Outcome { decision, write })
+                Ok(Outcome::of(decision, write))
             }
+            Policy::Concurrency(c) => decide_concurrency(c, stored, now, cost),
         }
     }
+
+    /// Whether an admitted request holds a lease (its reply carries it).
+    pub fn holds_leases(&self) -> bool {
+        matches!(self, Policy::Concurrency(_))
+    }
+
+    /// The policy as it applies to the key named `name` (a concurrency
+    /// limit's leases carry a check of the name).
+    pub fn for_key(self, name: &[u8]) -> Policy {
+        match self {
+            Policy::Concurrency(c) => Policy::Concurrency(c.for_key(lease::key_check(name))),
+            other => other,
+        }
+    }
+}
+
+impl Outcome {
+    fn of(decision: Decision, write: Option<StateWrite>) -> Outcome {
+        Outcome {
+            decision,
+            write,
+            lease: None,
+        }
+    }
+}
+
+/// An acquire writes one slot and the counter in place (a new key whole).
+fn decide_concurrency(
+    c: &Concurrency,
+    stored: Option<&[u8]>,
+    now: Micros,
+    cost: u64,
+) -> Result<Outcome, StateError> {
+    let stored = stored.map(StoredLeases::decode).transpose()?;
+    let (decision, grant) = match &stored {
+        Some(s) => c.acquire(Some(s.header), s, now, cost),
+        None => c.acquire(None, &[][..], now, cost),
+    };
+    let Some(grant) = grant else {
+        return Ok(Outcome::of(decision, None));
+    };
+    let write = if grant.created {
+        StateWrite::Value(lease::encode_new(&grant))
+    } else {
+        StateWrite::Patch(lease::grant_patch(&grant))
+    };
+    Ok(Outcome {
+        decision,
+        write: Some(write),
+        lease: Some(grant.lease),
+    })
 }
 
 /// The sliding log decides on the stored bytes in place and writes a patch;
@@ -143,20 +203,20 @@ fn decide_sliding_log(
     let Some(value) = stored else {
         let (decision, change) = l.decide(&[][..], now, cost);
         let write = change.map(|c| rewrite(&[], 0, c.added, c.at));
-        return Ok(Outcome { decision, write });
+        return Ok(Outcome::of(decision, write));
     };
     let log = StoredSlidingLog::decode(value)?;
     if log.cap() == cap && log.width() == width {
         let (decision, change) = l.decide(&log, now, cost);
         let write = change.map(|c| StateWrite::Patch(log.patch(&c)));
-        return Ok(Outcome { decision, write });
+        return Ok(Outcome::of(decision, write));
     }
     let mut entries = log.to_vec();
     let keep_from = entries.len().saturating_sub(cap);
     entries.drain(..keep_from);
     let (decision, change) = l.decide(&entries, now, cost);
     let write = change.map(|c| rewrite(&entries, c.expired, c.added, c.at));
-    Ok(Outcome { decision, write })
+    Ok(Outcome::of(decision, write))
 }
 
 /// Sub-window counts are patched where they change; a state stored with
@@ -172,7 +232,7 @@ fn decide_subwindows(
     let Some(value) = stored else {
         let (decision, new) = limiter.decide(None, now, cost);
         let write = new.map(|s| StateWrite::Value(window::encode_subwindows(width, &s)));
-        return Ok(Outcome { decision, write });
+        return Ok(Outcome::of(decision, write));
     };
     let found = window::decode_subwindows(value)?;
     let same_layout = found.n == limiter.subwindows() && found.width >= width;
@@ -202,7 +262,7 @@ fn decide_subwindows(
             StateWrite::Value(window::encode_subwindows(width.max(found.width), &s))
         }
     });
-    Ok(Outcome { decision, write })
+    Ok(Outcome::of(decision, write))
 }
 
 fn tat_outcome(kind: Kind, decision: Decision, new: Option<Tat>) -> Outcome {
@@ -211,7 +271,7 @@ fn tat_outcome(kind: Kind, decision: Decision, new: Option<Tat>) -> Outcome {
         let len = codec::encode_tat(kind, tat, &mut buf);
         StateWrite::Value(buf[..len].to_vec())
     });
-    Outcome { decision, write }
+    Outcome::of(decision, write)
 }
 
 #[cfg(test)]

@@ -120,7 +120,8 @@ fn every_command_documents_its_arguments() {
             format!(
                 "numkeys:integer key:key... ({GCRA} | {BUCKET} | \
                  SLIDING limit:integer window:string {MODE} | \
-                 FIXED limit:integer window:string [ALIGNED])... {COMMON}"
+                 FIXED limit:integer window:string [ALIGNED] | \
+                 CONCURRENCY limit:integer ttl:string)... {COMMON}"
             ),
         ),
         (
@@ -131,6 +132,12 @@ fn every_command_documents_its_arguments() {
             "rl.clock",
             "[(SET microseconds:integer | ADVANCE microseconds:integer)]".into(),
         ),
+        (
+            "rl.acquire",
+            format!("key:key limit:integer ttl:string {COMMON}"),
+        ),
+        ("rl.release", "key:key lease:string".into()),
+        ("rl.renew", "key:key lease:string ttl:string".into()),
     ];
     for (command, synopsis) in expected {
         let doc = docs(&mut c, command);

@@ -472,7 +472,13 @@ fn a_resp3_waiter_gets_the_resp3_map() {
     let fields = resp3_map(w.recv_response().unwrap());
     assert_eq!(
         names(&fields),
-        ["allowed", "limit", "remaining", "retry_after_ms", "reset_after_ms"]
+        [
+            "allowed",
+            "limit",
+            "remaining",
+            "retry_after_ms",
+            "reset_after_ms"
+        ]
     );
     assert_eq!(fields[0].1, Value::Boolean(true));
 }

@@ -105,7 +105,7 @@ fn param(p: &Param) -> DocArg {
     let kind = match p.parse {
         Parse::Integer { .. } => DocType::Integer,
         // A duration is an integer with an optional unit: a string.
-        Parse::Duration => DocType::String,
+        Parse::Duration | Parse::Lease => DocType::String,
     };
     DocArg::new(p.name, kind)
 }
@@ -117,7 +117,7 @@ fn option(o: &Opt) -> DocArg {
         .map_or_else(|| o.token.to_ascii_lowercase(), str::to_string);
     let kind = match o.value {
         Some(Parse::Integer { .. }) => DocType::Integer,
-        Some(Parse::Duration) => DocType::String,
+        Some(Parse::Duration | Parse::Lease) => DocType::String,
         None => DocType::PureToken,
     };
     DocArg::new(&name, kind).with_token(o.token)

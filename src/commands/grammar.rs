@@ -19,6 +19,9 @@ pub enum Parse {
     Integer { min: u64, max: u64 },
     /// A positive integer with an optional unit ms, s, m, h or d.
     Duration,
+    /// A lease identifier as RL.ACQUIRE returns it (checked here, read by
+    /// the handler).
+    Lease,
 }
 
 /// A positional argument.
@@ -48,6 +51,14 @@ impl Param {
         }
     }
 
+    pub const fn lease(name: &'static str) -> Param {
+        Param {
+            name,
+            called: name,
+            parse: Parse::Lease,
+        }
+    }
+
     /// The same argument, named `called` in error messages.
     pub const fn called(self, called: &'static str) -> Param {
         Param { called, ..self }
@@ -63,6 +74,10 @@ fn parse_value(parse: Parse, bytes: &[u8], called: &'static str) -> Result<u64, 
     match parse {
         Parse::Integer { min, max } => args::integer(bytes, called, min, max),
         Parse::Duration => args::duration(bytes, called).map(Micros::as_u64),
+        Parse::Lease => match crate::codec::lease::parse_lease(bytes) {
+            Some(_) => Ok(0),
+            None => Err(Error::MalformedLease),
+        },
     }
 }
 

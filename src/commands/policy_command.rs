@@ -1,4 +1,4 @@
-//! `RL.GCRA`, `RL.BUCKET`, `RL.SLIDING` and `RL.FIXED`: `key`, one policy's
+//! `RL.GCRA`, `RL.BUCKET`, `RL.SLIDING`, `RL.FIXED` and `RL.ACQUIRE`: `key`, one policy's
 //! arguments and options, `[COST n] [DRYRUN] [WAIT timeout]`.
 
 use super::definition::{CommandDef, Grammar};
@@ -16,6 +16,7 @@ pub fn run(command: &CommandDef, ctx: Ctx, args: &[Arg]) -> Result<Verdict, Erro
         return Err(Error::Arity(command.name));
     };
     let (policy, request) = definition.parse_command(rest, command.name)?;
+    let policy = policy.for_key(key.as_ref());
     let outcome = wait::decide(
         ctx,
         command.index(),
@@ -28,7 +29,6 @@ pub fn run(command: &CommandDef, ctx: Ctx, args: &[Arg]) -> Result<Verdict, Erro
     let Outcome::Reply(decided) = outcome else {
         return Ok(Verdict::Waiting);
     };
-    let decision = &decided.decisions[0];
-    reply::decision(ctx, decision);
-    Ok(Verdict::of(decision.allowed))
+    reply::decision(ctx, &decided);
+    Ok(Verdict::of(decided.allowed))
 }

@@ -109,12 +109,15 @@ pub fn run(command: &CommandDef, ctx: Ctx, args: &[Arg]) -> Result<Verdict, Erro
     if let Some((first, again)) = repeated_key(keys) {
         return Err(Error::RepeatedKey { first, again });
     }
+    let policies: Vec<Policy> = (call.policies.into_iter().zip(keys))
+        .map(|(p, k)| p.for_key(k.as_ref()))
+        .collect();
     let outcome = wait::decide(
         ctx,
         command.index(),
         Shape::All,
         keys,
-        &call.policies,
+        &policies,
         call.request,
     )
     .map_err(|e| Error::InKey {
@@ -169,7 +172,7 @@ mod tests {
         );
         assert_eq!(
             msg(&["1", "a", "LEAKY", "1", "1"]),
-            "ERR syntax error: unknown policy 'LEAKY': expected GCRA, BUCKET, SLIDING or FIXED"
+            "ERR syntax error: unknown policy 'LEAKY': expected GCRA, BUCKET, SLIDING, FIXED or CONCURRENCY"
         );
         assert_eq!(
             msg(&["1", "a", "GCRA", "1"]),

@@ -4,7 +4,8 @@
 
 use super::definition::{CommandDef, Grammar};
 use super::grammar::{Opt, Param, PolicyDef, Values};
-use super::{clock, policy_command, rl_all, throttle};
+use super::{clock, lease, policy_command, rl_all, throttle};
+use crate::algorithm::concurrency::{Concurrency, MAX_CONCURRENCY_LIMIT};
 use crate::algorithm::fixed_window::FixedWindow;
 use crate::algorithm::gcra::Gcra;
 use crate::algorithm::sliding_approx::SlidingApprox;
@@ -17,7 +18,7 @@ use crate::limits::MAX_COUNT;
 use crate::policy::Policy;
 
 /// The policy of every single-key decision command and of RL.ALL.
-pub const POLICIES: [&PolicyDef; 4] = [&GCRA, &BUCKET, &SLIDING, &FIXED];
+pub const POLICIES: [&PolicyDef; 5] = [&GCRA, &BUCKET, &SLIDING, &FIXED, &CONCURRENCY];
 
 pub const GCRA: PolicyDef = PolicyDef {
     keyword: "GCRA",
@@ -103,13 +104,32 @@ fn build_fixed(v: &Values) -> Result<Policy, Error> {
     Ok(Policy::Fixed(fixed))
 }
 
+/// RL.ACQUIRE's and RL.ALL's CONCURRENCY: `limit` units held at once,
+/// each lease for `ttl`.
+pub const CONCURRENCY: PolicyDef = PolicyDef {
+    keyword: "CONCURRENCY",
+    params: &[
+        Param::integer("limit", 1, MAX_CONCURRENCY_LIMIT),
+        Param::duration("ttl"),
+    ],
+    options: &[],
+    build: build_concurrency,
+};
+
+fn build_concurrency(v: &Values) -> Result<Policy, Error> {
+    Ok(Policy::Concurrency(Concurrency::new(
+        v.param(0),
+        v.duration(1),
+    )))
+}
+
 /// A decision reads the state and writes it; never on a read-only replica,
 /// never under OOM; one key lookup.
 const DECISION_FLAGS: &str = "write deny-oom fast";
 
 /// How many commands there are: the length of [`COMMANDS`] and of every
 /// per-command table derived from it.
-pub const COMMAND_COUNT: usize = 7;
+pub const COMMAND_COUNT: usize = 10;
 
 pub static COMMANDS: [CommandDef; COMMAND_COUNT] = [
     CommandDef {
@@ -184,5 +204,38 @@ pub static COMMANDS: [CommandDef; COMMAND_COUNT] = [
         complexity: "O(1)",
         since: "0.1.0",
         run: clock::run,
+    },
+    CommandDef {
+        name: "RL.ACQUIRE",
+        grammar: Grammar::Policy(&CONCURRENCY),
+        flags: DECISION_FLAGS,
+        summary: "Acquires a lease on COST of limit units held at once, for ttl or until released.",
+        complexity: "O(N) where N is the number of leases held",
+        since: "0.1.0",
+        run: policy_command::run,
+    },
+    CommandDef {
+        name: "RL.RELEASE",
+        grammar: Grammar::Positional {
+            params: &lease::RELEASE_PARAMS,
+            optional: 0,
+        },
+        flags: DECISION_FLAGS,
+        summary: "Releases a lease from RL.ACQUIRE; its units go to waiters first.",
+        complexity: "O(N) where N is the number of leases held",
+        since: "0.1.0",
+        run: lease::release,
+    },
+    CommandDef {
+        name: "RL.RENEW",
+        grammar: Grammar::Positional {
+            params: &lease::RENEW_PARAMS,
+            optional: 0,
+        },
+        flags: DECISION_FLAGS,
+        summary: "Makes a held lease expire ttl from now.",
+        complexity: "O(N) where N is the number of leases held",
+        since: "0.1.0",
+        run: lease::renew,
     },
 ];

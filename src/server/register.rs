@@ -28,7 +28,8 @@ extern "C" fn call<const I: usize>(
 /// One entry per command of the table (a table of another length does not
 /// compile).
 const CALLS: [CommandFn; COMMAND_COUNT] = [
-    call::<0>, call::<1>, call::<2>, call::<3>, call::<4>, call::<5>, call::<6>,
+    call::<0>, call::<1>, call::<2>, call::<3>, call::<4>, call::<5>, call::<6>, call::<7>,
+    call::<8>, call::<9>,
 ];
 
 /// Answers a keys-position request, or runs the command so that no panic

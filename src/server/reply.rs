@@ -1,11 +1,14 @@
 //! The decision reply, the same for every RL.* command.
 //!
 //! RESP2: `[allowed (1|0), limit, remaining, retry_after_ms, reset_after_ms]`.
-//! RESP3: a map with those names, `allowed` a boolean.
+//! RESP3: a map with those names, `allowed` a boolean. A concurrency
+//! limit's adds `lease` (a bulk string, nil when none is held).
 
 use super::ffi::{self, Ctx};
 use crate::algorithm::cell::CellReply;
+use crate::algorithm::concurrency::LeaseId;
 use crate::algorithm::{Decision, RetryAfter};
+use crate::codec::lease::format_lease;
 use crate::engine::Decided;
 
 /// A decision in reply units: milliseconds, -1 for "no wait" and "never".
@@ -68,14 +71,21 @@ pub fn all(ctx: Ctx, decided: &Decided) {
         ffi::reply_int(ctx, blocked_by);
         ffi::reply_int(ctx, retry_after_ms);
     }
-    for d in decisions {
-        decision_in(ctx, resp3, d);
+    for (i, d) in decisions.iter().enumerate() {
+        decision_in(ctx, resp3, d, lease_of(decided, i));
     }
 }
 
-/// Replies with one decision in the caller's protocol.
-pub fn decision(ctx: Ctx, d: &Decision) {
-    decision_in(ctx, ffi::is_resp3(ctx), d);
+fn lease_of(decided: &Decided, i: usize) -> Option<Option<LeaseId>> {
+    decided.leases.get(i).copied().flatten()
+}
+
+/// Replies with a single-key command's decision in the caller's protocol
+/// (with its lease for a concurrency limit).
+pub fn decision(ctx: Ctx, decided: &Decided) {
+    if let Some(d) = decided.decisions.first() {
+        decision_in(ctx, ffi::is_resp3(ctx), d, lease_of(decided, 0));
+    }
 }
 
 /// CL.THROTTLE's reply: five integers, as redis-cell sends them.
@@ -92,11 +102,13 @@ pub fn int(ctx: Ctx, n: i64) {
     ffi::reply_int(ctx, n);
 }
 
-/// Writes one decision (the whole reply, or one element of a larger one).
-fn decision_in(ctx: Ctx, resp3: bool, d: &Decision) {
+/// Writes one decision (the whole reply, or one element of a larger one);
+/// a concurrency limit's has a sixth field, its lease (nil if none).
+fn decision_in(ctx: Ctx, resp3: bool, d: &Decision, lease: Option<Option<LeaseId>>) {
     let f = Fields::from(d);
+    let len = 5 + usize::from(lease.is_some());
     if resp3 {
-        ffi::reply_map(ctx, 5);
+        ffi::reply_map(ctx, len);
         ffi::reply_name(ctx, c"allowed");
         ffi::reply_bool(ctx, f.allowed);
         ffi::reply_name(ctx, c"limit");
@@ -108,11 +120,20 @@ fn decision_in(ctx: Ctx, resp3: bool, d: &Decision) {
         ffi::reply_name(ctx, c"reset_after_ms");
         ffi::reply_int(ctx, f.reset_after_ms);
     } else {
-        ffi::reply_array(ctx, 5);
+        ffi::reply_array(ctx, len);
         ffi::reply_int(ctx, i64::from(f.allowed));
         ffi::reply_int(ctx, f.limit);
         ffi::reply_int(ctx, f.remaining);
         ffi::reply_int(ctx, f.retry_after_ms);
         ffi::reply_int(ctx, f.reset_after_ms);
+    }
+    if let Some(lease) = lease {
+        if resp3 {
+            ffi::reply_name(ctx, c"lease");
+        }
+        match lease {
+            Some(id) => ffi::reply_bulk(ctx, format_lease(&id).as_bytes()),
+            None => ffi::reply_null(ctx),
+        }
     }
 }
