@@ -42,9 +42,15 @@ impl Reply {
         }
     }
 
+    /// The integers of a decision (a concurrency limit's lease, a bulk
+    /// string or nil after them, is left out).
     pub fn ints(&self) -> Vec<i64> {
         match self {
-            Reply::Array(Some(items)) => items.iter().map(Reply::int).collect(),
+            Reply::Array(Some(items)) => items
+                .iter()
+                .filter(|r| !matches!(r, Reply::Bulk(_)))
+                .map(Reply::int)
+                .collect(),
             other => panic!("expected an array of integers, got {other:?}"),
         }
     }
@@ -424,6 +430,24 @@ const FIXED_CORRUPT: &[&[u8]] = &[
     ],
 ];
 
+/// Values under the lease tag that are not its layout: a short header, a
+/// zero counter, a partial slot, more slots than any limit allows.
+const LEASES_CORRUPT: &[&[u8]] = &[
+    &[0xA9],
+    &[0xA9, 1, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0],
+    &[0xA9, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0],
+    &[
+        0xA9, 1, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 1, 2, 3,
+    ],
+];
+
+/// RL.ACQUIRE's state, directly or through RL.ALL.
+const LEASES: State = State::Tagged {
+    tag: 0xA9,
+    name: "RL.ACQUIRE",
+    corrupt: LEASES_CORRUPT,
+};
+
 /// Every command the module has, in every mode, with valid arguments.
 /// The clock shapes assume the manual clock stands at [`T0`].
 pub const SHAPES: &[Shape] = &[
@@ -722,6 +746,34 @@ pub const SHAPES: &[Shape] = &[
             corrupt: FIXED_CORRUPT,
         },
     },
+    Shape {
+        name: "RL.ACQUIRE",
+        arity_name: "rl.acquire",
+        prefix: &[],
+        infix: &[],
+        fixed: &[("10", count("limit", 1, 100_000)), ("1d", duration("ttl"))],
+        required: 2,
+        min_arity: 4,
+        short: None,
+        tail: &[],
+        options: &[COST, DRYRUN, WAIT],
+        extra: Extra::UnknownOption,
+        state: LEASES,
+    },
+    Shape {
+        name: "RL.ALL",
+        arity_name: "rl.all",
+        prefix: &["1"],
+        infix: &["CONCURRENCY"],
+        fixed: &[("10", count("limit", 1, 100_000)), ("1d", duration("ttl"))],
+        required: 2,
+        min_arity: 6,
+        short: None,
+        tail: &[],
+        options: &[COST, DRYRUN, WAIT],
+        extra: Extra::UnknownOption,
+        state: LEASES,
+    },
 ];
 
 /// The state kinds by tag, as errors name them.
@@ -732,6 +784,7 @@ pub const TAGS: &[(u8, &str)] = &[
     (0xA4, "RL.SLIDING APPROX"),
     (0xA5, "RL.SLIDING BUCKETS"),
     (0xA6, "RL.FIXED"),
+    (0xA9, "RL.ACQUIRE"),
 ];
 
 impl Shape {
