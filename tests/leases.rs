@@ -329,3 +329,86 @@ fn a_waiter_is_admitted_by_a_release_at_once_and_by_an_expiry_on_time() {
     assert_ne!(d.unwrap(), b);
     assert_eq!(release(&mut c, "k", &b), 0, "b expired");
 }
+
+/// Acquires, a release, a renewal and a released waiter reach two replicas
+/// and the AOF as effects; all hold the same bytes; a promoted replica
+/// honours the leases held before the failover.
+#[test]
+fn replicas_and_aof_hold_the_same_leases_and_a_promoted_replica_honours_them() {
+    use common::topology::{kill9, replica_config, wait_link_up, wait_replicas};
+    let mut primary = Server::with(Config::default().arg("appendonly", "yes"));
+    let r1 = Server::with(replica_config(&primary));
+    let r2 = Server::with(replica_config(&primary));
+    wait_link_up(&r1);
+    wait_link_up(&r2);
+    let mut p = primary.conn();
+    for s in [&primary, &r1, &r2] {
+        clock_set(&mut s.conn(), T0);
+    }
+    let (_, a) = acquire(&mut p, &["RL.ACQUIRE", "k", "3", "1h"]);
+    let (_, b) = acquire(&mut p, &["RL.ACQUIRE", "k", "3", "1h", "COST", "2"]);
+    let (a, b) = (a.unwrap(), b.unwrap());
+    assert_eq!(acquire(&mut p, &["RL.ACQUIRE", "k", "3", "1h"]).0[0], 0);
+    assert_eq!(int(&mut p, &["RL.RENEW", "k", &b, "2h"]), 1);
+    let mut w = primary.conn();
+    send(&mut w, &["RL.ACQUIRE", "k", "3", "1h", "WAIT", "1m"]);
+    await_waiting(&mut p, 1);
+    assert_eq!(release(&mut p, "k", &a), 1);
+    let (r, c) = reply6(redis::from_redis_value(w.recv_response().unwrap()).unwrap());
+    assert_eq!(r[0], 1);
+    let c = c.unwrap();
+    wait_replicas(&mut p, 2);
+    let value = get_bytes(&mut p, "k");
+    let d = digest(&mut p);
+    for r in [&r1, &r2] {
+        let mut rc = r.conn();
+        assert_eq!(get_bytes(&mut rc, "k"), value);
+        assert_eq!(digest(&mut rc), d);
+    }
+    // The AOF replays to the same state.
+    let restarted = primary.restart();
+    assert_eq!(get_bytes(&mut restarted.conn(), "k"), value);
+    primary = restarted;
+    kill9(&mut primary);
+    // Promoted: b (2 units) and c (1) are held, a is gone.
+    let mut n = r1.conn();
+    let _: () = redis::cmd("REPLICAOF")
+        .arg("NO")
+        .arg("ONE")
+        .query(&mut n)
+        .unwrap();
+    assert_eq!(
+        acquire(&mut n, &["RL.ACQUIRE", "k", "3", "1h"]).0[..3],
+        [0, 3, 0]
+    );
+    assert_eq!(release(&mut n, "k", &a), 0);
+    assert_eq!(release(&mut n, "k", &c), 1);
+    assert_eq!(
+        acquire(&mut n, &["RL.ACQUIRE", "k", "3", "1h"]).0[..3],
+        [1, 3, 0]
+    );
+    assert_eq!(release(&mut n, "k", &b), 1);
+}
+
+#[test]
+fn a_waiter_waits_for_a_release_even_when_the_expiry_is_beyond_its_timeout() {
+    let server = Server::start();
+    let mut c = server.conn();
+    let mut w = server.conn();
+    clock_set(&mut c, T0);
+    let (_, a) = acquire(&mut c, &["RL.ACQUIRE", "k", "1", "1h"]);
+    // The lease expires in an hour; the waiter gives up after 5 s.
+    send(&mut w, &["RL.ACQUIRE", "k", "1", "1h", "WAIT", "5s"]);
+    await_waiting(&mut c, 1);
+    advance(&mut c, 5 * S);
+    assert_eq!(waiting(&mut c), 0);
+    let (r, none) = reply6(redis::from_redis_value(w.recv_response().unwrap()).unwrap());
+    assert_eq!((r[0], r[3], none), (0, 3_595_000, None));
+    // The next one is admitted by a release within its timeout.
+    send(&mut w, &["RL.ACQUIRE", "k", "1", "1h", "WAIT", "5s"]);
+    await_waiting(&mut c, 1);
+    advance(&mut c, S);
+    assert_eq!(release(&mut c, "k", &a.unwrap()), 1);
+    let (r, lease) = reply6(redis::from_redis_value(w.recv_response().unwrap()).unwrap());
+    assert_eq!((r[0], lease.is_some()), (1, true));
+}

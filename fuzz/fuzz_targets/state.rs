@@ -6,8 +6,9 @@
 
 use libfuzzer_sys::fuzz_target;
 use redis_ratelimit::api::{
-    decode_cell_state, decode_tat, encode_tat, window, FixedWindow, Gcra, Kind, Micros, Policy,
-    SlidingApprox, SlidingLog, SlidingSubwindows, StateError, TokenBucket, TAT_MAX_LEN,
+    decode_cell_state, decode_tat, encode_tat, format_lease, parse_lease, release, renew, window,
+    Concurrency, FixedWindow, Gcra, Kind, LeaseId, Leases, Micros, Policy, SlidingApprox,
+    SlidingLog, SlidingSubwindows, StateError, StoredLeases, TokenBucket, TAT_MAX_LEN,
 };
 
 fn word(data: &[u8], i: usize) -> u64 {
@@ -37,6 +38,23 @@ fuzz_target!(|data: &[u8]| {
     let _ = window::decode_approx(stored);
     let _ = window::decode_fixed(stored);
     let _ = window::decode_subwindows(stored);
+    // The lease decoder: every slot readable; release and renew of any
+    // identifier never panic; an identifier that parses prints back.
+    if let Ok(leases) = StoredLeases::decode(stored) {
+        for i in 0..=leases.slots() {
+            let _ = leases.slot(i);
+        }
+        let id = LeaseId {
+            epoch: leases.header.epoch.as_u64(),
+            seq: cost,
+            check: 0,
+        };
+        let _ = release(leases.header, &leases, id, Micros::new(now));
+        let _ = renew(leases.header, &leases, id, Micros::new(a), Micros::new(now));
+    }
+    if let Some(id) = parse_lease(stored) {
+        assert_eq!(format_lease(&id).as_bytes(), stored);
+    }
     // Small and huge limits alike: one from each end of `a`.
     let (limit, period) = (
         (a & 0xffff) + 1,
@@ -59,6 +77,7 @@ fuzz_target!(|data: &[u8]| {
         limit, period, subwindows,
     )));
     policies.push(Policy::Fixed(FixedWindow::new(limit, period, a >> 63 == 1)));
+    policies.push(Policy::Concurrency(Concurrency::new(limit, period)));
     for p in policies {
         if let Ok(out) = p.decide(Some(stored), Micros::new(now), cost) {
             let d = out.decision;

@@ -104,7 +104,8 @@ pub struct Grant {
 pub struct SlotChange {
     pub index: usize,
     pub slot: Slot,
-    /// Until the last lease held after the change expires.
+    /// The key's TTL after the change: until the last lease it handed out
+    /// (held or released) would have expired.
     pub reset_after: Micros,
 }
 
@@ -283,14 +284,14 @@ pub fn renew<L: Leases + ?Sized>(
     Some(change(leases, index, Slot { expiry, ..slot }, now))
 }
 
+/// The change of one slot, with the key's new TTL: until the last lease
+/// it handed out would have expired, released ones included, so the key
+/// (and its counter) outlives every identifier it may still be shown.
 fn change<L: Leases + ?Sized>(leases: &L, index: usize, slot: Slot, now: Micros) -> SlotChange {
-    let mut last = if slot.held_at(now) { slot.expiry } else { now };
-    for i in (0..leases.slots()).filter(|&i| i != index) {
-        let s = leases.slot(i);
-        if s.held_at(now) {
-            last = last.max(s.expiry);
-        }
-    }
+    let last = (0..leases.slots())
+        .map(|i| if i == index { slot } else { leases.slot(i) })
+        .map(|s| s.expiry)
+        .fold(now, Micros::max);
     SlotChange {
         index,
         slot,
