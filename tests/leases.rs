@@ -44,7 +44,7 @@ fn acquire_to_the_limit_deny_release_and_acquire_again() {
     let (r, a) = acquire(&mut c, &["RL.ACQUIRE", "k", "2", "30s"]);
     assert_eq!(r, [1, 2, 1, -1, 30_000]);
     let a = a.expect("a lease");
-    assert_eq!(a.len(), 32);
+    assert_eq!(a.len(), 36);
     advance(&mut c, 10 * S);
     let (r, b) = acquire(&mut c, &["RL.ACQUIRE", "k", "2", "30s"]);
     assert_eq!(r, [1, 2, 0, -1, 30_000]);
@@ -145,7 +145,7 @@ fn bad_leases_and_keys_are_errors_that_change_nothing() {
         let bytes: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).collect();
         error_of(c, &bytes).1
     };
-    let malformed = "ERR lease must be 32 lowercase hex digits, as RL.ACQUIRE returns it";
+    let malformed = "ERR lease must be 36 lowercase hex digits, as RL.ACQUIRE returns it";
     assert_eq!(err(&mut c, &["RL.RELEASE", "k", "nope"]), malformed);
     assert_eq!(
         err(&mut c, &["RL.RELEASE", "k", &a.to_uppercase()]),
@@ -169,7 +169,7 @@ fn bad_leases_and_keys_are_errors_that_change_nothing() {
         "ERR limit must be an integer from 1 to 100000"
     );
     let _: () = redis::cmd("SET").arg("g").arg("x").query(&mut c).unwrap();
-    let g_lease = format!("{}{}", &a[..28], "0000");
+    let g_lease = format!("{}{}", &a[..32], "0000");
     let e = err(&mut c, &["RL.RELEASE", "g", &g_lease]);
     assert!(
         e == "ERR lease was acquired under another key"
@@ -187,10 +187,10 @@ fn bad_leases_and_keys_are_errors_that_change_nothing() {
     );
     assert_eq!(get_bytes(&mut c, "k"), before);
     // A well-formed lease never issued is simply not held.
-    let unknown = format!("{}{}", "0".repeat(28), &a[28..]);
+    let unknown = format!("{}{}", "0".repeat(32), &a[32..]);
     assert_eq!(release(&mut c, "k", &unknown), 0);
     let check = lease_check(&mut c, "missing");
-    let unknown = format!("{}{check}", "0".repeat(28));
+    let unknown = format!("{}{check}", "0".repeat(32));
     assert_eq!(release(&mut c, "missing", &unknown), 0);
 }
 
@@ -201,7 +201,7 @@ fn lease_check(c: &mut Connection, key: &str) -> String {
     let (_, l) = acquire(c, &["RL.ACQUIRE", key, "1", "1s"]);
     let _: () = redis::cmd("FLUSHDB").query(c).unwrap();
     let _: () = redis::cmd("SELECT").arg(0).query(c).unwrap();
-    l.unwrap()[28..].to_string()
+    l.unwrap()[32..].to_string()
 }
 
 #[test]

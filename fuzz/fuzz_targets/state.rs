@@ -47,6 +47,7 @@ fuzz_target!(|data: &[u8]| {
         let id = LeaseId {
             epoch: leases.header.epoch.as_u64(),
             seq: cost,
+            slot: (a >> 40) as u32,
             check: 0,
         };
         let _ = release(leases.header, &leases, id, Micros::new(now));

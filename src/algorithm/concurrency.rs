@@ -52,16 +52,26 @@ pub struct Header {
     pub epoch: Micros,
     /// The number the next lease gets (the first is 1).
     pub next_seq: u64,
+    /// The latest deadline of any lease handed out: the key's TTL after a
+    /// release or renewal, so the key (and its counter) outlives every
+    /// identifier it may still be shown.
+    pub last: Micros,
 }
 
 /// A lease identifier: the key's epoch, the lease's number, and a check
 /// of the key's name (so a lease presented for another key is refused).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct LeaseId {
+    /// The key's epoch, its low 56 bits.
     pub epoch: u64,
     pub seq: u64,
+    /// Where the lease is stored: a release or renewal goes straight to it.
+    pub slot: u32,
     pub check: u16,
 }
+
+/// The bits of the epoch a lease identifier carries.
+pub const EPOCH_MASK: u64 = (1 << 56) - 1;
 
 /// The slots of a key, in place.
 pub trait Leases {
@@ -99,11 +109,13 @@ pub struct Grant {
     pub created: bool,
 }
 
-/// What a release or renew writes: one slot, and the key's new reset.
+/// What a release or renew writes: one slot (and the header's last
+/// deadline), and the key's new TTL.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SlotChange {
     pub index: usize,
     pub slot: Slot,
+    pub last: Micros,
     /// The key's TTL after the change: until the last lease it handed out
     /// (held or released) would have expired.
     pub reset_after: Micros,
@@ -131,11 +143,19 @@ fn held<L: Leases + ?Sized>(leases: &L, now: Micros) -> (u64, Micros) {
     (units, last)
 }
 
-/// The slot holding lease `seq` at `now`.
-fn find<L: Leases + ?Sized>(leases: &L, seq: u64, now: Micros) -> Option<(usize, Slot)> {
-    (0..leases.slots())
-        .map(|i| (i, leases.slot(i)))
-        .find(|(_, s)| s.seq == seq && s.held_at(now))
+/// The slot holding lease `id` at `now`: O(1), the identifier says where.
+fn find<L: Leases + ?Sized>(
+    header: Header,
+    leases: &L,
+    id: LeaseId,
+    now: Micros,
+) -> Option<(usize, Slot)> {
+    let index = id.slot as usize;
+    if id.epoch != header.epoch.as_u64() & EPOCH_MASK || index >= leases.slots() {
+        return None;
+    }
+    let slot = leases.slot(index);
+    (slot.seq == id.seq && slot.held_at(now)).then_some((index, slot))
 }
 
 impl Concurrency {
@@ -191,6 +211,7 @@ impl Concurrency {
         let header = header.unwrap_or(Header {
             epoch: now,
             next_seq: 1,
+            last: now,
         });
         if units.saturating_add(cost) > self.limit {
             decision.retry_after = self.retry_after(leases, units, now, cost);
@@ -210,13 +231,15 @@ impl Concurrency {
         decision.reset_after = last.max(expiry).saturating_sub(now);
         let grant = Grant {
             lease: LeaseId {
-                epoch: header.epoch.as_u64(),
+                epoch: header.epoch.as_u64() & EPOCH_MASK,
                 seq,
+                slot: index as u32,
                 check: self.check,
             },
             header: Header {
                 epoch: header.epoch,
                 next_seq: seq + 1,
+                last: header.last.max(expiry),
             },
             index,
             slot: Slot { expiry, cost, seq },
@@ -258,13 +281,9 @@ pub fn release<L: Leases + ?Sized>(
     id: LeaseId,
     now: Micros,
 ) -> Option<SlotChange> {
-    if id.epoch != header.epoch.as_u64() {
-        return None;
-    }
-    let (index, slot) = find(leases, id.seq, now)?;
-    // The expiry stays: the key lives on until it, keeping its counter.
-    let slot = Slot { cost: 0, ..slot };
-    Some(change(leases, index, slot, now))
+    let (index, slot) = find(header, leases, id, now)?;
+    // The expiry stays: a released slot still tells when its lease ended.
+    Some(change(header, index, Slot { cost: 0, ..slot }, now))
 }
 
 /// Renews lease `id` at `now` to expire `ttl` from now; `None` if it is
@@ -276,25 +295,18 @@ pub fn renew<L: Leases + ?Sized>(
     ttl: Micros,
     now: Micros,
 ) -> Option<SlotChange> {
-    if id.epoch != header.epoch.as_u64() {
-        return None;
-    }
-    let (index, slot) = find(leases, id.seq, now)?;
+    let (index, slot) = find(header, leases, id, now)?;
     let expiry = now.saturating_add(ttl.max(Micros::new(1))).min(MAX_EXPIRY);
-    Some(change(leases, index, Slot { expiry, ..slot }, now))
+    Some(change(header, index, Slot { expiry, ..slot }, now))
 }
 
-/// The change of one slot, with the key's new TTL: until the last lease
-/// it handed out would have expired, released ones included, so the key
-/// (and its counter) outlives every identifier it may still be shown.
-fn change<L: Leases + ?Sized>(leases: &L, index: usize, slot: Slot, now: Micros) -> SlotChange {
-    let last = (0..leases.slots())
-        .map(|i| if i == index { slot } else { leases.slot(i) })
-        .map(|s| s.expiry)
-        .fold(now, Micros::max);
+/// One slot's change; the key lives until the latest deadline handed out.
+fn change(header: Header, index: usize, slot: Slot, now: Micros) -> SlotChange {
+    let last = header.last.max(slot.expiry);
     SlotChange {
         index,
         slot,
+        last,
         reset_after: last.saturating_sub(now),
     }
 }

@@ -1,13 +1,14 @@
 //! The concurrency limit's state and its lease identifiers.
 //!
-//! Layout v1 (tag 0xA9), little-endian: `tag, epoch: u64, next_seq: u64`,
-//! then 16-byte slots `expiry: u56, cost: u24, seq: u48`. A held lease is
-//! one slot, so 16 bytes; an acquire, release or renew writes one slot (and
-//! the 8-byte counter), whatever the limit or the number of leases held.
+//! Layout v1 (tag 0xA9), little-endian: `tag, epoch: u64, next_seq: u64,
+//! last: u64`, then 16-byte slots `expiry: u56, cost: u24, seq: u48`. A
+//! held lease is one slot, so 16 bytes; an acquire, release or renew writes
+//! one slot and 16 header bytes, whatever the limit or the number of leases.
 //!
-//! A lease identifier is 32 lowercase hex digits: epoch (16), seq (12) and
-//! a 16-bit check of the key's name (4), so a lease presented for another
-//! key is told apart from one that is merely unknown.
+//! A lease identifier is 36 lowercase hex digits: epoch (14, its low 56
+//! bits), seq (12), slot (6) and a 16-bit check of the key's name (4), so a
+//! lease presented for another key is told apart from one merely unknown,
+//! and a release finds its slot without a search.
 
 use super::{body, Kind, Patch, StateError};
 use crate::algorithm::concurrency::{
@@ -15,11 +16,11 @@ use crate::algorithm::concurrency::{
 };
 use crate::algorithm::Micros;
 
-/// Tag, epoch, next_seq.
-pub const HEADER_LEN: usize = 1 + 8 + 8;
+/// Tag, epoch, next_seq, last.
+pub const HEADER_LEN: usize = 1 + 8 + 8 + 8;
 pub const SLOT_LEN: usize = 16;
 /// Length of a lease identifier.
-pub const LEASE_LEN: usize = 32;
+pub const LEASE_LEN: usize = 36;
 
 /// A stored state, read in place.
 #[derive(Debug, Clone, Copy)]
@@ -47,6 +48,7 @@ impl<'a> StoredLeases<'a> {
         let corrupt = StateError::Corrupt(Kind::Concurrency);
         let (head, slots) = body.split_at_checked(HEADER_LEN - 1).ok_or(corrupt)?;
         let next_seq = le(&head[8..16]);
+        let last = Micros::new(le(&head[16..24]));
         let count = slots.len() / SLOT_LEN;
         if next_seq == 0 || !slots.len().is_multiple_of(SLOT_LEN) {
             return Err(corrupt);
@@ -58,6 +60,7 @@ impl<'a> StoredLeases<'a> {
             header: Header {
                 epoch: Micros::new(le(&head[0..8])),
                 next_seq,
+                last,
             },
             slots,
         })
@@ -99,6 +102,7 @@ pub fn encode_new(grant: &Grant) -> Vec<u8> {
     out[0] = Kind::Concurrency.tag();
     put_le(&mut out[1..9], grant.header.epoch.as_u64());
     put_le(&mut out[9..17], grant.header.next_seq);
+    put_le(&mut out[17..25], grant.header.last.as_u64());
     let at = slot_offset(grant.index);
     out[at..at + SLOT_LEN].copy_from_slice(&encode_slot(&grant.slot));
     out
@@ -113,12 +117,16 @@ pub fn grant_patch(grant: &Grant) -> Patch {
     ])
 }
 
-/// The in-place write of a release or renewal: one slot.
+/// The in-place write of a release or renewal: the last deadline and one
+/// slot.
 pub fn change_patch(change: &SlotChange) -> Patch {
-    Patch::new(vec![(
-        slot_offset(change.index),
-        encode_slot(&change.slot).to_vec(),
-    )])
+    Patch::new(vec![
+        (17, change.last.as_u64().to_le_bytes().to_vec()),
+        (
+            slot_offset(change.index),
+            encode_slot(&change.slot).to_vec(),
+        ),
+    ])
 }
 
 /// A 16-bit check of a key's name (FNV-1a, folded).
@@ -132,14 +140,15 @@ pub fn key_check(name: &[u8]) -> u16 {
 /// The identifier as clients see it.
 pub fn format_lease(id: &LeaseId) -> String {
     format!(
-        "{:016x}{:012x}{:04x}",
-        id.epoch,
+        "{:014x}{:012x}{:06x}{:04x}",
+        id.epoch & 0xff_ffff_ffff_ffff,
         id.seq & 0xffff_ffff_ffff,
+        id.slot & 0xff_ffff,
         id.check
     )
 }
 
-/// Reads an identifier; `None` unless 32 lowercase hex digits.
+/// Reads an identifier; `None` unless 36 lowercase hex digits.
 pub fn parse_lease(text: &[u8]) -> Option<LeaseId> {
     if text.len() != LEASE_LEN || !text.iter().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')) {
         return None;
@@ -149,9 +158,10 @@ pub fn parse_lease(text: &[u8]) -> Option<LeaseId> {
         u64::from_str_radix(s, 16).ok()
     };
     Some(LeaseId {
-        epoch: hex(0..16)?,
-        seq: hex(16..28)?,
-        check: hex(28..32)? as u16,
+        epoch: hex(0..14)?,
+        seq: hex(14..26)?,
+        slot: hex(26..32)? as u32,
+        check: hex(32..36)? as u16,
     })
 }
 
@@ -188,9 +198,10 @@ mod tests {
     #[test]
     fn malformed_identifiers_and_states() {
         assert_eq!(parse_lease(b"abc"), None);
-        assert_eq!(parse_lease(&[b'G'; 32]), None);
-        assert_eq!(parse_lease(&[b'A'; 32]), None);
-        assert!(parse_lease(&[b'f'; 32]).is_some());
+        assert_eq!(parse_lease(&[b'G'; 36]), None);
+        assert_eq!(parse_lease(&[b'A'; 36]), None);
+        assert_eq!(parse_lease(&[b'f'; 32]), None);
+        assert!(parse_lease(&[b'f'; 36]).is_some());
         let corrupt = Err(StateError::Corrupt(Kind::Concurrency));
         assert_eq!(StoredLeases::decode(&[0xA9, 1]).map(|_| ()), corrupt);
         let mut v = vec![0xA9; HEADER_LEN + 3];
@@ -204,13 +215,14 @@ mod tests {
         #[test]
         fn slots_and_identifiers_round_trip(
             expiry in 0u64..(1 << 56), cost in 0u64..(1 << 24), seq in 0u64..(1 << 48),
-            epoch in any::<u64>(), check in any::<u16>(),
+            epoch in 0u64..(1 << 56), check in any::<u16>(), index in 0u32..(1 << 24),
         ) {
             let slot = Slot { expiry: Micros::new(expiry), cost, seq };
             let mut value = vec![0xA9, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0];
+            value.extend_from_slice(&[0; 8]);
             value.extend_from_slice(&encode_slot(&slot));
             prop_assert_eq!(StoredLeases::decode(&value).unwrap().slot(0), slot);
-            let id = LeaseId { epoch, seq, check };
+            let id = LeaseId { epoch, seq, slot: index, check };
             prop_assert_eq!(parse_lease(format_lease(&id).as_bytes()), Some(id));
         }
 

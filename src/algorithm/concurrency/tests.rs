@@ -29,7 +29,12 @@ impl Key {
     }
 
     fn apply(&mut self, change: Option<SlotChange>) -> bool {
-        change.map(|c| self.slots[c.index] = c.slot).is_some()
+        let Some(c) = change else { return false };
+        self.slots[c.index] = c.slot;
+        if let Some(h) = &mut self.header {
+            h.last = c.last;
+        }
+        true
     }
 
     fn release(&mut self, id: LeaseId, now: Micros) -> bool {
@@ -109,6 +114,7 @@ fn cost_zero_looks_and_the_counter_runs_out() {
     k.header = Some(Header {
         epoch: s(1),
         next_seq: MAX_SEQ + 1,
+        last: s(1),
     });
     let (d, id) = k.acquire(&c, s(1), 1);
     assert!(!d.allowed && id.is_none());
