@@ -58,6 +58,7 @@ unit:
 
 ## Throughput, latency and memory against INCR/SET baselines (see README).
 bench: build
+	cargo build --release --example lease_bench
 	./scripts/bench.sh
 
 ## Replays classic traffic traces against every algorithm; writes an SVG chart.

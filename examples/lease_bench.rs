@@ -1,8 +1,8 @@
-//! Acquire-then-release pairs and memory per held lease: RL.ACQUIRE +
+//! Acquire-then-release pairs and memory per held lease: RL.ACQUIRE and
 //! RL.RELEASE against the sorted-set script (scripts/lua/lease_acquire.lua)
-//! + ZREM, on a running server with the module loaded. Run by
-//! scripts/bench.sh; alone: `cargo run --release --example lease_bench --
-//! PORT [ROUNDS] [PAIRS_PER_CLIENT]`.
+//! and ZREM, on a running server with the module loaded. Run by
+//! scripts/bench.sh; alone:
+//! `cargo run --release --example lease_bench -- PORT [ROUNDS] [PAIRS_PER_CLIENT]`.
 //!
 //! Each client thread sends a pipeline of 16 acquires, then a pipeline of
 //! the 16 releases of what it got (the lease ids come back with the
@@ -13,8 +13,15 @@
 use redis::{Connection, Value};
 use std::time::Instant;
 
-const CLIENTS: usize = 8;
 const PIPELINE: usize = 16;
+
+/// Client threads: CLIENTS in the environment, else 8.
+fn clients() -> usize {
+    std::env::var("CLIENTS")
+        .ok()
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(8)
+}
 const LIMIT: u64 = 1_000;
 const TTL_MS: u64 = 3_600_000;
 
@@ -56,7 +63,7 @@ fn key(thread: usize, n: u64, keyspace: u64) -> String {
 /// Pairs per second over all clients; panics if a release fails.
 fn pairs(port: u16, side: Side, sha: &str, keyspace: u64, per_client: u64) -> f64 {
     let start = Instant::now();
-    let threads: Vec<_> = (0..CLIENTS)
+    let threads: Vec<_> = (0..clients())
         .map(|t| {
             let sha = sha.to_string();
             std::thread::spawn(move || {
@@ -149,6 +156,30 @@ fn memory(port: u16, side: Side, sha: &str, keys: u64, per_key: u64) -> f64 {
     (after - before) as f64 / (keys * per_key) as f64
 }
 
+/// Server time per call of each command since the last CONFIG RESETSTAT.
+fn usec_per_call(c: &mut Connection) -> Vec<(String, f64)> {
+    let info: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query(c)
+        .expect("INFO");
+    info.lines()
+        .filter_map(|l| {
+            let (name, rest) = l.strip_prefix("cmdstat_")?.split_once(':')?;
+            let usec = rest
+                .split(',')
+                .find_map(|f| f.strip_prefix("usec_per_call="))?;
+            Some((name.to_string(), usec.parse().ok()?))
+        })
+        .collect()
+}
+
+fn usec_of(stats: &[(String, f64)], names: &[&str]) -> f64 {
+    names
+        .iter()
+        .map(|n| stats.iter().find(|(s, _)| s == n).map_or(0.0, |s| s.1))
+        .sum()
+}
+
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);
     let n = v.len();
@@ -171,11 +202,18 @@ fn main() {
         .arg(script)
         .query(&mut c)
         .expect("SCRIPT LOAD");
-    println!("\n#### Leases: acquire-then-release pairs ({CLIENTS} clients, pipelines of {PIPELINE}, medians of {rounds} rounds)\n");
-    println!("| keys | RL.ACQUIRE + RL.RELEASE pairs/s | script + ZREM pairs/s | × script |");
-    println!("|---|---:|---:|---:|");
+    println!(
+        "\n#### Leases: acquire-then-release pairs ({} clients, pipelines of {PIPELINE}, medians of {rounds} rounds)\n",
+        clients()
+    );
+    println!("| keys | RL.ACQUIRE + RL.RELEASE pairs/s | script + ZREM pairs/s | × script | server µs per pair: module | script | × script |");
+    println!("|---|---:|---:|---:|---:|---:|---:|");
     for (label, keyspace) in [("one hot key", 1u64), ("100,000 keys", 100_000)] {
         let (mut m, mut s, mut x) = (Vec::new(), Vec::new(), Vec::new());
+        let _: () = redis::cmd("CONFIG")
+            .arg("RESETSTAT")
+            .query(&mut c)
+            .expect("RESETSTAT");
         for _ in 0..rounds {
             let _: () = redis::cmd("FLUSHALL").query(&mut c).expect("FLUSHALL");
             let a = pairs(port, Side::Module, &sha, keyspace, per_client);
@@ -186,11 +224,15 @@ fn main() {
             x.push(a / b);
         }
         let ratio = median(x);
+        let stats = usec_per_call(&mut c);
+        let module_us = usec_of(&stats, &["rl.acquire", "rl.release"]);
+        let script_us = usec_of(&stats, &["evalsha", "zrem"]);
         println!(
-            "| {label} | {:.0} | {:.0} | {ratio:.2} (target ≥ 3: {}) |",
+            "| {label} | {:.0} | {:.0} | {ratio:.2} (target ≥ 3: {}) | {module_us:.2} | {script_us:.2} | {:.2} |",
             median(m),
             median(s),
-            if ratio >= 3.0 { "met" } else { "MISSED" }
+            if ratio >= 3.0 { "met" } else { "MISSED" },
+            script_us / module_us
         );
     }
     println!("\n#### Leases: used_memory per held lease\n");

@@ -76,10 +76,14 @@ impl Leases for StoredLeases<'_> {
         let Some(b) = self.slots.get(i * SLOT_LEN..(i + 1) * SLOT_LEN) else {
             return Slot::default();
         };
+        // Two words, not sixteen bytes: acquires scan every slot.
+        let (lo, hi) = b.split_at(8);
+        let w0 = u64::from_le_bytes(lo.try_into().unwrap_or_default());
+        let w1 = u64::from_le_bytes(hi.try_into().unwrap_or_default());
         Slot {
-            expiry: Micros::new(le(&b[0..7])),
-            cost: le(&b[7..10]),
-            seq: le(&b[10..16]),
+            expiry: Micros::new(w0 & ((1 << 56) - 1)),
+            cost: (w0 >> 56) | ((w1 & 0xffff) << 8),
+            seq: w1 >> 16,
         }
     }
 }
