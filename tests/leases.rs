@@ -412,3 +412,30 @@ fn a_waiter_waits_for_a_release_even_when_the_expiry_is_beyond_its_timeout() {
     let (r, lease) = reply6(redis::from_redis_value(w.recv_response().unwrap()).unwrap());
     assert_eq!((r[0], lease.is_some()), (1, true));
 }
+
+#[test]
+fn a_lease_can_be_released_and_renewed_over_maxmemory() {
+    let server = Server::start();
+    let mut c = server.conn();
+    clock_set(&mut c, T0);
+    let (_, a) = acquire(&mut c, &["RL.ACQUIRE", "k", "1", "1m"]);
+    let a = a.unwrap();
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("maxmemory")
+        .arg(1)
+        .query(&mut c)
+        .unwrap();
+    let err = cmd(&["RL.ACQUIRE", "k2", "1", "1m"])
+        .query::<Value>(&mut c)
+        .unwrap_err();
+    assert_eq!(err.code(), Some("OOM"));
+    assert_eq!(int(&mut c, &["RL.RENEW", "k", &a, "2m"]), 1);
+    assert_eq!(release(&mut c, "k", &a), 1);
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("maxmemory")
+        .arg(0)
+        .query(&mut c)
+        .unwrap();
+}

@@ -123,6 +123,10 @@ fn build_concurrency(v: &Values) -> Result<Policy, Error> {
     )))
 }
 
+/// A release or renewal rewrites bytes already stored, never more: it may
+/// run over `maxmemory` (a lease must be releasable when memory is short).
+const LEASE_FLAGS: &str = "write fast";
+
 /// A decision reads the state and writes it; never on a read-only replica,
 /// never under OOM; one key lookup.
 const DECISION_FLAGS: &str = "write deny-oom fast";
@@ -220,7 +224,7 @@ pub static COMMANDS: [CommandDef; COMMAND_COUNT] = [
             params: &lease::RELEASE_PARAMS,
             optional: 0,
         },
-        flags: DECISION_FLAGS,
+        flags: LEASE_FLAGS,
         summary: "Releases a lease from RL.ACQUIRE; its units go to waiters first.",
         complexity: "O(N) where N is the number of leases held",
         since: "0.1.0",
@@ -232,7 +236,7 @@ pub static COMMANDS: [CommandDef; COMMAND_COUNT] = [
             params: &lease::RENEW_PARAMS,
             optional: 0,
         },
-        flags: DECISION_FLAGS,
+        flags: LEASE_FLAGS,
         summary: "Makes a held lease expire ttl from now.",
         complexity: "O(N) where N is the number of leases held",
         since: "0.1.0",
