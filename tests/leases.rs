@@ -439,3 +439,26 @@ fn a_lease_can_be_released_and_renewed_over_maxmemory() {
         .query(&mut c)
         .unwrap();
 }
+
+#[test]
+fn a_release_keeps_the_key_until_the_latest_deadline_handed_out() {
+    let server = Server::start();
+    let mut c = server.conn();
+    clock_set(&mut c, T0);
+    let (_, a) = acquire(&mut c, &["RL.ACQUIRE", "k", "2", "10s"]);
+    let (_, b) = acquire(&mut c, &["RL.ACQUIRE", "k", "2", "1h"]);
+    assert_eq!(release(&mut c, "k", &a.unwrap()), 1);
+    let ttl = pttl(&mut c, "k");
+    assert!((3_599_000..=3_600_000).contains(&ttl), "{ttl}");
+    assert_eq!(release(&mut c, "k", &b.unwrap()), 1);
+    let ttl = pttl(&mut c, "k");
+    assert!(
+        (3_599_000..=3_600_000).contains(&ttl),
+        "released, still {ttl}"
+    );
+    // A renewal past it moves it on.
+    let (_, d) = acquire(&mut c, &["RL.ACQUIRE", "k", "2", "1s"]);
+    assert_eq!(int(&mut c, &["RL.RENEW", "k", &d.unwrap(), "2h"]), 1);
+    let ttl = pttl(&mut c, "k");
+    assert!((7_199_000..=7_200_000).contains(&ttl), "{ttl}");
+}

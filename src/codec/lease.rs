@@ -115,8 +115,10 @@ pub fn encode_new(grant: &Grant) -> Vec<u8> {
 /// The in-place write of `grant` on an existing key: the counter and one
 /// slot (appended when `index` is past the end).
 pub fn grant_patch(grant: &Grant) -> Patch {
+    let mut counters = grant.header.next_seq.to_le_bytes().to_vec();
+    counters.extend_from_slice(&grant.header.last.as_u64().to_le_bytes());
     Patch::new(vec![
-        (9, grant.header.next_seq.to_le_bytes().to_vec()),
+        (9, counters),
         (slot_offset(grant.index), encode_slot(&grant.slot).to_vec()),
     ])
 }
@@ -197,6 +199,43 @@ mod tests {
         let text = format_lease(&g2.lease);
         assert_eq!(text.len(), LEASE_LEN);
         assert_eq!(parse_lease(text.as_bytes()), Some(g2.lease));
+    }
+
+    #[test]
+    fn what_a_write_replicates_does_not_grow_with_the_leases_held() {
+        let c = Concurrency::new(MAX_CONCURRENCY_LIMIT, Micros::new(1_000_000));
+        let (_, g) = c.acquire(None, &[][..], Micros::new(1), 1);
+        let mut value = encode_new(&g.unwrap());
+        let mut first = None;
+        for i in 2..2_000u64 {
+            let stored = StoredLeases::decode(&value).unwrap();
+            let (_, g) = c.acquire(Some(stored.header), &stored, Micros::new(i), 1);
+            let g = g.unwrap();
+            let patch = grant_patch(&g);
+            let bytes: usize = patch.ranges().iter().map(|r| r.1.len()).sum();
+            assert_eq!(bytes, 16 + SLOT_LEN);
+            patch.apply_to(&mut value);
+            first.get_or_insert(g.lease);
+        }
+        assert_eq!(
+            value.len(),
+            HEADER_LEN + 1_999 * SLOT_LEN,
+            "16 bytes a lease"
+        );
+        let stored = StoredLeases::decode(&value).unwrap();
+        let change = crate::algorithm::concurrency::release(
+            stored.header,
+            &stored,
+            first.unwrap(),
+            Micros::new(5_000),
+        )
+        .unwrap();
+        let bytes: usize = change_patch(&change)
+            .ranges()
+            .iter()
+            .map(|r| r.1.len())
+            .sum();
+        assert_eq!(bytes, 8 + SLOT_LEN);
     }
 
     #[test]
