@@ -462,3 +462,79 @@ fn a_release_keeps_the_key_until_the_latest_deadline_handed_out() {
     let ttl = pttl(&mut c, "k");
     assert!((7_199_000..=7_200_000).contains(&ttl), "{ttl}");
 }
+
+/// Hostile leases and TTLs: every reply is an error that changes nothing,
+/// or 0/1; the server stays up and every key keeps a TTL.
+#[test]
+fn hostile_release_and_renew_arguments_never_crash_or_change_anything_on_error() {
+    use rand::{Rng, SeedableRng};
+    let server = Server::start();
+    let mut c = server.conn();
+    clock_set(&mut c, T0);
+    let (_, a) = acquire(&mut c, &["RL.ACQUIRE", "k", "5", "1h"]);
+    let a = a.unwrap().into_bytes();
+    let _ = decide(&mut c, &["RL.GCRA", "g", "5", "1h"]);
+    let _: () = redis::cmd("RPUSH").arg("l").arg("x").query(&mut c).unwrap();
+    let hostile: &[&[u8]] = &[
+        b"",
+        b"0",
+        b"-1",
+        b"1.5",
+        b"1e3",
+        b"\xff\xfe",
+        b"\r\n",
+        b"9223372036854775807",
+        b"18446744073709551616",
+        b"36501d",
+        b"1ms",
+        b"1h",
+    ];
+    let mut rng = rand::rngs::StdRng::seed_from_u64(13);
+    // Answered 0, 1, an error.
+    let mut answered = [0; 3];
+    for _ in 0..3_000 {
+        let mut lease = a.clone();
+        match rng.gen_range(0..5) {
+            0 => lease = hostile[rng.gen_range(0..hostile.len())].to_vec(),
+            4 => {} // the real lease
+            1 => {
+                let i = rng.gen_range(0..lease.len());
+                lease[i] = rng.gen();
+            }
+            2 => lease.truncate(rng.gen_range(0..lease.len())),
+            _ => lease.push(b'0'),
+        }
+        let key: &[u8] = [&b"k"[..], b"g", b"l", b"none"][rng.gen_range(0..4)];
+        let before = get_bytes_or_type(&mut c, key);
+        let name = ["RL.RELEASE", "RL.RENEW"][rng.gen_range(0..2)];
+        let mut command = redis::cmd(name);
+        command.arg(key).arg(&lease[..]);
+        if name == "RL.RENEW" {
+            command.arg(hostile[rng.gen_range(0..hostile.len())]);
+        }
+        match command.query::<Value>(&mut c) {
+            Ok(Value::Int(n)) => {
+                assert!(n == 0 || n == 1);
+                answered[n as usize] += 1;
+            }
+            Ok(other) => panic!("{other:?}"),
+            Err(e) => {
+                answered[2] += 1;
+                assert!(matches!(e.code(), Some("ERR" | "WRONGTYPE")), "{e}");
+                assert_eq!(get_bytes_or_type(&mut c, key), before, "{e}");
+            }
+        }
+    }
+    let _: () = redis::cmd("PING").query(&mut c).unwrap();
+    assert!(answered.iter().all(|&n| n > 0), "{answered:?}");
+    assert!(pttl(&mut c, "k") > 0);
+}
+
+fn get_bytes_or_type(c: &mut Connection, key: &[u8]) -> Value {
+    let t: String = redis::cmd("TYPE").arg(key).query(c).unwrap();
+    if t == "string" {
+        redis::cmd("GET").arg(key).query(c).unwrap()
+    } else {
+        Value::SimpleString(t)
+    }
+}
