@@ -69,6 +69,7 @@ unit:
 
 ## Throughput, latency and memory against INCR/SET baselines (see README).
 bench: build
+	cargo build --release --example lease_bench
 	./scripts/bench.sh
 
 ## WAIT timeout: retry storms against waiting, 10,000 waiters (issue 12).

@@ -5,6 +5,7 @@
 #   scripts/bench.sh               # speed (interleaved rounds) and memory
 #   BENCH_ONLY=speed scripts/bench.sh
 #   BENCH_ONLY=memory scripts/bench.sh
+#   BENCH_ONLY=leases scripts/bench.sh  # acquire-then-release pairs and bytes per lease
 #   BENCH_ONLY=report scripts/bench.sh  # the speed tables of the last run again
 #
 # Needs only redis-server, redis-cli, redis-benchmark (Redis 7.0+) and the
@@ -332,6 +333,17 @@ memory() {
     }' "$results" | tee "$OUT/memory.md"
 }
 
+# Leases: pairs need the lease id of each acquire, which redis-benchmark
+# cannot pass on, so a small client (examples/lease_bench.rs) drives them:
+# RL.ACQUIRE + RL.RELEASE against scripts/lua/lease_acquire.lua + ZREM, on
+# one hot key and 100,000 keys, and used_memory per held lease.
+leases() {
+    local bin=$PWD/target/release/examples/lease_bench
+    [ -x "$bin" ] || die "$bin is missing: run 'cargo build --release --example lease_bench' (or 'make bench')"
+    cli FLUSHALL >/dev/null
+    "${CLIENT_PIN[@]}" "$bin" "$PORT" "$ROUNDS" | tee "$OUT/leases.md"
+}
+
 {
     echo "Machine: $(nproc) cores, $(awk -F': ' '/model name/ {print $2; exit}' /proc/cpuinfo), $(redis-server --version | awk '{print $3}'); server pinned: ${SERVER_PIN[*]:-no}, client pinned: ${CLIENT_PIN[*]:-no}"
     echo "redis-benchmark -c $CLIENTS -P $PIPELINE -n $REQUESTS (random: -r $KEYSPACE), medians of $ROUNDS interleaved rounds"
@@ -340,10 +352,12 @@ memory() {
 case $BENCH_ONLY in
 speed) speed ;;
 memory) memory ;;
+leases) leases ;;
 report) report_speed "$OUT/speed.tsv" ;; # again, from the last speed run
 all)
     speed
     memory
+    leases
     ;;
-*) die "BENCH_ONLY must be speed, memory or all" ;;
+*) die "BENCH_ONLY must be speed, memory, leases or all" ;;
 esac

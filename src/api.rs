@@ -3,6 +3,9 @@
 //! what `MODULE LOAD` loads; nothing here is a stable library interface.
 
 pub use crate::algorithm::cell::{Cell, CellReply, CellWrite};
+pub use crate::algorithm::concurrency::{
+    release, renew, Concurrency, Header, LeaseId, Leases, Slot, MAX_CONCURRENCY_LIMIT,
+};
 pub use crate::algorithm::fixed_window::{FixedState, FixedWindow};
 pub use crate::algorithm::gcra::Gcra;
 pub use crate::algorithm::schedule::{Schedule, ScheduleError, Tat};
@@ -17,6 +20,7 @@ pub use crate::algorithm::token_bucket::TokenBucket;
 pub use crate::algorithm::{Decision, Micros, RetryAfter, MAX_HORIZON};
 pub use crate::args::{duration, integer};
 pub use crate::codec::cell::{decode_cell_state, encode_cell_state};
+pub use crate::codec::lease::{self as lease_codec, format_lease, parse_lease, StoredLeases};
 pub use crate::codec::{
     decode_tat, encode_tat, sketch as sketch_codec, window, Kind, Mismatch, Patch, StateError,
     TAT_MAX_LEN,

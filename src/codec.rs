@@ -11,9 +11,10 @@
 //!
 //! The window limiters' layouts (RL.SLIDING, RL.FIXED) are in [`window`];
 //! RL.SKETCH's is in [`sketch`]; CL.THROTTLE's (redis-cell's, untagged) is
-//! in [`cell`].
+//! in [`cell`]; the concurrency limit's leases in [`lease`].
 
 pub mod cell;
+pub mod lease;
 pub mod sketch;
 pub mod window;
 
@@ -31,10 +32,12 @@ pub enum Kind {
     Fixed,
     FixedAligned,
     Sketch,
+    /// RL.ACQUIRE's leases (RL.ALL's CONCURRENCY).
+    Concurrency,
 }
 
 impl Kind {
-    pub const ALL: [Kind; 8] = [
+    pub const ALL: [Kind; 9] = [
         Kind::Gcra,
         Kind::Bucket,
         Kind::SlidingLog,
@@ -43,6 +46,7 @@ impl Kind {
         Kind::Fixed,
         Kind::FixedAligned,
         Kind::Sketch,
+        Kind::Concurrency,
     ];
 
     pub const fn tag(self) -> u8 {
@@ -55,6 +59,7 @@ impl Kind {
             Kind::Fixed => 0xA6,
             Kind::FixedAligned => 0xA7,
             Kind::Sketch => 0xA8,
+            Kind::Concurrency => 0xA9,
         }
     }
 
@@ -69,6 +74,7 @@ impl Kind {
             Kind::Fixed => "RL.FIXED",
             Kind::FixedAligned => "RL.FIXED ALIGNED",
             Kind::Sketch => "RL.SKETCH",
+            Kind::Concurrency => "RL.ACQUIRE",
         }
     }
 

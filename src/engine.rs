@@ -3,6 +3,7 @@
 //! admit is any state written (unless DRYRUN), each key with a TTL of its
 //! own decision's reset, all or nothing.
 
+use crate::algorithm::concurrency::LeaseId;
 use crate::algorithm::{Decision, Micros, RetryAfter};
 use crate::codec::StateError;
 use crate::error::Error;
@@ -31,6 +32,18 @@ pub enum Charge {
     /// Look: a request of cost 1, with `remaining` the most admittable
     /// now; never writes.
     Peek,
+}
+
+impl Charge {
+    /// The option that asks for this charge, if one does.
+    pub fn token(self) -> Option<&'static str> {
+        match self {
+            Charge::Force => Some("FORCE"),
+            Charge::Partial => Some("PARTIAL"),
+            Charge::Refund => Some("REFUND"),
+            Charge::Normal | Charge::Peek => None,
+        }
+    }
 }
 
 /// What a call asks for besides its limits.
@@ -92,6 +105,10 @@ pub struct Decided {
     pub decisions: PerLimit<Decision>,
     /// PARTIAL: the units charged to every limit (0 when denied).
     pub granted: Option<u64>,
+    /// Per limit, in key order: `None` for a limit without leases; for a
+    /// concurrency limit, the lease it now holds (`Some(None)` when denied
+    /// or a dry run).
+    pub leases: PerLimit<Option<Option<LeaseId>>>,
 }
 
 /// Decides `request` under `policies` (policy `i` over key `i` of `store`)
@@ -129,12 +146,18 @@ pub fn decide<S: Store>(
         retry_after: RetryAfter::NotNeeded,
         decisions: PerLimit::with_capacity(policies.len()),
         granted,
+        leases: PerLimit::new(),
     };
     let mut writes: PerLimit<Option<StateWrite>> = PerLimit::with_capacity(policies.len());
+    let mut lease_ids: PerLimit<Option<LeaseId>> = PerLimit::with_capacity(policies.len());
     for (key, policy) in policies.iter().enumerate() {
         let stored = store.value(key).map_err(|error| KeyError { key, error })?;
         let cost = request.cost_of(key);
-        let Outcome { decision, write } = match request.charge {
+        let Outcome {
+            decision,
+            write,
+            lease,
+        } = match request.charge {
             Charge::Normal => policy.decide(stored, now, cost),
             // Denied (nothing fits): as a request of one unit.
             Charge::Partial => policy.decide(stored, now, granted.unwrap_or(0).max(1)),
@@ -154,15 +177,22 @@ pub fn decide<S: Store>(
         .map_err(state(key, policy))?;
         decided.add(key, decision);
         writes.push(write);
+        lease_ids.push(lease);
     }
     let writes_state = match request.charge {
         Charge::Normal | Charge::Partial => decided.allowed,
         Charge::Force | Charge::Refund => true,
         Charge::Peek => false,
     };
-    if writes_state && !request.dryrun {
+    let written = writes_state && !request.dryrun;
+    if written {
         write_all(store, &decided.decisions, &writes)?;
     }
+    decided.leases = policies
+        .iter()
+        .zip(lease_ids)
+        .map(|(p, lease)| p.holds_leases().then(|| lease.filter(|_| written)))
+        .collect();
     Ok(decided)
 }
 
@@ -210,6 +240,7 @@ fn peek(policy: &Policy, stored: Option<&[u8]>, now: Micros) -> Result<Outcome, 
     Ok(Outcome {
         decision,
         write: None,
+        lease: None,
     })
 }
 

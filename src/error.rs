@@ -2,6 +2,7 @@
 //! with `ERR` or `WRONGTYPE` and names what is wrong; tests pin the texts.
 
 use crate::algorithm::Micros;
+use crate::codec::lease::LEASE_LEN;
 use crate::codec::{Kind, StateError};
 use crate::limits::MAX_DURATION;
 
@@ -101,6 +102,10 @@ pub enum Error {
     WriteFailed(&'static str),
     /// A panic was caught in a handler; nothing was written.
     Internal(&'static str),
+    /// A lease identifier that RL.ACQUIRE cannot have returned.
+    MalformedLease,
+    /// A lease identifier RL.ACQUIRE returned for another key.
+    LeaseOfAnotherKey,
 }
 
 fn plural(n: usize, one: &str, many: &str) -> String {
@@ -278,6 +283,13 @@ impl std::fmt::Display for Error {
             }
             Error::Internal(cmd) => {
                 write!(f, "ERR internal error in {cmd}; nothing was changed")
+            }
+            Error::MalformedLease => write!(
+                f,
+                "ERR lease must be {LEASE_LEN} lowercase hex digits, as RL.ACQUIRE returns it"
+            ),
+            Error::LeaseOfAnotherKey => {
+                write!(f, "ERR lease was acquired under another key")
             }
         }
     }

@@ -1,6 +1,7 @@
 //! A limit of any algorithm, as one value: what RL.ALL combines and what the
 //! window commands decide through. Pure: bytes in, decision and bytes out.
 
+use crate::algorithm::concurrency::{Concurrency, LeaseId};
 use crate::algorithm::fixed_window::{FixedState, FixedWindow};
 use crate::algorithm::gcra::Gcra;
 use crate::algorithm::schedule::Tat;
@@ -10,6 +11,7 @@ use crate::algorithm::sliding_log::SlidingLog;
 use crate::algorithm::sliding_subwindows::{SlidingSubwindows, SubwindowState};
 use crate::algorithm::token_bucket::TokenBucket;
 use crate::algorithm::{Decision, Micros};
+use crate::codec::lease::{self, StoredLeases};
 use crate::codec::sketch::StoredSketch;
 use crate::codec::window::{self, StoredSlidingLog};
 use crate::codec::{self, Kind, Mismatch, Patch, StateError, TAT_MAX_LEN};
@@ -35,6 +37,8 @@ pub enum Policy {
         sketch: Sketch,
         item: Vec<u8>,
     },
+    /// RL.ACQUIRE; RL.ALL's CONCURRENCY.
+    Concurrency(Concurrency),
 }
 
 /// How a decision changes the stored value.
@@ -69,6 +73,8 @@ impl StateWrite {
 pub struct Outcome {
     pub decision: Decision,
     pub write: Option<StateWrite>,
+    /// The lease an admitted concurrency request holds once written.
+    pub lease: Option<LeaseId>,
 }
 
 impl Policy {
@@ -83,6 +89,7 @@ impl Policy {
             Policy::Fixed(f) if f.aligned() => Kind::FixedAligned,
             Policy::Fixed(_) => Kind::Fixed,
             Policy::Sketch { .. } => Kind::Sketch,
+            Policy::Concurrency(_) => Kind::Concurrency,
         }
     }
 
@@ -97,6 +104,7 @@ impl Policy {
             | Policy::SlidingSubwindows(_)
             | Policy::Fixed(_) => self.kind().name(),
             Policy::Sketch { .. } => "RL.SKETCH",
+            Policy::Concurrency(_) => "RL.ACQUIRE",
         }
     }
 
@@ -128,7 +136,7 @@ impl Policy {
                 let state = stored.map(window::decode_approx).transpose()?;
                 let (decision, new) = a.decide(state, now, cost);
                 let write = new.map(|s| StateWrite::Value(window::encode_approx(&s)));
-                Ok(Outcome { decision, write })
+                Ok(Outcome::of(decision, write))
             }
             Policy::SlidingSubwindows(w) => decide_subwindows(w, stored, now, cost),
             Policy::Fixed(f) => {
@@ -136,11 +144,63 @@ impl Policy {
                 let state = stored.map(|v| decode_fixed(f, v)).transpose()?;
                 let (decision, new) = f.decide(state, now, cost);
                 let write = new.map(|s| StateWrite::Value(window::encode_fixed(kind, &s)));
-                Ok(Outcome { decision, write })
+                Ok(Outcome::of(decision, write))
             }
             Policy::Sketch { sketch, item } => decide_sketch(sketch, item, stored, now, cost),
+            Policy::Concurrency(c) => decide_concurrency(c, stored, now, cost),
         }
     }
+
+    /// Whether an admitted request holds a lease (its reply carries it).
+    pub fn holds_leases(&self) -> bool {
+        matches!(self, Policy::Concurrency(_))
+    }
+
+    /// The policy as it applies to the key named `name` (a concurrency
+    /// limit's leases carry a check of the name).
+    pub fn for_key(self, name: &[u8]) -> Policy {
+        match self {
+            Policy::Concurrency(c) => Policy::Concurrency(c.for_key(lease::key_check(name))),
+            other => other,
+        }
+    }
+}
+
+impl Outcome {
+    fn of(decision: Decision, write: Option<StateWrite>) -> Outcome {
+        Outcome {
+            decision,
+            write,
+            lease: None,
+        }
+    }
+}
+
+/// An acquire writes one slot and the counter in place (a new key whole).
+fn decide_concurrency(
+    c: &Concurrency,
+    stored: Option<&[u8]>,
+    now: Micros,
+    cost: u64,
+) -> Result<Outcome, StateError> {
+    let stored = stored.map(StoredLeases::decode).transpose()?;
+    let (decision, grant) = match &stored {
+        Some(s) => c.acquire(Some(s.header), s, now, cost),
+        None => c.acquire(None, &[][..], now, cost),
+    };
+    let Some(grant) = grant else {
+        return Ok(Outcome::of(decision, None));
+    };
+    let write = if grant.created {
+        StateWrite::Value(lease::encode_new(&grant))
+    } else {
+        StateWrite::Patch(lease::grant_patch(&grant))
+    };
+    Ok(Outcome {
+        decision,
+        write: Some(write),
+        lease: Some(grant.lease),
+    })
 }
 
 /// A fixed window's stored state. Versions before tag 0xA7 stored aligned
@@ -205,7 +265,7 @@ fn decide_sketch(
     let (decision, change) = sketch.decide(found.as_ref(), item, now, cost);
     let write =
         change.map(|c| StateWrite::Patch(codec::sketch::patch(sketch, &c, found.is_none())));
-    Ok(Outcome { decision, write })
+    Ok(Outcome::of(decision, write))
 }
 
 /// The sliding log decides on the stored bytes in place and writes a patch;
@@ -227,20 +287,20 @@ fn decide_sliding_log(
     let Some(value) = stored else {
         let (decision, change) = l.decide(&[][..], now, cost);
         let write = change.map(|c| rewrite(&[], 0, c.added, c.at));
-        return Ok(Outcome { decision, write });
+        return Ok(Outcome::of(decision, write));
     };
     let log = StoredSlidingLog::decode(value)?;
     if log.cap() == cap && log.width() == width {
         let (decision, change) = l.decide(&log, now, cost);
         let write = change.map(|c| StateWrite::Patch(log.patch(&c)));
-        return Ok(Outcome { decision, write });
+        return Ok(Outcome::of(decision, write));
     }
     let mut entries = log.to_vec();
     let keep_from = entries.len().saturating_sub(cap);
     entries.drain(..keep_from);
     let (decision, change) = l.decide(&entries, now, cost);
     let write = change.map(|c| rewrite(&entries, c.expired, c.added, c.at));
-    Ok(Outcome { decision, write })
+    Ok(Outcome::of(decision, write))
 }
 
 /// A sub-window state read for a decision, and the layout it was stored in.
@@ -321,7 +381,7 @@ fn decide_subwindows(
     let loaded = load_subwindows(limiter, stored, now)?;
     let (decision, new) = limiter.decide(Some(&loaded.state), now, cost);
     let write = new.map(|s| write_subwindows(limiter, &loaded, &s));
-    Ok(Outcome { decision, write })
+    Ok(Outcome::of(decision, write))
 }
 
 pub(crate) fn tat_outcome(kind: Kind, decision: Decision, new: Option<Tat>) -> Outcome {
@@ -330,7 +390,7 @@ pub(crate) fn tat_outcome(kind: Kind, decision: Decision, new: Option<Tat>) -> O
         let len = codec::encode_tat(kind, tat, &mut buf);
         StateWrite::Value(buf[..len].to_vec())
     });
-    Outcome { decision, write }
+    Outcome::of(decision, write)
 }
 
 #[cfg(test)]

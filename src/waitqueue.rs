@@ -203,6 +203,18 @@ impl<K: Eq + Hash + Clone, T: Eq + Hash + Clone> Queues<K, T> {
         self.promote(id, due);
     }
 
+    /// Units of `key` were freed (a lease released): the waiter first in
+    /// its line, if it is a head, is due at `at` rather than later.
+    pub fn wake(&mut self, key: &K, at: Micros) {
+        let Some(&front) = self.lines.get(key).and_then(VecDeque::front) else {
+            return;
+        };
+        let due = self.entries.get(&front).and_then(|e| e.due);
+        if due.is_some_and(|due| due > at) {
+            self.set_due(front, at);
+        }
+    }
+
     /// Makes `id` a head due at `due`, if it is first in all its lines.
     fn promote(&mut self, id: u64, due: Micros) {
         let Some(entry) = self.entries.get(&id) else {

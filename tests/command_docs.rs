@@ -96,7 +96,8 @@ const COMMON: &str = "[COST cost:integer] [DRYRUN] [WAIT timeout:string] [(FORCE
 const POLICY: &str = "(GCRA limit:integer period:string [BURST burst:integer] | \
                       BUCKET capacity:integer refill:integer period:string | \
                       SLIDING limit:integer window:string [(EXACT | APPROX | BUCKETS buckets:integer)] | \
-                      FIXED limit:integer window:string [ALIGNED])";
+                      FIXED limit:integer window:string [ALIGNED] | \
+                      CONCURRENCY limit:integer ttl:string)";
 
 #[test]
 fn every_command_documents_its_arguments() {
@@ -130,7 +131,8 @@ fn every_command_documents_its_arguments() {
             format!(
                 "numkeys:integer key:key... ({GCRA} | {BUCKET} | \
                  SLIDING limit:integer window:string {MODE} | \
-                 FIXED limit:integer window:string [ALIGNED])... {COMMON} \
+                 FIXED limit:integer window:string [ALIGNED] | \
+                 CONCURRENCY limit:integer ttl:string)... {COMMON} \
                  [COSTS costs:integer...]"
             ),
         ),
@@ -143,6 +145,13 @@ fn every_command_documents_its_arguments() {
             "rl.clock",
             "[(SET microseconds:integer | ADVANCE microseconds:integer)]".into(),
         ),
+        (
+            "rl.acquire",
+            "key:key limit:integer ttl:string [COST cost:integer] [DRYRUN] [WAIT timeout:string]"
+                .to_string(),
+        ),
+        ("rl.release", "key:key lease:string".into()),
+        ("rl.renew", "key:key lease:string ttl:string".into()),
     ];
     for (command, synopsis) in expected {
         let doc = docs(&mut c, command);

@@ -466,12 +466,12 @@ fn rl_all_refuses_as_a_whole_and_changes_no_key() {
         ),
         (
             all(&["rl:a"], &[&["LEAKY", "1", "1"]], &[]),
-            "ERR syntax error: unknown policy 'LEAKY': expected GCRA, BUCKET, SLIDING or FIXED"
+            "ERR syntax error: unknown policy 'LEAKY': expected GCRA, BUCKET, SLIDING, FIXED or CONCURRENCY"
                 .into(),
         ),
         (
             all(&["rl:a"], &[&["\u{ff}", "1", "1"]], &[]),
-            "ERR syntax error: unknown policy '??': expected GCRA, BUCKET, SLIDING or FIXED".into(),
+            "ERR syntax error: unknown policy '??': expected GCRA, BUCKET, SLIDING, FIXED or CONCURRENCY".into(),
         ),
         (
             all(&["rl:a", "rl:b"], &[&g, &["BUCKET", "1", "1"]], &[]),

@@ -83,7 +83,7 @@ fn peek_reports_what_would_be_admitted_and_changes_nothing() {
         ),
         (
             &[b"RL.PEEK", b"g", b"LEAKY", b"10", b"10s"],
-            "ERR syntax error: unknown policy 'LEAKY': expected GCRA, BUCKET, SLIDING or FIXED",
+            "ERR syntax error: unknown policy 'LEAKY': expected GCRA, BUCKET, SLIDING, FIXED or CONCURRENCY",
         ),
         (
             &[b"RL.PEEK", b"g", b"GCRA", b"0", b"10s"],

@@ -261,7 +261,7 @@ fn errors_are_specific_and_change_nothing() {
         ),
         (
             &[b"RL.ALL", b"1", b"a", b"TOKEN", b"1", b"1"],
-            "ERR syntax error: unknown policy 'TOKEN': expected GCRA, BUCKET, SLIDING or FIXED",
+            "ERR syntax error: unknown policy 'TOKEN': expected GCRA, BUCKET, SLIDING, FIXED or CONCURRENCY",
         ),
         (
             &[b"RL.ALL", b"1", b"a", b"GCRA", b"1"],

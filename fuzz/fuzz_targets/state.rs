@@ -6,8 +6,9 @@
 
 use libfuzzer_sys::fuzz_target;
 use redis_ratelimit::api::{
-    decode_cell_state, decode_tat, encode_tat, sketch_codec, window, FixedWindow, Gcra, Kind,
-    Micros, Policy, Sketch, SlidingApprox, SlidingLog, SlidingSubwindows, StateError, TokenBucket,
+    decode_cell_state, decode_tat, encode_tat, format_lease, parse_lease, release, renew,
+    sketch_codec, window, Concurrency, FixedWindow, Gcra, Kind, LeaseId, Leases, Micros, Policy,
+    Sketch, SlidingApprox, SlidingLog, SlidingSubwindows, StateError, StoredLeases, TokenBucket,
     TAT_MAX_LEN,
 };
 
@@ -40,6 +41,24 @@ fuzz_target!(|data: &[u8]| {
     let _ = window::decode_fixed(stored, Kind::FixedAligned);
     let _ = window::decode_subwindows(stored);
     let _ = sketch_codec::StoredSketch::decode(stored);
+    // The lease decoder: every slot readable; release and renew of any
+    // identifier never panic; an identifier that parses prints back.
+    if let Ok(leases) = StoredLeases::decode(stored) {
+        for i in 0..=leases.slots() {
+            let _ = leases.slot(i);
+        }
+        let id = LeaseId {
+            epoch: leases.header.epoch.as_u64(),
+            seq: cost,
+            slot: (a >> 40) as u32,
+            check: 0,
+        };
+        let _ = release(leases.header, &leases, id, Micros::new(now));
+        let _ = renew(leases.header, &leases, id, Micros::new(a), Micros::new(now));
+    }
+    if let Some(id) = parse_lease(stored) {
+        assert_eq!(format_lease(&id).as_bytes(), stored);
+    }
     // Small and huge limits alike: one from each end of `a`.
     let (limit, period) = (
         (a & 0xffff) + 1,
@@ -66,6 +85,7 @@ fuzz_target!(|data: &[u8]| {
         sketch: Sketch::new(limit, period, 1 + (a >> 40) % 64, 1 + (a >> 46) % 8),
         item: now.to_le_bytes().to_vec(),
     });
+    policies.push(Policy::Concurrency(Concurrency::new(limit, period)));
     for p in policies {
         if let Ok(out) = p.decide(Some(stored), Micros::new(now), cost) {
             let d = out.decision;

@@ -6,6 +6,7 @@
 //! never depends on rounding.
 
 pub mod cell;
+pub mod concurrency;
 pub mod fixed_window;
 pub mod gcra;
 pub mod schedule;

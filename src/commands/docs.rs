@@ -105,7 +105,7 @@ fn param(p: &Param) -> DocArg {
     let kind = match p.parse {
         Parse::Integer { .. } | Parse::CellInteger { .. } => DocType::Integer,
         // A duration is an integer with an optional unit: a string.
-        Parse::Duration | Parse::Bytes => DocType::String,
+        Parse::Duration | Parse::Bytes | Parse::Lease => DocType::String,
     };
     DocArg::new(p.name, kind)
 }
@@ -117,7 +117,7 @@ fn option(o: &Opt) -> DocArg {
         .map_or_else(|| o.token.to_ascii_lowercase(), str::to_string);
     let kind = match o.value {
         Some(Parse::Integer { .. } | Parse::CellInteger { .. }) => DocType::Integer,
-        Some(Parse::Duration | Parse::Bytes) => DocType::String,
+        Some(Parse::Duration | Parse::Bytes | Parse::Lease) => DocType::String,
         None => DocType::PureToken,
     };
     DocArg::new(&name, kind).with_token(o.token)
@@ -239,7 +239,7 @@ mod tests {
             "key:key (GCRA limit:integer period:string [BURST burst:integer] | \
              BUCKET capacity:integer refill:integer period:string | \
              SLIDING limit:integer window:string [(EXACT | APPROX | BUCKETS buckets:integer)] | \
-             FIXED limit:integer window:string [ALIGNED])"
+             FIXED limit:integer window:string [ALIGNED] | CONCURRENCY limit:integer ttl:string)"
         );
         assert_eq!(
             get("cl.throttle"),

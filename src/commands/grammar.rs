@@ -24,6 +24,9 @@ pub enum Parse {
     Duration,
     /// Any bytes, the empty string included (RL.SKETCH's item).
     Bytes,
+    /// A lease identifier as RL.ACQUIRE returns it (checked here, read by
+    /// the handler).
+    Lease,
 }
 
 /// A positional argument.
@@ -71,6 +74,15 @@ impl Param {
         }
     }
 
+    /// A lease identifier ([`Parse::Lease`]).
+    pub const fn lease(name: &'static str) -> Param {
+        Param {
+            name,
+            called: name,
+            parse: Parse::Lease,
+        }
+    }
+
     /// The same argument, named `called` in error messages.
     pub const fn called(self, called: &'static str) -> Param {
         Param { called, ..self }
@@ -89,6 +101,10 @@ fn parse_value(parse: Parse, bytes: &[u8], called: &'static str) -> Result<u64, 
         Parse::CellInteger { min, max } => args::cell_integer(bytes, called, min, max),
         Parse::Duration => args::duration(bytes, called).map(Micros::as_u64),
         Parse::Bytes => Ok(0),
+        Parse::Lease => match crate::codec::lease::parse_lease(bytes) {
+            Some(_) => Ok(0),
+            None => Err(Error::MalformedLease),
+        },
     }
 }
 

@@ -6,6 +6,7 @@ pub mod clock;
 pub mod definition;
 pub mod docs;
 pub mod grammar;
+pub mod lease;
 pub mod policy_command;
 pub mod rl_all;
 pub mod rl_peek;

@@ -1,6 +1,7 @@
-//! `RL.GCRA`, `RL.BUCKET`, `RL.SLIDING` and `RL.FIXED`: `key`, one policy's
-//! arguments and options, and the common options (`COST n`, `DRYRUN`,
-//! `WAIT timeout`, `FORCE`, `PARTIAL`, `REFUND n`).
+//! `RL.GCRA`, `RL.BUCKET`, `RL.SLIDING`, `RL.FIXED`, `RL.SKETCH` and
+//! `RL.ACQUIRE`: `key`, one policy's arguments and options, and the common
+//! options (`COST n`, `DRYRUN`, `WAIT timeout`, `FORCE`, `PARTIAL`,
+//! `REFUND n`) that the policy takes.
 
 use super::definition::{CommandDef, Grammar};
 use super::Verdict;
@@ -17,6 +18,7 @@ pub fn run(command: &CommandDef, ctx: Ctx, args: &[Arg]) -> Result<Verdict, Erro
         return Err(Error::Arity(command.name));
     };
     let (policy, request) = definition.parse_command(rest, command.name)?;
+    let policy = policy.for_key(key.as_ref());
     let outcome = wait::decide(
         ctx,
         command.index(),
@@ -29,7 +31,6 @@ pub fn run(command: &CommandDef, ctx: Ctx, args: &[Arg]) -> Result<Verdict, Erro
     let Outcome::Reply(decided) = outcome else {
         return Ok(Verdict::Waiting);
     };
-    let decision = &decided.decisions[0];
-    reply::decision(ctx, decision, decided.granted);
-    Ok(Verdict::of(decision.allowed))
+    reply::decision(ctx, &decided);
+    Ok(Verdict::of(decided.allowed))
 }

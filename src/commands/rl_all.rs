@@ -52,6 +52,7 @@ pub fn parse<A: AsRef<[u8]>>(policies_allowed: &Policies, args: &[A]) -> Result<
     let numkeys = args::integer(numkeys.as_ref(), "numkeys", 1, max_keys)? as usize;
     let mut tail = rest.get(numkeys..).unwrap_or(&[]);
     let mut policies = Vec::with_capacity(numkeys);
+    let mut refused: Vec<&'static str> = Vec::new();
     while policies.len() < numkeys {
         let definition = match tail.first() {
             Some(word) => match policy_named(policies_allowed, word.as_ref()) {
@@ -65,6 +66,7 @@ pub fn parse<A: AsRef<[u8]>>(policies_allowed: &Policies, args: &[A]) -> Result<
         };
         let (policy, used) = definition.parse_prefix(&tail[1..])?;
         policies.push(policy);
+        refused.extend(definition.refuses);
         tail = tail.get(1 + used..).unwrap_or(&[]);
     }
     let extra = tail
@@ -81,6 +83,18 @@ pub fn parse<A: AsRef<[u8]>>(policies_allowed: &Policies, args: &[A]) -> Result<
     }
     let (tail, per_key) = take_costs(tail, numkeys)?;
     let request = parse_common_with(&tail, per_key)?;
+    // A common option one of the policies does not take (CONCURRENCY takes
+    // no FORCE, PARTIAL or REFUND).
+    if let Some(token) = request.charge.token().filter(|t| refused.contains(t)) {
+        let with = policies_allowed
+            .iter()
+            .find(|p| p.refuses.contains(&token))
+            .map_or(NAME, |p| p.keyword);
+        return Err(Error::Combination {
+            option: token,
+            with,
+        });
+    }
     Ok(Call {
         numkeys,
         policies,
@@ -158,12 +172,15 @@ pub fn run(command: &CommandDef, ctx: Ctx, args: &[Arg]) -> Result<Verdict, Erro
     if let Some((first, again)) = repeated_key(keys) {
         return Err(Error::RepeatedKey { first, again });
     }
+    let policies: Vec<Policy> = (call.policies.into_iter().zip(keys))
+        .map(|(p, k)| p.for_key(k.as_ref()))
+        .collect();
     let outcome = wait::decide(
         ctx,
         command.index(),
         Shape::All,
         keys,
-        &call.policies,
+        &policies,
         call.request,
     )
     .map_err(|e| Error::InKey {
@@ -218,7 +235,7 @@ mod tests {
         );
         assert_eq!(
             msg(&["1", "a", "LEAKY", "1", "1"]),
-            "ERR syntax error: unknown policy 'LEAKY': expected GCRA, BUCKET, SLIDING or FIXED"
+            "ERR syntax error: unknown policy 'LEAKY': expected GCRA, BUCKET, SLIDING, FIXED or CONCURRENCY"
         );
         assert_eq!(
             msg(&["1", "a", "GCRA", "1"]),

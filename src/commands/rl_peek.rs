@@ -43,9 +43,11 @@ pub fn run(command: &CommandDef, ctx: Ctx, args: &[Arg]) -> Result<Verdict, Erro
         charge: Charge::Peek,
         ..Request::default()
     };
-    let decided = engine::decide(&mut store, slice::from_ref(&policy), clock::now(), request)
+    let mut decided = engine::decide(&mut store, slice::from_ref(&policy), clock::now(), request)
         .map_err(|e| e.error)?;
-    reply::decision(ctx, &decided.decisions[0], None);
+    // A look holds no lease: the five fields only.
+    decided.leases.clear();
+    reply::decision(ctx, &decided);
     Ok(Verdict::Other)
 }
 
@@ -72,7 +74,7 @@ mod tests {
         );
         assert_eq!(
             msg(&["LEAKY", "1", "1s"]),
-            "ERR syntax error: unknown policy 'LEAKY': expected GCRA, BUCKET, SLIDING or FIXED"
+            "ERR syntax error: unknown policy 'LEAKY': expected GCRA, BUCKET, SLIDING, FIXED or CONCURRENCY"
         );
         assert_eq!(
             msg(&["FIXED", "1"]),

@@ -4,7 +4,8 @@
 
 use super::definition::{CommandDef, Grammar};
 use super::grammar::{Opt, Param, PolicyDef, Values};
-use super::{clock, policy_command, rl_all, rl_peek, throttle};
+use super::{clock, lease, policy_command, rl_all, rl_peek, throttle};
+use crate::algorithm::concurrency::{Concurrency, MAX_CONCURRENCY_LIMIT};
 use crate::algorithm::fixed_window::FixedWindow;
 use crate::algorithm::gcra::Gcra;
 use crate::algorithm::sketch::{
@@ -20,7 +21,7 @@ use crate::limits::MAX_COUNT;
 use crate::policy::Policy;
 
 /// The policy of every single-key decision command and of RL.ALL.
-pub const POLICIES: [&PolicyDef; 4] = [&GCRA, &BUCKET, &SLIDING, &FIXED];
+pub const POLICIES: [&PolicyDef; 5] = [&GCRA, &BUCKET, &SLIDING, &FIXED, &CONCURRENCY];
 
 pub const GCRA: PolicyDef = PolicyDef {
     keyword: "GCRA",
@@ -137,6 +138,31 @@ fn build_sketch(v: &Values) -> Result<Policy, Error> {
     })
 }
 
+/// RL.ACQUIRE's and RL.ALL's CONCURRENCY: `limit` units held at once,
+/// each lease for `ttl`.
+pub const CONCURRENCY: PolicyDef = PolicyDef {
+    keyword: "CONCURRENCY",
+    params: &[
+        Param::integer("limit", 1, MAX_CONCURRENCY_LIMIT),
+        Param::duration("ttl"),
+    ],
+    options: &[],
+    // A lease is held or not: no debts, partial holds or refunds.
+    refuses: &["FORCE", "PARTIAL", "REFUND"],
+    build: build_concurrency,
+};
+
+fn build_concurrency(v: &Values) -> Result<Policy, Error> {
+    Ok(Policy::Concurrency(Concurrency::new(
+        v.param(0),
+        v.duration(1),
+    )))
+}
+
+/// A release or renewal rewrites bytes already stored, never more: it may
+/// run over `maxmemory` (a lease must be releasable when memory is short).
+const LEASE_FLAGS: &str = "write fast";
+
 /// A decision reads the state and writes it; never on a read-only replica,
 /// never under OOM; one key lookup.
 const DECISION_FLAGS: &str = "write deny-oom fast";
@@ -153,7 +179,7 @@ const CLOCK_CATEGORIES: &str = "fast admin dangerous";
 
 /// How many commands there are: the length of [`COMMANDS`] and of every
 /// per-command table derived from it.
-pub const COMMAND_COUNT: usize = 9;
+pub const COMMAND_COUNT: usize = 12;
 
 pub static COMMANDS: [CommandDef; COMMAND_COUNT] = [
     CommandDef {
@@ -258,6 +284,43 @@ pub static COMMANDS: [CommandDef; COMMAND_COUNT] = [
         complexity: "O(1)",
         since: "0.1.0",
         run: clock::run,
+    },
+    CommandDef {
+        name: "RL.ACQUIRE",
+        grammar: Grammar::Policy(&CONCURRENCY),
+        flags: DECISION_FLAGS,
+        acl_categories: DECISION_SLOW,
+        summary: "Acquires a lease on COST of limit units held at once, for ttl or until released.",
+        complexity: "O(N) where N is the number of leases held",
+        since: "0.1.0",
+        run: policy_command::run,
+    },
+    CommandDef {
+        name: "RL.RELEASE",
+        grammar: Grammar::Positional {
+            params: &lease::RELEASE_PARAMS,
+            optional: 0,
+        },
+        flags: LEASE_FLAGS,
+        acl_categories: DECISION_FAST,
+        summary: "Releases a lease from RL.ACQUIRE; its units go to waiters first.",
+        // The lease names its slot.
+        complexity: "O(1)",
+        since: "0.1.0",
+        run: lease::release,
+    },
+    CommandDef {
+        name: "RL.RENEW",
+        grammar: Grammar::Positional {
+            params: &lease::RENEW_PARAMS,
+            optional: 0,
+        },
+        flags: LEASE_FLAGS,
+        acl_categories: DECISION_FAST,
+        summary: "Makes a held lease expire ttl from now.",
+        complexity: "O(1)",
+        since: "0.1.0",
+        run: lease::renew,
     },
 ];
 

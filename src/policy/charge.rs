@@ -52,7 +52,7 @@ impl Policy {
             Some(_) if decision.reset_after == Micros::ZERO => Some(StateWrite::Delete),
             other => other,
         };
-        Ok(Outcome { decision, write })
+        Ok(Outcome::of(decision, write))
     }
 
     fn refund_write(
@@ -91,8 +91,9 @@ impl Policy {
                 })
             }
             // RL.SKETCH's grammar refuses REFUND: lowering counters that
-            // other items share could under-count them. Nothing changes.
-            Policy::Sketch { .. } => None,
+            // other items share could under-count them; a lease is released,
+            // not refunded. Nothing changes.
+            Policy::Sketch { .. } | Policy::Concurrency(_) => None,
         })
     }
 
@@ -120,7 +121,7 @@ impl Policy {
             },
             ..self.decide(after.as_deref(), now, 0)?.decision
         };
-        Ok(Outcome { decision, write })
+        Ok(Outcome::of(decision, write))
     }
 
     fn force_write(
@@ -163,9 +164,10 @@ impl Policy {
                 let from = kept.len().saturating_sub(l.limit() as usize);
                 Some(encode_log(l, &kept[from..]))
             }
-            // RL.SKETCH's grammar refuses FORCE: a debt in a shared counter
-            // is every colliding item's debt.
-            Policy::Sketch { .. } => None,
+            // The grammar refuses FORCE for both: a debt in a sketch's shared
+            // counter is every colliding item's debt, and a lease is held or
+            // not.
+            Policy::Sketch { .. } | Policy::Concurrency(_) => None,
         };
         write.ok_or(ForceError::TooLarge)
     }

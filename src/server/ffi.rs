@@ -84,6 +84,18 @@ pub fn reply_bool(ctx: Ctx, b: bool) {
     unsafe { api!(RedisModule_ReplyWithBool)(ctx.0, c_int::from(b)) };
 }
 
+/// A bulk string reply.
+pub fn reply_bulk(ctx: Ctx, bytes: &[u8]) {
+    // SAFETY: as above; Redis copies `len` bytes from the pointer.
+    unsafe { api!(RedisModule_ReplyWithStringBuffer)(ctx.0, bytes.as_ptr().cast(), bytes.len()) };
+}
+
+/// A nil reply (RESP3 null).
+pub fn reply_null(ctx: Ctx) {
+    // SAFETY: as above.
+    unsafe { api!(RedisModule_ReplyWithNull)(ctx.0) };
+}
+
 /// A bulk string reply from a static, NUL-terminated name.
 pub fn reply_name(ctx: Ctx, name: &CStr) {
     // SAFETY: as above; `name` is NUL-terminated.

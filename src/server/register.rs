@@ -31,7 +31,7 @@ extern "C" fn call<const I: usize>(
 /// compile).
 const CALLS: [CommandFn; COMMAND_COUNT] = [
     call::<0>, call::<1>, call::<2>, call::<3>, call::<4>, call::<5>, call::<6>, call::<7>,
-    call::<8>,
+    call::<8>, call::<9>, call::<10>, call::<11>,
 ];
 
 /// Answers a keys-position request, or runs the command so that no panic

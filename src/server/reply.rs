@@ -1,11 +1,14 @@
 //! The decision reply, the same for every RL.* command.
 //!
 //! RESP2: `[allowed (1|0), limit, remaining, retry_after_ms, reset_after_ms]`.
-//! RESP3: a map with those names, `allowed` a boolean.
+//! RESP3: a map with those names, `allowed` a boolean. A concurrency
+//! limit's adds `lease` (a bulk string, nil when none is held).
 
 use super::ffi::{self, Ctx};
 use crate::algorithm::cell::CellReply;
+use crate::algorithm::concurrency::LeaseId;
 use crate::algorithm::{Decision, RetryAfter};
+use crate::codec::lease::format_lease;
 use crate::engine::Decided;
 
 /// A decision in reply units: milliseconds, -1 for "no wait" and "never".
@@ -68,15 +71,27 @@ pub fn all(ctx: Ctx, decided: &Decided) {
         ffi::reply_int(ctx, blocked_by);
         ffi::reply_int(ctx, retry_after_ms);
     }
-    for d in decisions {
-        decision_in(ctx, resp3, d, decided.granted);
+    for (i, d) in decisions.iter().enumerate() {
+        decision_in(ctx, resp3, d, decided.granted, lease_of(decided, i));
     }
 }
 
-/// Replies with one decision in the caller's protocol; PARTIAL adds the
-/// units `granted`.
-pub fn decision(ctx: Ctx, d: &Decision, granted: Option<u64>) {
-    decision_in(ctx, ffi::is_resp3(ctx), d, granted);
+fn lease_of(decided: &Decided, i: usize) -> Option<Option<LeaseId>> {
+    decided.leases.get(i).copied().flatten()
+}
+
+/// Replies with a single-key command's decision in the caller's protocol:
+/// PARTIAL adds the units `granted`, a concurrency limit its lease.
+pub fn decision(ctx: Ctx, decided: &Decided) {
+    if let Some(d) = decided.decisions.first() {
+        decision_in(
+            ctx,
+            ffi::is_resp3(ctx),
+            d,
+            decided.granted,
+            lease_of(decided, 0),
+        );
+    }
 }
 
 /// CL.THROTTLE's reply: five integers, as redis-cell sends them.
@@ -94,10 +109,17 @@ pub fn int(ctx: Ctx, n: i64) {
 }
 
 /// Writes one decision (the whole reply, or one element of a larger one):
-/// five fields, six with `granted`.
-fn decision_in(ctx: Ctx, resp3: bool, d: &Decision, granted: Option<u64>) {
+/// five fields, then `granted` (PARTIAL) and `lease` (a concurrency limit's,
+/// nil if none) where they apply.
+fn decision_in(
+    ctx: Ctx,
+    resp3: bool,
+    d: &Decision,
+    granted: Option<u64>,
+    lease: Option<Option<LeaseId>>,
+) {
     let f = Fields::from(d);
-    let fields = 5 + usize::from(granted.is_some());
+    let fields = 5 + usize::from(granted.is_some()) + usize::from(lease.is_some());
     if resp3 {
         ffi::reply_map(ctx, fields);
         ffi::reply_name(ctx, c"allowed");
@@ -123,6 +145,15 @@ fn decision_in(ctx: Ctx, resp3: bool, d: &Decision, granted: Option<u64>) {
         ffi::reply_int(ctx, f.reset_after_ms);
         if let Some(granted) = granted {
             ffi::reply_int(ctx, to_i64(granted));
+        }
+    }
+    if let Some(lease) = lease {
+        if resp3 {
+            ffi::reply_name(ctx, c"lease");
+        }
+        match lease {
+            Some(id) => ffi::reply_bulk(ctx, format_lease(&id).as_bytes()),
+            None => ffi::reply_null(ctx),
         }
     }
 }

@@ -228,6 +228,20 @@ fn block(ctx: Ctx) -> *mut raw::RedisModuleBlockedClient {
     }
 }
 
+/// A release freed units of `key`: whoever is first in its line is
+/// decided now, before the release replies.
+pub fn key_freed(ctx: Ctx, key: &Arg) {
+    if WAITING.load(Relaxed) == 0 {
+        return;
+    }
+    let name: KeyName = (selected_db(ctx), key.as_ref().to_vec());
+    with_state(|state| {
+        let now = clock::now();
+        state.queues.wake(&name, now);
+        process(ctx, state, now, now);
+    });
+}
+
 /// The limiter clock moved from `from` to `to` (manual mode): admits and
 /// times out whoever is due, before RL.CLOCK replies.
 pub fn clock_moved(ctx: Ctx, from: Micros, to: Micros) {
@@ -379,7 +393,7 @@ extern "C" fn on_reply(
 
 fn send(ctx: Ctx, shape: Shape, command: usize, result: &Result<Decided, KeyError>) {
     match (result, shape) {
-        (Ok(d), Shape::One) => reply::decision(ctx, &d.decisions[0], d.granted),
+        (Ok(d), Shape::One) => reply::decision(ctx, d),
         (Ok(d), Shape::All) => reply::all(ctx, d),
         (Err(e), Shape::One) => ffi::reply_error(ctx, &e.error.to_string()),
         (Err(e), Shape::All) => {

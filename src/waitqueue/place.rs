@@ -113,6 +113,10 @@ impl<K: Eq + Hash + Clone, T: Eq + Hash + Clone> Queues<K, T> {
         request: Request,
     ) -> Result<Arrival, KeyError> {
         let timeout = request.wait.filter(|_| !request.dryrun);
+        // A lease may be released before it expires: a request on a
+        // concurrency limit waits out its timeout even when the expiries
+        // it would wait for lie beyond it.
+        let releasable = policies.iter().any(Policy::holds_leases);
         let plain = Request {
             wait: None,
             ..request.clone()
@@ -120,7 +124,9 @@ impl<K: Eq + Hash + Clone, T: Eq + Hash + Clone> Queues<K, T> {
         if !keys.iter().any(|k| self.has_waiters(k)) {
             let decided = keyspace.decide(keys, policies, now, plain)?;
             return Ok(match (timeout, decided.retry_after) {
-                (Some(t), RetryAfter::After(wait)) if !decided.allowed && wait <= t => {
+                (Some(t), RetryAfter::After(wait))
+                    if !decided.allowed && (wait <= t || releasable) =>
+                {
                     Arrival::Wait {
                         due: now.saturating_add(wait),
                     }
@@ -171,7 +177,7 @@ impl<K: Eq + Hash + Clone, T: Eq + Hash + Clone> Queues<K, T> {
             token: (),
         };
         let placed = self.simulate(&mut snapshot.clone(), &component, Some(me(deadline)), now);
-        if timeout.is_some() && placed.contains_key(&None) {
+        if timeout.is_some() && (placed.contains_key(&None) || releasable) {
             return Ok(Arrival::Wait { due: now });
         }
         let after_queue = match (timeout, placed.get(&None)) {

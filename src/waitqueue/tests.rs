@@ -405,3 +405,61 @@ fn release_all_denies_everyone_and_writes_nothing() {
     assert!(q.is_empty());
     assert_eq!(ks.values, before);
 }
+
+/// Two units, leases of an hour.
+fn concurrency() -> Policy {
+    Policy::Concurrency(crate::algorithm::concurrency::Concurrency::new(
+        2,
+        Micros::new(3_600 * S),
+    ))
+}
+
+#[test]
+fn a_released_lease_wakes_the_first_waiter_at_once_in_arrival_order() {
+    let (mut q, mut ks) = (Q::new(), Ks::default());
+    let first = arrive(&mut q, &mut ks, &["k"], concurrency(), T0, req(2, None), 0).unwrap();
+    assert!(first.allowed);
+    let lease = first.leases[0].flatten().unwrap();
+    // Both wait although the hour is beyond their timeouts: a release may
+    // come first. The second asks for one unit, the first for two.
+    assert!(arrive(
+        &mut q,
+        &mut ks,
+        &["k"],
+        concurrency(),
+        T0,
+        req(2, Some(S)),
+        1
+    )
+    .is_none());
+    assert!(arrive(
+        &mut q,
+        &mut ks,
+        &["k"],
+        concurrency(),
+        at(1),
+        req(1, Some(S)),
+        2
+    )
+    .is_none());
+    // The head is due at the hour; nothing happens before.
+    assert!(q.process(&mut ks, at(1), at(10)).is_empty());
+    // Released behind the queue's back, then the line is woken.
+    let value = ks.values.get("k").unwrap().clone();
+    let stored = crate::codec::lease::StoredLeases::decode(&value).unwrap();
+    let change =
+        crate::algorithm::concurrency::release(stored.header, &stored, lease, at(20)).unwrap();
+    let mut v = value.clone();
+    crate::codec::lease::change_patch(&change).apply_to(&mut v);
+    ks.values.insert("k", v);
+    q.wake(&"k", at(20));
+    let events = q.process(&mut ks, at(20), at(20));
+    // First come, first served: 1 (two units) before 2 (one unit, which
+    // must then wait for a release or an expiry).
+    assert_eq!(admitted(&events), [(1, at(20))]);
+    assert_eq!(q.len(), 1);
+    // 2 gives up at its deadline.
+    let events = q.process(&mut ks, at(20), at(S + 1));
+    assert!(matches!(events[0].resolution, Resolution::TimedOut(_)));
+    assert!(q.is_empty());
+}

@@ -305,6 +305,7 @@ const ALL_POLICIES: &[fn(&mut StdRng, Windows) -> Vec<String>] = &[
             s("ALIGNED"),
         ]
     },
+    |rng, w| vec![s("CONCURRENCY"), s(rng.gen_range(1..8)), w.duration(rng)],
 ];
 
 fn all(rng: &mut StdRng, key: &str, w: Windows) -> Vec<String> {
@@ -316,6 +317,28 @@ fn all(rng: &mut StdRng, key: &str, w: Windows) -> Vec<String> {
     }
     all_options(rng, n, &mut call);
     call
+}
+
+fn acquire(rng: &mut StdRng, key: &str, w: Windows) -> Vec<String> {
+    let mut call = vec![
+        s("RL.ACQUIRE"),
+        s(key),
+        s(rng.gen_range(1..5)),
+        w.duration(rng),
+    ];
+    common_options(rng, &mut call);
+    call
+}
+
+/// The lease of an admitted RL.ACQUIRE reply.
+fn lease_of(v: &Value) -> Option<String> {
+    match v {
+        Value::Array(items) if items.len() == 6 => match &items[5] {
+            Value::BulkString(b) => String::from_utf8(b.clone()).ok(),
+            _ => None,
+        },
+        _ => None,
+    }
 }
 
 fn fixed_all(key: &str, limit: u64) -> Vec<String> {
@@ -403,6 +426,13 @@ pub const FAMILIES: &[Family] = &[
         peek: &["DRYRUN"],
     },
     Family {
+        prefix: "lease",
+        build: acquire,
+        admitted: rl_admitted,
+        fixed: |key, limit| vec![s("RL.ACQUIRE"), s(key), s(limit), s("1h")],
+        peek: &["DRYRUN"],
+    },
+    Family {
         prefix: "all",
         build: all,
         admitted: rl_admitted,
@@ -442,6 +472,9 @@ pub struct Workload {
     pub hash_tag: Option<String>,
     /// Outcomes so far, by family prefix.
     pub by_family: std::collections::BTreeMap<&'static str, Tally>,
+    /// Leases handed out (key, lease), some of which later calls release
+    /// or renew.
+    pub leases: Vec<(String, String)>,
 }
 
 impl Workload {
@@ -454,6 +487,7 @@ impl Workload {
             max_step_us: 3_000_000,
             hash_tag: None,
             by_family: Default::default(),
+            leases: Vec::new(),
         }
     }
 
@@ -492,13 +526,20 @@ impl Workload {
                     pipe.cmd("RL.CLOCK").arg("ADVANCE").arg(step);
                     families.push(None);
                 }
+                if let Some(call) = self.lease_call() {
+                    pipe.cmd(&call[0]).arg(&call[1..]);
+                    families.push(None);
+                }
                 let (call, family) = self.next_call();
                 pipe.cmd(&call[0]).arg(&call[1..]);
-                families.push(Some(family));
+                families.push(Some((family, call[1].clone())));
             }
             let replies: Vec<Value> = pipe.query(c).expect("workload pipeline");
             for (reply, family) in replies.iter().zip(families) {
-                if let Some(family) = family {
+                if let Some((family, key)) = family {
+                    if let Some(lease) = lease_of(reply) {
+                        self.leases.push((key, lease));
+                    }
                     let admitted = (family.admitted)(reply);
                     tally.count(admitted);
                     self.by_family
@@ -513,6 +554,26 @@ impl Workload {
 }
 
 impl Workload {
+    /// Sometimes an RL.RELEASE or RL.RENEW of a lease handed out earlier
+    /// (held, expired or already released).
+    fn lease_call(&mut self) -> Option<Vec<String>> {
+        if self.leases.is_empty() || !self.rng.gen_bool(0.1) {
+            return None;
+        }
+        let i = self.rng.gen_range(0..self.leases.len());
+        let (key, lease) = if self.rng.gen_bool(0.7) {
+            self.leases.swap_remove(i)
+        } else {
+            self.leases[i].clone()
+        };
+        Some(if self.rng.gen_bool(0.6) {
+            vec![s("RL.RELEASE"), key, lease]
+        } else {
+            let ttl = self.windows.duration(&mut self.rng);
+            vec![s("RL.RENEW"), key, lease, ttl]
+        })
+    }
+
     /// Asserts that every family has had admitted and denied requests.
     pub fn assert_both_outcomes(&self) {
         for f in FAMILIES {
@@ -559,6 +620,17 @@ pub fn assert_same_state(
     after: &[(Vec<u8>, Vec<u8>, i64)],
     what: &str,
 ) {
+    if before.len() != after.len() {
+        let a: std::collections::BTreeSet<_> = after.iter().map(|k| k.0.clone()).collect();
+        for b in before.iter().filter(|b| !a.contains(&b.0)) {
+            eprintln!(
+                "MISSING {:?} {:?} {}",
+                String::from_utf8_lossy(&b.0),
+                b.1,
+                b.2
+            );
+        }
+    }
     assert_eq!(before.len(), after.len(), "{what}: key count");
     for (b, a) in before.iter().zip(after) {
         assert_eq!(b, a, "{what}: key {}", String::from_utf8_lossy(&b.0));

@@ -42,9 +42,15 @@ impl Reply {
         }
     }
 
+    /// The integers of a decision (a concurrency limit's lease, a bulk
+    /// string or nil after them, is left out).
     pub fn ints(&self) -> Vec<i64> {
         match self {
-            Reply::Array(Some(items)) => items.iter().map(Reply::int).collect(),
+            Reply::Array(Some(items)) => items
+                .iter()
+                .filter(|r| !matches!(r, Reply::Bulk(_)))
+                .map(Reply::int)
+                .collect(),
             other => panic!("expected an array of integers, got {other:?}"),
         }
     }
@@ -502,6 +508,24 @@ const SKETCH_CORRUPT: &[&[u8]] = &[
     &sketch_value::<26>(1, 262_145, 1_000_000, 0),
 ];
 
+/// Values under the lease tag that are not its layout: a short header, a
+/// zero counter, a partial slot, more slots than any limit allows.
+const LEASES_CORRUPT: &[&[u8]] = &[
+    &[0xA9],
+    &[0xA9, 1, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0],
+    &[0xA9, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0],
+    &[
+        0xA9, 1, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 1, 2, 3,
+    ],
+];
+
+/// RL.ACQUIRE's state, directly or through RL.ALL.
+const LEASES: State = State::Tagged {
+    tag: 0xA9,
+    name: "RL.ACQUIRE",
+    corrupt: LEASES_CORRUPT,
+};
+
 /// Every command the module has, in every mode, with valid arguments.
 /// The clock shapes assume the manual clock stands at [`T0`].
 pub const SHAPES: &[Shape] = &[
@@ -912,6 +936,34 @@ pub const SHAPES: &[Shape] = &[
             corrupt: SKETCH_CORRUPT,
         },
     },
+    Shape {
+        name: "RL.ACQUIRE",
+        arity_name: "rl.acquire",
+        prefix: &[],
+        infix: &[],
+        fixed: &[("10", count("limit", 1, 100_000)), ("1d", duration("ttl"))],
+        required: 2,
+        min_arity: 4,
+        short: None,
+        tail: &[],
+        options: &[COST, DRYRUN, WAIT],
+        extra: Extra::UnknownOption,
+        state: LEASES,
+    },
+    Shape {
+        name: "RL.ALL",
+        arity_name: "rl.all",
+        prefix: &["1"],
+        infix: &["CONCURRENCY"],
+        fixed: &[("10", count("limit", 1, 100_000)), ("1d", duration("ttl"))],
+        required: 2,
+        min_arity: 6,
+        short: None,
+        tail: &[],
+        options: &[COST, DRYRUN, WAIT],
+        extra: Extra::UnknownOption,
+        state: LEASES,
+    },
 ];
 
 /// The state kinds by tag, as errors name them.
@@ -924,6 +976,7 @@ pub const TAGS: &[(u8, &str)] = &[
     (0xA6, "RL.FIXED"),
     (0xA7, "RL.FIXED ALIGNED"),
     (0xA8, "RL.SKETCH"),
+    (0xA9, "RL.ACQUIRE"),
 ];
 
 impl Shape {

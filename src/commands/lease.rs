@@ -1,0 +1,84 @@
+//! `RL.RELEASE key lease` and `RL.RENEW key lease ttl`: a holder gives its
+//! lease back, or keeps it longer. (`RL.ACQUIRE` is a decision command:
+//! `policy_command` with the CONCURRENCY policy.) Each writes one slot in
+//! place; a release hands the freed units to the key's waiters at once.
+
+use super::definition::CommandDef;
+use super::grammar::Param;
+use super::Verdict;
+use crate::algorithm::concurrency::{self, Header, LeaseId, SlotChange};
+use crate::algorithm::Micros;
+use crate::codec::lease::{change_patch, key_check, parse_lease, StoredLeases};
+use crate::codec::Kind;
+use crate::error::Error;
+use crate::policy::StateWrite;
+use crate::server::key::RedisStore;
+use crate::server::{clock, reply, wait, Arg, Ctx};
+use crate::store::{self, Store};
+use std::slice;
+
+pub const RELEASE_PARAMS: [Param; 1] = [Param::lease("lease")];
+pub const RENEW_PARAMS: [Param; 2] = [Param::lease("lease"), Param::duration("ttl")];
+
+/// The lease named by `text` for key `key`: malformed or of another key
+/// is an error; well-formed and unknown is for the state to say.
+pub fn lease_for(key: &[u8], text: &[u8]) -> Result<LeaseId, Error> {
+    let id = parse_lease(text).ok_or(Error::MalformedLease)?;
+    if id.check != key_check(key) {
+        return Err(Error::LeaseOfAnotherKey);
+    }
+    Ok(id)
+}
+
+pub fn release(command: &CommandDef, ctx: Ctx, args: &[Arg]) -> Result<Verdict, Error> {
+    let [_, key, lease] = args else {
+        return Err(Error::Arity(command.name));
+    };
+    let id = lease_for(key.as_ref(), lease.as_ref())?;
+    let released = change(ctx, key, |header, leases, now| {
+        concurrency::release(header, leases, id, now)
+    })?;
+    if released {
+        wait::key_freed(ctx, key);
+    }
+    reply::int(ctx, i64::from(released));
+    Ok(Verdict::Other)
+}
+
+pub fn renew(command: &CommandDef, ctx: Ctx, args: &[Arg]) -> Result<Verdict, Error> {
+    let [_, key, lease, ttl] = args else {
+        return Err(Error::Arity(command.name));
+    };
+    let id = lease_for(key.as_ref(), lease.as_ref())?;
+    let ttl = Micros::new(RENEW_PARAMS[1].parse(ttl.as_ref())?);
+    let renewed = change(ctx, key, |header, leases, now| {
+        concurrency::renew(header, leases, id, ttl, now)
+    })?;
+    reply::int(ctx, i64::from(renewed));
+    Ok(Verdict::Other)
+}
+
+/// Reads the key's leases, applies `f` at the limiter clock and writes the
+/// changed slot; false when there was nothing to change.
+fn change(
+    ctx: Ctx,
+    key: &Arg,
+    f: impl FnOnce(Header, &StoredLeases, Micros) -> Option<SlotChange>,
+) -> Result<bool, Error> {
+    let now = clock::now();
+    let mut store = RedisStore::open(ctx, slice::from_ref(key));
+    let found = match store.value(0)? {
+        None => None,
+        Some(value) => {
+            let stored = StoredLeases::decode(value)
+                .map_err(|e| Error::state(Kind::Concurrency.name(), e))?;
+            f(stored.header, &stored, now)
+        }
+    };
+    let Some(found) = found else {
+        return Ok(false);
+    };
+    let write = StateWrite::Patch(change_patch(&found));
+    store::write_one(&mut store, 0, &write, found.reset_after)?;
+    Ok(true)
+}
