@@ -39,7 +39,11 @@ fn defined(shape: &Shape) -> (Vec<Param>, Vec<Opt>) {
                     format!("ERR syntax error: the policy is {}", p.syntax())
                 );
             }
-            (p.params.to_vec(), [p.options, &COMMON[..]].concat())
+            let common = COMMON.iter().filter(|o| !p.refuses.contains(&o.token));
+            (
+                p.params.to_vec(),
+                p.options.iter().chain(common).copied().collect(),
+            )
         }
         // RL.PEEK: the policy alone, no common options.
         Grammar::Peek { policies } => {

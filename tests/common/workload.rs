@@ -315,7 +315,12 @@ fn all(rng: &mut StdRng, key: &str, w: Windows) -> Vec<String> {
     for policy in &ALL_POLICIES[..n] {
         call.extend(policy(rng, w));
     }
-    all_options(rng, n, &mut call);
+    // CONCURRENCY (the last policy) takes no FORCE, PARTIAL or REFUND.
+    if n == ALL_POLICIES.len() {
+        plain_options(rng, &mut call);
+    } else {
+        all_options(rng, n, &mut call);
+    }
     call
 }
 
@@ -326,8 +331,19 @@ fn acquire(rng: &mut StdRng, key: &str, w: Windows) -> Vec<String> {
         s(rng.gen_range(1..5)),
         w.duration(rng),
     ];
-    common_options(rng, &mut call);
+    plain_options(rng, &mut call);
     call
+}
+
+/// `COST n` and sometimes `DRYRUN`: what RL.ACQUIRE and CONCURRENCY take
+/// (no FORCE, PARTIAL or REFUND; RL.PEEK has no ACQUIRE).
+fn plain_options(rng: &mut StdRng, call: &mut Vec<String>) {
+    if rng.gen_bool(0.7) {
+        call.extend([s("COST"), s(rng.gen_range(0..4))]);
+    }
+    if rng.gen_bool(0.1) {
+        call.push(s("DRYRUN"));
+    }
 }
 
 /// The lease of an admitted RL.ACQUIRE reply.
