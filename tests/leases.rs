@@ -2,7 +2,7 @@
 //! RL.ALL's CONCURRENCY) on the manual clock: exact to the microsecond.
 
 mod common;
-use common::topology::{info_field, wait_until};
+use common::blocking::*;
 use common::*;
 use redis::{Connection, Value};
 
@@ -282,22 +282,6 @@ fn rl_all_with_gcra_and_concurrency_admits_only_if_both_do() {
         .collect();
     assert_eq!(head[..2], [0, 0]);
     assert_eq!(get_bytes(&mut c, "{u:7}:inflight"), inflight_before);
-}
-
-/// Sends a command without reading its reply (the client blocks).
-fn send(c: &mut Connection, args: &[&str]) {
-    c.send_packed_command(&cmd(args).get_packed_command())
-        .unwrap_or_else(|e| panic!("{args:?}: {e}"));
-}
-
-fn waiting(c: &mut Connection) -> u64 {
-    info_field(c, "ratelimit", "ratelimit_waiting")
-        .and_then(|v| v.parse().ok())
-        .expect("ratelimit_waiting")
-}
-
-fn await_waiting(c: &mut Connection, n: u64) {
-    wait_until(&format!("{n} waiting"), 10, || waiting(c) == n);
 }
 
 #[test]

@@ -5,35 +5,12 @@
 //! RL.ALL, INFO.
 
 mod common;
-use common::topology::{info_field, wait_until};
+use common::blocking::*;
+use common::topology::info_field;
 use common::*;
 use redis::{Connection, Value};
 
 const S: u64 = 1_000_000;
-
-/// Sends a command without reading its reply (the client blocks).
-fn send(c: &mut Connection, args: &[&str]) {
-    c.send_packed_command(&cmd(args).get_packed_command())
-        .unwrap_or_else(|e| panic!("{args:?}: {e}"));
-}
-
-fn recv5(c: &mut Connection) -> [i64; 5] {
-    let v = c.recv_response().expect("reply");
-    let v: Vec<i64> = redis::from_redis_value(v).expect("five integers");
-    v.try_into().expect("five fields")
-}
-
-fn waiting(c: &mut Connection) -> u64 {
-    info_field(c, "ratelimit", "ratelimit_waiting")
-        .and_then(|v| v.parse().ok())
-        .expect("ratelimit_waiting")
-}
-
-/// Waits (bounded) until the server has `n` clients waiting: a blocked
-/// command sent on another connection has arrived.
-fn await_waiting(c: &mut Connection, n: u64) {
-    wait_until(&format!("{n} waiting"), 10, || waiting(c) == n);
-}
 
 fn waits_field(c: &mut Connection, name: &str) -> u64 {
     let dict = info_field(c, "ratelimit", "ratelimit_waits").expect("ratelimit_waits");

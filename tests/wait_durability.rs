@@ -5,27 +5,12 @@
 //! nothing. Two replicas and an AOF restart end digest-equal.
 
 mod common;
+use common::blocking::*;
 use common::topology::*;
 use common::*;
 use redis::Connection;
 
 const H: u64 = 3_600_000_000;
-
-fn send(c: &mut Connection, args: &[&str]) {
-    c.send_packed_command(&cmd(args).get_packed_command())
-        .unwrap_or_else(|e| panic!("{args:?}: {e}"));
-}
-
-fn recv5(c: &mut Connection) -> [i64; 5] {
-    let v: Vec<i64> = redis::from_redis_value(c.recv_response().expect("reply")).expect("ints");
-    v.try_into().expect("five fields")
-}
-
-fn await_waiting(c: &mut Connection, n: u64) {
-    wait_until(&format!("{n} waiting"), 10, || {
-        info_field(c, "ratelimit", "ratelimit_waiting").as_deref() == Some(&n.to_string())
-    });
-}
 
 fn select(c: &mut Connection, db: u32) {
     let _: () = redis::cmd("SELECT").arg(db).query(c).unwrap();

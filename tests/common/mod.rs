@@ -3,6 +3,7 @@
 //! the directory removed) on drop.
 #![allow(dead_code)]
 
+pub mod blocking;
 pub mod topology;
 pub mod workload;
 
