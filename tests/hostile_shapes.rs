@@ -7,7 +7,12 @@
 mod hostile;
 
 use hostile::{Extra, Parse, Shape, SHAPES, T0};
-use redis_ratelimit::api::{self, Grammar, Opt, Param, COMMON};
+use redis_ratelimit::api::{self, Grammar, Opt, Param, PolicyDef};
+
+/// A policy's own options and the common ones it takes.
+fn with_common(p: &PolicyDef) -> Vec<Opt> {
+    p.options.iter().chain(p.common()).copied().collect()
+}
 
 /// The parameters and options the definitions give a shape.
 fn defined(shape: &Shape) -> (Vec<Param>, Vec<Opt>) {
@@ -20,13 +25,7 @@ fn defined(shape: &Shape) -> (Vec<Param>, Vec<Opt>) {
         shape.name
     );
     match &command.grammar {
-        Grammar::Policy(p) => {
-            let common = COMMON.iter().filter(|o| !p.refuses.contains(&o.token));
-            (
-                p.params.to_vec(),
-                p.options.iter().chain(common).copied().collect(),
-            )
-        }
+        Grammar::Policy(p) => (p.params.to_vec(), with_common(p)),
         Grammar::All { policies } => {
             let keyword = shape.infix[0];
             let p = policies
@@ -39,11 +38,7 @@ fn defined(shape: &Shape) -> (Vec<Param>, Vec<Opt>) {
                     format!("ERR syntax error: the policy is {}", p.syntax())
                 );
             }
-            let common = COMMON.iter().filter(|o| !p.refuses.contains(&o.token));
-            (
-                p.params.to_vec(),
-                p.options.iter().chain(common).copied().collect(),
-            )
+            (p.params.to_vec(), with_common(p))
         }
         // RL.PEEK: the policy alone, no common options.
         Grammar::Peek { policies } => {

@@ -166,11 +166,7 @@ pub fn arguments(command: &CommandDef) -> Vec<DocArg> {
         Grammar::Policy(p) => {
             let mut out = vec![key()];
             out.extend(policy_args(p));
-            let common: Vec<Opt> = COMMON
-                .iter()
-                .filter(|o| !p.refuses.contains(&o.token))
-                .copied()
-                .collect();
+            let common: Vec<Opt> = p.common().copied().collect();
             out.extend(options(&common));
             out
         }

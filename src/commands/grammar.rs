@@ -292,6 +292,12 @@ pub fn join_words(words: &[&str], last: &str) -> String {
 }
 
 impl PolicyDef {
+    /// The common options this policy takes: [`COMMON`] less those it
+    /// refuses.
+    pub fn common(&self) -> impl Iterator<Item = &'static Opt> + '_ {
+        COMMON.iter().filter(|o| !self.refuses.contains(&o.token))
+    }
+
     /// Parses a single-key command's arguments after the key: the
     /// positional ones, then this policy's options and the common ones in
     /// any order. `command` names it in an arity error.
