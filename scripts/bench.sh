@@ -74,13 +74,7 @@ done
 mkdir -p "$OUT"
 
 # Server on core 0, clients on core 1, when there are two cores.
-SERVER_PIN=()
-CLIENT_PIN=()
-CORES=$(nproc 2>/dev/null || echo 1)
-if [ "$CORES" -ge 2 ] && command -v taskset >/dev/null; then
-    SERVER_PIN=(taskset -c 0)
-    CLIENT_PIN=(taskset -c 1)
-fi
+pin_cores
 
 PORT=$(free_port) || die "no free loopback port found"
 

@@ -20,12 +20,7 @@ OUT=${OUT:-$PWD/target/bench}
 mkdir -p "$OUT"
 [ -f "$MODULE" ] || { echo "sketch_bench: build the module first (cargo build --release)" >&2; exit 1; }
 
-SERVER_PIN=()
-CLIENT_PIN=()
-if [ "$(nproc)" -ge 2 ] && command -v taskset >/dev/null; then
-    SERVER_PIN=(taskset -c 0)
-    CLIENT_PIN=(taskset -c 1)
-fi
+pin_cores
 PORT=$(free_port)
 WORKDIR=$(mktemp -d)
 SERVER_PID=
