@@ -157,10 +157,11 @@ impl Policy {
     }
 
     /// The policy as it applies to the key named `name` (a concurrency
-    /// limit's leases carry a check of the name).
-    pub fn for_key(self, name: &[u8]) -> Policy {
+    /// limit's leases carry a check of the name). The name is read only
+    /// for such a limit: reading an argument is a call into the server.
+    pub fn for_key<'a>(self, name: impl FnOnce() -> &'a [u8]) -> Policy {
         match self {
-            Policy::Concurrency(c) => Policy::Concurrency(c.for_key(lease::key_check(name))),
+            Policy::Concurrency(c) => Policy::Concurrency(c.for_key(lease::key_check(name()))),
             other => other,
         }
     }

@@ -18,7 +18,7 @@ pub fn run(command: &CommandDef, ctx: Ctx, args: &[Arg]) -> Result<Verdict, Erro
         return Err(Error::Arity(command.name));
     };
     let (policy, request) = definition.parse_command(rest, command.name)?;
-    let policy = policy.for_key(key.as_ref());
+    let policy = policy.for_key(|| key.as_ref());
     let outcome = wait::decide(
         ctx,
         command.index(),

@@ -173,7 +173,7 @@ pub fn run(command: &CommandDef, ctx: Ctx, args: &[Arg]) -> Result<Verdict, Erro
         return Err(Error::RepeatedKey { first, again });
     }
     let policies: Vec<Policy> = (call.policies.into_iter().zip(keys))
-        .map(|(p, k)| p.for_key(k.as_ref()))
+        .map(|(p, k)| p.for_key(|| k.as_ref()))
         .collect();
     let outcome = wait::decide(
         ctx,
