@@ -9,6 +9,7 @@ use crate::codec::StateError;
 use crate::error::Error;
 use crate::policy::{ForceError, Outcome, Policy, StateWrite};
 use crate::store::Store;
+use crate::work::{self, Work};
 use smallvec::SmallVec;
 
 /// Up to this many limits a call decides without allocating.
@@ -148,6 +149,7 @@ pub fn decide<S: Store>(
         granted,
         leases: PerLimit::new(),
     };
+    work::add(Work::Decisions, policies.len() as u64);
     let mut writes: PerLimit<Option<StateWrite>> = PerLimit::with_capacity(policies.len());
     let mut lease_ids: PerLimit<Option<LeaseId>> = PerLimit::with_capacity(policies.len());
     for (key, policy) in policies.iter().enumerate() {

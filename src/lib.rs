@@ -15,6 +15,7 @@
 
 mod algorithm;
 mod args;
+mod bounds;
 mod cluster_nodes;
 mod codec;
 mod commands;
@@ -28,5 +29,6 @@ mod stats;
 mod store;
 mod version;
 mod waitqueue;
+mod work;
 
 pub mod api;

@@ -19,7 +19,7 @@
 use super::ffi::{api, Ctx};
 use super::{clock, wait};
 use crate::commands::table::COMMANDS;
-use crate::stats;
+use crate::{stats, work};
 use redis_module::raw;
 use std::ffi::{c_int, CString};
 
@@ -68,6 +68,7 @@ pub fn register(ctx: Ctx) -> Result<(), String> {
     }
     // A reload starts from zero even where the old copy stayed mapped.
     stats::reset();
+    work::reset();
     Ok(())
 }
 
@@ -104,6 +105,13 @@ extern "C" fn info(ctx: *mut raw::RedisModuleInfoCtx, _for_crash_report: c_int) 
             api!(RedisModule_InfoAddFieldULongLong)(ctx, field.as_ptr(), value);
         }
         api!(RedisModule_InfoEndDictField)(ctx);
+        api!(RedisModule_InfoBeginDictField)(ctx, c"work".as_ptr());
+        for (counter, name) in work::ALL {
+            if let Ok(field) = CString::new(name) {
+                api!(RedisModule_InfoAddFieldULongLong)(ctx, field.as_ptr(), work::get(counter));
+            }
+        }
+        api!(RedisModule_InfoEndDictField)(ctx);
         for (i, command) in COMMANDS.iter().enumerate() {
             let Ok(name) = CString::new(command.info_field()) else {
                 continue;
@@ -135,6 +143,7 @@ extern "C" fn watch_resetstat(fctx: *mut raw::RedisModuleCommandFilterCtx) {
         let word = |pos: c_int| filter_arg(fctx, pos);
         if word(0).eq_ignore_ascii_case(b"CONFIG") && word(1).eq_ignore_ascii_case(b"RESETSTAT") {
             stats::reset();
+            work::reset();
         }
     }
 }

@@ -1,7 +1,7 @@
 //! Module load: arguments, API checks, options, commands, INFO.
 
 use super::ffi::Ctx;
-use super::{acl, clock, info, register};
+use super::{acl, clock, config, info, register};
 use redis_module::{raw, redis_module, Context, RedisString, Status};
 use std::ffi::c_int;
 
@@ -90,7 +90,9 @@ fn missing_api() -> Option<&'static str> {
         RedisModule_CallReplyType,
         RedisModule_CallReplyInteger,
         RedisModule_CallReplyStringPtr,
-        RedisModule_FreeCallReply
+        RedisModule_FreeCallReply,
+        RedisModule_RegisterNumericConfig,
+        RedisModule_LoadConfigs
     );
     None
 }
@@ -118,6 +120,10 @@ fn on_load(ctx: &Context, args: &[RedisString]) -> Status {
     // SAFETY: during OnLoad with its context.
     unsafe { raw::RedisModule_SetModuleOptions.expect("checked above")(ctx.ctx, options as c_int) };
     clock::init(manual);
+    if let Err(e) = config::register(Ctx(ctx.ctx)) {
+        ctx.log_warning(&e);
+        return Status::Err;
+    }
     // The category first: registration puts the commands in it.
     if let Some(notice) = acl::add_category(Ctx(ctx.ctx)) {
         ctx.log_notice(&notice);

@@ -5,6 +5,7 @@
 
 mod acl;
 pub mod clock;
+mod config;
 mod ffi;
 mod info;
 pub mod key;

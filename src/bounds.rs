@@ -1,0 +1,113 @@
+//! The sizes an operator bounds: module configuration parameters
+//! (`CONFIG GET ratelimit.*`), settable at load (`loadmodule … ` then
+//! `ratelimit.NAME value` lines in redis.conf, or `MODULE LOADEX … CONFIG`)
+//! and with `CONFIG SET`. Each bounds something a caller can grow, so that
+//! no command's work or memory depends on what other clients accumulated
+//! beyond what the operator allows. Pure: the server shell registers them
+//! (`server::config`) and writes the values; the core reads them.
+
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+
+/// One bound: its name after `ratelimit.`, default and allowed range.
+pub struct Bound {
+    pub name: &'static str,
+    pub default: u64,
+    pub min: u64,
+    pub max: u64,
+    value: AtomicU64,
+}
+
+impl Bound {
+    const fn new(name: &'static str, default: u64, min: u64, max: u64) -> Bound {
+        Bound {
+            name,
+            default,
+            min,
+            max,
+            value: AtomicU64::new(default),
+        }
+    }
+
+    /// The value in force.
+    pub fn get(&self) -> u64 {
+        self.value.load(Relaxed)
+    }
+
+    /// Sets the value; outside the range it is refused (the server checks
+    /// the range too, before calling this).
+    pub fn set(&self, value: u64) -> Result<(), String> {
+        if value < self.min || value > self.max {
+            return Err(format!(
+                "ratelimit.{} must be between {} and {}",
+                self.name, self.min, self.max
+            ));
+        }
+        self.value.store(value, Relaxed);
+        Ok(())
+    }
+
+    /// Back to the default (tests of the core).
+    pub fn reset(&self) {
+        self.value.store(self.default, Relaxed);
+    }
+}
+
+/// Clients that may wait (`WAIT`) on one key at once; past it a `WAIT` is
+/// denied at once, as if its place in the line were beyond its timeout.
+pub static MAX_WAITERS_PER_KEY: Bound = Bound::new("max-waiters-per-key", 1_000, 1, 1_000_000);
+
+/// Clients that may wait in total (each holds about 70 KB of the server's
+/// memory while it waits).
+pub static MAX_WAITERS: Bound = Bound::new("max-waiters", 10_000, 1, 1_000_000);
+
+/// Waiters admitted or timed out per event-loop iteration; the rest go on
+/// in the next one, so that other clients are served in between.
+pub static WAIT_EVENTS_PER_TICK: Bound = Bound::new("wait-events-per-tick", 100, 1, 1_000_000);
+
+/// The largest RL.SKETCH state in bytes (WIDTH × DEPTH cells).
+pub static MAX_SKETCH_BYTES: Bound = Bound::new("max-sketch-bytes", 1 << 20, 1 << 10, 1 << 30);
+
+/// The largest RL.SLIDING EXACT limit: one log entry per admitted unit.
+pub static MAX_LOG_ENTRIES: Bound = Bound::new("max-log-entries", 100_000, 1, 10_000_000);
+
+/// The largest concurrency limit (RL.ACQUIRE, CONCURRENCY): leases held
+/// on one key at once.
+pub static MAX_LEASES_PER_KEY: Bound = Bound::new("max-leases-per-key", 100_000, 1, 1_000_000);
+
+/// Every bound, in the order `CONFIG GET ratelimit.*` lists them.
+pub static ALL: [&Bound; 6] = [
+    &MAX_WAITERS_PER_KEY,
+    &MAX_WAITERS,
+    &WAIT_EVENTS_PER_TICK,
+    &MAX_SKETCH_BYTES,
+    &MAX_LOG_ENTRIES,
+    &MAX_LEASES_PER_KEY,
+];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_lie_in_their_ranges_and_names_are_unique() {
+        for (i, b) in ALL.iter().enumerate() {
+            assert!(b.min <= b.default && b.default <= b.max, "{}", b.name);
+            assert!(b.max <= i64::MAX as u64, "{}", b.name);
+            assert!(ALL[..i].iter().all(|o| o.name != b.name), "{}", b.name);
+        }
+    }
+
+    #[test]
+    fn a_value_outside_the_range_is_refused_and_changes_nothing() {
+        let b = Bound::new("x", 5, 1, 10);
+        assert_eq!(
+            b.set(11),
+            Err("ratelimit.x must be between 1 and 10".into())
+        );
+        assert_eq!(b.get(), 5);
+        b.set(10).unwrap();
+        assert_eq!(b.get(), 10);
+        b.reset();
+        assert_eq!(b.get(), 5);
+    }
+}
