@@ -1,4 +1,4 @@
-//! First come, first served waiting (`WAIT timeout`): per-key FIFO lines of
+//! First come, first served waiting (`WAIT timeout`): per-key lines of
 //! waiters; which of them to admit or time out as time passes; and where a
 //! request that arrives while others wait stands. Pure: the keys are reached
 //! through a [`Keyspace`], each waiter's client is an opaque token. The
@@ -12,19 +12,37 @@
 //! deadline it leaves with a denial. A waiter that leaves (admitted, timed
 //! out, abandoned) makes the next in its lines heads, due at once.
 //!
-//! A request that arrives while its keys have waiters is placed by
-//! simulating the lines on a copy of the keys' state: without `WAIT` it is
-//! admitted only if no waiter would be admitted later because of it, else
-//! denied with a wait that ends after the queue; with `WAIT` it joins the
-//! lines, or is denied at once if its simulated admission is past its
-//! deadline.
+//! Where a newcomer stands is found without looking at the waiters: each
+//! line keeps its key's state as the admissions of everyone in it will
+//! leave it (its *plan*: each waiter charged at its planned admission when
+//! it joined, given back when it leaves without admission), and the time
+//! of its latest planned admission. A newcomer is planned on the plan, at
+//! or after that time, in a bounded number of decisions. Where the real
+//! admissions run behind the plan (the state was replaced or charged behind
+//! the queue's back), the line's *lag* (how late its last head was against
+//! its plan) is added to what the plan says. So every arrival, admission,
+//! timeout and departure costs O(log n) in the waiters, whatever their
+//! number, and copies no value but when a line begins.
+//!
+//! The rules this gives, all conservative (never admit ahead of the line):
+//! - a request without `WAIT` on a key with waiters is admitted only if its
+//!   charge no longer counts by the time the line's first waiter is planned
+//!   (a fixed window that resets first, a log entry that expires first);
+//!   otherwise it is denied with the wait after the line;
+//! - a `WAIT` whose planned admission lies past its deadline is denied at
+//!   once with that wait (a concurrency limit waits anyway: a lease may be
+//!   released before it expires), and so is one past the operator's bounds
+//!   on waiters;
+//! - `FORCE` and `REFUND` are written whether or not the key has waiters
+//!   (the plan takes them too); a refund wakes the line.
 
 use crate::algorithm::{Micros, RetryAfter};
-use crate::engine::{self, Decided, KeyError, Request};
+use crate::engine::{self, Charge, Decided, KeyError, Request};
 use crate::error::Error;
 use crate::policy::Policy;
 use crate::store::MemoryStore;
-use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use crate::work::{self, Work};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::hash::Hash;
 
 /// The keys the waiters wait on.
@@ -47,12 +65,14 @@ pub trait Keyspace<K> {
     }
 }
 
-/// Keys in memory: the copy a simulation runs on, and the tests' keyspace.
+/// Keys in memory: the tests' keyspace.
+#[cfg(test)]
 #[derive(Debug, Clone, Default)]
 pub struct MemoryKeyspace<K> {
     pub values: HashMap<K, Vec<u8>>,
 }
 
+#[cfg(test)]
 impl<K: Eq + Hash + Clone> Keyspace<K> for MemoryKeyspace<K> {
     fn value(&mut self, key: &K) -> Result<Option<Vec<u8>>, Error> {
         Ok(self.values.get(key).cloned())
@@ -71,9 +91,10 @@ impl<K: Eq + Hash + Clone> Keyspace<K> for MemoryKeyspace<K> {
         }
         let decided = engine::decide(&mut store, policies, at, request)?;
         for (value, key) in store.values.into_iter().zip(keys) {
-            if let Some(v) = value {
-                self.values.insert(key.clone(), v);
-            }
+            match value {
+                Some(v) => self.values.insert(key.clone(), v),
+                None => self.values.remove(key),
+            };
         }
         Ok(decided)
     }
@@ -92,6 +113,18 @@ pub struct Waiter<K, T> {
     /// When it stops waiting.
     pub deadline: Micros,
     pub token: T,
+}
+
+impl<K, T> Waiter<K, T> {
+    /// The charge its admission makes (or, with `charge`, gives back).
+    fn request(&self, charge: Charge) -> Request {
+        Request {
+            cost: self.cost,
+            costs: self.costs.clone(),
+            charge,
+            ..Request::default()
+        }
+    }
 }
 
 /// How a wait ended.
@@ -120,22 +153,42 @@ pub struct Event<T> {
 pub enum Arrival {
     /// Reply now (admitted and charged, or denied).
     Reply(Decided),
-    /// Block the client and [`Queues::enqueue`] it; `due` is the earliest
-    /// admission if it will be a head.
-    Wait { due: Micros },
+    /// Block the client and [`Queues::enqueue`] it with this place.
+    Wait(Place),
+}
+
+/// Where a waiter joins: when it is due if it is a head at once, and its
+/// planned admission.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Place {
+    pub due: Micros,
+    pub planned: Micros,
 }
 
 struct Entry<K, T> {
     waiter: Waiter<K, T>,
     /// Set while it is the head of all its lines.
     due: Option<Micros>,
+    /// Its admission as planned when it joined.
+    planned: Micros,
+}
+
+/// The waiters of one key, in arrival order, and its plan.
+struct Line {
+    ids: BTreeSet<u64>,
+    /// The key's state once everyone in the line is admitted as planned.
+    plan: Option<Vec<u8>>,
+    /// The latest planned admission.
+    planned_until: Micros,
+    /// How late the last decided head was against its plan.
+    lag: Micros,
 }
 
 /// Every waiter, in arrival order, and the line of each key.
 pub struct Queues<K, T> {
     next_id: u64,
     entries: BTreeMap<u64, Entry<K, T>>,
-    lines: HashMap<K, VecDeque<u64>>,
+    lines: HashMap<K, Line>,
     /// Heads by due time, then arrival.
     dues: BTreeSet<(Micros, u64)>,
     deadlines: BTreeSet<(Micros, u64)>,
@@ -154,10 +207,6 @@ impl<K, T> Default for Queues<K, T> {
         }
     }
 }
-
-/// The most decisions one call of [`Queues::process`] makes per waiter (a
-/// decision names the exact wait, so two are enough; the rest is margin).
-const ATTEMPTS_PER_WAITER: usize = 8;
 
 impl<K: Eq + Hash + Clone, T: Eq + Hash + Clone> Queues<K, T> {
     pub fn new() -> Self {
@@ -178,6 +227,11 @@ impl<K: Eq + Hash + Clone, T: Eq + Hash + Clone> Queues<K, T> {
         self.lines.contains_key(key)
     }
 
+    /// How many wait on `key`.
+    pub fn line_len(&self, key: &K) -> usize {
+        self.lines.get(key).map_or(0, |l| l.ids.len())
+    }
+
     /// The earliest moment something is due: a head's admission or a
     /// deadline.
     pub fn next_event(&self) -> Option<Micros> {
@@ -189,29 +243,98 @@ impl<K: Eq + Hash + Clone, T: Eq + Hash + Clone> Queues<K, T> {
         }
     }
 
-    /// Adds a waiter at the end of its keys' lines; if that makes it a head
-    /// (nobody waits on its keys), it is due at `due`.
-    pub fn enqueue(&mut self, waiter: Waiter<K, T>, due: Micros) {
+    /// Adds a waiter at the end of its keys' lines, charging its planned
+    /// admission to their plans (a line that begins takes the key's value
+    /// as its plan); if that makes it a head (nobody waits on its keys), it
+    /// is due at `place.due`.
+    pub fn enqueue<S: Keyspace<K>>(
+        &mut self,
+        keyspace: &mut S,
+        waiter: Waiter<K, T>,
+        place: Place,
+    ) {
+        work::one(Work::Waiters);
         let id = self.next_id;
         self.next_id += 1;
         for key in &waiter.keys {
-            self.lines.entry(key.clone()).or_default().push_back(id);
+            if !self.lines.contains_key(key) {
+                // An unreadable key decides nothing here: its plan is empty
+                // and the waiter's own decision reports the error.
+                let plan = keyspace.value(key).ok().flatten();
+                let line = Line {
+                    ids: BTreeSet::new(),
+                    plan,
+                    planned_until: place.planned,
+                    lag: Micros::ZERO,
+                };
+                self.lines.insert(key.clone(), line);
+            }
+        }
+        // The plan takes the charge; a failure leaves it as it was (the
+        // real decision at admission is what counts).
+        let _ = self.on_plans(&waiter.keys, |store| {
+            engine::decide(
+                store,
+                &waiter.policies,
+                place.planned,
+                waiter.request(Charge::Normal),
+            )
+        });
+        for key in &waiter.keys {
+            if let Some(line) = self.lines.get_mut(key) {
+                line.ids.insert(id);
+                line.planned_until = line.planned_until.max(place.planned);
+            }
         }
         self.deadlines.insert((waiter.deadline, id));
         self.by_token.insert(waiter.token.clone(), id);
-        self.entries.insert(id, Entry { waiter, due: None });
-        self.promote(id, due);
+        let entry = Entry {
+            waiter,
+            due: None,
+            planned: place.planned,
+        };
+        self.entries.insert(id, entry);
+        self.promote(id, place.due);
     }
 
-    /// Units of `key` were freed (a lease released): the waiter first in
-    /// its line, if it is a head, is due at `at` rather than later.
+    /// Runs `f` over a store holding the plans of `keys` (every key must
+    /// have a line), then puts them back; no value is copied.
+    fn on_plans<R>(&mut self, keys: &[K], f: impl FnOnce(&mut MemoryStore) -> R) -> Option<R> {
+        let mut store = MemoryStore::new(keys.len());
+        for (slot, key) in store.values.iter_mut().zip(keys) {
+            *slot = self.lines.get_mut(key)?.plan.take();
+        }
+        let r = f(&mut store);
+        for (value, key) in store.values.into_iter().zip(keys) {
+            if let Some(line) = self.lines.get_mut(key) {
+                line.plan = value;
+            }
+        }
+        Some(r)
+    }
+
+    /// Units of `key` were freed (a lease released, a refund, the key
+    /// deleted): the waiter first in its line, if it is a head, is due at
+    /// `at` rather than later.
     pub fn wake(&mut self, key: &K, at: Micros) {
-        let Some(&front) = self.lines.get(key).and_then(VecDeque::front) else {
+        let Some(&front) = self.lines.get(key).and_then(|l| l.ids.first()) else {
             return;
         };
         let due = self.entries.get(&front).and_then(|e| e.due);
         if due.is_some_and(|due| due > at) {
             self.set_due(front, at);
+        }
+    }
+
+    /// Every head is due at `at` (every key was deleted: FLUSHALL).
+    pub fn wake_all(&mut self, at: Micros) {
+        let late: Vec<u64> = self
+            .dues
+            .range((at.saturating_add(Micros::new(1)), 0)..)
+            .map(|&(_, id)| id)
+            .collect();
+        for id in late {
+            self.set_due(id, at);
         }
     }
 
@@ -227,8 +350,9 @@ impl<K: Eq + Hash + Clone, T: Eq + Hash + Clone> Queues<K, T> {
             .waiter
             .keys
             .iter()
-            .all(|k| self.lines.get(k).and_then(|l| l.front()) == Some(&id));
+            .all(|k| self.lines.get(k).and_then(|l| l.ids.first()) == Some(&id));
         if first_everywhere {
+            work::one(Work::Waiters);
             self.set_due(id, due);
         }
     }
@@ -242,20 +366,41 @@ impl<K: Eq + Hash + Clone, T: Eq + Hash + Clone> Queues<K, T> {
         }
     }
 
-    /// Takes waiter `id` out of every line; those now first everywhere are
+    /// Takes waiter `id` out of every line, its planned charge given back
+    /// to the plans unless it was admitted; those now first everywhere are
     /// due at `at`.
-    fn remove(&mut self, id: u64, at: Micros) -> Option<Waiter<K, T>> {
+    fn remove(&mut self, id: u64, at: Micros, admitted: bool) -> Option<Waiter<K, T>> {
+        work::one(Work::Waiters);
         let entry = self.entries.remove(&id)?;
         if let Some(due) = entry.due {
             self.dues.remove(&(due, id));
         }
         self.deadlines.remove(&(entry.waiter.deadline, id));
         self.by_token.remove(&entry.waiter.token);
+        let waiter = entry.waiter;
+        if !admitted {
+            let until = waiter
+                .keys
+                .iter()
+                .filter_map(|k| self.lines.get(k).map(|l| l.planned_until))
+                .max()
+                .unwrap_or(at);
+            // A concurrency limit's plan keeps the lease (a release is not
+            // a refund): later plans stay conservative.
+            let _ = self.on_plans(&waiter.keys, |store| {
+                engine::decide(
+                    store,
+                    &waiter.policies,
+                    until,
+                    waiter.request(Charge::Refund),
+                )
+            });
+        }
         let mut next = Vec::new();
-        for key in &entry.waiter.keys {
+        for key in &waiter.keys {
             if let Some(line) = self.lines.get_mut(key) {
-                line.retain(|&w| w != id);
-                match line.front() {
+                line.ids.remove(&id);
+                match line.ids.first() {
                     Some(&front) => next.push(front),
                     None => {
                         self.lines.remove(key);
@@ -266,13 +411,13 @@ impl<K: Eq + Hash + Clone, T: Eq + Hash + Clone> Queues<K, T> {
         for front in next {
             self.promote(front, at);
         }
-        Some(entry.waiter)
+        Some(waiter)
     }
 
     /// The waiter holding `token` gives its place up (disconnected) at `at`.
     pub fn abandon(&mut self, token: &T, at: Micros) -> Option<Waiter<K, T>> {
         let id = *self.by_token.get(token)?;
-        self.remove(id, at)
+        self.remove(id, at, false)
     }
 
     /// The waiter holding `token` stops waiting at `at` with the denial as
@@ -284,12 +429,12 @@ impl<K: Eq + Hash + Clone, T: Eq + Hash + Clone> Queues<K, T> {
         at: Micros,
     ) -> Option<Event<T>> {
         let id = *self.by_token.get(token)?;
-        let waiter = self.remove(id, at)?;
+        let waiter = self.remove(id, at, false)?;
         Some(self.timed_out(keyspace, waiter, at))
     }
 
     fn timed_out<S: Keyspace<K>>(
-        &self,
+        &mut self,
         keyspace: &mut S,
         waiter: Waiter<K, T>,
         at: Micros,
@@ -306,13 +451,20 @@ impl<K: Eq + Hash + Clone, T: Eq + Hash + Clone> Queues<K, T> {
         }
     }
 
-    /// Ends every wait at `at` with its denial (the server can no longer
-    /// admit: it became a replica).
-    pub fn release_all<S: Keyspace<K>>(&mut self, keyspace: &mut S, at: Micros) -> Vec<Event<T>> {
-        let ids: Vec<u64> = self.entries.keys().copied().collect();
-        let mut events = Vec::with_capacity(ids.len());
-        for id in ids {
-            if let Some(waiter) = self.remove(id, at) {
+    /// Ends up to `budget` waits at `at` with their denials, first come
+    /// first (the server can no longer admit: it became a replica).
+    pub fn release<S: Keyspace<K>>(
+        &mut self,
+        keyspace: &mut S,
+        at: Micros,
+        budget: usize,
+    ) -> Vec<Event<T>> {
+        let mut events = Vec::new();
+        while events.len() < budget {
+            let Some(id) = self.entries.keys().next().copied() else {
+                break;
+            };
+            if let Some(waiter) = self.remove(id, at, false) {
                 let event = self.timed_out(keyspace, waiter, at);
                 events.push(event);
             }
@@ -320,8 +472,9 @@ impl<K: Eq + Hash + Clone, T: Eq + Hash + Clone> Queues<K, T> {
         events
     }
 
-    /// Admits every head whose time has come and times out every waiter
-    /// whose deadline has passed, in time order, up to `to`. Events at
+    /// Admits the heads whose time has come and times out the waiters whose
+    /// deadline has passed, in time order, up to `to`, at most `budget` of
+    /// them (the rest stay due: see [`Queues::next_event`]). Events at
     /// instants before `from` happen at `from` (the state may have been
     /// written then).
     pub fn process<S: Keyspace<K>>(
@@ -329,12 +482,15 @@ impl<K: Eq + Hash + Clone, T: Eq + Hash + Clone> Queues<K, T> {
         keyspace: &mut S,
         from: Micros,
         to: Micros,
+        budget: usize,
     ) -> Vec<Event<T>> {
         let from = from.min(to);
         let mut events = Vec::new();
-        let mut budget = ATTEMPTS_PER_WAITER * self.entries.len() + 16;
-        while budget > 0 {
-            budget -= 1;
+        // Each step ends a wait or moves a head's due time strictly later;
+        // the steps that end nothing are bounded too.
+        let mut steps = budget.saturating_mul(4);
+        while events.len() < budget && steps > 0 {
+            steps -= 1;
             let due = self.dues.first().copied().filter(|d| d.0 <= to);
             let deadline = self.deadlines.first().copied().filter(|d| d.0 <= to);
             // At the same instant, an admission comes before a deadline: a
@@ -348,7 +504,7 @@ impl<K: Eq + Hash + Clone, T: Eq + Hash + Clone> Queues<K, T> {
             let at = time.max(from);
             if admit {
                 self.attempt(keyspace, id, at, &mut events);
-            } else if let Some(waiter) = self.remove(id, at) {
+            } else if let Some(waiter) = self.remove(id, at, false) {
                 let event = self.timed_out(keyspace, waiter, at);
                 events.push(event);
             }
@@ -365,23 +521,21 @@ impl<K: Eq + Hash + Clone, T: Eq + Hash + Clone> Queues<K, T> {
         at: Micros,
         events: &mut Vec<Event<T>>,
     ) {
+        work::one(Work::Waiters);
         let Some(entry) = self.entries.get(&id) else {
             return;
         };
         let w = &entry.waiter;
         if !keyspace.serves(&w.keys) {
             // Never admitted where the key no longer is: the denial.
-            if let Some(waiter) = self.remove(id, at) {
+            if let Some(waiter) = self.remove(id, at, false) {
                 let event = self.timed_out(keyspace, waiter, at);
                 events.push(event);
             }
             return;
         }
-        let request = Request {
-            cost: w.cost,
-            costs: w.costs.clone(),
-            ..Request::default()
-        };
+        let request = w.request(Charge::Normal);
+        let (keys, planned) = (w.keys.clone(), entry.planned);
         let resolution = match keyspace.decide(&w.keys, &w.policies, at, request) {
             Ok(d) if d.allowed => Resolution::Admitted(d),
             Ok(d) => {
@@ -392,11 +546,16 @@ impl<K: Eq + Hash + Clone, T: Eq + Hash + Clone> Queues<K, T> {
                     _ => Micros::MAX,
                 };
                 self.set_due(id, again);
+                self.set_lag(&keys, again.min(at.saturating_add(MAX_LAG)), planned);
                 return;
             }
             Err(e) => Resolution::Failed(e),
         };
-        if let Some(waiter) = self.remove(id, at) {
+        let admitted = matches!(resolution, Resolution::Admitted(_));
+        if admitted {
+            self.set_lag(&keys, at, planned);
+        }
+        if let Some(waiter) = self.remove(id, at, admitted) {
             events.push(Event {
                 token: waiter.token,
                 at,
@@ -405,9 +564,23 @@ impl<K: Eq + Hash + Clone, T: Eq + Hash + Clone> Queues<K, T> {
             });
         }
     }
+
+    /// A head planned at `planned` is admitted (or due again) at `actual`:
+    /// how late its lines run against their plans.
+    fn set_lag(&mut self, keys: &[K], actual: Micros, planned: Micros) {
+        for key in keys {
+            if let Some(line) = self.lines.get_mut(key) {
+                line.lag = actual.saturating_sub(planned);
+            }
+        }
+    }
 }
 
 const ONE: Micros = Micros::new(1);
+
+/// A head denied "never" (its limit changed under it) makes its lines run
+/// late by at most this in the plans of others.
+const MAX_LAG: Micros = crate::algorithm::MAX_HORIZON;
 
 mod place;
 #[cfg(test)]

@@ -124,8 +124,9 @@ pub const SKETCH: PolicyDef = PolicyDef {
         Opt::integer("DEPTH", 1, MAX_DEPTH),
     ],
     // Lowering shared counters could under-count other items, and a debt
-    // in a sketch is every colliding item's debt.
-    refuses: &["FORCE", "REFUND"],
+    // in a sketch is every colliding item's debt. Waiting would put every
+    // item of the sketch in one line, though each is limited on its own.
+    refuses: &["FORCE", "REFUND", "WAIT"],
     build: build_sketch,
 };
 

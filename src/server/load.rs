@@ -1,7 +1,7 @@
 //! Module load: arguments, API checks, options, commands, INFO.
 
 use super::ffi::Ctx;
-use super::{acl, clock, config, info, register};
+use super::{acl, clock, config, info, register, wait};
 use redis_module::{raw, redis_module, Context, RedisString, Status};
 use std::ffi::c_int;
 
@@ -92,7 +92,9 @@ fn missing_api() -> Option<&'static str> {
         RedisModule_CallReplyStringPtr,
         RedisModule_FreeCallReply,
         RedisModule_RegisterNumericConfig,
-        RedisModule_LoadConfigs
+        RedisModule_LoadConfigs,
+        RedisModule_SubscribeToKeyspaceEvents,
+        RedisModule_SubscribeToServerEvent
     );
     None
 }
@@ -129,6 +131,10 @@ fn on_load(ctx: &Context, args: &[RedisString]) -> Status {
         ctx.log_notice(&notice);
     }
     if let Err(e) = register::register(Ctx(ctx.ctx)) {
+        ctx.log_warning(&e);
+        return Status::Err;
+    }
+    if let Err(e) = wait::subscribe(Ctx(ctx.ctx)) {
         ctx.log_warning(&e);
         return Status::Err;
     }

@@ -24,14 +24,14 @@ use crate::algorithm::Micros;
 use crate::engine::{self, Decided, KeyError, Request};
 use crate::error::Error;
 use crate::policy::Policy;
-use crate::stats;
 use crate::waitqueue::{Arrival, Event, Queues, Resolution, Waiter};
+use crate::{bounds, stats};
 use keyspace::ServerKeyspace;
 
 mod keyspace;
 use redis_module::raw;
 use std::cell::RefCell;
-use std::ffi::{c_int, c_void};
+use std::ffi::{c_char, c_int, c_void};
 use std::hash::{Hash, Hasher};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
@@ -146,31 +146,34 @@ pub fn decide(
         let mut keyspace = ServerKeyspace::new(ctx);
         let arrival = state
             .queues
-            .arrive(&mut keyspace, &names, policies, now, request.clone())?;
+            .arrive(&mut keyspace, &names, policies, now, request.clone());
+        let outcome = match (arrival, request.wait) {
+            (Ok(Arrival::Wait(place)), Some(timeout)) => {
+                let bc = block(ctx);
+                if bc.is_null() {
+                    return Err(internal());
+                }
+                let waiter = Waiter {
+                    keys: names,
+                    policies: policies.to_vec(),
+                    cost: request.cost,
+                    costs: request.costs.clone(),
+                    since: now,
+                    deadline: now.saturating_add(timeout),
+                    token: Token { bc, command, shape },
+                };
+                state.queues.enqueue(&mut keyspace, waiter, place);
+                stats::wait_started();
+                Ok(Outcome::Blocked)
+            }
+            (Ok(Arrival::Reply(decided)), _) => Ok(Outcome::Reply(decided)),
+            (Ok(Arrival::Wait(_)), None) => Err(internal()),
+            (Err(e), _) => Err(e),
+        };
         drop(keyspace);
-        let (Arrival::Wait { due }, Some(timeout)) = (&arrival, request.wait) else {
-            let Arrival::Reply(decided) = arrival else {
-                return Err(internal());
-            };
-            return Ok(Outcome::Reply(decided));
-        };
-        let bc = block(ctx);
-        if bc.is_null() {
-            return Err(internal());
-        }
-        let waiter = Waiter {
-            keys: names,
-            policies: policies.to_vec(),
-            cost: request.cost,
-            costs: request.costs.clone(),
-            since: now,
-            deadline: now.saturating_add(timeout),
-            token: Token { bc, command, shape },
-        };
-        state.queues.enqueue(waiter, *due);
-        stats::wait_started();
+        // A refund or a forced charge may have moved the line's due times.
         arm(ctx, state);
-        Ok(Outcome::Blocked)
+        outcome
     });
     placed.unwrap_or_else(|| Err(internal()))
 }
@@ -256,17 +259,25 @@ fn process(ctx: Ctx, state: &mut State, from: Micros, to: Micros) {
         stop_timer(ctx, state);
         return;
     }
+    let budget = bounds::WAIT_EVENTS_PER_TICK.get() as usize;
     let mut keyspace = ServerKeyspace::new(ctx);
-    let events = if is_replica(ctx) {
+    let replica = is_replica(ctx);
+    let events = if replica {
         // A primary turned replica (failover) must not write: every wait
         // ends with its denial.
-        state.queues.release_all(&mut keyspace, to)
+        state.queues.release(&mut keyspace, to, budget)
     } else {
-        state.queues.process(&mut keyspace, from, to)
+        state.queues.process(&mut keyspace, from, to, budget)
     };
     drop(keyspace);
     for event in events {
         resolve(event);
+    }
+    if replica && !state.queues.is_empty() {
+        // The rest in the next event-loop iteration.
+        stop_timer(ctx, state);
+        start_timer(ctx, state, 0, clock::now());
+        return;
     }
     arm(ctx, state);
 }
@@ -434,6 +445,18 @@ extern "C" fn on_timeout(
             let event = state.queues.time_out(&mut keyspace, &Token::of(bc), now);
             drop(keyspace);
             let Some(event) = event else {
+                // Admitted in this same event-loop turn, before its reply
+                // was sent: Redis will not call `on_reply` now, so the
+                // admission's reply goes here (it was charged).
+                // SAFETY: ctx is the timeout context; its private data is
+                // the `Resolved` given to UnblockClient, or NULL.
+                let data = unsafe { api!(RedisModule_GetBlockedClientPrivateData)(ctx.0) };
+                if !data.is_null() {
+                    // SAFETY: every non-NULL private data is a `Resolved`
+                    // from `resolve`, freed by Redis after this call.
+                    let resolved = unsafe { &*data.cast::<Resolved>() };
+                    send(ctx, resolved.shape, resolved.command, &resolved.result);
+                }
                 return;
             };
             let waited = now.saturating_sub(event.since);
@@ -467,6 +490,76 @@ extern "C" fn on_disconnect(ctx: *mut raw::RedisModuleCtx, bc: *mut raw::RedisMo
                 unsafe { api!(RedisModule_UnblockClient)(bc, std::ptr::null_mut()) };
                 arm(ctx, state);
             }
+        });
+    }));
+}
+
+/// Subscribes the line's wake-ups to the changes that may admit sooner:
+/// a key deleted, expired, evicted, renamed or overwritten by a generic
+/// command (`DEL`, `UNLINK`, `COPY`, `RESTORE`…), and `FLUSHDB`/`FLUSHALL`.
+pub fn subscribe(ctx: Ctx) -> Result<(), String> {
+    let types = raw::REDISMODULE_NOTIFY_GENERIC
+        | raw::REDISMODULE_NOTIFY_EXPIRED
+        | raw::REDISMODULE_NOTIFY_EVICTED;
+    // SAFETY: ctx is the OnLoad context; the callback lives as long as the
+    // module.
+    let status = unsafe {
+        api!(RedisModule_SubscribeToKeyspaceEvents)(ctx.0, types as c_int, Some(on_key_event))
+    };
+    if status != raw::REDISMODULE_OK as c_int {
+        return Err("cannot subscribe to keyspace events".into());
+    }
+    let flush = raw::RedisModuleEvent {
+        id: raw::REDISMODULE_EVENT_FLUSHDB as u64,
+        dataver: 1,
+    };
+    // SAFETY: as above.
+    let status = unsafe { api!(RedisModule_SubscribeToServerEvent)(ctx.0, flush, Some(on_flush)) };
+    if status != raw::REDISMODULE_OK as c_int {
+        return Err("cannot subscribe to FLUSHDB".into());
+    }
+    Ok(())
+}
+
+/// A key changed behind the queue's back: the first in its line is decided
+/// at once (from a timer: no write happens inside a notification).
+extern "C" fn on_key_event(
+    ctx: *mut raw::RedisModuleCtx,
+    _type: c_int,
+    _event: *const c_char,
+    key: *mut raw::RedisModuleString,
+) -> c_int {
+    if WAITING.load(Relaxed) == 0 || key.is_null() {
+        return raw::REDISMODULE_OK as c_int;
+    }
+    let ctx = Ctx(ctx);
+    let _ = catch_unwind(AssertUnwindSafe(|| {
+        let name: KeyName = (selected_db(ctx), Arg(key).as_ref().to_vec());
+        with_state(|state| {
+            if state.queues.has_waiters(&name) {
+                state.queues.wake(&name, clock::now());
+                arm(ctx, state);
+            }
+        });
+    }));
+    raw::REDISMODULE_OK as c_int
+}
+
+extern "C" fn on_flush(
+    ctx: *mut raw::RedisModuleCtx,
+    _event: raw::RedisModuleEvent,
+    subevent: u64,
+    _data: *mut c_void,
+) {
+    // After the flush (the end sub-event), when the keys are gone.
+    if WAITING.load(Relaxed) == 0 || subevent != raw::REDISMODULE_SUBEVENT_FLUSHDB_END as u64 {
+        return;
+    }
+    let ctx = Ctx(ctx);
+    let _ = catch_unwind(AssertUnwindSafe(|| {
+        with_state(|state| {
+            state.queues.wake_all(clock::now());
+            arm(ctx, state);
         });
     }));
 }

@@ -1,111 +1,30 @@
-//! Where a request that arrives while others wait stands: the part of the
-//! queue it meets, a simulation of that part on a copy of the keys' state,
-//! and the denial that points after the queue.
+//! Where a request that arrives while others wait stands: its planned
+//! admission on the plans of its keys' lines, and the denial that points
+//! after the line. Each costs a bounded number of decisions, whatever the
+//! number of waiters.
 
-use super::{Arrival, Keyspace, MemoryKeyspace, Queues, Resolution, Waiter};
+use super::{Arrival, Keyspace, Place, Queues, Waiter};
 use crate::algorithm::{Micros, RetryAfter, MAX_HORIZON};
-use crate::engine::{Decided, KeyError, Request};
+use crate::bounds;
+use crate::engine::{self, Charge, Decided, KeyError, Request};
 use crate::policy::Policy;
-use std::collections::{BTreeSet, HashMap, HashSet};
+use crate::store::MemoryStore;
 use std::hash::Hash;
 
+/// The most decisions a plan takes to find a request's admission: a denial
+/// names the exact wait, so two are enough; the rest is margin.
+const ATTEMPTS: usize = 8;
+
+/// Values up to this size are copied to see whether a request without
+/// `WAIT` can go ahead of a line; larger ones are not (it is denied).
+const AHEAD_CHECK_BYTES: usize = 4096;
+
 impl<K: Eq + Hash + Clone, T: Eq + Hash + Clone> Queues<K, T> {
-    /// Every waiter reachable from `keys` through shared keys, in arrival
-    /// order: the part of the queue a request on `keys` interacts with.
-    fn component(&self, keys: &[K]) -> BTreeSet<u64> {
-        let mut ids = BTreeSet::new();
-        let mut todo: Vec<&K> = keys.iter().collect();
-        let mut seen: HashSet<&K> = HashSet::new();
-        while let Some(key) = todo.pop() {
-            if !seen.insert(key) {
-                continue;
-            }
-            for id in self.lines.get(key).into_iter().flatten() {
-                if ids.insert(*id) {
-                    todo.extend(self.entries[id].waiter.keys.iter());
-                }
-            }
-        }
-        ids
-    }
-
-    /// Runs the waiters of `component` (and `extra`, last) to the end on a
-    /// copy of their keys, from `now`: when each is admitted (absent if it
-    /// would time out or fail). `extra` is keyed `None`.
-    fn simulate(
-        &self,
-        state: &mut MemoryKeyspace<K>,
-        component: &BTreeSet<u64>,
-        extra: Option<Waiter<K, ()>>,
-        now: Micros,
-    ) -> HashMap<Option<u64>, Micros> {
-        let mut sim: Queues<K, Option<u64>> = Queues::new();
-        for id in component {
-            let entry = &self.entries[id];
-            let w = &entry.waiter;
-            let copy = Waiter {
-                keys: w.keys.clone(),
-                policies: w.policies.clone(),
-                cost: w.cost,
-                costs: w.costs.clone(),
-                since: w.since,
-                deadline: w.deadline,
-                token: Some(*id),
-            };
-            sim.enqueue(copy, entry.due.unwrap_or(now));
-        }
-        if let Some(w) = extra {
-            let copy = Waiter {
-                keys: w.keys,
-                policies: w.policies,
-                cost: w.cost,
-                costs: w.costs.clone(),
-                since: w.since,
-                deadline: w.deadline,
-                token: None,
-            };
-            sim.enqueue(copy, now);
-        }
-        sim.process(state, now, Micros::MAX)
-            .into_iter()
-            .filter(|e| matches!(e.resolution, Resolution::Admitted(_)))
-            .map(|e| (e.token, e.at))
-            .collect()
-    }
-
-    /// A copy of the keys of `component` and `keys`.
-    fn snapshot<S: Keyspace<K>>(
-        &self,
-        keyspace: &mut S,
-        component: &BTreeSet<u64>,
-        keys: &[K],
-    ) -> Result<MemoryKeyspace<K>, KeyError> {
-        let mut copy = MemoryKeyspace {
-            values: HashMap::new(),
-        };
-        let theirs = component
-            .iter()
-            .flat_map(|id| self.entries[id].waiter.keys.iter());
-        for key in keys.iter().chain(theirs) {
-            if copy.values.contains_key(key) {
-                continue;
-            }
-            let at = |error| KeyError {
-                key: keys.iter().position(|k| k == key).unwrap_or(0),
-                error,
-            };
-            if let Some(v) = keyspace.value(key).map_err(at)? {
-                copy.values.insert(key.clone(), v);
-            }
-        }
-        Ok(copy)
-    }
-
     /// Where a request that arrives at `now` stands. Without waiters on its
     /// keys, the plain decision (charged if admitted), or a wait if it has
     /// `WAIT` and its wait fits in it. With waiters: see the module doc.
     pub fn arrive<S: Keyspace<K>>(
-        &self,
+        &mut self,
         keyspace: &mut S,
         keys: &[K],
         policies: &[Policy],
@@ -121,18 +40,21 @@ impl<K: Eq + Hash + Clone, T: Eq + Hash + Clone> Queues<K, T> {
             wait: None,
             ..request.clone()
         };
+        let room = self.len() < bounds::MAX_WAITERS.get() as usize;
         if !keys.iter().any(|k| self.has_waiters(k)) {
             let decided = keyspace.decide(keys, policies, now, plain)?;
             return Ok(match (timeout, decided.retry_after) {
                 (Some(t), RetryAfter::After(wait))
-                    if !decided.allowed && (wait <= t || releasable) =>
+                    if !decided.allowed && room && (wait <= t || releasable) =>
                 {
-                    Arrival::Wait {
-                        due: now.saturating_add(wait),
-                    }
+                    let due = now.saturating_add(wait);
+                    Arrival::Wait(Place { due, planned: due })
                 }
                 _ => Arrival::Reply(decided),
             });
+        }
+        if matches!(request.charge, Charge::Force | Charge::Refund) {
+            return self.charge_beside(keyspace, keys, policies, now, plain);
         }
         let dry = Request {
             dryrun: true,
@@ -140,64 +62,216 @@ impl<K: Eq + Hash + Clone, T: Eq + Hash + Clone> Queues<K, T> {
         };
         let alone = keyspace.decide(keys, policies, now, dry)?;
         if alone.retry_after == RetryAfter::Never {
-            return Ok(Arrival::Reply(alone));
+            return Ok(Arrival::Reply(self.granting(alone, &request)));
         }
-        let component = self.component(keys);
-        let snapshot = self.snapshot(keyspace, &component, keys)?;
-        if timeout.is_none() && alone.allowed {
-            let before = self.simulate(&mut snapshot.clone(), &component, None, now);
-            let mut after_state = snapshot.clone();
-            // Charged in the copy even for a dry run: would it delay them?
-            let charged = Request {
-                dryrun: false,
-                ..plain.clone()
-            };
-            after_state.decide(keys, policies, now, charged)?;
-            let after = self.simulate(&mut after_state, &component, None, now);
-            let delays_nobody = before
-                .iter()
-                .all(|(id, t)| after.get(id).is_some_and(|a| a <= t));
-            if delays_nobody {
-                return keyspace
-                    .decide(keys, policies, now, plain)
-                    .map(Arrival::Reply);
+        if timeout.is_none()
+            && alone.allowed
+            && self.goes_ahead(keyspace, keys, policies, now, &plain)?
+        {
+            return keyspace
+                .decide(keys, policies, now, plain)
+                .map(Arrival::Reply);
+        }
+        let planned = self.plan(keyspace, keys, policies, now, &plain)?;
+        let lag = self.lag(keys);
+        let full = keys
+            .iter()
+            .any(|k| self.line_len(k) >= bounds::MAX_WAITERS_PER_KEY.get() as usize);
+        if let (Some(t), Some(at)) = (timeout, planned) {
+            let deadline = now.saturating_add(t);
+            if room && !full && (at.saturating_add(lag) <= deadline || releasable) {
+                return Ok(Arrival::Wait(Place {
+                    due: now,
+                    planned: at,
+                }));
             }
         }
-        let deadline = match timeout {
-            Some(t) => now.saturating_add(t),
-            None => now.saturating_add(MAX_HORIZON),
-        };
-        let me = |deadline| Waiter {
-            keys: keys.to_vec(),
-            policies: policies.to_vec(),
-            cost: request.cost,
-            costs: request.costs.clone(),
-            since: now,
-            deadline,
-            token: (),
-        };
-        let placed = self.simulate(&mut snapshot.clone(), &component, Some(me(deadline)), now);
-        if timeout.is_some() && (placed.contains_key(&None) || releasable) {
-            return Ok(Arrival::Wait { due: now });
-        }
-        let after_queue = match (timeout, placed.get(&None)) {
-            (None, Some(&t)) => Some(t),
-            _ => self
-                .simulate(
-                    &mut snapshot.clone(),
-                    &component,
-                    Some(me(now.saturating_add(MAX_HORIZON))),
-                    now,
-                )
-                .get(&None)
-                .copied(),
-        };
-        self.queued_denial(keyspace, keys, policies, now, after_queue)
+        let after = planned.map(|at| at.saturating_add(lag));
+        self.queued_denial(keyspace, keys, policies, now, after, &request)
             .map(Arrival::Reply)
     }
 
+    /// FORCE and REFUND beside a line: written as without one, and taken
+    /// into the plans too, so that those who join later are planned after
+    /// it; a refund may admit the line sooner, so it wakes it.
+    fn charge_beside<S: Keyspace<K>>(
+        &mut self,
+        keyspace: &mut S,
+        keys: &[K],
+        policies: &[Policy],
+        now: Micros,
+        request: Request,
+    ) -> Result<Arrival, KeyError> {
+        let decided = keyspace.decide(keys, policies, now, request.clone())?;
+        if !request.dryrun {
+            let lined: Vec<usize> = (0..keys.len())
+                .filter(|&i| self.has_waiters(&keys[i]))
+                .collect();
+            let lined_keys: Vec<K> = lined.iter().map(|&i| keys[i].clone()).collect();
+            let lined_policies: Vec<Policy> = lined.iter().map(|&i| policies[i].clone()).collect();
+            let charge = Request {
+                costs: Some(lined.iter().map(|&i| request.cost_of(i)).collect()),
+                ..request.clone()
+            };
+            let until = self.planned_until(&lined_keys).max(now);
+            let _ = self.on_plans(&lined_keys, |store| {
+                engine::decide(store, &lined_policies, until, charge)
+            });
+            if request.charge == Charge::Refund {
+                for key in keys {
+                    self.wake(key, now);
+                }
+            }
+        }
+        Ok(Arrival::Reply(decided))
+    }
+
+    /// Whether a request without `WAIT`, admitted alone, may go ahead of
+    /// the lines of its keys: its charge must no longer count when each
+    /// line's first waiter is planned (the state then is the same with or
+    /// without it), so that it delays nobody. Checked on copies of small
+    /// values only.
+    fn goes_ahead<S: Keyspace<K>>(
+        &self,
+        keyspace: &mut S,
+        keys: &[K],
+        policies: &[Policy],
+        now: Micros,
+        request: &Request,
+    ) -> Result<bool, KeyError> {
+        if request.charge != Charge::Normal {
+            // A partial charge answers behind the line.
+            return Ok(false);
+        }
+        if request.cost == 0 && request.costs.is_none() {
+            // Charges nothing, delays nobody.
+            return Ok(true);
+        }
+        let mut before = MemoryStore::new(keys.len());
+        let mut size = 0;
+        for (i, key) in keys.iter().enumerate() {
+            let value = keyspace
+                .value(key)
+                .map_err(|error| KeyError { key: i, error })?;
+            size += value.as_ref().map_or(0, Vec::len);
+            if size > AHEAD_CHECK_BYTES {
+                return Ok(false);
+            }
+            before.values[i] = value;
+        }
+        let mut after = before.clone();
+        let charged = Request {
+            dryrun: false,
+            ..request.clone()
+        };
+        engine::decide(&mut after, policies, now, charged)?;
+        for (i, key) in keys.iter().enumerate() {
+            let Some(first) = self.first_planned(key) else {
+                continue;
+            };
+            let look = |value: &Option<Vec<u8>>| {
+                policies[i]
+                    .decide(value.as_deref(), first, 0)
+                    .map(|o| (o.decision.remaining, o.decision.reset_after))
+                    .ok()
+            };
+            if look(&before.values[i]).is_none()
+                || look(&before.values[i]) != look(&after.values[i])
+            {
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    }
+
+    /// The planned admission of the first waiter on `key`.
+    fn first_planned(&self, key: &K) -> Option<Micros> {
+        let first = self.lines.get(key)?.ids.first()?;
+        self.entries.get(first).map(|e| e.planned)
+    }
+
+    /// The latest planned admission over the lines of `keys`.
+    fn planned_until(&self, keys: &[K]) -> Micros {
+        keys.iter()
+            .filter_map(|k| self.lines.get(k).map(|l| l.planned_until))
+            .max()
+            .unwrap_or(Micros::ZERO)
+    }
+
+    /// How late the lines of `keys` run against their plans (the latest).
+    fn lag(&self, keys: &[K]) -> Micros {
+        keys.iter()
+            .filter_map(|k| self.lines.get(k).map(|l| l.lag))
+            .max()
+            .unwrap_or(Micros::ZERO)
+    }
+
+    /// The earliest instant, at or after `now` and after every planned
+    /// admission on its keys, at which `request` would be admitted on the
+    /// plans (a key without a line: on its value); `None` if never within
+    /// the horizon. Changes nothing.
+    fn plan<S: Keyspace<K>>(
+        &mut self,
+        keyspace: &mut S,
+        keys: &[K],
+        policies: &[Policy],
+        now: Micros,
+        request: &Request,
+    ) -> Result<Option<Micros>, KeyError> {
+        let mut store = MemoryStore::new(keys.len());
+        for (i, key) in keys.iter().enumerate() {
+            store.values[i] = match self.lines.get_mut(key) {
+                Some(line) => line.plan.take(),
+                None => keyspace
+                    .value(key)
+                    .map_err(|error| KeyError { key: i, error })?,
+            };
+        }
+        let from = self.planned_until(keys).max(now);
+        let dry = Request {
+            dryrun: true,
+            wait: None,
+            charge: Charge::Normal,
+            ..request.clone()
+        };
+        let mut at = from;
+        let mut found = Ok(None);
+        for _ in 0..ATTEMPTS {
+            match engine::decide(&mut store, policies, at, dry.clone()) {
+                Ok(d) if d.allowed => {
+                    found = Ok(Some(at));
+                    break;
+                }
+                Ok(d) => match d.retry_after {
+                    RetryAfter::After(wait) if at.saturating_sub(now) <= MAX_HORIZON => {
+                        at = at.saturating_add(wait.max(Micros::new(1)));
+                    }
+                    _ => break,
+                },
+                Err(e) => {
+                    found = Err(e);
+                    break;
+                }
+            }
+        }
+        for (value, key) in store.values.into_iter().zip(keys) {
+            if let Some(line) = self.lines.get_mut(key) {
+                line.plan = value;
+            }
+        }
+        found
+    }
+
+    /// PARTIAL always says what it was granted: nothing, when denied.
+    fn granting(&self, mut decided: Decided, request: &Request) -> Decided {
+        if request.charge == Charge::Partial && !decided.allowed {
+            decided.granted = Some(0);
+        }
+        decided
+    }
+
     /// The denial of a request that would be admitted at `admitted` (after
-    /// the queue; `None`: not within the horizon): the limits' state as it
+    /// the line; `None`: not within the horizon): the limits' state as it
     /// is now, `allowed` 0, the wait until then.
     fn queued_denial<S: Keyspace<K>>(
         &self,
@@ -206,6 +280,7 @@ impl<K: Eq + Hash + Clone, T: Eq + Hash + Clone> Queues<K, T> {
         policies: &[Policy],
         now: Micros,
         admitted: Option<Micros>,
+        request: &Request,
     ) -> Result<Decided, KeyError> {
         let look = Request {
             cost: 0,
@@ -225,29 +300,27 @@ impl<K: Eq + Hash + Clone, T: Eq + Hash + Clone> Queues<K, T> {
             d.allowed = false;
             d.retry_after = retry_after;
         }
-        Ok(decided)
+        Ok(self.granting(decided, request))
     }
 
     /// The denial for a waiter leaving at `at` without admission: its wait
-    /// after the queue (it has left it) or its plain denial.
+    /// after the line (it has left it) or its plain denial.
     pub(super) fn denial<S: Keyspace<K>>(
-        &self,
+        &mut self,
         keyspace: &mut S,
         waiter: &Waiter<K, T>,
         at: Micros,
     ) -> Result<Decided, KeyError> {
         let (keys, policies) = (&waiter.keys[..], &waiter.policies[..]);
         let request = Request {
-            cost: waiter.cost,
-            costs: waiter.costs.clone(),
             dryrun: true,
-            ..Request::default()
+            ..waiter.request(Charge::Normal)
         };
-        match self.arrive(keyspace, keys, policies, at, request)? {
+        match self.arrive(keyspace, keys, policies, at, request.clone())? {
             Arrival::Reply(d) if !d.allowed => Ok(d),
             // Admissible now (the state changed, or it was behind others):
             // it may retry at once.
-            _ => self.queued_denial(keyspace, keys, policies, at, Some(at)),
+            _ => self.queued_denial(keyspace, keys, policies, at, Some(at), &request),
         }
     }
 }

@@ -4,6 +4,7 @@ use crate::algorithm::gcra::Gcra;
 use crate::algorithm::token_bucket::TokenBucket;
 
 const S: u64 = 1_000_000;
+const BUDGET: usize = 1_000;
 const T0: Micros = Micros::new(1_000 * S);
 
 fn at(us: u64) -> Micros {
@@ -45,9 +46,10 @@ fn arrive(
     let policies = vec![policy; keys.len()];
     match q.arrive(ks, keys, &policies, now, request.clone()).unwrap() {
         Arrival::Reply(d) => Some(d),
-        Arrival::Wait { due } => {
+        Arrival::Wait(place) => {
             let deadline = now.saturating_add(request.wait.unwrap());
             q.enqueue(
+                ks,
                 Waiter {
                     keys: keys.to_vec(),
                     policies,
@@ -57,7 +59,7 @@ fn arrive(
                     deadline,
                     token,
                 },
-                due,
+                place,
             );
             None
         }
@@ -84,7 +86,10 @@ fn without_waiters_a_request_is_decided_plainly_or_waits_within_its_timeout() {
     // Denied; the wait (1 s) fits in 1 s: it waits.
     assert_eq!(
         q.arrive(&mut ks, &["k"], &[gcra()], T0, req(1, Some(S))),
-        Ok(Arrival::Wait { due: at(S) })
+        Ok(Arrival::Wait(Place {
+            due: at(S),
+            planned: at(S)
+        }))
     );
     // Not in 999,999 µs: denied at once, as without WAIT.
     let d = arrive(&mut q, &mut ks, &["k"], gcra(), T0, req(1, Some(S - 1)), 2).unwrap();
@@ -111,9 +116,9 @@ fn a_waiter_is_admitted_exactly_at_its_due_time() {
     arrive(&mut q, &mut ks, &["k"], gcra(), T0, req(1, None), 0);
     assert!(arrive(&mut q, &mut ks, &["k"], gcra(), T0, req(1, Some(5 * S)), 1).is_none());
     assert_eq!(q.next_event(), Some(at(S)));
-    assert!(q.process(&mut ks, T0, at(S - 1)).is_empty());
+    assert!(q.process(&mut ks, T0, at(S - 1), BUDGET).is_empty());
     assert_eq!(q.len(), 1);
-    let events = q.process(&mut ks, at(S - 1), at(S));
+    let events = q.process(&mut ks, at(S - 1), at(S), BUDGET);
     assert_eq!(admitted(&events), [(1, at(S))]);
     assert_eq!(events[0].since, T0);
     assert!(q.is_empty());
@@ -142,9 +147,9 @@ fn waiters_are_admitted_first_come_first_served_whatever_their_costs() {
         )
         .is_none());
     }
-    let events = q.process(&mut ks, T0, at(4 * S));
+    let events = q.process(&mut ks, T0, at(4 * S), BUDGET);
     assert!(events.is_empty(), "nobody overtakes the first waiter");
-    let events = q.process(&mut ks, at(4 * S), at(100 * S));
+    let events = q.process(&mut ks, at(4 * S), at(100 * S), BUDGET);
     assert_eq!(
         admitted(&events),
         [(1, at(5 * S)), (2, at(6 * S)), (3, at(9 * S))]
@@ -163,7 +168,7 @@ fn a_request_without_wait_is_denied_while_it_would_delay_a_waiter() {
     // After the waiter (admitted at 1 s), the next slot is at 2 s.
     assert_eq!(retry(&d), RetryAfter::After(Micros::new(3 * S / 2)));
     assert_eq!(d.blocked_by, Some(0));
-    let events = q.process(&mut ks, at(S / 2), at(2 * S));
+    let events = q.process(&mut ks, at(S / 2), at(2 * S), BUDGET);
     assert_eq!(admitted(&events), [(1, at(S))]);
 }
 
@@ -214,7 +219,7 @@ fn a_request_without_wait_that_delays_nobody_is_admitted() {
     .unwrap();
     assert!(!d.allowed);
     assert_eq!(
-        admitted(&q.process(&mut ks, at(S), at(10 * S))),
+        admitted(&q.process(&mut ks, at(S), at(10 * S), BUDGET)),
         [(1, at(10 * S))]
     );
 }
@@ -248,6 +253,7 @@ fn a_waiter_times_out_at_its_deadline_behind_another() {
     .is_none());
     // Enqueued directly with a deadline before its place comes.
     q.enqueue(
+        &mut ks,
         Waiter {
             keys: vec!["k"],
             policies: vec![bucket()],
@@ -257,11 +263,14 @@ fn a_waiter_times_out_at_its_deadline_behind_another() {
             deadline: at(3 * S),
             token: 2,
         },
-        T0,
+        Place {
+            due: T0,
+            planned: at(6 * S),
+        },
     );
-    let events = q.process(&mut ks, T0, at(3 * S - 1));
+    let events = q.process(&mut ks, T0, at(3 * S - 1), BUDGET);
     assert!(events.is_empty());
-    let events = q.process(&mut ks, at(3 * S - 1), at(3 * S));
+    let events = q.process(&mut ks, at(3 * S - 1), at(3 * S), BUDGET);
     assert_eq!(events.len(), 1);
     let Resolution::TimedOut(d) = &events[0].resolution else {
         panic!("{events:?}")
@@ -271,7 +280,7 @@ fn a_waiter_times_out_at_its_deadline_behind_another() {
     // After the first waiter (5 s) and its own token (6 s).
     assert_eq!(retry(d), RetryAfter::After(Micros::new(3 * S)));
     assert_eq!(
-        admitted(&q.process(&mut ks, at(3 * S), at(9 * S))),
+        admitted(&q.process(&mut ks, at(3 * S), at(9 * S), BUDGET)),
         [(1, at(5 * S))]
     );
 }
@@ -300,11 +309,11 @@ fn a_place_given_up_lets_the_next_waiter_in_at_once() {
         2
     )
     .is_none());
-    assert!(q.process(&mut ks, T0, at(3 * S)).is_empty());
+    assert!(q.process(&mut ks, T0, at(3 * S), BUDGET).is_empty());
     assert!(q.abandon(&1, at(3 * S)).is_some());
     assert_eq!(q.next_event(), Some(at(3 * S)));
     assert_eq!(
-        admitted(&q.process(&mut ks, at(3 * S), at(3 * S))),
+        admitted(&q.process(&mut ks, at(3 * S), at(3 * S), BUDGET)),
         [(2, at(3 * S))]
     );
     assert!(q.abandon(&1, at(3 * S)).is_none());
@@ -360,7 +369,7 @@ fn several_keys_wait_in_every_line_for_the_slowest_limit() {
         3
     )
     .is_none());
-    let events = q.process(&mut ks, T0, at(60 * S));
+    let events = q.process(&mut ks, T0, at(60 * S), BUDGET);
     // 1 at 2 s; 2 needs "a" (5 s) and "b" (5 more tokens after 1 took 2:
     // 7 s); 3 behind it on "b": one token, at 8 s.
     assert_eq!(
@@ -374,7 +383,10 @@ fn a_deadline_in_the_same_instant_as_the_due_time_admits() {
     let (mut q, mut ks) = (Q::new(), Ks::default());
     arrive(&mut q, &mut ks, &["k"], gcra(), T0, req(1, None), 0);
     assert!(arrive(&mut q, &mut ks, &["k"], gcra(), T0, req(1, Some(S)), 1).is_none());
-    assert_eq!(admitted(&q.process(&mut ks, T0, at(10 * S))), [(1, at(S))]);
+    assert_eq!(
+        admitted(&q.process(&mut ks, T0, at(10 * S), BUDGET)),
+        [(1, at(S))]
+    );
 }
 
 #[test]
@@ -396,7 +408,7 @@ fn release_all_denies_everyone_and_writes_nothing() {
     let before = ks.values.clone();
     assert!(arrive(&mut q, &mut ks, &["k"], gcra(), T0, req(1, Some(5 * S)), 1).is_none());
     assert!(arrive(&mut q, &mut ks, &["k"], gcra(), T0, req(1, Some(5 * S)), 2).is_none());
-    let events = q.release_all(&mut ks, at(S / 2));
+    let events = q.release(&mut ks, at(S / 2), BUDGET);
     let tokens: Vec<u32> = events.iter().map(|e| e.token).collect();
     assert_eq!(tokens, [1, 2]);
     assert!(events
@@ -443,7 +455,7 @@ fn a_released_lease_wakes_the_first_waiter_at_once_in_arrival_order() {
     )
     .is_none());
     // The head is due at the hour; nothing happens before.
-    assert!(q.process(&mut ks, at(1), at(10)).is_empty());
+    assert!(q.process(&mut ks, at(1), at(10), BUDGET).is_empty());
     // Released behind the queue's back, then the line is woken.
     let value = ks.values.get("k").unwrap().clone();
     let stored = crate::codec::lease::StoredLeases::decode(&value).unwrap();
@@ -453,13 +465,13 @@ fn a_released_lease_wakes_the_first_waiter_at_once_in_arrival_order() {
     crate::codec::lease::change_patch(&change).apply_to(&mut v);
     ks.values.insert("k", v);
     q.wake(&"k", at(20));
-    let events = q.process(&mut ks, at(20), at(20));
+    let events = q.process(&mut ks, at(20), at(20), BUDGET);
     // First come, first served: 1 (two units) before 2 (one unit, which
     // must then wait for a release or an expiry).
     assert_eq!(admitted(&events), [(1, at(20))]);
     assert_eq!(q.len(), 1);
     // 2 gives up at its deadline.
-    let events = q.process(&mut ks, at(20), at(S + 1));
+    let events = q.process(&mut ks, at(20), at(S + 1), BUDGET);
     assert!(matches!(events[0].resolution, Resolution::TimedOut(_)));
     assert!(q.is_empty());
 }

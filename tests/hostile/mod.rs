@@ -925,8 +925,7 @@ pub const SHAPES: &[Shape] = &[
             valued("DEPTH", count("DEPTH", 1, 8), "2"),
             COST,
             DRYRUN,
-            WAIT,
-            // PARTIAL alone: RL.SKETCH refuses FORCE and REFUND.
+            // PARTIAL alone: RL.SKETCH refuses FORCE, REFUND and WAIT.
             CHARGES[1],
         ],
         extra: Extra::UnknownOption,
