@@ -9,7 +9,7 @@ use crate::engine::{self, Charge, Request};
 use crate::error::{printable, Error};
 use crate::policy::Policy;
 use crate::server::key::RedisStore;
-use crate::server::{clock, reply, Arg, Ctx};
+use crate::server::{clock, reply, wait, Arg, Ctx};
 use std::slice;
 
 /// Parses the arguments after the key: one policy, nothing after it.
@@ -38,13 +38,21 @@ pub fn run(command: &CommandDef, ctx: Ctx, args: &[Arg]) -> Result<Verdict, Erro
         return Err(Error::Arity(command.name));
     };
     let policy = parse(policies, rest, command.name)?;
-    let mut store = RedisStore::open_read(ctx, slice::from_ref(key));
     let request = Request {
         charge: Charge::Peek,
         ..Request::default()
     };
-    let mut decided = engine::decide(&mut store, slice::from_ref(&policy), clock::now(), request)
-        .map_err(|e| e.error)?;
+    let now = clock::now();
+    // With waiters on the key, a request now would be denied behind them.
+    let behind = wait::behind_line(ctx, key, &policy, now, request.clone());
+    let mut decided = match behind {
+        Some(decided) => decided,
+        None => {
+            let mut store = RedisStore::open_read(ctx, slice::from_ref(key));
+            engine::decide(&mut store, slice::from_ref(&policy), now, request)
+        }
+    }
+    .map_err(|e| e.error)?;
     // A look holds no lease: the five fields only.
     decided.leases.clear();
     reply::decision(ctx, &decided);

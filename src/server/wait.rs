@@ -178,6 +178,36 @@ pub fn decide(
     placed.unwrap_or_else(|| Err(internal()))
 }
 
+/// What a request on `key` answers behind the key's line (`None`: nobody
+/// waits on it): RL.PEEK's look as a new request would see it.
+pub fn behind_line(
+    ctx: Ctx,
+    key: &Arg,
+    policy: &Policy,
+    now: Micros,
+    request: Request,
+) -> Option<Result<Decided, KeyError>> {
+    if WAITING.load(Relaxed) == 0 {
+        return None;
+    }
+    let name: KeyName = (selected_db(ctx), key.as_ref().to_vec());
+    with_state(|state| {
+        if !state.queues.has_waiters(&name) {
+            return None;
+        }
+        let mut keyspace = ServerKeyspace::new(ctx);
+        let keys = std::slice::from_ref(&name);
+        let arrival = state
+            .queues
+            .arrive(&mut keyspace, keys, std::slice::from_ref(policy), now, request);
+        Some(arrival.and_then(|a| match a {
+            Arrival::Reply(d) => Ok(d),
+            Arrival::Wait(_) => Err(internal()),
+        }))
+    })
+    .flatten()
+}
+
 fn internal() -> KeyError {
     KeyError {
         key: 0,

@@ -298,6 +298,7 @@ impl<K: Eq + Hash + Clone, T: Eq + Hash + Clone> Queues<K, T> {
         decided.blocked_by = Some(waited_on.unwrap_or(0));
         for d in &mut decided.decisions {
             d.allowed = false;
+            d.remaining = 0;
             d.retry_after = retry_after;
         }
         Ok(self.granting(decided, request))

@@ -1,0 +1,263 @@
+//! Bounded work with many waiters: what one command, one timeout or one
+//! clock move costs does not grow with what other clients accumulated. Each
+//! scenario is built at scale on a real server with the manual clock, and
+//! the work is read from `INFO ratelimit` (`ratelimit_work`: limits
+//! decided, waiters touched), a count that does not depend on the machine.
+
+mod common;
+use common::blocking::*;
+use common::topology::info_field;
+use common::*;
+use redis::Connection;
+
+const S: u64 = 1_000_000;
+
+/// Limits decided and waiters touched so far.
+fn work(c: &mut Connection) -> (u64, u64) {
+    let dict = info_field(c, "ratelimit", "ratelimit_work").expect("ratelimit_work");
+    let field = |name: &str| -> u64 {
+        dict.split(',')
+            .find_map(|kv| kv.strip_prefix(&format!("{name}=")))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("{name} in {dict}"))
+    };
+    (field("decisions"), field("waiters"))
+}
+
+/// The work `f` does on the server.
+fn cost_of(c: &mut Connection, f: impl FnOnce(&mut Connection)) -> (u64, u64) {
+    let before = work(c);
+    f(c);
+    let after = work(c);
+    (after.0 - before.0, after.1 - before.1)
+}
+
+fn set_config(c: &mut Connection, name: &str, value: u64) {
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg(format!("ratelimit.{name}"))
+        .arg(value)
+        .query(c)
+        .expect("CONFIG SET");
+}
+
+/// `n` more clients, each sending `args` (a blocking call); returns their
+/// connections once the server counts `total` waiting.
+fn add_waiters(
+    server: &Server,
+    ctl: &mut Connection,
+    n: usize,
+    total: u64,
+    args: impl Fn(usize) -> Vec<String>,
+) -> Vec<Connection> {
+    let mut conns = Vec::with_capacity(n);
+    for i in 0..n {
+        let mut c = server.conn();
+        let a = args(i);
+        let a: Vec<&str> = a.iter().map(String::as_str).collect();
+        send(&mut c, &a);
+        conns.push(c);
+    }
+    await_waiting(ctl, total);
+    conns
+}
+
+fn words(s: &str) -> Vec<String> {
+    s.split_whitespace().map(String::from).collect()
+}
+
+/// The command that froze the server: waiters on a lease key with waits
+/// shorter than the lease. One acquire costs the same with 20 waiters as
+/// with 2,000, and so does each of their timeouts.
+#[test]
+fn lease_waiters_cost_the_same_at_20_and_at_2000() {
+    let server = Server::start();
+    let mut ctl = server.conn();
+    clock_set(&mut ctl, 1_900_000_000 * S);
+    set_config(&mut ctl, "max-waiters-per-key", 10_000);
+    let held = call(&mut ctl, &["RL.ACQUIRE", "gpu", "1", "1h"]).unwrap();
+    assert!(format!("{held:?}").contains("int(1)"), "{held:?}");
+    let wait = |_| words("RL.ACQUIRE gpu 1 1h WAIT 30s");
+    let mut small = add_waiters(&server, &mut ctl, 20, 20, wait);
+    let acquire = |c: &mut Connection| {
+        call(c, &["RL.ACQUIRE", "gpu", "1", "1h"]).unwrap();
+    };
+    let at_20 = cost_of(&mut ctl, acquire);
+    let mut large = add_waiters(&server, &mut ctl, 1_980, 2_000, wait);
+    let at_2000 = cost_of(&mut ctl, acquire);
+    assert_eq!(at_20, at_2000);
+    assert!(at_2000.0 <= 16 && at_2000.1 <= 4, "{at_2000:?}");
+    // Every wait ends at its deadline, each with a bounded amount of work.
+    let (_, touched) = cost_of(&mut ctl, |c| {
+        advance(c, 30 * S);
+        for w in small.iter_mut().chain(large.iter_mut()) {
+            let reply: Vec<redis::Value> =
+                redis::from_redis_value(w.recv_response().expect("reply")).unwrap();
+            assert_eq!(reply[0], redis::Value::Int(0), "{reply:?}");
+        }
+    });
+    assert!(touched <= 2_000 * 4, "{touched} waiters touched");
+    assert_eq!(waiting(&mut ctl), 0);
+}
+
+/// Arrivals on a key with a line of 2,000 waiters cost what they cost
+/// behind 10, for every limit that can wait, and RL.ALL over two keys.
+#[test]
+fn arrivals_cost_the_same_behind_10_and_2000_waiters() {
+    let cases: [(&str, &str); 4] = [
+        ("RL.GCRA {k}a 1 1h", ""),
+        ("RL.FIXED {k}a 1 1h", ""),
+        ("RL.SLIDING {k}a 1 1h EXACT", ""),
+        ("RL.ALL 2 {k}a {k}b GCRA 1 1h GCRA 1000 1h", ""),
+    ];
+    for (call_text, _) in cases {
+        let server = Server::start();
+        let mut ctl = server.conn();
+        clock_set(&mut ctl, 1_900_000_000 * S);
+        set_config(&mut ctl, "max-waiters-per-key", 10_000);
+        let args = words(call_text);
+        let a: Vec<&str> = args.iter().map(String::as_str).collect();
+        call(&mut ctl, &a).unwrap();
+        let waiting_call = |_| {
+            let mut v = args.clone();
+            v.extend(words("WAIT 100d"));
+            v
+        };
+        let measure = |c: &mut Connection| {
+            // A request without WAIT, a dry run, a peek-free look, and a
+            // WAIT that does not fit: each answered behind the line.
+            let plain = cost_of(c, |c| {
+                call(c, &a).unwrap();
+            });
+            let mut short = a.clone();
+            short.extend(["WAIT", "1ms"]);
+            let too_short = cost_of(c, |c| {
+                call(c, &short).unwrap();
+            });
+            (plain, too_short)
+        };
+        let _ten = add_waiters(&server, &mut ctl, 10, 10, waiting_call);
+        let at_10 = measure(&mut ctl);
+        let mut joined = Vec::new();
+        let joining_at_10 = cost_of(&mut ctl, |c| {
+            joined = add_waiters(&server, c, 1, 11, waiting_call);
+        });
+        let _rest = add_waiters(&server, &mut ctl, 1_989, 2_000, waiting_call);
+        let at_2000 = measure(&mut ctl);
+        let joining_at_2000 = cost_of(&mut ctl, |c| {
+            joined = add_waiters(&server, c, 1, 2_001, waiting_call);
+        });
+        // The same bounded work, whatever the length of the line: a plan
+        // takes at most a few decisions per limit (RL.ALL's two limits
+        // may take one more attempt to agree on an instant).
+        let bound = (24, 3);
+        for (what, (d, w)) in [
+            ("plain", at_2000.0),
+            ("too short", at_2000.1),
+            ("joining", joining_at_2000),
+        ] {
+            assert!(d <= bound.0 && w <= bound.1, "{call_text} {what}: {d} {w}");
+        }
+        if !call_text.starts_with("RL.ALL") {
+            assert_eq!(at_10, at_2000, "{call_text}");
+            assert_eq!(joining_at_10, joining_at_2000, "{call_text}");
+        }
+    }
+}
+
+/// 2,000 waiters over 2,000 keys: an arrival on one more key costs what
+/// it costs with one waiter in the server.
+#[test]
+fn waiters_over_many_keys_do_not_slow_an_arrival() {
+    let server = Server::start();
+    let mut ctl = server.conn();
+    clock_set(&mut ctl, 1_900_000_000 * S);
+    let fill = |c: &mut Connection, key: &str| {
+        call(c, &["RL.GCRA", key, "1", "1h"]).unwrap();
+    };
+    let wait = |i: usize| words(&format!("RL.GCRA k{i} 1 1h WAIT 100d"));
+    fill(&mut ctl, "k0");
+    let _one = add_waiters(&server, &mut ctl, 1, 1, wait);
+    let lone = cost_of(&mut ctl, |c| fill(c, "k0"));
+    for i in 1..2_000 {
+        fill(&mut ctl, &format!("k{i}"));
+    }
+    let _many: Vec<Connection> = (1..2_000)
+        .map(|i| {
+            let mut c = server.conn();
+            let a = wait(i);
+            let a: Vec<&str> = a.iter().map(String::as_str).collect();
+            send(&mut c, &a);
+            c
+        })
+        .collect();
+    await_waiting(&mut ctl, 2_000);
+    let crowded = cost_of(&mut ctl, |c| fill(c, "k0"));
+    assert_eq!(lone, crowded);
+}
+
+/// A clock move that makes 2,000 admissions due ends at most
+/// `ratelimit.wait-events-per-tick` of them before RL.CLOCK replies; the
+/// rest follow in the next event-loop iterations, in order, each exact.
+#[test]
+fn a_clock_move_admits_in_slices_and_in_order() {
+    let server = Server::start();
+    let mut ctl = server.conn();
+    clock_set(&mut ctl, 1_900_000_000 * S);
+    set_config(&mut ctl, "max-waiters-per-key", 10_000);
+    set_config(&mut ctl, "wait-events-per-tick", 100);
+    // 2,000 per hour, all spent: one slot every 1.8 s.
+    call(&mut ctl, &["RL.GCRA", "k", "2000", "1h", "COST", "2000"]).unwrap();
+    let mut waiters = add_waiters(&server, &mut ctl, 2_000, 2_000, |_| {
+        words("RL.GCRA k 2000 1h WAIT 100d")
+    });
+    // The clock move and a look at the line in one transaction: nothing
+    // runs between them.
+    let (_, info): (u64, String) = redis::pipe()
+        .atomic()
+        .cmd("RL.CLOCK")
+        .arg("ADVANCE")
+        .arg(3_600 * S)
+        .cmd("INFO")
+        .arg("ratelimit")
+        .query(&mut ctl)
+        .unwrap();
+    assert!(info.contains("ratelimit_waiting:1900"), "{info}");
+    for (i, w) in waiters.iter_mut().enumerate() {
+        let d = recv5(w);
+        assert_eq!(d[0], 1, "waiter {i}: {d:?}");
+    }
+    assert_eq!(waiting(&mut ctl), 0);
+    // Nothing left over: the key is spent again.
+    assert_eq!(
+        decide(&mut ctl, &["RL.GCRA", "k", "2000", "1h", "DRYRUN"])[0],
+        0
+    );
+}
+
+/// The operator's bounds on waiters: past them a WAIT is denied at once,
+/// with a wait, and blocks nobody.
+#[test]
+fn past_the_bounds_on_waiters_a_wait_is_denied_at_once() {
+    let server = Server::start();
+    let mut ctl = server.conn();
+    clock_set(&mut ctl, 1_900_000_000 * S);
+    set_config(&mut ctl, "max-waiters-per-key", 3);
+    set_config(&mut ctl, "max-waiters", 5);
+    call(&mut ctl, &["RL.GCRA", "a", "1", "1s"]).unwrap();
+    call(&mut ctl, &["RL.GCRA", "b", "1", "1s"]).unwrap();
+    let on = |key: &'static str| move |_| words(&format!("RL.GCRA {key} 1 1s WAIT 1h"));
+    let _a = add_waiters(&server, &mut ctl, 3, 3, on("a"));
+    let d = decide(&mut ctl, &["RL.GCRA", "a", "1", "1s", "WAIT", "1h"]);
+    assert_eq!((d[0], d[3]), (0, 4000), "behind three waiters: {d:?}");
+    let _b = add_waiters(&server, &mut ctl, 2, 5, on("b"));
+    let d = decide(&mut ctl, &["RL.GCRA", "b", "1", "1s", "WAIT", "1h"]);
+    assert_eq!((d[0], d[3]), (0, 3000), "five wait in all: {d:?}");
+    assert_eq!(waiting(&mut ctl), 5);
+    let bounds: Vec<String> = redis::cmd("CONFIG")
+        .arg("GET")
+        .arg("ratelimit.max-waiters*")
+        .query(&mut ctl)
+        .unwrap();
+    assert_eq!(bounds.len(), 4, "{bounds:?}");
+}
