@@ -198,6 +198,43 @@ pub fn decide<S: Store>(
     Ok(decided)
 }
 
+/// Takes back an admission of `request` (its client went away before the
+/// reply could reach it, or it was only planned): the cost refunded to
+/// every rate limit, each of `leases` given back to its concurrency limit.
+pub fn undo<S: Store>(
+    store: &mut S,
+    policies: &[Policy],
+    now: Micros,
+    request: &Request,
+    leases: &[Option<Option<LeaseId>>],
+) -> Result<(), KeyError> {
+    let refund = Request {
+        charge: Charge::Refund,
+        dryrun: false,
+        wait: None,
+        ..request.clone()
+    };
+    decide(store, policies, now, refund)?;
+    for (key, lease) in leases.iter().enumerate() {
+        let Some(Some(lease)) = lease else {
+            continue;
+        };
+        let stored = store.value(key).map_err(|error| KeyError { key, error })?;
+        let Some(value) = stored else {
+            continue;
+        };
+        let released = crate::policy::release_lease(value, *lease, now).map_err(|e| KeyError {
+            key,
+            error: Error::state(policies[key].command(), e),
+        })?;
+        if let Some((write, ttl)) = released {
+            crate::store::write_one(store, key, &write, ttl)
+                .map_err(|error| KeyError { key, error })?;
+        }
+    }
+    Ok(())
+}
+
 impl Decided {
     /// Takes limit `key`'s decision into the combined answer: denied if
     /// any limit denies, and the limit that blocks is the one that decides

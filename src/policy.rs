@@ -204,6 +204,24 @@ fn decide_concurrency(
     })
 }
 
+/// Gives lease `lease` back: the write (one slot, in place) and the key's
+/// TTL after it; `None` when it holds nothing (unknown, released, expired).
+pub fn release_lease(
+    value: &[u8],
+    lease: LeaseId,
+    now: Micros,
+) -> Result<Option<(StateWrite, Micros)>, StateError> {
+    let stored = StoredLeases::decode(value)?;
+    Ok(
+        crate::algorithm::concurrency::release(stored.header, &stored, lease, now).map(|change| {
+            (
+                StateWrite::Patch(lease::change_patch(&change)),
+                change.reset_after,
+            )
+        }),
+    )
+}
+
 /// A fixed window's stored state. Versions before tag 0xA7 stored aligned
 /// windows under RL.FIXED's 0xA6: an aligned call takes such a window if
 /// it starts on one of its boundaries (rewriting it under 0xA7 on its next

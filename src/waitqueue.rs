@@ -36,8 +36,9 @@
 //! - `FORCE` and `REFUND` are written whether or not the key has waiters
 //!   (the plan takes them too); a refund wakes the line.
 
+use crate::algorithm::concurrency::LeaseId;
 use crate::algorithm::{Micros, RetryAfter};
-use crate::engine::{self, Charge, Decided, KeyError, Request};
+use crate::engine::{self, Charge, Decided, KeyError, PerLimit, Request};
 use crate::error::Error;
 use crate::policy::Policy;
 use crate::store::MemoryStore;
@@ -140,12 +141,23 @@ pub enum Resolution {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Event<T> {
+pub struct Event<K, T> {
     pub token: T,
     /// When it ended, on the limiter clock.
     pub at: Micros,
     pub since: Micros,
     pub resolution: Resolution,
+    /// For an admission: what was charged, to take it back if its reply
+    /// cannot be delivered.
+    pub charged: Option<Charged<K>>,
+}
+
+/// What an admission charged.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Charged<K> {
+    pub keys: Vec<K>,
+    pub policies: Vec<Policy>,
+    pub request: Request,
 }
 
 /// What to do with a request that has just arrived.
@@ -171,6 +183,8 @@ struct Entry<K, T> {
     due: Option<Micros>,
     /// Its admission as planned when it joined.
     planned: Micros,
+    /// The leases its planned admission holds in the plans.
+    planned_leases: PerLimit<Option<Option<LeaseId>>>,
 }
 
 /// The waiters of one key, in arrival order, and its plan.
@@ -272,7 +286,7 @@ impl<K: Eq + Hash + Clone, T: Eq + Hash + Clone> Queues<K, T> {
         }
         // The plan takes the charge; a failure leaves it as it was (the
         // real decision at admission is what counts).
-        let _ = self.on_plans(&waiter.keys, |store| {
+        let planned = self.on_plans(&waiter.keys, |store| {
             engine::decide(
                 store,
                 &waiter.policies,
@@ -280,6 +294,10 @@ impl<K: Eq + Hash + Clone, T: Eq + Hash + Clone> Queues<K, T> {
                 waiter.request(Charge::Normal),
             )
         });
+        let planned_leases = match planned {
+            Some(Ok(decided)) => decided.leases,
+            _ => PerLimit::new(),
+        };
         for key in &waiter.keys {
             if let Some(line) = self.lines.get_mut(key) {
                 line.ids.insert(id);
@@ -292,6 +310,7 @@ impl<K: Eq + Hash + Clone, T: Eq + Hash + Clone> Queues<K, T> {
             waiter,
             due: None,
             planned: place.planned,
+            planned_leases,
         };
         self.entries.insert(id, entry);
         self.promote(id, place.due);
@@ -385,15 +404,12 @@ impl<K: Eq + Hash + Clone, T: Eq + Hash + Clone> Queues<K, T> {
                 .filter_map(|k| self.lines.get(k).map(|l| l.planned_until))
                 .max()
                 .unwrap_or(at);
-            // A concurrency limit's plan keeps the lease (a release is not
-            // a refund): later plans stay conservative.
+            // Its planned admission leaves the plans: units refunded,
+            // planned leases given back.
+            let leases = &entry.planned_leases;
             let _ = self.on_plans(&waiter.keys, |store| {
-                engine::decide(
-                    store,
-                    &waiter.policies,
-                    until,
-                    waiter.request(Charge::Refund),
-                )
+                let request = waiter.request(Charge::Normal);
+                engine::undo(store, &waiter.policies, until, &request, leases)
             });
         }
         let mut next = Vec::new();
@@ -427,7 +443,7 @@ impl<K: Eq + Hash + Clone, T: Eq + Hash + Clone> Queues<K, T> {
         keyspace: &mut S,
         token: &T,
         at: Micros,
-    ) -> Option<Event<T>> {
+    ) -> Option<Event<K, T>> {
         let id = *self.by_token.get(token)?;
         let waiter = self.remove(id, at, false)?;
         Some(self.timed_out(keyspace, waiter, at))
@@ -438,7 +454,7 @@ impl<K: Eq + Hash + Clone, T: Eq + Hash + Clone> Queues<K, T> {
         keyspace: &mut S,
         waiter: Waiter<K, T>,
         at: Micros,
-    ) -> Event<T> {
+    ) -> Event<K, T> {
         let resolution = match self.denial(keyspace, &waiter, at) {
             Ok(d) => Resolution::TimedOut(d),
             Err(e) => Resolution::Failed(e),
@@ -448,6 +464,7 @@ impl<K: Eq + Hash + Clone, T: Eq + Hash + Clone> Queues<K, T> {
             at,
             since: waiter.since,
             resolution,
+            charged: None,
         }
     }
 
@@ -458,7 +475,7 @@ impl<K: Eq + Hash + Clone, T: Eq + Hash + Clone> Queues<K, T> {
         keyspace: &mut S,
         at: Micros,
         budget: usize,
-    ) -> Vec<Event<T>> {
+    ) -> Vec<Event<K, T>> {
         let mut events = Vec::new();
         while events.len() < budget {
             let Some(id) = self.entries.keys().next().copied() else {
@@ -483,7 +500,7 @@ impl<K: Eq + Hash + Clone, T: Eq + Hash + Clone> Queues<K, T> {
         from: Micros,
         to: Micros,
         budget: usize,
-    ) -> Vec<Event<T>> {
+    ) -> Vec<Event<K, T>> {
         let from = from.min(to);
         let mut events = Vec::new();
         // Each step ends a wait or moves a head's due time strictly later;
@@ -519,7 +536,7 @@ impl<K: Eq + Hash + Clone, T: Eq + Hash + Clone> Queues<K, T> {
         keyspace: &mut S,
         id: u64,
         at: Micros,
-        events: &mut Vec<Event<T>>,
+        events: &mut Vec<Event<K, T>>,
     ) {
         work::one(Work::Waiters);
         let Some(entry) = self.entries.get(&id) else {
@@ -556,11 +573,18 @@ impl<K: Eq + Hash + Clone, T: Eq + Hash + Clone> Queues<K, T> {
             self.set_lag(&keys, at, planned);
         }
         if let Some(waiter) = self.remove(id, at, admitted) {
+            let request = waiter.request(Charge::Normal);
+            let charged = admitted.then_some(Charged {
+                request,
+                keys: waiter.keys,
+                policies: waiter.policies,
+            });
             events.push(Event {
                 token: waiter.token,
                 at,
                 since: waiter.since,
                 resolution,
+                charged,
             });
         }
     }

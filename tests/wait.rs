@@ -459,3 +459,136 @@ fn a_resp3_waiter_gets_the_resp3_map() {
     );
     assert_eq!(fields[0].1, Value::Boolean(true));
 }
+
+/// FORCE is written whether or not the key has waiters; the waiter's due
+/// time moves with it.
+#[test]
+fn force_beside_a_waiter_writes_its_charge() {
+    let server = Server::start();
+    let mut ctl = server.conn();
+    clock_set(&mut ctl, T0);
+    decide(&mut ctl, &strs(&gcra("g", &[])));
+    let mut w = server.conn();
+    send(&mut w, &strs(&gcra("g", &["WAIT", "10s"])));
+    await_waiting(&mut ctl, 1);
+    // 3 more units of debt: the next slot moves from 1 s to 4 s.
+    assert_eq!(
+        decide(&mut ctl, &strs(&gcra("g", &["COST", "3", "FORCE"]))),
+        [0, 1, 0, 4000, 4000]
+    );
+    advance(&mut ctl, 4 * S - 1);
+    assert_eq!(waiting(&mut ctl), 1);
+    advance(&mut ctl, 1);
+    assert_eq!(recv5(&mut w)[0], 1);
+}
+
+/// PARTIAL always says what it was granted, and RL.PEEK answers as a new
+/// request would: behind the line.
+#[test]
+fn partial_and_peek_behind_a_waiter() {
+    let server = Server::start();
+    let mut ctl = server.conn();
+    clock_set(&mut ctl, T0);
+    decide(&mut ctl, &strs(&gcra("g", &[])));
+    let mut w = server.conn();
+    send(&mut w, &strs(&gcra("g", &["WAIT", "10s"])));
+    await_waiting(&mut ctl, 1);
+    advance(&mut ctl, S / 2);
+    let partial: Vec<i64> = cmd(&strs(&gcra("g", &["COST", "1", "PARTIAL"])))
+        .query(&mut ctl)
+        .unwrap();
+    // Behind the waiter (1 s), the next slot is at 2 s; nothing granted.
+    assert_eq!(partial, [0, 1, 0, 1500, 500, 0]);
+    assert_eq!(
+        decide(&mut ctl, &["RL.PEEK", "g", "GCRA", "1", "1s"]),
+        [0, 1, 0, 1500, 500]
+    );
+    advance(&mut ctl, S / 2);
+    assert_eq!(recv5(&mut w)[0], 1);
+}
+
+/// A sketch's items are limited each on its own; one line per key would
+/// make them wait for each other, so RL.SKETCH does not take WAIT.
+#[test]
+fn rl_sketch_refuses_wait() {
+    let server = Server::start();
+    let mut ctl = server.conn();
+    let (_, message) = error_of(
+        &mut ctl,
+        &[b"RL.SKETCH", b"s", b"ip1", b"1", b"1s", b"WAIT", b"1s"],
+    );
+    assert_eq!(
+        message,
+        "ERR syntax error: WAIT cannot be combined with RL.SKETCH"
+    );
+    assert_eq!(waiting(&mut ctl), 0);
+}
+
+/// A change that may admit sooner wakes the line at once: the key
+/// deleted, every key flushed, units refunded.
+#[test]
+fn del_flushall_and_refund_wake_the_line() {
+    let server = Server::start();
+    let mut ctl = server.conn();
+    clock_set(&mut ctl, T0);
+    let bucket = |extra: &[&str]| {
+        let mut v: Vec<String> = ["RL.BUCKET", "b", "10", "1", "1h"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        v.extend(extra.iter().map(|s| s.to_string()));
+        v
+    };
+    for wake in ["DEL", "FLUSHALL", "REFUND"] {
+        decide(&mut ctl, &strs(&bucket(&["COST", "10"])));
+        let mut w = server.conn();
+        send(&mut w, &strs(&bucket(&["COST", "5", "WAIT", "100d"])));
+        await_waiting(&mut ctl, 1);
+        match wake {
+            "DEL" => {
+                let _: i64 = redis::cmd("DEL").arg("b").query(&mut ctl).unwrap();
+            }
+            "FLUSHALL" => {
+                let _: () = redis::cmd("FLUSHALL").query(&mut ctl).unwrap();
+            }
+            _ => {
+                decide(&mut ctl, &strs(&bucket(&["REFUND", "5"])));
+            }
+        }
+        // Admitted with no clock move: after a deletion 5 of the 10 tokens
+        // are left, after the refund of 5 none.
+        let left = if wake == "REFUND" { 0 } else { 5 };
+        assert_eq!(recv5(&mut w)[..3], [1, 10, left], "{wake}");
+        let _: () = redis::cmd("FLUSHALL").query(&mut ctl).unwrap();
+    }
+}
+
+/// A waiter admitted by a release and unblocked by `CLIENT UNBLOCK` in the
+/// same event-loop turn gets the admission's reply (it was charged).
+#[test]
+fn client_unblock_racing_an_admission_gets_the_admission() {
+    let server = Server::start();
+    let mut ctl = server.conn();
+    clock_set(&mut ctl, T0);
+    let held: Vec<Value> = cmd(&["RL.ACQUIRE", "gpu", "1", "1h"])
+        .query(&mut ctl)
+        .unwrap();
+    let lease: String = redis::from_redis_value(held[5].clone()).unwrap();
+    let mut w = server.conn();
+    let id = client_id(&mut w);
+    send(&mut w, &["RL.ACQUIRE", "gpu", "1", "1h", "WAIT", "1m"]);
+    await_waiting(&mut ctl, 1);
+    let (released, unblocked): (i64, i64) = redis::pipe()
+        .cmd("RL.RELEASE")
+        .arg("gpu")
+        .arg(&lease)
+        .cmd("CLIENT")
+        .arg("UNBLOCK")
+        .arg(id)
+        .query(&mut ctl)
+        .unwrap();
+    assert_eq!(released, 1);
+    let reply: Vec<Value> = redis::from_redis_value(w.recv_response().unwrap()).unwrap();
+    assert_eq!(reply[0], Value::Int(1), "unblocked {unblocked}: {reply:?}");
+    assert!(matches!(reply[5], Value::BulkString(_)), "{reply:?}");
+}

@@ -132,18 +132,28 @@ extern "C" fn info(ctx: *mut raw::RedisModuleInfoCtx, _for_crash_report: c_int) 
 }
 
 /// Sees every command before Redis runs it; resets the counters on
-/// `CONFIG RESETSTAT`. Two length checks for every other command.
+/// `CONFIG RESETSTAT`, and tells the wait queue of a `CLIENT UNBLOCK`.
+/// A length check for most other commands.
 extern "C" fn watch_resetstat(fctx: *mut raw::RedisModuleCommandFilterCtx) {
     // SAFETY: Redis calls this with a live filter context; the arguments it
     // returns stay valid during the call.
     unsafe {
-        if api!(RedisModule_CommandFilterArgsCount)(fctx) != 2 {
+        let count = api!(RedisModule_CommandFilterArgsCount)(fctx);
+        if !(2..=4).contains(&count) {
             return;
         }
         let word = |pos: c_int| filter_arg(fctx, pos);
-        if word(0).eq_ignore_ascii_case(b"CONFIG") && word(1).eq_ignore_ascii_case(b"RESETSTAT") {
+        let is = |pos: c_int, w: &[u8]| word(pos).eq_ignore_ascii_case(w);
+        if count == 2 && is(0, b"CONFIG") && is(1, b"RESETSTAT") {
             stats::reset();
             work::reset();
+        } else if count >= 3 && is(0, b"CLIENT") && is(1, b"UNBLOCK") {
+            let id = std::str::from_utf8(word(2))
+                .ok()
+                .and_then(|s| s.parse().ok());
+            if let Some(id) = id {
+                wait::unblocking(id, count == 4 && is(3, b"ERROR"));
+            }
         }
     }
 }

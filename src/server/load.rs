@@ -94,7 +94,8 @@ fn missing_api() -> Option<&'static str> {
         RedisModule_RegisterNumericConfig,
         RedisModule_LoadConfigs,
         RedisModule_SubscribeToKeyspaceEvents,
-        RedisModule_SubscribeToServerEvent
+        RedisModule_SubscribeToServerEvent,
+        RedisModule_GetClientId
     );
     None
 }

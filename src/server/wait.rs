@@ -24,7 +24,7 @@ use crate::algorithm::Micros;
 use crate::engine::{self, Decided, KeyError, Request};
 use crate::error::Error;
 use crate::policy::Policy;
-use crate::waitqueue::{Arrival, Event, Queues, Resolution, Waiter};
+use crate::waitqueue::{Arrival, Charged, Event, Queues, Resolution, Waiter};
 use crate::{bounds, stats};
 use keyspace::ServerKeyspace;
 
@@ -197,9 +197,13 @@ pub fn behind_line(
         }
         let mut keyspace = ServerKeyspace::new(ctx);
         let keys = std::slice::from_ref(&name);
-        let arrival = state
-            .queues
-            .arrive(&mut keyspace, keys, std::slice::from_ref(policy), now, request);
+        let arrival = state.queues.arrive(
+            &mut keyspace,
+            keys,
+            std::slice::from_ref(policy),
+            now,
+            request,
+        );
         Some(arrival.and_then(|a| match a {
             Arrival::Reply(d) => Ok(d),
             Arrival::Wait(_) => Err(internal()),
@@ -317,10 +321,12 @@ struct Resolved {
     shape: Shape,
     command: usize,
     result: Result<Decided, KeyError>,
+    /// What the admission charged (taken back if the reply cannot be sent).
+    charged: Option<Charged<KeyName>>,
 }
 
 /// Ends a wait: counts it and unblocks the client with its reply.
-fn resolve(event: Event<Token>) {
+fn resolve(event: Event<KeyName, Token>) {
     let waited = event.at.saturating_sub(event.since);
     let token = event.token;
     let result = match event.resolution {
@@ -343,6 +349,7 @@ fn resolve(event: Event<Token>) {
         shape: token.shape,
         command: token.command,
         result,
+        charged: event.charged,
     });
     // SAFETY: `bc` is a handle from BlockClient that was still in the queue,
     // so it has not been unblocked; Redis hands the pointer to `on_reply`
@@ -509,6 +516,12 @@ extern "C" fn on_timeout(
 /// A waiting client went away (or `CLIENT UNBLOCK id ERROR`): its place is
 /// given up; those behind it move up at once (from a timer: this context
 /// belongs to a client being freed).
+///
+/// A client admitted in this event-loop turn, whose reply is not sent yet,
+/// also passes here when it is unblocked or disconnects before the reply:
+/// Redis will not send that reply. After `CLIENT UNBLOCK id` (no `ERROR`,
+/// no reply sent by Redis) the admission's reply is sent here; otherwise
+/// the admission is taken back, so that nothing is charged without a reply.
 extern "C" fn on_disconnect(ctx: *mut raw::RedisModuleCtx, bc: *mut raw::RedisModuleBlockedClient) {
     let ctx = Ctx(ctx);
     let _ = catch_unwind(AssertUnwindSafe(|| {
@@ -519,9 +532,55 @@ extern "C" fn on_disconnect(ctx: *mut raw::RedisModuleCtx, bc: *mut raw::RedisMo
                 // SAFETY: the handle is ours and was in the queue.
                 unsafe { api!(RedisModule_UnblockClient)(bc, std::ptr::null_mut()) };
                 arm(ctx, state);
+                return;
+            }
+            // SAFETY: ctx is the disconnect context; its private data is
+            // the `Resolved` given to UnblockClient, or NULL.
+            let data = unsafe { api!(RedisModule_GetBlockedClientPrivateData)(ctx.0) };
+            if data.is_null() {
+                return;
+            }
+            // SAFETY: every non-NULL private data is a `Resolved` from
+            // `resolve`, owned by Redis until `free_privdata`.
+            let resolved = unsafe { &mut *data.cast::<Resolved>() };
+            let Some(charged) = resolved.charged.take() else {
+                return;
+            };
+            if unblocked_without_reply(ctx) {
+                send(ctx, resolved.shape, resolved.command, &resolved.result);
+                return;
+            }
+            if let Ok(decided) = &resolved.result {
+                let mut keyspace = ServerKeyspace::new(ctx);
+                let _ = keyspace.undo(&charged, now, decided);
+                drop(keyspace);
+                arm(ctx, state);
             }
         });
     }));
+}
+
+thread_local! {
+    /// The client `CLIENT UNBLOCK` is unblocking now, and whether Redis
+    /// replies to it itself (`ERROR`), set by the command filter.
+    static UNBLOCKING: std::cell::Cell<Option<(u64, bool)>> = const { std::cell::Cell::new(None) };
+}
+
+/// `CLIENT UNBLOCK id [TIMEOUT|ERROR]` is about to run (from the command
+/// filter).
+pub fn unblocking(id: u64, error: bool) {
+    UNBLOCKING.with(|u| u.set(Some((id, error))));
+}
+
+/// Whether the client of `ctx` is being unblocked by `CLIENT UNBLOCK`
+/// without `ERROR` (Redis then sends it nothing).
+fn unblocked_without_reply(ctx: Ctx) -> bool {
+    let Some((id, error)) = UNBLOCKING.with(|u| u.take()) else {
+        return false;
+    };
+    // SAFETY: ctx is the disconnect context, with the client.
+    let client = unsafe { api!(RedisModule_GetClientId)(ctx.0) };
+    client == id && !error
 }
 
 /// Subscribes the line's wake-ups to the changes that may admit sooner:

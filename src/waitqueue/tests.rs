@@ -66,7 +66,7 @@ fn arrive(
     }
 }
 
-fn admitted(events: &[Event<u32>]) -> Vec<(u32, Micros)> {
+fn admitted(events: &[Event<&'static str, u32>]) -> Vec<(u32, Micros)> {
     events
         .iter()
         .filter(|e| matches!(e.resolution, Resolution::Admitted(_)))

@@ -11,7 +11,7 @@ use crate::policy::Policy;
 use crate::server::ffi::{api, Arg, Ctx};
 use crate::server::key::RedisStore;
 use crate::store::Store;
-use crate::waitqueue::Keyspace;
+use crate::waitqueue::{Charged, Keyspace};
 use redis_module::raw;
 use std::ffi::c_int;
 
@@ -121,6 +121,31 @@ impl ServerKeyspace {
             api!(RedisModule_FreeCallReply)(reply);
             text
         }
+    }
+}
+
+impl ServerKeyspace {
+    /// Takes back what an admission charged (`engine::undo`).
+    pub(super) fn undo(
+        &mut self,
+        charged: &Charged<KeyName>,
+        now: Micros,
+        decided: &Decided,
+    ) -> Result<(), KeyError> {
+        if let Some((db, _)) = charged.keys.first() {
+            self.select(*db);
+        }
+        let names = Names::new(charged.keys.iter().map(|k| k.1.as_slice()));
+        let mut store = RedisStore::open(self.ctx, &names.0);
+        let undone = engine::undo(
+            &mut store,
+            &charged.policies,
+            now,
+            &charged.request,
+            &decided.leases,
+        );
+        drop(store);
+        undone
     }
 }
 
