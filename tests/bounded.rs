@@ -140,12 +140,12 @@ fn arrivals_cost_the_same_behind_10_and_2000_waiters() {
         let at_10 = measure(&mut ctl);
         let mut joined = Vec::new();
         let joining_at_10 = cost_of(&mut ctl, |c| {
-            joined = add_waiters(&server, c, 1, 11, waiting_call);
+            joined.extend(add_waiters(&server, c, 1, 11, waiting_call));
         });
         let _rest = add_waiters(&server, &mut ctl, 1_989, 2_000, waiting_call);
         let at_2000 = measure(&mut ctl);
         let joining_at_2000 = cost_of(&mut ctl, |c| {
-            joined = add_waiters(&server, c, 1, 2_001, waiting_call);
+            joined.extend(add_waiters(&server, c, 1, 2_001, waiting_call));
         });
         // The same bounded work, whatever the length of the line: a plan
         // takes at most a few decisions per limit (RL.ALL's two limits
@@ -260,4 +260,83 @@ fn past_the_bounds_on_waiters_a_wait_is_denied_at_once() {
         .query(&mut ctl)
         .unwrap();
     assert_eq!(bounds.len(), 4, "{bounds:?}");
+}
+
+fn client_id(c: &mut Connection) -> i64 {
+    redis::cmd("CLIENT").arg("ID").query(c).expect("CLIENT ID")
+}
+
+/// On a lease key with a line: a disconnect, a `CLIENT UNBLOCK` and a
+/// release each cost the same with 20 waiters as with 2,000; a role change
+/// ends all 2,000 waits with a bounded amount of work for each.
+#[test]
+fn leaving_and_releasing_cost_the_same_at_20_and_at_2000() {
+    let server = Server::start();
+    let mut ctl = server.conn();
+    clock_set(&mut ctl, 1_900_000_000 * S);
+    set_config(&mut ctl, "max-waiters-per-key", 10_000);
+    let lease_of = |c: &mut Connection| -> String {
+        let v: Vec<redis::Value> = cmd(&["RL.ACQUIRE", "gpu", "1", "1h"]).query(c).unwrap();
+        redis::from_redis_value(v[5].clone()).expect("a lease")
+    };
+    let held = lease_of(&mut ctl);
+    // CLIENT UNBLOCK needs the id of a blocked client: ask before it blocks.
+    let mut small = Vec::new();
+    let mut ids = Vec::new();
+    // In a known order: the first is the one a release admits.
+    for i in 0..20 {
+        let mut c = server.conn();
+        ids.push(client_id(&mut c));
+        send(&mut c, &["RL.ACQUIRE", "gpu", "1", "1h", "WAIT", "100d"]);
+        small.push(c);
+        await_waiting(&mut ctl, i + 1);
+    }
+    let costs = |ctl: &mut Connection, conns: &mut Vec<Connection>, ids: &mut Vec<i64>, n: u64| {
+        let leaver = conns.pop().unwrap();
+        ids.pop();
+        let leaving = cost_of(ctl, |c| {
+            drop(leaver);
+            await_waiting(c, n - 1);
+        });
+        let id = ids.pop().unwrap();
+        let unblocking = cost_of(ctl, |c| {
+            let _: i64 = redis::cmd("CLIENT")
+                .arg("UNBLOCK")
+                .arg(id)
+                .query(c)
+                .unwrap();
+        });
+        (leaving, unblocking)
+    };
+    let at_20 = costs(&mut ctl, &mut small, &mut ids, 20);
+    let release_at_20 = cost_of(&mut ctl, |c| {
+        let _: i64 = cmd(&["RL.RELEASE", "gpu", &held]).query(c).unwrap();
+    });
+    // The first waiter holds the lease now: read it from its reply.
+    let v: Vec<redis::Value> = redis::from_redis_value(small[0].recv_response().unwrap()).unwrap();
+    let held: String = redis::from_redis_value(v[5].clone()).unwrap();
+    let mut large = small.split_off(1);
+    for _ in 0..1_983 {
+        let mut c = server.conn();
+        ids.push(client_id(&mut c));
+        send(&mut c, &["RL.ACQUIRE", "gpu", "1", "1h", "WAIT", "100d"]);
+        large.push(c);
+    }
+    await_waiting(&mut ctl, 2_000);
+    let at_2000 = costs(&mut ctl, &mut large, &mut ids, 2_000);
+    let release_at_2000 = cost_of(&mut ctl, |c| {
+        let _: i64 = cmd(&["RL.RELEASE", "gpu", &held]).query(c).unwrap();
+    });
+    assert_eq!(at_20, at_2000);
+    assert_eq!(release_at_20, release_at_2000);
+    // A role change ends every wait: bounded work for each.
+    let (_, touched) = cost_of(&mut ctl, |c| {
+        let _: () = redis::cmd("REPLICAOF")
+            .arg("127.0.0.1")
+            .arg(free_port())
+            .query(c)
+            .unwrap();
+        await_waiting(c, 0);
+    });
+    assert!(touched <= 1_998 * 4, "{touched} waiters touched");
 }

@@ -123,7 +123,7 @@ fn every_command_documents_its_arguments() {
         (
             "rl.sketch",
             "key:key item:string limit:integer window:string [WIDTH width:integer] \
-             [DEPTH depth:integer] [COST cost:integer] [DRYRUN] [WAIT timeout:string] [PARTIAL]"
+             [DEPTH depth:integer] [COST cost:integer] [DRYRUN] [PARTIAL]"
                 .to_string(),
         ),
         (
