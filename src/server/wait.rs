@@ -599,7 +599,7 @@ pub fn subscribe(ctx: Ctx) -> Result<(), String> {
         return Err("cannot subscribe to keyspace events".into());
     }
     let flush = raw::RedisModuleEvent {
-        id: raw::REDISMODULE_EVENT_FLUSHDB as u64,
+        id: raw::REDISMODULE_EVENT_FLUSHDB,
         dataver: 1,
     };
     // SAFETY: as above.
@@ -641,7 +641,7 @@ extern "C" fn on_flush(
     _data: *mut c_void,
 ) {
     // After the flush (the end sub-event), when the keys are gone.
-    if WAITING.load(Relaxed) == 0 || subevent != raw::REDISMODULE_SUBEVENT_FLUSHDB_END as u64 {
+    if WAITING.load(Relaxed) == 0 || subevent != raw::REDISMODULE_SUBEVENT_FLUSHDB_END {
         return;
     }
     let ctx = Ctx(ctx);
