@@ -50,6 +50,9 @@ use std::hash::Hash;
 pub trait Keyspace<K> {
     /// The key's value; `None` if it does not exist.
     fn value(&mut self, key: &K) -> Result<Option<Vec<u8>>, Error>;
+    /// The key's value if it is at most `max` bytes long (`Ok(None)`: it is
+    /// longer, and nothing was copied).
+    fn small_value(&mut self, key: &K, max: usize) -> Result<Option<Option<Vec<u8>>>, Error>;
     /// `engine::decide` over `keys` at `at` (writing if admitted and not a
     /// dry run).
     fn decide(
@@ -77,6 +80,11 @@ pub struct MemoryKeyspace<K> {
 impl<K: Eq + Hash + Clone> Keyspace<K> for MemoryKeyspace<K> {
     fn value(&mut self, key: &K) -> Result<Option<Vec<u8>>, Error> {
         Ok(self.values.get(key).cloned())
+    }
+
+    fn small_value(&mut self, key: &K, max: usize) -> Result<Option<Option<Vec<u8>>>, Error> {
+        let value = self.values.get(key);
+        Ok((value.map_or(0, Vec::len) <= max).then(|| value.cloned()))
     }
 
     fn decide(

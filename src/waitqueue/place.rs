@@ -148,15 +148,15 @@ impl<K: Eq + Hash + Clone, T: Eq + Hash + Clone> Queues<K, T> {
             return Ok(true);
         }
         let mut before = MemoryStore::new(keys.len());
-        let mut size = 0;
+        let mut room = AHEAD_CHECK_BYTES;
         for (i, key) in keys.iter().enumerate() {
             let value = keyspace
-                .value(key)
+                .small_value(key, room)
                 .map_err(|error| KeyError { key: i, error })?;
-            size += value.as_ref().map_or(0, Vec::len);
-            if size > AHEAD_CHECK_BYTES {
+            let Some(value) = value else {
                 return Ok(false);
-            }
+            };
+            room -= value.as_ref().map_or(0, Vec::len);
             before.values[i] = value;
         }
         let mut after = before.clone();
@@ -169,6 +169,8 @@ impl<K: Eq + Hash + Clone, T: Eq + Hash + Clone> Queues<K, T> {
             let Some(first) = self.first_planned(key) else {
                 continue;
             };
+            // A plan running late is looked at from now.
+            let first = first.max(now);
             let look = |value: &Option<Vec<u8>>| {
                 policies[i]
                     .decide(value.as_deref(), first, 0)

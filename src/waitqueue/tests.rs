@@ -2,6 +2,8 @@ use super::*;
 use crate::algorithm::fixed_window::FixedWindow;
 use crate::algorithm::gcra::Gcra;
 use crate::algorithm::token_bucket::TokenBucket;
+use crate::error::Error;
+use std::collections::HashMap;
 
 const S: u64 = 1_000_000;
 const BUDGET: usize = 1_000;
@@ -474,4 +476,137 @@ fn a_released_lease_wakes_the_first_waiter_at_once_in_arrival_order() {
     let events = q.process(&mut ks, at(20), at(S + 1), BUDGET);
     assert!(matches!(events[0].resolution, Resolution::TimedOut(_)));
     assert!(q.is_empty());
+}
+
+/// A keyspace that counts what the queue asks of it.
+struct Counting {
+    inner: Ks,
+    calls: usize,
+}
+
+impl Keyspace<&'static str> for Counting {
+    fn value(&mut self, key: &&'static str) -> Result<Option<Vec<u8>>, Error> {
+        self.calls += 1;
+        self.inner.value(key)
+    }
+
+    fn small_value(
+        &mut self,
+        key: &&'static str,
+        max: usize,
+    ) -> Result<Option<Option<Vec<u8>>>, Error> {
+        self.calls += 1;
+        self.inner.small_value(key, max)
+    }
+
+    fn decide(
+        &mut self,
+        keys: &[&'static str],
+        policies: &[Policy],
+        at: Micros,
+        request: Request,
+    ) -> Result<Decided, KeyError> {
+        self.calls += 1;
+        self.inner.decide(keys, policies, at, request)
+    }
+}
+
+#[test]
+fn an_arrival_asks_the_keyspace_the_same_behind_3_and_3000_waiters() {
+    let (mut q, mut ks) = (
+        Q::new(),
+        Counting {
+            inner: Ks::default(),
+            calls: 0,
+        },
+    );
+    // Past the default bound on one key's line (no other test comes near).
+    crate::bounds::MAX_WAITERS_PER_KEY.set(10_000).unwrap();
+    let policy = gcra();
+    let mut cost_at = |q: &mut Q, ks: &mut Counting, n: u32| {
+        while q.len() < n as usize {
+            let token = q.len() as u32 + 1;
+            let request = req(1, Some(100_000 * S));
+            match q
+                .arrive(ks, &["k"], &[policy.clone()], T0, request.clone())
+                .unwrap()
+            {
+                Arrival::Wait(place) => {
+                    let waiter = Waiter {
+                        keys: vec!["k"],
+                        policies: vec![policy.clone()],
+                        cost: 1,
+                        costs: None,
+                        since: T0,
+                        deadline: T0.saturating_add(Micros::new(100_000 * S)),
+                        token,
+                    };
+                    q.enqueue(ks, waiter, place);
+                }
+                Arrival::Reply(d) => assert!(d.allowed, "{d:?}"),
+            }
+        }
+        let before = ks.calls;
+        let d = q
+            .arrive(ks, &["k"], &[policy.clone()], T0, req(1, None))
+            .unwrap();
+        assert!(matches!(d, Arrival::Reply(ref d) if !d.allowed));
+        ks.calls - before
+    };
+    let at_3 = cost_at(&mut q, &mut ks, 3);
+    let at_3000 = cost_at(&mut q, &mut ks, 3_000);
+    assert_eq!(at_3, at_3000);
+    // Admitting all of them touches each once, in order.
+    let events = q.process(&mut ks.inner, T0, at(4_000 * S), 10_000);
+    let tokens: Vec<u32> = admitted(&events).iter().map(|e| e.0).collect();
+    assert_eq!(tokens, (1..=3_000).collect::<Vec<_>>());
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(200))]
+
+    /// Whatever the arrivals, waits, departures and clock moves: waiters
+    /// are admitted in arrival order, never after their deadline, and
+    /// each admission is one the limit itself allows.
+    #[test]
+    fn waiters_are_admitted_in_order_by_their_deadlines(
+        ops in proptest::collection::vec((0u8..4, 0u64..3, 0u64..4_000_000), 1..80),
+    ) {
+        let (mut q, mut ks) = (Q::new(), Ks::default());
+        let policy = bucket();
+        let mut now = T0;
+        let mut next = 1u32;
+        let mut deadlines = HashMap::new();
+        let mut last_admitted = 0u32;
+        for (op, cost, dt) in ops {
+            match op {
+                0 | 1 => {
+                    let wait = (op == 0).then_some(dt.max(1));
+                    let token = next;
+                    next += 1;
+                    if arrive(&mut q, &mut ks, &["k"], policy.clone(), now, req(cost, wait), token).is_none() {
+                        deadlines.insert(token, now.saturating_add(Micros::new(dt.max(1))));
+                    }
+                }
+                2 => {
+                    if let Some(&token) = deadlines.keys().next() {
+                        q.abandon(&token, now);
+                        deadlines.remove(&token);
+                    }
+                }
+                _ => {
+                    let to = now.saturating_add(Micros::new(dt));
+                    for e in q.process(&mut ks, now, to, 10_000) {
+                        let deadline = deadlines.remove(&e.token).unwrap();
+                        proptest::prop_assert!(e.at <= deadline);
+                        if matches!(e.resolution, Resolution::Admitted(_)) {
+                            proptest::prop_assert!(e.token > last_admitted);
+                            last_admitted = e.token;
+                        }
+                    }
+                    now = to;
+                }
+            }
+        }
+    }
 }

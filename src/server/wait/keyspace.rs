@@ -180,10 +180,18 @@ impl Keyspace<KeyName> for ServerKeyspace {
     }
 
     fn value(&mut self, key: &KeyName) -> Result<Option<Vec<u8>>, Error> {
+        self.small_value(key, usize::MAX)
+            .map(|v| v.unwrap_or_default())
+    }
+
+    fn small_value(&mut self, key: &KeyName, max: usize) -> Result<Option<Option<Vec<u8>>>, Error> {
         self.select(key.0);
         let names = Names::new(std::iter::once(key.1.as_slice()));
         let store = RedisStore::open(self.ctx, &names.0);
-        let value = store.value(0).map(|v| v.map(<[u8]>::to_vec));
+        // Read in place; copied only if small enough.
+        let value = store
+            .value(0)
+            .map(|v| (v.map_or(0, <[u8]>::len) <= max).then(|| v.map(<[u8]>::to_vec)));
         drop(store);
         value
     }
