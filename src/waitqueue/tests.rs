@@ -523,12 +523,18 @@ fn an_arrival_asks_the_keyspace_the_same_behind_3_and_3000_waiters() {
     // Past the default bound on one key's line (no other test comes near).
     crate::bounds::MAX_WAITERS_PER_KEY.set(10_000).unwrap();
     let policy = gcra();
-    let mut cost_at = |q: &mut Q, ks: &mut Counting, n: u32| {
+    let cost_at = |q: &mut Q, ks: &mut Counting, n: u32| {
         while q.len() < n as usize {
             let token = q.len() as u32 + 1;
             let request = req(1, Some(100_000 * S));
             match q
-                .arrive(ks, &["k"], &[policy.clone()], T0, request.clone())
+                .arrive(
+                    ks,
+                    &["k"],
+                    std::slice::from_ref(&policy),
+                    T0,
+                    request.clone(),
+                )
                 .unwrap()
             {
                 Arrival::Wait(place) => {
@@ -548,7 +554,7 @@ fn an_arrival_asks_the_keyspace_the_same_behind_3_and_3000_waiters() {
         }
         let before = ks.calls;
         let d = q
-            .arrive(ks, &["k"], &[policy.clone()], T0, req(1, None))
+            .arrive(ks, &["k"], std::slice::from_ref(&policy), T0, req(1, None))
             .unwrap();
         assert!(matches!(d, Arrival::Reply(ref d) if !d.allowed));
         ks.calls - before
