@@ -1,6 +1,7 @@
 //! Every command and every policy, defined once. Parsing, RL.ALL's policy
-//! grammar, COMMAND DOCS, arity, key specs, registration and the INFO
-//! counter names are all derived from these definitions.
+//! grammar, COMMAND DOCS, arity, key specs, registration (flags and ACL
+//! categories, `fast` from each command's `cost`) and the INFO counter
+//! names are all derived from these definitions.
 
 use super::definition::{CommandDef, Cost, Grammar};
 use super::grammar::{Opt, Param, PolicyDef, Values};
@@ -167,7 +168,7 @@ const LEASE_FLAGS: &str = "write";
 /// never under OOM.
 const DECISION_FLAGS: &str = "write deny-oom";
 
-/// A decision that may wait: its key's line of waiters is a search tree.
+/// A decision that may wait or meet its key's waiters: O(log(N)) in them.
 const WAITING_DECISION: Cost = Cost::Logarithmic(
     "O(1) without waiters; O(log(N)) with WAIT or when the key has waiters, \
      where N is the number of waiting clients",
