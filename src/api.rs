@@ -25,7 +25,7 @@ pub use crate::codec::{
     decode_tat, encode_tat, sketch as sketch_codec, window, Kind, Mismatch, Patch, StateError,
     TAT_MAX_LEN,
 };
-pub use crate::commands::definition::{CommandDef, Grammar, Keys};
+pub use crate::commands::definition::{CommandDef, Cost, Grammar, Keys};
 pub use crate::commands::docs::{arguments, synopsis, DocArg, DocType};
 pub use crate::commands::grammar::{
     parse_common, parse_common_with, Opt, Param, Parse, PerKey, PolicyDef, COMMON,

@@ -250,3 +250,43 @@ fn loads_on_the_installed_server_with_key_specs() {
         "COMMAND DOCS without arguments still works"
     );
 }
+
+/// The flags COMMAND INFO reports (RESP2: the third field).
+fn info_flags(c: &mut redis::Connection, command: &str) -> Vec<String> {
+    let reply: Vec<Value> = cmd(&["COMMAND", "INFO", command]).query(c).unwrap();
+    let [Value::Array(info)] = &reply[..] else {
+        panic!("COMMAND INFO {command}: {reply:?}")
+    };
+    match &info[2] {
+        Value::Array(f) | Value::Set(f) => f.iter().map(text).collect(),
+        other => panic!("{command}: flags {other:?}"),
+    }
+}
+
+/// The server reports each command's flags and complexity as its cost in
+/// the command table gives them: `fast` only where the cost is O(1).
+#[test]
+fn flags_and_complexity_come_from_the_command_table() {
+    let s = Server::start();
+    let mut c = s.conn();
+    let mut r3 = s.conn_resp3();
+    for def in redis_ratelimit::api::COMMANDS.iter() {
+        let name = def.lower_name();
+        let flags = info_flags(&mut c, &name);
+        let reported = |f: &str| flags.iter().any(|x| x == f);
+        assert_eq!(reported("fast"), def.cost.is_fast(), "{name}: {flags:?}");
+        for (ours, theirs) in [
+            ("write", "write"),
+            ("readonly", "readonly"),
+            ("deny-oom", "denyoom"),
+        ] {
+            assert_eq!(reported(theirs), def.has_flag(ours), "{name}: {flags:?}");
+        }
+        let doc = docs(&mut r3, &name);
+        let complexity = text(field(&doc, "complexity").expect("complexity"));
+        assert_eq!(complexity, def.complexity(), "{name}");
+    }
+    // A decision's work grows with its key's waiters: not `fast`.
+    assert!(!info_flags(&mut c, "rl.gcra").contains(&"fast".to_string()));
+    assert!(info_flags(&mut c, "cl.throttle").contains(&"fast".to_string()));
+}

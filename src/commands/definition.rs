@@ -49,24 +49,95 @@ pub enum Keys {
     Counted,
 }
 
+/// What one call's work grows with: the one source of a command's
+/// COMMAND DOCS complexity, its `fast` flag and its `@fast`/`@slow` ACL
+/// category. `fast` only for work that is O(1) in everything, including
+/// what other clients accumulated (waiters, leases held, log entries).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Cost {
+    /// O(1).
+    Constant,
+    /// At most logarithmic in what grows; the text says in what.
+    Logarithmic(&'static str),
+    /// Linear in something (perhaps only the caller's own arguments); the
+    /// text says in what.
+    Linear(&'static str),
+}
+
+impl Cost {
+    /// As COMMAND DOCS shows it, in Redis's own style.
+    pub fn complexity(self) -> &'static str {
+        match self {
+            Cost::Constant => "O(1)",
+            Cost::Logarithmic(text) | Cost::Linear(text) => text,
+        }
+    }
+
+    pub fn is_fast(self) -> bool {
+        self == Cost::Constant
+    }
+
+    /// The ACL category of this cost: `fast` or `slow`.
+    pub fn acl_category(self) -> &'static str {
+        if self.is_fast() {
+            "fast"
+        } else {
+            "slow"
+        }
+    }
+}
+
 #[derive(Debug)]
 pub struct CommandDef {
     /// As users write it; Redis matches names in any case.
     pub name: &'static str,
     pub grammar: Grammar,
-    /// Redis command flags.
+    /// Redis command flags, except `fast`: that follows `cost`.
     pub flags: &'static str,
-    /// ACL categories, where the server lets modules set them (Redis 7.2+,
-    /// Valkey 8); the module's own `ratelimit` category is added to these.
-    /// Like Redis's own commands: `fast` for O(1), otherwise `slow`.
-    pub acl_categories: &'static str,
+    /// ACL categories beyond the derived ones (see
+    /// [`CommandDef::acl_categories`]).
+    pub more_acl_categories: &'static str,
     pub summary: &'static str,
-    pub complexity: &'static str,
+    pub cost: Cost,
     pub since: &'static str,
     pub run: Handler,
 }
 
 impl CommandDef {
+    pub fn has_flag(&self, flag: &str) -> bool {
+        self.flags.split(' ').any(|f| f == flag)
+    }
+
+    /// The flags Redis registers: `flags`, and `fast` where the cost is O(1).
+    pub fn command_flags(&self) -> String {
+        if self.cost.is_fast() {
+            format!("{} fast", self.flags)
+        } else {
+            self.flags.to_string()
+        }
+    }
+
+    /// ACL categories, where the server lets modules set them (Redis 7.2+,
+    /// Valkey 8): `write` or `read` as the flags say, `fast` or `slow` as
+    /// the cost says, then `more_acl_categories`. The module's own
+    /// `ratelimit` category is added to these where the server has it.
+    pub fn acl_categories(&self) -> String {
+        let access = if self.has_flag("write") {
+            Some("write")
+        } else if self.has_flag("readonly") {
+            Some("read")
+        } else {
+            None
+        };
+        let extra = Some(self.more_acl_categories).filter(|c| !c.is_empty());
+        let all = [access, Some(self.cost.acl_category()), extra];
+        all.into_iter().flatten().collect::<Vec<_>>().join(" ")
+    }
+
+    pub fn complexity(&self) -> &'static str {
+        self.cost.complexity()
+    }
+
     pub fn keys(&self) -> Keys {
         match self.grammar {
             Grammar::Policy(_) | Grammar::Peek { .. } | Grammar::Positional { .. } => Keys::First,

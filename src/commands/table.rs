@@ -1,8 +1,9 @@
 //! Every command and every policy, defined once. Parsing, RL.ALL's policy
-//! grammar, COMMAND DOCS, arity, key specs, registration and the INFO
-//! counter names are all derived from these definitions.
+//! grammar, COMMAND DOCS, arity, key specs, registration (flags and ACL
+//! categories, `fast` from each command's `cost`) and the INFO counter
+//! names are all derived from these definitions.
 
-use super::definition::{CommandDef, Grammar};
+use super::definition::{CommandDef, Cost, Grammar};
 use super::grammar::{Opt, Param, PolicyDef, Values};
 use super::{clock, lease, policy_command, rl_all, rl_peek, throttle};
 use crate::algorithm::concurrency::{Concurrency, MAX_CONCURRENCY_LIMIT};
@@ -162,21 +163,17 @@ fn build_concurrency(v: &Values) -> Result<Policy, Error> {
 
 /// A release or renewal rewrites bytes already stored, never more: it may
 /// run over `maxmemory` (a lease must be releasable when memory is short).
-const LEASE_FLAGS: &str = "write fast";
+const LEASE_FLAGS: &str = "write";
 
 /// A decision reads the state and writes it; never on a read-only replica,
-/// never under OOM; one key lookup.
-const DECISION_FLAGS: &str = "write deny-oom fast";
+/// never under OOM.
+const DECISION_FLAGS: &str = "write deny-oom";
 
-/// ACL categories of a decision: it writes its key. `fast` where its
-/// complexity is O(1); RL.SLIDING (EXACT is O(log limit + COST), BUCKETS n
-/// is O(n)) and RL.ALL (O(keys)) are `slow`.
-const DECISION_FAST: &str = "write fast";
-const DECISION_SLOW: &str = "write slow";
-
-/// RL.CLOCK touches no key, but with `clock manual` its SET and ADVANCE
-/// move the time of every limiter: an administrator's command.
-const CLOCK_CATEGORIES: &str = "fast admin dangerous";
+/// A decision that may wait or meet its key's waiters: O(log(N)) in them.
+const WAITING_DECISION: Cost = Cost::Logarithmic(
+    "O(1) without waiters; O(log(N)) with WAIT or when the key has waiters, \
+     where N is the number of waiting clients",
+);
 
 /// How many commands there are: the length of [`COMMANDS`] and of every
 /// per-command table derived from it.
@@ -187,9 +184,9 @@ pub static COMMANDS: [CommandDef; COMMAND_COUNT] = [
         name: "RL.GCRA",
         grammar: Grammar::Policy(&GCRA),
         flags: DECISION_FLAGS,
-        acl_categories: DECISION_FAST,
+        more_acl_categories: "",
         summary: "Admits or denies a request under a GCRA limit: a sustained rate with a burst.",
-        complexity: "O(1)",
+        cost: WAITING_DECISION,
         since: "0.1.0",
         run: policy_command::run,
     },
@@ -197,9 +194,9 @@ pub static COMMANDS: [CommandDef; COMMAND_COUNT] = [
         name: "RL.BUCKET",
         grammar: Grammar::Policy(&BUCKET),
         flags: DECISION_FLAGS,
-        acl_categories: DECISION_FAST,
+        more_acl_categories: "",
         summary: "Admits or denies a request under a token bucket that refills continuously.",
-        complexity: "O(1)",
+        cost: WAITING_DECISION,
         since: "0.1.0",
         run: policy_command::run,
     },
@@ -207,9 +204,13 @@ pub static COMMANDS: [CommandDef; COMMAND_COUNT] = [
         name: "RL.SLIDING",
         grammar: Grammar::Policy(&SLIDING),
         flags: DECISION_FLAGS,
-        acl_categories: DECISION_SLOW,
+        more_acl_categories: "",
         summary: "Admits or denies a request under a sliding window: exact log, two-window estimate or sub-window buckets.",
-        complexity: "O(1) for APPROX; O(log limit + COST) for EXACT; O(n) for BUCKETS n",
+        cost: Cost::Linear(
+            "O(1) for APPROX; O(N) for BUCKETS N; O(COST + log(N)) for EXACT, where N is \
+             the number of entries in the log; plus O(log(W)) with WAIT or when the key has \
+             waiters, where W is the number of waiting clients",
+        ),
         since: "0.1.0",
         run: policy_command::run,
     },
@@ -217,19 +218,20 @@ pub static COMMANDS: [CommandDef; COMMAND_COUNT] = [
         name: "RL.FIXED",
         grammar: Grammar::Policy(&FIXED),
         flags: DECISION_FLAGS,
-        acl_categories: DECISION_FAST,
+        more_acl_categories: "",
         summary: "Admits or denies a request under a fixed window count.",
-        complexity: "O(1)",
+        cost: WAITING_DECISION,
         since: "0.1.0",
         run: policy_command::run,
     },
     CommandDef {
         name: "RL.SKETCH",
         grammar: Grammar::Policy(&SKETCH),
-        acl_categories: DECISION_SLOW,
         flags: DECISION_FLAGS,
+        more_acl_categories: "",
         summary: "Admits or denies a request of one item under a per-item sliding-window limit, counted in a fixed-size count-min sketch.",
-        complexity: "O(DEPTH)",
+        // Creating the key writes every counter.
+        cost: Cost::Linear("O(DEPTH); O(WIDTH*DEPTH) when it creates the key"),
         since: "0.1.0",
         run: policy_command::run,
     },
@@ -238,10 +240,13 @@ pub static COMMANDS: [CommandDef; COMMAND_COUNT] = [
         grammar: Grammar::All {
             policies: &POLICIES,
         },
-        flags: "write deny-oom fast getkeys-api",
-        acl_categories: DECISION_SLOW,
+        flags: "write deny-oom getkeys-api",
+        more_acl_categories: "",
         summary: "Admits a request only if every one of several limits admits it, and then charges them all.",
-        complexity: "O(N) where N is the number of keys, plus each limit's own cost",
+        cost: Cost::Linear(
+            "O(N) where N is the number of keys, plus each limit's own cost as in its \
+             single-key command",
+        ),
         since: "0.1.0",
         run: rl_all::run,
     },
@@ -251,10 +256,15 @@ pub static COMMANDS: [CommandDef; COMMAND_COUNT] = [
             policies: &POLICIES,
         },
         // Reads only: runs on replicas and under OOM, touches nothing.
-        flags: "readonly fast",
-        acl_categories: "read slow",
+        flags: "readonly",
+        more_acl_categories: "",
         summary: "Reports what a limiter would admit now, without charging, writing or replicating anything.",
-        complexity: "O(1) for GCRA, BUCKET, FIXED and APPROX; O(log limit) for EXACT; O(n) for BUCKETS n",
+        // What the policy's decision reads; a look never waits.
+        cost: Cost::Linear(
+            "O(1) for GCRA, BUCKET, FIXED and SLIDING APPROX; O(N) for SLIDING BUCKETS N; \
+             O(log(N)) for SLIDING EXACT, where N is the number of entries in the log, and \
+             for CONCURRENCY, where N is the number of leases held",
+        ),
         since: "0.1.0",
         run: rl_peek::run,
     },
@@ -265,9 +275,10 @@ pub static COMMANDS: [CommandDef; COMMAND_COUNT] = [
             optional: 1,
         },
         flags: DECISION_FLAGS,
-        acl_categories: DECISION_FAST,
+        more_acl_categories: "",
         summary: "redis-cell compatible GCRA rate limiting.",
-        complexity: "O(1)",
+        // redis-cell's state: no RL.* command waits on such a key.
+        cost: Cost::Constant,
         since: "0.1.0",
         run: throttle::run,
     },
@@ -279,10 +290,16 @@ pub static COMMANDS: [CommandDef; COMMAND_COUNT] = [
         },
         // Moving a manual clock admits waiters, whose state it writes and
         // replicates: not while writes are paused.
-        flags: "fast may-replicate",
-        acl_categories: CLOCK_CATEGORIES,
+        flags: "may-replicate",
+        // It touches no key, but with `clock manual` its SET and ADVANCE
+        // move the time of every limiter: an administrator's command.
+        more_acl_categories: "admin dangerous",
         summary: "Returns the limiter clock in microseconds; SET and ADVANCE move a manual clock.",
-        complexity: "O(1)",
+        cost: Cost::Logarithmic(
+            "O(1) without arguments; O(log(N)) for each waiter SET or ADVANCE admits or \
+             times out, where N is the number of waiting clients, at most \
+             ratelimit.wait-events-per-tick of them per event-loop iteration",
+        ),
         since: "0.1.0",
         run: clock::run,
     },
@@ -290,9 +307,12 @@ pub static COMMANDS: [CommandDef; COMMAND_COUNT] = [
         name: "RL.ACQUIRE",
         grammar: Grammar::Policy(&CONCURRENCY),
         flags: DECISION_FLAGS,
-        acl_categories: DECISION_SLOW,
+        more_acl_categories: "",
         summary: "Acquires a lease on COST of limit units held at once, for ttl or until released.",
-        complexity: "O(N) where N is the number of leases held",
+        cost: Cost::Logarithmic(
+            "O(log(N)) where N is the number of leases held; plus O(log(W)) with WAIT or \
+             when the key has waiters, where W is the number of waiting clients",
+        ),
         since: "0.1.0",
         run: policy_command::run,
     },
@@ -303,10 +323,13 @@ pub static COMMANDS: [CommandDef; COMMAND_COUNT] = [
             optional: 0,
         },
         flags: LEASE_FLAGS,
-        acl_categories: DECISION_FAST,
+        more_acl_categories: "",
         summary: "Releases a lease from RL.ACQUIRE; its units go to waiters first.",
-        // The lease names its slot.
-        complexity: "O(1)",
+        cost: Cost::Logarithmic(
+            "O(log(N)) where N is the number of leases held; plus O(log(W)) for each waiter \
+             it admits, where W is the number of waiting clients, at most \
+             ratelimit.wait-events-per-tick of them",
+        ),
         since: "0.1.0",
         run: lease::release,
     },
@@ -317,9 +340,9 @@ pub static COMMANDS: [CommandDef; COMMAND_COUNT] = [
             optional: 0,
         },
         flags: LEASE_FLAGS,
-        acl_categories: DECISION_FAST,
+        more_acl_categories: "",
         summary: "Makes a held lease expire ttl from now.",
-        complexity: "O(1)",
+        cost: Cost::Logarithmic("O(log(N)) where N is the number of leases held"),
         since: "0.1.0",
         run: lease::renew,
     },
@@ -328,20 +351,108 @@ pub static COMMANDS: [CommandDef; COMMAND_COUNT] = [
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::commands::definition::Keys;
 
-    /// Every command is `fast` or `slow` as its complexity says, and every
-    /// command with a key writes it, or only reads it if it is read-only.
+    /// The `fast` flag, the `@fast`/`@slow` category and the complexity
+    /// text all follow the cost; `@write`/`@read` follow the flags.
     #[test]
-    fn acl_categories_follow_the_definitions() {
+    fn flags_categories_and_complexity_follow_the_cost() {
         for c in &COMMANDS {
-            let cats: Vec<&str> = c.acl_categories.split(' ').collect();
-            let fast = c.complexity == "O(1)";
+            let flags = c.command_flags();
+            let flags: Vec<&str> = flags.split(' ').collect();
+            let cats = c.acl_categories();
+            let cats: Vec<&str> = cats.split(' ').collect();
+            let fast = c.cost == Cost::Constant;
+            assert_eq!(c.complexity() == "O(1)", fast, "{}", c.name);
+            assert_eq!(flags.contains(&"fast"), fast, "{}", c.name);
             assert_eq!(cats.contains(&"fast"), fast, "{}", c.name);
             assert_eq!(cats.contains(&"slow"), !fast, "{}", c.name);
-            let has_key = c.keys() != crate::commands::definition::Keys::None;
-            let read_only = c.flags.split(' ').any(|f| f == "readonly");
+            // Only the cost says fast or slow, only the flags read or write.
+            assert!(!c.has_flag("fast"), "{}", c.name);
+            for derived in ["fast", "slow", "read", "write"] {
+                let extra = c.more_acl_categories.split(' ');
+                assert!(extra.clone().all(|x| x != derived), "{}", c.name);
+            }
+            let has_key = c.keys() != Keys::None;
+            let read_only = c.has_flag("readonly");
             assert_eq!(cats.contains(&"write"), has_key && !read_only, "{}", c.name);
             assert_eq!(cats.contains(&"read"), has_key && read_only, "{}", c.name);
         }
+    }
+
+    /// The `O(...)` terms of a complexity text.
+    fn terms(text: &str) -> Vec<&str> {
+        let mut out = Vec::new();
+        let mut rest = text;
+        while let Some(start) = rest.find("O(") {
+            let mut depth = 0;
+            let end = rest[start + 1..]
+                .find(|ch| {
+                    depth += match ch {
+                        '(' => 1,
+                        ')' => -1,
+                        _ => 0,
+                    };
+                    depth == 0
+                })
+                .map_or(rest.len(), |i| start + 2 + i);
+            out.push(&rest[start..end]);
+            rest = &rest[end..];
+        }
+        out
+    }
+
+    /// A logarithmic cost's text has only O(1) and O(log(...)) terms; a
+    /// linear one has a term that is neither.
+    #[test]
+    fn complexity_texts_say_what_their_cost_is() {
+        assert_eq!(
+            terms("O(1) for A; O(COST + log(N)) for B, O(log(W))"),
+            ["O(1)", "O(COST + log(N))", "O(log(W))"]
+        );
+        let bounded = |t: &&str| *t == "O(1)" || (t.starts_with("O(log(") && t.ends_with("))"));
+        for c in &COMMANDS {
+            let terms = terms(c.complexity());
+            assert!(!terms.is_empty(), "{}", c.name);
+            match c.cost {
+                Cost::Constant => assert_eq!(terms, ["O(1)"]),
+                Cost::Logarithmic(text) => {
+                    assert!(terms.iter().all(bounded), "{}: {text}", c.name);
+                    assert!(text.contains("log("), "{}: {text}", c.name);
+                }
+                Cost::Linear(text) => {
+                    assert!(!terms.iter().all(bounded), "{}: {text}", c.name)
+                }
+            }
+        }
+    }
+
+    /// What each command registers, as the README's ACL table gives it.
+    #[test]
+    fn what_each_command_registers() {
+        let write_slow = ("write deny-oom", "write slow");
+        let expected = [
+            ("RL.GCRA", write_slow),
+            ("RL.BUCKET", write_slow),
+            ("RL.SLIDING", write_slow),
+            ("RL.FIXED", write_slow),
+            ("RL.SKETCH", write_slow),
+            ("RL.ALL", ("write deny-oom getkeys-api", "write slow")),
+            ("RL.PEEK", ("readonly", "read slow")),
+            ("CL.THROTTLE", ("write deny-oom fast", "write fast")),
+            ("RL.CLOCK", ("may-replicate", "slow admin dangerous")),
+            ("RL.ACQUIRE", write_slow),
+            ("RL.RELEASE", ("write", "write slow")),
+            ("RL.RENEW", ("write", "write slow")),
+        ];
+        let got: Vec<(&str, (String, String))> = COMMANDS
+            .iter()
+            .map(|c| (c.name, (c.command_flags(), c.acl_categories())))
+            .collect();
+        let expected: Vec<(&str, (String, String))> = expected
+            .iter()
+            .map(|(n, (f, a))| (*n, (f.to_string(), a.to_string())))
+            .collect();
+        assert_eq!(got, expected);
     }
 }

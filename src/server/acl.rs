@@ -60,10 +60,10 @@ pub unsafe fn set_categories(
     let Some(set) = (unsafe { raw::RedisModule_SetCommandACLCategories }) else {
         return Ok(());
     };
-    let own = def.acl_categories;
+    let own = def.acl_categories();
     // A category the server does not know fails the whole call: without
     // `ratelimit` (not added on this server) the command keeps its own.
-    for categories in [format!("{own} {CATEGORY}"), own.to_string()] {
+    for categories in [format!("{own} {CATEGORY}"), own.clone()] {
         let text = CString::new(categories).map_err(|e| e.to_string())?;
         // SAFETY: as the caller promises; `text` is NUL-terminated and
         // Redis parses it during the call.

@@ -79,7 +79,7 @@ fn c_string(s: &str) -> Result<CString, String> {
 pub fn register(ctx: Ctx) -> Result<(), String> {
     for (command, handler) in COMMANDS.iter().zip(CALLS) {
         let name = c_string(&command.lower_name())?;
-        let flags = c_string(command.flags)?;
+        let flags = c_string(&command.command_flags())?;
         // RL.ALL's keys are found by its key spec (set below), not a range.
         let (first, last, step) = match command.keys() {
             Keys::None | Keys::Counted => (0, 0, 0),
@@ -211,12 +211,11 @@ unsafe fn set_info(
         sizeof_arg: std::mem::size_of::<raw::RedisModuleCommandArg>(),
     };
     let mut arena = Arena::default();
-    let readonly = command.flags.split(' ').any(|f| f == "readonly");
-    let mut key_specs = key_specs(command.keys(), readonly);
+    let mut key_specs = key_specs(command.keys(), command.has_flag("readonly"));
     let info = raw::RedisModuleCommandInfo {
         version: &version,
         summary: arena.text(command.summary)?,
-        complexity: arena.text(command.complexity)?,
+        complexity: arena.text(command.complexity())?,
         since: arena.text(command.since)?,
         history: std::ptr::null_mut(),
         tips: std::ptr::null(),
