@@ -67,7 +67,9 @@ fn main() -> Res<()> {
             b.watchdog(Duration::from_secs(guard.parse()?));
             b.run()
         }
-        _ => Err("usage: stall_bench CASE ADDR SIZE ROWS.tsv GUARD_SECONDS | report ROWS.tsv".into()),
+        _ => {
+            Err("usage: stall_bench CASE ADDR SIZE ROWS.tsv GUARD_SECONDS | report ROWS.tsv".into())
+        }
     }
 }
 
@@ -222,8 +224,15 @@ impl Bench {
                 .arg(value)
                 .query::<redis::Value>(&mut ctl);
         }
-        for (name, value) in [("slowlog-log-slower-than", "1000"), ("slowlog-max-len", "100000")] {
-            redis::cmd("CONFIG").arg("SET").arg(name).arg(value).query::<()>(&mut ctl)?;
+        for (name, value) in [
+            ("slowlog-log-slower-than", "1000"),
+            ("slowlog-max-len", "100000"),
+        ] {
+            redis::cmd("CONFIG")
+                .arg("SET")
+                .arg(name)
+                .arg(value)
+                .query::<()>(&mut ctl)?;
         }
         let rows = OpenOptions::new().create(true).append(true).open(rows)?;
         Ok(Bench {
@@ -251,7 +260,10 @@ impl Bench {
                     guard.as_secs()
                 );
             }
-            eprintln!("stall_bench {case} {size}: stalled in {step} (> {} s)", guard.as_secs());
+            eprintln!(
+                "stall_bench {case} {size}: stalled in {step} (> {} s)",
+                guard.as_secs()
+            );
             std::process::exit(3);
         });
     }
@@ -284,15 +296,22 @@ impl Bench {
     }
 
     fn advance(&mut self, us: u64) -> Res<()> {
-        redis::cmd("RL.CLOCK").arg("ADVANCE").arg(us).query::<i64>(&mut self.ctl)?;
+        redis::cmd("RL.CLOCK")
+            .arg("ADVANCE")
+            .arg(us)
+            .query::<i64>(&mut self.ctl)?;
         Ok(())
     }
 
     /// Runs one measured step and writes its row.
     fn step(&mut self, name: &str, f: impl FnOnce(&mut Bench) -> Res<Done>) -> Res<()> {
         *self.current.lock().map_err(|_| "poisoned")? = name.into();
-        redis::cmd("CONFIG").arg("RESETSTAT").query::<()>(&mut self.ctl)?;
-        redis::cmd("SLOWLOG").arg("RESET").query::<()>(&mut self.ctl)?;
+        redis::cmd("CONFIG")
+            .arg("RESETSTAT")
+            .query::<()>(&mut self.ctl)?;
+        redis::cmd("SLOWLOG")
+            .arg("RESET")
+            .query::<()>(&mut self.ctl)?;
         let probe = Probe::start(&self.addr)?;
         let t = Instant::now();
         let done = f(self)?;
@@ -333,7 +352,10 @@ impl Bench {
     /// Entries of 1 ms or more since the reset: count, longest (µs) and its
     /// command.
     fn slowlog(&mut self) -> Res<(u64, i64, String)> {
-        let v: redis::Value = redis::cmd("SLOWLOG").arg("GET").arg(-1).query(&mut self.ctl)?;
+        let v: redis::Value = redis::cmd("SLOWLOG")
+            .arg("GET")
+            .arg(-1)
+            .query(&mut self.ctl)?;
         let (mut n, mut max, mut which) = (0, 0, String::new());
         if let redis::Value::Array(entries) = v {
             for e in entries {
@@ -361,10 +383,14 @@ impl Bench {
     /// (command, calls, usec_per_call) of every command but the bench's own
     /// bookkeeping.
     fn commandstats(&mut self) -> Res<Vec<(String, u64, f64)>> {
-        let info: String = redis::cmd("INFO").arg("commandstats").query(&mut self.ctl)?;
+        let info: String = redis::cmd("INFO")
+            .arg("commandstats")
+            .query(&mut self.ctl)?;
         let mut out = Vec::new();
         for line in info.lines() {
-            let Some((name, rest)) = line.strip_prefix("cmdstat_").and_then(|l| l.split_once(':'))
+            let Some((name, rest)) = line
+                .strip_prefix("cmdstat_")
+                .and_then(|l| l.split_once(':'))
             else {
                 continue;
             };
@@ -379,7 +405,11 @@ impl Bench {
                     .unwrap_or(0.0)
             };
             if field("calls=") > 0.0 {
-                out.push((name.to_string(), field("calls=") as u64, field("usec_per_call=")));
+                out.push((
+                    name.to_string(),
+                    field("calls=") as u64,
+                    field("usec_per_call="),
+                ));
             }
         }
         Ok(out)
@@ -407,9 +437,27 @@ impl Bench {
         // (the command without WAIT, the WAIT timeout, the commandstats name,
         // one period in µs, a lease to release)
         let (base, timeout, main, period_us, release) = match self.case.as_str() {
-            "gcra" => ("RL.GCRA q 1 1h", format!("{line_h}h"), "rl.gcra", HOUR_US, false),
-            "fixed" => ("RL.FIXED q 1 1h", format!("{line_h}h"), "rl.fixed", HOUR_US, false),
-            "sliding" => ("RL.SLIDING q 1 1h EXACT", format!("{line_h}h"), "rl.sliding", HOUR_US, false),
+            "gcra" => (
+                "RL.GCRA q 1 1h",
+                format!("{line_h}h"),
+                "rl.gcra",
+                HOUR_US,
+                false,
+            ),
+            "fixed" => (
+                "RL.FIXED q 1 1h",
+                format!("{line_h}h"),
+                "rl.fixed",
+                HOUR_US,
+                false,
+            ),
+            "sliding" => (
+                "RL.SLIDING q 1 1h EXACT",
+                format!("{line_h}h"),
+                "rl.sliding",
+                HOUR_US,
+                false,
+            ),
             "all" => (
                 "RL.ALL 2 {q}a {q}b GCRA 1 1h FIXED 1 1h",
                 format!("{line_h}h"),
@@ -417,8 +465,20 @@ impl Bench {
                 HOUR_US,
                 false,
             ),
-            "acquire-short" => ("RL.ACQUIRE q 1 1h", "30s".into(), "rl.acquire", 1_000_000, true),
-            "acquire-long" => ("RL.ACQUIRE q 1 1h", "2h".into(), "rl.acquire", 1_000_000, true),
+            "acquire-short" => (
+                "RL.ACQUIRE q 1 1h",
+                "30s".into(),
+                "rl.acquire",
+                1_000_000,
+                true,
+            ),
+            "acquire-long" => (
+                "RL.ACQUIRE q 1 1h",
+                "2h".into(),
+                "rl.acquire",
+                1_000_000,
+                true,
+            ),
             other => return Err(format!("unknown case {other}").into()),
         };
         let base = words(base);
@@ -437,7 +497,10 @@ impl Bench {
         let mut w = Waiters::connect(&self.addr, n, &unblock)?;
         self.fill(&mut w, main, |_| waiting_cmd.clone())?;
         self.step("arrive", |b| {
-            Ok(Done { ops: b.repeat(|_| base.clone())?, main })
+            Ok(Done {
+                ops: b.repeat(|_| base.clone())?,
+                main,
+            })
         })?;
         self.step("arrive WAIT", |b| {
             let before = b.waiting()?;
@@ -447,24 +510,36 @@ impl Bench {
             }
             b.await_waiting(before + k as u64, Duration::from_secs(3600))?;
             w.socks.extend(extra.socks);
-            Ok(Done { ops: k as u64, main })
+            Ok(Done {
+                ops: k as u64,
+                main,
+            })
         })?;
         if release {
             self.step("release", |b| {
                 let args = ["RL.RELEASE".to_string(), "q".into(), lease.clone()];
                 cmd(&args).query::<i64>(&mut b.ctl)?;
-                Ok(Done { ops: 1, main: "rl.release" })
+                Ok(Done {
+                    ops: 1,
+                    main: "rl.release",
+                })
             })?;
         }
         self.disconnect_unblock(&mut w, k, &unblock)?;
         self.step("advance 1 period", |b| {
             b.advance(period_us)?;
-            Ok(Done { ops: 1, main: "rl.clock" })
+            Ok(Done {
+                ops: 1,
+                main: "rl.clock",
+            })
         })?;
         self.step("advance past all", |b| {
             b.advance((line_h + 2) * HOUR_US)?;
             b.await_waiting(0, Duration::from_secs(30))?;
-            Ok(Done { ops: 1, main: "rl.clock" })
+            Ok(Done {
+                ops: 1,
+                main: "rl.clock",
+            })
         })?;
         Ok(())
     }
@@ -486,7 +561,10 @@ impl Bench {
             if got != n as u64 {
                 return Err(format!("only {got} of {n} waiting").into());
             }
-            Ok(Done { ops: n as u64, main })
+            Ok(Done {
+                ops: n as u64,
+                main,
+            })
         })
     }
 
@@ -499,7 +577,10 @@ impl Bench {
                 *s = None;
             }
             b.await_waiting(before.saturating_sub(k as u64), Duration::from_secs(10))?;
-            Ok(Done { ops: k as u64, main: "" })
+            Ok(Done {
+                ops: k as u64,
+                main: "",
+            })
         })?;
         self.step("CLIENT UNBLOCK", |b| {
             for i in unblock {
@@ -508,7 +589,10 @@ impl Bench {
                     .arg(w.ids[i])
                     .query::<i64>(&mut b.ctl)?;
             }
-            Ok(Done { ops: unblock.len() as u64, main: "client|unblock" })
+            Ok(Done {
+                ops: unblock.len() as u64,
+                main: "client|unblock",
+            })
         })
     }
 
@@ -535,7 +619,10 @@ impl Bench {
         self.step("advance 1 period (admits all)", |b| {
             b.advance(HOUR_US)?;
             b.await_waiting(0, Duration::from_secs(30))?;
-            Ok(Done { ops: 1, main: "rl.clock" })
+            Ok(Done {
+                ops: 1,
+                main: "rl.clock",
+            })
         })
     }
 
@@ -565,7 +652,10 @@ impl Bench {
             Ok(done)
         };
         self.step("fill to SIZE - 100 (pipelined by 1000)", |b| {
-            Ok(Done { ops: fill(b, n.saturating_sub(100))?, main: "rl.acquire" })
+            Ok(Done {
+                ops: fill(b, n.saturating_sub(100))?,
+                main: "rl.acquire",
+            })
         })?;
         let mut leases = Vec::new();
         self.step("acquire", |b| {
@@ -573,31 +663,49 @@ impl Bench {
                 let v: redis::Value = cmd(&acquire).query(&mut b.ctl)?;
                 leases.extend(lease_of(&v));
             }
-            Ok(Done { ops: n.min(100), main: "rl.acquire" })
+            Ok(Done {
+                ops: n.min(100),
+                main: "rl.acquire",
+            })
         })?;
         self.step("renew", |b| {
             for l in &leases {
                 cmd(&words(&format!("RL.RENEW q {l} 1h"))).query::<i64>(&mut b.ctl)?;
             }
-            Ok(Done { ops: leases.len() as u64, main: "rl.renew" })
+            Ok(Done {
+                ops: leases.len() as u64,
+                main: "rl.renew",
+            })
         })?;
         self.step("release", |b| {
             for l in &leases {
                 cmd(&words(&format!("RL.RELEASE q {l}"))).query::<i64>(&mut b.ctl)?;
             }
-            Ok(Done { ops: leases.len() as u64, main: "rl.release" })
+            Ok(Done {
+                ops: leases.len() as u64,
+                main: "rl.release",
+            })
         })?;
         self.step("peek", |b| {
             let peek = words(&format!("RL.PEEK q CONCURRENCY {n} 1h"));
-            Ok(Done { ops: b.repeat(|_| peek.clone())?, main: "rl.peek" })
+            Ok(Done {
+                ops: b.repeat(|_| peek.clone())?,
+                main: "rl.peek",
+            })
         })?;
         fill(self, n.min(100))?;
         self.step("acquire denied (full)", |b| {
-            Ok(Done { ops: b.repeat(|_| acquire.clone())?, main: "rl.acquire" })
+            Ok(Done {
+                ops: b.repeat(|_| acquire.clone())?,
+                main: "rl.acquire",
+            })
         })?;
         self.advance(2 * HOUR_US)?;
         self.step("acquire after all expired", |b| {
-            Ok(Done { ops: b.repeat(|_| acquire.clone())?, main: "rl.acquire" })
+            Ok(Done {
+                ops: b.repeat(|_| acquire.clone())?,
+                main: "rl.acquire",
+            })
         })
     }
 
@@ -620,38 +728,61 @@ impl Bench {
                 cmd(&sliding(&format!("COST {rest}"))).query::<redis::Value>(&mut b.ctl)?;
                 calls += 1;
             }
-            Ok(Done { ops: calls, main: "rl.sliding" })
+            Ok(Done {
+                ops: calls,
+                main: "rl.sliding",
+            })
         })?;
         self.step("charge COST 1", |b| {
-            Ok(Done { ops: b.repeat(|_| sliding("COST 1"))?, main: "rl.sliding" })
+            Ok(Done {
+                ops: b.repeat(|_| sliding("COST 1"))?,
+                main: "rl.sliding",
+            })
         })?;
         self.step("REFUND 1", |b| {
-            Ok(Done { ops: b.repeat(|_| sliding("REFUND 1"))?, main: "rl.sliding" })
+            Ok(Done {
+                ops: b.repeat(|_| sliding("REFUND 1"))?,
+                main: "rl.sliding",
+            })
         })?;
         cmd(&sliding("COST 100")).query::<redis::Value>(&mut self.ctl)?;
         cmd(&sliding("COST 100")).query::<redis::Value>(&mut self.ctl)?;
         self.step("denied (full)", |b| {
-            Ok(Done { ops: b.repeat(|_| sliding(""))?, main: "rl.sliding" })
+            Ok(Done {
+                ops: b.repeat(|_| sliding(""))?,
+                main: "rl.sliding",
+            })
         })?;
         self.step("another limit (SIZE - 1)", |b| {
             let other = words(&format!("RL.SLIDING q {} 2h EXACT", n - 1));
-            Ok(Done { ops: b.repeat(|_| other.clone())?, main: "rl.sliding" })
+            Ok(Done {
+                ops: b.repeat(|_| other.clone())?,
+                main: "rl.sliding",
+            })
         })
     }
 
     fn sketch(&mut self) -> Res<()> {
         let width = self.size;
         let sketch = |key: &str, item: u64| {
-            words(&format!("RL.SKETCH {key} i{item} 100 1m WIDTH {width} DEPTH 8"))
+            words(&format!(
+                "RL.SKETCH {key} i{item} 100 1m WIDTH {width} DEPTH 8"
+            ))
         };
         self.step("create (3 keys)", |b| {
             for key in ["s1", "s2", "s3"] {
                 cmd(&sketch(key, 0)).query::<redis::Value>(&mut b.ctl)?;
             }
-            Ok(Done { ops: 3, main: "rl.sketch" })
+            Ok(Done {
+                ops: 3,
+                main: "rl.sketch",
+            })
         })?;
         self.step("call", |b| {
-            Ok(Done { ops: b.repeat(|j| sketch("s1", j))?, main: "rl.sketch" })
+            Ok(Done {
+                ops: b.repeat(|j| sketch("s1", j))?,
+                main: "rl.sketch",
+            })
         })
     }
 }
@@ -703,7 +834,9 @@ fn print_report(path: &str) -> Res<()> {
             .iter()
             .filter(|r| r[1] == "arrive" || !r[10].is_empty())
             .max_by_key(|r| r[0].parse::<u64>().unwrap_or(0));
-        let (Some(a), Some(b)) = (at10, largest) else { continue };
+        let (Some(a), Some(b)) = (at10, largest) else {
+            continue;
+        };
         let us = |r: &Vec<String>| r[5].parse::<f64>().ok();
         let ratio = match (us(a), us(b)) {
             _ if !b[10].is_empty() => b[10].clone(),
