@@ -436,13 +436,13 @@ impl Bench {
 
     // ------------------------------------------------------------ waiters
 
-    /// SIZE waiters on one key (or on SIZE keys with `keys`), then the
-    /// events that move a line.
+    /// SIZE waiters on one key, then the events that move a line.
     fn one_key(&mut self) -> Res<()> {
         let n = self.size as usize;
         let line_h = 2 * (self.size + 200);
         // (the command without WAIT, the WAIT timeout, the commandstats name,
-        // one period in µs, a lease to release)
+        // the step `advance 1 period` in µs, whether a lease is held to
+        // release)
         let (base, timeout, main, period_us, release) = match self.case.as_str() {
             "gcra" => (
                 "RL.GCRA q 1 1h",
