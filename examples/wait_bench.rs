@@ -508,10 +508,12 @@ fn waiters(addr: &str, n: u64, seconds: u64, manual: bool, one_key: bool) -> Res
     );
     println!("KiB per waiter beyond its connection (used_memory, rss): start {:.2}, {:.2}; end {:.2}, {:.2}",
         kb(waits.mem.0, conns.mem.1), kb(waits.rss.0, conns.rss.1), kb(waits.mem.1, conns.mem.1), kb(waits.rss.1, conns.rss.1));
+    // At the ends of the windows, once Redis has shrunk the connections'
+    // buffers: what a waiter keeps beyond an idle connection.
     println!(
-        "memory per waiter (used_memory delta / waiters): {:.0} bytes; rss delta / waiters: {:.0} bytes",
-        (waits.mem.0 - conns.mem.1) / n as f64,
-        (waits.rss.0 - conns.rss.1) / n as f64
+        "memory per waiter (used_memory delta / waiters, ends of the windows): {:.0} bytes; rss: {:.0} bytes",
+        (waits.mem.1 - conns.mem.1) / n as f64,
+        (waits.rss.1 - conns.rss.1) / n as f64
     );
     if one_key {
         println!("{n} × RL.CLOCK ADVANCE 60000000 (one admission each): replied after {:.1} ms; all {admitted} admitted replies read after {:.1} ms",
