@@ -177,7 +177,8 @@ impl Outcome {
     }
 }
 
-/// An acquire writes one slot and the counter in place (a new key whole).
+/// An acquire writes the counters and the slots it changed in place (a
+/// new key, or one read in an earlier layout, whole).
 fn decide_concurrency(
     c: &Concurrency,
     stored: Option<&[u8]>,
@@ -192,10 +193,11 @@ fn decide_concurrency(
     let Some(grant) = grant else {
         return Ok(Outcome::of(decision, None));
     };
-    let write = if grant.created {
-        StateWrite::Value(lease::encode_new(&grant))
-    } else {
-        StateWrite::Patch(lease::grant_patch(&grant))
+    let patch = lease::grant_patch(&grant);
+    let write = match stored.as_ref().and_then(|s| s.converted_value(&patch)) {
+        Some(whole) => StateWrite::Value(whole),
+        None if grant.created => StateWrite::Value(lease::encode_new(&grant)),
+        None => StateWrite::Patch(patch),
     };
     Ok(Outcome {
         decision,

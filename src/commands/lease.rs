@@ -1,7 +1,8 @@
 //! `RL.RELEASE key lease` and `RL.RENEW key lease ttl`: a holder gives its
 //! lease back, or keeps it longer. (`RL.ACQUIRE` is a decision command:
-//! `policy_command` with the CONCURRENCY policy.) Each writes one slot in
-//! place; a release hands the freed units to the key's waiters at once.
+//! `policy_command` with the CONCURRENCY policy.) Each writes the slots it
+//! changes in place, O(log n) of them for n leases; a release hands the
+//! freed units to the key's waiters at once.
 
 use super::definition::CommandDef;
 use super::grammar::Param;
@@ -59,7 +60,8 @@ pub fn renew(command: &CommandDef, ctx: Ctx, args: &[Arg]) -> Result<Verdict, Er
 }
 
 /// Reads the key's leases, applies `f` at the limiter clock and writes the
-/// changed slot; false when there was nothing to change.
+/// changed slots (the whole value, once, if it was stored in an earlier
+/// layout); false when there was nothing to change.
 fn change(
     ctx: Ctx,
     key: &Arg,
@@ -72,13 +74,19 @@ fn change(
         Some(value) => {
             let stored = StoredLeases::decode(value)
                 .map_err(|e| Error::state(Kind::Concurrency.name(), e))?;
-            f(stored.header, &stored, now)
+            f(stored.header, &stored, now).map(|change| {
+                let patch = change_patch(&change);
+                let write = match stored.converted_value(&patch) {
+                    Some(whole) => StateWrite::Value(whole),
+                    None => StateWrite::Patch(patch),
+                };
+                (write, change.reset_after)
+            })
         }
     };
-    let Some(found) = found else {
+    let Some((write, reset_after)) = found else {
         return Ok(false);
     };
-    let write = StateWrite::Patch(change_patch(&found));
-    store::write_one(&mut store, 0, &write, found.reset_after)?;
+    store::write_one(&mut store, 0, &write, reset_after)?;
     Ok(true)
 }

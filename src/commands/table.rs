@@ -5,7 +5,7 @@
 use super::definition::{CommandDef, Grammar};
 use super::grammar::{Opt, Param, PolicyDef, Values};
 use super::{clock, lease, policy_command, rl_all, rl_peek, throttle};
-use crate::algorithm::concurrency::{Concurrency, MAX_CONCURRENCY_LIMIT};
+use crate::algorithm::concurrency::Concurrency;
 use crate::algorithm::fixed_window::FixedWindow;
 use crate::algorithm::gcra::Gcra;
 use crate::algorithm::sketch::{
@@ -16,6 +16,7 @@ use crate::algorithm::sliding_log::{SlidingLog, MAX_SLIDING_LOG_LIMIT};
 use crate::algorithm::sliding_subwindows::{SlidingSubwindows, MAX_SUBWINDOWS, MIN_SUBWINDOWS};
 use crate::algorithm::token_bucket::TokenBucket;
 use crate::algorithm::MAX_HORIZON;
+use crate::bounds;
 use crate::error::Error;
 use crate::limits::MAX_COUNT;
 use crate::policy::Policy;
@@ -143,7 +144,9 @@ fn build_sketch(v: &Values) -> Result<Policy, Error> {
 pub const CONCURRENCY: PolicyDef = PolicyDef {
     keyword: "CONCURRENCY",
     params: &[
-        Param::integer("limit", 1, MAX_CONCURRENCY_LIMIT),
+        // At most `ratelimit.max-leases-per-key`, checked in `build`: the
+        // one place both RL.ACQUIRE and RL.ALL parse through.
+        Param::integer("limit", 1, MAX_COUNT),
         Param::duration("ttl"),
     ],
     options: &[],
@@ -153,10 +156,16 @@ pub const CONCURRENCY: PolicyDef = PolicyDef {
 };
 
 fn build_concurrency(v: &Values) -> Result<Policy, Error> {
-    Ok(Policy::Concurrency(Concurrency::new(
-        v.param(0),
-        v.duration(1),
-    )))
+    let limit = v.param(0);
+    let bound = &bounds::MAX_LEASES_PER_KEY;
+    if limit > bound.get() {
+        return Err(Error::AboveBound {
+            arg: "limit",
+            max: bound.get(),
+            setting: bound.name,
+        });
+    }
+    Ok(Policy::Concurrency(Concurrency::new(limit, v.duration(1))))
 }
 
 /// A release or renewal rewrites bytes already stored, never more: it may

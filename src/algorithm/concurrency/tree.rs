@@ -1,0 +1,295 @@
+//! The held leases of a key as a treap ordered by deadline, stored in the
+//! key's own slots: each slot links to its parent and children and keeps
+//! the units of its subtree. The units held at a time, the time by which
+//! a given number of units will have expired, the earliest and latest
+//! deadlines are then each one walk from the root: O(depth), expected
+//! O(log n) for n slots. Priorities are a hash of the lease number salted
+//! per key with a secret of the process that created it, so no client can
+//! choose deadlines that unbalance the tree.
+//!
+//! A [`Tree`] reads slots through [`Leases`] and keeps the slots it touched
+//! in memory; a write takes exactly those it changed.
+
+use super::{Header, Leases, Slot};
+use crate::algorithm::sketch::fmix64;
+use crate::algorithm::Micros;
+use std::collections::BTreeMap;
+
+/// A link to a slot: its index plus one; 0 is none.
+pub type Link = u32;
+
+pub fn link(index: usize) -> Link {
+    index as Link + 1
+}
+
+pub struct Tree<'a, L: Leases + ?Sized> {
+    base: &'a L,
+    pub header: Header,
+    /// Slots read or written, by link: the value and whether it changed.
+    touched: BTreeMap<Link, (Slot, bool)>,
+    /// Reads left before every read answers an empty leaf: a corrupt value
+    /// whose links loop still ends every walk.
+    budget: u64,
+}
+
+/// Whether `a` comes before `b`: by deadline, then lease number (unique).
+fn before(a: &Slot, b: &Slot) -> bool {
+    (a.expiry, a.seq) < (b.expiry, b.seq)
+}
+
+impl<'a, L: Leases + ?Sized> Tree<'a, L> {
+    pub fn new(header: Header, base: &'a L) -> Self {
+        Tree {
+            base,
+            header,
+            touched: BTreeMap::new(),
+            budget: 64 * (base.slots() as u64 + 16),
+        }
+    }
+
+    pub fn get(&mut self, at: Link) -> Slot {
+        if at == 0 || self.budget == 0 {
+            return Slot::default();
+        }
+        self.budget -= 1;
+        let base = self.base;
+        self.touched
+            .entry(at)
+            .or_insert_with(|| (base.slot(at as usize - 1), false))
+            .0
+    }
+
+    pub fn set(&mut self, at: Link, slot: Slot) {
+        self.touched.insert(at, (slot, true));
+    }
+
+    /// Distinct slots read or written so far.
+    pub fn touched(&self) -> u64 {
+        self.touched.len() as u64
+    }
+
+    /// The changed slots, by index.
+    pub fn changes(&self) -> Vec<(usize, Slot)> {
+        self.touched
+            .iter()
+            .filter(|(_, (_, changed))| *changed)
+            .map(|(&at, (slot, _))| (at as usize - 1, *slot))
+            .collect()
+    }
+
+    fn sum(&mut self, at: Link) -> u64 {
+        self.get(at).sum
+    }
+
+    fn priority(&self, slot: &Slot) -> (u64, u64) {
+        (fmix64(self.header.salt ^ slot.seq), slot.seq)
+    }
+
+    /// Units of every lease in the tree, expired ones included.
+    pub fn total(&mut self) -> u64 {
+        self.sum(self.header.root)
+    }
+
+    /// Units of the leases whose deadline is at or before `now`.
+    pub fn expired_units(&mut self, now: Micros) -> u64 {
+        let (mut at, mut units) = (self.header.root, 0u64);
+        while at != 0 {
+            let s = self.get(at);
+            if s.expiry <= now {
+                units = units
+                    .saturating_add(s.cost)
+                    .saturating_add(self.sum(s.left));
+                at = s.right;
+            } else {
+                at = s.left;
+            }
+        }
+        units
+    }
+
+    /// The deadline by which `units` units (counting in deadline order)
+    /// will have expired; `None` if the tree holds fewer.
+    pub fn expiry_of_unit(&mut self, units: u64) -> Option<Micros> {
+        let (mut at, mut before_at) = (self.header.root, 0u64);
+        while at != 0 {
+            let s = self.get(at);
+            let left = before_at.saturating_add(self.sum(s.left));
+            if left >= units {
+                at = s.left;
+            } else if left.saturating_add(s.cost) >= units {
+                return Some(s.expiry);
+            } else {
+                before_at = left.saturating_add(s.cost);
+                at = s.right;
+            }
+        }
+        None
+    }
+
+    /// The slot with the earliest deadline, or the latest.
+    pub fn edge(&mut self, latest: bool) -> Link {
+        let mut at = self.header.root;
+        loop {
+            let s = self.get(at);
+            let next = if latest { s.right } else { s.left };
+            if next == 0 {
+                return at;
+            }
+            at = next;
+        }
+    }
+
+    /// Puts the lease `slot` into the tree at `at` (a free or new slot).
+    pub fn insert(&mut self, at: Link, mut slot: Slot) {
+        slot.left = 0;
+        slot.right = 0;
+        slot.sum = slot.cost;
+        let (mut parent, mut cur) = (0, self.header.root);
+        while cur != 0 {
+            let s = self.get(cur);
+            parent = cur;
+            cur = if before(&slot, &s) { s.left } else { s.right };
+        }
+        slot.parent = parent;
+        self.set(at, slot);
+        self.replace_child(parent, 0, at, &slot);
+        self.add_up(parent, slot.cost, true);
+        loop {
+            let s = self.get(at);
+            if s.parent == 0 {
+                break;
+            }
+            let p = self.get(s.parent);
+            if self.priority(&s) <= self.priority(&p) {
+                break;
+            }
+            self.rotate_up(at);
+        }
+    }
+
+    /// Takes the lease at `at` out of the tree; the slot itself is left
+    /// for the caller to free or to insert again.
+    pub fn remove(&mut self, at: Link) -> Slot {
+        loop {
+            let s = self.get(at);
+            let child = match (s.left, s.right) {
+                (0, 0) => break,
+                (0, r) => r,
+                (l, 0) => l,
+                (l, r) => {
+                    let (ls, rs) = (self.get(l), self.get(r));
+                    if self.priority(&ls) > self.priority(&rs) {
+                        l
+                    } else {
+                        r
+                    }
+                }
+            };
+            self.rotate_up(child);
+        }
+        let s = self.get(at);
+        self.replace_child(s.parent, at, 0, &s);
+        self.add_up(s.parent, s.cost, false);
+        s
+    }
+
+    /// Adds a free slot to the free list (linked through `left`).
+    pub fn free(&mut self, at: Link) {
+        let next = self.header.free;
+        self.set(
+            at,
+            Slot {
+                left: next,
+                ..Slot::default()
+            },
+        );
+        self.header.free = at;
+    }
+
+    /// Takes a slot off the free list.
+    pub fn take_free(&mut self) -> Option<Link> {
+        let at = self.header.free;
+        if at == 0 {
+            return None;
+        }
+        self.header.free = self.get(at).left;
+        Some(at)
+    }
+
+    /// In `parent` (the root when 0), the child `old` becomes `new`
+    /// (`old` 0: `new` goes where its key `slot` belongs).
+    fn replace_child(&mut self, parent: Link, old: Link, new: Link, slot: &Slot) {
+        if parent == 0 {
+            self.header.root = new;
+            return;
+        }
+        let mut p = self.get(parent);
+        let left = if old == 0 {
+            before(slot, &p)
+        } else {
+            p.left == old
+        };
+        if left {
+            p.left = new;
+        } else {
+            p.right = new;
+        }
+        self.set(parent, p);
+    }
+
+    /// Adds or takes `units` from the subtree sums of `from` and above.
+    fn add_up(&mut self, mut at: Link, units: u64, add: bool) {
+        while at != 0 {
+            let mut s = self.get(at);
+            s.sum = if add {
+                s.sum.saturating_add(units)
+            } else {
+                s.sum.saturating_sub(units)
+            };
+            self.set(at, s);
+            at = s.parent;
+        }
+    }
+
+    /// Rotates `child` above its parent, keeping the order and the sums.
+    fn rotate_up(&mut self, child: Link) {
+        let mut c = self.get(child);
+        let up = c.parent;
+        let mut p = self.get(up);
+        let moved = if p.left == child {
+            p.left = c.right;
+            c.right = up;
+            p.left
+        } else {
+            p.right = c.left;
+            c.left = up;
+            p.right
+        };
+        if moved != 0 {
+            let mut m = self.get(moved);
+            m.parent = up;
+            self.set(moved, m);
+        }
+        let grand = p.parent;
+        p.parent = child;
+        c.parent = grand;
+        c.sum = p.sum;
+        p.sum = p
+            .cost
+            .saturating_add(self.sum(p.left))
+            .saturating_add(self.sum(p.right));
+        self.set(up, p);
+        self.set(child, c);
+        if grand == 0 {
+            self.header.root = child;
+        } else {
+            let mut g = self.get(grand);
+            if g.left == up {
+                g.left = child;
+            } else {
+                g.right = child;
+            }
+            self.set(grand, g);
+        }
+    }
+}
