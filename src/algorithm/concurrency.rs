@@ -227,7 +227,8 @@ impl Concurrency {
         created: bool,
     ) -> (Decision, Option<Grant>) {
         let total = tree.total();
-        let units = total.saturating_sub(tree.expired_units(now));
+        let expired = tree.expired_units(now);
+        let units = total.saturating_sub(expired);
         let latest = tree.edge(true);
         let latest = tree.get(latest);
         let last = if latest.held_at(now) {
@@ -261,15 +262,13 @@ impl Concurrency {
         }
         let at = match tree.take_free() {
             Some(at) => at,
-            None => {
+            // Some lease has expired: the earliest has.
+            None if expired > 0 => {
                 let first = tree.edge(false);
-                if first != 0 && tree.get(first).expiry <= now {
-                    tree.remove(first);
-                    first
-                } else {
-                    link(len)
-                }
+                tree.remove(first);
+                first
             }
+            None => link(len),
         };
         let expiry = now.saturating_add(self.ttl).min(MAX_EXPIRY);
         let seq = tree.header.next_seq;

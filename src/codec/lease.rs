@@ -116,34 +116,51 @@ impl Leases for StoredLeases<'_> {
 
     fn slot(&self, i: usize) -> Slot {
         let at = slot_offset(i);
-        match self.bytes.get(at..at + SLOT_LEN) {
+        match self
+            .bytes
+            .get(at..at + SLOT_LEN)
+            .and_then(|b| b.try_into().ok())
+        {
             Some(b) => decode_slot(b),
             None => Slot::default(),
         }
     }
 }
 
-fn decode_slot(b: &[u8]) -> Slot {
+const M24: u64 = (1 << 24) - 1;
+const M56: u64 = (1 << 56) - 1;
+
+/// A slot as four little-endian words: the byte layout above, read and
+/// written a word at a time (every call reads some tens of slots).
+
+fn decode_slot(b: &[u8; SLOT_LEN]) -> Slot {
+    let w0 = u64::from_le_bytes([b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]]);
+    let w1 = u64::from_le_bytes([b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15]]);
+    let w2 = u64::from_le_bytes([b[16], b[17], b[18], b[19], b[20], b[21], b[22], b[23]]);
+    let w3 = u64::from_le_bytes([b[24], b[25], b[26], b[27], b[28], b[29], b[30], b[31]]);
     Slot {
-        expiry: Micros::new(le(&b[0..7])),
-        cost: le(&b[7..10]),
-        seq: le(&b[10..16]),
-        left: le(&b[16..19]) as u32,
-        right: le(&b[19..22]) as u32,
-        parent: le(&b[22..25]) as u32,
-        sum: le(&b[25..32]),
+        expiry: Micros::new(w0 & M56),
+        cost: (w0 >> 56) | ((w1 & 0xffff) << 8),
+        seq: w1 >> 16,
+        left: (w2 & M24) as u32,
+        right: ((w2 >> 24) & M24) as u32,
+        parent: ((w2 >> 48) | ((w3 & 0xff) << 16)) as u32,
+        sum: w3 >> 8,
     }
 }
 
-fn encode_slot(slot: &Slot) -> [u8; SLOT_LEN] {
-    let mut out = [0u8; SLOT_LEN];
-    put_le(&mut out[0..7], slot.expiry.as_u64());
-    put_le(&mut out[7..10], slot.cost);
-    put_le(&mut out[10..16], slot.seq);
-    put_le(&mut out[16..19], u64::from(slot.left));
-    put_le(&mut out[19..22], u64::from(slot.right));
-    put_le(&mut out[22..25], u64::from(slot.parent));
-    put_le(&mut out[25..32], slot.sum);
+fn encode_slot(slot: &Slot) -> Vec<u8> {
+    let cost = slot.cost & M24;
+    let parent = u64::from(slot.parent) & M24;
+    let w0 = (slot.expiry.as_u64() & M56) | (cost << 56);
+    let w1 = (cost >> 8) | (slot.seq << 16);
+    let w2 = (u64::from(slot.left) & M24) | ((u64::from(slot.right) & M24) << 24) | (parent << 48);
+    let w3 = (parent >> 16) | (slot.sum << 8);
+    let mut out = Vec::with_capacity(SLOT_LEN);
+    out.extend_from_slice(&w0.to_le_bytes());
+    out.extend_from_slice(&w1.to_le_bytes());
+    out.extend_from_slice(&w2.to_le_bytes());
+    out.extend_from_slice(&w3.to_le_bytes());
     out
 }
 
@@ -172,11 +189,7 @@ fn slot_offset(index: usize) -> usize {
 /// The header's counters and the changed slots, in place.
 fn patch(header: &Header, slots: &[(usize, Slot)]) -> Patch {
     let mut ranges = vec![(COUNTERS_AT, encode_counters(header))];
-    ranges.extend(
-        slots
-            .iter()
-            .map(|(i, s)| (slot_offset(*i), encode_slot(s).to_vec())),
-    );
+    ranges.extend(slots.iter().map(|(i, s)| (slot_offset(*i), encode_slot(s))));
     Patch::new(ranges)
 }
 

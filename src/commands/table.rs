@@ -144,9 +144,7 @@ fn build_sketch(v: &Values) -> Result<Policy, Error> {
 pub const CONCURRENCY: PolicyDef = PolicyDef {
     keyword: "CONCURRENCY",
     params: &[
-        // At most `ratelimit.max-leases-per-key`, checked in `build`: the
-        // one place both RL.ACQUIRE and RL.ALL parse through.
-        Param::integer("limit", 1, MAX_COUNT),
+        Param::bounded("limit", 1, &bounds::MAX_LEASES_PER_KEY),
         Param::duration("ttl"),
     ],
     options: &[],
@@ -156,16 +154,10 @@ pub const CONCURRENCY: PolicyDef = PolicyDef {
 };
 
 fn build_concurrency(v: &Values) -> Result<Policy, Error> {
-    let limit = v.param(0);
-    let bound = &bounds::MAX_LEASES_PER_KEY;
-    if limit > bound.get() {
-        return Err(Error::AboveBound {
-            arg: "limit",
-            max: bound.get(),
-            setting: bound.name,
-        });
-    }
-    Ok(Policy::Concurrency(Concurrency::new(limit, v.duration(1))))
+    Ok(Policy::Concurrency(Concurrency::new(
+        v.param(0),
+        v.duration(1),
+    )))
 }
 
 /// A release or renewal rewrites bytes already stored, never more: it may

@@ -13,7 +13,6 @@
 use super::{Header, Leases, Slot};
 use crate::algorithm::sketch::fmix64;
 use crate::algorithm::Micros;
-use std::collections::BTreeMap;
 
 /// A link to a slot: its index plus one; 0 is none.
 pub type Link = u32;
@@ -25,11 +24,58 @@ pub fn link(index: usize) -> Link {
 pub struct Tree<'a, L: Leases + ?Sized> {
     base: &'a L,
     pub header: Header,
-    /// Slots read or written, by link: the value and whether it changed.
-    touched: BTreeMap<Link, (Slot, bool)>,
+    /// Slots read or written: the value and whether it changed.
+    touched: Touched,
     /// Reads left before every read answers an empty leaf: a corrupt value
     /// whose links loop still ends every walk.
     budget: u64,
+}
+
+/// The slots a call touched, by link: a small open-addressing table (a
+/// call touches some tens of slots).
+#[derive(Default)]
+struct Touched {
+    /// Link, value, changed.
+    slots: Vec<(Link, Slot, bool)>,
+    /// Positions in `slots` plus one, 0 for empty; a power of two long.
+    table: Vec<u32>,
+}
+
+impl Touched {
+    fn home(&self, at: Link) -> usize {
+        (at.wrapping_mul(0x9E37_79B1) as usize) & (self.table.len() - 1)
+    }
+
+    /// Where `at` is in `slots`, or the empty table cell it would take.
+    fn find(&self, at: Link) -> Result<usize, usize> {
+        if self.table.is_empty() {
+            return Err(usize::MAX);
+        }
+        let mut cell = self.home(at);
+        loop {
+            match self.table[cell] {
+                0 => return Err(cell),
+                i if self.slots[i as usize - 1].0 == at => return Ok(i as usize - 1),
+                _ => cell = (cell + 1) & (self.table.len() - 1),
+            }
+        }
+    }
+
+    fn add(&mut self, cell: usize, at: Link, slot: Slot, changed: bool) {
+        self.slots.push((at, slot, changed));
+        if self.slots.len() * 2 > self.table.len() {
+            self.table = vec![0; (self.table.len() * 2).max(64)];
+            for (i, s) in self.slots.iter().enumerate() {
+                let mut c = self.home(s.0);
+                while self.table[c] != 0 {
+                    c = (c + 1) & (self.table.len() - 1);
+                }
+                self.table[c] = i as u32 + 1;
+            }
+        } else {
+            self.table[cell] = self.slots.len() as u32;
+        }
+    }
 }
 
 /// Whether `a` comes before `b`: by deadline, then lease number (unique).
@@ -42,7 +88,7 @@ impl<'a, L: Leases + ?Sized> Tree<'a, L> {
         Tree {
             base,
             header,
-            touched: BTreeMap::new(),
+            touched: Touched::default(),
             budget: 64 * (base.slots() as u64 + 16),
         }
     }
@@ -52,28 +98,35 @@ impl<'a, L: Leases + ?Sized> Tree<'a, L> {
             return Slot::default();
         }
         self.budget -= 1;
-        let base = self.base;
-        self.touched
-            .entry(at)
-            .or_insert_with(|| (base.slot(at as usize - 1), false))
-            .0
+        match self.touched.find(at) {
+            Ok(i) => self.touched.slots[i].1,
+            Err(hole) => {
+                let slot = self.base.slot(at as usize - 1);
+                self.touched.add(hole, at, slot, false);
+                slot
+            }
+        }
     }
 
     pub fn set(&mut self, at: Link, slot: Slot) {
-        self.touched.insert(at, (slot, true));
+        match self.touched.find(at) {
+            Ok(i) => self.touched.slots[i] = (at, slot, true),
+            Err(hole) => self.touched.add(hole, at, slot, true),
+        }
     }
 
     /// Distinct slots read or written so far.
     pub fn touched(&self) -> u64 {
-        self.touched.len() as u64
+        self.touched.slots.len() as u64
     }
 
-    /// The changed slots, by index.
+    /// The changed slots, by index, in the order first touched.
     pub fn changes(&self) -> Vec<(usize, Slot)> {
         self.touched
+            .slots
             .iter()
-            .filter(|(_, (_, changed))| *changed)
-            .map(|(&at, (slot, _))| (at as usize - 1, *slot))
+            .filter(|t| t.2)
+            .map(|&(at, slot, _)| (at as usize - 1, slot))
             .collect()
     }
 

@@ -147,7 +147,8 @@ proptest! {
             expiry: Micros::new(expiry), cost, seq,
             left: links[0], right: links[1], parent: links[2], sum,
         };
-        prop_assert_eq!(decode_slot(&encode_slot(&slot)), slot);
+        let bytes: [u8; SLOT_LEN] = encode_slot(&slot).try_into().unwrap();
+        prop_assert_eq!(decode_slot(&bytes), slot);
         let id = LeaseId { epoch, seq, slot: index, check };
         prop_assert_eq!(parse_lease(format_lease(&id).as_bytes()), Some(id));
     }
