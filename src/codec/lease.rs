@@ -132,7 +132,6 @@ const M56: u64 = (1 << 56) - 1;
 
 /// A slot as four little-endian words: the byte layout above, read and
 /// written a word at a time (every call reads some tens of slots).
-
 fn decode_slot(b: &[u8; SLOT_LEN]) -> Slot {
     let w0 = u64::from_le_bytes([b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]]);
     let w1 = u64::from_le_bytes([b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15]]);
