@@ -1015,6 +1015,7 @@ pub const TAGS: &[(u8, &str)] = &[
     (0xA7, "RL.FIXED ALIGNED"),
     (0xA8, "RL.SKETCH"),
     (0xA9, "RL.ACQUIRE"),
+    (0xAA, "RL.ACQUIRE"),
 ];
 
 impl Shape {
@@ -1163,6 +1164,10 @@ pub fn expected_state_error(state: State, value: &[u8]) -> Option<String> {
             Some((0xA6, found)) if tag == 0xA7 => FIXED_CORRUPT
                 .contains(&value)
                 .then(|| format!("ERR key holds corrupt {found} state")),
+            // RL.ACQUIRE reads its earlier layout (0xA9) and converts it.
+            Some((0xA9, _)) if tag == 0xAA => corrupt
+                .contains(&value)
+                .then(|| format!("ERR key holds corrupt {name} state")),
             Some((_, found)) => Some(format!(
                 "WRONGTYPE key holds {found} state, not {name} state"
             )),
