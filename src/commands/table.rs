@@ -170,7 +170,8 @@ const DECISION_FLAGS: &str = "write deny-oom fast";
 
 /// ACL categories of a decision: it writes its key. `fast` where its
 /// complexity is O(1); RL.SLIDING (EXACT is O(log limit + COST), BUCKETS n
-/// is O(n)) and RL.ALL (O(keys)) are `slow`.
+/// is O(n)), the lease commands (O(log leases)) and RL.ALL (O(keys)) are
+/// `slow`.
 const DECISION_FAST: &str = "write fast";
 const DECISION_SLOW: &str = "write slow";
 
@@ -254,7 +255,7 @@ pub static COMMANDS: [CommandDef; COMMAND_COUNT] = [
         flags: "readonly fast",
         acl_categories: "read slow",
         summary: "Reports what a limiter would admit now, without charging, writing or replicating anything.",
-        complexity: "O(1) for GCRA, BUCKET, FIXED and APPROX; O(log limit) for EXACT; O(n) for BUCKETS n",
+        complexity: "O(1) for GCRA, BUCKET, FIXED and APPROX; O(log limit) for EXACT; O(n) for BUCKETS n; O(log N) for CONCURRENCY, N the leases held",
         since: "0.1.0",
         run: rl_peek::run,
     },
@@ -292,7 +293,7 @@ pub static COMMANDS: [CommandDef; COMMAND_COUNT] = [
         flags: DECISION_FLAGS,
         acl_categories: DECISION_SLOW,
         summary: "Acquires a lease on COST of limit units held at once, for ttl or until released.",
-        complexity: "O(N) where N is the number of leases held",
+        complexity: "O(log N) where N is the number of leases held (expected)",
         since: "0.1.0",
         run: policy_command::run,
     },
@@ -303,10 +304,10 @@ pub static COMMANDS: [CommandDef; COMMAND_COUNT] = [
             optional: 0,
         },
         flags: LEASE_FLAGS,
-        acl_categories: DECISION_FAST,
+        acl_categories: DECISION_SLOW,
         summary: "Releases a lease from RL.ACQUIRE; its units go to waiters first.",
-        // The lease names its slot.
-        complexity: "O(1)",
+        // The lease names its slot; it leaves the tree of leases.
+        complexity: "O(log N) where N is the number of leases held (expected)",
         since: "0.1.0",
         run: lease::release,
     },
@@ -317,9 +318,9 @@ pub static COMMANDS: [CommandDef; COMMAND_COUNT] = [
             optional: 0,
         },
         flags: LEASE_FLAGS,
-        acl_categories: DECISION_FAST,
+        acl_categories: DECISION_SLOW,
         summary: "Makes a held lease expire ttl from now.",
-        complexity: "O(1)",
+        complexity: "O(log N) where N is the number of leases held (expected)",
         since: "0.1.0",
         run: lease::renew,
     },
