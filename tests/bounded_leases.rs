@@ -112,7 +112,7 @@ fn every_lease_call_on_a_full_key_touches_o_log_n_slots_and_replicates_a_few() {
     let replica = Server::with(topology::replica_config(&primary));
     topology::wait_link_up(&replica);
     let value_len = get_bytes(&mut c, "big").unwrap().len();
-    assert_eq!(value_len, 41 + 32 * N as usize, "32 bytes a lease");
+    assert_eq!(value_len, 33 + 32 * N as usize, "32 bytes a lease");
     advance(&mut c, 1_000_000);
     let ttl = "3600s";
     let limit = N.to_string();
@@ -285,7 +285,7 @@ fn a_key_in_the_earlier_layout_is_converted_on_its_next_write() {
         [1, 4, 0, -1, 3_600_000]
     );
     let now = get_bytes(&mut c, "old").unwrap();
-    assert_eq!((now[0], now.len()), (0xAA, 41 + 3 * 32));
+    assert_eq!((now[0], now.len()), (0xAA, 33 + 3 * 32));
     advance(&mut c, 30_000_000);
     assert_eq!(
         decide(&mut c, &["RL.ACQUIRE", "old", "4", "1h"])[..3],

@@ -15,7 +15,8 @@
 //! new one: a new slot is added only when every slot holds a live lease,
 //! so the row is never longer than the most leases held at once (at most
 //! `limit`). A release or renewal goes straight to the slot its identifier
-//! names. Every call reads and writes O(depth) slots, expected O(log n).
+//! names. Every call reads and writes O(log n) slots (the tree's height
+//! and the slots beside its path).
 //!
 //! Lease identifiers are `(epoch, seq)`: the epoch is the limiter clock when
 //! the key was created, the sequence number counts acquires over the key's
@@ -26,9 +27,7 @@
 pub mod tree;
 
 use super::{settled_without_state, Decision, Micros, RetryAfter};
-use crate::algorithm::sketch::fmix64;
 use crate::work::{self, Work};
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use tree::{link, Link, Tree};
 
 /// The largest `limit` the state can hold, whatever the operator bound
@@ -42,20 +41,6 @@ pub const MAX_SEQ: u64 = (1 << 48) - 1;
 /// Expiries are stored in 56 bits (year 4253); later ones are clamped.
 pub const MAX_EXPIRY: Micros = Micros::new((1 << 56) - 1);
 
-/// The secret the tree priorities of keys created by this process are
-/// salted with (set once at load; 0 in tests of the core).
-static PRIORITY_SEED: AtomicU64 = AtomicU64::new(0);
-
-/// Sets the secret of [`PRIORITY_SEED`].
-pub fn set_priority_seed(seed: u64) {
-    PRIORITY_SEED.store(seed, Relaxed);
-}
-
-/// The salt of a key created at `epoch` (or converted) with counter `seq`.
-pub fn new_salt(epoch: Micros, seq: u64) -> u64 {
-    fmix64(PRIORITY_SEED.load(Relaxed) ^ fmix64(epoch.as_u64() ^ seq.rotate_left(32)))
-}
-
 /// One slot: a lease of `cost` units until `expiry` in the tree, or free.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Slot {
@@ -67,8 +52,10 @@ pub struct Slot {
     pub left: Link,
     pub right: Link,
     pub parent: Link,
-    /// Units of the subtree rooted here.
+    /// Units of the subtree rooted here (48 bits).
     pub sum: u64,
+    /// Height of the subtree rooted here (1 for a leaf).
+    pub height: u8,
 }
 
 impl Slot {
@@ -91,8 +78,6 @@ pub struct Header {
     pub root: Link,
     /// The first free slot.
     pub free: Link,
-    /// Salts the tree priorities ([`tree`]).
-    pub salt: u64,
 }
 
 /// A lease identifier: the key's epoch, the lease's number, and a check
@@ -209,7 +194,6 @@ impl Concurrency {
             epoch: now,
             next_seq: 1,
             last: now,
-            salt: new_salt(now, self.check),
             ..Header::default()
         });
         let mut tree = Tree::new(header, leases);

@@ -1,12 +1,13 @@
 //! The concurrency limit's state and its lease identifiers.
 //!
-//! Layout v2 (tag 0xAA), little-endian: a 41-byte header `tag, epoch: u64,
-//! next_seq: u64, last: u64, root: u32, free: u32, salt: u64`, then 32-byte
-//! slots `expiry: u56, cost: u24, seq: u48, left: u24, right: u24,
-//! parent: u24, sum: u56`: the lease (16 bytes) and its place in the tree
-//! of leases ordered by deadline (16 bytes; links are slot index + 1, 0 for
-//! none; `sum` is the units of the subtree). A key holding n leases takes
-//! 41 + 32·n bytes. An acquire, release or renew writes 24 header bytes and
+//! Layout v2 (tag 0xAA), little-endian: a 33-byte header `tag, epoch: u64,
+//! next_seq: u64, last: u64, root: u32, free: u32`, then 32-byte slots
+//! `expiry: u56, cost: u24, seq: u48, left: u24, right: u24, parent: u24,
+//! sum: u48, height: u8`: the lease (16 bytes) and its place in the tree of
+//! leases ordered by deadline (16 bytes; links are slot index + 1, 0 for
+//! none; `sum` and `height` are the units and height of the subtree). A free
+//! slot has cost 0 and links the next free one as `left`. A key holding n
+//! leases takes 33 + 32·n bytes. An acquire, release or renew writes 24 header bytes and
 //! the slots it changed, O(log n) of them ([`crate::algorithm::concurrency`]).
 //!
 //! Layout v1 (tag 0xA9): `tag, epoch: u64, next_seq: u64, last: u64`, then
@@ -23,9 +24,7 @@
 
 use super::{body, Kind, Patch, StateError};
 use crate::algorithm::concurrency::tree::{link, Tree};
-use crate::algorithm::concurrency::{
-    new_salt, Grant, Header, LeaseId, Leases, Slot, SlotChange, MAX_LEASES,
-};
+use crate::algorithm::concurrency::{Grant, Header, LeaseId, Leases, Slot, SlotChange, MAX_LEASES};
 use crate::algorithm::sketch::{fmix64, fnv1a64};
 use crate::algorithm::Micros;
 use crate::work::{self, Work};
@@ -36,8 +35,8 @@ pub const V1_TAG: u8 = 0xA9;
 const V1_HEADER_LEN: usize = 1 + 8 + 8 + 8;
 const V1_SLOT_LEN: usize = 16;
 
-/// Tag, epoch, next_seq, last, root, free, salt.
-pub const HEADER_LEN: usize = 1 + 8 + 8 + 8 + 4 + 4 + 8;
+/// Tag, epoch, next_seq, last, root, free.
+pub const HEADER_LEN: usize = 1 + 8 + 8 + 8 + 4 + 4;
 pub const SLOT_LEN: usize = 32;
 /// Where the header's changing fields (next_seq, last, root, free) start.
 const COUNTERS_AT: usize = 9;
@@ -80,7 +79,6 @@ impl<'a> StoredLeases<'a> {
             last: Micros::new(le(&head[17..25])),
             root: le(&head[25..29]) as u32,
             free: le(&head[29..33]) as u32,
-            salt: le(&head[33..41]),
         };
         if header.next_seq == 0
             || !(value.len() - HEADER_LEN).is_multiple_of(SLOT_LEN)
@@ -128,6 +126,7 @@ impl Leases for StoredLeases<'_> {
 }
 
 const M24: u64 = (1 << 24) - 1;
+const M48: u64 = (1 << 48) - 1;
 const M56: u64 = (1 << 56) - 1;
 
 /// A slot as four little-endian words: the byte layout above, read and
@@ -144,7 +143,8 @@ fn decode_slot(b: &[u8; SLOT_LEN]) -> Slot {
         left: (w2 & M24) as u32,
         right: ((w2 >> 24) & M24) as u32,
         parent: ((w2 >> 48) | ((w3 & 0xff) << 16)) as u32,
-        sum: w3 >> 8,
+        sum: (w3 >> 8) & M48,
+        height: (w3 >> 56) as u8,
     }
 }
 
@@ -154,7 +154,7 @@ fn encode_slot(slot: &Slot) -> Vec<u8> {
     let w0 = (slot.expiry.as_u64() & M56) | (cost << 56);
     let w1 = (cost >> 8) | (slot.seq << 16);
     let w2 = (u64::from(slot.left) & M24) | ((u64::from(slot.right) & M24) << 24) | (parent << 48);
-    let w3 = (parent >> 16) | (slot.sum << 8);
+    let w3 = (parent >> 16) | ((slot.sum & M48) << 8) | (u64::from(slot.height) << 56);
     let mut out = Vec::with_capacity(SLOT_LEN);
     out.extend_from_slice(&w0.to_le_bytes());
     out.extend_from_slice(&w1.to_le_bytes());
@@ -177,7 +177,6 @@ fn encode_header(header: &Header) -> [u8; HEADER_LEN] {
     out[0] = Kind::Concurrency.tag();
     put_le(&mut out[1..9], header.epoch.as_u64());
     out[COUNTERS_AT..COUNTERS_AT + COUNTERS_LEN].copy_from_slice(&encode_counters(header));
-    put_le(&mut out[33..41], header.salt);
     out
 }
 
@@ -226,7 +225,6 @@ fn convert_v1(value: &[u8]) -> Option<StoredLeases<'static>> {
         epoch,
         next_seq,
         last: Micros::new(le(&head[16..24])),
-        salt: new_salt(epoch, next_seq),
         ..Header::default()
     };
     let empty = vec![Slot::default(); count];

@@ -120,8 +120,6 @@ fn on_load(ctx: &Context, args: &[RedisString]) -> Status {
     // SAFETY: during OnLoad with its context.
     unsafe { raw::RedisModule_SetModuleOptions.expect("checked above")(ctx.ctx, options as c_int) };
     clock::init(manual);
-    // Lease trees are balanced by priorities no client can predict.
-    crate::algorithm::concurrency::set_priority_seed(random_seed());
     if let Err(e) = config::register(Ctx(ctx.ctx)) {
         ctx.log_warning(&e);
         return Status::Err;
@@ -142,12 +140,4 @@ fn on_load(ctx: &Context, args: &[RedisString]) -> Status {
         ctx.log_notice("ratelimit: manual clock; RL.CLOCK SET and ADVANCE move it");
     }
     Status::Ok
-}
-
-/// A seed from the process's random hasher keys.
-fn random_seed() -> u64 {
-    use std::hash::{BuildHasher, Hasher};
-    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-    h.write_u64(std::process::id().into());
-    h.finish()
 }

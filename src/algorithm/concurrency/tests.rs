@@ -52,8 +52,8 @@ impl Key {
         self.apply(change)
     }
 
-    /// The tree is a search tree by (deadline, number) with correct links
-    /// and sums, a heap by priority, and holds every slot not free.
+    /// The tree is a search tree by (deadline, number) with correct links,
+    /// sums and heights, AVL-balanced, and holds every slot not free.
     fn check(&self) {
         let Some(h) = self.header else { return };
         let at = |l: u32| self.slots[l as usize - 1];
@@ -70,10 +70,10 @@ impl Key {
             assert_eq!(s.parent, parent);
             let sum = |c: u32| if c == 0 { 0 } else { at(c).sum };
             assert_eq!(s.sum, s.cost + sum(s.left) + sum(s.right));
-            let prio = |x: &Slot| (crate::algorithm::sketch::fmix64(h.salt ^ x.seq), x.seq);
-            for c in [s.left, s.right].into_iter().filter(|&c| c != 0) {
-                assert!(prio(&at(c)) < prio(&s));
-            }
+            let height = |c: u32| if c == 0 { 0 } else { i32::from(at(c).height) };
+            let (lh, rh) = (height(s.left), height(s.right));
+            assert_eq!(i32::from(s.height), 1 + lh.max(rh));
+            assert!((lh - rh).abs() <= 1, "balanced");
             if s.left != 0 {
                 assert!((at(s.left).expiry, at(s.left).seq) < (s.expiry, s.seq));
             }

@@ -1,17 +1,16 @@
-//! The held leases of a key as a treap ordered by deadline, stored in the
-//! key's own slots: each slot links to its parent and children and keeps
-//! the units of its subtree. The units held at a time, the time by which
-//! a given number of units will have expired, the earliest and latest
-//! deadlines are then each one walk from the root: O(depth), expected
-//! O(log n) for n slots. Priorities are a hash of the lease number salted
-//! per key with a secret of the process that created it, so no client can
-//! choose deadlines that unbalance the tree.
+//! The held leases of a key as an AVL tree ordered by deadline, stored in
+//! the key's own slots: each slot links to its parent and children and
+//! keeps the height and the units of its subtree. The units held at a
+//! time, the time by which a given number of units will have expired, the
+//! earliest and latest deadlines are then each one walk from the root, and
+//! an insertion or removal one walk back up: O(height), at most
+//! 1.44·log2(n + 2) for n slots, whatever deadlines the clients choose,
+//! and the same on every server given the same commands.
 //!
 //! A [`Tree`] reads slots through [`Leases`] and keeps the slots it touched
 //! in memory; a write takes exactly those it changed.
 
 use super::{Header, Leases, Slot};
-use crate::algorithm::sketch::fmix64;
 use crate::algorithm::Micros;
 
 /// A link to a slot: its index plus one; 0 is none.
@@ -108,7 +107,12 @@ impl<'a, L: Leases + ?Sized> Tree<'a, L> {
         }
     }
 
+    /// Writes the slot at `at`: one of the key's, or the next one past
+    /// them (links elsewhere, in a corrupt value, write nothing).
     pub fn set(&mut self, at: Link, slot: Slot) {
+        if at == 0 || at as usize > self.base.slots() + 1 {
+            return;
+        }
         match self.touched.find(at) {
             Ok(i) => self.touched.slots[i] = (at, slot, true),
             Err(hole) => self.touched.add(hole, at, slot, true),
@@ -132,10 +136,6 @@ impl<'a, L: Leases + ?Sized> Tree<'a, L> {
 
     fn sum(&mut self, at: Link) -> u64 {
         self.get(at).sum
-    }
-
-    fn priority(&self, slot: &Slot) -> (u64, u64) {
-        (fmix64(self.header.salt ^ slot.seq), slot.seq)
     }
 
     /// Units of every lease in the tree, expired ones included.
@@ -181,7 +181,78 @@ impl<'a, L: Leases + ?Sized> Tree<'a, L> {
 
     /// The slot with the earliest deadline, or the latest.
     pub fn edge(&mut self, latest: bool) -> Link {
-        let mut at = self.header.root;
+        self.edge_under(self.header.root, latest)
+    }
+
+    /// Puts the lease `slot` into the tree at `at` (a free or new slot).
+    pub fn insert(&mut self, at: Link, mut slot: Slot) {
+        slot.left = 0;
+        slot.right = 0;
+        slot.sum = slot.cost;
+        slot.height = 1;
+        let (mut parent, mut cur) = (0, self.header.root);
+        while cur != 0 {
+            let s = self.get(cur);
+            parent = cur;
+            cur = if before(&slot, &s) { s.left } else { s.right };
+        }
+        slot.parent = parent;
+        self.set(at, slot);
+        self.replace_child(parent, 0, at, &slot);
+        self.settle_up(parent);
+    }
+
+    /// Takes the lease at `at` out of the tree; the slot itself is left
+    /// for the caller to free or to insert again.
+    pub fn remove(&mut self, at: Link) -> Slot {
+        let s = self.get(at);
+        let start = if s.left == 0 || s.right == 0 {
+            // One child or none: it takes the place of `at`.
+            let child = s.left | s.right;
+            if child != 0 {
+                let mut c = self.get(child);
+                c.parent = s.parent;
+                self.set(child, c);
+            }
+            self.replace_child(s.parent, at, child, &s);
+            s.parent
+        } else {
+            // Two children: the next lease in order takes its place.
+            let next = self.edge_under(s.right, false);
+            let mut n = self.get(next);
+            let start = if n.parent == at {
+                next
+            } else {
+                let up = n.parent;
+                let mut p = self.get(up);
+                p.left = n.right;
+                self.set(up, p);
+                self.reparent(n.right, up);
+                n.right = s.right;
+                self.reparent(s.right, next);
+                up
+            };
+            n.left = s.left;
+            n.parent = s.parent;
+            self.set(next, n);
+            self.reparent(s.left, next);
+            self.replace_child(s.parent, at, next, &s);
+            start
+        };
+        self.settle_up(start);
+        s
+    }
+
+    fn reparent(&mut self, child: Link, parent: Link) {
+        if child != 0 {
+            let mut c = self.get(child);
+            c.parent = parent;
+            self.set(child, c);
+        }
+    }
+
+    /// The first (or last) slot of the subtree at `at`.
+    fn edge_under(&mut self, mut at: Link, latest: bool) -> Link {
         loop {
             let s = self.get(at);
             let next = if latest { s.right } else { s.left };
@@ -192,58 +263,48 @@ impl<'a, L: Leases + ?Sized> Tree<'a, L> {
         }
     }
 
-    /// Puts the lease `slot` into the tree at `at` (a free or new slot).
-    pub fn insert(&mut self, at: Link, mut slot: Slot) {
-        slot.left = 0;
-        slot.right = 0;
-        slot.sum = slot.cost;
-        let (mut parent, mut cur) = (0, self.header.root);
-        while cur != 0 {
-            let s = self.get(cur);
-            parent = cur;
-            cur = if before(&slot, &s) { s.left } else { s.right };
-        }
-        slot.parent = parent;
-        self.set(at, slot);
-        self.replace_child(parent, 0, at, &slot);
-        self.add_up(parent, slot.cost, true);
-        loop {
-            let s = self.get(at);
-            if s.parent == 0 {
-                break;
-            }
-            let p = self.get(s.parent);
-            if self.priority(&s) <= self.priority(&p) {
-                break;
-            }
-            self.rotate_up(at);
-        }
+    fn height(&mut self, at: Link) -> i64 {
+        i64::from(self.get(at).height)
     }
 
-    /// Takes the lease at `at` out of the tree; the slot itself is left
-    /// for the caller to free or to insert again.
-    pub fn remove(&mut self, at: Link) -> Slot {
-        loop {
+    /// Recomputes the height and units of `at` from its children.
+    fn update(&mut self, at: Link) {
+        let mut s = self.get(at);
+        let (l, r) = (self.get(s.left), self.get(s.right));
+        s.height = 1 + l.height.max(r.height);
+        s.sum = s.cost.saturating_add(l.sum).saturating_add(r.sum);
+        self.set(at, s);
+    }
+
+    /// From `at` to the root: heights and units recomputed, and every
+    /// subtree whose sides differ in height by two rotated back to balance.
+    fn settle_up(&mut self, mut at: Link) {
+        while at != 0 {
+            self.update(at);
             let s = self.get(at);
-            let child = match (s.left, s.right) {
-                (0, 0) => break,
-                (0, r) => r,
-                (l, 0) => l,
-                (l, r) => {
-                    let (ls, rs) = (self.get(l), self.get(r));
-                    if self.priority(&ls) > self.priority(&rs) {
-                        l
-                    } else {
-                        r
-                    }
+            let lean = self.height(s.left) - self.height(s.right);
+            if lean.abs() > 1 {
+                let (tall, left) = if lean > 0 {
+                    (s.left, true)
+                } else {
+                    (s.right, false)
+                };
+                let t = self.get(tall);
+                let (outer, inner) = if left {
+                    (t.left, t.right)
+                } else {
+                    (t.right, t.left)
+                };
+                if self.height(inner) > self.height(outer) {
+                    self.rotate_up(inner);
                 }
-            };
-            self.rotate_up(child);
+                let z = self.get(at);
+                let top = if left { z.left } else { z.right };
+                self.rotate_up(top);
+                at = top;
+            }
+            at = self.get(at).parent;
         }
-        let s = self.get(at);
-        self.replace_child(s.parent, at, 0, &s);
-        self.add_up(s.parent, s.cost, false);
-        s
     }
 
     /// Adds a free slot to the free list (linked through `left`).
@@ -290,21 +351,8 @@ impl<'a, L: Leases + ?Sized> Tree<'a, L> {
         self.set(parent, p);
     }
 
-    /// Adds or takes `units` from the subtree sums of `from` and above.
-    fn add_up(&mut self, mut at: Link, units: u64, add: bool) {
-        while at != 0 {
-            let mut s = self.get(at);
-            s.sum = if add {
-                s.sum.saturating_add(units)
-            } else {
-                s.sum.saturating_sub(units)
-            };
-            self.set(at, s);
-            at = s.parent;
-        }
-    }
-
-    /// Rotates `child` above its parent, keeping the order and the sums.
+    /// Rotates `child` above its parent, keeping the order, the heights
+    /// and the sums.
     fn rotate_up(&mut self, child: Link) {
         let mut c = self.get(child);
         let up = c.parent;
@@ -326,13 +374,10 @@ impl<'a, L: Leases + ?Sized> Tree<'a, L> {
         let grand = p.parent;
         p.parent = child;
         c.parent = grand;
-        c.sum = p.sum;
-        p.sum = p
-            .cost
-            .saturating_add(self.sum(p.left))
-            .saturating_add(self.sum(p.right));
         self.set(up, p);
         self.set(child, c);
+        self.update(up);
+        self.update(child);
         if grand == 0 {
             self.header.root = child;
         } else {

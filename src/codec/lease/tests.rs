@@ -140,12 +140,12 @@ proptest! {
     #[test]
     fn slots_and_identifiers_round_trip(
         expiry in 0u64..(1 << 56), cost in 0u64..(1 << 24), seq in 0u64..(1 << 48),
-        links in prop::array::uniform3(0u32..(1 << 24)), sum in 0u64..(1 << 56),
+        links in prop::array::uniform3(0u32..(1 << 24)), sum in 0u64..(1 << 48), height in any::<u8>(),
         epoch in 0u64..(1 << 56), check in 0u64..(1 << 48), index in 0u32..(1 << 24),
     ) {
         let slot = Slot {
             expiry: Micros::new(expiry), cost, seq,
-            left: links[0], right: links[1], parent: links[2], sum,
+            left: links[0], right: links[1], parent: links[2], sum, height,
         };
         let bytes: [u8; SLOT_LEN] = encode_slot(&slot).try_into().unwrap();
         prop_assert_eq!(decode_slot(&bytes), slot);
