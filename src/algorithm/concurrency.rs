@@ -121,7 +121,7 @@ impl Leases for Vec<Slot> {
 }
 
 /// What an admitted acquire writes: the header (all of it for a new key)
-/// and the slots it changed (O(depth); one of them maybe appended).
+/// and the slots it changed (O(log n); one of them maybe appended).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Grant {
     pub lease: LeaseId,

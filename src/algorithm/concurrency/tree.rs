@@ -267,23 +267,24 @@ impl<'a, L: Leases + ?Sized> Tree<'a, L> {
         i64::from(self.get(at).height)
     }
 
-    /// Recomputes the height and units of `at` from its children.
-    fn update(&mut self, at: Link) {
+    /// Recomputes the height and units of `at` from its children; returns
+    /// by how much its left side is taller than its right.
+    fn update(&mut self, at: Link) -> i64 {
         let mut s = self.get(at);
         let (l, r) = (self.get(s.left), self.get(s.right));
         s.height = 1 + l.height.max(r.height);
         s.sum = s.cost.saturating_add(l.sum).saturating_add(r.sum);
         self.set(at, s);
+        i64::from(l.height) - i64::from(r.height)
     }
 
     /// From `at` to the root: heights and units recomputed, and every
     /// subtree whose sides differ in height by two rotated back to balance.
     fn settle_up(&mut self, mut at: Link) {
         while at != 0 {
-            self.update(at);
-            let s = self.get(at);
-            let lean = self.height(s.left) - self.height(s.right);
+            let lean = self.update(at);
             if lean.abs() > 1 {
+                let s = self.get(at);
                 let (tall, left) = if lean > 0 {
                     (s.left, true)
                 } else {
