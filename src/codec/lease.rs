@@ -23,7 +23,7 @@
 //! to collide), and a release finds its slot without a search.
 
 use super::{body, Kind, Patch, StateError};
-use crate::algorithm::concurrency::tree::{link, Tree};
+use crate::algorithm::concurrency::tree::{link, Link};
 use crate::algorithm::concurrency::{Grant, Header, LeaseId, Leases, Slot, SlotChange, MAX_LEASES};
 use crate::algorithm::sketch::{fmix64, fnv1a64};
 use crate::algorithm::Micros;
@@ -211,46 +211,77 @@ pub fn change_patch(change: &SlotChange) -> Patch {
 }
 
 /// A layout v1 value in layout v2: the same slots at the same indexes,
-/// the leases in the tree, the others free.
+/// the leases in a tree built balanced from their deadline order, the
+/// others free. O(n log n) for n slots (the sort).
 fn convert_v1(value: &[u8]) -> Option<StoredLeases<'static>> {
     let head = value.get(1..V1_HEADER_LEN)?;
-    let slots = &value[V1_HEADER_LEN..];
-    let count = slots.len() / V1_SLOT_LEN;
+    let rows = &value[V1_HEADER_LEN..];
+    let count = rows.len() / V1_SLOT_LEN;
     let next_seq = le(&head[8..16]);
-    if next_seq == 0 || !slots.len().is_multiple_of(V1_SLOT_LEN) || count as u64 > MAX_LEASES {
+    if next_seq == 0 || !rows.len().is_multiple_of(V1_SLOT_LEN) || count as u64 > MAX_LEASES {
         return None;
     }
-    let epoch = Micros::new(le(&head[0..8]));
-    let header = Header {
-        epoch,
-        next_seq,
-        last: Micros::new(le(&head[16..24])),
-        ..Header::default()
-    };
-    let empty = vec![Slot::default(); count];
-    let mut tree = Tree::new(header, &empty);
-    for (i, b) in slots.chunks_exact(V1_SLOT_LEN).enumerate().rev() {
-        let slot = Slot {
+    let mut slots: Vec<Slot> = rows
+        .chunks_exact(V1_SLOT_LEN)
+        .map(|b| Slot {
             expiry: Micros::new(le(&b[0..7])),
             cost: le(&b[7..10]),
             seq: le(&b[10..16]),
             ..Slot::default()
-        };
-        if slot.cost > 0 {
-            tree.insert(link(i), slot);
-        } else {
-            tree.free(link(i));
+        })
+        .collect();
+    let mut held: Vec<usize> = (0..count).filter(|&i| slots[i].cost > 0).collect();
+    held.sort_unstable_by_key(|&i| (slots[i].expiry, slots[i].seq));
+    let root = build_balanced(&mut slots, &held, 0);
+    let mut free = 0;
+    for (i, slot) in slots.iter_mut().enumerate().rev() {
+        if slot.cost == 0 {
+            *slot = Slot {
+                left: free,
+                ..Slot::default()
+            };
+            free = link(i);
         }
     }
-    work::add(Work::Slots, tree.touched());
-    let header = tree.header;
-    let mut bytes = vec![0u8; slot_offset(count)];
-    bytes[..HEADER_LEN].copy_from_slice(&encode_header(&header));
-    patch(&header, &tree.changes()).apply_to(&mut bytes);
+    work::add(Work::Slots, count as u64);
+    let header = Header {
+        epoch: Micros::new(le(&head[0..8])),
+        next_seq,
+        last: Micros::new(le(&head[16..24])),
+        root,
+        free,
+    };
+    let mut bytes = encode_header(&header).to_vec();
+    for slot in &slots {
+        bytes.extend_from_slice(&encode_slot(slot));
+    }
     Some(StoredLeases {
         header,
         bytes: Cow::Owned(bytes),
     })
+}
+
+/// Links the slots `order` names (in deadline order) into a tree as
+/// balanced as can be under `parent`; returns its root.
+fn build_balanced(slots: &mut [Slot], order: &[usize], parent: Link) -> Link {
+    let Some(&at) = order.get(order.len() / 2) else {
+        return 0;
+    };
+    let me = link(at);
+    let left = build_balanced(slots, &order[..order.len() / 2], me);
+    let right = build_balanced(slots, &order[order.len() / 2 + 1..], me);
+    let child = |l: Link| match l {
+        0 => Slot::default(),
+        l => slots[l as usize - 1],
+    };
+    let (l, r) = (child(left), child(right));
+    let s = &mut slots[at];
+    s.left = left;
+    s.right = right;
+    s.parent = parent;
+    s.height = 1 + l.height.max(r.height);
+    s.sum = s.cost.saturating_add(l.sum).saturating_add(r.sum);
+    me
 }
 
 /// A 48-bit check of a key's name.

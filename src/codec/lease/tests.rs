@@ -87,6 +87,11 @@ fn a_layout_v1_value_is_read_and_written_whole_in_layout_v2_once() {
     let old = v1(7, 4, 900, &[(500, 2, 1), (300, 0, 2), (900, 1, 3)]);
     let stored = StoredLeases::decode(&old).unwrap();
     assert_eq!(stored.slots(), 3);
+    // The two leases in order under the root, the released slot free.
+    let root = stored.slot(stored.header.root as usize - 1);
+    assert_eq!((root.sum, root.height), (3, 2));
+    assert_eq!(stored.header.free, 2);
+    assert_eq!(stored.slot(1).cost, 0);
     assert_eq!(
         (stored.header.epoch, stored.header.next_seq),
         (Micros::new(7), 4)
@@ -175,4 +180,75 @@ proptest! {
         }
         let _ = parse_lease(&bytes);
     }
+}
+
+/// A large layout v1 value converts to a balanced tree that later calls
+/// keep balanced and exact.
+#[test]
+fn a_large_layout_v1_value_converts_to_a_balanced_tree() {
+    let rows: Vec<(u64, u64, u64)> = (0..1_000u64)
+        .map(|i| (10_000 + (i * 7_919) % 1_000, u64::from(i % 5 != 0), i + 1))
+        .collect();
+    let old = v1(7, 1_001, 20_000, &rows);
+    let stored = StoredLeases::decode(&old).unwrap();
+    let c = Concurrency::new(1_000, Micros::new(1_000));
+    let held = rows.iter().filter(|r| r.1 > 0).count() as u64;
+    let (d, _) = c.acquire(Some(stored.header), &stored, Micros::new(9_000), 1);
+    assert_eq!(d.remaining, 1_000 - held - 1);
+    // Half the leases gone by 10,500: exact counts from the tree.
+    let (d, _) = c.acquire(Some(stored.header), &stored, Micros::new(10_500), 0);
+    let live = rows.iter().filter(|r| r.1 > 0 && r.0 > 10_500).count() as u64;
+    assert_eq!(d.remaining, 1_000 - live);
+    let root = stored.slot(stored.header.root as usize - 1);
+    assert_eq!(root.sum, held);
+    assert!(root.height <= 11, "{}", root.height);
+    assert_eq!(well_formed(&stored), held as usize);
+    // Written once whole, then released from and acquired into in place.
+    let (_, g) = c.acquire(Some(stored.header), &stored, Micros::new(9_000), 1);
+    let mut value = stored.converted_value(&grant_patch(&g.unwrap())).unwrap();
+    for (i, r) in rows.iter().enumerate().filter(|(_, r)| r.1 > 0).step_by(7) {
+        let s = StoredLeases::decode(&value).unwrap();
+        let id = LeaseId {
+            epoch: 7,
+            seq: r.2,
+            slot: i as u32,
+            check: 0,
+        };
+        let change = release(s.header, &s, id, Micros::new(9_500)).unwrap();
+        change_patch(&change).apply_to(&mut value);
+        let s = StoredLeases::decode(&value).unwrap();
+        let (_, g) = c.acquire(Some(s.header), &s, Micros::new(9_500), 2);
+        grant_patch(&g.unwrap()).apply_to(&mut value);
+        well_formed(&StoredLeases::decode(&value).unwrap());
+    }
+}
+
+/// Checks the tree's links, order, sums and AVL balance; returns its size.
+fn well_formed(s: &StoredLeases) -> usize {
+    let mut stack = vec![(s.header.root, 0u32)];
+    let mut seen = 0;
+    while let Some((at, parent)) = stack.pop() {
+        if at == 0 {
+            continue;
+        }
+        seen += 1;
+        let n = s.slot(at as usize - 1);
+        let child = |l: u32| {
+            if l == 0 {
+                Slot::default()
+            } else {
+                s.slot(l as usize - 1)
+            }
+        };
+        let (l, r) = (child(n.left), child(n.right));
+        assert_eq!(n.parent, parent);
+        assert_eq!(n.sum, n.cost + l.sum + r.sum);
+        assert_eq!(n.height, 1 + l.height.max(r.height));
+        assert!(l.height.abs_diff(r.height) <= 1);
+        assert!(n.left == 0 || (l.expiry, l.seq) <= (n.expiry, n.seq));
+        assert!(n.right == 0 || (r.expiry, r.seq) >= (n.expiry, n.seq));
+        stack.push((n.left, at));
+        stack.push((n.right, at));
+    }
+    seen
 }
