@@ -11,7 +11,8 @@
 //!
 //! The window limiters' layouts (RL.SLIDING, RL.FIXED) are in [`window`];
 //! RL.SKETCH's is in [`sketch`]; CL.THROTTLE's (redis-cell's, untagged) is
-//! in [`cell`]; the concurrency limit's leases in [`lease`].
+//! in [`cell`]; the concurrency limit's leases in [`lease`] (whose layout
+//! v1, tag 0xA9, is still read and converted on its next write).
 
 pub mod cell;
 pub mod lease;
@@ -59,7 +60,7 @@ impl Kind {
             Kind::Fixed => 0xA6,
             Kind::FixedAligned => 0xA7,
             Kind::Sketch => 0xA8,
-            Kind::Concurrency => 0xA9,
+            Kind::Concurrency => 0xAA,
         }
     }
 
@@ -78,10 +79,21 @@ impl Kind {
         }
     }
 
+    /// The tag of an earlier layout still read (and rewritten in the
+    /// current one on the next write).
+    pub const fn earlier_tag(self) -> Option<u8> {
+        match self {
+            Kind::Concurrency => Some(lease::V1_TAG),
+            _ => None,
+        }
+    }
+
     /// The kind whose state `value` holds, by its tag.
     pub fn of(value: &[u8]) -> Option<Kind> {
         let tag = *value.first()?;
-        Kind::ALL.into_iter().find(|k| k.tag() == tag)
+        Kind::ALL
+            .into_iter()
+            .find(|k| k.tag() == tag || k.earlier_tag() == Some(tag))
     }
 }
 

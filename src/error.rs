@@ -79,6 +79,13 @@ pub enum Error {
         max: u64,
         mode: &'static str,
     },
+    /// A value above an operator bound ([`crate::bounds`]), named by its
+    /// setting (`ratelimit.NAME`).
+    AboveBound {
+        arg: &'static str,
+        max: u64,
+        setting: &'static str,
+    },
     /// CL.THROTTLE with more than one request per nanosecond.
     RateTooHigh,
     /// The key holds a list, hash, set, sorted set, stream or module value.
@@ -211,6 +218,9 @@ impl std::fmt::Display for Error {
             ),
             Error::LimitTooHigh { max, mode } => {
                 write!(f, "ERR limit must be at most {max} with {mode}")
+            }
+            Error::AboveBound { arg, max, setting } => {
+                write!(f, "ERR {arg} must be at most {max} (ratelimit.{setting})")
             }
             Error::RateTooHigh => {
                 write!(f, "ERR count per period must be at most one per nanosecond")
@@ -369,6 +379,11 @@ mod tests {
             Error::LimitTooHigh {
                 max: 1,
                 mode: "EXACT",
+            },
+            Error::AboveBound {
+                arg: "limit",
+                max: 1,
+                setting: "max-leases-per-key",
             },
             Error::WrongType,
             Error::state("RL.GCRA", StateError::Foreign),

@@ -1,7 +1,7 @@
 //! A limit of any algorithm, as one value: what RL.ALL combines and what the
 //! window commands decide through. Pure: bytes in, decision and bytes out.
 
-use crate::algorithm::concurrency::{Concurrency, LeaseId};
+use crate::algorithm::concurrency::{Concurrency, Header, LeaseId, SlotChange};
 use crate::algorithm::fixed_window::{FixedState, FixedWindow};
 use crate::algorithm::gcra::Gcra;
 use crate::algorithm::schedule::Tat;
@@ -177,7 +177,8 @@ impl Outcome {
     }
 }
 
-/// An acquire writes one slot and the counter in place (a new key whole).
+/// An acquire writes the counters and the slots it changed in place (a
+/// new key, or one read in an earlier layout, whole).
 fn decide_concurrency(
     c: &Concurrency,
     stored: Option<&[u8]>,
@@ -192,10 +193,11 @@ fn decide_concurrency(
     let Some(grant) = grant else {
         return Ok(Outcome::of(decision, None));
     };
-    let write = if grant.created {
-        StateWrite::Value(lease::encode_new(&grant))
-    } else {
-        StateWrite::Patch(lease::grant_patch(&grant))
+    let patch = lease::grant_patch(&grant);
+    let write = match stored.as_ref().and_then(|s| s.converted_value(&patch)) {
+        Some(whole) => StateWrite::Value(whole),
+        None if grant.created => StateWrite::Value(lease::encode_new(&grant)),
+        None => StateWrite::Patch(patch),
     };
     Ok(Outcome {
         decision,
@@ -204,22 +206,35 @@ fn decide_concurrency(
     })
 }
 
-/// Gives lease `lease` back: the write (one slot, in place) and the key's
-/// TTL after it; `None` when it holds nothing (unknown, released, expired).
+/// Applies `f`, a change of one lease, to a stored concurrency state: the
+/// write (the changed slots in place, or the whole value once if it was
+/// stored in an earlier layout) and the key's TTL after it; `None` when
+/// nothing changes.
+pub fn change_leases(
+    value: &[u8],
+    now: Micros,
+    f: impl FnOnce(Header, &StoredLeases, Micros) -> Option<SlotChange>,
+) -> Result<Option<(StateWrite, Micros)>, StateError> {
+    let stored = StoredLeases::decode(value)?;
+    Ok(f(stored.header, &stored, now).map(|change| {
+        let patch = lease::change_patch(&change);
+        let write = match stored.converted_value(&patch) {
+            Some(whole) => StateWrite::Value(whole),
+            None => StateWrite::Patch(patch),
+        };
+        (write, change.reset_after)
+    }))
+}
+
+/// Gives lease `lease` back (see [`change_leases`]).
 pub fn release_lease(
     value: &[u8],
     lease: LeaseId,
     now: Micros,
 ) -> Result<Option<(StateWrite, Micros)>, StateError> {
-    let stored = StoredLeases::decode(value)?;
-    Ok(
-        crate::algorithm::concurrency::release(stored.header, &stored, lease, now).map(|change| {
-            (
-                StateWrite::Patch(lease::change_patch(&change)),
-                change.reset_after,
-            )
-        }),
-    )
+    change_leases(value, now, |header, leases, now| {
+        crate::algorithm::concurrency::release(header, leases, lease, now)
+    })
 }
 
 /// A fixed window's stored state. Versions before tag 0xA7 stored aligned

@@ -306,9 +306,9 @@ fn every_shape_at_its_extremes_and_at_the_end_of_time() {
                     .enumerate()
                     .map(|(j, (valid, parse))| match parse {
                         _ if mask & (1 << j) == 0 => valid.as_bytes().to_vec(),
-                        Parse::Count { max, .. } | Parse::CellCount { max, .. } => {
-                            max.to_string().into_bytes()
-                        }
+                        Parse::Count { max, .. }
+                        | Parse::CellCount { max, .. }
+                        | Parse::Bounded { max, .. } => max.to_string().into_bytes(),
                         Parse::Duration { .. } => b"36500d".to_vec(),
                         // The longest item the tests send: 64 KiB of any bytes.
                         Parse::Item { .. } => (0..=255u8).cycle().take(1 << 16).collect(),

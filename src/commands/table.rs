@@ -6,7 +6,7 @@
 use super::definition::{CommandDef, Cost, Grammar};
 use super::grammar::{Opt, Param, PolicyDef, Values};
 use super::{clock, lease, policy_command, rl_all, rl_peek, throttle};
-use crate::algorithm::concurrency::{Concurrency, MAX_CONCURRENCY_LIMIT};
+use crate::algorithm::concurrency::Concurrency;
 use crate::algorithm::fixed_window::FixedWindow;
 use crate::algorithm::gcra::Gcra;
 use crate::algorithm::sketch::{
@@ -17,6 +17,7 @@ use crate::algorithm::sliding_log::{SlidingLog, MAX_SLIDING_LOG_LIMIT};
 use crate::algorithm::sliding_subwindows::{SlidingSubwindows, MAX_SUBWINDOWS, MIN_SUBWINDOWS};
 use crate::algorithm::token_bucket::TokenBucket;
 use crate::algorithm::MAX_HORIZON;
+use crate::bounds;
 use crate::error::Error;
 use crate::limits::MAX_COUNT;
 use crate::policy::Policy;
@@ -145,7 +146,7 @@ fn build_sketch(v: &Values) -> Result<Policy, Error> {
 pub const CONCURRENCY: PolicyDef = PolicyDef {
     keyword: "CONCURRENCY",
     params: &[
-        Param::integer("limit", 1, MAX_CONCURRENCY_LIMIT),
+        Param::bounded("limit", 1, &bounds::MAX_LEASES_PER_KEY),
         Param::duration("ttl"),
     ],
     options: &[],

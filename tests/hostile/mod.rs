@@ -208,6 +208,14 @@ pub enum Parse {
         min: u64,
         max: u64,
     },
+    /// As `Count` from `min` to `i64::MAX`, and at most `max`, the default
+    /// of the operator bound `ratelimit.SETTING`.
+    Bounded {
+        name: &'static str,
+        min: u64,
+        max: u64,
+        setting: &'static str,
+    },
     /// As `Count`, read as redis-cell reads it (CL.THROTTLE): optionally
     /// after one `+`, or `-` and zeros.
     CellCount {
@@ -286,6 +294,15 @@ pub struct Shape {
 
 pub const fn count(name: &'static str, min: u64, max: u64) -> Parse {
     Parse::Count { name, min, max }
+}
+
+const fn bounded(name: &'static str, min: u64, max: u64, setting: &'static str) -> Parse {
+    Parse::Bounded {
+        name,
+        min,
+        max,
+        setting,
+    }
 }
 
 const fn cell_count(name: &'static str, min: u64, max: u64) -> Parse {
@@ -517,11 +534,26 @@ const LEASES_CORRUPT: &[&[u8]] = &[
     &[
         0xA9, 1, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 1, 2, 3,
     ],
+    &[0xAA],
+    // Layout v2: lease counter 0; then a root beyond the slots; then a
+    // header and part of a slot.
+    &[
+        0xAA, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+        0, 0, 0, 0,
+    ],
+    &[
+        0xAA, 1, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0,
+        0, 0, 0, 0,
+    ],
+    &[
+        0xAA, 1, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+        0, 0, 0, 0, 1, 2, 3,
+    ],
 ];
 
 /// RL.ACQUIRE's state, directly or through RL.ALL.
 const LEASES: State = State::Tagged {
-    tag: 0xA9,
+    tag: 0xAA,
     name: "RL.ACQUIRE",
     corrupt: LEASES_CORRUPT,
 };
@@ -940,7 +972,10 @@ pub const SHAPES: &[Shape] = &[
         arity_name: "rl.acquire",
         prefix: &[],
         infix: &[],
-        fixed: &[("10", count("limit", 1, 100_000)), ("1d", duration("ttl"))],
+        fixed: &[
+            ("10", bounded("limit", 1, 100_000, "max-leases-per-key")),
+            ("1d", duration("ttl")),
+        ],
         required: 2,
         min_arity: 4,
         short: None,
@@ -954,7 +989,10 @@ pub const SHAPES: &[Shape] = &[
         arity_name: "rl.all",
         prefix: &["1"],
         infix: &["CONCURRENCY"],
-        fixed: &[("10", count("limit", 1, 100_000)), ("1d", duration("ttl"))],
+        fixed: &[
+            ("10", bounded("limit", 1, 100_000, "max-leases-per-key")),
+            ("1d", duration("ttl")),
+        ],
         required: 2,
         min_arity: 6,
         short: None,
@@ -976,6 +1014,7 @@ pub const TAGS: &[(u8, &str)] = &[
     (0xA7, "RL.FIXED ALIGNED"),
     (0xA8, "RL.SKETCH"),
     (0xA9, "RL.ACQUIRE"),
+    (0xAA, "RL.ACQUIRE"),
 ];
 
 impl Shape {
@@ -1039,6 +1078,21 @@ pub fn expected_error(parse: Parse, v: &[u8]) -> Option<String> {
         Parse::Count { name, min, max } => match reference_number(v) {
             Some(n) if n >= u128::from(min) && n <= u128::from(max) => None,
             _ => Some(format!("ERR {name} must be an integer from {min} to {max}")),
+        },
+        Parse::Bounded {
+            name,
+            min,
+            max,
+            setting,
+        } => match reference_number(v) {
+            Some(n) if n >= u128::from(min) && n <= u128::from(max) => None,
+            Some(n) if n >= u128::from(min) && n <= i64::MAX as u128 => Some(format!(
+                "ERR {name} must be at most {max} (ratelimit.{setting})"
+            )),
+            _ => Some(format!(
+                "ERR {name} must be an integer from {min} to {}",
+                i64::MAX
+            )),
         },
         Parse::CellCount { name, min, max } => {
             let unsigned = match v {
@@ -1109,6 +1163,10 @@ pub fn expected_state_error(state: State, value: &[u8]) -> Option<String> {
             Some((0xA6, found)) if tag == 0xA7 => FIXED_CORRUPT
                 .contains(&value)
                 .then(|| format!("ERR key holds corrupt {found} state")),
+            // RL.ACQUIRE reads its earlier layout (0xA9) and converts it.
+            Some((0xA9, _)) if tag == 0xAA => corrupt
+                .contains(&value)
+                .then(|| format!("ERR key holds corrupt {name} state")),
             Some((_, found)) => Some(format!(
                 "WRONGTYPE key holds {found} state, not {name} state"
             )),
