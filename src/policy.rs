@@ -152,6 +152,20 @@ impl Policy {
         }
     }
 
+    /// The decision alone, for looks that write nothing: no write is
+    /// prepared (a sliding log's would be as long as `cost`).
+    pub fn decision(
+        &self,
+        stored: Option<&[u8]>,
+        now: Micros,
+        cost: u64,
+    ) -> Result<Decision, StateError> {
+        match self {
+            Policy::SlidingLog(l) => sliding_log::decision(l, stored, now, cost),
+            _ => Ok(self.decide(stored, now, cost)?.decision),
+        }
+    }
+
     /// Whether an admitted request holds a lease (its reply carries it).
     pub fn holds_leases(&self) -> bool {
         matches!(self, Policy::Concurrency(_))

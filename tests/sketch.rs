@@ -333,6 +333,10 @@ fn replicas_get_patches_that_grow_with_depth_not_width() {
     let replica = start_replica_of(&primary);
     let mut p = primary.conn();
     at(&mut p, 0);
+    // A 3 MiB sketch is beyond the default ratelimit.max-sketch-bytes.
+    let _: () = cmd(&["CONFIG", "SET", "ratelimit.max-sketch-bytes", "4194304"])
+        .query(&mut p)
+        .unwrap();
     let narrow = bytes_per_request(&mut p, "16");
     let wide = bytes_per_request(&mut p, "65536");
     println!(

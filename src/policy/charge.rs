@@ -173,10 +173,10 @@ impl Policy {
         now: Micros,
         most: u64,
     ) -> Result<u64, StateError> {
-        let look = self.decide(stored, now, 0)?.decision;
+        let look = self.decision(stored, now, 0)?;
         let cap = most.min(look.limit);
         let fits = |cost: u64| -> Result<bool, StateError> {
-            Ok(cost == 0 || self.decide(stored, now, cost)?.decision.allowed)
+            Ok(cost == 0 || self.decision(stored, now, cost)?.allowed)
         };
         // `remaining` is the answer for every policy but a schedule whose
         // interval is shorter than the clock's microsecond; check it.

@@ -87,6 +87,19 @@ fn decide_counted(
     Ok((Outcome::of(decision, write), n))
 }
 
+/// Decides `cost` and prepares no write.
+pub(super) fn decision(
+    l: &SlidingLog,
+    stored: Option<&[u8]>,
+    now: Micros,
+    cost: u64,
+) -> Result<Decision, StateError> {
+    let loaded = Loaded::new(stored)?;
+    let (decision, _) = loaded.decide(l, now, cost);
+    count(&loaded, 0);
+    Ok(decision)
+}
+
 /// Gives back `n` units: the newest entries go (a header write).
 pub(super) fn refund(
     l: &SlidingLog,
