@@ -176,9 +176,11 @@ impl<'a> StoredSlidingLog<'a> {
         (0..self.len).map(|i| self.stamp(i)).collect()
     }
 
-    fn slot_bytes(&self, slot: usize) -> &[u8] {
-        let at = slot * self.width;
-        self.slots.get(at..at + self.width).unwrap_or_default()
+    /// The stored bytes of slots `from..to`, copied as they are (a 4-byte
+    /// stamp's low bits do not depend on `last`).
+    fn slot_run(&self, from: usize, to: usize) -> Vec<u8> {
+        let bytes = self.slots.get(from * self.width..to * self.width);
+        bytes.unwrap_or_default().to_vec()
     }
 
     /// The write that applies `edit` for a log of stamp `width`; a ring
@@ -202,16 +204,11 @@ impl<'a> StoredSlidingLog<'a> {
             let upper = cap - tail;
             if wrapped > 0 && wrapped <= upper && cap + wrapped <= grown {
                 // Move the wrapped-around entries after the old end.
-                let moved: Vec<u8> = (0..wrapped)
-                    .flat_map(|s| self.slot_bytes(s).to_vec())
-                    .collect();
-                ranges.push((slot_at(cap, self.width), moved));
+                ranges.push((slot_at(cap, self.width), self.slot_run(0, wrapped)));
                 written += wrapped;
             } else if wrapped > 0 {
                 // Move the entries up to the old end to the new end.
-                let moved: Vec<u8> = (tail..cap)
-                    .flat_map(|s| self.slot_bytes(s).to_vec())
-                    .collect();
+                let moved = self.slot_run(tail, cap);
                 tail = grown - upper;
                 ranges.push((slot_at(tail, self.width), moved));
                 written += upper;
@@ -219,7 +216,8 @@ impl<'a> StoredSlidingLog<'a> {
             self.reads.set(self.reads.get() + written);
             cap = grown;
         }
-        let stamp = encode_stamp(edit.at, self.width);
+        let mut stamp = Vec::with_capacity(self.width);
+        put_stamp(&mut stamp, edit.at, self.width);
         let mut pos = (tail + a.kept) % cap;
         let mut left = a.added;
         while left > 0 {
@@ -277,12 +275,9 @@ impl Entries for StoredSlidingLog<'_> {
     }
 }
 
-fn encode_stamp(t: Micros, width: usize) -> Vec<u8> {
-    if width == 8 {
-        t.as_u64().to_le_bytes().to_vec()
-    } else {
-        (t.as_u64() as u32).to_le_bytes().to_vec()
-    }
+/// Appends `t` in `width` bytes: all of it, or its low 32 bits.
+fn put_stamp(v: &mut Vec<u8>, t: Micros, width: usize) {
+    v.extend_from_slice(&t.as_u64().to_le_bytes()[..width.min(8)]);
 }
 
 /// A whole new log of `cap` slots holding `entries` (oldest first).
@@ -296,7 +291,7 @@ pub fn encode_sliding_log(cap: usize, width: usize, entries: &[Micros]) -> Vec<u
     let last = entries.last().copied().unwrap_or_default();
     v.extend_from_slice(&last.as_u64().to_le_bytes());
     for &t in entries {
-        v.extend_from_slice(&encode_stamp(t, width));
+        put_stamp(&mut v, t, width);
     }
     v
 }
