@@ -181,7 +181,7 @@ const LEASE_FLAGS: &str = "write fast";
 const DECISION_FLAGS: &str = "write deny-oom fast";
 
 /// ACL categories of a decision: it writes its key. `fast` where its
-/// complexity is O(1); RL.SLIDING (EXACT is O(log limit + COST), BUCKETS n
+/// complexity is O(1); RL.SLIDING (EXACT is O(log n + COST), BUCKETS n
 /// is O(n)) and RL.ALL (O(keys)) are `slow`.
 const DECISION_FAST: &str = "write fast";
 const DECISION_SLOW: &str = "write slow";
@@ -221,7 +221,7 @@ pub static COMMANDS: [CommandDef; COMMAND_COUNT] = [
         flags: DECISION_FLAGS,
         acl_categories: DECISION_SLOW,
         summary: "Admits or denies a request under a sliding window: exact log, two-window estimate or sub-window buckets.",
-        complexity: "O(1) for APPROX; O(log limit + COST) for EXACT; O(n) for BUCKETS n",
+        complexity: "O(1) for APPROX; O(log N + COST) for EXACT, N the entries held; O(n) for BUCKETS n",
         since: "0.1.0",
         run: policy_command::run,
     },
@@ -266,7 +266,7 @@ pub static COMMANDS: [CommandDef; COMMAND_COUNT] = [
         flags: "readonly fast",
         acl_categories: "read slow",
         summary: "Reports what a limiter would admit now, without charging, writing or replicating anything.",
-        complexity: "O(1) for GCRA, BUCKET, FIXED and APPROX; O(log limit) for EXACT; O(n) for BUCKETS n",
+        complexity: "O(1) for GCRA, BUCKET, FIXED and APPROX; O(log N) for EXACT; O(n) for BUCKETS n",
         since: "0.1.0",
         run: rl_peek::run,
     },
