@@ -529,7 +529,7 @@ mod tests {
 
         #[test]
         fn deciding_on_arbitrary_stored_bytes_never_panics(
-            tag in 0xA3u8..=0xA8,
+            tag in prop_oneof![0xA3u8..=0xA8, Just(0xABu8)],
             bytes in proptest::collection::vec(any::<u8>(), 0..60),
             now in any::<u64>(),
             cost in 0u64..5,

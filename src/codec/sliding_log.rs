@@ -24,9 +24,9 @@
 //! at most the limit of its last write), and a higher one grows it when
 //! its entries no longer fit, to twice the slots (at most
 //! `ratelimit.max-log-entries`, at least what is needed). Growing moves
-//! the smaller part of a ring that wraps around its end, so the moved
-//! entries are fewer than half the ring: at most half the operator bound,
-//! once per doubling.
+//! the smaller of the two parts of a ring that wraps around its end, so
+//! the moved entries are at most half the ring: at most half the operator
+//! bound, once per doubling.
 //!
 //! Width 8 stores absolute µs. Width 4 (windows up to 2^32 µs, 71.5 min)
 //! stores the low 32 bits: every write first drops expired entries, so
@@ -202,9 +202,15 @@ impl<'a> StoredSlidingLog<'a> {
             let grown = len.max(cap.saturating_mul(2).min(max_cap));
             let wrapped = (tail + a.kept).saturating_sub(cap);
             let upper = cap - tail;
-            if wrapped > 0 && wrapped <= upper && cap + wrapped <= grown {
-                // Move the wrapped-around entries after the old end.
-                ranges.push((slot_at(cap, self.width), self.slot_run(0, wrapped)));
+            if wrapped > 0 && wrapped <= upper {
+                // Move the wrapped-around entries after the old end, those
+                // beyond the new end back to its start (the patch holds
+                // the old bytes, so the ranges may overlap what they move).
+                let fits = wrapped.min(grown - cap);
+                ranges.push((slot_at(cap, self.width), self.slot_run(0, fits)));
+                if fits < wrapped {
+                    ranges.push((slot_at(0, self.width), self.slot_run(fits, wrapped)));
+                }
                 written += wrapped;
             } else if wrapped > 0 {
                 // Move the entries up to the old end to the new end.

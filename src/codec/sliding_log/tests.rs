@@ -87,6 +87,19 @@ fn a_wrapped_ring_grows_moving_its_smaller_part() {
 }
 
 #[test]
+fn a_wrapped_part_moved_past_a_bounded_new_end_wraps_again() {
+    // Tail 4 of 8: 4 entries up to the end, 3 wrapped around it.
+    let v = encode_sliding_log(8, 4, &us(&[1, 2, 3, 4, 5, 6, 7, 8]));
+    let v = applied(&v, &edit(4, 0, 3, 9, 8), 100).0;
+    // Growing to 9 slots (the bound): of the 3 wrapped entries, one moves
+    // to the new last slot and two back to slots 0 and 1.
+    let (after, w) = applied(&v, &edit(0, 0, 2, 10, 9), 9);
+    assert_eq!(w.written, 3 + 2);
+    let grown = StoredSlidingLog::decode(&after).unwrap();
+    assert_eq!((grown.cap(), grown.count()), (9, 9));
+}
+
+#[test]
 fn another_width_rewrites_the_kept_entries() {
     let v = encode_sliding_log(4, 4, &us(&[100, 200, 300]));
     let log = StoredSlidingLog::decode(&v).unwrap();
