@@ -3,17 +3,17 @@
 # server-side time of each (SLOWLOG, µs, the median and largest of RUNS
 # fresh keys) on a primary and on its replica, and the replication bytes.
 #
-#   scripts/bounds_cost.sh      # knobs: RUNS (7), MODULE
+#   scripts/bounds_cost.sh      # knobs: RUNS (7), LOG (100000), MODULE
 #
 # - RL.SKETCH's first call on a new key at the largest sketch the default
 #   ratelimit.max-sketch-bytes allows (21844 × 4, 1 MiB), and at 262144 × 8
 #   (24 MiB, with the bound raised) for comparison;
-# - RL.SLIDING EXACT at the default ratelimit.max-log-entries (100000), 1h
-#   window: a first call of COST 100000 (the largest write, one stamp per
-#   unit), REFUND 1 and a charge on a full log, a call with another stamp
-#   width (a 2h window: the whole log rewritten), and a raised limit that
-#   grows a full ring of 99998 8-byte slots wrapped at its middle (the
-#   largest move: 49999 entries).
+# - RL.SLIDING EXACT at ratelimit.max-log-entries = LOG (the default,
+#   100000), 1h window: a first call of COST LOG (the largest write, one
+#   stamp per unit), REFUND 1 and a denial on a full log, a call with
+#   another stamp width (a 2h window: the whole log rewritten), and a
+#   raised limit that grows a full ring of LOG - 2 8-byte slots wrapped at
+#   its middle (the largest move: LOG / 2 - 1 entries).
 #
 # Needs redis-server, redis-cli and the release build.
 set -euo pipefail
@@ -22,6 +22,7 @@ cd "$(dirname "$0")/.."
 # shellcheck source=scripts/lib.sh
 . scripts/lib.sh
 RUNS=${RUNS:-7}
+LOG=${LOG:-100000}
 MODULE=${MODULE:-$PWD/target/release/libredis_ratelimit.so}
 [ -f "$MODULE" ] || { echo "bounds_cost: build the module first (cargo build --release)" >&2; exit 1; }
 
@@ -53,7 +54,7 @@ start() {
     echo "bounds_cost: the server on $port did not start" >&2
     exit 1
 }
-start "$PRIMARY"
+start "$PRIMARY" --ratelimit.max-log-entries "$LOG"
 start "$REPLICA" --replicaof 127.0.0.1 "$PRIMARY"
 p() { redis-cli -p "$PRIMARY" "$@"; }
 r() { redis-cli -p "$REPLICA" "$@"; }
@@ -105,21 +106,21 @@ measure() {
         "$(printf '%s\n' "${repl[@]}" | median_max)" "$bytes"
 }
 
-fill() { # a full EXACT log of 100000 entries at KEY, 1h window, then 1 s later
+fill() { # a full EXACT log of LOG entries at KEY, 1h window, then 1 s later
     local key=$1 i
     for i in $(seq 0 99); do
-        printf 'RL.CLOCK SET %d\nRL.SLIDING %s 100000 1h COST 1000\n' \
-            $((1767225600000000 + i * 1000)) "$key"
+        printf 'RL.CLOCK SET %d\nRL.SLIDING %s %d 1h COST %d\n' \
+            $((1767225600000000 + i * 1000)) "$key" "$LOG" $((LOG / 100))
     done | p >/dev/null
     p RL.CLOCK SET 1767225601000000 >/dev/null
 }
-wrapped() { # a ring of 99998 8-byte slots (2h window), full, wrapped at its middle
-    local key=$1
-    p RL.SLIDING "$key" 99998 2h COST 49999 >/dev/null
+wrapped() { # a ring of LOG - 2 8-byte slots (2h window), full, wrapped at its middle
+    local key=$1 ring=$((LOG - 2))
+    p RL.SLIDING "$key" "$ring" 2h COST $((ring / 2)) >/dev/null
     p RL.CLOCK SET 1767225601000000 >/dev/null
-    p RL.SLIDING "$key" 99998 2h COST 49999 >/dev/null
+    p RL.SLIDING "$key" "$ring" 2h COST $((ring / 2)) >/dev/null
     p RL.CLOCK SET 1767232800500000 >/dev/null
-    p RL.SLIDING "$key" 99998 2h COST 49999 >/dev/null
+    p RL.SLIDING "$key" "$ring" 2h COST $((ring / 2)) >/dev/null
 }
 
 echo "| command | primary µs (median / largest) | replica µs (median / largest) | replication bytes |"
@@ -130,15 +131,17 @@ p CONFIG SET ratelimit.max-sketch-bytes 1073741824 >/dev/null
 measure "RL.SKETCH first call, 262144 × 8 (24 MiB)" ":" \
     "p RL.SKETCH KEY ip 100 1m WIDTH 262144 DEPTH 8"
 p CONFIG SET ratelimit.max-sketch-bytes 1048576 >/dev/null
-measure "RL.SLIDING EXACT first call, COST 100000" ":" \
-    "p RL.SLIDING KEY 100000 1h COST 100000"
+measure "RL.SLIDING EXACT first call, COST $LOG" ":" \
+    "p RL.SLIDING KEY $LOG 1h COST $LOG"
 measure "RL.SLIDING EXACT REFUND 1, full log" "fill KEY" \
-    "p RL.SLIDING KEY 100000 1h REFUND 1"
+    "p RL.SLIDING KEY $LOG 1h REFUND 1"
 measure "RL.SLIDING EXACT denial, full log" "fill KEY" \
-    "p RL.SLIDING KEY 100000 1h"
+    "p RL.SLIDING KEY $LOG 1h"
+measure "RL.SLIDING EXACT denial, log of 10 (for comparison)" "p RL.SLIDING KEY 10 1h COST 10 >/dev/null" \
+    "p RL.SLIDING KEY 10 1h"
 measure "RL.SLIDING EXACT limit cut, REFUND 1, full log" "fill KEY" \
-    "p RL.SLIDING KEY 60000 1h REFUND 1"
+    "p RL.SLIDING KEY $((LOG * 3 / 5)) 1h REFUND 1"
 measure "RL.SLIDING EXACT other stamp width (2h), full log" "fill KEY" \
-    "p RL.SLIDING KEY 100000 2h REFUND 1"
-measure "RL.SLIDING EXACT raised limit growing a wrapped ring (49999 moved)" "wrapped KEY" \
-    "p RL.SLIDING KEY 100000 2h COST 1"
+    "p RL.SLIDING KEY $LOG 2h REFUND 1"
+measure "RL.SLIDING EXACT raised limit growing a wrapped ring ($((LOG / 2 - 1)) moved)" "wrapped KEY" \
+    "p RL.SLIDING KEY $LOG 2h COST 1"

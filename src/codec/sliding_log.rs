@@ -188,12 +188,21 @@ impl<'a> StoredSlidingLog<'a> {
     /// need, if more).
     pub fn write(&self, edit: &LogEdit, width: usize, max_cap: usize) -> LogWrite {
         let a = edit.after(self.len);
-        if width != self.width {
-            let kept = (0..a.kept).map(|i| self.stamp(a.from + i));
-            let entries: Vec<Micros> = kept.chain(std::iter::repeat_n(edit.at, a.added)).collect();
-            return new_log(edit.keep, width, &entries);
-        }
         let len = a.len();
+        if width != self.width {
+            let last = match a.added {
+                0 if a.kept > 0 => self.stamp(a.from + a.kept - 1),
+                _ => edit.at,
+            };
+            let value = whole(edit.keep.max(len), width, len, last, |v| {
+                self.each_stamp(a.from, a.kept, |t| put_stamp(v, t, width));
+                put_stamps(v, edit.at, width, a.added);
+            });
+            return LogWrite {
+                bytes: LogBytes::Whole(value),
+                written: len,
+            };
+        }
         let mut tail = (self.tail + a.from) % self.cap;
         let mut cap = self.cap;
         let mut ranges = Vec::new();
@@ -262,6 +271,32 @@ fn slot_at(slot: usize, width: usize) -> usize {
     SLIDING_LOG_HEADER + slot * width
 }
 
+impl StoredSlidingLog<'_> {
+    /// The stamp stored in `b` (`width` bytes).
+    fn decode_stamp(&self, b: &[u8]) -> Micros {
+        if self.width == 8 {
+            return Micros::new(u64::from_le_bytes(b.try_into().unwrap_or_default()));
+        }
+        let low = u32::from_le_bytes(b.try_into().unwrap_or_default());
+        let age = (self.last.as_u64() as u32).wrapping_sub(low);
+        self.last.saturating_sub(Micros::new(u64::from(age)))
+    }
+
+    /// Calls `f` with entries `from..from + n`, oldest first, read in the
+    /// ring's (at most two) runs of slots.
+    fn each_stamp(&self, from: usize, n: usize, mut f: impl FnMut(Micros)) {
+        self.reads.set(self.reads.get() + n);
+        let start = (self.tail + from) % self.cap;
+        let first = n.min(self.cap - start);
+        for (at, count) in [(start, first), (0, n - first)] {
+            let run = self.slots.get(at * self.width..(at + count) * self.width);
+            for b in run.unwrap_or_default().chunks_exact(self.width) {
+                f(self.decode_stamp(b));
+            }
+        }
+    }
+}
+
 impl Entries for StoredSlidingLog<'_> {
     fn count(&self) -> usize {
         self.len
@@ -269,47 +304,55 @@ impl Entries for StoredSlidingLog<'_> {
 
     fn stamp(&self, i: usize) -> Micros {
         self.reads.set(self.reads.get() + 1);
-        let slot = (self.tail + i) % self.cap;
-        let at = slot * self.width;
-        if self.width == 8 {
-            Micros::new(u64_at(self.slots, at).unwrap_or(0))
-        } else {
-            let low = u32_at(self.slots, at).unwrap_or(0);
-            let age = (self.last.as_u64() as u32).wrapping_sub(low);
-            self.last.saturating_sub(Micros::new(u64::from(age)))
-        }
+        let at = (self.tail + i) % self.cap * self.width;
+        self.decode_stamp(self.slots.get(at..at + self.width).unwrap_or_default())
     }
 }
 
 /// Appends `t` in `width` bytes: all of it, or its low 32 bits.
 fn put_stamp(v: &mut Vec<u8>, t: Micros, width: usize) {
-    v.extend_from_slice(&t.as_u64().to_le_bytes()[..width.min(8)]);
+    if width == 8 {
+        v.extend_from_slice(&t.as_u64().to_le_bytes());
+    } else {
+        v.extend_from_slice(&(t.as_u64() as u32).to_le_bytes());
+    }
+}
+
+/// Appends `n` stamps `t`.
+fn put_stamps(v: &mut Vec<u8>, t: Micros, width: usize, n: usize) {
+    let mut one = Vec::with_capacity(width);
+    put_stamp(&mut one, t, width);
+    v.extend_from_slice(&one.repeat(n));
+}
+
+/// A whole log value of `cap` slots (at least one) holding `len` entries,
+/// the newest `last`, whose stamps `fill` appends.
+fn whole(
+    cap: usize,
+    width: usize,
+    len: usize,
+    last: Micros,
+    fill: impl FnOnce(&mut Vec<u8>),
+) -> Vec<u8> {
+    let mut v = Vec::with_capacity(SLIDING_LOG_HEADER + len * width);
+    v.push(Kind::SlidingLog.tag());
+    v.push(width as u8);
+    v.extend_from_slice(&(cap.max(1) as u32).to_le_bytes());
+    v.extend_from_slice(&0u32.to_le_bytes());
+    v.extend_from_slice(&(len as u32).to_le_bytes());
+    v.extend_from_slice(&last.as_u64().to_le_bytes());
+    fill(&mut v);
+    v
 }
 
 /// A whole new log of `cap` slots holding `entries` (oldest first).
 pub fn encode_sliding_log(cap: usize, width: usize, entries: &[Micros]) -> Vec<u8> {
-    let mut v = Vec::with_capacity(SLIDING_LOG_HEADER + entries.len() * width);
-    v.push(Kind::SlidingLog.tag());
-    v.push(width as u8);
-    v.extend_from_slice(&(cap as u32).to_le_bytes());
-    v.extend_from_slice(&0u32.to_le_bytes());
-    v.extend_from_slice(&(entries.len() as u32).to_le_bytes());
     let last = entries.last().copied().unwrap_or_default();
-    v.extend_from_slice(&last.as_u64().to_le_bytes());
-    for &t in entries {
-        put_stamp(&mut v, t, width);
-    }
-    v
-}
-
-/// A new log holding `entries`, its ring sized for `keep` (the limit of
-/// the call that writes it) or the entries, if more.
-fn new_log(keep: usize, width: usize, entries: &[Micros]) -> LogWrite {
-    let cap = keep.max(entries.len()).max(1);
-    LogWrite {
-        bytes: LogBytes::Whole(encode_sliding_log(cap, width, entries)),
-        written: entries.len(),
-    }
+    whole(cap, width, entries.len(), last, |v| {
+        for &t in entries {
+            put_stamp(v, t, width);
+        }
+    })
 }
 
 /// The write that applies `edit` to `stored` (`None`: no key).
@@ -322,8 +365,14 @@ pub fn write_log(
     match stored {
         Some(log) => log.write(edit, width, max_cap),
         None => {
-            let a = edit.after(0);
-            new_log(edit.keep, width, &vec![edit.at; a.added])
+            let added = edit.after(0).added;
+            let value = whole(edit.keep.max(added), width, added, edit.at, |v| {
+                put_stamps(v, edit.at, width, added)
+            });
+            LogWrite {
+                bytes: LogBytes::Whole(value),
+                written: added,
+            }
         }
     }
 }
