@@ -345,7 +345,9 @@ fn whole(
     v
 }
 
-/// A whole new log of `cap` slots holding `entries` (oldest first).
+/// A whole new log of `cap` slots holding `entries` (oldest first): for
+/// tests of the layout.
+#[cfg(test)]
 pub fn encode_sliding_log(cap: usize, width: usize, entries: &[Micros]) -> Vec<u8> {
     let last = entries.last().copied().unwrap_or_default();
     whole(cap, width, entries.len(), last, |v| {
