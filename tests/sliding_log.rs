@@ -144,10 +144,24 @@ fn exact_limits_beyond_the_bound_are_refused_naming_the_setting() {
         decide(&mut c, &["RL.SLIDING", "a", "100001", "1m", "APPROX"])[0],
         1
     );
+    assert_eq!(
+        decide(&mut c, &["RL.SLIDING", "old", "20", "1m", "COST", "20"])[0],
+        1
+    );
     // The operator sets the bound.
     let _: () = cmd(&["CONFIG", "SET", "ratelimit.max-log-entries", "10"])
         .query(&mut c)
         .unwrap();
+    // A log written under the higher bound works with limits within the
+    // new one: its 20 entries deny, and a write keeps the newest 10.
+    assert_eq!(
+        decide(&mut c, &["RL.SLIDING", "old", "10", "1m"])[..3],
+        [0, 10, 0]
+    );
+    assert_eq!(
+        decide(&mut c, &["RL.SLIDING", "old", "10", "1m", "REFUND", "1"])[..3],
+        [1, 10, 1]
+    );
     assert_eq!(
         error_of(&mut c, &[b"RL.SLIDING", b"k", b"11", b"1m"]).1,
         "ERR limit must be at most 10 with EXACT (ratelimit.max-log-entries)"
