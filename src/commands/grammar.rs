@@ -602,10 +602,11 @@ mod tests {
             }
         );
         assert_eq!(
-            err(&["1000001", "1m"]),
+            err(&["100001", "1m"]),
             Error::LimitTooHigh {
-                max: 1_000_000,
-                mode: "EXACT"
+                max: 100_000,
+                mode: "EXACT",
+                setting: "max-log-entries",
             }
         );
         assert_eq!(err(&["5"]), Error::Arity("RL.SLIDING"));

@@ -379,8 +379,15 @@ macro_rules! tat_corrupt {
 }
 
 // Values under each window tag that are not its layout: short headers,
-// impossible widths, counts and positions, missing or extra bytes.
+// impossible widths, counts and positions, missing or extra bytes. The
+// sliding log's are under its first layout's tag (0xA3), read as its
+// current one's (0xAB), and under the current one.
 const EXACT_CORRUPT: &[&[u8]] = &[
+    &[0xAB],
+    &[
+        0xAB, 0x04, 0x01, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x02, 0x00, 0x00, 0x00, 0x00,
+        0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+    ],
     &[0xA3],
     &[
         0xA3, 0x04, 0x01, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
@@ -727,7 +734,7 @@ pub const SHAPES: &[Shape] = &[
         ],
         extra: Extra::UnknownOption,
         state: State::Tagged {
-            tag: 0xA3,
+            tag: 0xAB,
             name: "RL.SLIDING EXACT",
             corrupt: EXACT_CORRUPT,
         },
@@ -835,7 +842,7 @@ pub const SHAPES: &[Shape] = &[
         ],
         extra: Extra::UnknownOption,
         state: State::Tagged {
-            tag: 0xA3,
+            tag: 0xAB,
             name: "RL.SLIDING EXACT",
             corrupt: EXACT_CORRUPT,
         },
@@ -1008,6 +1015,7 @@ pub const TAGS: &[(u8, &str)] = &[
     (0xA1, "RL.GCRA"),
     (0xA2, "RL.BUCKET"),
     (0xA3, "RL.SLIDING EXACT"),
+    (0xAB, "RL.SLIDING EXACT"),
     (0xA4, "RL.SLIDING APPROX"),
     (0xA5, "RL.SLIDING BUCKETS"),
     (0xA6, "RL.FIXED"),
@@ -1160,6 +1168,10 @@ pub fn expected_state_error(state: State, value: &[u8]) -> Option<String> {
             // RL.FIXED ALIGNED reads RL.FIXED's 0xA6 values of earlier
             // versions: corrupt ones are reported as such; others are
             // taken if they start on a boundary (tests/upgrade.rs).
+            // The sliding log's first layout (0xA3) is read as its current one.
+            Some((0xA3, found)) if tag == 0xAB => EXACT_CORRUPT
+                .contains(&value)
+                .then(|| format!("ERR key holds corrupt {found} state")),
             Some((0xA6, found)) if tag == 0xA7 => FIXED_CORRUPT
                 .contains(&value)
                 .then(|| format!("ERR key holds corrupt {found} state")),
