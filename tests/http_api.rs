@@ -251,8 +251,8 @@ fn reconnects_by_itself_after_redis_restarts() {
     // plus slack for a loaded machine.
     let s = Server::start_on(config, new_dir(), port);
     clock_set(&mut s.conn(), T0);
-    let within = 2 * app::RECONNECT_MAX_DELAY
-        + app::CONNECT_TIMEOUT
+    let within = 2 * redis_ratelimit_client::RECONNECT_MAX_DELAY
+        + redis_ratelimit_client::CONNECT_TIMEOUT
         + app::STORE_TIMEOUT
         + Duration::from_secs(3);
     for port in [closed, open] {

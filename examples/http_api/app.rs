@@ -18,7 +18,7 @@ use redis_ratelimit_client::{Client, ParsePolicyError, Policy};
 use std::time::Duration;
 
 pub use redis_ratelimit_client::http::OnStoreError;
-pub use redis_ratelimit_client::{connect, CONNECT_TIMEOUT, RECONNECT_MAX_DELAY};
+pub use redis_ratelimit_client::connect;
 
 /// How long a request waits for the limiter before its limits' fallback
 /// (`OnStoreError`) applies.
