@@ -20,6 +20,7 @@
 //! # Ok(()) }
 //! ```
 
+pub mod blocks;
 mod client;
 mod command;
 pub mod deny_cache;
@@ -28,6 +29,7 @@ pub mod http;
 mod policy;
 mod reply;
 
+pub use blocks::{BlockLease, BlockingLeasedLimit, LeasedLimit};
 pub use client::{
     connect, Client, LeaseGuard, CONNECT_TIMEOUT, RECONNECT_MAX_DELAY, RECONNECT_MIN_DELAY,
 };
