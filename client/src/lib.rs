@@ -23,6 +23,7 @@
 pub mod blocks;
 mod client;
 mod command;
+pub mod degraded;
 pub mod deny_cache;
 mod error;
 pub mod http;

@@ -225,17 +225,6 @@ impl Policy {
         };
         Some(Quota::of_rate(count, ceil_millis(period).max(1)))
     }
-
-    /// The most one request can ever take now (the burst or capacity).
-    pub(crate) fn capacity(&self) -> u64 {
-        match *self {
-            Policy::Gcra(g) => g.burst.unwrap_or(g.limit),
-            Policy::Bucket(b) => b.capacity,
-            Policy::Sliding(s) => s.limit,
-            Policy::Fixed(f) => f.limit,
-            Policy::Concurrency(c) => c.limit,
-        }
-    }
 }
 
 impl fmt::Display for Policy {

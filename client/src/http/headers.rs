@@ -93,6 +93,11 @@ pub fn problem(decision: &AllDecision, limits: &[Named]) -> String {
         .map(|(l, _)| format!("\"{}\"", l.name))
         .collect::<Vec<_>>()
         .join(",");
+    problem_naming(&violated)
+}
+
+/// The problem body naming `violated` (quoted names, comma-separated).
+pub(crate) fn problem_naming(violated: &str) -> String {
     format!(
         "{{\"type\":\"https://iana.org/assignments/http-problem-types#quota-exceeded\",\
          \"title\":\"Request cannot be satisfied as assigned quota has been exceeded\",\

@@ -5,6 +5,7 @@
 use super::headers::{header_fields, problem, Named};
 use super::{HttpLimit, KeyExtractor, OnStoreError};
 use crate::command::All;
+use crate::degraded::Shares;
 use crate::deny_cache::DenyCache;
 use crate::reply::{AllDecision, Decision};
 use crate::{Client, Error};
@@ -12,7 +13,7 @@ use http::{HeaderName, HeaderValue, Request, Response, StatusCode};
 use redis::aio::ConnectionManager;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
@@ -28,6 +29,7 @@ struct Config<K, C> {
     words: Vec<String>,
     wait: Option<Duration>,
     deny_cache: Option<Arc<DenyCache>>,
+    shares: Option<Arc<Mutex<Shares>>>,
     missing_key: (StatusCode, &'static str),
     on_error: Option<ErrorHook>,
 }
@@ -57,6 +59,7 @@ where
                 words: Vec::new(),
                 wait: None,
                 deny_cache: None,
+                shares: None,
                 missing_key: (StatusCode::UNAUTHORIZED, "missing rate-limit key\n"),
                 on_error: None,
             }),
@@ -99,6 +102,18 @@ where
     /// `retry_after` has passed, its key is denied without a round trip.
     pub fn deny_cache(mut self, capacity: usize) -> RateLimitLayer<K, C> {
         self.config().deny_cache = Some(Arc::new(DenyCache::new(capacity)));
+        self
+    }
+
+    /// Degraded mode: while the store does not answer (a timeout or a
+    /// connection error), each fail-closed limit is enforced locally at
+    /// its rate times this process's share of the key's recent traffic
+    /// (tracked for up to `capacity` keys; see [`crate::degraded`]), and
+    /// fail-open limits admit. A denial there is a `429` with
+    /// `Retry-After`; an admission carries no `RateLimit` fields. The next
+    /// answer from the store ends it.
+    pub fn degraded(mut self, capacity: usize) -> RateLimitLayer<K, C> {
+        self.config().shares = Some(Arc::new(Mutex::new(Shares::new(capacity))));
         self
     }
 
@@ -173,18 +188,23 @@ where
             call = call.wait(wait);
         }
         match self.client.send(&call).await {
-            Ok(decision) if decision.allowed => {
-                Verdict::Serve(header_fields(&decision, &self.named))
-            }
             Ok(decision) => {
-                self.remember(&keys, &decision);
-                self.denial(&decision)
+                self.observe(&keys, &decision);
+                if decision.allowed {
+                    Verdict::Serve(header_fields(&decision, &self.named))
+                } else {
+                    self.remember(&keys, &decision);
+                    self.denial(&decision)
+                }
             }
             Err(e) => {
                 if let Some(hook) = &self.on_error {
                     hook(&e);
                 }
-                self.unavailable()
+                match &self.shares {
+                    Some(shares) if e.is_unavailable() => self.decide_locally(shares, &keys),
+                    _ => self.unavailable(),
+                }
             }
         }
     }
@@ -213,6 +233,51 @@ where
                 vec![("retry-after", "1".into())],
             )
         }
+    }
+
+    /// Tracks the traffic shares of the fail-closed limits' keys.
+    fn observe(&self, keys: &[String], decision: &AllDecision) {
+        let Some(shares) = &self.shares else {
+            return;
+        };
+        let mut shares = shares.lock().unwrap_or_else(|p| p.into_inner());
+        let now = Instant::now();
+        let charged = u64::from(decision.allowed);
+        for (i, d) in decision.limits.iter().enumerate() {
+            if self.limits[i].on_store_error == OnStoreError::FailClosed {
+                shares.observe(&keys[i], self.named[i].quota, d, charged, now);
+            }
+        }
+    }
+
+    /// Degraded mode: the fail-closed limits decided locally. (A unit taken
+    /// from one limit's bucket when another denies is lost: the local
+    /// buckets only ever err towards denying.)
+    fn decide_locally(&self, shares: &Mutex<Shares>, keys: &[String]) -> Verdict {
+        let mut shares = shares.lock().unwrap_or_else(|p| p.into_inner());
+        let now = Instant::now();
+        let mut violated = Vec::new();
+        let mut wait = Some(Duration::ZERO);
+        for (i, limit) in self.limits.iter().enumerate() {
+            if limit.on_store_error == OnStoreError::FailOpen {
+                continue;
+            }
+            if let Err(w) = shares.admit(&keys[i], self.named[i].quota, now) {
+                violated.push(format!("\"{}\"", limit.name));
+                wait = wait.zip(w).map(|(a, b)| a.max(b));
+            }
+        }
+        if violated.is_empty() {
+            return Verdict::Serve(Vec::new());
+        }
+        let fields = wait
+            .map(|w| vec![("retry-after", super::ceil_seconds(w).max(1).to_string())])
+            .unwrap_or_default();
+        Verdict::Answer(
+            StatusCode::TOO_MANY_REQUESTS,
+            super::headers::problem_naming(&violated.join(",")),
+            fields,
+        )
     }
 
     /// A denial the cache still holds for one of the limits, as the reply
