@@ -50,3 +50,35 @@ pub fn calls(c: &mut redis::Connection, command: &str) -> u64 {
         .and_then(|n| n.parse().ok())
         .unwrap_or(0)
 }
+
+/// A response of the service under test, its body read.
+pub struct Reply {
+    pub status: u16,
+    pub headers: std::collections::HashMap<String, String>,
+    pub body: String,
+}
+
+/// `GET /` through `router` with an optional `X-Api-Key`.
+pub async fn get(router: &axum::Router, api_key: Option<&str>) -> Reply {
+    use tower_service::Service;
+    let mut request = axum::http::Request::get("/");
+    if let Some(key) = api_key {
+        request = request.header("x-api-key", key);
+    }
+    let request = request.body(axum::body::Body::empty()).expect("request");
+    let response = router.clone().call(request).await.expect("infallible");
+    let status = response.status().as_u16();
+    let headers = response
+        .headers()
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_str().unwrap_or("").to_string()))
+        .collect();
+    let body = axum::body::to_bytes(response.into_body(), 1 << 20)
+        .await
+        .expect("body");
+    Reply {
+        status,
+        headers,
+        body: String::from_utf8_lossy(&body).into_owned(),
+    }
+}
