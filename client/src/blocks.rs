@@ -398,7 +398,10 @@ mod tests {
         let t = Instant::now();
         l.step(t);
         l.on_reply(t, &reply(true, 10, None));
-        assert_eq!(l.take_if_idle(t + Duration::from_millis(10), Duration::from_millis(50)), None);
+        assert_eq!(
+            l.take_if_idle(t + Duration::from_millis(10), Duration::from_millis(50)),
+            None
+        );
         let later = t + Duration::from_millis(50);
         assert_eq!(l.take_if_idle(later, Duration::from_millis(50)), Some(9));
         assert_eq!(l.take_all(), None);

@@ -122,7 +122,8 @@ impl Shares {
         let (tokens, at) = seen
             .bucket
             .unwrap_or((seen.remaining.min(seen.limit) * share, now));
-        let tokens = (tokens + rate * now.saturating_duration_since(at).as_secs_f64()).min(capacity);
+        let tokens =
+            (tokens + rate * now.saturating_duration_since(at).as_secs_f64()).min(capacity);
         if tokens >= 1.0 {
             seen.bucket = Some((tokens - 1.0, now));
             return Ok(());
@@ -200,7 +201,13 @@ mod tests {
         let mut s = Shares::new(100);
         let t0 = Instant::now();
         for i in 0..100_000u64 {
-            s.observe(&format!("k{i}"), Q, &reply(5), 1, t0 + Duration::from_micros(i));
+            s.observe(
+                &format!("k{i}"),
+                Q,
+                &reply(5),
+                1,
+                t0 + Duration::from_micros(i),
+            );
             assert!(s.len() <= 100);
         }
         assert!(s.share("k99999").is_some() && s.share("k0").is_none());

@@ -81,7 +81,9 @@ impl DenyCache {
     /// seen at `now`. Denials without a wait (never admissible) are not
     /// kept: the store's answer is cheap to repeat and its words matter.
     pub fn record(&self, key: &str, limit: &str, cost: u64, decision: &Decision, now: Instant) {
-        let Some(wait) = decision.retry_after.filter(|w| !decision.allowed && !w.is_zero())
+        let Some(wait) = decision
+            .retry_after
+            .filter(|w| !decision.allowed && !w.is_zero())
         else {
             return;
         };

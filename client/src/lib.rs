@@ -34,9 +34,7 @@ pub use blocks::{BlockLease, BlockingLeasedLimit, LeasedLimit};
 pub use client::{
     connect, Client, LeaseGuard, CONNECT_TIMEOUT, RECONNECT_MAX_DELAY, RECONNECT_MIN_DELAY,
 };
-pub use command::{
-    acquire, All, Charge, Command, Decide, Peek, Release, Renew, Sketch, Throttle,
-};
+pub use command::{acquire, All, Charge, Command, Decide, Peek, Release, Renew, Sketch, Throttle};
 pub use deny_cache::DenyCache;
 pub use error::Error;
 pub use policy::{

@@ -191,7 +191,11 @@ impl Policy {
                 duration_arg(b.period),
             ]),
             Policy::Sliding(s) => {
-                w.extend(["SLIDING".into(), s.limit.to_string(), duration_arg(s.window)]);
+                w.extend([
+                    "SLIDING".into(),
+                    s.limit.to_string(),
+                    duration_arg(s.window),
+                ]);
                 match s.mode {
                     SlidingMode::Exact => {}
                     SlidingMode::Approx => w.push("APPROX".into()),
@@ -323,7 +327,9 @@ impl FromStr for Policy {
         let (policy, used) = match name.as_str() {
             "GCRA" => {
                 let mut g = Gcra::new(count(1)?, duration(2)?);
-                let burst = words.get(3).is_some_and(|w| w.eq_ignore_ascii_case("BURST"));
+                let burst = words
+                    .get(3)
+                    .is_some_and(|w| w.eq_ignore_ascii_case("BURST"));
                 if burst {
                     g = g.burst(count(4)?);
                 }

@@ -183,10 +183,11 @@ async fn every_command(client: &Client) -> Vec<String> {
     assert!(!client.send(&release).await.unwrap());
     assert!(!client.send(&renew).await.unwrap());
     let d = client
-        .send(&All::new().limit("{j}:rate", Gcra::new(10, S)).limit(
-            "{j}:inflight",
-            Concurrency::new(2, 30 * S),
-        ))
+        .send(
+            &All::new()
+                .limit("{j}:rate", Gcra::new(10, S))
+                .limit("{j}:inflight", Concurrency::new(2, 30 * S)),
+        )
         .await
         .unwrap();
     assert!(d.limits[0].lease.is_none() && d.limits[1].lease.is_some());
@@ -254,7 +255,11 @@ fn blocking_connections_send_the_same_commands() {
 fn server_errors_keep_their_code_and_message() {
     let s = Server::start();
     let mut c = s.conn();
-    let _: () = redis::cmd("SET").arg("text").arg("hello").query(&mut c).unwrap();
+    let _: () = redis::cmd("SET")
+        .arg("text")
+        .arg("hello")
+        .query(&mut c)
+        .unwrap();
     block_on(async {
         let client = client(&s, Protocol::Resp2);
         let error = |call: Decide| {
@@ -327,7 +332,13 @@ fn a_lease_guard_releases_when_done_or_dropped_and_renews_while_work_runs() {
         // Dropped: released in the background, soon.
         drop(guard);
         let mut attempts = 0;
-        while client.send(&Peek::new("gpu", Concurrency::new(1, S))).await.unwrap().remaining == 0 {
+        while client
+            .send(&Peek::new("gpu", Concurrency::new(1, S)))
+            .await
+            .unwrap()
+            .remaining
+            == 0
+        {
             attempts += 1;
             assert!(attempts < 1000, "never released");
             tokio::time::sleep(Duration::from_millis(1)).await;

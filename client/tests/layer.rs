@@ -19,7 +19,9 @@ use support::*;
 const HOUR: Duration = Duration::from_secs(3600);
 
 fn router(layer: RateLimitLayer<HeaderKey>) -> Router {
-    Router::new().route("/", route(|| async { "ok" })).layer(layer)
+    Router::new()
+        .route("/", route(|| async { "ok" }))
+        .layer(layer)
 }
 
 fn layer(client: Client) -> RateLimitLayer<HeaderKey> {
@@ -154,7 +156,10 @@ fn an_outage_admits_fail_open_limits_and_enforces_fail_closed_ones_at_their_shar
                 200 => admitted += 1,
                 429 => {
                     let retry: u64 = r.headers["retry-after"].parse().unwrap();
-                    assert!(retry > 60, "a unit accrues at a third of 30 an hour: {retry}");
+                    assert!(
+                        retry > 60,
+                        "a unit accrues at a third of 30 an hour: {retry}"
+                    );
                     assert!(r.body.contains("[\"plan\"]"), "{}", r.body);
                 }
                 other => panic!("{other}"),
@@ -170,7 +175,10 @@ fn an_outage_admits_fail_open_limits_and_enforces_fail_closed_ones_at_their_shar
         clock_set(&mut s.conn(), T0);
         let r = until_answered_by_the_store(&closed, "carol").await;
         assert_eq!(r.status, 200);
-        assert_eq!(until_answered_by_the_store(&closed, "alice").await.status, 200);
+        assert_eq!(
+            until_answered_by_the_store(&closed, "alice").await.status,
+            200
+        );
         let r = until_answered_by_the_store(&open, "alice").await;
         assert!(r.headers["ratelimit"].starts_with("\"safety\";r="));
     });

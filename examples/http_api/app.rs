@@ -17,8 +17,8 @@ use redis_ratelimit_client::http::{HeaderKey, HttpLimit, RateLimitLayer};
 use redis_ratelimit_client::{Client, ParsePolicyError, Policy};
 use std::time::Duration;
 
-pub use redis_ratelimit_client::http::OnStoreError;
 pub use redis_ratelimit_client::connect;
+pub use redis_ratelimit_client::http::OnStoreError;
 
 /// How long a request waits for the limiter before its limits' fallback
 /// (`OnStoreError`) applies.

@@ -40,7 +40,10 @@ struct Run {
 /// How many `RL.GCRA` the server has run.
 fn server_calls(url: &str) -> u64 {
     let mut c = redis::Client::open(url).unwrap().get_connection().unwrap();
-    let info: String = redis::cmd("INFO").arg("commandstats").query(&mut c).unwrap();
+    let info: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query(&mut c)
+        .unwrap();
     info.lines()
         .find_map(|l| l.strip_prefix("cmdstat_rl.gcra:calls="))
         .and_then(|rest| rest.split(',').next())
@@ -142,7 +145,16 @@ fn main() {
     println!("GCRA {limit} per second, BURST {burst}: at most {allowed} in any 1 s window; {secs} s per run");
     println!(
         "{:>3} {:>3} | {:>10} {:>10} {:>7} | {:>11} {:>8} | {:>12} {:>6} {:>6}",
-        "P", "k", "cmds/admit", "server", "refunds", "admitted/s", "/limit", "worst 1s win", "over", "k×P"
+        "P",
+        "k",
+        "cmds/admit",
+        "server",
+        "refunds",
+        "admitted/s",
+        "/limit",
+        "worst 1s win",
+        "over",
+        "k×P"
     );
     for workers in [1usize, 10, 50] {
         for k in [1u64, 5, 20] {

@@ -125,7 +125,10 @@ where
 
     /// Called with each store error (for the log). Responses never carry
     /// the store's words: they name keys.
-    pub fn on_error(mut self, hook: impl Fn(&Error) + Send + Sync + 'static) -> RateLimitLayer<K, C> {
+    pub fn on_error(
+        mut self,
+        hook: impl Fn(&Error) + Send + Sync + 'static,
+    ) -> RateLimitLayer<K, C> {
         self.config().on_error = Some(Arc::new(hook));
         self
     }
@@ -285,12 +288,16 @@ where
     fn remembered_denial(&self, keys: &[String]) -> Option<AllDecision> {
         let cache = self.deny_cache.as_ref()?;
         let now = Instant::now();
-        let (i, denied) = keys.iter().zip(&self.words).enumerate().find_map(|(i, (k, w))| {
-            let d = cache.check(k, w, 1, now)?;
-            // With WAIT the server would queue a wait this short.
-            let waits = self.wait.is_some_and(|w| d.retry_after <= Some(w));
-            (!waits).then_some((i, d))
-        })?;
+        let (i, denied) = keys
+            .iter()
+            .zip(&self.words)
+            .enumerate()
+            .find_map(|(i, (k, w))| {
+                let d = cache.check(k, w, 1, now)?;
+                // With WAIT the server would queue a wait this short.
+                let waits = self.wait.is_some_and(|w| d.retry_after <= Some(w));
+                (!waits).then_some((i, d))
+            })?;
         let retry_after = denied.retry_after;
         // The other limits were not asked: reported as admitting, they
         // take no part in the 429's fields.
