@@ -1,17 +1,18 @@
 //! Leasing blocks of units with the client library: `P` workers (threads,
 //! each with its own connection and its own leased limit, as separate
-//! processes would be) admit requests as fast as they can against one GCRA
-//! limit, taking blocks of `k` with `PARTIAL`. Every 400 ms of work each
-//! worker goes idle for 100 ms, and gives its unused units back with
-//! `REFUND` once idle for 50 ms (and at the end). For every `P` and `k` it
-//! reports store commands per admitted request (counted by the client, and
-//! by the server's `INFO commandstats`), the refunds, admitted per second
-//! against the limit, and the worst over-admission in any one-second
-//! window against the bound `k × P`.
+//! processes would be) offer requests at fixed intervals, together 1.2× the
+//! limit of one GCRA limit, and admit them from blocks of `k` taken with
+//! `PARTIAL`; a denied request is dropped. Every 400 ms of work each worker
+//! goes idle for 100 ms, and gives its unused units back with `REFUND` once
+//! idle for 50 ms (and at the end). For every `P` and `k` it reports store
+//! commands per admitted request (counted by the client, and by the
+//! server's `INFO commandstats`), the refunds, admitted per second against
+//! the limit, and the worst over-admission in any one-second window against
+//! the bound `k × P`.
 //!
 //! ```sh
 //! make run                                         # redis-server with the module, port 6379
-//! cargo run --release --example lease              # P in 1,10,50; k in 1,5,20; 3 s each
+//! cargo run --release --example lease              # P in 1,10,50; k in 1,5,20,≤20; 3 s each
 //! cargo run --release --example lease -- 2000 3    # limit per second, seconds per run
 //! ```
 //!
@@ -25,6 +26,8 @@ use std::time::{Duration, Instant};
 const BUSY: Duration = Duration::from_millis(400);
 const IDLE: Duration = Duration::from_millis(100);
 const REFUND_WHEN_IDLE: Duration = Duration::from_millis(50);
+/// What all workers together offer, as a multiple of the limit.
+const OFFERED: f64 = 1.2;
 
 /// What one run measured.
 struct Run {
@@ -51,7 +54,37 @@ fn server_calls(url: &str) -> u64 {
         .unwrap_or(0)
 }
 
-fn run(url: &str, limit: u64, burst: u64, workers: usize, k: u64, secs: u64) -> Run {
+/// A block size: fixed, or adaptive up to a maximum.
+#[derive(Clone, Copy)]
+enum Block {
+    Fixed(u64),
+    Adaptive(u64),
+}
+
+impl Block {
+    fn lease(self) -> BlockLease {
+        match self {
+            Block::Fixed(k) => BlockLease::fixed(k),
+            Block::Adaptive(max) => BlockLease::adaptive(max),
+        }
+    }
+
+    fn max(self) -> u64 {
+        match self {
+            Block::Fixed(k) | Block::Adaptive(k) => k,
+        }
+    }
+
+    fn label(self) -> String {
+        match self {
+            Block::Fixed(k) => k.to_string(),
+            Block::Adaptive(max) => format!("≤{max}"),
+        }
+    }
+}
+
+fn run(url: &str, limit: u64, burst: u64, workers: usize, block: Block, secs: u64) -> Run {
+    let k = block.label();
     let key = format!("lease:{limit}:{workers}:{k}:{}", std::process::id());
     let policy = Gcra::new(limit, Duration::from_secs(1)).burst(burst);
     let barrier = Arc::new(Barrier::new(workers));
@@ -61,12 +94,14 @@ fn run(url: &str, limit: u64, burst: u64, workers: usize, k: u64, secs: u64) -> 
             let (url, key, barrier) = (url.to_string(), key.clone(), barrier.clone());
             thread::spawn(move || {
                 let conn = redis::Client::open(url).unwrap().get_connection().unwrap();
-                let mut lease = BlockingLeasedLimit::new(conn, key, policy, BlockLease::fixed(k));
+                let mut lease = BlockingLeasedLimit::new(conn, key, policy, block.lease());
                 let mut admitted = Vec::new();
                 let mut refunds = 0;
                 barrier.wait();
                 let start = Instant::now();
                 let end = start + Duration::from_secs(secs);
+                let interval = Duration::from_secs_f64(workers as f64 / (limit as f64 * OFFERED));
+                let mut next = start;
                 loop {
                     let now = Instant::now();
                     if now >= end {
@@ -80,13 +115,16 @@ fn run(url: &str, limit: u64, burst: u64, workers: usize, k: u64, secs: u64) -> 
                         lease.refund_if_idle(REFUND_WHEN_IDLE).unwrap();
                         refunds += u64::from(held > 0);
                         thread::sleep(IDLE.saturating_sub(REFUND_WHEN_IDLE));
+                        next = Instant::now();
                         continue;
                     }
+                    if now < next {
+                        thread::sleep(next - now);
+                        continue;
+                    }
+                    next += interval;
                     if lease.acquire().unwrap() {
                         admitted.push(now);
-                    } else if let Some(t) = lease.lease().blocked_until() {
-                        // A client told to retry later waits, not spins.
-                        thread::sleep(t.min(end).saturating_duration_since(now));
                     }
                 }
                 refunds += u64::from(lease.lease().held() > 0);
@@ -157,8 +195,14 @@ fn main() {
         "k×P"
     );
     for workers in [1usize, 10, 50] {
-        for k in [1u64, 5, 20] {
-            let r = run(&url, limit, burst, workers, k, secs);
+        for block in [
+            Block::Fixed(1),
+            Block::Fixed(5),
+            Block::Fixed(20),
+            Block::Adaptive(20),
+        ] {
+            let (k, kp) = (block.label(), block.max() as usize * workers);
+            let r = run(&url, limit, burst, workers, block, secs);
             let admitted = r.admitted.max(1) as f64;
             let rate = r.admitted as f64 / r.seconds;
             let over = r.worst_window as i64 - allowed as i64;
@@ -169,7 +213,7 @@ fn main() {
                 r.refunds,
                 rate / limit as f64,
                 r.worst_window,
-                k as usize * workers,
+                kp,
             );
         }
     }
