@@ -27,7 +27,10 @@ use tower_service::Service;
 /// How many times the server has run `command` (lower case).
 fn server_calls(url: &str, command: &str) -> u64 {
     let mut c = redis::Client::open(url).unwrap().get_connection().unwrap();
-    let info: String = redis::cmd("INFO").arg("commandstats").query(&mut c).unwrap();
+    let info: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query(&mut c)
+        .unwrap();
     let prefix = format!("cmdstat_{command}:calls=");
     info.lines()
         .find_map(|l| l.strip_prefix(&prefix))
@@ -77,9 +80,12 @@ fn deny_cache(url: &str, cache: bool, secs: u64) -> (u64, u64, u64, u64) {
     runtime.block_on(async {
         let client = Client::new(connect(url).unwrap()).timeout(Duration::from_secs(1));
         let key = format!("bench-{cache}-{}", std::process::id());
-        let mut layer = RateLimitLayer::new(client, HeaderKey::new("x-api-key")).limit(
-            HttpLimit::per_key("per-key", "bench:deny:", Gcra::new(100, Duration::from_secs(1))),
-        );
+        let mut layer =
+            RateLimitLayer::new(client, HeaderKey::new("x-api-key")).limit(HttpLimit::per_key(
+                "per-key",
+                "bench:deny:",
+                Gcra::new(100, Duration::from_secs(1)),
+            ));
         if cache {
             layer = layer.deny_cache(1000);
         }
@@ -101,7 +107,12 @@ fn deny_cache(url: &str, cache: bool, secs: u64) -> (u64, u64, u64, u64) {
             admitted += u64::from(response.status() == 200);
         }
         let saved = layer.deny_cache_ref().map_or(0, |c| c.round_trips_saved());
-        (offered, admitted, server_calls(url, "rl.all") - before, saved)
+        (
+            offered,
+            admitted,
+            server_calls(url, "rl.all") - before,
+            saved,
+        )
     })
 }
 
@@ -112,7 +123,10 @@ fn main() {
         .and_then(|a| a.parse().ok())
         .unwrap_or(5);
     println!("leasing, RL.GCRA 2000 1s BURST 100, {secs} s per row (server-side counts)");
-    println!("{:>3} {:>3} | {:>9} {:>9} {:>12}", "P", "k", "admitted", "RL.GCRA", "per admitted");
+    println!(
+        "{:>3} {:>3} | {:>9} {:>9} {:>12}",
+        "P", "k", "admitted", "RL.GCRA", "per admitted"
+    );
     for workers in [1usize, 10] {
         for k in [1u64, 20] {
             let (admitted, calls) = leasing(&url, workers, k, secs);
