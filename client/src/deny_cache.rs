@@ -1,10 +1,12 @@
 //! Denials remembered locally: after the store denies a request on a limit
 //! with `retry_after` r, a request on the same key and limit costing at
 //! least as much is denied without a round trip until r has passed. It
-//! only ever denies, and only what the store denied for at least that
-//! long (measured from when the reply arrived, after the store decided),
-//! so it cannot admit anything the store would not. A refund or `DEL` in
-//! the meantime can make it deny a request the store would have admitted.
+//! only ever denies, and only what the store denied for that long, so it
+//! cannot admit anything the store would not. It can deny a little longer
+//! than the store would: the store's waits are rounded up to whole
+//! milliseconds and the wait is counted from when the reply arrived. A
+//! refund or `DEL` in the meantime can also make it deny a request the
+//! store would have admitted.
 //!
 //! Memory is bounded by `capacity` entries; when full, the entry that
 //! expires first gives way. Every operation is O(log capacity).
