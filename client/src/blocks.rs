@@ -28,7 +28,7 @@ use crate::command::{Charge, Command, Decide};
 use crate::reply::Decision;
 use crate::{Client, Error, Policy};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// The longest a process waits between calls.
@@ -235,6 +235,22 @@ where
     pub async fn refund_if_idle(&self, idle: Duration) -> Result<(), Error> {
         let units = self.lease().take_if_idle(Instant::now(), idle);
         self.refund(units).await
+    }
+
+    /// A task (on the current tokio runtime) that gives the unused units
+    /// back whenever the key has been idle for `idle`, checking twice per
+    /// `idle`. Abort it (or drop the runtime) at shutdown, then
+    /// [`LeasedLimit::refund_all`]. A failed refund is not retried: its
+    /// units stay charged until the limit refills them.
+    pub fn refund_when_idle(self: &Arc<Self>, idle: Duration) -> tokio::task::JoinHandle<()> {
+        let limit = Arc::clone(self);
+        let every = (idle / 2).max(Duration::from_millis(1));
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(every).await;
+                let _ = limit.refund_if_idle(idle).await;
+            }
+        })
     }
 
     /// Gives every unused unit back (at shutdown).

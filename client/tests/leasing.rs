@@ -66,3 +66,33 @@ fn an_adaptive_block_asks_for_one_unit_on_a_cold_key() {
         assert_eq!(left, 99);
     });
 }
+
+#[test]
+fn an_idle_key_gives_its_block_back_by_itself() {
+    let s = Server::start();
+    let mut c = s.conn();
+    clock_set(&mut c, T0);
+    let policy = Gcra::new(100, Duration::from_secs(3600));
+    block_on(async {
+        let hot = std::sync::Arc::new(LeasedLimit::new(
+            client(&s, Protocol::Resp2),
+            "idle",
+            policy,
+            BlockLease::fixed(20),
+        ));
+        let refunder = hot.refund_when_idle(Duration::from_millis(20));
+        assert!(hot.acquire().await.unwrap());
+        let left =
+            |c: &mut redis::Connection| Peek::new("idle", policy).query(c).unwrap().remaining;
+        assert_eq!(left(&mut c), 80);
+        // Waits (bounded) for the background refund of the 19 unused units.
+        let mut polls = 0;
+        while left(&mut c) != 99 {
+            polls += 1;
+            assert!(polls < 5000, "never refunded");
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        assert_eq!(hot.held(), 0);
+        refunder.abort();
+    });
+}
