@@ -19,7 +19,8 @@ pub const CONNECT_TIMEOUT: Duration = Duration::from_millis(500);
 /// A connection that reconnects by itself, with exponential backoff, for
 /// as long as it takes. Lazy: it connects at its first command, so a
 /// service starts even while Redis is down. Add `?protocol=resp3` to the
-/// URL for RESP3; replies read the same.
+/// URL for RESP3; replies read the same. Call it inside a tokio runtime:
+/// the connection's task lives there.
 pub fn connect(url: &str) -> Result<ConnectionManager, Error> {
     let config = ConnectionManagerConfig::new()
         .set_min_delay(RECONNECT_MIN_DELAY)
