@@ -35,12 +35,12 @@ run: build
 ## Formatting, lints, unit and property tests, and integration tests
 ## against real redis-server processes.
 test: deps lint
-	cargo test
+	cargo test --workspace
 
 ## The same suite against Valkey 8 (from Debian's bookworm-backports suite,
 ## enabled from the machine's own Debian source if it is missing).
 test-valkey: deps deps-valkey
-	RL_SERVER=valkey-server cargo test
+	RL_SERVER=valkey-server cargo test --workspace
 
 deps-valkey:
 	@if ! command -v valkey-server >/dev/null; then \
@@ -60,8 +60,8 @@ deps-valkey:
 	fi
 
 lint:
-	cargo fmt --check
-	cargo clippy --all-targets -- -D warnings -D clippy::undocumented_unsafe_blocks
+	cargo fmt --all --check
+	cargo clippy --workspace --all-targets -- -D warnings -D clippy::undocumented_unsafe_blocks
 
 ## Unit and property tests only (no server).
 unit:

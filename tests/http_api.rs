@@ -8,6 +8,8 @@ mod app;
 mod common;
 
 use common::*;
+use redis_ratelimit_client::http::{ceil_seconds, header_fields, Named};
+use redis_ratelimit_client::{AllDecision, Decision, Policy};
 use std::collections::HashMap;
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -249,8 +251,8 @@ fn reconnects_by_itself_after_redis_restarts() {
     // plus slack for a loaded machine.
     let s = Server::start_on(config, new_dir(), port);
     clock_set(&mut s.conn(), T0);
-    let within = 2 * app::RECONNECT_MAX_DELAY
-        + app::CONNECT_TIMEOUT
+    let within = 2 * redis_ratelimit_client::RECONNECT_MAX_DELAY
+        + redis_ratelimit_client::CONNECT_TIMEOUT
         + app::STORE_TIMEOUT
         + Duration::from_secs(3);
     for port in [closed, open] {
@@ -306,8 +308,7 @@ fn the_quota_is_the_rate_not_the_burst() {
 #[test]
 fn quotas_come_from_the_policy() {
     let quota = |p: &str| {
-        let words: Vec<String> = p.split_whitespace().map(str::to_string).collect();
-        let q = app::Quota::of(&words).unwrap();
+        let q = p.parse::<Policy>().unwrap().quota().unwrap();
         (q.q, q.w)
     };
     assert_eq!(quota("GCRA 10 1s BURST 20"), (10, 1));
@@ -329,8 +330,7 @@ fn quotas_come_from_the_policy() {
         "GCRA 10 1y",
         "LEAKY 1 1s",
     ] {
-        let words: Vec<String> = bad.split_whitespace().map(str::to_string).collect();
-        assert!(app::Quota::of(&words).is_err(), "{bad}");
+        assert!(bad.parse::<Policy>().is_err(), "{bad}");
     }
 }
 
@@ -369,44 +369,54 @@ fn approx_never_announces_t_beyond_the_window() {
 
 #[test]
 fn the_longest_wait_decides_not_the_first_denial() {
-    let denied = |retry_after_ms| app::LimitReply {
+    let denied = |retry_after_ms| Decision {
         allowed: false,
         limit: 10,
         remaining: 0,
-        retry_after_ms,
-        reset_after_ms: 90_000,
+        retry_after: Some(Duration::from_millis(retry_after_ms)),
+        reset_after: Duration::from_millis(90_000),
+        granted: None,
+        lease: None,
     };
     let limits = limits();
-    let limits = limits.all();
+    let limits: Vec<Named> = [limits.per_key, limits.global]
+        .iter()
+        .map(|l| Named {
+            name: l.name.to_string(),
+            quota: l.policy.quota().unwrap(),
+        })
+        .collect();
     // RL.ALL's blocked_by would be the first limit; the second waits longer.
     for (waits, name, wait) in [
         ([2_000, 9_500], "global", "10"),
         ([9_500, 2_000], "per-key", "10"),
     ] {
-        let verdict = app::Verdict {
+        let verdict = AllDecision {
             allowed: false,
-            retry_after_ms: Some(9_500),
+            blocked_by: Some(0),
+            retry_after: Some(Duration::from_millis(9_500)),
             limits: waits.iter().map(|&w| denied(w)).collect(),
         };
-        let fields: HashMap<_, _> = app::header_fields(&verdict, &limits).into_iter().collect();
+        let fields: HashMap<_, _> = header_fields(&verdict, &limits).into_iter().collect();
         assert_eq!(fields["retry-after"], wait);
         assert_eq!(fields["ratelimit"], format!("\"{name}\";r=0;t={wait}"));
     }
     // Retry-After is never shorter than a denying limit's own wait.
-    let verdict = app::Verdict {
+    let verdict = AllDecision {
         allowed: false,
-        retry_after_ms: Some(1_000),
+        blocked_by: Some(0),
+        retry_after: Some(Duration::from_millis(1_000)),
         limits: vec![denied(3_001), denied(500)],
     };
-    let fields: HashMap<_, _> = app::header_fields(&verdict, &limits).into_iter().collect();
+    let fields: HashMap<_, _> = header_fields(&verdict, &limits).into_iter().collect();
     assert_eq!(fields["retry-after"], "4");
 }
 
 #[test]
 fn rounds_retry_after_up_to_whole_seconds() {
-    assert_eq!(app::ceil_s(0), 0);
-    assert_eq!(app::ceil_s(1), 1);
-    assert_eq!(app::ceil_s(1000), 1);
-    assert_eq!(app::ceil_s(1001), 2);
-    assert_eq!(app::ceil_s(-1), 0);
+    let ceil_s = |ms| ceil_seconds(Duration::from_millis(ms));
+    assert_eq!(ceil_s(0), 0);
+    assert_eq!(ceil_s(1), 1);
+    assert_eq!(ceil_s(1000), 1);
+    assert_eq!(ceil_s(1001), 2);
 }

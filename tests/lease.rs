@@ -1,20 +1,18 @@
-//! The `lease` example's manager against a real server with the manual
-//! clock: blocks taken with PARTIAL, admitted locally, the rest returned
-//! with REFUND; the store sees one command per block.
+//! Block leasing from the client library against a real server with the
+//! manual clock: blocks taken with PARTIAL, admitted locally, the rest
+//! returned with REFUND; the store sees one command per block.
 
 mod common;
-#[path = "../examples/lease/lease.rs"]
-#[allow(dead_code)]
-mod lease;
 
 use common::*;
-use lease::{Lease, Limit};
+use redis_ratelimit_client::{BlockLease, BlockingLeasedLimit, Gcra};
+use std::time::Duration;
 
-fn limit(key: &str) -> Limit {
-    Limit {
-        key: key.into(),
-        policy: ["RL.GCRA", "10", "10s"].map(String::from).to_vec(),
-    }
+type Lease = BlockingLeasedLimit<redis::Connection>;
+
+fn lease(s: &Server, key: &str, block: u64) -> Lease {
+    let policy = Gcra::new(10, Duration::from_secs(10));
+    BlockingLeasedLimit::new(s.conn(), key, policy, BlockLease::fixed(block))
 }
 
 fn peek(c: &mut redis::Connection, key: &str) -> Vec<i64> {
@@ -28,8 +26,8 @@ fn a_lease_takes_blocks_admits_locally_and_returns_the_rest() {
     let s = Server::start();
     let mut c = s.conn();
     clock_set(&mut c, T0);
-    let mut a = Lease::new(s.conn(), limit("l"), 4);
-    let mut b = Lease::new(s.conn(), limit("l"), 4);
+    let mut a = lease(&s, "l", 4);
+    let mut b = lease(&s, "l", 4);
     // One command takes a block of 4; three more are admitted locally.
     for _ in 0..4 {
         assert!(a.acquire().unwrap());
@@ -49,7 +47,7 @@ fn a_lease_takes_blocks_admits_locally_and_returns_the_rest() {
     // A second later one unit has accrued: a (new) manager's block of 4
     // takes it. (`a` paces itself on the real clock: not tested here.)
     advance(&mut c, SECOND);
-    let mut d = Lease::new(s.conn(), limit("l"), 4);
+    let mut d = lease(&s, "l", 4);
     assert!(d.acquire().unwrap());
     // Denied by the store, then answered locally until its retry is due.
     assert!(!d.acquire().unwrap());
@@ -60,8 +58,8 @@ fn a_lease_takes_blocks_admits_locally_and_returns_the_rest() {
     advance(&mut c, 10 * SECOND);
     assert!(b.acquire().unwrap());
     assert_eq!(peek(&mut c, "l")[2], 6);
-    b.release().unwrap();
+    b.refund_all().unwrap();
     assert_eq!(peek(&mut c, "l")[2], 9);
-    b.release().unwrap();
+    b.refund_all().unwrap();
     assert_eq!(b.commands, 4, "nothing held, nothing sent");
 }

@@ -1,0 +1,153 @@
+//! Store commands per admitted request, counted by the server
+//! (`INFO commandstats`), for two client-side savings:
+//!
+//! - **leasing**: `P` workers (threads, each with its own connection and
+//!   leased limit, as separate processes would be) admit requests as fast
+//!   as they can against `RL.GCRA 2000 1s BURST 100`, in blocks of k = 20;
+//! - **the deny cache**: one key offered 10× its limit (1,000 requests a
+//!   second against 100 a second) through the tower layer, with and
+//!   without the cache.
+//!
+//! ```sh
+//! redis-server --port 16400 --save "" --loadmodule target/release/libredis_ratelimit.so &
+//! cargo run --release -p redis-ratelimit-client --example client_bench -- 5
+//! ```
+//!
+//! The argument is the seconds per run (default 5); `REDIS_URL` (default
+//! `redis://127.0.0.1:6379/`) the server.
+
+use axum::routing::get;
+use axum::Router;
+use redis_ratelimit_client::http::{HeaderKey, HttpLimit, RateLimitLayer};
+use redis_ratelimit_client::{connect, BlockLease, BlockingLeasedLimit, Client, Gcra};
+use std::sync::{Arc, Barrier};
+use std::time::{Duration, Instant};
+use tower_service::Service;
+
+/// How many times the server has run `command` (lower case).
+fn server_calls(url: &str, command: &str) -> u64 {
+    let mut c = redis::Client::open(url).unwrap().get_connection().unwrap();
+    let info: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query(&mut c)
+        .unwrap();
+    let prefix = format!("cmdstat_{command}:calls=");
+    info.lines()
+        .find_map(|l| l.strip_prefix(&prefix))
+        .and_then(|rest| rest.split(',').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0)
+}
+
+/// Leasing: admitted requests and the server's RL.GCRA calls.
+fn leasing(url: &str, workers: usize, k: u64, secs: u64) -> (u64, u64) {
+    let key = format!("bench:lease:{workers}:{k}:{}", std::process::id());
+    let policy = Gcra::new(2000, Duration::from_secs(1)).burst(100);
+    let barrier = Arc::new(Barrier::new(workers));
+    let before = server_calls(url, "rl.gcra");
+    let handles: Vec<_> = (0..workers)
+        .map(|_| {
+            let (url, key, barrier) = (url.to_string(), key.clone(), barrier.clone());
+            std::thread::spawn(move || {
+                let conn = redis::Client::open(url).unwrap().get_connection().unwrap();
+                let mut lease = BlockingLeasedLimit::new(conn, key, policy, BlockLease::fixed(k));
+                let mut admitted = 0u64;
+                barrier.wait();
+                let end = Instant::now() + Duration::from_secs(secs);
+                while Instant::now() < end {
+                    if lease.acquire().unwrap() {
+                        admitted += 1;
+                    } else if let Some(t) = lease.lease().blocked_until() {
+                        std::thread::sleep(t.min(end).saturating_duration_since(Instant::now()));
+                    }
+                }
+                lease.refund_all().unwrap();
+                admitted
+            })
+        })
+        .collect();
+    let admitted = handles.into_iter().map(|h| h.join().unwrap()).sum();
+    (admitted, server_calls(url, "rl.gcra") - before)
+}
+
+/// The deny cache: (requests offered, admitted, the server's RL.ALL calls,
+/// round trips the cache saved).
+fn deny_cache(url: &str, cache: bool, secs: u64) -> (u64, u64, u64, u64) {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let client = Client::new(connect(url).unwrap()).timeout(Duration::from_secs(1));
+        let key = format!("bench-{cache}-{}", std::process::id());
+        let mut layer =
+            RateLimitLayer::new(client, HeaderKey::new("x-api-key")).limit(HttpLimit::per_key(
+                "per-key",
+                "bench:deny:",
+                Gcra::new(100, Duration::from_secs(1)),
+            ));
+        if cache {
+            layer = layer.deny_cache(1000);
+        }
+        let mut app = Router::new()
+            .route("/", get(|| async { "ok" }))
+            .layer(layer.clone());
+        let before = server_calls(url, "rl.all");
+        let (mut offered, mut admitted) = (0u64, 0u64);
+        let start = Instant::now();
+        let mut tick = tokio::time::interval(Duration::from_millis(1));
+        while start.elapsed() < Duration::from_secs(secs) {
+            tick.tick().await;
+            let request = axum::http::Request::get("/")
+                .header("x-api-key", key.as_str())
+                .body(axum::body::Body::empty())
+                .unwrap();
+            let response = app.call(request).await.unwrap();
+            offered += 1;
+            admitted += u64::from(response.status() == 200);
+        }
+        let saved = layer.deny_cache_ref().map_or(0, |c| c.round_trips_saved());
+        (
+            offered,
+            admitted,
+            server_calls(url, "rl.all") - before,
+            saved,
+        )
+    })
+}
+
+fn main() {
+    let url = std::env::var("REDIS_URL").unwrap_or("redis://127.0.0.1:6379/".into());
+    let secs: u64 = std::env::args()
+        .nth(1)
+        .and_then(|a| a.parse().ok())
+        .unwrap_or(5);
+    println!("leasing, RL.GCRA 2000 1s BURST 100, {secs} s per row (server-side counts)");
+    println!(
+        "{:>3} {:>3} | {:>9} {:>9} {:>12}",
+        "P", "k", "admitted", "RL.GCRA", "per admitted"
+    );
+    for workers in [1usize, 10] {
+        for k in [1u64, 20] {
+            let (admitted, calls) = leasing(&url, workers, k, secs);
+            println!(
+                "{workers:>3} {k:>3} | {admitted:>9} {calls:>9} {:>12.4}",
+                calls as f64 / admitted.max(1) as f64
+            );
+        }
+    }
+    println!();
+    println!("deny cache, one key offered 10x its limit (GCRA 100 1s), {secs} s per row");
+    println!(
+        "{:>5} | {:>7} {:>8} {:>7} {:>11} {:>12}",
+        "cache", "offered", "admitted", "RL.ALL", "per request", "saved"
+    );
+    for cache in [false, true] {
+        let (offered, admitted, calls, saved) = deny_cache(&url, cache, secs);
+        println!(
+            "{:>5} | {offered:>7} {admitted:>8} {calls:>7} {:>11.4} {saved:>12}",
+            if cache { "on" } else { "off" },
+            calls as f64 / offered.max(1) as f64
+        );
+    }
+}

@@ -1,0 +1,449 @@
+//! Leasing blocks of units for a hot key: take up to `k` units in one call
+//! with `COST k PARTIAL`, admit from the block without a round trip, give
+//! back what was not used with `REFUND` when idle or at shutdown.
+//!
+//! [`BlockLease`] is the policy alone (time passed in, no I/O);
+//! [`LeasedLimit`] runs it over a [`Client`].
+//!
+//! **k.** A fixed block, or adaptive: the key's local rate over the last
+//! [`RATE_WINDOW`] (a decayed count of requests), at least 1 and at most
+//! the maximum. A cold key asks for 1 unit per request, so it holds
+//! nothing and has nothing to give back.
+//!
+//! **Pacing.** A call gets what accrued since anyone's last call, so when
+//! the limit is contended a process that called as soon as its block ran
+//! out would get blocks of one or two units. Having got `m` of `k` units
+//! after a gap `g`, it calls again after `g × k / m` (after a denial: twice
+//! the gap, and not before `retry_after`), answering "no" locally until
+//! then; each full block shortens the spacing by a tenth, so a process
+//! takes its share again when others go quiet. Spacing is at most
+//! [`MAX_GAP`].
+//!
+//! **Bounds.** Units are charged on the server when leased, so the server
+//! never admits more than its limit; what a process admits later from its
+//! block can exceed the limit in some window by at most what is leased out
+//! (`k` × processes).
+
+use crate::command::{Charge, Command, Decide};
+use crate::reply::Decision;
+use crate::{Client, Error, Policy};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// The longest a process waits between calls.
+pub const MAX_GAP: Duration = Duration::from_secs(1);
+/// The span over which an adaptive block counts the key's local rate.
+pub const RATE_WINDOW: Duration = Duration::from_millis(100);
+
+/// What to do with a request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Step {
+    /// Admitted from the block.
+    Admit,
+    /// Denied locally: the block is spent and the next call is not due.
+    Deny { until: Instant },
+    /// Ask the store for this many units (`COST n PARTIAL`), then
+    /// [`BlockLease::on_reply`].
+    Ask(u64),
+}
+
+/// The leasing policy of one key under one limit.
+#[derive(Clone, Debug)]
+pub struct BlockLease {
+    max_block: u64,
+    adaptive: bool,
+    held: u64,
+    last_used: Option<Instant>,
+    next_call: Option<Instant>,
+    last_call: Option<Instant>,
+    gap: Duration,
+    /// Requests in about the last `RATE_WINDOW`, decayed continuously.
+    recent: f64,
+    recent_at: Option<Instant>,
+    asked: u64,
+}
+
+impl BlockLease {
+    /// Always asks for `k` units.
+    pub fn fixed(k: u64) -> BlockLease {
+        BlockLease::new(k, false)
+    }
+
+    /// Asks for what the key's local rate uses in `RATE_WINDOW`, from 1 to
+    /// `max_k`.
+    pub fn adaptive(max_k: u64) -> BlockLease {
+        BlockLease::new(max_k, true)
+    }
+
+    fn new(max_block: u64, adaptive: bool) -> BlockLease {
+        BlockLease {
+            max_block: max_block.max(1),
+            adaptive,
+            held: 0,
+            last_used: None,
+            next_call: None,
+            last_call: None,
+            gap: Duration::ZERO,
+            recent: 0.0,
+            recent_at: None,
+            asked: 0,
+        }
+    }
+
+    /// The block the next call asks for.
+    pub fn block(&self) -> u64 {
+        if !self.adaptive {
+            return self.max_block;
+        }
+        // The decayed count is about rate × window + 1/2 at steady rates.
+        // Float-to-int conversion saturates: a huge rate is the maximum.
+        (self.recent.floor() as u64).clamp(1, self.max_block)
+    }
+
+    /// Units leased and not yet used.
+    pub fn held(&self) -> u64 {
+        self.held
+    }
+
+    /// While the block is spent, when the next call is due.
+    pub fn blocked_until(&self) -> Option<Instant> {
+        self.next_call.filter(|_| self.held == 0)
+    }
+
+    fn count_request(&mut self, now: Instant) {
+        let since = self
+            .recent_at
+            .map_or(Duration::MAX, |t| now.saturating_duration_since(t));
+        let decay = (-since.as_secs_f64() / RATE_WINDOW.as_secs_f64()).exp();
+        self.recent = self.recent * decay + 1.0;
+        self.recent_at = Some(now);
+    }
+
+    /// A request at `now`.
+    pub fn step(&mut self, now: Instant) -> Step {
+        self.count_request(now);
+        self.last_used = Some(now);
+        if self.held > 0 {
+            self.held -= 1;
+            return Step::Admit;
+        }
+        if let Some(until) = self.next_call.filter(|&t| now < t) {
+            return Step::Deny { until };
+        }
+        self.asked = self.block();
+        Step::Ask(self.asked)
+    }
+
+    /// The store's reply to [`Step::Ask`] at `now`: whether the request is
+    /// admitted (it takes one of the units granted).
+    pub fn on_reply(&mut self, now: Instant, reply: &Decision) -> bool {
+        let asked = self.asked.max(1);
+        let granted = if reply.allowed {
+            reply.granted.unwrap_or(asked).min(asked)
+        } else {
+            0
+        };
+        let since = self
+            .last_call
+            .map_or(Duration::ZERO, |t| now.saturating_duration_since(t));
+        self.last_call = Some(now);
+        self.gap = if granted == 0 {
+            (since * 2).max(reply.retry_after.unwrap_or(MAX_GAP))
+        } else if granted < asked {
+            since.mul_f64(asked as f64 / granted as f64)
+        } else {
+            // A full block: a tenth shorter (of the spacing, not of the
+            // time since, which includes the caller's own delays).
+            self.gap.mul_f64(0.9)
+        }
+        .min(MAX_GAP);
+        self.next_call = now.checked_add(self.gap);
+        if granted == 0 {
+            return false;
+        }
+        self.held = granted - 1;
+        true
+    }
+
+    /// Takes the unused units back if the key was idle for `idle`: what to
+    /// refund (`REFUND n`).
+    pub fn take_if_idle(&mut self, now: Instant, idle: Duration) -> Option<u64> {
+        let quiet = self
+            .last_used
+            .is_none_or(|t| now.saturating_duration_since(t) >= idle);
+        if quiet {
+            self.take_all()
+        } else {
+            None
+        }
+    }
+
+    /// Takes every unused unit back: what to refund.
+    pub fn take_all(&mut self) -> Option<u64> {
+        (self.held > 0).then(|| std::mem::take(&mut self.held))
+    }
+}
+
+/// A limit on one key, leased in blocks over a [`Client`]. Share it
+/// (`Arc`) between the tasks that use the key.
+pub struct LeasedLimit<C = redis::aio::ConnectionManager> {
+    client: Client<C>,
+    call: Decide,
+    lease: Mutex<BlockLease>,
+    commands: AtomicU64,
+}
+
+impl<C> LeasedLimit<C>
+where
+    C: redis::aio::ConnectionLike + Clone + Send + Sync + 'static,
+{
+    pub fn new(
+        client: Client<C>,
+        key: impl Into<String>,
+        policy: impl Into<Policy>,
+        lease: BlockLease,
+    ) -> LeasedLimit<C> {
+        LeasedLimit {
+            client,
+            call: Decide::new(key, policy),
+            lease: Mutex::new(lease),
+            commands: AtomicU64::new(0),
+        }
+    }
+
+    fn lease(&self) -> std::sync::MutexGuard<'_, BlockLease> {
+        // Each change to the state is whole: a poisoned lock is usable.
+        self.lease.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Admits one request, locally when it can.
+    pub async fn acquire(&self) -> Result<bool, Error> {
+        let step = self.lease().step(Instant::now());
+        let k = match step {
+            Step::Admit => return Ok(true),
+            Step::Deny { .. } => return Ok(false),
+            Step::Ask(k) => k,
+        };
+        let call = self.call.clone().charge(Charge::Partial(k));
+        self.commands.fetch_add(1, Ordering::Relaxed);
+        let reply = self.client.send(&call).await?;
+        Ok(self.lease().on_reply(Instant::now(), &reply))
+    }
+
+    /// Gives the unused units back if the key was idle for `idle`.
+    pub async fn refund_if_idle(&self, idle: Duration) -> Result<(), Error> {
+        let units = self.lease().take_if_idle(Instant::now(), idle);
+        self.refund(units).await
+    }
+
+    /// A task (on the current tokio runtime) that gives the unused units
+    /// back whenever the key has been idle for `idle`, checking twice per
+    /// `idle`. Abort it (or drop the runtime) at shutdown, then
+    /// [`LeasedLimit::refund_all`]. A failed refund is not retried: its
+    /// units stay charged until the limit refills them.
+    pub fn refund_when_idle(self: &Arc<Self>, idle: Duration) -> tokio::task::JoinHandle<()> {
+        let limit = Arc::clone(self);
+        let every = (idle / 2).max(Duration::from_millis(1));
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(every).await;
+                let _ = limit.refund_if_idle(idle).await;
+            }
+        })
+    }
+
+    /// Gives every unused unit back (at shutdown).
+    pub async fn refund_all(&self) -> Result<(), Error> {
+        let units = self.lease().take_all();
+        self.refund(units).await
+    }
+
+    async fn refund(&self, units: Option<u64>) -> Result<(), Error> {
+        if let Some(n) = units {
+            self.commands.fetch_add(1, Ordering::Relaxed);
+            self.client
+                .send(&self.call.clone().charge(Charge::Refund(n)))
+                .await?;
+        }
+        Ok(())
+    }
+
+    /// Store commands sent so far.
+    pub fn commands(&self) -> u64 {
+        self.commands.load(Ordering::Relaxed)
+    }
+
+    /// Units held and not yet used.
+    pub fn held(&self) -> u64 {
+        self.lease().held()
+    }
+}
+
+/// The same over a blocking connection (one per thread).
+pub struct BlockingLeasedLimit<C: redis::ConnectionLike> {
+    conn: C,
+    call: Decide,
+    lease: BlockLease,
+    /// Store commands sent so far.
+    pub commands: u64,
+}
+
+impl<C: redis::ConnectionLike> BlockingLeasedLimit<C> {
+    pub fn new(
+        conn: C,
+        key: impl Into<String>,
+        policy: impl Into<Policy>,
+        lease: BlockLease,
+    ) -> BlockingLeasedLimit<C> {
+        BlockingLeasedLimit {
+            conn,
+            call: Decide::new(key, policy),
+            lease,
+            commands: 0,
+        }
+    }
+
+    /// Admits one request, locally when it can.
+    pub fn acquire(&mut self) -> Result<bool, Error> {
+        let k = match self.lease.step(Instant::now()) {
+            Step::Admit => return Ok(true),
+            Step::Deny { .. } => return Ok(false),
+            Step::Ask(k) => k,
+        };
+        self.commands += 1;
+        let reply = self
+            .call
+            .clone()
+            .charge(Charge::Partial(k))
+            .query(&mut self.conn)?;
+        Ok(self.lease.on_reply(Instant::now(), &reply))
+    }
+
+    /// Gives the unused units back if the key was idle for `idle`.
+    pub fn refund_if_idle(&mut self, idle: Duration) -> Result<(), Error> {
+        let units = self.lease.take_if_idle(Instant::now(), idle);
+        self.refund(units)
+    }
+
+    /// Gives every unused unit back (at shutdown).
+    pub fn refund_all(&mut self) -> Result<(), Error> {
+        let units = self.lease.take_all();
+        self.refund(units)
+    }
+
+    fn refund(&mut self, units: Option<u64>) -> Result<(), Error> {
+        if let Some(n) = units {
+            self.commands += 1;
+            self.call
+                .clone()
+                .charge(Charge::Refund(n))
+                .query(&mut self.conn)?;
+        }
+        Ok(())
+    }
+
+    /// The leasing state (units held, when the next call is due).
+    pub fn lease(&self) -> &BlockLease {
+        &self.lease
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn reply(allowed: bool, granted: u64, retry_ms: Option<u64>) -> Decision {
+        Decision {
+            allowed,
+            limit: 100,
+            remaining: 0,
+            retry_after: retry_ms.map(Duration::from_millis),
+            reset_after: Duration::ZERO,
+            granted: Some(granted),
+            lease: None,
+        }
+    }
+
+    #[test]
+    fn a_block_is_spent_locally_then_asked_for_again() {
+        let mut l = BlockLease::fixed(4);
+        let t = Instant::now();
+        assert_eq!(l.step(t), Step::Ask(4));
+        assert!(l.on_reply(t, &reply(true, 4, None)));
+        for _ in 0..3 {
+            assert_eq!(l.step(t), Step::Admit);
+        }
+        assert_eq!(l.step(t), Step::Ask(4));
+        // Denied: answered locally until the retry is due.
+        assert!(!l.on_reply(t, &reply(false, 0, Some(250))));
+        let until = t + Duration::from_millis(250);
+        assert_eq!(l.step(t), Step::Deny { until });
+        assert_eq!(l.step(until), Step::Ask(4));
+    }
+
+    #[test]
+    fn an_adaptive_block_follows_the_local_rate_and_starts_at_one() {
+        let mut l = BlockLease::adaptive(20);
+        let t0 = Instant::now();
+        assert_eq!(l.step(t0), Step::Ask(1), "a cold key asks for one");
+        assert!(l.on_reply(t0, &reply(true, 1, None)));
+        assert_eq!(l.held(), 0, "nothing held, nothing to give back");
+        // 1000 requests a second: about 100 in the window, capped at 20.
+        let mut t = t0;
+        for _ in 0..200 {
+            t += Duration::from_millis(1);
+            if let Step::Ask(k) = l.step(t) {
+                assert!(l.on_reply(t, &reply(true, k, None)));
+            }
+        }
+        assert_eq!(l.block(), 20);
+        // Ten requests a second: back to one.
+        for _ in 0..20 {
+            t += Duration::from_millis(100);
+            if let Step::Ask(k) = l.step(t) {
+                l.on_reply(t, &reply(true, k, None));
+            }
+        }
+        assert_eq!(l.block(), 1);
+    }
+
+    #[test]
+    fn idle_units_go_back_once() {
+        let mut l = BlockLease::fixed(10);
+        let t = Instant::now();
+        l.step(t);
+        l.on_reply(t, &reply(true, 10, None));
+        assert_eq!(
+            l.take_if_idle(t + Duration::from_millis(10), Duration::from_millis(50)),
+            None
+        );
+        let later = t + Duration::from_millis(50);
+        assert_eq!(l.take_if_idle(later, Duration::from_millis(50)), Some(9));
+        assert_eq!(l.take_all(), None);
+    }
+
+    #[test]
+    fn what_is_held_never_exceeds_what_was_granted_at_a_thousand_times_the_block() {
+        let mut l = BlockLease::fixed(20);
+        let t0 = Instant::now();
+        let (mut granted, mut admitted, mut refunded) = (0u64, 0u64, 0u64);
+        for i in 0..20_000u64 {
+            let t = t0 + Duration::from_micros(i * 37);
+            match l.step(t) {
+                Step::Admit => admitted += 1,
+                Step::Deny { .. } => {}
+                Step::Ask(k) => {
+                    let m = (i % 7).min(k);
+                    granted += m;
+                    admitted += u64::from(l.on_reply(t, &reply(m > 0, m, Some(1))));
+                }
+            }
+            if i % 1000 == 999 {
+                refunded += l.take_if_idle(t, Duration::ZERO).unwrap_or(0);
+            }
+            assert!(l.held() <= 20);
+            assert_eq!(admitted + l.held() + refunded, granted);
+        }
+    }
+}

@@ -1,0 +1,511 @@
+//! Every command of the module as a value: built with typed arguments,
+//! turned into a `redis::Cmd`, its reply read into a type. Send one with
+//! [`crate::Client::send`] (async) or [`Command::query`] (blocking).
+
+use crate::policy::{duration_arg, Concurrency, Policy};
+use crate::reply::{AllDecision, Decision, LeaseId, ThrottleDecision};
+use crate::Error;
+use redis::Value;
+use std::time::Duration;
+
+/// A command of the module and the type of its reply.
+pub trait Command {
+    type Output;
+
+    /// The command as the redis crate sends it.
+    fn to_cmd(&self) -> redis::Cmd;
+
+    /// Reads the reply.
+    fn parse(reply: &Value) -> Result<Self::Output, Error>;
+
+    /// How long the server may hold the reply back (`WAIT`): a client's
+    /// timeout is added to it.
+    fn waits(&self) -> Duration {
+        Duration::ZERO
+    }
+
+    /// Sends the command on a blocking connection.
+    fn query(&self, conn: &mut dyn redis::ConnectionLike) -> Result<Self::Output, Error> {
+        let reply: Value = self.to_cmd().query(conn)?;
+        Self::parse(&reply)
+    }
+}
+
+/// What a decision charges.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Charge {
+    /// `COST n` (1 by default): all or nothing.
+    Cost(u64),
+    /// `COST n FORCE`: charged even when it does not fit, as a debt.
+    Force(u64),
+    /// `COST n PARTIAL`: the most that fits, up to `n` ([`Decision::granted`]).
+    Partial(u64),
+    /// `REFUND n`: `n` units given back.
+    Refund(u64),
+}
+
+impl Charge {
+    fn append(self, cmd: &mut redis::Cmd) {
+        match self {
+            Charge::Cost(1) => {}
+            Charge::Cost(n) => {
+                cmd.arg("COST").arg(n);
+            }
+            Charge::Force(n) => {
+                cmd.arg("COST").arg(n).arg("FORCE");
+            }
+            Charge::Partial(n) => {
+                cmd.arg("COST").arg(n).arg("PARTIAL");
+            }
+            Charge::Refund(n) => {
+                cmd.arg("REFUND").arg(n);
+            }
+        }
+    }
+}
+
+/// The options every decision command shares.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Options {
+    charge: Charge,
+    dryrun: bool,
+    wait: Option<Duration>,
+}
+
+impl Default for Options {
+    fn default() -> Options {
+        Options {
+            charge: Charge::Cost(1),
+            dryrun: false,
+            wait: None,
+        }
+    }
+}
+
+impl Options {
+    fn append(&self, cmd: &mut redis::Cmd) {
+        self.charge.append(cmd);
+        if self.dryrun {
+            cmd.arg("DRYRUN");
+        }
+        if let Some(wait) = self.wait {
+            cmd.arg("WAIT").arg(duration_arg(wait));
+        }
+    }
+}
+
+/// The option setters shared by [`Decide`] and [`All`].
+macro_rules! option_setters {
+    () => {
+        /// `COST n`: what the request takes (default 1).
+        pub fn cost(mut self, n: u64) -> Self {
+            self.options.charge = Charge::Cost(n);
+            self
+        }
+
+        /// Any kind of [`Charge`].
+        pub fn charge(mut self, charge: Charge) -> Self {
+            self.options.charge = charge;
+            self
+        }
+
+        /// `DRYRUN`: the decision, changing nothing.
+        pub fn dryrun(mut self) -> Self {
+            self.options.dryrun = true;
+            self
+        }
+
+        /// `WAIT timeout`: queue on the server for up to `timeout` instead
+        /// of being denied.
+        pub fn wait(mut self, timeout: Duration) -> Self {
+            self.options.wait = Some(timeout);
+            self
+        }
+    };
+}
+
+/// One limit decided on its own key: `RL.GCRA`, `RL.BUCKET`, `RL.SLIDING`,
+/// `RL.FIXED`, or `RL.ACQUIRE` for a [`Concurrency`] policy.
+///
+/// ```no_run
+/// # use redis_ratelimit_client::{Decide, Gcra};
+/// # use std::time::Duration;
+/// let call = Decide::new("rl:user:42", Gcra::new(10, Duration::from_secs(1)).burst(20)).cost(3);
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Decide {
+    pub key: String,
+    pub policy: Policy,
+    options: Options,
+}
+
+impl Decide {
+    pub fn new(key: impl Into<String>, policy: impl Into<Policy>) -> Decide {
+        Decide {
+            key: key.into(),
+            policy: policy.into(),
+            options: Options::default(),
+        }
+    }
+
+    option_setters!();
+}
+
+impl Command for Decide {
+    type Output = Decision;
+
+    fn to_cmd(&self) -> redis::Cmd {
+        let mut cmd = redis::cmd(self.policy.command_name());
+        cmd.arg(&self.key).arg(&self.policy.words()[1..]);
+        self.options.append(&mut cmd);
+        cmd
+    }
+
+    fn parse(reply: &Value) -> Result<Decision, Error> {
+        Decision::from_value(reply)
+    }
+
+    fn waits(&self) -> Duration {
+        self.options.wait.unwrap_or_default()
+    }
+}
+
+/// `RL.ACQUIRE key limit ttl`: a [`Decide`] on a [`Concurrency`] policy.
+pub fn acquire(key: impl Into<String>, limit: u64, ttl: Duration) -> Decide {
+    Decide::new(key, Concurrency::new(limit, ttl))
+}
+
+/// Several limits, one all-or-nothing decision (`RL.ALL`).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct All {
+    limits: Vec<(String, Policy)>,
+    options: Options,
+    /// `COSTS` or `REFUND COSTS`, one per key, instead of the charge's one.
+    costs: Option<Vec<u64>>,
+}
+
+impl All {
+    pub fn new() -> All {
+        All::default()
+    }
+
+    /// Adds a limit on `key`; keys must differ.
+    pub fn limit(mut self, key: impl Into<String>, policy: impl Into<Policy>) -> All {
+        self.limits.push((key.into(), policy.into()));
+        self
+    }
+
+    /// `COSTS c1 .. cN`: each key its own cost (or, after
+    /// `.charge(Charge::Refund(_))`, `REFUND COSTS`: its own refund).
+    pub fn costs(mut self, costs: impl IntoIterator<Item = u64>) -> All {
+        self.costs = Some(costs.into_iter().collect());
+        self
+    }
+
+    pub fn limits(&self) -> impl Iterator<Item = (&str, &Policy)> {
+        self.limits.iter().map(|(k, p)| (k.as_str(), p))
+    }
+
+    option_setters!();
+}
+
+impl Command for All {
+    type Output = AllDecision;
+
+    fn to_cmd(&self) -> redis::Cmd {
+        let mut cmd = redis::cmd("RL.ALL");
+        cmd.arg(self.limits.len());
+        for (key, _) in &self.limits {
+            cmd.arg(key);
+        }
+        for (_, policy) in &self.limits {
+            cmd.arg(policy.words());
+        }
+        match (&self.costs, self.options.charge) {
+            (Some(costs), Charge::Refund(_)) => {
+                cmd.arg("REFUND").arg("COSTS").arg(costs);
+            }
+            (Some(costs), charge) => {
+                cmd.arg("COSTS").arg(costs);
+                if matches!(charge, Charge::Force(_)) {
+                    cmd.arg("FORCE");
+                }
+            }
+            (None, charge) => charge.append(&mut cmd),
+        }
+        Options {
+            charge: Charge::Cost(1),
+            ..self.options
+        }
+        .append(&mut cmd);
+        cmd
+    }
+
+    fn parse(reply: &Value) -> Result<AllDecision, Error> {
+        AllDecision::from_value(reply)
+    }
+
+    fn waits(&self) -> Duration {
+        self.options.wait.unwrap_or_default()
+    }
+}
+
+/// `RL.SKETCH key item limit window`: the same limit for every item, in one
+/// count-min sketch.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Sketch {
+    pub key: String,
+    pub item: Vec<u8>,
+    pub limit: u64,
+    pub window: Duration,
+    pub width: Option<u32>,
+    pub depth: Option<u32>,
+    options: Options,
+}
+
+impl Sketch {
+    pub fn new(
+        key: impl Into<String>,
+        item: impl Into<Vec<u8>>,
+        limit: u64,
+        window: Duration,
+    ) -> Sketch {
+        Sketch {
+            key: key.into(),
+            item: item.into(),
+            limit,
+            window,
+            width: None,
+            depth: None,
+            options: Options::default(),
+        }
+    }
+
+    pub fn width(mut self, width: u32) -> Sketch {
+        self.width = Some(width);
+        self
+    }
+
+    pub fn depth(mut self, depth: u32) -> Sketch {
+        self.depth = Some(depth);
+        self
+    }
+
+    /// `COST n` (default 1).
+    pub fn cost(mut self, n: u64) -> Sketch {
+        self.options.charge = Charge::Cost(n);
+        self
+    }
+
+    pub fn dryrun(mut self) -> Sketch {
+        self.options.dryrun = true;
+        self
+    }
+}
+
+impl Command for Sketch {
+    type Output = Decision;
+
+    fn to_cmd(&self) -> redis::Cmd {
+        let mut cmd = redis::cmd("RL.SKETCH");
+        cmd.arg(&self.key)
+            .arg(&self.item)
+            .arg(self.limit)
+            .arg(duration_arg(self.window));
+        if let Some(w) = self.width {
+            cmd.arg("WIDTH").arg(w);
+        }
+        if let Some(d) = self.depth {
+            cmd.arg("DEPTH").arg(d);
+        }
+        self.options.append(&mut cmd);
+        cmd
+    }
+
+    fn parse(reply: &Value) -> Result<Decision, Error> {
+        Decision::from_value(reply)
+    }
+}
+
+/// `RL.PEEK key policy`: a read-only look at a limiter.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Peek {
+    pub key: String,
+    pub policy: Policy,
+}
+
+impl Peek {
+    pub fn new(key: impl Into<String>, policy: impl Into<Policy>) -> Peek {
+        Peek {
+            key: key.into(),
+            policy: policy.into(),
+        }
+    }
+}
+
+impl Command for Peek {
+    type Output = Decision;
+
+    fn to_cmd(&self) -> redis::Cmd {
+        let mut cmd = redis::cmd("RL.PEEK");
+        cmd.arg(&self.key).arg(self.policy.words());
+        cmd
+    }
+
+    fn parse(reply: &Value) -> Result<Decision, Error> {
+        Decision::from_value(reply)
+    }
+}
+
+/// `RL.RELEASE key lease`: `true` if the lease was held.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Release {
+    pub key: String,
+    pub lease: LeaseId,
+}
+
+impl Command for Release {
+    type Output = bool;
+
+    fn to_cmd(&self) -> redis::Cmd {
+        let mut cmd = redis::cmd("RL.RELEASE");
+        cmd.arg(&self.key).arg(&self.lease.0);
+        cmd
+    }
+
+    fn parse(reply: &Value) -> Result<bool, Error> {
+        one_or_zero(reply)
+    }
+}
+
+/// `RL.RENEW key lease ttl`: `true` if the lease now ends `ttl` from now.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Renew {
+    pub key: String,
+    pub lease: LeaseId,
+    pub ttl: Duration,
+}
+
+impl Command for Renew {
+    type Output = bool;
+
+    fn to_cmd(&self) -> redis::Cmd {
+        let mut cmd = redis::cmd("RL.RENEW");
+        cmd.arg(&self.key)
+            .arg(&self.lease.0)
+            .arg(duration_arg(self.ttl));
+        cmd
+    }
+
+    fn parse(reply: &Value) -> Result<bool, Error> {
+        one_or_zero(reply)
+    }
+}
+
+fn one_or_zero(reply: &Value) -> Result<bool, Error> {
+    match reply {
+        Value::Int(1) | Value::Boolean(true) => Ok(true),
+        Value::Int(0) | Value::Boolean(false) => Ok(false),
+        other => Err(Error::Reply(format!("expected 0 or 1, got {other:?}"))),
+    }
+}
+
+/// `CL.THROTTLE key max_burst count period [quantity]`, redis-cell's
+/// command: `count` per `period` in whole seconds (rounded up), bursts of
+/// `max_burst + 1`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Throttle {
+    pub key: String,
+    pub max_burst: u64,
+    pub count: u64,
+    pub period: Duration,
+    pub quantity: u64,
+}
+
+impl Throttle {
+    pub fn new(key: impl Into<String>, max_burst: u64, count: u64, period: Duration) -> Throttle {
+        Throttle {
+            key: key.into(),
+            max_burst,
+            count,
+            period,
+            quantity: 1,
+        }
+    }
+
+    /// What the request takes (0 peeks).
+    pub fn quantity(mut self, quantity: u64) -> Throttle {
+        self.quantity = quantity;
+        self
+    }
+}
+
+impl Command for Throttle {
+    type Output = ThrottleDecision;
+
+    fn to_cmd(&self) -> redis::Cmd {
+        let seconds = self.period.as_nanos().div_ceil(1_000_000_000);
+        let mut cmd = redis::cmd("CL.THROTTLE");
+        cmd.arg(&self.key)
+            .arg(self.max_burst)
+            .arg(self.count)
+            .arg(u64::try_from(seconds).unwrap_or(u64::MAX))
+            .arg(self.quantity);
+        cmd
+    }
+
+    fn parse(reply: &Value) -> Result<ThrottleDecision, Error> {
+        ThrottleDecision::from_value(reply)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::policy::{Gcra, Sliding};
+
+    fn words(cmd: redis::Cmd) -> Vec<String> {
+        cmd.args_iter()
+            .map(|a| match a {
+                redis::Arg::Simple(b) => String::from_utf8_lossy(b).into_owned(),
+                _ => "<other>".into(),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn commands_spell_the_reference_syntax() {
+        let second = Duration::from_secs(1);
+        let gcra = Decide::new("k", Gcra::new(10, second).burst(20))
+            .charge(Charge::Partial(5))
+            .wait(Duration::from_millis(1500));
+        assert_eq!(
+            words(gcra.to_cmd()).join(" "),
+            "RL.GCRA k 10 1000ms BURST 20 COST 5 PARTIAL WAIT 1500ms"
+        );
+        let all = All::new()
+            .limit("a", Gcra::new(10, second))
+            .limit("b", Sliding::new(5, 60 * second).approx())
+            .costs([1, 300])
+            .dryrun();
+        assert_eq!(
+            words(all.to_cmd()).join(" "),
+            "RL.ALL 2 a b GCRA 10 1000ms SLIDING 5 60000ms APPROX COSTS 1 300 DRYRUN"
+        );
+        let refund = All::new()
+            .limit("a", Gcra::new(10, second))
+            .charge(Charge::Refund(2));
+        assert_eq!(
+            words(refund.to_cmd()).join(" "),
+            "RL.ALL 1 a GCRA 10 1000ms REFUND 2"
+        );
+        assert_eq!(
+            words(acquire("g", 2, 30 * second).cost(1).to_cmd()).join(" "),
+            "RL.ACQUIRE g 2 30000ms"
+        );
+        assert_eq!(
+            words(Throttle::new("t", 15, 30, Duration::from_millis(59_500)).to_cmd()).join(" "),
+            "CL.THROTTLE t 15 30 60 1"
+        );
+    }
+}

@@ -1,0 +1,215 @@
+//! Degraded mode: while the store cannot answer, a fail-closed limit is
+//! enforced locally at its rate times this process's share of the key's
+//! recent traffic.
+//!
+//! The share is estimated from the store's own replies. Between two
+//! replies on a key, everyone together consumed about
+//! `min(limit, remaining_before + rate × elapsed) − remaining_now` units,
+//! of which this process charged what it sent; both are counted with a
+//! decay of the limit's window, and the share is their ratio. A key this
+//! process has not seen answered has no share: it is denied (it fails
+//! closed). When the store answers again the local buckets are dropped.
+//!
+//! Memory is bounded by `capacity` keys; the least recently answered gives
+//! way. Every operation is O(log capacity).
+
+use crate::reply::Decision;
+use crate::Quota;
+use std::collections::{BTreeMap, HashMap};
+use std::time::{Duration, Instant};
+
+#[derive(Clone, Debug)]
+struct Seen {
+    at: Instant,
+    seq: u64,
+    remaining: f64,
+    limit: f64,
+    /// Decayed units this process charged, and everyone together.
+    own: f64,
+    total: f64,
+    /// The local bucket while degraded: tokens and when last filled.
+    bucket: Option<(f64, Instant)>,
+}
+
+/// The traffic shares of keys, and their local buckets while degraded.
+#[derive(Debug)]
+pub struct Shares {
+    capacity: usize,
+    by_key: HashMap<String, Seen>,
+    by_age: BTreeMap<(Instant, u64), String>,
+    next_seq: u64,
+}
+
+fn per_second(quota: Quota) -> f64 {
+    quota.q as f64 / quota.w.max(1) as f64
+}
+
+fn decay(since: Duration, quota: Quota) -> f64 {
+    (-since.as_secs_f64() / quota.w.max(1) as f64).exp()
+}
+
+impl Shares {
+    pub fn new(capacity: usize) -> Shares {
+        Shares {
+            capacity: capacity.max(1),
+            by_key: HashMap::new(),
+            by_age: BTreeMap::new(),
+            next_seq: 0,
+        }
+    }
+
+    /// The store's reply on `key` (a limit of rate `quota`) at `now`;
+    /// `charged` the units this process's request took (0 if denied).
+    pub fn observe(&mut self, key: &str, quota: Quota, d: &Decision, charged: u64, now: Instant) {
+        let (remaining, limit, charged) = (d.remaining as f64, d.limit as f64, charged as f64);
+        let mut seen = match self.by_key.remove(key) {
+            Some(old) => {
+                self.by_age.remove(&(old.at, old.seq));
+                let since = now.saturating_duration_since(old.at);
+                let refilled = old.remaining + per_second(quota) * since.as_secs_f64();
+                let consumed = (refilled.min(limit) - remaining).max(charged);
+                let k = decay(since, quota);
+                Seen {
+                    own: old.own * k + charged,
+                    total: old.total * k + consumed,
+                    ..old
+                }
+            }
+            None => {
+                if self.by_key.len() >= self.capacity {
+                    if let Some((_, oldest)) = self.by_age.pop_first() {
+                        self.by_key.remove(&oldest);
+                    }
+                }
+                // The first reply: what is used of the limit is everyone's,
+                // this request's charge this process's.
+                Seen {
+                    at: now,
+                    seq: 0,
+                    remaining,
+                    limit,
+                    own: charged,
+                    total: (limit - remaining).max(charged),
+                    bucket: None,
+                }
+            }
+        };
+        seen.at = now;
+        seen.seq = self.next_seq;
+        seen.remaining = remaining;
+        seen.limit = limit;
+        seen.bucket = None;
+        self.next_seq += 1;
+        self.by_age.insert((now, seen.seq), key.to_string());
+        self.by_key.insert(key.to_string(), seen);
+    }
+
+    /// This process's share of the key's recent traffic, if it has one.
+    pub fn share(&self, key: &str) -> Option<f64> {
+        let seen = self.by_key.get(key)?;
+        (seen.total > 0.0).then(|| (seen.own / seen.total).clamp(0.0, 1.0))
+    }
+
+    /// Decides a request of cost 1 locally at `now`: `Ok(())` admitted, or
+    /// the wait until a unit accrues (`None`: never, without a share).
+    pub fn admit(&mut self, key: &str, quota: Quota, now: Instant) -> Result<(), Option<Duration>> {
+        let share = self.share(key).ok_or(None)?;
+        let Some(seen) = self.by_key.get_mut(key) else {
+            return Err(None);
+        };
+        let capacity = seen.limit * share;
+        let rate = per_second(quota) * share;
+        let (tokens, at) = seen
+            .bucket
+            .unwrap_or((seen.remaining.min(seen.limit) * share, now));
+        let tokens =
+            (tokens + rate * now.saturating_duration_since(at).as_secs_f64()).min(capacity);
+        if tokens >= 1.0 {
+            seen.bucket = Some((tokens - 1.0, now));
+            return Ok(());
+        }
+        seen.bucket = Some((tokens, now));
+        if rate <= 0.0 {
+            return Err(None);
+        }
+        Err(Some(Duration::from_secs_f64((1.0 - tokens) / rate)))
+    }
+
+    pub fn len(&self) -> usize {
+        self.by_key.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.by_key.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const Q: Quota = Quota { q: 10, w: 10 };
+
+    fn reply(remaining: u64) -> Decision {
+        Decision {
+            allowed: true,
+            limit: 10,
+            remaining,
+            retry_after: None,
+            reset_after: Duration::ZERO,
+            granted: None,
+            lease: None,
+        }
+    }
+
+    #[test]
+    fn the_share_is_what_this_process_charged_of_what_everyone_used() {
+        let mut s = Shares::new(10);
+        let t0 = Instant::now();
+        // Alone: every unit used is ours.
+        s.observe("a", Q, &reply(9), 1, t0);
+        s.observe("a", Q, &reply(8), 1, t0);
+        assert_eq!(s.share("a"), Some(1.0));
+        // Another process takes 2 units between each of ours.
+        let mut remaining = 9;
+        for _ in 0..3 {
+            remaining -= 3;
+            s.observe("b", Q, &reply(remaining), 1, t0);
+        }
+        let share = s.share("b").unwrap();
+        assert!((0.3..0.45).contains(&share), "{share}");
+        assert_eq!(s.share("unseen"), None);
+    }
+
+    #[test]
+    fn degraded_admits_the_share_of_what_was_left_then_the_share_of_the_rate() {
+        let mut s = Shares::new(10);
+        let t0 = Instant::now();
+        s.observe("a", Q, &reply(9), 1, t0);
+        // Alone, with 9 left: 9 now, then one a second.
+        for _ in 0..9 {
+            assert_eq!(s.admit("a", Q, t0), Ok(()));
+        }
+        assert_eq!(s.admit("a", Q, t0), Err(Some(Duration::from_secs(1))));
+        assert_eq!(s.admit("a", Q, t0 + Duration::from_secs(1)), Ok(()));
+        // Never seen: denied.
+        assert_eq!(s.admit("b", Q, t0), Err(None));
+    }
+
+    #[test]
+    fn memory_is_bounded_at_a_thousand_times_the_capacity() {
+        let mut s = Shares::new(100);
+        let t0 = Instant::now();
+        for i in 0..100_000u64 {
+            s.observe(
+                &format!("k{i}"),
+                Q,
+                &reply(5),
+                1,
+                t0 + Duration::from_micros(i),
+            );
+            assert!(s.len() <= 100);
+        }
+        assert!(s.share("k99999").is_some() && s.share("k0").is_none());
+    }
+}

@@ -1,0 +1,222 @@
+//! Denials remembered locally: after the store denies a request on a limit
+//! with `retry_after` r, a request on the same key and limit costing at
+//! least as much is denied without a round trip until r has passed. It
+//! only ever denies, and only what the store denied for that long, so it
+//! cannot admit anything the store would not. It can deny a little longer
+//! than the store would: the store's waits are rounded up to whole
+//! milliseconds and the wait is counted from when the reply arrived. A
+//! refund or `DEL` in the meantime can also make it deny a request the
+//! store would have admitted.
+//!
+//! Memory is bounded by `capacity` entries; when full, the entry that
+//! expires first gives way. Every operation is O(log capacity).
+
+use crate::reply::Decision;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+/// A key and its limit's words (the same key under another limit is
+/// another entry).
+type Slot = (String, String);
+
+struct Entry {
+    until: Instant,
+    seq: u64,
+    cost: u64,
+    decision: Decision,
+}
+
+#[derive(Default)]
+struct Entries {
+    by_slot: HashMap<Slot, Entry>,
+    /// The same entries by expiry, for eviction and expiry in order.
+    by_expiry: BTreeMap<(Instant, u64), Slot>,
+    next_seq: u64,
+}
+
+impl Entries {
+    fn remove(&mut self, slot: &Slot) {
+        if let Some(e) = self.by_slot.remove(slot) {
+            self.by_expiry.remove(&(e.until, e.seq));
+        }
+    }
+
+    fn expire(&mut self, now: Instant) {
+        while let Some(entry) = self.by_expiry.first_entry() {
+            if entry.key().0 > now {
+                break;
+            }
+            let slot = entry.remove();
+            self.by_slot.remove(&slot);
+        }
+    }
+}
+
+/// A bounded cache of denials, shared by every request of a process.
+pub struct DenyCache {
+    capacity: usize,
+    entries: Mutex<Entries>,
+    saved: AtomicU64,
+}
+
+impl DenyCache {
+    /// Remembers up to `capacity` denials at once.
+    pub fn new(capacity: usize) -> DenyCache {
+        DenyCache {
+            capacity: capacity.max(1),
+            entries: Mutex::new(Entries::default()),
+            saved: AtomicU64::new(0),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Entries> {
+        // A panic elsewhere leaves the entries consistent (each change is
+        // whole), so a poisoned lock is still usable.
+        self.entries
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// The store's denial of `cost` on `key` under `limit` (its words),
+    /// seen at `now`. Denials without a wait (never admissible) are not
+    /// kept: the store's answer is cheap to repeat and its words matter.
+    pub fn record(&self, key: &str, limit: &str, cost: u64, decision: &Decision, now: Instant) {
+        let Some(wait) = decision
+            .retry_after
+            .filter(|w| !decision.allowed && !w.is_zero())
+        else {
+            return;
+        };
+        let Some(until) = now.checked_add(wait) else {
+            return;
+        };
+        let slot: Slot = (key.to_string(), limit.to_string());
+        let mut entries = self.lock();
+        entries.expire(now);
+        entries.remove(&slot);
+        if entries.by_slot.len() >= self.capacity {
+            if let Some((_, evicted)) = entries.by_expiry.pop_first() {
+                entries.by_slot.remove(&evicted);
+            }
+        }
+        let seq = entries.next_seq;
+        entries.next_seq += 1;
+        entries.by_expiry.insert((until, seq), slot.clone());
+        let decision = decision.clone();
+        entries.by_slot.insert(
+            slot,
+            Entry {
+                until,
+                seq,
+                cost,
+                decision,
+            },
+        );
+    }
+
+    /// A remembered denial of `cost` on `key` under `limit` still in force
+    /// at `now` (its `retry_after` what is left of the wait), counted as a
+    /// round trip saved.
+    pub fn check(&self, key: &str, limit: &str, cost: u64, now: Instant) -> Option<Decision> {
+        let mut entries = self.lock();
+        let slot: Slot = (key.to_string(), limit.to_string());
+        let entry = entries.by_slot.get(&slot)?;
+        if entry.until <= now {
+            entries.remove(&slot);
+            return None;
+        }
+        // A smaller request may fit sooner: only as large or larger ones
+        // are certain to be denied.
+        if cost < entry.cost {
+            return None;
+        }
+        let mut decision = entry.decision.clone();
+        decision.retry_after = Some(entry.until - now);
+        self.saved.fetch_add(1, Ordering::Relaxed);
+        Some(decision)
+    }
+
+    /// How long a remembered denial of `key` under `limit` still lasts.
+    pub fn remaining(&self, key: &str, limit: &str, now: Instant) -> Option<Duration> {
+        let entries = self.lock();
+        let slot: Slot = (key.to_string(), limit.to_string());
+        let entry = entries.by_slot.get(&slot)?;
+        (entry.until > now).then(|| entry.until - now)
+    }
+
+    /// Requests answered from the cache: store round trips saved.
+    pub fn round_trips_saved(&self) -> u64 {
+        self.saved.load(Ordering::Relaxed)
+    }
+
+    /// Denials held now (expired ones included until they are swept).
+    pub fn len(&self) -> usize {
+        self.lock().by_slot.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn denied(ms: u64) -> Decision {
+        Decision {
+            allowed: false,
+            limit: 10,
+            remaining: 0,
+            retry_after: Some(Duration::from_millis(ms)),
+            reset_after: Duration::from_secs(1),
+            granted: None,
+            lease: None,
+        }
+    }
+
+    #[test]
+    fn denies_until_the_wait_has_passed_then_asks_again() {
+        let cache = DenyCache::new(10);
+        let t0 = Instant::now();
+        cache.record("k", "GCRA 10 1000ms", 1, &denied(100), t0);
+        let d = cache.check("k", "GCRA 10 1000ms", 1, t0 + Duration::from_millis(40));
+        assert_eq!(d.unwrap().retry_after, Some(Duration::from_millis(60)));
+        // Another limit on the key, a smaller cost, or after the wait: ask.
+        assert!(cache.check("k", "GCRA 5 1000ms", 1, t0).is_none());
+        assert!(cache.check("k", "GCRA 10 1000ms", 0, t0).is_none());
+        let at_end = t0 + Duration::from_millis(100);
+        assert!(cache.check("k", "GCRA 10 1000ms", 1, at_end).is_none());
+        assert_eq!(cache.round_trips_saved(), 1);
+        assert!(cache.is_empty());
+    }
+
+    #[test]
+    fn admissions_and_never_admissible_denials_are_not_kept() {
+        let cache = DenyCache::new(10);
+        let t0 = Instant::now();
+        let mut never = denied(0);
+        never.retry_after = None;
+        let mut allowed = denied(0);
+        allowed.allowed = true;
+        for d in [never, allowed] {
+            cache.record("k", "p", 1, &d, t0);
+        }
+        assert!(cache.is_empty());
+    }
+
+    #[test]
+    fn memory_is_bounded_at_a_thousand_times_the_capacity() {
+        let cache = DenyCache::new(100);
+        let t0 = Instant::now();
+        for i in 0..100_000u64 {
+            cache.record(&format!("k{i}"), "p", 1, &denied(1_000 + i), t0);
+            assert!(cache.len() <= 100);
+        }
+        // The entries that last longest stayed.
+        assert!(cache.check("k99999", "p", 1, t0).is_some());
+        assert!(cache.check("k0", "p", 1, t0).is_none());
+    }
+}

@@ -1,0 +1,395 @@
+//! The layer and its service: one `RL.ALL` per request (or a remembered
+//! denial), the contract's headers on every response, `429` with a problem
+//! body, `503` or admission when the store cannot answer.
+
+use super::headers::{header_fields, problem, Named};
+use super::{HttpLimit, KeyExtractor, OnStoreError};
+use crate::command::All;
+use crate::degraded::Shares;
+use crate::deny_cache::DenyCache;
+use crate::reply::{AllDecision, Decision};
+use crate::{Client, Error};
+use http::{HeaderName, HeaderValue, Request, Response, StatusCode};
+use redis::aio::ConnectionManager;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+type ErrorHook = Arc<dyn Fn(&Error) + Send + Sync>;
+
+#[derive(Clone)]
+struct Config<K, C> {
+    client: Client<C>,
+    extractor: K,
+    limits: Vec<HttpLimit>,
+    named: Vec<Named>,
+    /// Each limit's words, the deny cache's name for it.
+    words: Vec<String>,
+    wait: Option<Duration>,
+    deny_cache: Option<Arc<DenyCache>>,
+    shares: Option<Arc<Mutex<Shares>>>,
+    missing_key: (StatusCode, &'static str),
+    on_error: Option<ErrorHook>,
+}
+
+/// Limits every request of the service it wraps. Build it once; clones
+/// share the connection and the deny cache.
+#[derive(Clone)]
+pub struct RateLimitLayer<K, C = ConnectionManager> {
+    config: Arc<Config<K, C>>,
+}
+
+impl<K, C> RateLimitLayer<K, C>
+where
+    K: KeyExtractor,
+    C: redis::aio::ConnectionLike + Clone + Send + Sync + 'static,
+{
+    /// A layer with no limits yet: requests are limited by the key
+    /// `extractor` takes from them, through `client` (whose timeout bounds
+    /// each call).
+    pub fn new(client: Client<C>, extractor: K) -> RateLimitLayer<K, C> {
+        RateLimitLayer {
+            config: Arc::new(Config {
+                client,
+                extractor,
+                limits: Vec::new(),
+                named: Vec::new(),
+                words: Vec::new(),
+                wait: None,
+                deny_cache: None,
+                shares: None,
+                missing_key: (StatusCode::UNAUTHORIZED, "missing rate-limit key\n"),
+                on_error: None,
+            }),
+        }
+    }
+
+    fn config(&mut self) -> &mut Config<K, C> {
+        Arc::make_mut(&mut self.config)
+    }
+
+    /// Adds a limit; every request must pass all of them, decided in one
+    /// `RL.ALL` (in a cluster, their keys must share a hash slot).
+    ///
+    /// # Panics
+    /// On a `Concurrency` policy: a lease needs releasing when the request
+    /// ends, which a rate limit does not do (use [`Client::acquire`]).
+    pub fn limit(mut self, limit: HttpLimit) -> RateLimitLayer<K, C> {
+        let quota = limit
+            .policy
+            .quota()
+            .expect("the layer takes rate limits, not concurrency limits");
+        let config = self.config();
+        config.named.push(Named {
+            name: limit.name.clone(),
+            quota,
+        });
+        config.words.push(limit.policy.to_string());
+        config.limits.push(limit);
+        self
+    }
+
+    /// Queues a request on the server for up to `timeout` (`WAIT`) before
+    /// denying it; the client's timeout is added to the wait.
+    pub fn wait(mut self, timeout: Duration) -> RateLimitLayer<K, C> {
+        self.config().wait = Some(timeout);
+        self
+    }
+
+    /// Remembers up to `capacity` denials: until a denied limit's
+    /// `retry_after` has passed, its key is denied without a round trip.
+    pub fn deny_cache(mut self, capacity: usize) -> RateLimitLayer<K, C> {
+        self.config().deny_cache = Some(Arc::new(DenyCache::new(capacity)));
+        self
+    }
+
+    /// Degraded mode: while the store does not answer (a timeout or a
+    /// connection error), each fail-closed limit is enforced locally at
+    /// its rate times this process's share of the key's recent traffic
+    /// (tracked for up to `capacity` keys; see [`crate::degraded`]), and
+    /// fail-open limits admit. A denial there is a `429` with
+    /// `Retry-After`; an admission carries no `RateLimit` fields. The next
+    /// answer from the store ends it.
+    pub fn degraded(mut self, capacity: usize) -> RateLimitLayer<K, C> {
+        self.config().shares = Some(Arc::new(Mutex::new(Shares::new(capacity))));
+        self
+    }
+
+    /// The status and body for a request without a key (default `401`).
+    pub fn missing_key(mut self, status: StatusCode, body: &'static str) -> RateLimitLayer<K, C> {
+        self.config().missing_key = (status, body);
+        self
+    }
+
+    /// Called with each store error (for the log). Responses never carry
+    /// the store's words: they name keys.
+    pub fn on_error(
+        mut self,
+        hook: impl Fn(&Error) + Send + Sync + 'static,
+    ) -> RateLimitLayer<K, C> {
+        self.config().on_error = Some(Arc::new(hook));
+        self
+    }
+
+    /// The deny cache, for its counter of round trips saved.
+    pub fn deny_cache_ref(&self) -> Option<&DenyCache> {
+        self.config.deny_cache.as_deref()
+    }
+}
+
+impl<S, K: Clone, C: Clone> tower_layer::Layer<S> for RateLimitLayer<K, C> {
+    type Service = RateLimit<S, K, C>;
+
+    fn layer(&self, inner: S) -> RateLimit<S, K, C> {
+        RateLimit {
+            inner,
+            config: self.config.clone(),
+        }
+    }
+}
+
+/// The service [`RateLimitLayer`] wraps around another.
+#[derive(Clone)]
+pub struct RateLimit<S, K, C = ConnectionManager> {
+    inner: S,
+    config: Arc<Config<K, C>>,
+}
+
+/// What the limiter decided for a request.
+enum Verdict {
+    /// Serve it, adding these header fields.
+    Serve(Vec<(&'static str, String)>),
+    /// Answer this instead.
+    Answer(StatusCode, String, Vec<(&'static str, String)>),
+}
+
+impl<K, C> Config<K, C>
+where
+    K: KeyExtractor,
+    C: redis::aio::ConnectionLike + Clone + Send + Sync + 'static,
+{
+    async fn decide(&self, request: &http::request::Parts) -> Verdict {
+        let Some(request_key) = self.extractor.key(request) else {
+            let (status, body) = self.missing_key;
+            return Verdict::Answer(status, body.to_string(), Vec::new());
+        };
+        let keys: Vec<String> = self
+            .limits
+            .iter()
+            .map(|l| l.key_for(&request_key))
+            .collect();
+        if let Some(denied) = self.remembered_denial(&keys) {
+            return self.denial(&denied);
+        }
+        let mut call = All::new();
+        for (key, limit) in keys.iter().zip(&self.limits) {
+            call = call.limit(key.clone(), limit.policy);
+        }
+        if let Some(wait) = self.wait {
+            call = call.wait(wait);
+        }
+        match self.client.send(&call).await {
+            Ok(decision) => {
+                self.observe(&keys, &decision);
+                if decision.allowed {
+                    Verdict::Serve(header_fields(&decision, &self.named))
+                } else {
+                    self.remember(&keys, &decision);
+                    self.denial(&decision)
+                }
+            }
+            Err(e) => {
+                if let Some(hook) = &self.on_error {
+                    hook(&e);
+                }
+                match &self.shares {
+                    Some(shares) if e.is_unavailable() => self.decide_locally(shares, &keys),
+                    _ => self.unavailable(),
+                }
+            }
+        }
+    }
+
+    fn denial(&self, decision: &AllDecision) -> Verdict {
+        Verdict::Answer(
+            StatusCode::TOO_MANY_REQUESTS,
+            problem(decision, &self.named),
+            header_fields(decision, &self.named),
+        )
+    }
+
+    /// Without an answer: admit if every limit fails open (and say nothing
+    /// about limits), otherwise `503`.
+    fn unavailable(&self) -> Verdict {
+        let open = self
+            .limits
+            .iter()
+            .all(|l| l.on_store_error == OnStoreError::FailOpen);
+        if open {
+            Verdict::Serve(Vec::new())
+        } else {
+            Verdict::Answer(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "rate limiter unavailable\n".into(),
+                vec![("retry-after", "1".into())],
+            )
+        }
+    }
+
+    /// Tracks the traffic shares of the fail-closed limits' keys.
+    fn observe(&self, keys: &[String], decision: &AllDecision) {
+        let Some(shares) = &self.shares else {
+            return;
+        };
+        let mut shares = shares.lock().unwrap_or_else(|p| p.into_inner());
+        let now = Instant::now();
+        let charged = u64::from(decision.allowed);
+        for (i, d) in decision.limits.iter().enumerate() {
+            if self.limits[i].on_store_error == OnStoreError::FailClosed {
+                shares.observe(&keys[i], self.named[i].quota, d, charged, now);
+            }
+        }
+    }
+
+    /// Degraded mode: the fail-closed limits decided locally. (A unit taken
+    /// from one limit's bucket when another denies is lost: the local
+    /// buckets only ever err towards denying.)
+    fn decide_locally(&self, shares: &Mutex<Shares>, keys: &[String]) -> Verdict {
+        let mut shares = shares.lock().unwrap_or_else(|p| p.into_inner());
+        let now = Instant::now();
+        let mut violated = Vec::new();
+        let mut wait = Some(Duration::ZERO);
+        for (i, limit) in self.limits.iter().enumerate() {
+            if limit.on_store_error == OnStoreError::FailOpen {
+                continue;
+            }
+            if let Err(w) = shares.admit(&keys[i], self.named[i].quota, now) {
+                violated.push(format!("\"{}\"", limit.name));
+                wait = wait.zip(w).map(|(a, b)| a.max(b));
+            }
+        }
+        if violated.is_empty() {
+            return Verdict::Serve(Vec::new());
+        }
+        let fields = wait
+            .map(|w| vec![("retry-after", super::ceil_seconds(w).max(1).to_string())])
+            .unwrap_or_default();
+        Verdict::Answer(
+            StatusCode::TOO_MANY_REQUESTS,
+            super::headers::problem_naming(&violated.join(",")),
+            fields,
+        )
+    }
+
+    /// A denial the cache still holds for one of the limits, as the reply
+    /// `RL.ALL` would give when only that limit's answer is known.
+    fn remembered_denial(&self, keys: &[String]) -> Option<AllDecision> {
+        let cache = self.deny_cache.as_ref()?;
+        let now = Instant::now();
+        let (i, denied) = keys
+            .iter()
+            .zip(&self.words)
+            .enumerate()
+            .find_map(|(i, (k, w))| {
+                let d = cache.check(k, w, 1, now)?;
+                // With WAIT the server would queue a wait this short.
+                let waits = self.wait.is_some_and(|w| d.retry_after <= Some(w));
+                (!waits).then_some((i, d))
+            })?;
+        let retry_after = denied.retry_after;
+        // The other limits were not asked: reported as admitting, they
+        // take no part in the 429's fields.
+        let limits = (0..keys.len())
+            .map(|j| if j == i { denied.clone() } else { unasked() })
+            .collect();
+        Some(AllDecision {
+            allowed: false,
+            blocked_by: Some(i),
+            retry_after,
+            limits,
+        })
+    }
+
+    fn remember(&self, keys: &[String], decision: &AllDecision) {
+        let Some(cache) = &self.deny_cache else {
+            return;
+        };
+        let now = Instant::now();
+        for ((key, words), d) in keys.iter().zip(&self.words).zip(&decision.limits) {
+            cache.record(key, words, 1, d, now);
+        }
+    }
+}
+
+fn unasked() -> Decision {
+    Decision {
+        allowed: true,
+        limit: 0,
+        remaining: 0,
+        retry_after: None,
+        reset_after: Duration::ZERO,
+        granted: None,
+        lease: None,
+    }
+}
+
+fn add_fields(headers: &mut http::HeaderMap, fields: Vec<(&'static str, String)>) {
+    for (name, value) in fields {
+        if let Ok(value) = HeaderValue::from_str(&value) {
+            headers.insert(HeaderName::from_static(name), value);
+        }
+    }
+}
+
+impl<S, K, C, ReqB, ResB> tower_service::Service<Request<ReqB>> for RateLimit<S, K, C>
+where
+    S: tower_service::Service<Request<ReqB>, Response = Response<ResB>> + Clone + Send + 'static,
+    S::Future: Send + 'static,
+    K: KeyExtractor,
+    C: redis::aio::ConnectionLike + Clone + Send + Sync + 'static,
+    ReqB: Send + 'static,
+    ResB: From<String> + Send + 'static,
+{
+    type Response = Response<ResB>;
+    type Error = S::Error;
+    type Future = Pin<Box<dyn Future<Output = Result<Response<ResB>, S::Error>> + Send>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), S::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: Request<ReqB>) -> Self::Future {
+        // The service that was polled ready serves this request; a clone
+        // stays for the next.
+        let ready = self.inner.clone();
+        let mut inner = std::mem::replace(&mut self.inner, ready);
+        let config = self.config.clone();
+        Box::pin(async move {
+            let (parts, body) = request.into_parts();
+            match config.decide(&parts).await {
+                Verdict::Serve(fields) => {
+                    let mut response = inner.call(Request::from_parts(parts, body)).await?;
+                    add_fields(response.headers_mut(), fields);
+                    Ok(response)
+                }
+                Verdict::Answer(status, body, fields) => {
+                    let mut response = Response::new(ResB::from(body));
+                    *response.status_mut() = status;
+                    let content_type = if status == StatusCode::TOO_MANY_REQUESTS {
+                        "application/problem+json"
+                    } else {
+                        "text/plain; charset=utf-8"
+                    };
+                    response.headers_mut().insert(
+                        http::header::CONTENT_TYPE,
+                        HeaderValue::from_static(content_type),
+                    );
+                    add_fields(response.headers_mut(), fields);
+                    Ok(response)
+                }
+            }
+        })
+    }
+}

@@ -1,0 +1,437 @@
+//! Limits as types: what `RL.ALL` calls a policy, with `Duration`s for
+//! periods, and the rate each one announces in `RateLimit-Policy`.
+
+use std::fmt;
+use std::str::FromStr;
+use std::time::Duration;
+
+/// A sustained `limit` per `period`, up to `burst` at once (`RL.GCRA`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Gcra {
+    pub limit: u64,
+    pub period: Duration,
+    /// Defaults to `limit`.
+    pub burst: Option<u64>,
+}
+
+impl Gcra {
+    pub fn new(limit: u64, period: Duration) -> Gcra {
+        Gcra {
+            limit,
+            period,
+            burst: None,
+        }
+    }
+
+    pub fn burst(mut self, burst: u64) -> Gcra {
+        self.burst = Some(burst);
+        self
+    }
+}
+
+/// A token bucket of `capacity`, gaining `refill` per `period` (`RL.BUCKET`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Bucket {
+    pub capacity: u64,
+    pub refill: u64,
+    pub period: Duration,
+}
+
+impl Bucket {
+    pub fn new(capacity: u64, refill: u64, period: Duration) -> Bucket {
+        Bucket {
+            capacity,
+            refill,
+            period,
+        }
+    }
+}
+
+/// How `RL.SLIDING` counts its window.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum SlidingMode {
+    /// A log of admissions: never more than `limit` in any window.
+    #[default]
+    Exact,
+    /// The weighted two-window estimate.
+    Approx,
+    /// `n` sub-window counts (2 to 1024).
+    Buckets(u32),
+}
+
+/// At most `limit` per `window`, counted over the window that ends now
+/// (`RL.SLIDING`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Sliding {
+    pub limit: u64,
+    pub window: Duration,
+    pub mode: SlidingMode,
+}
+
+impl Sliding {
+    pub fn new(limit: u64, window: Duration) -> Sliding {
+        Sliding {
+            limit,
+            window,
+            mode: SlidingMode::Exact,
+        }
+    }
+
+    pub fn approx(mut self) -> Sliding {
+        self.mode = SlidingMode::Approx;
+        self
+    }
+
+    pub fn buckets(mut self, n: u32) -> Sliding {
+        self.mode = SlidingMode::Buckets(n);
+        self
+    }
+}
+
+/// A count per fixed window, from the first request or `aligned` to the
+/// epoch (`RL.FIXED`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Fixed {
+    pub limit: u64,
+    pub window: Duration,
+    pub aligned: bool,
+}
+
+impl Fixed {
+    pub fn new(limit: u64, window: Duration) -> Fixed {
+        Fixed {
+            limit,
+            window,
+            aligned: false,
+        }
+    }
+
+    pub fn aligned(mut self) -> Fixed {
+        self.aligned = true;
+        self
+    }
+}
+
+/// At most `limit` units held at once, each lease ending after `ttl`
+/// unless released or renewed (`RL.ACQUIRE`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Concurrency {
+    pub limit: u64,
+    pub ttl: Duration,
+}
+
+impl Concurrency {
+    pub fn new(limit: u64, ttl: Duration) -> Concurrency {
+        Concurrency { limit, ttl }
+    }
+}
+
+/// One limit, as `RL.ALL` and `RL.PEEK` take it.
+///
+/// `"GCRA 10 1s BURST 20".parse::<Policy>()` reads the command's own
+/// words (for configuration files).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Policy {
+    Gcra(Gcra),
+    Bucket(Bucket),
+    Sliding(Sliding),
+    Fixed(Fixed),
+    Concurrency(Concurrency),
+}
+
+macro_rules! into_policy {
+    ($($t:ident),*) => {$(
+        impl From<$t> for Policy {
+            fn from(p: $t) -> Policy {
+                Policy::$t(p)
+            }
+        }
+    )*};
+}
+into_policy!(Gcra, Bucket, Sliding, Fixed, Concurrency);
+
+/// A duration as the module reads it: whole milliseconds, rounded up, so
+/// that a period is never shorter than asked (zero stays zero: the server
+/// names that error).
+pub(crate) fn duration_arg(d: Duration) -> String {
+    format!("{}ms", ceil_millis(d))
+}
+
+pub(crate) fn ceil_millis(d: Duration) -> u64 {
+    let ms = d.as_nanos().div_ceil(1_000_000);
+    u64::try_from(ms).unwrap_or(u64::MAX)
+}
+
+impl Policy {
+    /// The single-key command that decides this policy alone.
+    pub fn command_name(&self) -> &'static str {
+        match self {
+            Policy::Gcra(_) => "RL.GCRA",
+            Policy::Bucket(_) => "RL.BUCKET",
+            Policy::Sliding(_) => "RL.SLIDING",
+            Policy::Fixed(_) => "RL.FIXED",
+            Policy::Concurrency(_) => "RL.ACQUIRE",
+        }
+    }
+
+    /// Its words in `RL.ALL`, name first: `["GCRA", "10", "1000ms"]`.
+    pub fn words(&self) -> Vec<String> {
+        let mut w: Vec<String> = Vec::with_capacity(5);
+        match *self {
+            Policy::Gcra(g) => {
+                w.extend(["GCRA".into(), g.limit.to_string(), duration_arg(g.period)]);
+                if let Some(b) = g.burst {
+                    w.extend(["BURST".into(), b.to_string()]);
+                }
+            }
+            Policy::Bucket(b) => w.extend([
+                "BUCKET".into(),
+                b.capacity.to_string(),
+                b.refill.to_string(),
+                duration_arg(b.period),
+            ]),
+            Policy::Sliding(s) => {
+                w.extend([
+                    "SLIDING".into(),
+                    s.limit.to_string(),
+                    duration_arg(s.window),
+                ]);
+                match s.mode {
+                    SlidingMode::Exact => {}
+                    SlidingMode::Approx => w.push("APPROX".into()),
+                    SlidingMode::Buckets(n) => w.extend(["BUCKETS".into(), n.to_string()]),
+                }
+            }
+            Policy::Fixed(f) => {
+                w.extend(["FIXED".into(), f.limit.to_string(), duration_arg(f.window)]);
+                if f.aligned {
+                    w.push("ALIGNED".into());
+                }
+            }
+            Policy::Concurrency(c) => w.extend([
+                "CONCURRENCY".into(),
+                c.limit.to_string(),
+                duration_arg(c.ttl),
+            ]),
+        }
+        w
+    }
+
+    /// The sustained rate (never the burst) as `RateLimit-Policy` states
+    /// it; `None` for a concurrency limit, which is not a rate.
+    pub fn quota(&self) -> Option<Quota> {
+        let (count, period) = match *self {
+            Policy::Gcra(g) => (g.limit, g.period),
+            Policy::Bucket(b) => (b.refill, b.period),
+            Policy::Sliding(s) => (s.limit, s.window),
+            Policy::Fixed(f) => (f.limit, f.window),
+            Policy::Concurrency(_) => return None,
+        };
+        Some(Quota::of_rate(count, ceil_millis(period).max(1)))
+    }
+}
+
+impl fmt::Display for Policy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.words().join(" "))
+    }
+}
+
+/// A rate in the terms of `RateLimit-Policy`: `q` per `w` seconds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Quota {
+    pub q: u64,
+    pub w: u64,
+}
+
+impl Quota {
+    /// `count` per `period_ms`. A period of whole seconds is `w`; otherwise
+    /// `w` is the shortest whole number of seconds with a whole `q` at that
+    /// rate (`1 per 250ms` is `q=4;w=1`).
+    fn of_rate(count: u64, period_ms: u64) -> Quota {
+        let (count, ms) = (u128::from(count), u128::from(period_ms));
+        let w = if ms % 1000 == 0 {
+            ms / 1000
+        } else {
+            ms / gcd(ms, count * 1000)
+        };
+        let q = count * 1000 * w / ms;
+        Quota {
+            q: u64::try_from(q).unwrap_or(u64::MAX),
+            w: u64::try_from(w).unwrap_or(u64::MAX),
+        }
+    }
+}
+
+fn gcd(a: u128, b: u128) -> u128 {
+    if b == 0 {
+        a
+    } else {
+        gcd(b, a % b)
+    }
+}
+
+/// Why a policy's words do not parse.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ParsePolicyError(String);
+
+impl fmt::Display for ParsePolicyError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for ParsePolicyError {}
+
+/// `60`, `250ms`, `1m`, ... as the module reads them (a bare number is
+/// seconds).
+pub fn parse_duration(text: &str) -> Result<Duration, ParsePolicyError> {
+    let bad = || ParsePolicyError(format!("bad duration '{text}'"));
+    let split = text
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(text.len());
+    let (number, unit) = text.split_at(split);
+    let per_unit: u64 = match unit.to_ascii_lowercase().as_str() {
+        "ms" => 1,
+        "" | "s" => 1_000,
+        "m" => 60_000,
+        "h" => 3_600_000,
+        "d" => 86_400_000,
+        _ => return Err(bad()),
+    };
+    let n: u64 = number.parse().map_err(|_| bad())?;
+    match n.checked_mul(per_unit) {
+        Some(ms) if ms > 0 => Ok(Duration::from_millis(ms)),
+        _ => Err(bad()),
+    }
+}
+
+impl FromStr for Policy {
+    type Err = ParsePolicyError;
+
+    fn from_str(text: &str) -> Result<Policy, ParsePolicyError> {
+        let words: Vec<&str> = text.split_whitespace().collect();
+        let word = |i: usize| {
+            words
+                .get(i)
+                .copied()
+                .ok_or_else(|| ParsePolicyError(format!("policy '{text}' is too short")))
+        };
+        let count = |i: usize| {
+            let w = word(i)?;
+            w.parse::<u64>()
+                .map_err(|_| ParsePolicyError(format!("bad count '{w}' in '{text}'")))
+        };
+        let duration = |i: usize| parse_duration(word(i)?);
+        let name = word(0)?.to_ascii_uppercase();
+        let (policy, used) = match name.as_str() {
+            "GCRA" => {
+                let mut g = Gcra::new(count(1)?, duration(2)?);
+                let burst = words
+                    .get(3)
+                    .is_some_and(|w| w.eq_ignore_ascii_case("BURST"));
+                if burst {
+                    g = g.burst(count(4)?);
+                }
+                (Policy::Gcra(g), if burst { 5 } else { 3 })
+            }
+            "BUCKET" => (
+                Policy::Bucket(Bucket::new(count(1)?, count(2)?, duration(3)?)),
+                4,
+            ),
+            "SLIDING" => {
+                let s = Sliding::new(count(1)?, duration(2)?);
+                match words.get(3).map(|w| w.to_ascii_uppercase()).as_deref() {
+                    Some("EXACT") => (Policy::Sliding(s), 4),
+                    Some("APPROX") => (Policy::Sliding(s.approx()), 4),
+                    Some("BUCKETS") => {
+                        let n = u32::try_from(count(4)?)
+                            .map_err(|_| ParsePolicyError(format!("bad BUCKETS in '{text}'")))?;
+                        (Policy::Sliding(s.buckets(n)), 5)
+                    }
+                    _ => (Policy::Sliding(s), 3),
+                }
+            }
+            "FIXED" => {
+                let f = Fixed::new(count(1)?, duration(2)?);
+                let aligned = words
+                    .get(3)
+                    .is_some_and(|w| w.eq_ignore_ascii_case("ALIGNED"));
+                if aligned {
+                    (Policy::Fixed(f.aligned()), 4)
+                } else {
+                    (Policy::Fixed(f), 3)
+                }
+            }
+            "CONCURRENCY" => (
+                Policy::Concurrency(Concurrency::new(count(1)?, duration(2)?)),
+                3,
+            ),
+            other => return Err(ParsePolicyError(format!("unknown policy '{other}'"))),
+        };
+        match words.get(used) {
+            Some(extra) => Err(ParsePolicyError(format!(
+                "unexpected '{extra}' in '{text}'"
+            ))),
+            None => Ok(policy),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn quota(p: &str) -> (u64, u64) {
+        let q = p.parse::<Policy>().unwrap().quota().unwrap();
+        (q.q, q.w)
+    }
+
+    #[test]
+    fn the_quota_is_the_sustained_rate_in_whole_seconds() {
+        assert_eq!(quota("GCRA 10 1s BURST 20"), (10, 1));
+        assert_eq!(quota("gcra 100 1m"), (100, 60));
+        assert_eq!(quota("BUCKET 100 10 1s"), (10, 1));
+        assert_eq!(quota("SLIDING 1000 60 APPROX"), (1000, 60));
+        assert_eq!(quota("FIXED 5 1h ALIGNED"), (5, 3600));
+        assert_eq!(quota("GCRA 1 250ms"), (4, 1));
+        assert_eq!(quota("GCRA 3 1500ms"), (2, 1));
+        assert_eq!(quota("GCRA 10 1500ms"), (20, 3));
+        assert_eq!(quota("SLIDING 1 300ms"), (10, 3));
+        assert_eq!("CONCURRENCY 5 30s".parse::<Policy>().unwrap().quota(), None);
+    }
+
+    #[test]
+    fn bad_words_are_errors() {
+        for bad in [
+            "",
+            "GCRA 10",
+            "GCRA x 1s",
+            "GCRA 10 0s",
+            "GCRA 10 1y",
+            "LEAKY 1 1s",
+            "GCRA 10 1s EXTRA",
+            "SLIDING 10 1s BUCKETS",
+        ] {
+            assert!(bad.parse::<Policy>().is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn words_round_trip_and_durations_round_up_to_milliseconds() {
+        for text in [
+            "GCRA 10 1000ms BURST 20",
+            "BUCKET 100 10 1000ms",
+            "SLIDING 5 60000ms",
+            "SLIDING 5 60000ms APPROX",
+            "SLIDING 5 60000ms BUCKETS 6",
+            "FIXED 5 3600000ms ALIGNED",
+            "CONCURRENCY 5 30000ms",
+        ] {
+            assert_eq!(text.parse::<Policy>().unwrap().to_string(), text);
+        }
+        assert_eq!(duration_arg(Duration::from_micros(1)), "1ms");
+        assert_eq!(duration_arg(Duration::from_micros(1001)), "2ms");
+        assert_eq!(duration_arg(Duration::ZERO), "0ms");
+    }
+}

@@ -1,0 +1,219 @@
+//! The tower layer in an axum router against real servers: the deny cache
+//! (round trips saved, never an admission the store would refuse), WAIT,
+//! and an outage in both failure modes with degraded mode, ended by the
+//! server's return on the same port.
+
+#[path = "../../tests/common/mod.rs"]
+mod common;
+mod support;
+
+use axum::routing::get as route;
+use axum::Router;
+use common::blocking::waiting;
+use common::*;
+use redis_ratelimit_client::http::{HeaderKey, HttpLimit, RateLimitLayer};
+use redis_ratelimit_client::{Client, Command, Gcra, Peek};
+use std::time::Duration;
+use support::*;
+
+const HOUR: Duration = Duration::from_secs(3600);
+
+fn router(layer: RateLimitLayer<HeaderKey>) -> Router {
+    Router::new()
+        .route("/", route(|| async { "ok" }))
+        .layer(layer)
+}
+
+fn layer(client: Client) -> RateLimitLayer<HeaderKey> {
+    RateLimitLayer::new(client, HeaderKey::new("x-api-key"))
+}
+
+#[test]
+fn the_deny_cache_saves_round_trips_and_never_admits_what_the_store_denies() {
+    let s = Server::start();
+    let mut c = s.conn();
+    clock_set(&mut c, T0);
+    let policy = Gcra::new(5, 60 * Duration::from_secs(1));
+    block_on(async {
+        let layer = layer(client(&s, Protocol::Resp2))
+            .limit(HttpLimit::per_key("per-key", "rl:", policy))
+            .deny_cache(1000);
+        let app = router(layer.clone());
+        let before = calls(&mut c, "rl.all");
+        // One key offered 10 times its limit.
+        let mut statuses = Vec::new();
+        for _ in 0..50 {
+            let r = get(&app, Some("alice")).await;
+            if r.status == 429 {
+                // Whatever the cache answers, the store refuses too.
+                let peek = Peek::new("rl:alice", policy).query(&mut c).unwrap();
+                assert!(!peek.allowed, "{peek:?}");
+                let retry: u64 = r.headers["retry-after"].parse().unwrap();
+                assert!((1..=12).contains(&retry), "{retry}");
+                assert!(r.headers["ratelimit"].starts_with("\"per-key\";r=0;t="));
+                assert!(r.body.contains("\"violated-policies\":[\"per-key\"]"));
+            }
+            statuses.push(r.status);
+        }
+        assert_eq!(statuses.iter().filter(|&&s| s == 200).count(), 5);
+        // Five admitted and one denied by the store; the rest were local.
+        assert_eq!(calls(&mut c, "rl.all") - before, 6);
+        assert_eq!(layer.deny_cache_ref().unwrap().round_trips_saved(), 44);
+        // Another key is not affected.
+        assert_eq!(get(&app, Some("bob")).await.status, 200);
+    });
+}
+
+#[test]
+fn wait_queues_on_the_server_instead_of_denying() {
+    let s = Server::start();
+    let mut c = s.conn();
+    clock_set(&mut c, T0);
+    block_on(async {
+        let layer = layer(client(&s, Protocol::Resp3))
+            .limit(HttpLimit::per_key("per-key", "rl:", Gcra::new(1, HOUR)))
+            .wait(2 * HOUR);
+        let app = router(layer);
+        assert_eq!(get(&app, Some("alice")).await.status, 200);
+        let waiter = tokio::spawn({
+            let app = app.clone();
+            async move { get(&app, Some("alice")).await }
+        });
+        let mut polls = 0;
+        while waiting(&mut c) != 1 {
+            polls += 1;
+            assert!(polls < 10_000, "the request never queued");
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        advance(&mut c, 3600 * SECOND);
+        let r = waiter.await.unwrap();
+        assert_eq!(r.status, 200);
+        assert_eq!(r.headers["ratelimit"], "\"per-key\";r=0;t=3600");
+        // Beyond the bound: denied at once.
+        let layer = self::layer(client(&s, Protocol::Resp2))
+            .limit(HttpLimit::per_key("per-key", "rl:", Gcra::new(1, HOUR)))
+            .wait(Duration::from_secs(1));
+        let r = get(&router(layer), Some("alice")).await;
+        assert_eq!((r.status, r.headers["retry-after"].as_str()), (429, "3600"));
+    });
+}
+
+/// Requests until one is limited by the store again (a `RateLimit`
+/// field); bounded by attempts, each bounded by the client's timeout.
+async fn until_answered_by_the_store(app: &Router, key: &str) -> Reply {
+    for _ in 0..2000 {
+        let r = get(app, Some(key)).await;
+        if r.headers.contains_key("ratelimit") {
+            return r;
+        }
+        // Paces the loop while a refused connection fails at once.
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    panic!("the store never answered again");
+}
+
+#[test]
+fn an_outage_admits_fail_open_limits_and_enforces_fail_closed_ones_at_their_share() {
+    let mut s = Server::start();
+    let mut c = s.conn();
+    clock_set(&mut c, T0);
+    let policy = Gcra::new(30, HOUR);
+    block_on(async {
+        let client = client(&s, Protocol::Resp2).timeout(Duration::from_millis(300));
+        let closed = router(
+            layer(client.clone())
+                .limit(HttpLimit::per_key("plan", "rl:plan:", policy).fail_closed())
+                .degraded(100),
+        );
+        let open = router(
+            layer(client).limit(HttpLimit::per_key("safety", "rl:safety:", policy).fail_open()),
+        );
+        // This process sends 1 of every 3 requests on alice's key; another
+        // process (this connection) the other 2, before each of ours.
+        for _ in 0..5 {
+            for _ in 0..2 {
+                let other = cmd(&["RL.ALL", "1", "rl:plan:alice", "GCRA", "30", "1h"]);
+                let _: redis::Value = other.query(&mut c).unwrap();
+            }
+            assert_eq!(get(&closed, Some("alice")).await.status, 200);
+        }
+        assert_eq!(get(&open, Some("alice")).await.status, 200);
+
+        // Redis goes away.
+        let (config, port) = (s.config.clone(), s.port);
+        s.stop();
+        // The safety limit admits, saying nothing about limits.
+        for _ in 0..3 {
+            let r = get(&open, Some("alice")).await;
+            assert_eq!(r.status, 200);
+            assert!(!r.headers.contains_key("ratelimit"));
+        }
+        // The plan: 15 units were left, a third of them this process's.
+        let mut admitted = 0;
+        for _ in 0..20 {
+            let r = get(&closed, Some("alice")).await;
+            match r.status {
+                200 => admitted += 1,
+                429 => {
+                    let retry: u64 = r.headers["retry-after"].parse().unwrap();
+                    assert!(
+                        retry > 60,
+                        "a unit accrues at a third of 30 an hour: {retry}"
+                    );
+                    assert!(r.body.contains("[\"plan\"]"), "{}", r.body);
+                }
+                other => panic!("{other}"),
+            }
+        }
+        assert!((4..=5).contains(&admitted), "{admitted}");
+        // A key never answered has no share: refused.
+        assert_eq!(get(&closed, Some("bob")).await.status, 429);
+
+        // A new server on the same port, without the old state: the store
+        // decides again.
+        let s = Server::start_on(config, new_dir(), port);
+        clock_set(&mut s.conn(), T0);
+        let r = until_answered_by_the_store(&closed, "carol").await;
+        assert_eq!(r.status, 200);
+        assert_eq!(
+            until_answered_by_the_store(&closed, "alice").await.status,
+            200
+        );
+        let r = until_answered_by_the_store(&open, "alice").await;
+        assert!(r.headers["ratelimit"].starts_with("\"safety\";r="));
+    });
+}
+
+#[test]
+fn a_server_that_does_not_answer_in_time_is_an_outage_too() {
+    let s = Server::start();
+    let mut c = s.conn();
+    clock_set(&mut c, T0);
+    block_on(async {
+        let client = client(&s, Protocol::Resp2).timeout(Duration::from_millis(200));
+        let closed = router(
+            layer(client)
+                .limit(HttpLimit::per_key("plan", "rl:plan:", Gcra::new(30, HOUR)))
+                .degraded(100),
+        );
+        let r = get(&closed, Some("alice")).await;
+        assert!(r.headers["ratelimit"].starts_with("\"plan\";r=29;"));
+        // The server holds every command back for 1.5 s: each request
+        // waits 200 ms, then alice's share (all of it) is enforced locally.
+        let _: () = redis::cmd("CLIENT")
+            .arg("PAUSE")
+            .arg(1500)
+            .arg("ALL")
+            .query(&mut c)
+            .unwrap();
+        for _ in 0..3 {
+            let r = get(&closed, Some("alice")).await;
+            assert_eq!(r.status, 200);
+            assert!(!r.headers.contains_key("ratelimit"), "{:?}", r.headers);
+        }
+        assert_eq!(get(&closed, Some("bob")).await.status, 429);
+        // Once the pause ends, the store decides again.
+        let r = until_answered_by_the_store(&closed, "alice").await;
+        assert_eq!(r.status, 200);
+    });
+}

@@ -1,0 +1,98 @@
+//! Block leasing against a real server with the manual clock (no unit
+//! accrues): however many processes lease blocks, together they admit at
+//! most the limit, each holds at most its block, and what they give back
+//! is the store's again.
+
+#[path = "../../tests/common/mod.rs"]
+mod common;
+mod support;
+
+use common::*;
+use redis_ratelimit_client::{BlockLease, Command, Gcra, LeasedLimit, Peek};
+use std::time::Duration;
+use support::*;
+
+#[test]
+fn leased_blocks_never_admit_beyond_the_limit_and_refunds_return_the_rest() {
+    let s = Server::start();
+    let mut c = s.conn();
+    clock_set(&mut c, T0);
+    let policy = Gcra::new(100, Duration::from_secs(3600));
+    block_on(async {
+        let processes: Vec<_> = (0..3)
+            .map(|_| {
+                let lease = BlockLease::fixed(20);
+                LeasedLimit::new(client(&s, Protocol::Resp2), "hot", policy, lease)
+            })
+            .collect();
+        let mut admitted = 0;
+        // 1,000 requests for 100 units.
+        for i in 0..1000 {
+            let p = &processes[i % 3];
+            admitted += u64::from(p.acquire().await.unwrap());
+            assert!(p.held() < 20);
+        }
+        let held: u64 = processes.iter().map(|p| p.held()).sum();
+        assert_eq!(admitted + held, 100);
+        let commands: u64 = processes.iter().map(|p| p.commands()).sum();
+        assert!(
+            commands < 30,
+            "{commands} commands for {admitted} admissions"
+        );
+        for p in &processes {
+            p.refund_all().await.unwrap();
+        }
+        let left = Peek::new("hot", policy).query(&mut c).unwrap().remaining;
+        assert_eq!(left, held);
+    });
+}
+
+#[test]
+fn an_adaptive_block_asks_for_one_unit_on_a_cold_key() {
+    let s = Server::start();
+    let mut c = s.conn();
+    clock_set(&mut c, T0);
+    let policy = Gcra::new(100, Duration::from_secs(3600));
+    block_on(async {
+        let cold = LeasedLimit::new(
+            client(&s, Protocol::Resp3),
+            "cold",
+            policy,
+            BlockLease::adaptive(20),
+        );
+        assert!(cold.acquire().await.unwrap());
+        assert_eq!(cold.held(), 0, "one unit asked, one used");
+        let left = Peek::new("cold", policy).query(&mut c).unwrap().remaining;
+        assert_eq!(left, 99);
+    });
+}
+
+#[test]
+fn an_idle_key_gives_its_block_back_by_itself() {
+    let s = Server::start();
+    let mut c = s.conn();
+    clock_set(&mut c, T0);
+    let policy = Gcra::new(100, Duration::from_secs(3600));
+    block_on(async {
+        let hot = std::sync::Arc::new(LeasedLimit::new(
+            client(&s, Protocol::Resp2),
+            "idle",
+            policy,
+            BlockLease::fixed(20),
+        ));
+        let refunder = hot.refund_when_idle(Duration::from_millis(20));
+        assert!(hot.acquire().await.unwrap());
+        let left =
+            |c: &mut redis::Connection| Peek::new("idle", policy).query(c).unwrap().remaining;
+        assert_eq!(left(&mut c), 80);
+        // Waits (bounded) for the background refund of the 19 unused units.
+        let mut polls = 0;
+        while left(&mut c) != 99 {
+            polls += 1;
+            assert!(polls < 5000, "never refunded");
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        assert_eq!(hot.held(), 0);
+        refunder.abort();
+    });
+}

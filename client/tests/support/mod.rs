@@ -1,0 +1,84 @@
+//! What the client's tests share beyond the module's harness
+//! (`tests/common`, which starts the servers): clients in either protocol,
+//! a runtime, and the server's own count of commands.
+#![allow(dead_code)]
+
+use crate::common::Server;
+use redis_ratelimit_client::{connect, Client};
+use std::future::Future;
+use std::time::Duration;
+
+#[derive(Clone, Copy, Debug)]
+pub enum Protocol {
+    Resp2,
+    Resp3,
+}
+
+/// A reconnecting client of `server`, with a timeout of 2 s per call.
+/// Within a runtime (the connection lives on it).
+pub fn client(server: &Server, protocol: Protocol) -> Client {
+    Client::new(connect(&url(server, protocol)).expect("client")).timeout(Duration::from_secs(2))
+}
+
+pub fn url(server: &Server, protocol: Protocol) -> String {
+    match protocol {
+        Protocol::Resp2 => server.url(),
+        Protocol::Resp3 => format!("{}?protocol=resp3", server.url()),
+    }
+}
+
+/// Runs `f` to completion on a fresh single-threaded runtime.
+pub fn block_on<F: Future>(f: F) -> F::Output {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime")
+        .block_on(f)
+}
+
+/// How many times the server ran `command` (lower case), from
+/// `INFO commandstats`.
+pub fn calls(c: &mut redis::Connection, command: &str) -> u64 {
+    let info: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query(c)
+        .expect("INFO");
+    let prefix = format!("cmdstat_{command}:calls=");
+    info.lines()
+        .find_map(|l| l.strip_prefix(&prefix))
+        .and_then(|rest| rest.split(',').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0)
+}
+
+/// A response of the service under test, its body read.
+pub struct Reply {
+    pub status: u16,
+    pub headers: std::collections::HashMap<String, String>,
+    pub body: String,
+}
+
+/// `GET /` through `router` with an optional `X-Api-Key`.
+pub async fn get(router: &axum::Router, api_key: Option<&str>) -> Reply {
+    use tower_service::Service;
+    let mut request = axum::http::Request::get("/");
+    if let Some(key) = api_key {
+        request = request.header("x-api-key", key);
+    }
+    let request = request.body(axum::body::Body::empty()).expect("request");
+    let response = router.clone().call(request).await.expect("infallible");
+    let status = response.status().as_u16();
+    let headers = response
+        .headers()
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_str().unwrap_or("").to_string()))
+        .collect();
+    let body = axum::body::to_bytes(response.into_body(), 1 << 20)
+        .await
+        .expect("body");
+    Reply {
+        status,
+        headers,
+        body: String::from_utf8_lossy(&body).into_owned(),
+    }
+}
