@@ -4,7 +4,7 @@ use crate::Error;
 use redis::Value;
 use std::time::Duration;
 
-/// A lease of a concurrency limit: 36 hex digits, as `RL.ACQUIRE` hands it
+/// A lease of a concurrency limit: 44 hex digits, as `RL.ACQUIRE` hands it
 /// out and `RL.RELEASE` / `RL.RENEW` take it back.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct LeaseId(pub String);

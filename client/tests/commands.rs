@@ -163,7 +163,7 @@ async fn every_command(client: &Client) -> Vec<String> {
     // RL.ACQUIRE, RL.RENEW, RL.RELEASE.
     let d = client.send(&acquire("gpu", 1, 30 * S)).await.unwrap();
     let lease = d.lease.clone().expect("a lease");
-    assert_eq!(lease.0.len(), 36);
+    assert_eq!(lease.0.len(), 44);
     note("acquire", &(d.allowed, d.limit, d.remaining, d.reset_after));
     let d = client.send(&acquire("gpu", 1, 30 * S)).await.unwrap();
     assert_eq!((d.allowed, d.lease.as_ref()), (false, None));
