@@ -106,6 +106,12 @@ pub struct Decided {
     pub decisions: PerLimit<Decision>,
     /// PARTIAL: the units charged to every limit (0 when denied).
     pub granted: Option<u64>,
+    /// Per limit, in key order: the units its decision is about, the cost
+    /// its `retry_after` waits for (see [`Decided::reported`]): the cost
+    /// asked; PARTIAL's grant, or when nothing is granted what that limit
+    /// alone would grant (at least 1); 1 for a debt FORCE left or a peek;
+    /// 0 for a look that charges nothing.
+    pub units: PerLimit<u64>,
     /// Per limit, in key order: `None` for a limit without leases; for a
     /// concurrency limit, the lease it now holds (`Some(None)` when denied
     /// or a dry run).
@@ -130,16 +136,18 @@ pub fn decide<S: Store>(
         }
     };
     let mut granted = None;
+    // PARTIAL: the most each limit alone admits now, up to the cost; the
+    // call is granted the least of them.
+    let mut alone: PerLimit<u64> = PerLimit::new();
     if request.charge == Charge::Partial {
-        // The most every limit admits now, up to the cost.
-        let mut most = request.cost;
         for (key, policy) in policies.iter().enumerate() {
             let stored = store.value(key).map_err(|error| KeyError { key, error })?;
-            most = policy
-                .admittable(stored, now, most)
+            let most = policy
+                .admittable(stored, now, request.cost)
                 .map_err(state(key, policy))?;
+            alone.push(most);
         }
-        granted = Some(most);
+        granted = Some(alone.iter().copied().min().unwrap_or(0));
     }
     let mut decided = Decided {
         allowed: true,
@@ -147,6 +155,7 @@ pub fn decide<S: Store>(
         retry_after: RetryAfter::NotNeeded,
         decisions: PerLimit::with_capacity(policies.len()),
         granted,
+        units: PerLimit::with_capacity(policies.len()),
         leases: PerLimit::new(),
     };
     work::add(Work::Decisions, policies.len() as u64);
@@ -154,15 +163,21 @@ pub fn decide<S: Store>(
     let mut lease_ids: PerLimit<Option<LeaseId>> = PerLimit::with_capacity(policies.len());
     for (key, policy) in policies.iter().enumerate() {
         let stored = store.value(key).map_err(|error| KeyError { key, error })?;
-        let cost = request.cost_of(key);
+        let mut cost = request.cost_of(key);
+        if request.charge == Charge::Partial {
+            // Denied (nothing fits every limit): each limit's reply is what
+            // it would answer alone, a request of what it alone grants.
+            cost = match granted {
+                Some(0) | None => alone.get(key).copied().unwrap_or(0).max(1),
+                Some(m) => m,
+            };
+        }
         let Outcome {
             decision,
             write,
             lease,
         } = match request.charge {
-            Charge::Normal => policy.decide(stored, now, cost),
-            // Denied (nothing fits): as a request of one unit.
-            Charge::Partial => policy.decide(stored, now, granted.unwrap_or(0).max(1)),
+            Charge::Normal | Charge::Partial => policy.decide(stored, now, cost),
             Charge::Refund => policy.refund(stored, now, cost),
             Charge::Force => match policy.force(stored, now, cost) {
                 Ok(outcome) => Ok(outcome),
@@ -177,7 +192,13 @@ pub fn decide<S: Store>(
             Charge::Peek => peek(policy, stored, now),
         }
         .map_err(state(key, policy))?;
+        let units = match request.charge {
+            Charge::Force if !decision.allowed => 1,
+            Charge::Peek => 1,
+            _ => cost,
+        };
         decided.add(key, decision);
+        decided.units.push(units);
         writes.push(write);
         lease_ids.push(lease);
     }
@@ -199,6 +220,33 @@ pub fn decide<S: Store>(
 }
 
 impl Decided {
+    /// Limit `key`'s decision as the reply states it. Every path that
+    /// builds a denial (a limit, a debt, a waiting line) goes through this,
+    /// so the reply keeps two promises whatever the path: a denial's wait
+    /// is at least 1 µs (so at least 1 ms once rounded up), and a denial
+    /// leaves fewer than its own units remaining: a denied request of one
+    /// unit says 0, since another such request would be denied as well.
+    pub fn reported(&self, key: usize) -> Option<Decision> {
+        let d = *self.decisions.get(key)?;
+        if d.allowed {
+            return Some(d);
+        }
+        let units = self.units.get(key).copied().unwrap_or(0);
+        Some(Decision {
+            remaining: d.remaining.min(units.saturating_sub(1)),
+            retry_after: at_least_a_microsecond(d.retry_after),
+            ..d
+        })
+    }
+
+    /// The call's wait as the reply states it (see [`Decided::reported`]).
+    pub fn reported_retry_after(&self) -> RetryAfter {
+        if self.allowed {
+            return self.retry_after;
+        }
+        at_least_a_microsecond(self.retry_after)
+    }
+
     /// Takes limit `key`'s decision into the combined answer: denied if
     /// any limit denies, and the limit that blocks is the one that decides
     /// the wait: the first that can never admit, else the first with the
@@ -224,6 +272,15 @@ impl Decided {
             self.allowed = false;
         }
         self.decisions.push(decision);
+    }
+}
+
+/// A denial's wait: "now" (a waiter that may retry at once) is 1 µs, so
+/// that no denial tells its client to come back after no time at all.
+fn at_least_a_microsecond(retry: RetryAfter) -> RetryAfter {
+    match retry {
+        RetryAfter::After(wait) => RetryAfter::After(wait.max(Micros::new(1))),
+        other => other,
     }
 }
 
