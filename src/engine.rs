@@ -494,6 +494,56 @@ mod tests {
     }
 
     #[test]
+    fn a_denied_partial_replies_for_each_limit_what_it_alone_would() {
+        let mut store = MemoryStore::new(2);
+        let policies = [gcra(10), fixed(1)];
+        let now = Micros::new(100 * S);
+        assert!(run(&mut store, &policies, 1, false).allowed);
+        let d = decide(&mut store, &policies, now, charge(Charge::Partial, 5, None)).unwrap();
+        assert_eq!((d.allowed, d.granted), (false, Some(0)));
+        // Alone, the GCRA limit would grant 5 of its 9: its reply is that.
+        let alone = decide(
+            &mut store,
+            &policies[..1],
+            now,
+            Request {
+                dryrun: true,
+                ..charge(Charge::Partial, 5, None)
+            },
+        )
+        .unwrap();
+        assert_eq!(alone.granted, Some(5));
+        assert_eq!(d.reported(0), alone.reported(0));
+        assert_eq!(d.reported(0).unwrap().remaining, 4);
+        assert_eq!(d.units.as_slice(), [5, 1]);
+    }
+
+    #[test]
+    fn a_reported_denial_waits_at_least_1_us_and_leaves_fewer_than_its_units() {
+        let mut store = MemoryStore::new(1);
+        let policies = [gcra(10)];
+        let mut d = run(&mut store, &policies, 0, false);
+        // As the waiting line builds it: a look (0 units) turned into a
+        // denial that may retry at once.
+        d.allowed = false;
+        d.retry_after = RetryAfter::After(Micros::ZERO);
+        d.decisions[0].allowed = false;
+        d.decisions[0].retry_after = RetryAfter::After(Micros::ZERO);
+        let r = d.reported(0).unwrap();
+        assert_eq!(
+            (r.remaining, r.retry_after),
+            (0, RetryAfter::After(Micros::new(1)))
+        );
+        assert_eq!(d.reported_retry_after(), RetryAfter::After(Micros::new(1)));
+        // A denial of 3 units may leave 2 (but the limit's 10 do not).
+        d.units[0] = 3;
+        assert_eq!(d.reported(0).unwrap().remaining, 2);
+        // An admission is reported as decided.
+        let ok = run(&mut store, &policies, 1, false);
+        assert_eq!(ok.reported(0), Some(ok.decisions[0]));
+    }
+
+    #[test]
     fn force_writes_every_key_and_refund_writes_only_what_changes() {
         let mut store = MemoryStore::new(2);
         let policies = [gcra(10), fixed(4)];

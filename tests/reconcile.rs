@@ -95,7 +95,11 @@ fn a_fixed_window_refunded_to_full_starts_afresh() {
         cmd(&a).query(c).unwrap()
     };
     for aligned in [false, true] {
-        let key = if aligned { "fixed:aligned" } else { "fixed:plain" };
+        let key = if aligned {
+            "fixed:aligned"
+        } else {
+            "fixed:plain"
+        };
         let opt: &[&str] = if aligned { &["ALIGNED"] } else { &[] };
         let with = |extra: &[&'static str]| [opt, extra].concat();
         assert_eq!(fixed(&mut c, key, &with(&["COST", "2"]))[..3], [1, 3, 1]);

@@ -443,7 +443,10 @@ fn a_plain_window_on_a_boundary_is_not_aligned_state() {
         err,
         "WRONGTYPE key holds RL.FIXED ALIGNED state, not RL.FIXED state"
     );
-    assert_eq!(decide(&mut c, &["RL.FIXED", "p", "3", "1m"])[..3], [1, 3, 0]);
+    assert_eq!(
+        decide(&mut c, &["RL.FIXED", "p", "3", "1m"])[..3],
+        [1, 3, 0]
+    );
 }
 
 #[test]

@@ -150,7 +150,11 @@ fn overlap(a: (i64, i64), b: (i64, i64)) -> bool {
 /// (case, step time, the value this version stores.)
 const RESTARTED_AT_NOW: [(&str, u64, &str); 2] = [
     ("gcra-frac", 1_767_229_200_000_000, "a124ae361d494706000407"),
-    ("bucket-frac", 1_767_229_200_000_000, "a2920cbf1e494706000207"),
+    (
+        "bucket-frac",
+        1_767_229_200_000_000,
+        "a2920cbf1e494706000207",
+    ),
 ];
 
 /// What this version stores where the old one stored `old` at step time

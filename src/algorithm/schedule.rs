@@ -262,7 +262,10 @@ mod tests {
             frac_den: 9,
         };
         let (_, kept) = s.decide(Some(just), us(t0), 1);
-        assert_eq!(kept.unwrap().to_ticks(9), (u128::from(t0) - 1) * 9 + 1 + 1_000_000);
+        assert_eq!(
+            kept.unwrap().to_ticks(9),
+            (u128::from(t0) - 1) * 9 + 1 + 1_000_000
+        );
     }
 
     #[test]
