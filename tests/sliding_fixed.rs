@@ -389,6 +389,7 @@ fn state_of_another_kind_is_refused_and_kept() {
         (0xA5, "RL.SLIDING BUCKETS"),
         (0xA6, "RL.FIXED"),
         (0xA7, "RL.FIXED ALIGNED"),
+        (0xAC, "RL.FIXED"),
     ] {
         let key = format!("bad{tag}");
         let _: () = redis::cmd("SET")
