@@ -543,6 +543,44 @@ mod tests {
         assert_eq!(ok.reported(0), Some(ok.decisions[0]));
     }
 
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(200))]
+
+        /// Whatever the history (clock steps back included) and however
+        /// short the wait, a reported denial says at least 1 ms once
+        /// rounded up (or never), and leaves fewer than its cost remaining.
+        #[test]
+        fn every_reported_denial_waits_at_least_1_ms_and_leaves_less_than_its_cost(
+            limit in 1u64..20, period_us in 1u64..5_000, burst in 1u64..5,
+            steps in proptest::collection::vec((0u64..3_000, proptest::bool::ANY, 0u64..6), 1..40),
+        ) {
+            let policies = [
+                Policy::Gcra(Gcra::new(limit, Micros::new(period_us), burst).unwrap()),
+                fixed(burst),
+            ];
+            let mut store = MemoryStore::new(2);
+            let mut now = 1u64 << 40;
+            for (dt, back, cost) in steps {
+                now = if back { now - dt } else { now + dt };
+                let request = Request { cost, ..Request::default() };
+                let d = decide(&mut store, &policies, Micros::new(now), request).unwrap();
+                for key in 0..2 {
+                    let r = d.reported(key).unwrap();
+                    if r.allowed {
+                        continue;
+                    }
+                    proptest::prop_assert!(r.remaining < cost || r.retry_after == RetryAfter::Never);
+                    if let RetryAfter::After(wait) = r.retry_after {
+                        proptest::prop_assert!(wait.ceil_millis() >= 1);
+                    }
+                }
+                if let RetryAfter::After(wait) = d.reported_retry_after() {
+                    proptest::prop_assert!(wait.ceil_millis() >= 1);
+                }
+            }
+        }
+    }
+
     #[test]
     fn force_writes_every_key_and_refund_writes_only_what_changes() {
         let mut store = MemoryStore::new(2);
