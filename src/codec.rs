@@ -33,15 +33,20 @@ pub enum Kind {
     SlidingLog,
     SlidingApprox,
     SlidingSubwindows,
+    /// RL.FIXED without ALIGNED: a window begun at a first request.
     Fixed,
     FixedAligned,
+    /// RL.FIXED state written by 0.1.0 under one tag for both modes: a
+    /// window begun at a first request, or an aligned one. Read, never
+    /// written (see `policy::decode_fixed`).
+    FixedLegacy,
     Sketch,
     /// RL.ACQUIRE's leases (RL.ALL's CONCURRENCY).
     Concurrency,
 }
 
 impl Kind {
-    pub const ALL: [Kind; 9] = [
+    pub const ALL: [Kind; 10] = [
         Kind::Gcra,
         Kind::Bucket,
         Kind::SlidingLog,
@@ -49,6 +54,7 @@ impl Kind {
         Kind::SlidingSubwindows,
         Kind::Fixed,
         Kind::FixedAligned,
+        Kind::FixedLegacy,
         Kind::Sketch,
         Kind::Concurrency,
     ];
@@ -60,8 +66,9 @@ impl Kind {
             Kind::SlidingLog => 0xAB,
             Kind::SlidingApprox => 0xA4,
             Kind::SlidingSubwindows => 0xA5,
-            Kind::Fixed => 0xA6,
+            Kind::FixedLegacy => 0xA6,
             Kind::FixedAligned => 0xA7,
+            Kind::Fixed => 0xAC,
             Kind::Sketch => 0xA8,
             Kind::Concurrency => 0xAA,
         }
@@ -75,7 +82,7 @@ impl Kind {
             Kind::SlidingLog => "RL.SLIDING EXACT",
             Kind::SlidingApprox => "RL.SLIDING APPROX",
             Kind::SlidingSubwindows => "RL.SLIDING BUCKETS",
-            Kind::Fixed => "RL.FIXED",
+            Kind::Fixed | Kind::FixedLegacy => "RL.FIXED",
             Kind::FixedAligned => "RL.FIXED ALIGNED",
             Kind::Sketch => "RL.SKETCH",
             Kind::Concurrency => "RL.ACQUIRE",

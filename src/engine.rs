@@ -106,6 +106,12 @@ pub struct Decided {
     pub decisions: PerLimit<Decision>,
     /// PARTIAL: the units charged to every limit (0 when denied).
     pub granted: Option<u64>,
+    /// Per limit, in key order: the units its decision is about, the cost
+    /// its `retry_after` waits for (see [`Decided::reported`]): the cost
+    /// asked; PARTIAL's grant, or when nothing is granted what that limit
+    /// alone would grant (at least 1); 1 for a debt FORCE left or a peek;
+    /// 0 for a look that charges nothing.
+    pub units: PerLimit<u64>,
     /// Per limit, in key order: `None` for a limit without leases; for a
     /// concurrency limit, the lease it now holds (`Some(None)` when denied
     /// or a dry run).
@@ -130,16 +136,18 @@ pub fn decide<S: Store>(
         }
     };
     let mut granted = None;
+    // PARTIAL: the most each limit alone admits now, up to the cost; the
+    // call is granted the least of them.
+    let mut alone: PerLimit<u64> = PerLimit::new();
     if request.charge == Charge::Partial {
-        // The most every limit admits now, up to the cost.
-        let mut most = request.cost;
         for (key, policy) in policies.iter().enumerate() {
             let stored = store.value(key).map_err(|error| KeyError { key, error })?;
-            most = policy
-                .admittable(stored, now, most)
+            let most = policy
+                .admittable(stored, now, request.cost)
                 .map_err(state(key, policy))?;
+            alone.push(most);
         }
-        granted = Some(most);
+        granted = Some(alone.iter().copied().min().unwrap_or(0));
     }
     let mut decided = Decided {
         allowed: true,
@@ -147,6 +155,7 @@ pub fn decide<S: Store>(
         retry_after: RetryAfter::NotNeeded,
         decisions: PerLimit::with_capacity(policies.len()),
         granted,
+        units: PerLimit::with_capacity(policies.len()),
         leases: PerLimit::new(),
     };
     work::add(Work::Decisions, policies.len() as u64);
@@ -154,15 +163,21 @@ pub fn decide<S: Store>(
     let mut lease_ids: PerLimit<Option<LeaseId>> = PerLimit::with_capacity(policies.len());
     for (key, policy) in policies.iter().enumerate() {
         let stored = store.value(key).map_err(|error| KeyError { key, error })?;
-        let cost = request.cost_of(key);
+        let mut cost = request.cost_of(key);
+        if request.charge == Charge::Partial {
+            // Denied (nothing fits every limit): each limit's reply is what
+            // it would answer alone, a request of what it alone grants.
+            cost = match granted {
+                Some(0) | None => alone.get(key).copied().unwrap_or(0).max(1),
+                Some(m) => m,
+            };
+        }
         let Outcome {
             decision,
             write,
             lease,
         } = match request.charge {
-            Charge::Normal => policy.decide(stored, now, cost),
-            // Denied (nothing fits): as a request of one unit.
-            Charge::Partial => policy.decide(stored, now, granted.unwrap_or(0).max(1)),
+            Charge::Normal | Charge::Partial => policy.decide(stored, now, cost),
             Charge::Refund => policy.refund(stored, now, cost),
             Charge::Force => match policy.force(stored, now, cost) {
                 Ok(outcome) => Ok(outcome),
@@ -177,7 +192,13 @@ pub fn decide<S: Store>(
             Charge::Peek => peek(policy, stored, now),
         }
         .map_err(state(key, policy))?;
+        let units = match request.charge {
+            Charge::Force if !decision.allowed => 1,
+            Charge::Peek => 1,
+            _ => cost,
+        };
         decided.add(key, decision);
+        decided.units.push(units);
         writes.push(write);
         lease_ids.push(lease);
     }
@@ -236,6 +257,33 @@ pub fn undo<S: Store>(
 }
 
 impl Decided {
+    /// Limit `key`'s decision as the reply states it. Every path that
+    /// builds a denial (a limit, a debt, a waiting line) goes through this,
+    /// so the reply keeps two promises whatever the path: a denial's wait
+    /// is at least 1 µs (so at least 1 ms once rounded up), and a denial
+    /// leaves fewer than its own units remaining: a denied request of one
+    /// unit says 0, since another such request would be denied as well.
+    pub fn reported(&self, key: usize) -> Option<Decision> {
+        let d = *self.decisions.get(key)?;
+        if d.allowed {
+            return Some(d);
+        }
+        let units = self.units.get(key).copied().unwrap_or(0);
+        Some(Decision {
+            remaining: d.remaining.min(units.saturating_sub(1)),
+            retry_after: at_least_a_microsecond(d.retry_after),
+            ..d
+        })
+    }
+
+    /// The call's wait as the reply states it (see [`Decided::reported`]).
+    pub fn reported_retry_after(&self) -> RetryAfter {
+        if self.allowed {
+            return self.retry_after;
+        }
+        at_least_a_microsecond(self.retry_after)
+    }
+
     /// Takes limit `key`'s decision into the combined answer: denied if
     /// any limit denies, and the limit that blocks is the one that decides
     /// the wait: the first that can never admit, else the first with the
@@ -261,6 +309,15 @@ impl Decided {
             self.allowed = false;
         }
         self.decisions.push(decision);
+    }
+}
+
+/// A denial's wait: "now" (a waiter that may retry at once) is 1 µs, so
+/// that no denial tells its client to come back after no time at all.
+fn at_least_a_microsecond(retry: RetryAfter) -> RetryAfter {
+    match retry {
+        RetryAfter::After(wait) => RetryAfter::After(wait.max(Micros::new(1))),
+        other => other,
     }
 }
 
@@ -471,6 +528,94 @@ mod tests {
             (false, Some(0), Some(1))
         );
         assert_eq!(store, before, "a denied PARTIAL writes nothing");
+    }
+
+    #[test]
+    fn a_denied_partial_replies_for_each_limit_what_it_alone_would() {
+        let mut store = MemoryStore::new(2);
+        let policies = [gcra(10), fixed(1)];
+        let now = Micros::new(100 * S);
+        assert!(run(&mut store, &policies, 1, false).allowed);
+        let d = decide(&mut store, &policies, now, charge(Charge::Partial, 5, None)).unwrap();
+        assert_eq!((d.allowed, d.granted), (false, Some(0)));
+        // Alone, the GCRA limit would grant 5 of its 9: its reply is that.
+        let alone = decide(
+            &mut store,
+            &policies[..1],
+            now,
+            Request {
+                dryrun: true,
+                ..charge(Charge::Partial, 5, None)
+            },
+        )
+        .unwrap();
+        assert_eq!(alone.granted, Some(5));
+        assert_eq!(d.reported(0), alone.reported(0));
+        assert_eq!(d.reported(0).unwrap().remaining, 4);
+        assert_eq!(d.units.as_slice(), [5, 1]);
+    }
+
+    #[test]
+    fn a_reported_denial_waits_at_least_1_us_and_leaves_fewer_than_its_units() {
+        let mut store = MemoryStore::new(1);
+        let policies = [gcra(10)];
+        let mut d = run(&mut store, &policies, 0, false);
+        // As the waiting line builds it: a look (0 units) turned into a
+        // denial that may retry at once.
+        d.allowed = false;
+        d.retry_after = RetryAfter::After(Micros::ZERO);
+        d.decisions[0].allowed = false;
+        d.decisions[0].retry_after = RetryAfter::After(Micros::ZERO);
+        let r = d.reported(0).unwrap();
+        assert_eq!(
+            (r.remaining, r.retry_after),
+            (0, RetryAfter::After(Micros::new(1)))
+        );
+        assert_eq!(d.reported_retry_after(), RetryAfter::After(Micros::new(1)));
+        // A denial of 3 units may leave 2 (but the limit's 10 do not).
+        d.units[0] = 3;
+        assert_eq!(d.reported(0).unwrap().remaining, 2);
+        // An admission is reported as decided.
+        let ok = run(&mut store, &policies, 1, false);
+        assert_eq!(ok.reported(0), Some(ok.decisions[0]));
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(200))]
+
+        /// Whatever the history (clock steps back included) and however
+        /// short the wait, a reported denial says at least 1 ms once
+        /// rounded up (or never), and leaves fewer than its cost remaining.
+        #[test]
+        fn every_reported_denial_waits_at_least_1_ms_and_leaves_less_than_its_cost(
+            limit in 1u64..20, period_us in 1u64..5_000, burst in 1u64..5,
+            steps in proptest::collection::vec((0u64..3_000, proptest::bool::ANY, 0u64..6), 1..40),
+        ) {
+            let policies = [
+                Policy::Gcra(Gcra::new(limit, Micros::new(period_us), burst).unwrap()),
+                fixed(burst),
+            ];
+            let mut store = MemoryStore::new(2);
+            let mut now = 1u64 << 40;
+            for (dt, back, cost) in steps {
+                now = if back { now - dt } else { now + dt };
+                let request = Request { cost, ..Request::default() };
+                let d = decide(&mut store, &policies, Micros::new(now), request).unwrap();
+                for key in 0..2 {
+                    let r = d.reported(key).unwrap();
+                    if r.allowed {
+                        continue;
+                    }
+                    proptest::prop_assert!(r.remaining < cost || r.retry_after == RetryAfter::Never);
+                    if let RetryAfter::After(wait) = r.retry_after {
+                        proptest::prop_assert!(wait.ceil_millis() >= 1);
+                    }
+                }
+                if let RetryAfter::After(wait) = d.reported_retry_after() {
+                    proptest::prop_assert!(wait.ceil_millis() >= 1);
+                }
+            }
+        }
     }
 
     #[test]

@@ -252,22 +252,24 @@ pub fn release_lease(
     })
 }
 
-/// A fixed window's stored state. Versions before tag 0xA7 stored aligned
-/// windows under RL.FIXED's 0xA6: an aligned call takes such a window if
-/// it starts on one of its boundaries (rewriting it under 0xA7 on its next
-/// write); any other 0xA6 window began at a first request, which is not
-/// aligned state.
+/// A fixed window's stored state. 0.1.0 kept both modes under one tag
+/// ([`Kind::FixedLegacy`]), which is now only read: plain RL.FIXED takes
+/// such a window as before; an aligned call takes it if it starts on one of
+/// its boundaries (any other began at a first request, which is not aligned
+/// state). Either rewrites it under its own tag at its next write.
 pub(crate) fn decode_fixed(f: &FixedWindow, value: &[u8]) -> Result<FixedState, StateError> {
-    if !f.aligned() {
-        return window::decode_fixed(value, Kind::Fixed);
-    }
-    match window::decode_fixed(value, Kind::FixedAligned) {
-        Err(StateError::OtherKind(Kind::Fixed)) => {
-            let legacy = window::decode_fixed(value, Kind::Fixed)?;
-            if f.is_boundary(legacy.start) {
+    let kind = if f.aligned() {
+        Kind::FixedAligned
+    } else {
+        Kind::Fixed
+    };
+    match window::decode_fixed(value, kind) {
+        Err(StateError::OtherKind(Kind::FixedLegacy)) => {
+            let legacy = window::decode_fixed(value, Kind::FixedLegacy)?;
+            if !f.aligned() || f.is_boundary(legacy.start) {
                 Ok(legacy)
             } else {
-                Err(StateError::OtherKind(Kind::Fixed))
+                Err(StateError::OtherKind(Kind::FixedLegacy))
             }
         }
         read => read,
@@ -453,10 +455,18 @@ mod tests {
             aligned.decide(Some(&p), Micros::from_secs(70), 1),
             Err(StateError::OtherKind(Kind::Fixed))
         );
-        // One on a boundary, as earlier versions stored aligned windows
-        // under 0xA6, keeps counting and is rewritten under 0xA7.
+        // A plain window that happens to start on a boundary is still not
+        // aligned state: its tag says so.
+        let on_boundary = write(&plain, None, 120);
+        assert_eq!(on_boundary[0], 0xAC);
+        assert_eq!(
+            aligned.decide(Some(&on_boundary), Micros::from_secs(130), 1),
+            Err(StateError::OtherKind(Kind::Fixed))
+        );
+        // One on a boundary, as 0.1.0 stored aligned windows under 0xA6,
+        // keeps counting and is rewritten under 0xA7.
         let legacy = window::encode_fixed(
-            Kind::Fixed,
+            Kind::FixedLegacy,
             &FixedState {
                 start: Micros::from_secs(60),
                 count: 1,
@@ -476,14 +486,32 @@ mod tests {
                 count: 2
             })
         );
-        // Plain RL.FIXED reads 0xA6 as before, whoever wrote it.
-        assert!(plain
+        // Plain RL.FIXED reads 0xA6 as before, whoever wrote it, and
+        // rewrites it under its own tag.
+        let out = plain
             .decide(Some(&legacy), Micros::from_secs(80), 1)
-            .is_ok());
+            .unwrap();
+        assert_eq!(out.decision.remaining, 1);
+        let Some(StateWrite::Value(v)) = out.write else {
+            panic!("no write")
+        };
+        assert_eq!(v[0], 0xAC);
+        // A legacy window begun at a first request is not aligned state.
+        let first_request = window::encode_fixed(
+            Kind::FixedLegacy,
+            &FixedState {
+                start: Micros::from_secs(70),
+                count: 1,
+            },
+        );
+        assert_eq!(
+            aligned.decide(Some(&first_request), Micros::from_secs(80), 1),
+            Err(StateError::OtherKind(Kind::FixedLegacy))
+        );
         // A corrupt legacy value is reported as what it is.
         assert_eq!(
             aligned.decide(Some(&[0xA6, 0x80]), Micros::ZERO, 1),
-            Err(StateError::Corrupt(Kind::Fixed))
+            Err(StateError::Corrupt(Kind::FixedLegacy))
         );
     }
 

@@ -1,7 +1,7 @@
 //! Property tests of the pure GCRA / token-bucket core (no server).
 
 use proptest::prelude::*;
-use redis_ratelimit::api::{Decision, Gcra, Micros, RetryAfter, Tat};
+use redis_ratelimit::api::{Decision, Gcra, Micros, Policy, RetryAfter, Tat, TokenBucket};
 
 /// Runs one decision at `now` µs and keeps the new state.
 fn step(g: &Gcra, state: &mut Option<Tat>, now: u64, cost: u64) -> Decision {
@@ -113,6 +113,143 @@ proptest! {
         if reset > 0 {
             let (not_yet, _) = g.decide(state, Micros::new(now + reset - 1), burst);
             prop_assert!(!not_yet.allowed, "full before reset_after");
+        }
+    }
+}
+
+/// An independent model of the schedule: exact GCRA in ticks of
+/// `1 / limit` µs (the unreduced fraction), for comparing field by field.
+struct Model {
+    limit: u128,
+    period: u128,
+    burst: u128,
+    /// The TAT in ticks; `None`: no key.
+    tat: Option<u128>,
+}
+
+/// What the model answers: (allowed, remaining, retry µs or None, reset µs).
+type Fields = (bool, u64, Option<u64>, u64);
+
+impl Model {
+    /// The TAT a request at clock reading `t` µs starts from: a TAT less
+    /// than 1 µs before `t` stands (the clock cannot show the moment it
+    /// asked for); an older one, or none, restarts at `t` exactly.
+    fn start(&self, t: u64) -> u128 {
+        let now = u128::from(t) * self.limit;
+        match self.tat {
+            Some(tat) if tat + self.limit > now => tat,
+            _ => now,
+        }
+    }
+
+    fn decide(&mut self, t: u64, cost: u64) -> Fields {
+        let now = u128::from(t) * self.limit;
+        let tolerance = self.burst * self.period;
+        let start = self.start(t);
+        let wanted = start + u128::from(cost) * self.period;
+        // Nothing asked is always granted (even behind a clock gone back).
+        let fits = cost == 0
+            || (u128::from(cost) <= self.burst && wanted.saturating_sub(now) <= tolerance);
+        let after = if fits { wanted } else { start };
+        if fits && cost > 0 {
+            self.tat = Some(after);
+        }
+        let backlog = after.saturating_sub(now);
+        let retry = (!fits && u128::from(cost) <= self.burst)
+            .then(|| (wanted - now - tolerance).div_ceil(self.limit) as u64);
+        (
+            fits,
+            ((tolerance - backlog.min(tolerance)) / self.period) as u64,
+            retry,
+            backlog.div_ceil(self.limit) as u64,
+        )
+    }
+
+    /// Gives `n` units back, never beyond full (no key).
+    fn refund(&mut self, t: u64, n: u64) {
+        let now = u128::from(t) * self.limit;
+        let start = self.start(t);
+        if self.tat.is_some() && start > now {
+            let back = start.saturating_sub(u128::from(n) * self.period);
+            self.tat = (back > now).then_some(back);
+        }
+    }
+}
+
+/// One step of a timeline: the clock moves (forward, or back after a
+/// failover), then a request or a refund.
+#[derive(Debug, Clone)]
+enum Move {
+    Forward(u64),
+    /// Idle for whole periods and more: the schedule lies far in the past.
+    Idle(u64),
+    Back(u64),
+}
+
+fn moves() -> impl Strategy<Value = Vec<(Move, bool, u64)>> {
+    let step = prop_oneof![
+        4 => (0u64..400_000).prop_map(Move::Forward),
+        1 => (1u64..50_000_000_000).prop_map(Move::Idle),
+        2 => (1u64..2_000_000).prop_map(Move::Back),
+    ];
+    proptest::collection::vec((step, any::<bool>(), 0u64..5), 1..80)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(400))]
+
+    /// The core agrees with the model on every field of every decision,
+    /// through idle gaps (a restart after idle is exactly a fresh key's),
+    /// backward clock steps, refunds back to full, and intervals far
+    /// shorter than a millisecond (denials whose wait is a few µs).
+    #[test]
+    fn the_schedule_is_exactly_the_model(
+        (limit, period, burst) in prop_oneof![params(), (1u64..50, 1u64..3_000, 1u64..20)],
+        timeline in moves(),
+    ) {
+        let gcra = Policy::Gcra(Gcra::new(limit, Micros::new(period), burst).unwrap());
+        let bucket =
+            Policy::Bucket(TokenBucket::new(burst, limit, Micros::new(period)).unwrap());
+        for p in [gcra, bucket] {
+            let mut model = Model {
+                limit: u128::from(limit),
+                period: u128::from(period),
+                burst: u128::from(burst),
+                tat: None,
+            };
+            let mut state: Option<Vec<u8>> = None;
+            let mut now = 1_900_000_000_000_000u64;
+            for (step, refund, amount) in &timeline {
+                now = match *step {
+                    Move::Forward(dt) | Move::Idle(dt) => now + dt,
+                    Move::Back(dt) => now - dt,
+                };
+                let at = Micros::new(now);
+                let out = if *refund {
+                    model.refund(now, *amount);
+                    p.refund(state.as_deref(), at, *amount).unwrap()
+                } else {
+                    let out = p.decide(state.as_deref(), at, *amount).unwrap();
+                    let d = out.decision;
+                    let retry = match d.retry_after {
+                        RetryAfter::After(w) => Some(w.as_u64()),
+                        _ => None,
+                    };
+                    let got = (d.allowed, d.remaining, retry, d.reset_after.as_u64());
+                    prop_assert_eq!(got, model.decide(now, *amount), "{:?} at {}", p, now);
+                    out
+                };
+                if let Some(w) = &out.write {
+                    w.apply_to(&mut state);
+                }
+                // Back to full is no key, in both.
+                prop_assert_eq!(state.is_none(), model.tat.is_none(), "{:?} at {}", p, now);
+                // Whatever the history, a look agrees too.
+                let look = p.decide(state.as_deref(), at, 0).unwrap().decision;
+                let mut probe = Model { tat: model.tat, ..model };
+                let want = probe.decide(now, 0);
+                prop_assert_eq!((look.remaining, look.reset_after.as_u64()), (want.1, want.3));
+            }
         }
     }
 }

@@ -63,9 +63,8 @@ fn a_refund_gives_back_exactly_what_it_says_and_never_beyond_full() {
         // Far more than was charged: full, and no more than full.
         let full = run(&mut c, i, &key, &["REFUND", "1000"]);
         assert_eq!(full[..4], [1, 10, 10, -1], "{name}");
-        // Back to full is no key at all (the fixed window keeps its start).
-        let fixed = name.contains("RL.FIXED");
-        assert_eq!(exists(&mut c, &key), fixed, "{name}");
+        // Back to full is no key at all, for every algorithm.
+        assert!(!exists(&mut c, &key), "{name}");
         assert_eq!(
             run(&mut c, i, &key, &["COST", "10"])[..3],
             [1, 10, 0],
@@ -80,6 +79,43 @@ fn a_refund_gives_back_exactly_what_it_says_and_never_beyond_full() {
             "{name}"
         );
         assert!(!exists(&mut c, &none), "{name}");
+    }
+}
+
+/// A fixed window refunded back to full is deleted, plain or aligned: the
+/// next request counts in a window of its own, as on a key never used.
+#[test]
+fn a_fixed_window_refunded_to_full_starts_afresh() {
+    let s = Server::start();
+    let mut c = s.conn();
+    clock_set(&mut c, T0);
+    let fixed = |c: &mut redis::Connection, key: &str, extra: &[&str]| -> Vec<i64> {
+        let mut a = vec!["RL.FIXED", key, "3", "1h"];
+        a.extend_from_slice(extra);
+        cmd(&a).query(c).unwrap()
+    };
+    for aligned in [false, true] {
+        let key = if aligned {
+            "fixed:aligned"
+        } else {
+            "fixed:plain"
+        };
+        let opt: &[&str] = if aligned { &["ALIGNED"] } else { &[] };
+        let with = |extra: &[&'static str]| [opt, extra].concat();
+        assert_eq!(fixed(&mut c, key, &with(&["COST", "2"]))[..3], [1, 3, 1]);
+        advance(&mut c, 30 * 60 * SECOND);
+        let back = fixed(&mut c, key, &with(&["REFUND", "2"]));
+        assert_eq!(back, [1, 3, 3, -1, 0], "aligned {aligned}");
+        assert!(!exists(&mut c, key), "aligned {aligned}");
+        // The next request starts its own window: a plain one a full hour
+        // from now, an aligned one at the boundary.
+        let next = fixed(&mut c, key, &with(&[]));
+        assert_eq!(next[..4], [1, 3, 2, -1], "aligned {aligned}");
+        if !aligned {
+            assert_eq!(next[4], 3_600_000);
+        }
+        clock_set(&mut c, T0);
+        let _: () = redis::cmd("DEL").arg(key).query(&mut c).unwrap();
     }
 }
 

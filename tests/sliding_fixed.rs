@@ -389,6 +389,7 @@ fn state_of_another_kind_is_refused_and_kept() {
         (0xA5, "RL.SLIDING BUCKETS"),
         (0xA6, "RL.FIXED"),
         (0xA7, "RL.FIXED ALIGNED"),
+        (0xAC, "RL.FIXED"),
     ] {
         let key = format!("bad{tag}");
         let _: () = redis::cmd("SET")
@@ -413,6 +414,40 @@ fn state_of_another_kind_is_refused_and_kept() {
         let _: () = redis::cmd("DEL").arg(&key).query(&mut c).unwrap();
     }
     assert_eq!(digest(&mut c), before);
+}
+
+/// A plain window that happens to start on a boundary of its length is
+/// still a plain window: its tag says so, and RL.FIXED ALIGNED refuses it
+/// (and the other way round), so the two modes never share a count.
+#[test]
+fn a_plain_window_on_a_boundary_is_not_aligned_state() {
+    let s = Server::start();
+    let mut c = s.conn();
+    clock_set(&mut c, T0);
+    assert_eq!(T0 % (60 * SECOND), 0);
+    assert_eq!(
+        decide(&mut c, &["RL.FIXED", "p", "3", "1m", "COST", "2"]),
+        [1, 3, 1, -1, 60_000]
+    );
+    assert_eq!(get_bytes(&mut c, "p").unwrap()[0], 0xAC);
+    let (_, err) = error_of(&mut c, &[b"RL.FIXED", b"p", b"3", b"1m", b"ALIGNED"]);
+    assert_eq!(
+        err,
+        "WRONGTYPE key holds RL.FIXED state, not RL.FIXED ALIGNED state"
+    );
+    assert_eq!(
+        decide(&mut c, &["RL.FIXED", "a", "3", "1m", "ALIGNED"])[..3],
+        [1, 3, 2]
+    );
+    let (_, err) = error_of(&mut c, &[b"RL.FIXED", b"a", b"3", b"1m"]);
+    assert_eq!(
+        err,
+        "WRONGTYPE key holds RL.FIXED ALIGNED state, not RL.FIXED state"
+    );
+    assert_eq!(
+        decide(&mut c, &["RL.FIXED", "p", "3", "1m"])[..3],
+        [1, 3, 0]
+    );
 }
 
 #[test]

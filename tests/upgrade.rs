@@ -29,10 +29,11 @@ use std::fmt::Write as _;
 
 const FIXTURE: &str = "tests/fixtures/upgrade-0.1.0.txt";
 
-/// The tag of aligned fixed-window state; legacy aligned keys carry
-/// RL.FIXED's 0xA6 until their next write.
+/// The tags of fixed-window state: 0.1.0 kept both modes under 0xA6; each
+/// mode now has its own, which a legacy key takes at its next write.
 const FIXED_TAG: u8 = 0xA6;
 const FIXED_ALIGNED_TAG: u8 = 0xA7;
+const FIXED_PLAIN_TAG: u8 = 0xAC;
 
 /// The sliding log's tag then and now.
 const SLIDING_LOG_TAG: u8 = 0xA3;
@@ -146,14 +147,39 @@ fn overlap(a: (i64, i64), b: (i64, i64)) -> bool {
     a.0 <= b.1 && b.0 <= a.1
 }
 
-/// What this version stores where the old one stored `old`: the same,
-/// except that an aligned fixed window, once written again, has its own
-/// tag, and so has a sliding log (its layout is the same ring, read as it
-/// is and retagged by its next write).
-fn expected(case: &Case, old: &[u8], wrote: bool) -> Vec<u8> {
+/// A schedule (GCRA, bucket) whose interval is not a whole number of
+/// microseconds, idle for an hour: this version restarts it exactly at
+/// now; the old one restarted it (den − 1)/den µs earlier, so the TAT it
+/// stored lies 6/7 µs before this version's. The replies are the same.
+/// (case, step time, the value this version stores.)
+const RESTARTED_AT_NOW: [(&str, u64, &str); 2] = [
+    ("gcra-frac", 1_767_229_200_000_000, "a124ae361d494706000407"),
+    (
+        "bucket-frac",
+        1_767_229_200_000_000,
+        "a2920cbf1e494706000207",
+    ),
+];
+
+/// What this version stores where the old one stored `old` at step time
+/// `at`: the same, except that a fixed window, once written again, has its
+/// mode's own tag (aligned 0xA7, plain 0xAC), and so has a sliding log (its
+/// layout is the same ring, read as it is and retagged by its next write),
+/// and [`RESTARTED_AT_NOW`].
+fn expected(case: &Case, at: u64, old: &[u8], wrote: bool) -> Vec<u8> {
+    if let Some((_, _, now)) = RESTARTED_AT_NOW
+        .iter()
+        .find(|(name, t, _)| *name == case.name && *t == at)
+    {
+        return unhex(now);
+    }
     let mut v = old.to_vec();
-    if case.name == "fixed-aligned" && wrote && v.first() == Some(&FIXED_TAG) {
-        v[0] = FIXED_ALIGNED_TAG;
+    if wrote && v.first() == Some(&FIXED_TAG) {
+        match case.name.as_str() {
+            "fixed-aligned" => v[0] = FIXED_ALIGNED_TAG,
+            "fixed" => v[0] = FIXED_PLAIN_TAG,
+            _ => {}
+        }
     }
     if case.name.starts_with("sliding-exact") && wrote && v.first() == Some(&SLIDING_LOG_TAG) {
         v[0] = SLIDING_LOG_NEW_TAG;
@@ -186,7 +212,7 @@ fn replays_the_old_versions_decisions() {
             let value = get_bytes(&mut c, &case.key).expect("the key");
             assert_eq!(
                 hex(&value),
-                hex(&expected(case, &step.value, wrote)),
+                hex(&expected(case, step.at, &step.value, wrote)),
                 "{what}"
             );
             match step.ttl {

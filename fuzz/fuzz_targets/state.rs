@@ -39,6 +39,7 @@ fuzz_target!(|data: &[u8]| {
     let _ = window::decode_approx(stored);
     let _ = window::decode_fixed(stored, Kind::Fixed);
     let _ = window::decode_fixed(stored, Kind::FixedAligned);
+    let _ = window::decode_fixed(stored, Kind::FixedLegacy);
     let _ = window::decode_subwindows(stored);
     let _ = sketch_codec::StoredSketch::decode(stored);
     // The lease decoder: every slot readable; release and renew of any

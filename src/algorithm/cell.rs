@@ -143,11 +143,21 @@ impl Cell {
             0
         };
 
+        // A denial that can be waited off says so truthfully: fewer than its
+        // quantity remain (redis-cell's whole-microsecond division can say
+        // 1), and the wait is at least a second (redis-cell drops a
+        // sub-millisecond wait and says 0).
+        let (remaining, retry_after_s) = if limited && retry_after >= 0 {
+            let fewer = remaining.min((i128::from(quantity) - 1).max(0));
+            (fewer, cell_seconds(retry_after).max(1))
+        } else {
+            (remaining, cell_seconds(retry_after))
+        };
         let reply = CellReply {
             limited,
             limit: clamp_i64(self.limit),
             remaining: clamp_i64(remaining),
-            retry_after_s: clamp_i64(cell_seconds(retry_after)),
+            retry_after_s: clamp_i64(retry_after_s),
             reset_after_s: clamp_i64(cell_seconds(ttl)),
         };
         (reply, write)
@@ -236,6 +246,22 @@ mod tests {
         let c = Cell::new(1_000, 1_000_000_000, 2, MAX).unwrap();
         let (r, _) = c.throttle(None, 1_700_000_000 * S, 1);
         assert_eq!(r, reply(false, 1_001, 1_000, -1, 0));
+    }
+
+    #[test]
+    fn a_denial_leaves_less_than_its_quantity_and_waits_at_least_a_second() {
+        // 101 per second: 9,900,990 ns apart, 9,900 whole µs. A TAT 924 ns
+        // ahead: redis-cell says remaining 1 (9,900,066 ns is 9,900 µs)
+        // and retry 0 (924 ns has no whole millisecond).
+        let c = Cell::new(0, 101, 1, MAX).unwrap();
+        let now = 1_000 * S;
+        let (r, w) = c.throttle(Some(now + 924), now, 1);
+        assert_eq!(r, reply(true, 1, 0, 1, 0));
+        assert_eq!(w, None);
+        // A larger quantity may leave some, fewer than it asks.
+        let c = Cell::new(4, 5, 1, MAX).unwrap();
+        let (r, _) = c.throttle(Some(now + 3 * 200 * MS), now, 3);
+        assert_eq!(r, reply(true, 5, 2, 1, 1));
     }
 
     #[test]

@@ -46,7 +46,7 @@ impl FixedWindow {
         cost: u64,
     ) -> (Decision, Option<FixedState>) {
         let end = |s: &FixedState| s.start.saturating_add(self.window);
-        let live = stored.filter(|s| now < end(s));
+        let live = self.live(stored, now);
         let count = live.map_or(0, |s| s.count);
         let until_end = |s: &FixedState| end(s).saturating_sub(now);
         let mut decision = Decision {
@@ -84,8 +84,11 @@ impl FixedWindow {
 }
 
 impl FixedWindow {
+    /// The stored window if it still counts at `now`. One that has ended,
+    /// or holds nothing (a refund took it back to full), is no window: the
+    /// next request starts a new one, as with no key.
     fn live(&self, stored: Option<FixedState>, now: Micros) -> Option<FixedState> {
-        stored.filter(|s| now < s.start.saturating_add(self.window))
+        stored.filter(|s| s.count > 0 && now < s.start.saturating_add(self.window))
     }
 
     /// Gives back `n` units: the live window's count falls, never below 0.

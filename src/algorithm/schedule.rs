@@ -111,14 +111,7 @@ impl Schedule {
         // The span of a full burst: a request is admitted while the backlog it
         // leaves (TAT - now) is at most this.
         let tolerance = u128::from(self.burst) * interval;
-        // A TAT in the past means the limiter is full, and capacity beyond
-        // full is lost. The clock reads whole microseconds, so `now` stands
-        // for the span [now, now + 1 µs): a TAT inside that span's past part
-        // is kept, as if the request had come at the exact moment the
-        // schedule asked for. Without this, a burst of 1 at a rate that does
-        // not divide the period would drift by the rounding on every request.
-        let earliest = now.saturating_sub(den - 1);
-        let tat = stored.map_or(now, |t| t.to_ticks(self.den)).max(earliest);
+        let tat = self.current(stored, now);
 
         let (allowed, after, retry_after) = if cost == 0 {
             (true, tat, RetryAfter::NotNeeded)
@@ -149,10 +142,21 @@ impl Schedule {
 }
 
 impl Schedule {
-    /// The TAT in ticks as a decision at `now` sees it (see `decide`).
+    /// The TAT in ticks as a decision at `now` (in ticks) sees it.
+    ///
+    /// A TAT in the past means the limiter is full, and capacity beyond
+    /// full is lost: the schedule restarts at `now`, as for a fresh key.
+    /// The clock reads whole microseconds, so a TAT less than 1 µs before
+    /// `now` is the moment the schedule asked for, which the clock could not
+    /// show: it is kept, or a burst of 1 at a rate that does not divide the
+    /// period would drift by the rounding on every request. Anything older
+    /// restarts exactly at `now`, never earlier.
     fn current(&self, stored: Option<Tat>, now: u128) -> u128 {
-        let earliest = now.saturating_sub(u128::from(self.den) - 1);
-        stored.map_or(now, |t| t.to_ticks(self.den)).max(earliest)
+        let within_a_microsecond = now.saturating_sub(u128::from(self.den) - 1);
+        match stored.map(|t| t.to_ticks(self.den)) {
+            Some(tat) if tat >= within_a_microsecond => tat,
+            _ => now,
+        }
     }
 
     /// Gives back `n` units: the TAT moves back `n` emission intervals,
@@ -235,6 +239,33 @@ mod tests {
                 assert!(run(&s, &mut st, at, 1).allowed, "j={j} on time");
             }
         }
+    }
+
+    #[test]
+    fn a_schedule_in_the_past_restarts_at_now() {
+        // 9 per second, bursts of 2: 111,111.1 µs apart (den 9).
+        let s = Schedule::new(2, 9, us(SECOND)).unwrap();
+        let t0 = 1_900_000_000_000_000;
+        let mut idle = None;
+        run(&s, &mut idle, t0, 1);
+        run(&s, &mut idle, t0 + 500_000, 2);
+        let mut fresh = None;
+        run(&s, &mut fresh, t0 + 500_000, 2);
+        assert_eq!(idle, fresh, "an idle key restarts as a fresh one");
+        let (d, _) = s.decide(idle, us(t0 + 722_222), 1);
+        assert!(d.allowed);
+        assert_eq!(d.remaining, 0);
+        // A TAT less than 1 µs behind is the moment the schedule asked for.
+        let just = Tat {
+            whole: us(t0 - 1),
+            frac_num: 1,
+            frac_den: 9,
+        };
+        let (_, kept) = s.decide(Some(just), us(t0), 1);
+        assert_eq!(
+            kept.unwrap().to_ticks(9),
+            (u128::from(t0) - 1) * 9 + 1 + 1_000_000
+        );
     }
 
     #[test]

@@ -17,7 +17,7 @@
 //! (double hashing).
 
 use super::sliding_approx::{ApproxState, SlidingApprox};
-use super::{Decision, Micros};
+use super::{Decision, Micros, RetryAfter};
 
 /// Counts are 32-bit: the largest limit a sketch takes.
 pub const MAX_SKETCH_LIMIT: u64 = u32::MAX as u64;
@@ -148,11 +148,42 @@ impl Sketch {
         now: Micros,
         cost: u64,
     ) -> (Decision, Option<SketchChange>) {
-        let now_index = now.as_u64() / self.window.as_u64();
-        // A clock that went back stays in the stored window, as APPROX does.
-        let index = stored.map_or(now_index, |s| s.index().max(now_index));
+        let index = now.as_u64() / self.window.as_u64();
+        let header = stored.map_or(index, |s| s.index());
         let cell = |i: usize| stored.map_or(Cell::default(), |s| s.cell(i));
         let rows: Vec<(usize, Cell)> = self.cells_of(item).map(|i| (i, cell(i))).collect();
+        // The newest window any of the item's cells was written or rolled
+        // in (a zero-filled cell never was). A clock that went back before
+        // it (a failover to a replica whose clock lags) cannot decide as
+        // the item's own APPROX limiter would: rolling a cell forward drops
+        // counts that limiter still weighs. The item is denied until that
+        // window comes round again.
+        let newest = rows
+            .iter()
+            .filter(|(_, c)| *c != Cell::default())
+            .map(|(_, c)| header.saturating_sub(u64::from((header as u32).wrapping_sub(c.tag))))
+            .max();
+        if let Some(newest) = newest.filter(|&n| n > index) {
+            return (self.behind(stored, rows, now, newest, cost), None);
+        }
+        self.decide_at(stored, rows, index, now, cost)
+    }
+
+    /// The decision in window `index`, where every count of the item's
+    /// cells (`rows`) was written.
+    fn decide_at<C: SketchCells>(
+        &self,
+        stored: Option<&C>,
+        rows: Vec<(usize, Cell)>,
+        index: u64,
+        now: Micros,
+        cost: u64,
+    ) -> (Decision, Option<SketchChange>) {
+        let w = self.window.as_u64();
+        let header = stored.map_or(index, |s| s.index());
+        let cell = |i: usize| stored.map_or(Cell::default(), |s| s.cell(i));
+        // Every count of the item is from this window or before: rolled
+        // to now's window they are exactly what its APPROX limiter reads.
         let counts = rows.iter().map(|(_, c)| c.rolled(index));
         let prev = counts.clone().map(|(p, _)| p).min().unwrap_or(0);
         let cur = counts.map(|(_, c)| c).min().unwrap_or(0);
@@ -161,7 +192,7 @@ impl Sketch {
             prev: u64::from(prev),
             cur: u64::from(cur),
         };
-        let (decision, admitted) = self.approx.decide(Some(state), now, cost);
+        let (mut decision, admitted) = self.approx.decide(Some(state), now, cost);
         let Some(admitted) = admitted else {
             return (decision, None);
         };
@@ -180,22 +211,61 @@ impl Sketch {
                 (i, c)
             })
             .collect();
-        // Every write also rolls one more cell forward, in turn, so that no
-        // cell's 32-bit tag is ever 2^32 windows stale.
-        let sweep = stored.map_or(0, |s| s.sweep()) % self.cells();
-        if !cells.iter().any(|(i, _)| *i == sweep) {
-            let c = cell(sweep);
-            if c.at(index) != c {
-                cells.push((sweep, c.at(index)));
+        // Every write in the newest window also rolls one more cell
+        // forward, in turn, so that no cell's 32-bit tag is ever 2^32
+        // windows stale. (A write behind it, after the clock went back,
+        // rolls nothing: other items' newer counts must stay.)
+        let header = header.max(index);
+        let mut sweep = stored.map_or(0, |s| s.sweep()) % self.cells();
+        if header == index {
+            if !cells.iter().any(|(i, _)| *i == sweep) {
+                let c = cell(sweep);
+                if c.at(index) != c {
+                    cells.push((sweep, c.at(index)));
+                }
             }
+            sweep = (sweep + 1) % self.cells();
         }
         cells.sort_unstable_by_key(|(i, _)| *i);
+        // The key lives until the newest window it holds has weighed out.
+        let end = Micros::new(header.saturating_add(2).saturating_mul(w));
+        decision.reset_after = decision.reset_after.max(end.saturating_sub(now));
         let change = SketchChange {
-            index,
-            sweep: (sweep + 1) % self.cells(),
+            index: header,
+            sweep,
             cells,
         };
         (decision, Some(change))
+    }
+
+    /// The decision for an item whose counts lie in window `newest`, after
+    /// `now`: denied (nothing remains) until that window starts, then as
+    /// the sketch decides there; a cost of 0 is admitted and changes
+    /// nothing.
+    fn behind<C: SketchCells>(
+        &self,
+        stored: Option<&C>,
+        rows: Vec<(usize, Cell)>,
+        now: Micros,
+        newest: u64,
+        cost: u64,
+    ) -> Decision {
+        let from = Micros::new(newest.saturating_mul(self.window.as_u64()));
+        let lag = from.saturating_sub(now);
+        let (there, _) = self.decide_at(stored, rows, newest, from, cost);
+        let retry_after = match there.retry_after {
+            _ if cost == 0 => RetryAfter::NotNeeded,
+            RetryAfter::NotNeeded => RetryAfter::After(lag),
+            RetryAfter::After(wait) => RetryAfter::After(lag.saturating_add(wait)),
+            RetryAfter::Never => RetryAfter::Never,
+        };
+        Decision {
+            allowed: cost == 0,
+            remaining: 0,
+            retry_after,
+            reset_after: there.reset_after.saturating_add(lag),
+            ..there
+        }
     }
 }
 

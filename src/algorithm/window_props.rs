@@ -115,11 +115,23 @@ fn decide<L: OnStoredBytes>(l: &L, state: &Option<Vec<u8>>, now: u64, cost: u64)
 /// Runs `events` (time step, cost) and checks the exactness properties at
 /// every step; returns the admitted (time, cost) pairs.
 fn run<L: OnStoredBytes>(l: &L, limit: u64, start: u64, events: &[(u64, u64)]) -> Vec<(u64, u64)> {
-    let mut state = None;
     let mut now = start;
+    let timeline: Vec<(u64, u64)> = events
+        .iter()
+        .map(|&(dt, cost)| {
+            now += dt;
+            (now, cost)
+        })
+        .collect();
+    run_at(l, limit, &timeline)
+}
+
+/// [`run`] on (clock reading, cost) pairs, in any order: the clock may step
+/// back (a failover to a replica whose clock lags).
+fn run_at<L: OnStoredBytes>(l: &L, limit: u64, timeline: &[(u64, u64)]) -> Vec<(u64, u64)> {
+    let mut state = None;
     let mut admitted = Vec::new();
-    for &(dt, cost) in events {
-        now += dt;
+    for &(now, cost) in timeline {
         let (d, write) = l.decide_stored(state.as_deref(), Micros::new(now), cost);
         assert_eq!(d.limit, limit);
         if d.allowed {
@@ -261,6 +273,30 @@ proptest! {
                 prop_assert!(in_window <= limit);
             }
         }
+    }
+
+    /// Every reply stays exact (`retry_after`, `remaining`, `reset_after`)
+    /// when the clock steps back by anything from 1 µs to a window and
+    /// more, for every window limiter.
+    #[test]
+    fn replies_stay_exact_when_the_clock_steps_back(
+        limit in 1u64..6, window in 5u64..300, n in 2u64..6, aligned in any::<bool>(),
+        start in 1u64 << 20..1 << 40,
+        evs in proptest::collection::vec((any::<bool>(), 0u64..450, 0u64..8), 1..60),
+    ) {
+        let mut now = start;
+        let timeline: Vec<(u64, u64)> = evs
+            .iter()
+            .map(|&(back, dt, cost)| {
+                now = if back { now - (1 + dt % (2 * window)) } else { now + dt };
+                (now, cost)
+            })
+            .collect();
+        let w = Micros::new(window);
+        run_at(&SlidingLog::new(limit, w), limit, &timeline);
+        run_at(&SlidingSubwindows::new(limit, w, n), limit, &timeline);
+        run_at(&SlidingApprox::new(limit, w), limit, &timeline);
+        run_at(&FixedWindow::new(limit, w, aligned), limit, &timeline);
     }
 
     #[test]

@@ -14,10 +14,11 @@
 //! k % (n + 1). Fixed-size, so a request patches only the header and the
 //! counts it changes.
 //!
-//! **RL.FIXED** (tag `0xA6`) and **RL.FIXED ALIGNED** (tag `0xA7`): `tag,
+//! **RL.FIXED** (tag `0xAC`) and **RL.FIXED ALIGNED** (tag `0xA7`): `tag,
 //! start_us: varint, count: varint`. Two kinds, as a window begun at a
-//! first request is not an aligned one. Versions before 0xA7 stored aligned
-//! windows under 0xA6 too: see `Policy::decide`.
+//! first request is not an aligned one, even when it starts on a boundary.
+//! 0.1.0 stored both under `0xA6` ([`Kind::FixedLegacy`]), which is read,
+//! never written: see `policy::decode_fixed`.
 
 use super::{body, get_varint, put_varint, Kind, Patch, StateError};
 use crate::algorithm::fixed_window::FixedState;

@@ -53,7 +53,7 @@ pub fn all(ctx: Ctx, decided: &Decided) {
     let resp3 = ffi::is_resp3(ctx);
     let allowed = decided.allowed;
     let blocked_by = decided.blocked_by.map_or(-1, |i| to_i64(i as u64));
-    let retry_after_ms = retry_ms(decided.retry_after);
+    let retry_after_ms = retry_ms(decided.reported_retry_after());
     let decisions = &decided.decisions;
     if resp3 {
         ffi::reply_map(ctx, 4);
@@ -71,8 +71,10 @@ pub fn all(ctx: Ctx, decided: &Decided) {
         ffi::reply_int(ctx, blocked_by);
         ffi::reply_int(ctx, retry_after_ms);
     }
-    for (i, d) in decisions.iter().enumerate() {
-        decision_in(ctx, resp3, d, decided.granted, lease_of(decided, i));
+    for i in 0..decisions.len() {
+        if let Some(d) = decided.reported(i) {
+            decision_in(ctx, resp3, &d, decided.granted, lease_of(decided, i));
+        }
     }
 }
 
@@ -83,11 +85,11 @@ fn lease_of(decided: &Decided, i: usize) -> Option<Option<LeaseId>> {
 /// Replies with a single-key command's decision in the caller's protocol:
 /// PARTIAL adds the units `granted`, a concurrency limit its lease.
 pub fn decision(ctx: Ctx, decided: &Decided) {
-    if let Some(d) = decided.decisions.first() {
+    if let Some(d) = decided.reported(0) {
         decision_in(
             ctx,
             ffi::is_resp3(ctx),
-            d,
+            &d,
             decided.granted,
             lease_of(decided, 0),
         );

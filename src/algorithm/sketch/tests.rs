@@ -197,3 +197,90 @@ proptest! {
         }
     }
 }
+
+/// A clock stepped back 120 ms across a window boundary the sketch had
+/// crossed (another item wrote in the new window): the item decides as its
+/// own APPROX limiter does at that time, never more permissively.
+#[test]
+fn a_clock_stepped_back_across_a_boundary_decides_as_approx() {
+    let window = S;
+    let mut b = Both::new(Sketch::new(10, Micros::new(window), 2048, 4));
+    let approx = SlidingApprox::new(10, Micros::new(window));
+    let k = 1_900_000;
+    assert!(b.decide(b"x", (k - 1) * window + window / 2, 10).allowed);
+    assert!(b.decide(b"x", k * window + window / 2, 5).allowed);
+    assert!(b.decide(b"y", (k + 1) * window + 100_000, 1).allowed);
+    // The item's own limiter at k + 0.98 s: 10 × 0.02 + 5 = 5.2 counted.
+    let own = Some(ApproxState {
+        index: k,
+        prev: 10,
+        cur: 5,
+    });
+    let back = (k + 1) * window + 100_000 - 120_000;
+    let (want, _) = approx.decide(own, Micros::new(back), 5);
+    assert!(!want.allowed);
+    assert_eq!(b.decide(b"x", back, 5), want);
+    assert_eq!(b.decide(b"x", back, 4).remaining, 0);
+}
+
+/// An item whose cells were written in a window after now is denied until
+/// that window starts, exactly.
+#[test]
+fn an_item_written_in_a_later_window_waits_for_it() {
+    let window = 1_000;
+    let mut b = Both::new(Sketch::new(3, Micros::new(window), 64, 2));
+    assert!(b.decide(b"x", 10 * window + 5, 1).allowed);
+    let d = b.decide(b"x", 10 * window - 7, 1);
+    assert!(!d.allowed);
+    assert_eq!(d.remaining, 0);
+    assert_eq!(d.retry_after, RetryAfter::After(Micros::new(7)));
+    assert!(b.decide(b"x", 10 * window, 1).allowed);
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(300))]
+
+    /// The clock steps back (a failover to a replica whose clock lags) by
+    /// anything from 1 µs to one window, in any order: an item is admitted
+    /// only where its own APPROX limiter, fed the same admitted requests at
+    /// the same times, admits it too, and never reports more room; a
+    /// denial's wait is exact if the clock then runs on.
+    #[test]
+    fn no_item_is_admitted_beyond_its_own_limit_when_the_clock_steps_back(
+        reqs in proptest::collection::vec((0u8..6, 0u64..1_000, any::<bool>(), 0u64..4), 1..150),
+        limit in 1u64..8, window in 1u64..100, width in 1u64..6, depth in 1u64..4,
+        plain in any::<bool>(),
+    ) {
+        let mut sketch = Sketch::new(limit, Micros::new(window), width, depth);
+        if plain {
+            sketch = sketch.plain();
+        }
+        let mut b = Both::new(sketch);
+        let approx = SlidingApprox::new(limit, Micros::new(window));
+        let mut own = [None; 6];
+        let mut now = 1u64 << 30;
+        for (item, step, back, cost) in reqs {
+            if back {
+                now -= 1 + step % window;
+            } else {
+                now += step % (3 * window);
+            }
+            let d = b.decide(&[item], now, cost);
+            let at = Micros::new(now);
+            let (replayed, new) = approx.decide(own[item as usize], at, if d.allowed { cost } else { 0 });
+            prop_assert!(d.remaining <= replayed.remaining, "more room than its own limiter");
+            if d.allowed && cost > 0 {
+                prop_assert!(replayed.allowed, "item {} over-admitted at {}", item, now);
+                own[item as usize] = new;
+            }
+            if let RetryAfter::After(wait) = d.retry_after {
+                let probe = |t: u64| {
+                    let (d, _) = b.sketch.decide(b.state.as_ref(), &[item], Micros::new(t), cost);
+                    d.allowed
+                };
+                prop_assert!(probe(now + wait.as_u64()), "not admitted after its wait");
+                prop_assert!(!probe(now + wait.as_u64() - 1), "admitted before its wait");
+            }
+        }
+    }
+}

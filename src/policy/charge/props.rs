@@ -93,6 +93,39 @@ proptest! {
             prop_assert!(full <= limit);
             prop_assert!(full >= before);
             prop_assert_eq!(back.decision.remaining, p.decide(state.as_deref(), now, 0).unwrap().decision.remaining);
+            // A refund that leaves the limiter untouched leaves no key.
+            if back.write.is_some() && back.decision.reset_after == Micros::ZERO {
+                prop_assert!(state.is_none(), "{:?} kept a key back to full", p);
+            }
+        }
+    }
+
+    /// Every algorithm: what was charged, given back (at once or later),
+    /// leaves no key, so the next request starts afresh, exactly as on a
+    /// key never used.
+    #[test]
+    fn a_refund_to_full_deletes_the_key_for_every_algorithm(
+        limit in 1u64..20, ms in 1u64..2_000, n in 2u64..6,
+        charge in 1u64..20, extra in 0u64..5, later in 0u64..3_000,
+    ) {
+        for p in policies(limit, ms, n) {
+            let window = ms * 1_000;
+            let start = Micros::new((1u64 << 40) / window * window);
+            let mut state = None;
+            let charged = p.decide(None, start, charge).unwrap();
+            if !charged.decision.allowed {
+                continue;
+            }
+            apply(&mut state, &charged);
+            let at = start.saturating_add(Micros::new(later % window));
+            // Already back to full by itself: its TTL has ended the key.
+            if p.decide(state.as_deref(), at, 0).unwrap().decision.reset_after == Micros::ZERO {
+                continue;
+            }
+            let out = p.refund(state.as_deref(), at, charge + extra).unwrap();
+            apply(&mut state, &out);
+            prop_assert!(state.is_none(), "{:?}: {:?}", p, out);
+            prop_assert_eq!(out.decision, p.decide(None, at, 0).unwrap().decision);
         }
     }
 
