@@ -23,6 +23,7 @@ mod engine;
 mod error;
 mod limits;
 mod policy;
+mod registry;
 #[allow(unsafe_code)]
 mod server;
 mod stats;

@@ -1,8 +1,10 @@
 //! COMMAND DOCS arguments, derived from a command's definition. Plain data
 //! here; `server::register` hands it to Redis.
 
-use super::definition::{CommandDef, Grammar};
+use super::definition::{CommandDef, Grammar, RegistryOp};
 use super::grammar::{Opt, Param, Parse, PolicyDef, COMMON};
+use super::named::{OR, SHADOW};
+use super::table::POLICIES;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum DocType {
@@ -199,6 +201,35 @@ pub fn arguments(command: &CommandDef) -> Vec<DocArg> {
             let choices = choices.iter().map(|(token, p)| param(p).with_token(token));
             vec![DocArg::parent(name, DocType::OneOf, choices.collect()).optional()]
         }
+        Grammar::Registry(op) => {
+            let name = || DocArg::new("name", DocType::String);
+            match op {
+                RegistryOp::Set => vec![
+                    name(),
+                    policy_choice(&POLICIES),
+                    DocArg::new("shadow", DocType::PureToken)
+                        .with_token(SHADOW)
+                        .optional(),
+                ],
+                RegistryOp::Get | RegistryOp::Del => vec![name()],
+                RegistryOp::List => vec![DocArg::new("pattern", DocType::String)
+                    .with_token("MATCH")
+                    .optional()],
+                RegistryOp::Digest => Vec::new(),
+            }
+        }
+        Grammar::Check => {
+            let mut out = vec![
+                key(),
+                DocArg::new("name", DocType::String),
+                DocArg::new("name", DocType::String)
+                    .with_token(OR)
+                    .multiple()
+                    .optional(),
+            ];
+            out.extend(options(&COMMON));
+            out
+        }
     }
 }
 
@@ -241,6 +272,14 @@ mod tests {
             get("cl.throttle"),
             "key:key max_burst:integer count:integer period:integer [quantity:integer]"
         );
+        assert_eq!(
+            get("rl.check"),
+            "key:key name:string [OR name:string...] [COST cost:integer] [DRYRUN] \
+             [WAIT timeout:string] [(FORCE | PARTIAL | REFUND refund:integer)]"
+        );
+        assert_eq!(get("rl.policy|list"), "[MATCH pattern:string]");
+        assert!(get("rl.policy|set").starts_with("name:string (GCRA limit:integer"));
+        assert!(get("rl.policy|set").ends_with("ttl:string) [SHADOW]"));
         assert_eq!(
             get("rl.clock"),
             "[(SET microseconds:integer | ADVANCE microseconds:integer)]"

@@ -94,6 +94,47 @@ pub fn decision(ctx: Ctx, decided: &Decided) {
     }
 }
 
+/// A shadow policy's decision: admitted whatever it decided, the decision's
+/// other fields as they are, then `shadow_denied` (RESP3 a boolean, RESP2
+/// 1 or 0 as the last element): whether enforcing it would have denied.
+pub fn shadow_decision(ctx: Ctx, decided: &Decided) {
+    let Some(d) = decided.decisions.first() else {
+        return;
+    };
+    let resp3 = ffi::is_resp3(ctx);
+    let admitted = Decision {
+        allowed: true,
+        ..d.clone()
+    };
+    let (granted, lease) = (decided.granted, lease_of(decided, 0));
+    let fields = 6 + usize::from(granted.is_some()) + usize::from(lease.is_some());
+    decision_with(ctx, resp3, &admitted, granted, lease, fields);
+    if resp3 {
+        ffi::reply_name(ctx, c"shadow_denied");
+        ffi::reply_bool(ctx, !d.allowed);
+    } else {
+        ffi::reply_int(ctx, i64::from(!d.allowed));
+    }
+}
+
+/// `OK`.
+pub fn ok(ctx: Ctx) {
+    ffi::reply_ok(ctx);
+}
+
+/// A bulk string.
+pub fn bulk(ctx: Ctx, bytes: &[u8]) {
+    ffi::reply_bulk(ctx, bytes);
+}
+
+/// An array of bulk strings.
+pub fn bulks(ctx: Ctx, items: &[&[u8]]) {
+    ffi::reply_array(ctx, items.len());
+    for item in items {
+        ffi::reply_bulk(ctx, item);
+    }
+}
+
 /// CL.THROTTLE's reply: five integers, as redis-cell sends them.
 pub fn throttle(ctx: Ctx, reply: &CellReply) {
     ffi::reply_array(ctx, 5);
@@ -118,8 +159,21 @@ fn decision_in(
     granted: Option<u64>,
     lease: Option<Option<LeaseId>>,
 ) {
-    let f = Fields::from(d);
     let fields = 5 + usize::from(granted.is_some()) + usize::from(lease.is_some());
+    decision_with(ctx, resp3, d, granted, lease, fields);
+}
+
+/// [`decision_in`] in a map or array of `fields` (more than it writes when
+/// the caller adds some).
+fn decision_with(
+    ctx: Ctx,
+    resp3: bool,
+    d: &Decision,
+    granted: Option<u64>,
+    lease: Option<Option<LeaseId>>,
+    fields: usize,
+) {
+    let f = Fields::from(d);
     if resp3 {
         ffi::reply_map(ctx, fields);
         ffi::reply_name(ctx, c"allowed");

@@ -1,0 +1,341 @@
+//! Named policies: the server's registry of limits defined once
+//! (`RL.POLICY SET`) and decided by name (`RL.CHECK`, `POLICY name` in
+//! RL.ALL and RL.PEEK). Pure: the registry keeps each definition's
+//! canonical text and its parsed [`Policy`], so a call by name is one hash
+//! look-up and no parsing. The server shell saves it in the RDB
+//! (`encode`/`decode`) and replicates the commands that change it.
+
+use crate::bounds::{MAX_POLICIES, MAX_POLICY_NAME};
+use crate::error::{printable, Error};
+use crate::policy::Policy;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::sync::{Mutex, MutexGuard};
+
+/// One named policy.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Entry {
+    /// The definition as `RL.POLICY GET` returns it: the policy's words,
+    /// keywords in upper case, values as given, then `SHADOW` if marked.
+    pub definition: Vec<u8>,
+    pub policy: Policy,
+    /// Decides and charges as if enforced, but always admits.
+    pub shadow: bool,
+    /// The algorithm's keyword (`GCRA`), as errors name it.
+    pub keyword: &'static str,
+    /// Common options the policy's algorithm does not take.
+    pub refuses: &'static [&'static str],
+}
+
+#[derive(Debug, Default)]
+pub struct Registry {
+    entries: HashMap<Vec<u8>, Entry>,
+}
+
+/// The format of [`Registry::encode`] (its first byte).
+const ENCODING_VERSION: u8 = 1;
+
+impl Registry {
+    pub fn get(&self, name: &[u8]) -> Option<&Entry> {
+        self.entries.get(name)
+    }
+
+    /// Checks that `name` may be defined now: its length, and room for it
+    /// if it is new. Nothing changes.
+    pub fn check(&self, name: &[u8]) -> Result<(), Error> {
+        self.check_within(name, MAX_POLICIES.get(), MAX_POLICY_NAME.get())
+    }
+
+    fn check_within(&self, name: &[u8], max: u64, max_name: u64) -> Result<(), Error> {
+        if name.is_empty() || name.len() as u64 > max_name {
+            return Err(Error::PolicyName { max: max_name });
+        }
+        if !self.entries.contains_key(name) && self.entries.len() as u64 >= max {
+            return Err(Error::TooManyPolicies { max });
+        }
+        Ok(())
+    }
+
+    /// Defines or redefines `name` (after [`Registry::check`]).
+    pub fn set(&mut self, name: &[u8], entry: Entry) -> Result<(), Error> {
+        self.check(name)?;
+        self.entries.insert(name.to_vec(), entry);
+        Ok(())
+    }
+
+    /// Whether there was such a policy.
+    pub fn remove(&mut self, name: &[u8]) -> bool {
+        self.entries.remove(name).is_some()
+    }
+
+    pub fn clear(&mut self) {
+        self.entries.clear();
+    }
+
+    /// Replaces every policy with `entries` (as saved: not checked against
+    /// bounds lowered since, so that no saved policy is lost).
+    pub fn replace(&mut self, entries: Vec<(Vec<u8>, Entry)>) {
+        self.entries = entries.into_iter().collect();
+    }
+
+    /// The names matching the glob `pattern` (all without one), sorted.
+    pub fn names(&self, pattern: Option<&[u8]>) -> Vec<&[u8]> {
+        let mut names: Vec<&[u8]> = self
+            .entries
+            .keys()
+            .map(Vec::as_slice)
+            .filter(|n| pattern.is_none_or(|p| glob_match(p, n)))
+            .collect();
+        names.sort_unstable();
+        names
+    }
+
+    /// The definitions in name order: what the digest and the RDB hold.
+    fn sorted(&self) -> Vec<(&[u8], &Entry)> {
+        let mut all: Vec<(&[u8], &Entry)> = self
+            .entries
+            .iter()
+            .map(|(n, e)| (n.as_slice(), e))
+            .collect();
+        all.sort_unstable_by(|a, b| a.0.cmp(b.0));
+        all
+    }
+
+    /// A 64-bit FNV-1a hash of the canonical form (every name and
+    /// definition, in name order), in 16 hex digits: equal on two servers
+    /// when they hold the same policies.
+    pub fn digest(&self) -> String {
+        let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+        let mut feed = |bytes: &[u8]| {
+            for b in bytes {
+                hash ^= u64::from(*b);
+                hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
+            }
+        };
+        for (name, entry) in self.sorted() {
+            feed(&(name.len() as u64).to_be_bytes());
+            feed(name);
+            feed(&(entry.definition.len() as u64).to_be_bytes());
+            feed(&entry.definition);
+        }
+        format!("{hash:016x}")
+    }
+
+    /// Every name and definition in a versioned byte string (the RDB's
+    /// auxiliary data): version, then per policy the name and definition,
+    /// each a 4-byte big-endian length and the bytes.
+    pub fn encode(&self) -> Vec<u8> {
+        let mut out = vec![ENCODING_VERSION];
+        for (name, entry) in self.sorted() {
+            for part in [name, entry.definition.as_slice()] {
+                out.extend_from_slice(&(part.len() as u32).to_be_bytes());
+                out.extend_from_slice(part);
+            }
+        }
+        out
+    }
+}
+
+/// The names and definitions of an [`Registry::encode`]d registry; `None`
+/// when the bytes are not one.
+pub fn decode(mut bytes: &[u8]) -> Option<Vec<(Vec<u8>, Vec<u8>)>> {
+    let (&version, rest) = bytes.split_first()?;
+    if version != ENCODING_VERSION {
+        return None;
+    }
+    bytes = rest;
+    let mut take = || -> Option<Vec<u8>> {
+        let len = u32::from_be_bytes(bytes.get(..4)?.try_into().ok()?) as usize;
+        let part = bytes.get(4..4 + len)?.to_vec();
+        bytes = &bytes[4 + len..];
+        Some(part)
+    };
+    let mut out = Vec::new();
+    loop {
+        let Some(name) = take() else { break };
+        out.push((name, take()?));
+    }
+    bytes.is_empty().then_some(out)
+}
+
+/// Redis-style glob: `*`, `?`, `[abc]`, `[^a-z]` and `\` escapes.
+pub fn glob_match(pattern: &[u8], text: &[u8]) -> bool {
+    match pattern.split_first() {
+        None => text.is_empty(),
+        Some((b'*', rest)) => (0..=text.len()).any(|i| glob_match(rest, &text[i..])),
+        Some((b'?', rest)) => !text.is_empty() && glob_match(rest, &text[1..]),
+        Some((b'[', rest)) => {
+            let Some((&c, tail)) = text.split_first() else {
+                return false;
+            };
+            let Some(end) = rest.iter().position(|&b| b == b']') else {
+                return c == b'[' && glob_match(rest, tail);
+            };
+            let (class, after) = (&rest[..end], &rest[end + 1..]);
+            let (negate, class) = match class.split_first() {
+                Some((b'^', inner)) => (true, inner),
+                _ => (false, class),
+            };
+            let mut hit = false;
+            let mut i = 0;
+            while i < class.len() {
+                if i + 2 < class.len() && class[i + 1] == b'-' {
+                    hit |= class[i] <= c && c <= class[i + 2];
+                    i += 3;
+                } else {
+                    hit |= class[i] == c;
+                    i += 1;
+                }
+            }
+            hit != negate && glob_match(after, tail)
+        }
+        Some((b'\\', rest)) if !rest.is_empty() => {
+            text.first() == Some(&rest[0]) && glob_match(&rest[1..], &text[1..])
+        }
+        Some((&p, rest)) => text.first() == Some(&p) && glob_match(rest, &text[1..]),
+    }
+}
+
+/// The first of `names` that is defined: its position and entry. The error
+/// names the one name, or all of them.
+pub fn first_defined<'r, A: AsRef<[u8]>>(
+    registry: &'r Registry,
+    names: &[A],
+) -> Result<(usize, &'r Entry), Error> {
+    for (i, name) in names.iter().enumerate() {
+        if let Some(entry) = registry.get(name.as_ref()) {
+            return Ok((i, entry));
+        }
+    }
+    let quoted: Vec<String> = names
+        .iter()
+        .map(|n| format!("'{}'", printable(n.as_ref())))
+        .collect();
+    Err(match quoted.as_slice() {
+        [one] => Error::NoSuchPolicy(one.trim_matches('\'').to_string()),
+        _ => Error::NoPolicyOfChain(quoted.join(", ")),
+    })
+}
+
+static REGISTRY: Mutex<Option<Registry>> = Mutex::new(None);
+static ENABLED: AtomicBool = AtomicBool::new(false);
+
+/// Turns named policies on (the server saves them: `policies on`).
+pub fn enable() {
+    ENABLED.store(true, Relaxed);
+}
+
+/// Whether named policies are on; an error saying how to turn them on.
+pub fn enabled() -> Result<(), Error> {
+    if ENABLED.load(Relaxed) {
+        Ok(())
+    } else {
+        Err(Error::PoliciesOff)
+    }
+}
+
+/// The server's registry (commands run one at a time: never contended).
+pub fn with<R>(f: impl FnOnce(&mut Registry) -> R) -> R {
+    let mut guard: MutexGuard<Option<Registry>> =
+        REGISTRY.lock().unwrap_or_else(|e| e.into_inner());
+    f(guard.get_or_insert_with(Registry::default))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::algorithm::fixed_window::FixedWindow;
+    use crate::algorithm::Micros;
+
+    fn entry(text: &str) -> Entry {
+        Entry {
+            definition: text.as_bytes().to_vec(),
+            policy: Policy::Fixed(FixedWindow::new(10, Micros::new(1_000_000), false)),
+            shadow: false,
+            keyword: "FIXED",
+            refuses: &[],
+        }
+    }
+
+    #[test]
+    fn set_get_remove_and_list() {
+        let mut r = Registry::default();
+        r.set(b"plan:free", entry("FIXED 10 1s")).unwrap();
+        r.set(b"plan:pro", entry("FIXED 100 1s")).unwrap();
+        r.set(b"cust:1", entry("FIXED 5 1s")).unwrap();
+        assert_eq!(r.get(b"plan:pro").unwrap().definition, b"FIXED 100 1s");
+        assert_eq!(r.names(None), [&b"cust:1"[..], b"plan:free", b"plan:pro"]);
+        assert_eq!(r.names(Some(b"plan:*")), [&b"plan:free"[..], b"plan:pro"]);
+        assert_eq!(r.names(Some(b"cust:?")), [&b"cust:1"[..]]);
+        assert!(r.remove(b"cust:1"));
+        assert!(!r.remove(b"cust:1"));
+        assert_eq!(r.len(), 2);
+    }
+
+    #[test]
+    fn bounds_refuse_and_change_nothing() {
+        let mut r = Registry::default();
+        let check = |r: &Registry, name: &[u8]| r.check_within(name, 1, 4);
+        assert_eq!(
+            check(&r, b"toolong").unwrap_err().to_string(),
+            "ERR policy name must be 1 to 4 bytes (ratelimit.max-policy-name)"
+        );
+        assert!(check(&r, b"").is_err());
+        r.set(b"a", entry("x")).unwrap();
+        assert_eq!(
+            check(&r, b"b").unwrap_err().to_string(),
+            "ERR too many policies: at most 1 (ratelimit.max-policies)"
+        );
+        // Redefining an existing name needs no room.
+        assert!(check(&r, b"a").is_ok());
+    }
+
+    #[test]
+    fn encoding_round_trips_and_digest_follows_content() {
+        let mut r = Registry::default();
+        r.set(b"b", entry("FIXED 1 1s")).unwrap();
+        r.set(b"a", entry("GCRA 2 1s")).unwrap();
+        let decoded = decode(&r.encode()).unwrap();
+        assert_eq!(
+            decoded,
+            [
+                (b"a".to_vec(), b"GCRA 2 1s".to_vec()),
+                (b"b".to_vec(), b"FIXED 1 1s".to_vec())
+            ]
+        );
+        assert_eq!(decode(&[ENCODING_VERSION]), Some(vec![]));
+        assert_eq!(decode(&[9]), None);
+        assert_eq!(decode(&r.encode()[..5]), None);
+        let before = r.digest();
+        assert_eq!(before.len(), 16);
+        r.set(b"b", entry("FIXED 2 1s")).unwrap();
+        assert_ne!(r.digest(), before);
+        r.set(b"b", entry("FIXED 1 1s")).unwrap();
+        assert_eq!(r.digest(), before);
+    }
+
+    #[test]
+    fn the_first_defined_name_of_a_chain_applies() {
+        let mut r = Registry::default();
+        r.set(b"plan", entry("FIXED 1 1s")).unwrap();
+        assert_eq!(first_defined(&r, &["cust", "plan"]).unwrap().0, 1);
+        assert_eq!(
+            first_defined(&r, &["x"]).unwrap_err().to_string(),
+            "ERR no policy named 'x'"
+        );
+        assert_eq!(
+            first_defined(&r, &["x", "y"]).unwrap_err().to_string(),
+            "ERR none of the policies 'x', 'y' is defined"
+        );
+    }
+
+    #[test]
+    fn globs() {
+        assert!(glob_match(b"a[bc]d", b"acd"));
+        assert!(!glob_match(b"a[^bc]d", b"acd"));
+        assert!(glob_match(b"a[0-9]", b"a5"));
+        assert!(glob_match(b"a\\*", b"a*"));
+        assert!(!glob_match(b"a\\*", b"ab"));
+        assert!(glob_match(b"*", b""));
+    }
+}

@@ -1,0 +1,405 @@
+//! Named policies on real servers: RL.POLICY's registry, RL.CHECK by name
+//! with a fallback chain, live changes, shadow mode, and the registry kept
+//! across RDB restarts, DEBUG RELOAD, AOF restarts and on replicas.
+
+mod common;
+use common::topology::{replica_config, wait_link_up, wait_replicas};
+use common::*;
+use redis::Value;
+
+fn policies() -> Server {
+    Server::with(Config::default().with_policies())
+}
+
+fn ok(c: &mut redis::Connection, args: &[&str]) {
+    let v = call(c, args).unwrap_or_else(|e| panic!("{args:?}: {e}"));
+    assert_eq!(v, Value::Okay, "{args:?}");
+}
+
+fn text(c: &mut redis::Connection, args: &[&str]) -> String {
+    match call(c, args).unwrap_or_else(|e| panic!("{args:?}: {e}")) {
+        Value::BulkString(b) => String::from_utf8(b).unwrap(),
+        other => panic!("{args:?}: {other:?}"),
+    }
+}
+
+fn err(c: &mut redis::Connection, args: &[&str]) -> String {
+    match call(c, args) {
+        Err(e) => format!("{} {}", e.code().unwrap_or(""), e.detail().unwrap_or("")),
+        Ok(v) => panic!("{args:?} succeeded: {v:?}"),
+    }
+}
+
+fn list(c: &mut redis::Connection, args: &[&str]) -> Vec<String> {
+    redis::cmd(args[0]).arg(&args[1..]).query(c).unwrap()
+}
+
+#[test]
+fn define_read_list_delete_and_digest() {
+    let s = policies();
+    let mut c = s.conn();
+    let empty = text(&mut c, &["RL.POLICY", "DIGEST"]);
+    ok(
+        &mut c,
+        &[
+            "RL.POLICY",
+            "SET",
+            "plan:free",
+            "gcra",
+            "100",
+            "1m",
+            "burst",
+            "20",
+        ],
+    );
+    ok(
+        &mut c,
+        &[
+            "RL.POLICY",
+            "SET",
+            "plan:pro",
+            "SLIDING",
+            "1000",
+            "1h",
+            "APPROX",
+        ],
+    );
+    ok(
+        &mut c,
+        &[
+            "RL.POLICY",
+            "SET",
+            "cust:7",
+            "CONCURRENCY",
+            "5",
+            "30s",
+            "shadow",
+        ],
+    );
+    assert_eq!(
+        text(&mut c, &["RL.POLICY", "GET", "plan:free"]),
+        "GCRA 100 1m BURST 20"
+    );
+    assert_eq!(
+        text(&mut c, &["RL.POLICY", "GET", "cust:7"]),
+        "CONCURRENCY 5 30s SHADOW"
+    );
+    assert_eq!(
+        list(&mut c, &["RL.POLICY", "LIST"]),
+        ["cust:7", "plan:free", "plan:pro"]
+    );
+    assert_eq!(
+        list(&mut c, &["RL.POLICY", "LIST", "MATCH", "plan:*"]),
+        ["plan:free", "plan:pro"]
+    );
+    let full = text(&mut c, &["RL.POLICY", "DIGEST"]);
+    assert_ne!(full, empty);
+    ok(&mut c, &["RL.POLICY", "DEL", "cust:7"]);
+    ok(&mut c, &["RL.POLICY", "DEL", "plan:pro"]);
+    ok(&mut c, &["RL.POLICY", "DEL", "plan:free"]);
+    assert_eq!(text(&mut c, &["RL.POLICY", "DIGEST"]), empty);
+}
+
+#[test]
+fn bad_input_is_an_error_naming_it_and_changes_nothing() {
+    let s = policies();
+    let mut c = s.conn();
+    ok(&mut c, &["RL.POLICY", "SET", "p", "FIXED", "10", "1m"]);
+    let before = text(&mut c, &["RL.POLICY", "DIGEST"]);
+    let cases: &[(&[&str], &str)] = &[
+        (
+            &["RL.POLICY", "SET", "p", "LEAKY", "1", "1s"],
+            "ERR syntax error: unknown policy 'LEAKY': expected GCRA, BUCKET, SLIDING, FIXED or CONCURRENCY",
+        ),
+        (
+            &["RL.POLICY", "SET", "p", "GCRA", "1", "1s", "COST", "2"],
+            "ERR syntax error: unknown option 'COST'",
+        ),
+        (
+            &["RL.POLICY", "SET", "p", "FIXED", "0", "1s"],
+            "ERR limit must be an integer from 1 to 9223372036854775807",
+        ),
+        (
+            &["RL.POLICY", "SET", "p", "FIXED", "1"],
+            "ERR wrong number of arguments for 'rl.policy|set' command",
+        ),
+        (&["RL.POLICY", "GET", "nope"], "ERR no policy named 'nope'"),
+        (&["RL.POLICY", "DEL", "nope"], "ERR no policy named 'nope'"),
+        (&["RL.CHECK", "k", "nope"], "ERR no policy named 'nope'"),
+        (
+            &["RL.CHECK", "k", "a", "OR", "b"],
+            "ERR none of the policies 'a', 'b' is defined",
+        ),
+        (&["RL.CHECK", "k", "p", "OR"], "ERR syntax error: OR needs a value"),
+        (
+            &["RL.CHECK", "k", "p", "BURST", "2"],
+            "ERR syntax error: unknown option 'BURST'",
+        ),
+        (
+            &["RL.POLICY", "LIST", "PATTERN", "x"],
+            "ERR syntax error: unknown option 'PATTERN'",
+        ),
+    ];
+    for (args, expected) in cases {
+        assert_eq!(err(&mut c, args), *expected, "{args:?}");
+    }
+    let long = "x".repeat(257);
+    assert_eq!(
+        err(&mut c, &["RL.POLICY", "SET", &long, "FIXED", "1", "1s"]),
+        "ERR policy name must be 1 to 256 bytes (ratelimit.max-policy-name)"
+    );
+    ok(&mut c, &["CONFIG", "SET", "ratelimit.max-policies", "1"]);
+    assert_eq!(
+        err(&mut c, &["RL.POLICY", "SET", "q", "FIXED", "1", "1s"]),
+        "ERR too many policies: at most 1 (ratelimit.max-policies)"
+    );
+    assert_eq!(text(&mut c, &["RL.POLICY", "DIGEST"]), before);
+    assert_eq!(text(&mut c, &["RL.POLICY", "GET", "p"]), "FIXED 10 1m");
+    // A CONCURRENCY policy takes no FORCE, as RL.ACQUIRE does not.
+    ok(&mut c, &["RL.POLICY", "SET", "p", "CONCURRENCY", "1", "1m"]);
+    assert_eq!(
+        err(&mut c, &["RL.CHECK", "k", "p", "COST", "1", "FORCE"]),
+        "ERR syntax error: FORCE cannot be combined with CONCURRENCY"
+    );
+    assert_eq!(get_bytes(&mut c, "k"), None);
+}
+
+#[test]
+fn without_policies_on_the_commands_say_how_to_turn_them_on() {
+    let s = Server::start();
+    let mut c = s.conn();
+    let off = "ERR named policies are off: load the module with 'policies on'";
+    assert_eq!(
+        err(&mut c, &["RL.POLICY", "SET", "p", "FIXED", "1", "1s"]),
+        off
+    );
+    assert_eq!(err(&mut c, &["RL.CHECK", "k", "p"]), off);
+}
+
+/// A call by name replies as the literal command; the first defined name
+/// of a chain applies.
+#[test]
+fn check_by_name_replies_as_the_literal_command() {
+    let s = policies();
+    let mut c = s.conn();
+    clock_set(&mut c, 1_000_000_000);
+    ok(
+        &mut c,
+        &[
+            "RL.POLICY",
+            "SET",
+            "plan:free",
+            "GCRA",
+            "10",
+            "1m",
+            "BURST",
+            "3",
+        ],
+    );
+    for i in 0..5 {
+        let literal = decide(
+            &mut c,
+            &["RL.GCRA", "lit", "10", "1m", "BURST", "3", "COST", "1"],
+        );
+        let named = decide(
+            &mut c,
+            &[
+                "RL.CHECK",
+                "named",
+                "cust:7",
+                "OR",
+                "plan:free",
+                "COST",
+                "1",
+            ],
+        );
+        assert_eq!(named, literal, "call {i}");
+    }
+    assert_eq!(get_bytes(&mut c, "lit"), get_bytes(&mut c, "named"));
+    // A per-customer override, once defined, comes first.
+    ok(
+        &mut c,
+        &["RL.POLICY", "SET", "cust:7", "GCRA", "1000", "1m"],
+    );
+    let named = decide(&mut c, &["RL.CHECK", "cust", "cust:7", "OR", "plan:free"]);
+    assert_eq!(named, decide(&mut c, &["RL.GCRA", "lit2", "1000", "1m"]));
+}
+
+/// A change applies on the next call, the key's state carried over: a
+/// FIXED window raised mid-window grants the difference only.
+#[test]
+fn a_live_change_applies_to_the_next_call_with_the_state_kept() {
+    let s = policies();
+    let mut c = s.conn();
+    clock_set(&mut c, 1_000_000_000);
+    ok(&mut c, &["RL.POLICY", "SET", "api", "FIXED", "5", "1h"]);
+    for _ in 0..5 {
+        assert_eq!(decide(&mut c, &["RL.CHECK", "k", "api"])[0], 1);
+    }
+    assert_eq!(decide(&mut c, &["RL.CHECK", "k", "api"])[0], 0);
+    ok(&mut c, &["RL.POLICY", "SET", "api", "FIXED", "8", "1h"]);
+    for _ in 0..3 {
+        assert_eq!(decide(&mut c, &["RL.CHECK", "k", "api"])[0], 1);
+    }
+    let [allowed, limit, remaining, ..] = decide(&mut c, &["RL.CHECK", "k", "api"]);
+    assert_eq!((allowed, limit, remaining), (0, 8, 0));
+    // A cut below what was spent admits nothing until the window ends.
+    ok(&mut c, &["RL.POLICY", "SET", "api", "FIXED", "2", "1h"]);
+    assert_eq!(decide(&mut c, &["RL.CHECK", "k", "api"])[..3], [0, 2, 0]);
+    // Another algorithm on the old state: WRONGTYPE, as with the literal.
+    ok(&mut c, &["RL.POLICY", "SET", "api", "GCRA", "2", "1h"]);
+    let e = err(&mut c, &["RL.CHECK", "k", "api"]);
+    assert!(e.starts_with("WRONGTYPE"), "{e}");
+    // GCRA keeps its state, a time: what was spent is an hour of debt
+    // under either rate, which a raise pays off faster.
+    ok(&mut c, &["RL.POLICY", "SET", "g", "GCRA", "2", "1h"]);
+    assert_eq!(decide(&mut c, &["RL.CHECK", "gk", "g"])[..3], [1, 2, 1]);
+    assert_eq!(decide(&mut c, &["RL.CHECK", "gk", "g"])[..3], [1, 2, 0]);
+    ok(&mut c, &["RL.POLICY", "SET", "g", "GCRA", "4", "1h"]);
+    assert_eq!(decide(&mut c, &["RL.CHECK", "gk", "g"])[..3], [0, 4, 0]);
+    // A quarter hour frees one unit at the new rate (half an hour at the old).
+    advance(&mut c, 900_000_000);
+    assert_eq!(decide(&mut c, &["RL.CHECK", "gk", "g"])[..3], [1, 4, 0]);
+    // Leases held are never revoked by a cut; none is admitted until enough end.
+    ok(&mut c, &["RL.POLICY", "SET", "c", "CONCURRENCY", "3", "1h"]);
+    let acquire = |c: &mut redis::Connection| -> Vec<Value> {
+        cmd(&["RL.CHECK", "ck", "c"]).query(c).unwrap()
+    };
+    let leases: Vec<Value> = (0..3).map(|_| acquire(&mut c)[5].clone()).collect();
+    ok(&mut c, &["RL.POLICY", "SET", "c", "CONCURRENCY", "1", "1h"]);
+    assert_eq!(acquire(&mut c)[0], Value::Int(0));
+    let release = |c: &mut redis::Connection, lease: &Value| {
+        let Value::BulkString(id) = lease else {
+            panic!("{lease:?}")
+        };
+        let _: i64 = redis::cmd("RL.RELEASE").arg("ck").arg(id).query(c).unwrap();
+    };
+    release(&mut c, &leases[0]);
+    release(&mut c, &leases[1]);
+    assert_eq!(acquire(&mut c)[0], Value::Int(0));
+    release(&mut c, &leases[2]);
+    assert_eq!(acquire(&mut c)[0], Value::Int(1));
+}
+
+/// A shadow policy charges as if enforced but admits, and says so.
+#[test]
+fn shadow_policies_admit_and_say_what_enforcement_would_do() {
+    let s = policies();
+    let mut c = s.conn();
+    clock_set(&mut c, 1_000_000_000);
+    ok(
+        &mut c,
+        &["RL.POLICY", "SET", "s", "FIXED", "1", "1h", "SHADOW"],
+    );
+    let reply = |c: &mut redis::Connection| -> Vec<i64> {
+        redis::cmd("RL.CHECK").arg("k").arg("s").query(c).unwrap()
+    };
+    assert_eq!(reply(&mut c), [1, 1, 0, -1, reply_reset(&mut c), 0]);
+    let denied = reply(&mut c);
+    assert_eq!((denied[0], denied[5]), (1, 1));
+    let mut c3 = s.conn_resp3();
+    let map = resp3_map(
+        redis::cmd("RL.CHECK")
+            .arg("k")
+            .arg("s")
+            .query(&mut c3)
+            .unwrap(),
+    );
+    assert_eq!(
+        names(&map),
+        [
+            "allowed",
+            "limit",
+            "remaining",
+            "retry_after_ms",
+            "reset_after_ms",
+            "shadow_denied"
+        ]
+    );
+    assert_eq!(map[0].1, Value::Boolean(true));
+    assert_eq!(map[5].1, Value::Boolean(true));
+    // Enforced again, the state the shadow built denies.
+    ok(&mut c, &["RL.POLICY", "SET", "s", "FIXED", "1", "1h"]);
+    assert_eq!(decide(&mut c, &["RL.CHECK", "k", "s"])[0], 0);
+}
+
+/// The reset a first FIXED 1 1h call reports (the window's length).
+fn reply_reset(_c: &mut redis::Connection) -> i64 {
+    3_600_000
+}
+
+#[test]
+fn the_registry_survives_rdb_restarts_debug_reload_and_aof_restarts() {
+    let s = policies();
+    let mut c = s.conn();
+    ok(&mut c, &["RL.POLICY", "SET", "a", "GCRA", "10", "1s"]);
+    ok(
+        &mut c,
+        &["RL.POLICY", "SET", "b", "FIXED", "5", "1m", "SHADOW"],
+    );
+    let digest = text(&mut c, &["RL.POLICY", "DIGEST"]);
+    ok(&mut c, &["DEBUG", "RELOAD"]);
+    assert_eq!(text(&mut c, &["RL.POLICY", "DIGEST"]), digest);
+    ok(&mut c, &["SAVE"]);
+    let s = s.restart();
+    let mut c = s.conn();
+    assert_eq!(text(&mut c, &["RL.POLICY", "DIGEST"]), digest);
+    assert_eq!(
+        text(&mut c, &["RL.POLICY", "GET", "b"]),
+        "FIXED 5 1m SHADOW"
+    );
+
+    // AOF: the commands themselves are replayed (no preamble), and an AOF
+    // rewrite with the RDB preamble keeps them.
+    for preamble in ["no", "yes"] {
+        let config = Config::default()
+            .with_policies()
+            .arg("appendonly", "yes")
+            .arg("aof-use-rdb-preamble", preamble);
+        let s = Server::with(config);
+        let mut c = s.conn();
+        ok(&mut c, &["RL.POLICY", "SET", "a", "GCRA", "10", "1s"]);
+        ok(&mut c, &["RL.POLICY", "SET", "b", "FIXED", "5", "1m"]);
+        ok(&mut c, &["RL.POLICY", "DEL", "a"]);
+        let digest = text(&mut c, &["RL.POLICY", "DIGEST"]);
+        let s = s.restart();
+        let mut c = s.conn();
+        assert_eq!(text(&mut c, &["RL.POLICY", "DIGEST"]), digest, "{preamble}");
+        if preamble == "yes" {
+            let _: Value = call(&mut c, &["BGREWRITEAOF"]).unwrap();
+            common::topology::wait_until("the AOF rewrite", 30, || {
+                common::topology::info(&mut c, "persistence").contains("aof_rewrite_in_progress:0")
+                    && common::topology::info(&mut c, "persistence")
+                        .contains("aof_last_bgrewrite_status:ok")
+            });
+            let s = s.restart();
+            let mut c = s.conn();
+            assert_eq!(text(&mut c, &["RL.POLICY", "DIGEST"]), digest, "rewritten");
+        }
+    }
+}
+
+#[test]
+fn a_change_reaches_replicas_and_survives_a_failover() {
+    let primary = policies();
+    let replica = Server::with(replica_config(&primary).with_policies());
+    wait_link_up(&replica);
+    let mut p = primary.conn();
+    let mut r = replica.conn();
+    ok(&mut p, &["RL.POLICY", "SET", "api", "FIXED", "5", "1h"]);
+    ok(&mut p, &["RL.POLICY", "SET", "api", "FIXED", "8", "1h"]);
+    wait_replicas(&mut p, 1);
+    assert_eq!(text(&mut r, &["RL.POLICY", "GET", "api"]), "FIXED 8 1h");
+    assert_eq!(
+        text(&mut r, &["RL.POLICY", "DIGEST"]),
+        text(&mut p, &["RL.POLICY", "DIGEST"])
+    );
+    // A replica refuses a change from a client.
+    let e = err(&mut r, &["RL.POLICY", "SET", "x", "FIXED", "1", "1s"]);
+    assert!(e.starts_with("READONLY"), "{e}");
+    // Promoted, it holds the policies and takes changes.
+    ok(&mut r, &["REPLICAOF", "NO", "ONE"]);
+    assert_eq!(text(&mut r, &["RL.POLICY", "GET", "api"]), "FIXED 8 1h");
+    ok(&mut r, &["RL.POLICY", "SET", "api", "FIXED", "9", "1h"]);
+    assert_eq!(text(&mut r, &["RL.POLICY", "GET", "api"]), "FIXED 9 1h");
+}
