@@ -269,7 +269,7 @@ mod tests {
         assert_eq!(r.names(Some(b"cust:?")), [&b"cust:1"[..]]);
         assert!(r.remove(b"cust:1"));
         assert!(!r.remove(b"cust:1"));
-        assert_eq!(r.len(), 2);
+        assert_eq!(r.entries.len(), 2);
     }
 
     #[test]

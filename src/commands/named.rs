@@ -241,7 +241,7 @@ mod tests {
         );
         assert_eq!(
             msg("GCRA 0 1s"),
-            "ERR limit must be an integer from 1 to 1000000000000000"
+            "ERR limit must be an integer from 1 to 9223372036854775807"
         );
         assert_eq!(
             msg("SHADOW"),

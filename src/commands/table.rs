@@ -418,7 +418,6 @@ pub static COMMANDS: [CommandDef; COMMAND_COUNT] = [
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::commands::definition::Keys;
 
     /// The `fast` flag, the `@fast`/`@slow` category and the complexity
     /// text all follow the cost; `@write`/`@read` follow the flags.
