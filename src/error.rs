@@ -112,6 +112,8 @@ pub enum Error {
     PolicyName {
         max: u64,
     },
+    /// A SHADOW policy named in RL.ALL.
+    ShadowInAll(String),
     /// Named policies used on a server that did not load them.
     PoliciesOff,
     /// A new policy past `ratelimit.max-policies`.
@@ -301,6 +303,10 @@ impl std::fmt::Display for Error {
             Error::MalformedLease => write!(
                 f,
                 "ERR lease must be {LEASE_LEN} lowercase hex digits, as RL.ACQUIRE returns it"
+            ),
+            Error::ShadowInAll(name) => write!(
+                f,
+                "ERR policy '{name}' is SHADOW: RL.ALL enforces every policy; use RL.CHECK"
             ),
             Error::PoliciesOff => write!(
                 f,

@@ -121,6 +121,10 @@ fn bad_input_is_an_error_naming_it_and_changes_nothing() {
         ),
         (
             &["RL.POLICY", "SET", "p", "FIXED", "1"],
+            "ERR syntax error: the policy is FIXED limit window [ALIGNED]",
+        ),
+        (
+            &["RL.POLICY", "SET", "p", "FIXED"],
             "ERR wrong number of arguments for 'rl.policy|set' command",
         ),
         (&["RL.POLICY", "GET", "nope"], "ERR no policy named 'nope'"),
@@ -402,4 +406,77 @@ fn a_change_reaches_replicas_and_survives_a_failover() {
     assert_eq!(text(&mut r, &["RL.POLICY", "GET", "api"]), "FIXED 8 1h");
     ok(&mut r, &["RL.POLICY", "SET", "api", "FIXED", "9", "1h"]);
     assert_eq!(text(&mut r, &["RL.POLICY", "GET", "api"]), "FIXED 9 1h");
+}
+
+/// `POLICY name` stands for a policy in RL.ALL and RL.PEEK.
+#[test]
+fn rl_all_and_rl_peek_take_a_policy_by_name() {
+    let s = policies();
+    let mut c = s.conn();
+    clock_set(&mut c, 1_000_000_000);
+    ok(
+        &mut c,
+        &["RL.POLICY", "SET", "per-user", "FIXED", "2", "1h"],
+    );
+    ok(&mut c, &["RL.POLICY", "SET", "global", "GCRA", "100", "1h"]);
+    let all = |c: &mut redis::Connection, a: &str, b: &str| -> Vec<Value> {
+        cmd(&[
+            "RL.ALL", "2", a, b, "POLICY", "per-user", "POLICY", "global",
+        ])
+        .query(c)
+        .unwrap()
+    };
+    let literal = |c: &mut redis::Connection, a: &str, b: &str| -> Vec<Value> {
+        cmd(&["RL.ALL", "2", a, b, "FIXED", "2", "1h", "GCRA", "100", "1h"])
+            .query(c)
+            .unwrap()
+    };
+    for _ in 0..3 {
+        assert_eq!(all(&mut c, "u1", "g1"), literal(&mut c, "u2", "g2"));
+    }
+    // Named and literal policies mix.
+    let mixed: Vec<Value> = cmd(&[
+        "RL.ALL", "2", "u3", "g3", "FIXED", "2", "1h", "POLICY", "global",
+    ])
+    .query(&mut c)
+    .unwrap();
+    assert_eq!(mixed[0], Value::Int(1));
+    assert_eq!(
+        decide(&mut c, &["RL.PEEK", "u1", "POLICY", "per-user"]),
+        decide(&mut c, &["RL.PEEK", "u2", "FIXED", "2", "1h"])
+    );
+    let cases: &[(&[&str], &str)] = &[
+        (
+            &["RL.ALL", "1", "k", "POLICY", "nope"],
+            "ERR no policy named 'nope'",
+        ),
+        (
+            &["RL.PEEK", "k", "POLICY", "nope"],
+            "ERR no policy named 'nope'",
+        ),
+        (
+            &["RL.PEEK", "k", "POLICY"],
+            "ERR wrong number of arguments for 'rl.peek' command",
+        ),
+        (
+            &["RL.PEEK", "k", "POLICY", "global", "x"],
+            "ERR syntax error: unknown option 'x'",
+        ),
+        (
+            &["RL.ALL", "1", "k", "POLICY", "global", "POLICY", "global"],
+            "ERR syntax error: RL.ALL needs one policy per key, got 1 key and 2 policies",
+        ),
+    ];
+    for (args, expected) in cases {
+        assert_eq!(err(&mut c, args), *expected, "{args:?}");
+    }
+    ok(
+        &mut c,
+        &["RL.POLICY", "SET", "shadow", "FIXED", "1", "1h", "SHADOW"],
+    );
+    assert_eq!(
+        err(&mut c, &["RL.ALL", "1", "k", "POLICY", "shadow"]),
+        "ERR policy 'shadow' is SHADOW: RL.ALL enforces every policy; use RL.CHECK"
+    );
+    assert_eq!(get_bytes(&mut c, "k"), None);
 }

@@ -173,22 +173,18 @@ impl CommandDef {
     pub fn arity(&self) -> i32 {
         let fewest = match &self.grammar {
             Grammar::Policy(p) => 2 + p.params.len(),
-            // numkeys, one key, a policy's keyword and arguments.
-            Grammar::All { policies } => {
-                let shortest = policies.iter().map(|p| p.params.len()).min();
-                4 + shortest.unwrap_or(0)
-            }
-            // A key, a policy's keyword and arguments.
-            Grammar::Peek { policies } => {
-                let shortest = policies.iter().map(|p| p.params.len()).min();
-                3 + shortest.unwrap_or(0)
-            }
+            // numkeys, one key, a policy's keyword and arguments (`POLICY
+            // name` the shortest).
+            Grammar::All { .. } => 5,
+            // A key, a policy's keyword and arguments (`POLICY name`).
+            Grammar::Peek { .. } => 4,
             Grammar::Positional { params, optional } => 2 + params.len() - optional,
             Grammar::Subcommands { .. } => 1,
             // A subcommand's arity counts both words of its name.
             Grammar::Registry(op) => match op {
-                // A name, a policy's keyword and its two arguments.
-                RegistryOp::Set => 6,
+                // A name, a policy's keyword and one argument: as with
+                // RL.PEEK, fewer after that are the policy's syntax error.
+                RegistryOp::Set => 5,
                 RegistryOp::Get | RegistryOp::Del => 3,
                 RegistryOp::List | RegistryOp::Digest => 2,
             },

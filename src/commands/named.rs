@@ -13,6 +13,7 @@ use super::rl_all::{policy_named, unknown_policy};
 use super::table::POLICIES;
 use super::Verdict;
 use crate::error::{printable, Error};
+use crate::policy::Policy;
 use crate::registry::{self, Entry};
 use crate::server::wait::{self, Outcome, Shape};
 use crate::server::{replicate_verbatim, reply, Arg, Ctx};
@@ -68,6 +69,31 @@ pub fn parse_definition<A: AsRef<[u8]>>(
         shadow,
         keyword: definition.keyword,
         refuses: definition.refuses,
+    })
+}
+
+/// The word that names a registered policy inside RL.ALL and RL.PEEK:
+/// `POLICY name` where a policy's keyword may stand.
+pub const POLICY: &str = "POLICY";
+
+/// Whether `word` is [`POLICY`].
+pub fn is_policy_word(word: &[u8]) -> bool {
+    is(word, POLICY)
+}
+
+/// The registered policy `name` for RL.ALL (`enforced`: a SHADOW one is
+/// refused there, where one limit's denial denies all) or RL.PEEK: the
+/// policy and the common options it refuses.
+pub fn lookup(name: &[u8], enforced: bool) -> Result<(Policy, &'static [&'static str]), Error> {
+    registry::enabled()?;
+    registry::with(|r| {
+        let entry = r
+            .get(name)
+            .ok_or_else(|| Error::NoSuchPolicy(printable(name)))?;
+        if enforced && entry.shadow {
+            return Err(Error::ShadowInAll(printable(name)));
+        }
+        Ok((entry.policy.clone(), entry.refuses))
     })
 }
 
