@@ -28,6 +28,7 @@ mod registry;
 mod server;
 mod stats;
 mod store;
+mod topk;
 mod version;
 mod waitqueue;
 mod work;

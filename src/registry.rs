@@ -5,9 +5,11 @@
 //! look-up and no parsing. The server shell saves it in the RDB
 //! (`encode`/`decode`) and replicates the commands that change it.
 
+use crate::algorithm::Micros;
 use crate::bounds::{MAX_POLICIES, MAX_POLICY_NAME};
 use crate::error::{printable, Error};
 use crate::policy::Policy;
+use crate::topk::TopDenied;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::{Mutex, MutexGuard};
@@ -27,9 +29,63 @@ pub struct Entry {
     pub refuses: &'static [&'static str],
 }
 
+/// What RL.CHECK did under one policy on this server (not saved, not
+/// replicated; kept while the name is defined, across redefinitions).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PolicyStats {
+    pub calls: u64,
+    pub allowed: u64,
+    pub denied: u64,
+    /// Admitted by a SHADOW policy that enforcing would have denied.
+    pub shadow_denied: u64,
+    /// Calls that waited (`WAIT`): counted here, not as allowed or denied.
+    pub waits: u64,
+    /// The keys denied most (shadow denials included).
+    pub top_denied: TopDenied,
+}
+
+/// What one RL.CHECK call came to, for [`PolicyStats`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Counted {
+    Allowed,
+    Denied,
+    ShadowDenied,
+    Waiting,
+}
+
+impl PolicyStats {
+    pub fn record(&mut self, counted: Counted, key: &[u8], now: Micros) {
+        self.calls += 1;
+        match counted {
+            Counted::Allowed => self.allowed += 1,
+            Counted::Waiting => self.waits += 1,
+            Counted::Denied | Counted::ShadowDenied => {
+                if counted == Counted::Denied {
+                    self.denied += 1;
+                } else {
+                    self.allowed += 1;
+                    self.shadow_denied += 1;
+                }
+                self.top_denied.add(key, now);
+            }
+        }
+    }
+
+    /// Adds `other`'s counts (not its keys): the server's totals.
+    fn add_counts(&mut self, other: &PolicyStats) {
+        self.calls += other.calls;
+        self.allowed += other.allowed;
+        self.denied += other.denied;
+        self.shadow_denied += other.shadow_denied;
+        self.waits += other.waits;
+    }
+}
+
 #[derive(Debug, Default)]
 pub struct Registry {
     entries: HashMap<Vec<u8>, Entry>,
+    /// By name, for the names defined (at most `ratelimit.max-policies`).
+    stats: HashMap<Vec<u8>, PolicyStats>,
 }
 
 /// The format of [`Registry::encode`] (its first byte).
@@ -65,17 +121,55 @@ impl Registry {
 
     /// Whether there was such a policy.
     pub fn remove(&mut self, name: &[u8]) -> bool {
+        self.stats.remove(name);
         self.entries.remove(name).is_some()
     }
 
     pub fn clear(&mut self) {
         self.entries.clear();
+        self.stats.clear();
     }
 
     /// Replaces every policy with `entries` (as saved: not checked against
-    /// bounds lowered since, so that no saved policy is lost).
+    /// bounds lowered since, so that no saved policy is lost). The counts
+    /// of names still defined stay.
     pub fn replace(&mut self, entries: Vec<(Vec<u8>, Entry)>) {
         self.entries = entries.into_iter().collect();
+        let entries = &self.entries;
+        self.stats.retain(|name, _| entries.contains_key(name));
+    }
+
+    /// Counts one RL.CHECK call under the defined policy `name`.
+    pub fn record(&mut self, name: &[u8], counted: Counted, key: &[u8], now: Micros) {
+        if !self.entries.contains_key(name) {
+            return;
+        }
+        if !self.stats.contains_key(name) {
+            self.stats.insert(name.to_vec(), PolicyStats::default());
+        }
+        if let Some(stats) = self.stats.get_mut(name) {
+            stats.record(counted, key, now);
+        }
+    }
+
+    /// The counts of a defined policy (zero before its first call).
+    pub fn stats(&self, name: &[u8]) -> Option<PolicyStats> {
+        self.entries.get(name)?;
+        Some(self.stats.get(name).cloned().unwrap_or_default())
+    }
+
+    /// How many policies there are, and their counts summed.
+    pub fn totals(&self) -> (usize, PolicyStats) {
+        let mut sum = PolicyStats::default();
+        for stats in self.stats.values() {
+            sum.add_counts(stats);
+        }
+        (self.entries.len(), sum)
+    }
+
+    /// Zeroes every policy's counts (`CONFIG RESETSTAT`).
+    pub fn reset_stats(&mut self) {
+        self.stats.clear();
     }
 
     /// The names matching the glob `pattern` (all without one), sorted.
@@ -151,8 +245,7 @@ pub fn decode(mut bytes: &[u8]) -> Option<Vec<(Vec<u8>, Vec<u8>)>> {
         Some(part)
     };
     let mut out = Vec::new();
-    loop {
-        let Some(name) = take() else { break };
+    while let Some(name) = take() {
         out.push((name, take()?));
     }
     bytes.is_empty().then_some(out)
@@ -245,7 +338,6 @@ pub fn with<R>(f: impl FnOnce(&mut Registry) -> R) -> R {
 mod tests {
     use super::*;
     use crate::algorithm::fixed_window::FixedWindow;
-    use crate::algorithm::Micros;
 
     fn entry(text: &str) -> Entry {
         Entry {
@@ -327,6 +419,30 @@ mod tests {
             first_defined(&r, &["x", "y"]).unwrap_err().to_string(),
             "ERR none of the policies 'x', 'y' is defined"
         );
+    }
+
+    #[test]
+    fn counts_follow_the_name() {
+        let mut r = Registry::default();
+        let now = Micros::new(1);
+        r.set(b"p", entry("FIXED 1 1s")).unwrap();
+        r.record(b"p", Counted::Allowed, b"k", now);
+        r.record(b"p", Counted::Denied, b"k", now);
+        r.record(b"p", Counted::ShadowDenied, b"j", now);
+        r.record(b"p", Counted::Waiting, b"k", now);
+        r.record(b"gone", Counted::Allowed, b"k", now);
+        let s = r.stats(b"p").unwrap();
+        let counts = (s.calls, s.allowed, s.denied, s.shadow_denied, s.waits);
+        assert_eq!(counts, (4, 2, 1, 1, 1));
+        assert_eq!(s.top_denied.top(now, 10).len(), 2);
+        assert_eq!(r.stats(b"gone"), None);
+        // Redefined, the counts stay; deleted and defined again, they start over.
+        r.set(b"p", entry("FIXED 2 1s")).unwrap();
+        assert_eq!(r.stats(b"p").unwrap().calls, 4);
+        assert_eq!(r.totals().1.calls, 4);
+        r.remove(b"p");
+        r.set(b"p", entry("FIXED 2 1s")).unwrap();
+        assert_eq!(r.stats(b"p").unwrap().calls, 0);
     }
 
     #[test]

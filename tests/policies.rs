@@ -480,3 +480,76 @@ fn rl_all_and_rl_peek_take_a_policy_by_name() {
     );
     assert_eq!(get_bytes(&mut c, "k"), None);
 }
+
+/// RL.POLICY STATS: RL.CHECK's counts under a policy, and the keys it
+/// denied most; INFO sums them.
+#[test]
+fn stats_count_calls_and_find_the_most_denied_keys() {
+    let s = policies();
+    let mut c = s.conn();
+    clock_set(&mut c, 1_000_000_000);
+    ok(&mut c, &["RL.POLICY", "SET", "api", "FIXED", "1", "1h"]);
+    ok(
+        &mut c,
+        &["RL.POLICY", "SET", "shadow", "FIXED", "1", "1h", "SHADOW"],
+    );
+    // Key i is denied i times (12 keys), under each policy.
+    for i in 1..=12 {
+        let key = format!("user:{i}");
+        for _ in 0..=i {
+            let _: Value = cmd(&["RL.CHECK", &key, "missing", "OR", "api"])
+                .query(&mut c)
+                .unwrap();
+            let _: Value = cmd(&["RL.CHECK", &format!("s:{key}"), "shadow"])
+                .query(&mut c)
+                .unwrap();
+        }
+    }
+    let stats: Vec<Value> = cmd(&["RL.POLICY", "STATS", "api"]).query(&mut c).unwrap();
+    let field = |name: &str| {
+        let i = stats
+            .iter()
+            .position(|v| *v == Value::BulkString(name.as_bytes().to_vec()))
+            .unwrap_or_else(|| panic!("{name} in {stats:?}"));
+        stats[i + 1].clone()
+    };
+    // 12 keys, each admitted once and denied i times: 12 + 78 calls.
+    assert_eq!(field("calls"), Value::Int(90));
+    assert_eq!(field("allowed"), Value::Int(12));
+    assert_eq!(field("denied"), Value::Int(78));
+    assert_eq!(field("shadow_denied"), Value::Int(0));
+    let Value::Array(top) = field("top_denied") else {
+        panic!("{stats:?}")
+    };
+    assert_eq!(top.len(), 10);
+    let first: Vec<Value> = match &top[0] {
+        Value::Array(t) => t.clone(),
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(
+        first,
+        [
+            Value::BulkString(b"user:12".to_vec()),
+            Value::Int(12),
+            Value::Int(0)
+        ]
+    );
+    let shadow: Vec<Value> = cmd(&["RL.POLICY", "STATS", "shadow"])
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(shadow[7], Value::Int(78), "{shadow:?}");
+    let info = common::topology::info(&mut c, "ratelimit");
+    assert!(
+        info.contains(
+            "ratelimit_policies:defined=2,calls=180,allowed=102,denied=78,shadow_denied=78,waits=0"
+        ),
+        "{info}"
+    );
+    assert_eq!(
+        err(&mut c, &["RL.POLICY", "STATS", "nope"]),
+        "ERR no policy named 'nope'"
+    );
+    ok(&mut c, &["CONFIG", "RESETSTAT"]);
+    let stats: Vec<Value> = cmd(&["RL.POLICY", "STATS", "api"]).query(&mut c).unwrap();
+    assert_eq!(stats[1], Value::Int(0));
+}

@@ -56,6 +56,8 @@ pub enum RegistryOp {
     List,
     /// Nothing.
     Digest,
+    /// `name`.
+    Stats,
 }
 
 /// Where a command's keys are.
@@ -185,7 +187,7 @@ impl CommandDef {
                 // A name, a policy's keyword and one argument: as with
                 // RL.PEEK, fewer after that are the policy's syntax error.
                 RegistryOp::Set => 5,
-                RegistryOp::Get | RegistryOp::Del => 3,
+                RegistryOp::Get | RegistryOp::Del | RegistryOp::Stats => 3,
                 RegistryOp::List | RegistryOp::Digest => 2,
             },
             // A key and a name.

@@ -211,7 +211,7 @@ pub fn arguments(command: &CommandDef) -> Vec<DocArg> {
                         .with_token(SHADOW)
                         .optional(),
                 ],
-                RegistryOp::Get | RegistryOp::Del => vec![name()],
+                RegistryOp::Get | RegistryOp::Del | RegistryOp::Stats => vec![name()],
                 RegistryOp::List => vec![DocArg::new("pattern", DocType::String)
                     .with_token("MATCH")
                     .optional()],

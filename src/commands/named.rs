@@ -14,9 +14,9 @@ use super::table::POLICIES;
 use super::Verdict;
 use crate::error::{printable, Error};
 use crate::policy::Policy;
-use crate::registry::{self, Entry};
+use crate::registry::{self, Counted, Entry};
 use crate::server::wait::{self, Outcome, Shape};
-use crate::server::{replicate_verbatim, reply, Arg, Ctx};
+use crate::server::{clock, replicate_verbatim, reply, Arg, Ctx};
 use std::slice;
 
 /// Marks a definition as shadow: decided and charged, never enforced.
@@ -190,15 +190,15 @@ pub fn check(command: &CommandDef, ctx: Ctx, args: &[Arg]) -> Result<Verdict, Er
     let (names, options) = split_chain(rest)?;
     let mut request = parse_common(options)?;
     registry::enabled()?;
-    let (policy, shadow) = registry::with(|r| {
-        let (_, entry) = registry::first_defined(r, &names)?;
+    let (applies, policy, shadow) = registry::with(|r| {
+        let (i, entry) = registry::first_defined(r, &names)?;
         if let Some(token) = request.charge.token().filter(|t| entry.refuses.contains(t)) {
             return Err(Error::Combination {
                 option: token,
                 with: entry.keyword,
             });
         }
-        Ok((entry.policy.clone(), entry.shadow))
+        Ok((names[i], entry.policy.clone(), entry.shadow))
     })?;
     if shadow {
         // Enforcement would make the client wait; a shadow policy never does.
@@ -214,6 +214,14 @@ pub fn check(command: &CommandDef, ctx: Ctx, args: &[Arg]) -> Result<Verdict, Er
         request,
     )
     .map_err(|e| e.error)?;
+    let counted = match &outcome {
+        Outcome::Blocked => Counted::Waiting,
+        Outcome::Reply(d) if d.allowed => Counted::Allowed,
+        Outcome::Reply(_) if shadow => Counted::ShadowDenied,
+        Outcome::Reply(_) => Counted::Denied,
+    };
+    let now = clock::now();
+    registry::with(|r| r.record(applies, counted, key.as_ref(), now));
     let Outcome::Reply(decided) = outcome else {
         return Ok(Verdict::Waiting);
     };
@@ -223,6 +231,22 @@ pub fn check(command: &CommandDef, ctx: Ctx, args: &[Arg]) -> Result<Verdict, Er
     }
     reply::decision(ctx, &decided);
     Ok(Verdict::of(decided.allowed))
+}
+
+/// How many keys RL.POLICY STATS reports.
+const TOP_KEYS: usize = 10;
+
+/// `RL.POLICY STATS name`: RL.CHECK's counts under the policy and the keys
+/// it denied most in the last one to two minutes.
+pub fn stats(command: &CommandDef, ctx: Ctx, args: &[Arg]) -> Result<Verdict, Error> {
+    let [_, _, name] = args else {
+        return Err(Error::Arity(command.name));
+    };
+    let stats = registry::with(|r| r.stats(name.as_ref()))
+        .ok_or_else(|| Error::NoSuchPolicy(printable(name.as_ref())))?;
+    let top = stats.top_denied.top(clock::now(), TOP_KEYS);
+    reply::policy_stats(ctx, &stats, &top);
+    Ok(Verdict::Other)
 }
 
 #[cfg(test)]

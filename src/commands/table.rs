@@ -177,7 +177,7 @@ const WAITING_DECISION: Cost = Cost::Logarithmic(
 
 /// How many commands there are: the length of [`COMMANDS`] and of every
 /// per-command table derived from it.
-pub const COMMAND_COUNT: usize = 18;
+pub const COMMAND_COUNT: usize = 19;
 
 pub static COMMANDS: [CommandDef; COMMAND_COUNT] = [
     CommandDef {
@@ -413,6 +413,17 @@ pub static COMMANDS: [CommandDef; COMMAND_COUNT] = [
         since: "0.2.0",
         run: named::digest,
     },
+    CommandDef {
+        name: "RL.POLICY|STATS",
+        grammar: Grammar::Registry(RegistryOp::Stats),
+        flags: "readonly",
+        more_acl_categories: "",
+        summary: "Returns RL.CHECK's counts under a named policy and the keys it denied most recently.",
+        // A fixed number of counters per policy.
+        cost: Cost::Constant,
+        since: "0.2.0",
+        run: named::stats,
+    },
 ];
 
 #[cfg(test)]
@@ -521,6 +532,7 @@ mod tests {
             ),
             ("RL.POLICY|LIST", ("readonly", "read slow")),
             ("RL.POLICY|DIGEST", ("readonly", "read slow")),
+            ("RL.POLICY|STATS", ("readonly fast", "read fast")),
         ];
         let got: Vec<(&str, (String, String))> = COMMANDS
             .iter()

@@ -32,7 +32,7 @@ extern "C" fn call<const I: usize>(
 const CALLS: [CommandFn; COMMAND_COUNT] = [
     call::<0>, call::<1>, call::<2>, call::<3>, call::<4>, call::<5>, call::<6>, call::<7>,
     call::<8>, call::<9>, call::<10>, call::<11>, call::<12>, call::<13>, call::<14>, call::<15>,
-    call::<16>, call::<17>,
+    call::<16>, call::<17>, call::<18>,
 ];
 
 /// Answers a keys-position request, or runs the command so that no panic

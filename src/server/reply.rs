@@ -10,6 +10,8 @@ use crate::algorithm::concurrency::LeaseId;
 use crate::algorithm::{Decision, RetryAfter};
 use crate::codec::lease::format_lease;
 use crate::engine::Decided;
+use crate::registry::PolicyStats;
+use crate::topk::TopKey;
 
 /// A decision in reply units: milliseconds, -1 for "no wait" and "never".
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -104,7 +106,7 @@ pub fn shadow_decision(ctx: Ctx, decided: &Decided) {
     let resp3 = ffi::is_resp3(ctx);
     let admitted = Decision {
         allowed: true,
-        ..d.clone()
+        ..*d
     };
     let (granted, lease) = (decided.granted, lease_of(decided, 0));
     let fields = 6 + usize::from(granted.is_some()) + usize::from(lease.is_some());
@@ -209,5 +211,36 @@ fn decision_with(
             Some(id) => ffi::reply_bulk(ctx, format_lease(&id).as_bytes()),
             None => ffi::reply_null(ctx),
         }
+    }
+}
+
+/// RL.POLICY STATS: the counts, then `top_denied`, the keys denied most,
+/// each `[key, count, error]`. RESP3 a map; RESP2 the same as a flat array
+/// of names and values.
+pub fn policy_stats(ctx: Ctx, stats: &PolicyStats, top: &[TopKey]) {
+    let resp3 = ffi::is_resp3(ctx);
+    let counts = [
+        (c"calls", stats.calls),
+        (c"allowed", stats.allowed),
+        (c"denied", stats.denied),
+        (c"shadow_denied", stats.shadow_denied),
+        (c"waits", stats.waits),
+    ];
+    if resp3 {
+        ffi::reply_map(ctx, counts.len() + 1);
+    } else {
+        ffi::reply_array(ctx, 2 * (counts.len() + 1));
+    }
+    for (name, value) in counts {
+        ffi::reply_name(ctx, name);
+        ffi::reply_int(ctx, to_i64(value));
+    }
+    ffi::reply_name(ctx, c"top_denied");
+    ffi::reply_array(ctx, top.len());
+    for t in top {
+        ffi::reply_array(ctx, 3);
+        ffi::reply_bulk(ctx, &t.key);
+        ffi::reply_int(ctx, to_i64(t.count));
+        ffi::reply_int(ctx, to_i64(t.error));
     }
 }
