@@ -553,3 +553,38 @@ fn stats_count_calls_and_find_the_most_denied_keys() {
     let stats: Vec<Value> = cmd(&["RL.POLICY", "STATS", "api"]).query(&mut c).unwrap();
     assert_eq!(stats[1], Value::Int(0));
 }
+
+/// Every window and the bucket keep what was spent across a change: a
+/// raise from 2 to 4 admits the 2 more, a cut to 1 admits nothing until
+/// the spent units age out.
+#[test]
+fn raises_grant_the_difference_and_cuts_wait_for_the_spent_to_age_out() {
+    let s = policies();
+    let mut c = s.conn();
+    clock_set(&mut c, 1_000_000_000);
+    let specs: [(&str, &[&str]); 6] = [
+        ("SLIDING", &["1h"]),
+        ("SLIDING", &["1h", "APPROX"]),
+        ("SLIDING", &["1h", "BUCKETS", "4"]),
+        ("FIXED", &["1h"]),
+        ("FIXED", &["1h", "ALIGNED"]),
+        ("BUCKET", &["2", "1h"]),
+    ];
+    for (i, (algorithm, rest)) in specs.iter().enumerate() {
+        let key = format!("k{i}");
+        let define = |c: &mut redis::Connection, n: &str| {
+            let mut args = vec!["RL.POLICY", "SET", "p", algorithm, n];
+            args.extend_from_slice(rest);
+            ok(c, &args);
+        };
+        let allowed = |c: &mut redis::Connection| decide(c, &["RL.CHECK", &key, "p"])[0];
+        define(&mut c, "2");
+        let first: Vec<i64> = (0..3).map(|_| allowed(&mut c)).collect();
+        assert_eq!(first, [1, 1, 0], "{algorithm} {rest:?}");
+        define(&mut c, "4");
+        let raised: Vec<i64> = (0..3).map(|_| allowed(&mut c)).collect();
+        assert_eq!(raised, [1, 1, 0], "{algorithm} {rest:?} raised");
+        define(&mut c, "1");
+        assert_eq!(allowed(&mut c), 0, "{algorithm} {rest:?} cut");
+    }
+}
