@@ -178,6 +178,14 @@ fn without_policies_on_the_commands_say_how_to_turn_them_on() {
         off
     );
     assert_eq!(err(&mut c, &["RL.CHECK", "k", "p"]), off);
+    assert_eq!(err(&mut c, &["RL.PEEK", "k", "POLICY", "p"]), off);
+    // Loaded that way, the module unloads; with `policies on` Redis refuses
+    // (its data type holds the registry in the RDB).
+    let with = policies();
+    let mut w = with.conn();
+    let e = err(&mut w, &["MODULE", "UNLOAD", "ratelimit"]);
+    assert!(e.contains("data type"), "{e}");
+    ok(&mut c, &["MODULE", "UNLOAD", "ratelimit"]);
 }
 
 /// A call by name replies as the literal command; the first defined name
