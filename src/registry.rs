@@ -11,6 +11,7 @@ use crate::error::{printable, Error};
 use crate::policy::Policy;
 use crate::topk::TopDenied;
 use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::{Mutex, MutexGuard};
 
@@ -81,11 +82,38 @@ impl PolicyStats {
     }
 }
 
+/// FNV-1a: a call by name hashes the name once or twice, and SipHash
+/// (the default) would cost more than the rest of the look-up. Not keyed:
+/// only an administrator chooses the names stored, so callers cannot fill
+/// the map with colliding ones.
+#[derive(Debug, Clone, Copy)]
+pub struct Fnv(u64);
+
+impl Default for Fnv {
+    fn default() -> Fnv {
+        Fnv(0xcbf2_9ce4_8422_2325)
+    }
+}
+
+impl Hasher for Fnv {
+    fn write(&mut self, bytes: &[u8]) {
+        for b in bytes {
+            self.0 = (self.0 ^ u64::from(*b)).wrapping_mul(0x0000_0100_0000_01b3);
+        }
+    }
+
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
+type ByName<V> = HashMap<Vec<u8>, V, BuildHasherDefault<Fnv>>;
+
 #[derive(Debug, Default)]
 pub struct Registry {
-    entries: HashMap<Vec<u8>, Entry>,
+    entries: ByName<Entry>,
     /// By name, for the names defined (at most `ratelimit.max-policies`).
-    stats: HashMap<Vec<u8>, PolicyStats>,
+    stats: ByName<PolicyStats>,
 }
 
 /// The format of [`Registry::encode`] (its first byte).
@@ -141,14 +169,12 @@ impl Registry {
 
     /// Counts one RL.CHECK call under the defined policy `name`.
     pub fn record(&mut self, name: &[u8], counted: Counted, key: &[u8], now: Micros) {
-        if !self.entries.contains_key(name) {
-            return;
-        }
-        if !self.stats.contains_key(name) {
-            self.stats.insert(name.to_vec(), PolicyStats::default());
-        }
         if let Some(stats) = self.stats.get_mut(name) {
             stats.record(counted, key, now);
+        } else if self.entries.contains_key(name) {
+            let mut stats = PolicyStats::default();
+            stats.record(counted, key, now);
+            self.stats.insert(name.to_vec(), stats);
         }
     }
 

@@ -17,6 +17,7 @@ use crate::policy::Policy;
 use crate::registry::{self, Counted, Entry};
 use crate::server::wait::{self, Outcome, Shape};
 use crate::server::{clock, replicate_verbatim, reply, Arg, Ctx};
+use smallvec::SmallVec;
 use std::slice;
 
 /// Marks a definition as shadow: decided and charged, never enforced.
@@ -162,11 +163,12 @@ pub fn digest(command: &CommandDef, ctx: Ctx, args: &[Arg]) -> Result<Verdict, E
 }
 
 /// The names of a chain and the options after them.
-fn split_chain<A: AsRef<[u8]>>(args: &[A]) -> Result<(Vec<&[u8]>, &[A]), Error> {
+fn split_chain<A: AsRef<[u8]>>(args: &[A]) -> Result<(Chain<'_>, &[A]), Error> {
     let Some((first, mut tail)) = args.split_first() else {
         return Err(Error::Arity(CHECK));
     };
-    let mut names = vec![first.as_ref()];
+    let mut names = Chain::new();
+    names.push(first.as_ref());
     while let Some((word, rest)) = tail.split_first() {
         if !is(word.as_ref(), OR) {
             break;
@@ -179,6 +181,9 @@ fn split_chain<A: AsRef<[u8]>>(args: &[A]) -> Result<(Vec<&[u8]>, &[A]), Error> 
 }
 
 const CHECK: &str = "RL.CHECK";
+
+/// The names of a chain (most chains are short: no allocation).
+type Chain<'a> = SmallVec<[&'a [u8]; 4]>;
 
 /// `RL.CHECK key name [OR name ...] [COST n] [DRYRUN] [WAIT timeout]
 /// [FORCE | PARTIAL | REFUND n]`: the named policy's decision, replied as
