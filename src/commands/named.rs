@@ -309,11 +309,11 @@ mod tests {
     fn a_chain_is_names_joined_by_or() {
         let args = ["cust:7", "OR", "plan:pro", "or", "plan:free", "COST", "2"];
         let (names, options) = split_chain(&args).unwrap();
-        assert_eq!(names, [&b"cust:7"[..], b"plan:pro", b"plan:free"]);
+        assert_eq!(names[..], [&b"cust:7"[..], b"plan:pro", b"plan:free"]);
         assert_eq!(options, ["COST", "2"]);
         // A name may be any word, an option's token included.
         let (names, options) = split_chain(&["COST", "OR", "DRYRUN", "DRYRUN"]).unwrap();
-        assert_eq!(names, [&b"COST"[..], b"DRYRUN"]);
+        assert_eq!(names[..], [&b"COST"[..], b"DRYRUN"]);
         assert_eq!(options, ["DRYRUN"]);
         assert_eq!(
             split_chain(&["a", "OR"]).unwrap_err().to_string(),
