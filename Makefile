@@ -7,7 +7,7 @@ PREFIX  ?= /usr/local
 MODULEDIR ?= $(PREFIX)/lib/redis/modules
 SUDO    := $(shell [ "$$(id -u)" -eq 0 ] || echo sudo)
 
-.PHONY: run test test-valkey build install deps deps-valkey lint unit bench bench-wait demo fuzz clean
+.PHONY: run test test-valkey build install deps deps-valkey lint unit bench bench-wait bench-stall demo fuzz clean
 
 ## Install what a fresh Debian machine lacks (redis-server, libclang for bindgen).
 deps:
@@ -72,9 +72,16 @@ bench: build
 	cargo build --release --example lease_bench
 	./scripts/bench.sh
 
-## WAIT timeout: retry storms against waiting, 10,000 waiters (issue 12).
+## WAIT timeout: retry storms against waiting (200 and 1,000 clients on one
+## key), 10,000 waiters on as many keys, 1,000 in one key's line.
 bench-wait: build
 	./scripts/bench_wait.sh
+
+## Main-thread time of every command class at 10 to 10,000 waiters, 100,000
+## leases, the largest sliding log and sketch, with a PING probe (see
+## docs/performance.md#stalls).
+bench-stall: build
+	./scripts/bench_stall.sh
 
 ## Replays classic traffic traces against every algorithm; writes an SVG chart.
 demo: build

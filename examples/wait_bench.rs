@@ -4,7 +4,7 @@
 //! ```text
 //! cargo run --release --example wait_bench -- contend 127.0.0.1:PORT retry [clients] [seconds]
 //! cargo run --release --example wait_bench -- contend 127.0.0.1:PORT wait  [clients] [seconds]
-//! cargo run --release --example wait_bench -- waiters 127.0.0.1:PORT [n] [seconds] [manual|real]
+//! cargo run --release --example wait_bench -- waiters 127.0.0.1:PORT [n] [seconds] [manual|real] [keys|one-key]
 //! ```
 //!
 //! `contend` (real clock): `clients` closed-loop threads, each with its own
@@ -23,7 +23,14 @@
 //! them all, timed until the last connection has read its reply. With
 //! `real` (a server on the real clock), the period is `3 × seconds + 20 s`
 //! instead of 60 s, so that admission comes after the windows, and the tool
-//! waits for it: replies are timed against the keys' due times.
+//! waits for it: replies are timed against the keys' due times. With
+//! `one-key` (manual clock only), the `n` connections wait in one line on
+//! `k:0` (timeout `(n + 2) × 60 s`), and `n` calls `RL.CLOCK ADVANCE
+//! 60000000` admit them one at a time. Both print the server CPU per
+//! admission and the memory per waiter (`used_memory` delta / waiters).
+//!
+//! Every run first raises the module's waiter bounds with `CONFIG SET`
+//! (ignored by a server that has none).
 
 use std::error::Error;
 use std::io::{Read, Write};
@@ -60,9 +67,14 @@ fn main() -> Res<()> {
                 Some("real") => false,
                 _ => return Err("waiters: clock is manual or real".into()),
             };
-            waiters(addr, arg(2, 10_000)?, arg(3, 10)?, manual)
+            let one_key = match args.get(5).map(String::as_str) {
+                None | Some("keys") => false,
+                Some("one-key") if manual => true,
+                _ => return Err("waiters: keys, or one-key on the manual clock".into()),
+            };
+            waiters(addr, arg(2, 10_000)?, arg(3, 10)?, manual, one_key)
         }
-        _ => Err("usage: wait_bench contend ADDR retry|wait [clients] [seconds] | waiters ADDR [n] [seconds] [manual|real]".into()),
+        _ => Err("usage: wait_bench contend ADDR retry|wait [clients] [seconds] | waiters ADDR [n] [seconds] [manual|real] [keys|one-key]".into()),
     }
 }
 
@@ -123,6 +135,18 @@ fn connect(addr: &str) -> Res<redis::Connection> {
     Ok(redis::Client::open(format!("redis://{addr}"))?.get_connection()?)
 }
 
+/// Raises the module's waiter bounds so that every run is allowed; a
+/// server without them answers an error, which is ignored.
+fn raise_bounds(con: &mut redis::Connection) {
+    for name in ["ratelimit.max-waiters-per-key", "ratelimit.max-waiters"] {
+        let _ = redis::cmd("CONFIG")
+            .arg("SET")
+            .arg(name)
+            .arg(1_000_000)
+            .query::<redis::Value>(con);
+    }
+}
+
 // ---------------------------------------------------------------- contend
 
 /// One admitted request, times in µs since the common start.
@@ -138,6 +162,7 @@ struct Admission {
 
 fn contend(addr: &str, wait: bool, clients: u64, seconds: u64) -> Res<()> {
     let mut ctl = connect(addr)?;
+    raise_bounds(&mut ctl);
     let cons = (0..clients)
         .map(|_| connect(addr))
         .collect::<Res<Vec<_>>>()?;
@@ -366,12 +391,26 @@ fn idle_window(ctl: &mut redis::Connection, seconds: u64) -> Res<Window> {
     })
 }
 
-fn waiters(addr: &str, n: u64, seconds: u64, manual: bool) -> Res<()> {
+fn waiters(addr: &str, n: u64, seconds: u64, manual: bool, one_key: bool) -> Res<()> {
     let period_s = if manual { 60 } else { 3 * seconds + 20 };
     let period = format!("{period_s}s");
+    let key = |i: u64| {
+        if one_key {
+            "k:0".to_string()
+        } else {
+            format!("k:{i}")
+        }
+    };
+    // One line on one key: the last waiter is due n periods from now.
+    let timeout = if one_key {
+        format!("{}s", (n + 2) * period_s)
+    } else {
+        "120s".to_string()
+    };
     let mut ctl = connect(addr)?;
+    raise_bounds(&mut ctl);
     let mut pipe = redis::pipe();
-    for i in 0..n {
+    for i in 0..if one_key { 1 } else { n } {
         pipe.cmd("RL.GCRA")
             .arg(format!("k:{i}"))
             .arg(1)
@@ -397,11 +436,11 @@ fn waiters(addr: &str, n: u64, seconds: u64, manual: bool) -> Res<()> {
     for (i, s) in socks.iter_mut().enumerate() {
         s.write_all(&resp(&[
             "RL.GCRA",
-            &format!("k:{i}"),
+            &key(i as u64),
             "1",
             &period,
             "WAIT",
-            "120s",
+            &timeout,
         ]))?;
     }
     let blocked = Instant::now();
@@ -419,7 +458,13 @@ fn waiters(addr: &str, n: u64, seconds: u64, manual: bool) -> Res<()> {
 
     let (cpu_before, _, _) = server_stats(&mut ctl)?;
     let t0 = Instant::now();
-    if manual {
+    // On one key each period admits the next in line.
+    let advances = match (manual, one_key) {
+        (false, _) => 0,
+        (true, false) => 1,
+        (true, true) => n,
+    };
+    for _ in 0..advances {
         redis::cmd("RL.CLOCK")
             .arg("ADVANCE")
             .arg(60_000_000u64)
@@ -439,7 +484,11 @@ fn waiters(addr: &str, n: u64, seconds: u64, manual: bool) -> Res<()> {
     let (cpu_after, _, _) = server_stats(&mut ctl)?;
 
     let kb = |a: f64, b: f64| (a - b) / n as f64 / 1024.0;
-    println!("waiters: {n} keys, {n} connections, windows of {seconds} s");
+    if one_key {
+        println!("waiters: one key, {n} connections in its line, windows of {seconds} s");
+    } else {
+        println!("waiters: {n} keys, {n} connections, windows of {seconds} s");
+    }
     println!("server CPU over {seconds} s: idle server {:.3} s, {n} idle connections {:.3} s, {n} waiters {:.3} s",
         idle.cpu, conns.cpu, waits.cpu);
     for (name, w) in [
@@ -459,7 +508,17 @@ fn waiters(addr: &str, n: u64, seconds: u64, manual: bool) -> Res<()> {
     );
     println!("KiB per waiter beyond its connection (used_memory, rss): start {:.2}, {:.2}; end {:.2}, {:.2}",
         kb(waits.mem.0, conns.mem.1), kb(waits.rss.0, conns.rss.1), kb(waits.mem.1, conns.mem.1), kb(waits.rss.1, conns.rss.1));
-    if manual {
+    // At the ends of the windows, once Redis has shrunk the connections'
+    // buffers: what a waiter keeps beyond an idle connection.
+    println!(
+        "memory per waiter (used_memory delta / waiters, ends of the windows): {:.0} bytes; rss: {:.0} bytes",
+        (waits.mem.1 - conns.mem.1) / n as f64,
+        (waits.rss.1 - conns.rss.1) / n as f64
+    );
+    if one_key {
+        println!("{n} × RL.CLOCK ADVANCE 60000000 (one admission each): replied after {:.1} ms; all {admitted} admitted replies read after {:.1} ms",
+            t_advance.as_secs_f64() * 1e3, t_all.as_secs_f64() * 1e3);
+    } else if manual {
         println!("RL.CLOCK ADVANCE 60000000: replied after {:.1} ms; all {admitted} admitted replies read after {:.1} ms",
             t_advance.as_secs_f64() * 1e3, t_all.as_secs_f64() * 1e3);
     } else {
@@ -477,9 +536,10 @@ fn waiters(addr: &str, n: u64, seconds: u64, manual: bool) -> Res<()> {
             (exhaust_end - exhaust_start).as_secs_f64() * 1e3, ms(first, due(exhaust_start)), ms(last, due(exhaust_end)));
     }
     println!(
-        "server CPU from the end of the waiters' window to the last reply: {:.3} s over {:.1} s",
+        "server CPU from the end of the waiters' window to the last reply: {:.3} s over {:.1} s; {:.1} us per admission",
         cpu_after - cpu_before,
-        t_all.as_secs_f64()
+        t_all.as_secs_f64(),
+        (cpu_after - cpu_before) * 1e6 / admitted.max(1) as f64
     );
     Ok(())
 }

@@ -1,17 +1,21 @@
 #!/usr/bin/env bash
-# What `WAIT timeout` buys (issue 12), with examples/wait_bench.rs:
+# What `WAIT timeout` buys, with examples/wait_bench.rs:
 #
 #   scripts/bench_wait.sh             # contend (retry, then WAIT) and waiters
 #   BENCH_ONLY=contend scripts/bench_wait.sh
 #   BENCH_ONLY=waiters scripts/bench_wait.sh
 #
-# contend: one key at 50/s, CLIENTS (200) closed-loop clients for RUN_SECONDS
-# (20) of real time, first sleeping retry_after_ms and retrying, then with
-# WAIT 30s, each against a fresh real-clock server. waiters: WAITERS (10000)
+# contend: one key at 50/s, CLIENTS (200), then CLIENTS_LARGE (1000)
+# closed-loop clients for RUN_SECONDS (20) of real time, first sleeping
+# retry_after_ms and retrying, then with WAIT 30s, each against a fresh
+# real-clock server: admissions, commands and server CPU per admission. waiters: WAITERS (10000)
 # connections blocked on as many keys on a `clock manual` server, server
 # CPU over IDLE_SECONDS (10) against an idle server and idle connections,
 # memory, and the time RL.CLOCK ADVANCE takes to admit them all; with
 # WAITERS_CLOCK=real, the same on a real-clock server, admitted when due.
+# Then WAITERS_ONE_KEY (1000) connections waiting in one line on one key
+# (manual clock), admitted one RL.CLOCK ADVANCE at a time: memory per
+# waiter and server CPU per admission.
 # Prints the machine, the load (`uptime`) before and after, and the figures
 # (also saved under target/bench-wait/). Knobs: MODULE (the .so).
 set -euo pipefail
@@ -20,6 +24,8 @@ cd "$(dirname "$0")/.."
 # shellcheck source=scripts/lib.sh
 . scripts/lib.sh
 CLIENTS=${CLIENTS:-200}
+CLIENTS_LARGE=${CLIENTS_LARGE:-1000}
+WAITERS_ONE_KEY=${WAITERS_ONE_KEY:-1000}
 RUN_SECONDS=${RUN_SECONDS:-20}
 WAITERS=${WAITERS:-10000}
 IDLE_SECONDS=${IDLE_SECONDS:-10}
@@ -67,17 +73,23 @@ start_server() {
     echo "machine: $(nproc) CPUs, $(awk -F': ' '/model name/ {print $2; exit}' /proc/cpuinfo), $(redis-server --version | awk '{print $1, $2, $3}')"
     echo "uptime before: $(uptime)"
     if [ "$BENCH_ONLY" != waiters ]; then
-        for mode in retry wait; do
-            echo
-            start_server
-            "$BENCH" contend "127.0.0.1:$PORT" "$mode" "$CLIENTS" "$RUN_SECONDS"
-            stop_server
+        for clients in $CLIENTS $CLIENTS_LARGE; do
+            for mode in retry wait; do
+                echo
+                start_server
+                "$BENCH" contend "127.0.0.1:$PORT" "$mode" "$clients" "$RUN_SECONDS"
+                stop_server
+            done
         done
     fi
     if [ "$BENCH_ONLY" != contend ]; then
         echo
         if [ "$WAITERS_CLOCK" = manual ]; then start_server clock manual; else start_server; fi
         "$BENCH" waiters "127.0.0.1:$PORT" "$WAITERS" "$IDLE_SECONDS" "$WAITERS_CLOCK"
+        stop_server
+        echo
+        start_server clock manual
+        "$BENCH" waiters "127.0.0.1:$PORT" "$WAITERS_ONE_KEY" "$IDLE_SECONDS" manual one-key
         stop_server
     fi
     echo

@@ -4,7 +4,7 @@
 
 pub use crate::algorithm::cell::{Cell, CellReply, CellWrite};
 pub use crate::algorithm::concurrency::{
-    release, renew, Concurrency, Header, LeaseId, Leases, Slot, MAX_CONCURRENCY_LIMIT,
+    release, renew, Concurrency, Header, LeaseId, Leases, Slot, MAX_LEASES,
 };
 pub use crate::algorithm::fixed_window::{FixedState, FixedWindow};
 pub use crate::algorithm::gcra::Gcra;

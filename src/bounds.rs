@@ -17,6 +17,21 @@ pub struct Bound {
     value: AtomicU64,
 }
 
+/// A bound is itself: what a grammar names is compared by identity.
+impl PartialEq for Bound {
+    fn eq(&self, other: &Bound) -> bool {
+        std::ptr::eq(self, other)
+    }
+}
+
+impl Eq for Bound {}
+
+impl std::fmt::Debug for Bound {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "ratelimit.{}", self.name)
+    }
+}
+
 impl Bound {
     const fn new(name: &'static str, default: u64, min: u64, max: u64) -> Bound {
         Bound {

@@ -3,19 +3,23 @@
 //! Every value starts with one tag byte that names the algorithm and the
 //! layout version. Tags live in `0xA1..=0xAF`: bytes that no UTF-8 text and no
 //! decimal number can start with, so a value written by anyone else is never
-//! mistaken for ours. A later layout of an algorithm gets a new tag.
+//! mistaken for ours. A later layout of an algorithm gets a new tag; the
+//! earlier one is still read (0xA3, the sliding log's first layout).
 //!
 //! Layout v1 of the schedule algorithms (GCRA, token bucket), little-endian:
 //! `tag, tat_whole_us: u64 [, frac_num: varint, frac_den: varint]`; the
 //! fraction is present only when the TAT is not a whole microsecond.
 //!
-//! The window limiters' layouts (RL.SLIDING, RL.FIXED) are in [`window`];
+//! The window limiters' layouts (RL.SLIDING, RL.FIXED) are in [`window`],
+//! but for the sliding log's (RL.SLIDING EXACT), in [`sliding_log`];
 //! RL.SKETCH's is in [`sketch`]; CL.THROTTLE's (redis-cell's, untagged) is
-//! in [`cell`]; the concurrency limit's leases in [`lease`].
+//! in [`cell`]; the concurrency limit's leases in [`lease`] (whose layout
+//! v1, tag 0xA9, is still read and converted on its next write).
 
 pub mod cell;
 pub mod lease;
 pub mod sketch;
+pub mod sliding_log;
 pub mod window;
 
 use crate::algorithm::schedule::Tat;
@@ -53,13 +57,13 @@ impl Kind {
         match self {
             Kind::Gcra => 0xA1,
             Kind::Bucket => 0xA2,
-            Kind::SlidingLog => 0xA3,
+            Kind::SlidingLog => 0xAB,
             Kind::SlidingApprox => 0xA4,
             Kind::SlidingSubwindows => 0xA5,
             Kind::Fixed => 0xA6,
             Kind::FixedAligned => 0xA7,
             Kind::Sketch => 0xA8,
-            Kind::Concurrency => 0xA9,
+            Kind::Concurrency => 0xAA,
         }
     }
 
@@ -78,12 +82,28 @@ impl Kind {
         }
     }
 
+    /// The tag of an earlier layout still read (and rewritten in the
+    /// current one on the next write).
+    pub const fn earlier_tag(self) -> Option<u8> {
+        match self {
+            Kind::Concurrency => Some(lease::V1_TAG),
+            Kind::SlidingLog => Some(LEGACY_SLIDING_LOG_TAG),
+            _ => None,
+        }
+    }
+
     /// The kind whose state `value` holds, by its tag.
     pub fn of(value: &[u8]) -> Option<Kind> {
         let tag = *value.first()?;
-        Kind::ALL.into_iter().find(|k| k.tag() == tag)
+        Kind::ALL
+            .into_iter()
+            .find(|k| k.tag() == tag || k.earlier_tag() == Some(tag))
     }
 }
+
+/// The sliding log's first layout, whose ring held exactly `limit` slots:
+/// read as it is, and retagged on its next write (see [`window`]).
+pub const LEGACY_SLIDING_LOG_TAG: u8 = 0xA3;
 
 /// Why a stored value could not be read as the expected state.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

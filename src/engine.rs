@@ -268,8 +268,8 @@ impl Decided {
 /// admitted (and when, if not), with `remaining` the most one request
 /// could take now and `reset_after` that of the state as it is.
 fn peek(policy: &Policy, stored: Option<&[u8]>, now: Micros) -> Result<Outcome, StateError> {
-    let one = policy.decide(stored, now, 1)?.decision;
-    let look = policy.decide(stored, now, 0)?.decision;
+    let one = policy.decision(stored, now, 1)?;
+    let look = policy.decision(stored, now, 0)?;
     let decision = Decision {
         allowed: one.allowed,
         retry_after: one.retry_after,

@@ -74,10 +74,24 @@ pub enum Error {
     },
     /// A forced charge the state of `command` cannot hold.
     ForceTooLarge(&'static str),
-    /// `limit` above what a mode accepts.
+    /// `limit` above what a mode accepts: the operator's bound `setting`
+    /// (a `ratelimit.*` module config).
     LimitTooHigh {
         max: u64,
         mode: &'static str,
+        setting: &'static str,
+    },
+    /// RL.SKETCH's state (`WIDTH × DEPTH` cells) larger than the operator's
+    /// `ratelimit.max-sketch-bytes` allows: at most `cells` cells.
+    SketchTooLarge {
+        cells: u64,
+    },
+    /// A value above an operator bound ([`crate::bounds`]), named by its
+    /// setting (`ratelimit.NAME`).
+    AboveBound {
+        arg: &'static str,
+        max: u64,
+        setting: &'static str,
     },
     /// CL.THROTTLE with more than one request per nanosecond.
     RateTooHigh,
@@ -225,9 +239,19 @@ impl std::fmt::Display for Error {
                 f,
                 "ERR FORCE would put key beyond what {command} state can hold; nothing was changed"
             ),
-            Error::LimitTooHigh { max, mode } => {
-                write!(f, "ERR limit must be at most {max} with {mode}")
+            Error::LimitTooHigh { max, mode, setting } => {
+                write!(
+                    f,
+                    "ERR limit must be at most {max} with {mode} (ratelimit.{setting})"
+                )
             }
+            Error::AboveBound { arg, max, setting } => {
+                write!(f, "ERR {arg} must be at most {max} (ratelimit.{setting})")
+            }
+            Error::SketchTooLarge { cells } => write!(
+                f,
+                "ERR WIDTH * DEPTH must be at most {cells} (ratelimit.max-sketch-bytes)"
+            ),
             Error::RateTooHigh => {
                 write!(f, "ERR count per period must be at most one per nanosecond")
             }
@@ -405,7 +429,14 @@ mod tests {
             Error::LimitTooHigh {
                 max: 1,
                 mode: "EXACT",
+                setting: "max-log-entries",
             },
+            Error::AboveBound {
+                arg: "limit",
+                max: 1,
+                setting: "max-leases-per-key",
+            },
+            Error::SketchTooLarge { cells: 1 },
             Error::WrongType,
             Error::state("RL.GCRA", StateError::Foreign),
             Error::state("RL.GCRA", StateError::Corrupt(Kind::Gcra)),

@@ -536,16 +536,16 @@ fn window_modes_conflict_and_bound_the_exact_log() {
             exclusive,
         ),
         (
-            &["RL.SLIDING", "w", "1000001", "1d"],
-            "ERR limit must be at most 1000000 with EXACT",
+            &["RL.SLIDING", "w", "100001", "1d"],
+            "ERR limit must be at most 100000 with EXACT (ratelimit.max-log-entries)",
         ),
         (
             &["RL.SLIDING", "w", "9223372036854775807", "1d", "EXACT"],
-            "ERR limit must be at most 1000000 with EXACT",
+            "ERR limit must be at most 100000 with EXACT (ratelimit.max-log-entries)",
         ),
         (
-            &["RL.ALL", "1", "w", "SLIDING", "1000001", "1d"],
-            "ERR limit must be at most 1000000 with EXACT",
+            &["RL.ALL", "1", "w", "SLIDING", "100001", "1d"],
+            "ERR limit must be at most 100000 with EXACT (ratelimit.max-log-entries)",
         ),
         (
             &["RL.SLIDING", "w", "10", "1d", "BUCKETS", "1025"],

@@ -132,7 +132,7 @@ impl Gen {
             return self.arg();
         }
         let pool = match parse {
-            Parse::Count { .. } | Parse::CellCount { .. } => COUNTS,
+            Parse::Count { .. } | Parse::CellCount { .. } | Parse::Bounded { .. } => COUNTS,
             Parse::Duration { .. } => DURATIONS,
             Parse::Item { .. } => ITEMS,
         };

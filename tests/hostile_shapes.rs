@@ -78,6 +78,23 @@ fn same_parse(shape: &Shape, table: Parse, def_name: &str, def: api::Parse) {
             };
             assert_eq!(max, hi, "{}: {name} maximum", shape.name);
         }
+        (
+            Parse::Bounded {
+                name,
+                min,
+                max,
+                setting,
+            },
+            api::Parse::Bounded { min: lo, bound },
+        ) => {
+            assert_eq!((name, min), (def_name, lo), "{}: {name}", shape.name);
+            assert_eq!(
+                (max, setting),
+                (bound.default, bound.name),
+                "{}",
+                shape.name
+            );
+        }
         (Parse::Duration { name }, api::Parse::Duration)
         | (Parse::Item { name }, api::Parse::Bytes) => {
             assert_eq!(name, def_name, "{}", shape.name)

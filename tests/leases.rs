@@ -44,7 +44,7 @@ fn acquire_to_the_limit_deny_release_and_acquire_again() {
     let (r, a) = acquire(&mut c, &["RL.ACQUIRE", "k", "2", "30s"]);
     assert_eq!(r, [1, 2, 1, -1, 30_000]);
     let a = a.expect("a lease");
-    assert_eq!(a.len(), 36);
+    assert_eq!(a.len(), 44);
     advance(&mut c, 10 * S);
     let (r, b) = acquire(&mut c, &["RL.ACQUIRE", "k", "2", "30s"]);
     assert_eq!(r, [1, 2, 0, -1, 30_000]);
@@ -145,7 +145,7 @@ fn bad_leases_and_keys_are_errors_that_change_nothing() {
         let bytes: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).collect();
         error_of(c, &bytes).1
     };
-    let malformed = "ERR lease must be 36 lowercase hex digits, as RL.ACQUIRE returns it";
+    let malformed = "ERR lease must be 44 lowercase hex digits, as RL.ACQUIRE returns it";
     assert_eq!(err(&mut c, &["RL.RELEASE", "k", "nope"]), malformed);
     assert_eq!(
         err(&mut c, &["RL.RELEASE", "k", &a.to_uppercase()]),
@@ -162,14 +162,14 @@ fn bad_leases_and_keys_are_errors_that_change_nothing() {
     );
     assert_eq!(
         err(&mut c, &["RL.ACQUIRE", "k", "0", "1s"]),
-        "ERR limit must be an integer from 1 to 100000"
+        "ERR limit must be an integer from 1 to 9223372036854775807"
     );
     assert_eq!(
         err(&mut c, &["RL.ACQUIRE", "k", "100001", "1s"]),
-        "ERR limit must be an integer from 1 to 100000"
+        "ERR limit must be at most 100000 (ratelimit.max-leases-per-key)"
     );
     let _: () = redis::cmd("SET").arg("g").arg("x").query(&mut c).unwrap();
-    let g_lease = format!("{}{}", &a[..32], "0000");
+    let g_lease = format!("{}{}", &a[..32], "0".repeat(12));
     let e = err(&mut c, &["RL.RELEASE", "g", &g_lease]);
     assert!(
         e == "ERR lease was acquired under another key"

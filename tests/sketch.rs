@@ -333,6 +333,10 @@ fn replicas_get_patches_that_grow_with_depth_not_width() {
     let replica = start_replica_of(&primary);
     let mut p = primary.conn();
     at(&mut p, 0);
+    // A 3 MiB sketch is beyond the default ratelimit.max-sketch-bytes.
+    let _: () = cmd(&["CONFIG", "SET", "ratelimit.max-sketch-bytes", "4194304"])
+        .query(&mut p)
+        .unwrap();
     let narrow = bytes_per_request(&mut p, "16");
     let wide = bytes_per_request(&mut p, "65536");
     println!(
@@ -412,4 +416,64 @@ fn the_server_decides_and_stores_exactly_as_the_core() {
         );
         assert_eq!(get_bytes(&mut c, "k"), store.values[0], "{args:?}");
     }
+}
+
+#[test]
+fn a_sketch_beyond_the_operators_bound_is_refused_naming_the_setting() {
+    let s = Server::start();
+    let mut c = s.conn();
+    at(&mut c, 0);
+    let sketch = |key: &str, width: &str, depth: &str| -> Vec<Vec<u8>> {
+        [
+            "RL.SKETCH",
+            key,
+            "ip",
+            "5",
+            "1m",
+            "WIDTH",
+            width,
+            "DEPTH",
+            depth,
+        ]
+        .map(|a| a.as_bytes().to_vec())
+        .to_vec()
+    };
+    fn args(v: &[Vec<u8>]) -> Vec<&[u8]> {
+        v.iter().map(Vec::as_slice).collect()
+    }
+    let before = digest(&mut c);
+    // 26 + 12 × 21845 × 4 bytes is more than 1 MiB, the default.
+    let refused = "ERR WIDTH * DEPTH must be at most 87379 (ratelimit.max-sketch-bytes)";
+    for (w, d) in [("21845", "4"), ("262144", "8"), ("87380", "1")] {
+        let (_, msg) = error_of(&mut c, &args(&sketch("big", w, d)));
+        assert_eq!(msg, refused, "{w} × {d}");
+    }
+    assert_eq!(digest(&mut c), before);
+    // The largest sketch the default allows.
+    let r = decide(
+        &mut c,
+        &[
+            "RL.SKETCH",
+            "ok",
+            "ip",
+            "5",
+            "1m",
+            "WIDTH",
+            "21844",
+            "DEPTH",
+            "4",
+        ],
+    );
+    assert_eq!(r[0], 1);
+    let len: i64 = cmd(&["STRLEN", "ok"]).query(&mut c).unwrap();
+    assert_eq!(len, 26 + 12 * 21844 * 4);
+    // The operator raises (or lowers) the bound.
+    let _: () = cmd(&["CONFIG", "SET", "ratelimit.max-sketch-bytes", "4096"])
+        .query(&mut c)
+        .unwrap();
+    let (_, msg) = error_of(&mut c, &args(&sketch("small", "100", "4")));
+    assert_eq!(
+        msg,
+        "ERR WIDTH * DEPTH must be at most 339 (ratelimit.max-sketch-bytes)"
+    );
 }

@@ -249,8 +249,8 @@ fn errors_name_the_argument_and_change_nothing() {
             "ERR syntax error: BUCKETS needs a value",
         ),
         (
-            &[b"RL.SLIDING", b"k", b"1000001", b"1m"],
-            "ERR limit must be at most 1000000 with EXACT",
+            &[b"RL.SLIDING", b"k", b"100001", b"1m"],
+            "ERR limit must be at most 100000 with EXACT (ratelimit.max-log-entries)",
         ),
         (
             &[b"RL.SLIDING", b"k", b"0", b"1m"],

@@ -4,12 +4,19 @@
 //! deadline passes. A lease is held while `now < expiry`: exactly at its
 //! deadline it is gone, with no client action.
 //!
-//! The state is a header (the key's epoch and next lease number) and a row
-//! of slots, read through [`Leases`] so a decision runs on the stored bytes.
-//! A slot is free when released (cost 0) or expired; an acquire takes the
-//! first free slot or appends one, so the row is never longer than the most
-//! leases ever held at once (at most `limit`). Expired slots are reclaimed
-//! by reuse and never counted.
+//! The state is a header (the key's epoch, next lease number, the root of
+//! the tree and the head of the free list) and a row of slots, read through
+//! [`Leases`] so a decision runs on the stored bytes. Leases in the row
+//! form a tree ordered by deadline that keeps the units of each subtree
+//! ([`tree`]): a decision counts the units held at `now` as all units less
+//! those whose deadline has passed, one walk from the root, so expired
+//! leases need no scan and no write. An acquire takes a free slot (one
+//! released), else the slot of the earliest lease if it has expired, else a
+//! new one: a new slot is added only when every slot holds a live lease,
+//! so the row is never longer than the most leases held at once (at most
+//! `limit`). A release or renewal goes straight to the slot its identifier
+//! names. Every call reads and writes O(log n) slots (the tree's height
+//! and the slots beside its path).
 //!
 //! Lease identifiers are `(epoch, seq)`: the epoch is the limiter clock when
 //! the key was created, the sequence number counts acquires over the key's
@@ -17,11 +24,15 @@
 //! write), so a key created again has a later epoch and a stale identifier
 //! never names a new lease.
 
-use super::{settled_without_state, Decision, Micros, RetryAfter};
+pub mod tree;
 
-/// The largest `limit`: a held lease is one 16-byte slot, so this bounds a
-/// key's state to 1.6 MB, and an acquire's scan of the slots.
-pub const MAX_CONCURRENCY_LIMIT: u64 = 100_000;
+use super::{settled_without_state, Decision, Micros, RetryAfter};
+use crate::work::{self, Work};
+use tree::{link, Link, Tree};
+
+/// The largest `limit` the state can hold, whatever the operator bound
+/// `ratelimit.max-leases-per-key` (at most this): slot links are 24 bits.
+pub const MAX_LEASES: u64 = 1_000_000;
 
 /// Lease numbers are stored in 48 bits: 2^48 acquires per key life (nine
 /// years at a million a second). Past that the key admits nothing new.
@@ -30,13 +41,21 @@ pub const MAX_SEQ: u64 = (1 << 48) - 1;
 /// Expiries are stored in 56 bits (year 4253); later ones are clamped.
 pub const MAX_EXPIRY: Micros = Micros::new((1 << 56) - 1);
 
-/// One slot: a lease of `cost` units until `expiry`, or free.
+/// One slot: a lease of `cost` units until `expiry` in the tree, or free.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Slot {
     pub expiry: Micros,
-    /// Units held; 0 when released (or never used).
+    /// Units held; 0 when free (released, reclaimed or never used).
     pub cost: u64,
     pub seq: u64,
+    /// Tree links ([`Link`]); a free slot's `left` is the next free one.
+    pub left: Link,
+    pub right: Link,
+    pub parent: Link,
+    /// Units of the subtree rooted here (48 bits).
+    pub sum: u64,
+    /// Height of the subtree rooted here (1 for a leaf).
+    pub height: u8,
 }
 
 impl Slot {
@@ -46,8 +65,8 @@ impl Slot {
     }
 }
 
-/// The key's identity and counter.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// The key's identity, counter, tree root and free list.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Header {
     pub epoch: Micros,
     /// The number the next lease gets (the first is 1).
@@ -56,6 +75,9 @@ pub struct Header {
     /// release or renewal, so the key (and its counter) outlives every
     /// identifier it may still be shown.
     pub last: Micros,
+    pub root: Link,
+    /// The first free slot.
+    pub free: Link,
 }
 
 /// A lease identifier: the key's epoch, the lease's number, and a check
@@ -67,7 +89,8 @@ pub struct LeaseId {
     pub seq: u64,
     /// Where the lease is stored: a release or renewal goes straight to it.
     pub slot: u32,
-    pub check: u16,
+    /// 48 bits of a hash of the key's name.
+    pub check: u64,
 }
 
 /// The bits of the epoch a lease identifier carries.
@@ -97,25 +120,23 @@ impl Leases for Vec<Slot> {
     }
 }
 
-/// What an admitted acquire writes: the header (its counter moved on; all
-/// of it for a new key) and one slot.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// What an admitted acquire writes: the header (all of it for a new key)
+/// and the slots it changed (O(log n); one of them maybe appended).
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Grant {
     pub lease: LeaseId,
     pub header: Header,
-    pub index: usize,
-    pub slot: Slot,
+    pub slots: Vec<(usize, Slot)>,
     /// The key did not exist: write it whole.
     pub created: bool,
 }
 
-/// What a release or renew writes: one slot (and the header's last
-/// deadline), and the key's new TTL.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// What a release or renew writes: the header and the slots it changed,
+/// and the key's new TTL.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SlotChange {
-    pub index: usize,
-    pub slot: Slot,
-    pub last: Micros,
+    pub header: Header,
+    pub slots: Vec<(usize, Slot)>,
     /// The key's TTL after the change: until the last lease it handed out
     /// (held or released) would have expired.
     pub reset_after: Micros,
@@ -126,51 +147,22 @@ pub struct SlotChange {
 pub struct Concurrency {
     limit: u64,
     ttl: Micros,
-    check: u16,
-}
-
-/// Units held at `now` and the latest expiry among them.
-fn held<L: Leases + ?Sized>(leases: &L, now: Micros) -> (u64, Micros) {
-    let mut units = 0u64;
-    let mut last = now;
-    for i in 0..leases.slots() {
-        let s = leases.slot(i);
-        if s.held_at(now) {
-            units = units.saturating_add(s.cost);
-            last = last.max(s.expiry);
-        }
-    }
-    (units, last)
-}
-
-/// The slot holding lease `id` at `now`: O(1), the identifier says where.
-fn find<L: Leases + ?Sized>(
-    header: Header,
-    leases: &L,
-    id: LeaseId,
-    now: Micros,
-) -> Option<(usize, Slot)> {
-    let index = id.slot as usize;
-    if id.epoch != header.epoch.as_u64() & EPOCH_MASK || index >= leases.slots() {
-        return None;
-    }
-    let slot = leases.slot(index);
-    (slot.seq == id.seq && slot.held_at(now)).then_some((index, slot))
+    check: u64,
 }
 
 impl Concurrency {
-    /// `limit` in `1..=MAX_CONCURRENCY_LIMIT` and `ttl` at least 1 µs
-    /// (both clamped).
+    /// `limit` in `1..=MAX_LEASES` and `ttl` at least 1 µs (both clamped;
+    /// the grammar holds `limit` to the operator bound).
     pub fn new(limit: u64, ttl: Micros) -> Concurrency {
         Concurrency {
-            limit: limit.clamp(1, MAX_CONCURRENCY_LIMIT),
+            limit: limit.clamp(1, MAX_LEASES),
             ttl: ttl.max(Micros::new(1)),
             check: 0,
         }
     }
 
     /// The same limit, its leases checked against key name check `check`.
-    pub fn for_key(self, check: u16) -> Concurrency {
+    pub fn for_key(self, check: u64) -> Concurrency {
         Concurrency { check, ..self }
     }
 
@@ -182,13 +174,14 @@ impl Concurrency {
         self.ttl
     }
 
-    pub fn check(&self) -> u16 {
+    pub fn check(&self) -> u64 {
         self.check
     }
 
     /// Decides an acquire of `cost` units at `now` (`header` `None`: no
     /// key). Denied: `retry_after` is the wait until enough held units
-    /// have expired (for cost 1, until the earliest lease expires).
+    /// have expired, exact for any cost (for cost 1, until the earliest
+    /// lease expires). Counts the slots it touched ([`Work::Slots`]).
     pub fn acquire<L: Leases + ?Sized>(
         &self,
         header: Option<Header>,
@@ -196,7 +189,37 @@ impl Concurrency {
         now: Micros,
         cost: u64,
     ) -> (Decision, Option<Grant>) {
-        let (units, last) = held(leases, now);
+        let created = header.is_none();
+        let header = header.unwrap_or(Header {
+            epoch: now,
+            next_seq: 1,
+            last: now,
+            ..Header::default()
+        });
+        let mut tree = Tree::new(header, leases);
+        let decided = self.decide(&mut tree, leases.slots(), now, cost, created);
+        work::add(Work::Slots, tree.touched());
+        decided
+    }
+
+    fn decide<L: Leases + ?Sized>(
+        &self,
+        tree: &mut Tree<L>,
+        len: usize,
+        now: Micros,
+        cost: u64,
+        created: bool,
+    ) -> (Decision, Option<Grant>) {
+        let total = tree.total();
+        let expired = tree.expired_units(now);
+        let units = total.saturating_sub(expired);
+        let latest = tree.edge(true);
+        let latest = tree.get(latest);
+        let last = if latest.held_at(now) {
+            latest.expiry
+        } else {
+            now
+        };
         let mut decision = Decision {
             allowed: false,
             limit: self.limit,
@@ -207,87 +230,95 @@ impl Concurrency {
         if settled_without_state(&mut decision, cost, self.limit) {
             return (decision, None);
         }
-        let created = header.is_none();
-        let header = header.unwrap_or(Header {
-            epoch: now,
-            next_seq: 1,
-            last: now,
-        });
         if units.saturating_add(cost) > self.limit {
-            decision.retry_after = self.retry_after(leases, units, now, cost);
+            // Enough units must expire that the rest and `cost` fit: the
+            // deadline of the lease that brings the expired units, counted
+            // in deadline order, to `total + cost - limit`.
+            let enough = total.saturating_add(cost) - self.limit;
+            if let Some(at) = tree.expiry_of_unit(enough) {
+                decision.retry_after =
+                    RetryAfter::After(at.saturating_sub(now).max(Micros::new(1)));
+            }
             return (decision, None);
         }
-        if header.next_seq > MAX_SEQ {
+        if tree.header.next_seq > MAX_SEQ {
             return (decision, None);
         }
+        let at = match tree.take_free() {
+            Some(at) => at,
+            // Some lease has expired: the earliest has.
+            None if expired > 0 => {
+                let first = tree.edge(false);
+                tree.remove(first);
+                first
+            }
+            None => link(len),
+        };
         let expiry = now.saturating_add(self.ttl).min(MAX_EXPIRY);
-        let index = (0..leases.slots())
-            .find(|&i| !leases.slot(i).held_at(now))
-            .unwrap_or(leases.slots());
-        let seq = header.next_seq;
+        let seq = tree.header.next_seq;
+        tree.insert(
+            at,
+            Slot {
+                expiry,
+                cost,
+                seq,
+                ..Slot::default()
+            },
+        );
+        tree.header.next_seq = seq + 1;
+        tree.header.last = tree.header.last.max(expiry);
         decision.allowed = true;
         decision.retry_after = RetryAfter::NotNeeded;
         decision.remaining = self.limit - units - cost;
         decision.reset_after = last.max(expiry).saturating_sub(now);
         let grant = Grant {
             lease: LeaseId {
-                epoch: header.epoch.as_u64() & EPOCH_MASK,
+                epoch: tree.header.epoch.as_u64() & EPOCH_MASK,
                 seq,
-                slot: index as u32,
+                slot: at - 1,
                 check: self.check,
             },
-            header: Header {
-                epoch: header.epoch,
-                next_seq: seq + 1,
-                last: header.last.max(expiry),
-            },
-            index,
-            slot: Slot { expiry, cost, seq },
+            header: tree.header,
+            slots: tree.changes(),
             created,
         };
         (decision, Some(grant))
     }
+}
 
-    /// The wait until enough held units expire to fit `cost`.
-    fn retry_after<L: Leases + ?Sized>(
-        &self,
-        leases: &L,
-        units: u64,
-        now: Micros,
-        cost: u64,
-    ) -> RetryAfter {
-        let mut live: Vec<(Micros, u64)> = (0..leases.slots())
-            .map(|i| leases.slot(i))
-            .filter(|s| s.held_at(now))
-            .map(|s| (s.expiry, s.cost))
-            .collect();
-        live.sort_unstable();
-        let mut still = units;
-        for (expiry, c) in live {
-            still -= c.min(still);
-            if still.saturating_add(cost) <= self.limit {
-                return RetryAfter::After(expiry.saturating_sub(now).max(Micros::new(1)));
-            }
-        }
-        RetryAfter::Never
+/// The slot holding lease `id` at `now`: O(1), the identifier says where.
+fn find<L: Leases + ?Sized>(
+    tree: &mut Tree<L>,
+    len: usize,
+    id: LeaseId,
+    now: Micros,
+) -> Option<Slot> {
+    let index = id.slot as usize;
+    if id.epoch != tree.header.epoch.as_u64() & EPOCH_MASK || index >= len {
+        return None;
     }
+    let slot = tree.get(link(index));
+    (slot.seq == id.seq && slot.held_at(now)).then_some(slot)
 }
 
 /// Releases lease `id` at `now`: `None` if it is not held (unknown,
-/// expired, released, or of an earlier life of the key).
+/// expired, released, or of an earlier life of the key). Its slot leaves
+/// the tree for the free list.
 pub fn release<L: Leases + ?Sized>(
     header: Header,
     leases: &L,
     id: LeaseId,
     now: Micros,
 ) -> Option<SlotChange> {
-    let (index, slot) = find(header, leases, id, now)?;
-    // The expiry stays: a released slot still tells when its lease ended.
-    Some(change(header, index, Slot { cost: 0, ..slot }, now))
+    change(header, leases, id, now, |tree, at, _| {
+        tree.remove(at);
+        tree.free(at);
+    })
 }
 
 /// Renews lease `id` at `now` to expire `ttl` from now; `None` if it is
-/// not held (an expired lease is never brought back).
+/// not held (an expired lease is never brought back). It moves in the
+/// tree to its new deadline, in the same slot.
 pub fn renew<L: Leases + ?Sized>(
     header: Header,
     leases: &L,
@@ -295,20 +326,35 @@ pub fn renew<L: Leases + ?Sized>(
     ttl: Micros,
     now: Micros,
 ) -> Option<SlotChange> {
-    let (index, slot) = find(header, leases, id, now)?;
     let expiry = now.saturating_add(ttl.max(Micros::new(1))).min(MAX_EXPIRY);
-    Some(change(header, index, Slot { expiry, ..slot }, now))
+    change(header, leases, id, now, |tree, at, slot| {
+        tree.remove(at);
+        tree.insert(at, Slot { expiry, ..slot });
+        tree.header.last = tree.header.last.max(expiry);
+    })
 }
 
-/// One slot's change; the key lives until the latest deadline handed out.
-fn change(header: Header, index: usize, slot: Slot, now: Micros) -> SlotChange {
-    let last = header.last.max(slot.expiry);
-    SlotChange {
-        index,
-        slot,
-        last,
-        reset_after: last.saturating_sub(now),
+/// Applies `f` to the slot of a held lease `id`; the key lives until the
+/// latest deadline handed out.
+fn change<L: Leases + ?Sized>(
+    header: Header,
+    leases: &L,
+    id: LeaseId,
+    now: Micros,
+    f: impl FnOnce(&mut Tree<L>, Link, Slot),
+) -> Option<SlotChange> {
+    let mut tree = Tree::new(header, leases);
+    let found = find(&mut tree, leases.slots(), id, now);
+    if let Some(slot) = found {
+        f(&mut tree, link(id.slot as usize), slot);
     }
+    work::add(Work::Slots, tree.touched());
+    found?;
+    Some(SlotChange {
+        header: tree.header,
+        slots: tree.changes(),
+        reset_after: tree.header.last.saturating_sub(now),
+    })
 }
 
 #[cfg(test)]

@@ -5,15 +5,15 @@
 //! length `window`, with no boundary effect at all.
 //!
 //! The log is read through [`Entries`] (oldest first, non-decreasing) so the
-//! decision runs directly on the stored bytes in O(log limit) without
-//! decoding them; the caller turns the [`LogChange`] into a small patch.
+//! decision runs directly on the stored bytes in O(log n) without decoding
+//! them; every change is a [`LogEdit`] of the log's two ends, which the
+//! caller turns into a patch of the entries it adds (and a header).
 
 use super::{settled_without_state, Decision, Micros, RetryAfter};
 
-/// The largest `limit` EXACT accepts: the log holds one timestamp per
-/// admitted unit of cost, so this bounds a key's state (4 MB at 4 bytes a
-/// stamp) and what one request can write.
-pub const MAX_SLIDING_LOG_LIMIT: u64 = 1_000_000;
+/// The largest `limit` EXACT can ever take (the largest value of the
+/// operator's `ratelimit.max-log-entries`, which bounds it in force).
+pub const MAX_SLIDING_LOG_LIMIT: u64 = 10_000_000;
 
 /// Timestamps, oldest first, non-decreasing.
 pub trait Entries {
@@ -45,13 +45,85 @@ pub struct SlidingLog {
     window: Micros,
 }
 
-/// What an admitted request does to the log: drop the `expired` oldest
-/// entries, then append `added` entries stamped `at`.
+/// A change to the log, touching only its ends, applied in this order:
+/// drop the `expired` oldest entries, keep at most the newest `keep`, drop
+/// the `removed` newest, append `added` entries stamped `at`, and keep at
+/// most the newest `keep` again. `keep` is the limit of the call that
+/// writes: a log never holds more than that limit after its write, and
+/// what it holds beyond a later, lower limit decides nothing a shorter log
+/// would not (a request needs the `limit`-th newest entry, or a newer one,
+/// to have expired).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct LogChange {
+pub struct LogEdit {
     pub expired: usize,
-    pub added: u64,
+    pub removed: usize,
+    pub added: usize,
     pub at: Micros,
+    pub keep: usize,
+}
+
+/// A log of `len` entries after a [`LogEdit`]: the old entries
+/// `from..from + kept`, then `added` entries stamped with the edit's `at`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LogAfter {
+    pub from: usize,
+    pub kept: usize,
+    pub added: usize,
+}
+
+impl LogEdit {
+    /// Where the entries of a log of `len` entries end up.
+    pub fn after(&self, len: usize) -> LogAfter {
+        let expired = self.expired.min(len);
+        let live = len - expired;
+        let over = live.saturating_sub(self.keep);
+        let base = live - over - self.removed.min(live - over);
+        let total = base.saturating_add(self.added);
+        let trim = total.saturating_sub(self.keep);
+        let trim_base = trim.min(base);
+        LogAfter {
+            from: expired + over + trim_base,
+            kept: base - trim_base,
+            added: self.added - (trim - trim_base),
+        }
+    }
+}
+
+impl LogAfter {
+    pub fn len(&self) -> usize {
+        self.kept + self.added
+    }
+}
+
+/// A log as it reads after an edit, without writing it: what the decision
+/// reported after a refund or a forced charge is computed on, in O(log n).
+pub struct EditedLog<'a, E: ?Sized> {
+    base: &'a E,
+    after: LogAfter,
+    at: Micros,
+}
+
+impl<'a, E: Entries + ?Sized> EditedLog<'a, E> {
+    pub fn new(base: &'a E, edit: &LogEdit) -> EditedLog<'a, E> {
+        EditedLog {
+            base,
+            after: edit.after(base.count()),
+            at: edit.at,
+        }
+    }
+}
+
+impl<E: Entries + ?Sized> Entries for EditedLog<'_, E> {
+    fn count(&self) -> usize {
+        self.after.len()
+    }
+    fn stamp(&self, i: usize) -> Micros {
+        if i < self.after.kept {
+            self.base.stamp(self.after.from + i)
+        } else {
+            self.at
+        }
+    }
 }
 
 impl SlidingLog {
@@ -72,26 +144,29 @@ impl SlidingLog {
         self.window
     }
 
+    fn keep(&self) -> usize {
+        self.limit as usize
+    }
+
     /// Decides `cost` at `now`. A clock that went back behind the newest
-    /// entry is treated as standing still at that entry, so the log stays
-    /// sorted; waits are still measured from the real `now`.
+    /// entry is treated as standing still at that entry (new entries are
+    /// stamped with the newest one's time), so the log stays sorted; waits
+    /// are still measured from the real `now`. Entries beyond `limit` (a
+    /// log written under a higher limit) count as live ones do: such a
+    /// log admits nothing until enough of them expire.
     pub fn decide<E: Entries + ?Sized>(
         &self,
         log: &E,
         now: Micros,
         cost: u64,
-    ) -> (Decision, Option<LogChange>) {
+    ) -> (Decision, Option<LogEdit>) {
         let w = self.window;
+        let (first, log_now) = self.live_from(log, now);
         let len = log.count();
-        let newest = len.checked_sub(1).map(|i| log.stamp(i));
-        // The log's time: `now`, or the newest entry if the clock went back.
-        let log_now = newest.map_or(now, |t| now.max(t));
-        // Entries age with the clock: the expired ones are a prefix.
-        let first = partition_point(log, len, |t| log_now.saturating_sub(t) >= w);
         let live = (len - first) as u64;
         let until_expired = |t: Micros| t.saturating_add(w).saturating_sub(now);
         let reset_live = if live > 0 {
-            newest.map_or(Micros::ZERO, until_expired)
+            until_expired(log.stamp(len - 1))
         } else {
             Micros::ZERO
         };
@@ -110,12 +185,14 @@ impl SlidingLog {
             decision.retry_after = RetryAfter::NotNeeded;
             decision.remaining = self.limit - live - cost;
             decision.reset_after = until_expired(log_now);
-            let change = LogChange {
+            let edit = LogEdit {
                 expired: first,
-                added: cost,
+                removed: 0,
+                added: cost as usize,
                 at: log_now,
+                keep: self.keep(),
             };
-            return (decision, Some(change));
+            return (decision, Some(edit));
         }
         // The k-th oldest live entry must expire to make room for `cost`.
         let k = (live + cost - self.limit) as usize;
@@ -123,50 +200,45 @@ impl SlidingLog {
         decision.retry_after = RetryAfter::After(until_expired(t).max(Micros::new(1)));
         (decision, None)
     }
-}
 
-/// What a refund does to the log: drop the `expired` oldest entries and the
-/// `removed` newest.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct LogRefund {
-    pub expired: usize,
-    pub removed: usize,
-}
-
-impl SlidingLog {
-    /// The index of the oldest live entry at `now`, and the log's time.
+    /// The index of the oldest live entry at `now`, and the log's time:
+    /// `now`, or the newest entry's if the clock went back behind it.
     fn live_from<E: Entries + ?Sized>(&self, log: &E, now: Micros) -> (usize, Micros) {
         let len = log.count();
         let newest = len.checked_sub(1).map(|i| log.stamp(i));
         let log_now = newest.map_or(now, |t| now.max(t));
         let w = self.window;
+        // Entries age with the clock: the expired ones are a prefix.
         let first = partition_point(log, len, |t| log_now.saturating_sub(t) >= w);
         (first, log_now)
     }
 
-    /// Gives back `n` units: removes the `n` newest live entries. `None`
-    /// when nothing changes.
-    pub fn refund<E: Entries + ?Sized>(&self, log: &E, now: Micros, n: u64) -> Option<LogRefund> {
-        let (first, _) = self.live_from(log, now);
-        let live = log.count() - first;
-        let removed = usize::try_from(n).unwrap_or(usize::MAX).min(live);
-        (removed > 0).then_some(LogRefund {
+    /// Gives back `n` units: removes the `n` newest of the live entries
+    /// this limit counts (the newest `limit`). `None` when nothing changes.
+    pub fn refund<E: Entries + ?Sized>(&self, log: &E, now: Micros, n: u64) -> Option<LogEdit> {
+        let (first, log_now) = self.live_from(log, now);
+        let counted = (log.count() - first).min(self.keep());
+        let removed = usize::try_from(n).unwrap_or(usize::MAX).min(counted);
+        (removed > 0).then_some(LogEdit {
             expired: first,
             removed,
+            added: 0,
+            at: log_now,
+            keep: self.keep(),
         })
     }
 
-    /// Charges `cost` whether or not it fits. The log holds at most `limit`
-    /// entries: the caller keeps the newest `limit` of the result, which
-    /// decides every later request exactly as the whole log would (a
-    /// request needs the `limit`-th newest entry, or a newer one, to have
-    /// expired).
-    pub fn force<E: Entries + ?Sized>(&self, log: &E, now: Micros, cost: u64) -> LogChange {
+    /// Charges `cost` whether or not it fits. The log keeps the newest
+    /// `limit` entries of the result, which decide every later request
+    /// exactly as the whole log would.
+    pub fn force<E: Entries + ?Sized>(&self, log: &E, now: Micros, cost: u64) -> LogEdit {
         let (first, log_now) = self.live_from(log, now);
-        LogChange {
+        LogEdit {
             expired: first,
-            added: cost.min(self.limit),
+            removed: 0,
+            added: cost.min(self.limit) as usize,
             at: log_now,
+            keep: self.keep(),
         }
     }
 }
@@ -190,6 +262,16 @@ fn partition_point<E: Entries + ?Sized>(
     lo
 }
 
+/// Applies `edit` to a plain list of entries: the meaning of a [`LogEdit`],
+/// for tests of the stored layout.
+#[cfg(test)]
+pub fn apply(edit: &LogEdit, log: &mut Vec<Micros>) {
+    let a = edit.after(log.len());
+    log.drain(..a.from);
+    log.truncate(a.kept);
+    log.extend(std::iter::repeat_n(edit.at, a.added));
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -199,10 +281,9 @@ mod tests {
     }
 
     fn step(l: &SlidingLog, log: &mut Vec<Micros>, now: Micros, cost: u64) -> Decision {
-        let (d, change) = l.decide(log.as_slice(), now, cost);
-        if let Some(c) = change {
-            log.drain(..c.expired);
-            log.extend(std::iter::repeat_n(c.at, c.added as usize));
+        let (d, edit) = l.decide(log.as_slice(), now, cost);
+        if let Some(e) = edit {
+            apply(&e, log);
         }
         d
     }

@@ -8,7 +8,8 @@ use crate::algorithm::sliding_approx::{ApproxState, SlidingApprox};
 use crate::algorithm::sliding_log::SlidingLog;
 use crate::algorithm::sliding_subwindows::{SlidingSubwindows, SubwindowState};
 use crate::algorithm::{Decision, Micros, RetryAfter};
-use crate::codec::window::{self, StoredSlidingLog};
+use crate::codec::sliding_log::{self, StoredSlidingLog};
+use crate::codec::window;
 use crate::codec::Kind;
 use proptest::prelude::*;
 
@@ -33,21 +34,17 @@ impl OnStoredBytes for SlidingLog {
         now: Micros,
         cost: u64,
     ) -> (Decision, Option<Vec<u8>>) {
-        let Some(value) = stored else {
-            let (decision, change) = self.decide(&[][..], now, cost);
-            let new = change.map(|c| {
-                let entries = vec![c.at; c.added as usize];
-                let width = window::stamp_width(self.window());
-                window::encode_sliding_log(self.limit() as usize, width, &entries)
-            });
-            return (decision, new);
+        let log = stored.map(|v| StoredSlidingLog::decode(v).expect("own state"));
+        let (decision, edit) = match &log {
+            Some(log) => self.decide(log, now, cost),
+            None => self.decide(&[][..], now, cost),
         };
-        let log = StoredSlidingLog::decode(value).expect("own state");
-        let (decision, change) = self.decide(&log, now, cost);
-        let new = change.map(|c| {
-            let mut patched = value.to_vec();
-            log.patch(&c).apply_to(&mut patched);
-            patched
+        let new = edit.map(|e| {
+            let width = sliding_log::stamp_width(self.window());
+            let w = sliding_log::write_log(log.as_ref(), &e, width, usize::MAX);
+            let mut value = stored.map(<[u8]>::to_vec).unwrap_or_default();
+            w.apply_to(&mut value);
+            value
         });
         (decision, new)
     }

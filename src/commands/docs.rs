@@ -105,7 +105,9 @@ fn key() -> DocArg {
 
 fn param(p: &Param) -> DocArg {
     let kind = match p.parse {
-        Parse::Integer { .. } | Parse::CellInteger { .. } => DocType::Integer,
+        Parse::Integer { .. } | Parse::CellInteger { .. } | Parse::Bounded { .. } => {
+            DocType::Integer
+        }
         // A duration is an integer with an optional unit: a string.
         Parse::Duration | Parse::Bytes | Parse::Lease => DocType::String,
     };
@@ -118,7 +120,9 @@ fn option(o: &Opt) -> DocArg {
         .value_name
         .map_or_else(|| o.token.to_ascii_lowercase(), str::to_string);
     let kind = match o.value {
-        Some(Parse::Integer { .. } | Parse::CellInteger { .. }) => DocType::Integer,
+        Some(Parse::Integer { .. } | Parse::CellInteger { .. } | Parse::Bounded { .. }) => {
+            DocType::Integer
+        }
         Some(Parse::Duration | Parse::Bytes | Parse::Lease) => DocType::String,
         None => DocType::PureToken,
     };

@@ -7,6 +7,7 @@
 
 use crate::algorithm::Micros;
 use crate::args::{self, Options};
+use crate::bounds::Bound;
 use crate::engine::{Charge, Request};
 use crate::error::{printable, Error};
 use crate::limits::MAX_COUNT;
@@ -17,6 +18,9 @@ use crate::policy::Policy;
 pub enum Parse {
     /// Decimal digits only, in `min..=max`.
     Integer { min: u64, max: u64 },
+    /// Decimal digits only, in `min..=MAX_COUNT`, and at most the operator
+    /// bound in force (read at each parse: `CONFIG SET` applies at once).
+    Bounded { min: u64, bound: &'static Bound },
     /// As redis-cell reads an integer, in `min..=max`: digits, optionally
     /// after one `+`, or `-0` (CL.THROTTLE's arguments only).
     CellInteger { min: u64, max: u64 },
@@ -45,6 +49,15 @@ impl Param {
             name,
             called: name,
             parse: Parse::Integer { min, max },
+        }
+    }
+
+    /// An integer at most an operator bound ([`Parse::Bounded`]).
+    pub const fn bounded(name: &'static str, min: u64, bound: &'static Bound) -> Param {
+        Param {
+            name,
+            called: name,
+            parse: Parse::Bounded { min, bound },
         }
     }
 
@@ -99,6 +112,17 @@ fn parse_value(parse: Parse, bytes: &[u8], called: &'static str) -> Result<u64, 
     match parse {
         Parse::Integer { min, max } => args::integer(bytes, called, min, max),
         Parse::CellInteger { min, max } => args::cell_integer(bytes, called, min, max),
+        Parse::Bounded { min, bound } => {
+            let n = args::integer(bytes, called, min, MAX_COUNT)?;
+            if n > bound.get() {
+                return Err(Error::AboveBound {
+                    arg: called,
+                    max: bound.get(),
+                    setting: bound.name,
+                });
+            }
+            Ok(n)
+        }
         Parse::Duration => args::duration(bytes, called).map(Micros::as_u64),
         Parse::Bytes => Ok(0),
         Parse::Lease => match crate::codec::lease::parse_lease(bytes) {
@@ -578,10 +602,11 @@ mod tests {
             }
         );
         assert_eq!(
-            err(&["1000001", "1m"]),
+            err(&["100001", "1m"]),
             Error::LimitTooHigh {
-                max: 1_000_000,
-                mode: "EXACT"
+                max: 100_000,
+                mode: "EXACT",
+                setting: "max-log-entries",
             }
         );
         assert_eq!(err(&["5"]), Error::Arity("RL.SLIDING"));

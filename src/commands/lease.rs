@@ -1,17 +1,18 @@
 //! `RL.RELEASE key lease` and `RL.RENEW key lease ttl`: a holder gives its
 //! lease back, or keeps it longer. (`RL.ACQUIRE` is a decision command:
-//! `policy_command` with the CONCURRENCY policy.) Each writes one slot in
-//! place; a release hands the freed units to the key's waiters at once.
+//! `policy_command` with the CONCURRENCY policy.) Each writes the slots it
+//! changes in place, O(log n) of them for n leases; a release hands the
+//! freed units to the key's waiters at once.
 
 use super::definition::CommandDef;
 use super::grammar::Param;
 use super::Verdict;
 use crate::algorithm::concurrency::{self, Header, LeaseId, SlotChange};
 use crate::algorithm::Micros;
-use crate::codec::lease::{change_patch, key_check, parse_lease, StoredLeases};
+use crate::codec::lease::{key_check, parse_lease, StoredLeases};
 use crate::codec::Kind;
 use crate::error::Error;
-use crate::policy::StateWrite;
+use crate::policy::change_leases;
 use crate::server::key::RedisStore;
 use crate::server::{clock, reply, wait, Arg, Ctx};
 use crate::store::{self, Store};
@@ -59,7 +60,8 @@ pub fn renew(command: &CommandDef, ctx: Ctx, args: &[Arg]) -> Result<Verdict, Er
 }
 
 /// Reads the key's leases, applies `f` at the limiter clock and writes the
-/// changed slot; false when there was nothing to change.
+/// changed slots (the whole value, once, if it was stored in an earlier
+/// layout); false when there was nothing to change.
 fn change(
     ctx: Ctx,
     key: &Arg,
@@ -70,15 +72,12 @@ fn change(
     let found = match store.value(0)? {
         None => None,
         Some(value) => {
-            let stored = StoredLeases::decode(value)
-                .map_err(|e| Error::state(Kind::Concurrency.name(), e))?;
-            f(stored.header, &stored, now)
+            change_leases(value, now, f).map_err(|e| Error::state(Kind::Concurrency.name(), e))?
         }
     };
-    let Some(found) = found else {
+    let Some((write, reset_after)) = found else {
         return Ok(false);
     };
-    let write = StateWrite::Patch(change_patch(&found));
-    store::write_one(&mut store, 0, &write, found.reset_after)?;
+    store::write_one(&mut store, 0, &write, reset_after)?;
     Ok(true)
 }

@@ -6,17 +6,19 @@
 use super::definition::{CommandDef, Cost, Grammar, RegistryOp};
 use super::grammar::{Opt, Param, PolicyDef, Values};
 use super::{clock, lease, named, policy_command, rl_all, rl_peek, throttle};
-use crate::algorithm::concurrency::{Concurrency, MAX_CONCURRENCY_LIMIT};
+use crate::algorithm::concurrency::Concurrency;
 use crate::algorithm::fixed_window::FixedWindow;
 use crate::algorithm::gcra::Gcra;
 use crate::algorithm::sketch::{
     Sketch, DEFAULT_DEPTH, DEFAULT_WIDTH, MAX_DEPTH, MAX_SKETCH_LIMIT, MAX_WIDTH,
 };
 use crate::algorithm::sliding_approx::SlidingApprox;
-use crate::algorithm::sliding_log::{SlidingLog, MAX_SLIDING_LOG_LIMIT};
+use crate::algorithm::sliding_log::SlidingLog;
 use crate::algorithm::sliding_subwindows::{SlidingSubwindows, MAX_SUBWINDOWS, MIN_SUBWINDOWS};
 use crate::algorithm::token_bucket::TokenBucket;
 use crate::algorithm::MAX_HORIZON;
+use crate::bounds::{self, MAX_LOG_ENTRIES, MAX_SKETCH_BYTES};
+use crate::codec::sketch::{sketch_len, CELL_BYTES, SKETCH_HEADER};
 use crate::error::Error;
 use crate::limits::MAX_COUNT;
 use crate::policy::Policy;
@@ -89,11 +91,13 @@ fn build_sliding(v: &Values) -> Result<Policy, Error> {
             limit, window, n,
         )));
     }
-    // EXACT, the default.
-    if limit > MAX_SLIDING_LOG_LIMIT {
+    // EXACT, the default: one log entry per unit, up to the operator's bound.
+    let max = MAX_LOG_ENTRIES.get();
+    if limit > max {
         return Err(Error::LimitTooHigh {
-            max: MAX_SLIDING_LOG_LIMIT,
+            max,
             mode: "EXACT",
+            setting: MAX_LOG_ENTRIES.name,
         });
     }
     Ok(Policy::SlidingLog(SlidingLog::new(limit, window)))
@@ -134,6 +138,15 @@ pub const SKETCH: PolicyDef = PolicyDef {
 fn build_sketch(v: &Values) -> Result<Policy, Error> {
     let width = v.option(0).unwrap_or(DEFAULT_WIDTH);
     let depth = v.option(1).unwrap_or(DEFAULT_DEPTH);
+    // The state is created whole on a key's first call: the operator
+    // bounds its size.
+    let max_bytes = MAX_SKETCH_BYTES.get() as usize;
+    if sketch_len(width as usize, depth as usize) > max_bytes {
+        let cells = max_bytes.saturating_sub(SKETCH_HEADER) / CELL_BYTES;
+        return Err(Error::SketchTooLarge {
+            cells: cells as u64,
+        });
+    }
     Ok(Policy::Sketch {
         sketch: Sketch::new(v.param(1), v.duration(2), width, depth),
         item: v.bytes().to_vec(),
@@ -145,7 +158,7 @@ fn build_sketch(v: &Values) -> Result<Policy, Error> {
 pub const CONCURRENCY: PolicyDef = PolicyDef {
     keyword: "CONCURRENCY",
     params: &[
-        Param::integer("limit", 1, MAX_CONCURRENCY_LIMIT),
+        Param::bounded("limit", 1, &bounds::MAX_LEASES_PER_KEY),
         Param::duration("ttl"),
     ],
     options: &[],

@@ -6,10 +6,11 @@
 //! (and every wait) is exactly what the next request will see.
 
 use super::{
-    decode_fixed, load_subwindows, tat_outcome, write_subwindows, Outcome, Policy, StateWrite,
+    decode_fixed, load_subwindows, sliding_log, tat_outcome, write_subwindows, Outcome, Policy,
+    StateWrite,
 };
 use crate::algorithm::{Decision, Micros, RetryAfter};
-use crate::codec::window::{self, StoredSlidingLog};
+use crate::codec::window;
 use crate::codec::{self, Kind, StateError};
 
 /// Why a forced charge was refused; nothing is written.
@@ -37,6 +38,9 @@ impl Policy {
         now: Micros,
         n: u64,
     ) -> Result<Outcome, StateError> {
+        if let Policy::SlidingLog(l) = self {
+            return sliding_log::refund(l, stored, now, n);
+        }
         let write = match stored {
             None => None,
             Some(value) => self.refund_write(value, now, n)?,
@@ -83,13 +87,8 @@ impl Policy {
                 w.refund(Some(&loaded.state), now, n)
                     .map(|s| write_subwindows(w, &loaded, &s))
             }
-            Policy::SlidingLog(l) => {
-                let entries = log_entries(l.limit(), value)?;
-                l.refund(&entries, now, n).map(|r| {
-                    let kept = &entries[r.expired..entries.len() - r.removed];
-                    encode_log(l, kept)
-                })
-            }
+            // Refunded in place by `sliding_log::refund`.
+            Policy::SlidingLog(_) => None,
             // RL.SKETCH's grammar refuses REFUND: lowering counters that
             // other items share could under-count them; a lease is released,
             // not refunded. Nothing changes.
@@ -106,6 +105,9 @@ impl Policy {
         now: Micros,
         cost: u64,
     ) -> Result<Outcome, ForceError> {
+        if let Policy::SlidingLog(l) = self {
+            return Ok(sliding_log::force(l, stored, now, cost)?);
+        }
         let plain = self.decide(stored, now, cost)?;
         if plain.decision.allowed {
             return Ok(plain);
@@ -153,17 +155,8 @@ impl Policy {
                 w.force(Some(&loaded.state), now, cost)
                     .map(|s| write_subwindows(w, &loaded, &s))
             }
-            Policy::SlidingLog(l) => {
-                let entries = match stored {
-                    Some(v) => log_entries(l.limit(), v)?,
-                    None => Vec::new(),
-                };
-                let c = l.force(&entries, now, cost);
-                let mut kept = entries[c.expired..].to_vec();
-                kept.extend(std::iter::repeat_n(c.at, c.added as usize));
-                let from = kept.len().saturating_sub(l.limit() as usize);
-                Some(encode_log(l, &kept[from..]))
-            }
+            // Charged in place by `sliding_log::force`.
+            Policy::SlidingLog(_) => None,
             // The grammar refuses FORCE for both: a debt in a sketch's shared
             // counter is every colliding item's debt, and a lease is held or
             // not.
@@ -180,10 +173,10 @@ impl Policy {
         now: Micros,
         most: u64,
     ) -> Result<u64, StateError> {
-        let look = self.decide(stored, now, 0)?.decision;
+        let look = self.decision(stored, now, 0)?;
         let cap = most.min(look.limit);
         let fits = |cost: u64| -> Result<bool, StateError> {
-            Ok(cost == 0 || self.decide(stored, now, cost)?.decision.allowed)
+            Ok(cost == 0 || self.decision(stored, now, cost)?.allowed)
         };
         // `remaining` is the answer for every policy but a schedule whose
         // interval is shorter than the clock's microsecond; check it.
@@ -223,23 +216,6 @@ fn after(stored: Option<&[u8]>, write: Option<&StateWrite>) -> Option<Vec<u8>> {
         w.apply_to(&mut value);
     }
     value
-}
-
-/// A stored log's entries, oldest first, at most the newest `limit`.
-fn log_entries(limit: u64, value: &[u8]) -> Result<Vec<Micros>, StateError> {
-    let mut entries = StoredSlidingLog::decode(value)?.to_vec();
-    let from = entries.len().saturating_sub(limit as usize);
-    entries.drain(..from);
-    Ok(entries)
-}
-
-fn encode_log(l: &crate::algorithm::sliding_log::SlidingLog, entries: &[Micros]) -> StateWrite {
-    let width = window::stamp_width(l.window());
-    StateWrite::Value(window::encode_sliding_log(
-        l.limit() as usize,
-        width,
-        entries,
-    ))
 }
 
 #[cfg(test)]

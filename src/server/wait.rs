@@ -136,12 +136,21 @@ pub fn decide(
         wait: request.wait.filter(|_| may_block(ctx)),
         ..request
     };
-    if request.wait.is_none() && WAITING.load(Relaxed) == 0 {
+    let plain = |request| {
         let mut store = RedisStore::open(ctx, keys);
-        return engine::decide(&mut store, policies, now, request).map(Outcome::Reply);
+        engine::decide(&mut store, policies, now, request).map(Outcome::Reply)
+    };
+    if request.wait.is_none() && WAITING.load(Relaxed) == 0 {
+        return plain(request);
     }
     let db = selected_db(ctx);
     let names: Vec<KeyName> = keys.iter().map(|k| (db, k.as_ref().to_vec())).collect();
+    // Waiters elsewhere: a call that cannot wait, on keys nobody waits on,
+    // is decided as if nobody waited.
+    let lined = with_state(|state| names.iter().any(|k| state.queues.has_waiters(k)));
+    if request.wait.is_none() && lined == Some(false) {
+        return plain(request);
+    }
     let placed = with_state(|state| {
         let mut keyspace = ServerKeyspace::new(ctx);
         let arrival = state

@@ -208,6 +208,14 @@ pub enum Parse {
         min: u64,
         max: u64,
     },
+    /// As `Count` from `min` to `i64::MAX`, and at most `max`, the default
+    /// of the operator bound `ratelimit.SETTING`.
+    Bounded {
+        name: &'static str,
+        min: u64,
+        max: u64,
+        setting: &'static str,
+    },
     /// As `Count`, read as redis-cell reads it (CL.THROTTLE): optionally
     /// after one `+`, or `-` and zeros.
     CellCount {
@@ -288,6 +296,15 @@ pub const fn count(name: &'static str, min: u64, max: u64) -> Parse {
     Parse::Count { name, min, max }
 }
 
+const fn bounded(name: &'static str, min: u64, max: u64, setting: &'static str) -> Parse {
+    Parse::Bounded {
+        name,
+        min,
+        max,
+        setting,
+    }
+}
+
 const fn cell_count(name: &'static str, min: u64, max: u64) -> Parse {
     Parse::CellCount { name, min, max }
 }
@@ -362,8 +379,15 @@ macro_rules! tat_corrupt {
 }
 
 // Values under each window tag that are not its layout: short headers,
-// impossible widths, counts and positions, missing or extra bytes.
+// impossible widths, counts and positions, missing or extra bytes. The
+// sliding log's are under its first layout's tag (0xA3), read as its
+// current one's (0xAB), and under the current one.
 const EXACT_CORRUPT: &[&[u8]] = &[
+    &[0xAB],
+    &[
+        0xAB, 0x04, 0x01, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x02, 0x00, 0x00, 0x00, 0x00,
+        0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+    ],
     &[0xA3],
     &[
         0xA3, 0x04, 0x01, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
@@ -517,11 +541,26 @@ const LEASES_CORRUPT: &[&[u8]] = &[
     &[
         0xA9, 1, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 1, 2, 3,
     ],
+    &[0xAA],
+    // Layout v2: lease counter 0; then a root beyond the slots; then a
+    // header and part of a slot.
+    &[
+        0xAA, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+        0, 0, 0, 0,
+    ],
+    &[
+        0xAA, 1, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0,
+        0, 0, 0, 0,
+    ],
+    &[
+        0xAA, 1, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+        0, 0, 0, 0, 1, 2, 3,
+    ],
 ];
 
 /// RL.ACQUIRE's state, directly or through RL.ALL.
 const LEASES: State = State::Tagged {
-    tag: 0xA9,
+    tag: 0xAA,
     name: "RL.ACQUIRE",
     corrupt: LEASES_CORRUPT,
 };
@@ -695,7 +734,7 @@ pub const SHAPES: &[Shape] = &[
         ],
         extra: Extra::UnknownOption,
         state: State::Tagged {
-            tag: 0xA3,
+            tag: 0xAB,
             name: "RL.SLIDING EXACT",
             corrupt: EXACT_CORRUPT,
         },
@@ -805,7 +844,7 @@ pub const SHAPES: &[Shape] = &[
         ],
         extra: Extra::UnknownOption,
         state: State::Tagged {
-            tag: 0xA3,
+            tag: 0xAB,
             name: "RL.SLIDING EXACT",
             corrupt: EXACT_CORRUPT,
         },
@@ -946,7 +985,10 @@ pub const SHAPES: &[Shape] = &[
         arity_name: "rl.acquire",
         prefix: &[],
         infix: &[],
-        fixed: &[("10", count("limit", 1, 100_000)), ("1d", duration("ttl"))],
+        fixed: &[
+            ("10", bounded("limit", 1, 100_000, "max-leases-per-key")),
+            ("1d", duration("ttl")),
+        ],
         required: 2,
         min_arity: 4,
         short: None,
@@ -960,7 +1002,10 @@ pub const SHAPES: &[Shape] = &[
         arity_name: "rl.all",
         prefix: &["1"],
         infix: &["CONCURRENCY"],
-        fixed: &[("10", count("limit", 1, 100_000)), ("1d", duration("ttl"))],
+        fixed: &[
+            ("10", bounded("limit", 1, 100_000, "max-leases-per-key")),
+            ("1d", duration("ttl")),
+        ],
         required: 2,
         min_arity: 5,
         short: Some("ERR syntax error: the policy is CONCURRENCY limit ttl"),
@@ -976,12 +1021,14 @@ pub const TAGS: &[(u8, &str)] = &[
     (0xA1, "RL.GCRA"),
     (0xA2, "RL.BUCKET"),
     (0xA3, "RL.SLIDING EXACT"),
+    (0xAB, "RL.SLIDING EXACT"),
     (0xA4, "RL.SLIDING APPROX"),
     (0xA5, "RL.SLIDING BUCKETS"),
     (0xA6, "RL.FIXED"),
     (0xA7, "RL.FIXED ALIGNED"),
     (0xA8, "RL.SKETCH"),
     (0xA9, "RL.ACQUIRE"),
+    (0xAA, "RL.ACQUIRE"),
 ];
 
 impl Shape {
@@ -1045,6 +1092,21 @@ pub fn expected_error(parse: Parse, v: &[u8]) -> Option<String> {
         Parse::Count { name, min, max } => match reference_number(v) {
             Some(n) if n >= u128::from(min) && n <= u128::from(max) => None,
             _ => Some(format!("ERR {name} must be an integer from {min} to {max}")),
+        },
+        Parse::Bounded {
+            name,
+            min,
+            max,
+            setting,
+        } => match reference_number(v) {
+            Some(n) if n >= u128::from(min) && n <= u128::from(max) => None,
+            Some(n) if n >= u128::from(min) && n <= i64::MAX as u128 => Some(format!(
+                "ERR {name} must be at most {max} (ratelimit.{setting})"
+            )),
+            _ => Some(format!(
+                "ERR {name} must be an integer from {min} to {}",
+                i64::MAX
+            )),
         },
         Parse::CellCount { name, min, max } => {
             let unsigned = match v {
@@ -1112,9 +1174,17 @@ pub fn expected_state_error(state: State, value: &[u8]) -> Option<String> {
             // RL.FIXED ALIGNED reads RL.FIXED's 0xA6 values of earlier
             // versions: corrupt ones are reported as such; others are
             // taken if they start on a boundary (tests/upgrade.rs).
+            // The sliding log's first layout (0xA3) is read as its current one.
+            Some((0xA3, found)) if tag == 0xAB => EXACT_CORRUPT
+                .contains(&value)
+                .then(|| format!("ERR key holds corrupt {found} state")),
             Some((0xA6, found)) if tag == 0xA7 => FIXED_CORRUPT
                 .contains(&value)
                 .then(|| format!("ERR key holds corrupt {found} state")),
+            // RL.ACQUIRE reads its earlier layout (0xA9) and converts it.
+            Some((0xA9, _)) if tag == 0xAA => corrupt
+                .contains(&value)
+                .then(|| format!("ERR key holds corrupt {name} state")),
             Some((_, found)) => Some(format!(
                 "WRONGTYPE key holds {found} state, not {name} state"
             )),

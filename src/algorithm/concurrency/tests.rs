@@ -1,5 +1,6 @@
 use super::*;
 use proptest::prelude::*;
+use std::cell::RefCell;
 use std::collections::HashSet;
 
 fn s(n: u64) -> Micros {
@@ -14,26 +15,28 @@ struct Key {
 }
 
 impl Key {
+    fn write(&mut self, header: Header, slots: &[(usize, Slot)]) {
+        self.header = Some(header);
+        for &(i, s) in slots {
+            if i >= self.slots.len() {
+                self.slots.resize(i + 1, Slot::default());
+            }
+            self.slots[i] = s;
+        }
+    }
+
     fn acquire(&mut self, c: &Concurrency, now: Micros, cost: u64) -> (Decision, Option<LeaseId>) {
         let (d, grant) = c.acquire(self.header, &self.slots, now, cost);
         let Some(g) = grant else {
             return (d, None);
         };
-        self.header = Some(g.header);
-        if g.index == self.slots.len() {
-            self.slots.push(g.slot);
-        } else {
-            self.slots[g.index] = g.slot;
-        }
+        self.write(g.header, &g.slots);
         (d, Some(g.lease))
     }
 
     fn apply(&mut self, change: Option<SlotChange>) -> bool {
         let Some(c) = change else { return false };
-        self.slots[c.index] = c.slot;
-        if let Some(h) = &mut self.header {
-            h.last = c.last;
-        }
+        self.write(c.header, &c.slots);
         true
     }
 
@@ -47,6 +50,51 @@ impl Key {
         let Some(h) = self.header else { return false };
         let change = renew(h, &self.slots, id, ttl, now);
         self.apply(change)
+    }
+
+    /// The tree is a search tree by (deadline, number) with correct links,
+    /// sums and heights, AVL-balanced, and holds every slot not free.
+    fn check(&self) {
+        let Some(h) = self.header else { return };
+        let at = |l: u32| self.slots[l as usize - 1];
+        let mut seen = 0;
+        // (link, parent, lower bound, upper bound)
+        let mut stack = vec![(h.root, 0u32)];
+        while let Some((l, parent)) = stack.pop() {
+            if l == 0 {
+                continue;
+            }
+            seen += 1;
+            let s = at(l);
+            assert!(s.cost > 0);
+            assert_eq!(s.parent, parent);
+            let sum = |c: u32| if c == 0 { 0 } else { at(c).sum };
+            assert_eq!(s.sum, s.cost + sum(s.left) + sum(s.right));
+            let height = |c: u32| if c == 0 { 0 } else { i32::from(at(c).height) };
+            let (lh, rh) = (height(s.left), height(s.right));
+            assert_eq!(i32::from(s.height), 1 + lh.max(rh));
+            assert!((lh - rh).abs() <= 1, "balanced");
+            if s.left != 0 {
+                assert!((at(s.left).expiry, at(s.left).seq) < (s.expiry, s.seq));
+            }
+            if s.right != 0 {
+                assert!((at(s.right).expiry, at(s.right).seq) > (s.expiry, s.seq));
+            }
+            stack.push((s.left, l));
+            stack.push((s.right, l));
+        }
+        let mut free = 0;
+        let mut f = h.free;
+        while f != 0 {
+            free += 1;
+            assert_eq!(at(f).cost, 0);
+            f = at(f).left;
+        }
+        assert_eq!(
+            seen + free,
+            self.slots.len(),
+            "every slot in the tree or free"
+        );
     }
 }
 
@@ -115,6 +163,7 @@ fn cost_zero_looks_and_the_counter_runs_out() {
         epoch: s(1),
         next_seq: MAX_SEQ + 1,
         last: s(1),
+        ..Header::default()
     });
     let (d, id) = k.acquire(&c, s(1), 1);
     assert!(!d.allowed && id.is_none());
@@ -142,9 +191,14 @@ proptest! {
 
     /// Against a model (a list of leases with deadlines): the same
     /// admissions, releases and renewals; never more than `limit` held;
-    /// every identifier distinct; a denial's wait is exact.
+    /// every identifier distinct; a denial's wait is exact for every cost
+    /// (for cost 1, the earliest deadline); the tree stays well formed.
     #[test]
-    fn matches_a_list_of_leases(limit in 1u64..6, ttl in 1u64..40, ops in proptest::collection::vec(op(), 1..80)) {
+    fn matches_a_list_of_leases(
+        limit in prop_oneof![1u64..6, 6u64..60],
+        ttl in 1u64..40,
+        ops in proptest::collection::vec(op(), 1..200),
+    ) {
         let c = Concurrency::new(limit, Micros::new(ttl));
         let mut k = Key::default();
         let mut model: Vec<(LeaseId, u64, u64)> = Vec::new(); // id, cost, expiry
@@ -164,6 +218,13 @@ proptest! {
                         prop_assert!(seen.insert(id));
                         model.push((id, cost, now + ttl));
                         issued.push(id);
+                    }
+                    if !d.allowed && cost == 1 && cost <= limit {
+                        let earliest = model.iter().map(|m| m.2).min().unwrap();
+                        prop_assert_eq!(d.retry_after, RetryAfter::After(Micros::new(earliest - now)));
+                    }
+                    if !d.allowed && cost <= limit {
+                        prop_assert!(matches!(d.retry_after, RetryAfter::After(_)));
                     }
                     if let RetryAfter::After(w) = d.retry_after {
                         let mut later = k.clone();
@@ -192,6 +253,106 @@ proptest! {
                 _ => {}
             }
             prop_assert!(k.slots.len() as u64 <= limit);
+            k.check();
         }
     }
+}
+
+/// The slots of a key, counting the distinct slots a call reads.
+struct Counting<'a> {
+    slots: &'a Vec<Slot>,
+    read: RefCell<HashSet<usize>>,
+}
+
+impl Leases for Counting<'_> {
+    fn slots(&self) -> usize {
+        self.slots.len()
+    }
+    fn slot(&self, i: usize) -> Slot {
+        self.read.borrow_mut().insert(i);
+        self.slots.slot(i)
+    }
+}
+
+impl Counting<'_> {
+    /// Slots read or written by the call, and reset.
+    fn touched(&self, written: &[(usize, Slot)]) -> usize {
+        let mut all = self.read.take();
+        all.extend(written.iter().map(|w| w.0));
+        all.len()
+    }
+}
+
+/// At 100,000 leases every call reads and writes at most 4·log2(n) + 8
+/// slots: acquires (admitted, denied for one unit or many), releases,
+/// renewals, looks, and acquires among many expired leases.
+#[test]
+fn every_call_touches_o_log_n_slots_at_100_000_leases() {
+    let n = 100_000u64;
+    let bound = 4 * 17 + 8;
+    let c = Concurrency::new(n, s(3_600));
+    let mut k = Key::default();
+    let mut ids = Vec::new();
+    for i in 0..n {
+        // Deadlines out of order: renewals below move them about.
+        ids.push(
+            k.acquire(&c, Micros::new(1_000 + (i * 7_919) % n), 1)
+                .1
+                .unwrap(),
+        );
+    }
+    let mut now = Micros::new(1_000 + n);
+    let mut most = 0;
+    let mut rng = 12_345u64;
+    for round in 0..2_000u64 {
+        rng = crate::algorithm::sketch::fmix64(rng + round);
+        let header = k.header.unwrap();
+        let view = Counting {
+            slots: &k.slots,
+            read: RefCell::default(),
+        };
+        let id = ids[(rng % n) as usize];
+        let touched = match round % 5 {
+            0 => {
+                let (d, g) = c.acquire(Some(header), &view, now, 1 + rng % 3);
+                let written = g.map(|g| g.slots).unwrap_or_default();
+                let t = view.touched(&written);
+                if d.allowed {
+                    k.write(header, &[]);
+                }
+                t
+            }
+            1 => {
+                let change = release(header, &view, id, now);
+                let t = view.touched(change.as_ref().map_or(&[][..], |c| &c.slots));
+                k.apply(change);
+                t
+            }
+            2 => {
+                let change = renew(header, &view, id, s(1 + rng % 5_000), now);
+                let t = view.touched(change.as_ref().map_or(&[][..], |c| &c.slots));
+                k.apply(change);
+                t
+            }
+            3 => {
+                let (_, g) = c.acquire(Some(header), &view, now, 1);
+                let t = view.touched(g.as_ref().map_or(&[][..], |g| &g.slots));
+                if let Some(g) = g {
+                    k.write(g.header, &g.slots);
+                    ids.push(g.lease);
+                }
+                t
+            }
+            _ => {
+                now = now.saturating_add(Micros::new(rng % 2_000_000));
+                let (_, g) = c.acquire(Some(header), &view, now, 1 + rng % 1_000);
+                view.touched(g.as_ref().map_or(&[][..], |g| &g.slots))
+            }
+        };
+        most = most.max(touched);
+        assert!(touched <= bound, "round {round}: {touched} slots");
+    }
+    assert!(k.slots.len() as u64 <= n);
+    assert!(most >= 17, "the tree is walked: {most}");
+    k.check();
 }

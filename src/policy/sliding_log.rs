@@ -1,0 +1,190 @@
+//! RL.SLIDING EXACT as a policy: every call reads the stored log in place
+//! (a binary search for its live part) and writes only what its edit
+//! changes, so its work is its cost in entries plus O(log n), whatever the
+//! log holds. The entries each call reads or writes are counted
+//! ([`Work::Entries`]).
+
+use super::{Outcome, StateWrite};
+use crate::algorithm::sliding_log::{EditedLog, LogEdit, SlidingLog};
+use crate::algorithm::{Decision, Micros, RetryAfter};
+use crate::bounds::MAX_LOG_ENTRIES;
+use crate::codec::sliding_log::{self as codec, LogBytes, StoredSlidingLog};
+use crate::codec::StateError;
+use crate::work::{self, Work};
+
+/// A stored log, if there is one, read in place.
+struct Loaded<'a> {
+    log: Option<StoredSlidingLog<'a>>,
+}
+
+impl<'a> Loaded<'a> {
+    fn new(stored: Option<&'a [u8]>) -> Result<Loaded<'a>, StateError> {
+        let log = stored.map(StoredSlidingLog::decode).transpose()?;
+        Ok(Loaded { log })
+    }
+
+    fn decide(&self, l: &SlidingLog, now: Micros, cost: u64) -> (Decision, Option<LogEdit>) {
+        match &self.log {
+            Some(log) => l.decide(log, now, cost),
+            None => l.decide(&[][..], now, cost),
+        }
+    }
+
+    /// Decides `cost` on the log as `edit` leaves it (nothing is copied).
+    fn decide_after(&self, l: &SlidingLog, edit: &LogEdit, now: Micros, cost: u64) -> Decision {
+        match &self.log {
+            Some(log) => l.decide(&EditedLog::new(log, edit), now, cost).0,
+            None => l.decide(&EditedLog::new(&[][..], edit), now, cost).0,
+        }
+    }
+
+    /// The write that applies `edit`, counting the entries it writes.
+    fn write(&self, l: &SlidingLog, edit: &LogEdit, touched: &mut usize) -> StateWrite {
+        let width = codec::stamp_width(l.window());
+        let max_cap = MAX_LOG_ENTRIES.get() as usize;
+        let w = codec::write_log(self.log.as_ref(), edit, width, max_cap);
+        *touched += w.written;
+        match w.bytes {
+            LogBytes::Patch(p) => StateWrite::Patch(p),
+            LogBytes::Whole(v) => StateWrite::Value(v),
+        }
+    }
+
+    /// Entries read so far.
+    fn reads(&self) -> usize {
+        self.log.as_ref().map_or(0, StoredSlidingLog::reads)
+    }
+}
+
+/// Counts the entries a call read and wrote.
+fn count(loaded: &Loaded, written: usize) -> usize {
+    let n = loaded.reads() + written;
+    work::add(Work::Entries, n as u64);
+    n
+}
+
+/// Decides `cost`; an admitted request appends its entries.
+pub(super) fn decide(
+    l: &SlidingLog,
+    stored: Option<&[u8]>,
+    now: Micros,
+    cost: u64,
+) -> Result<Outcome, StateError> {
+    decide_counted(l, stored, now, cost).map(|(o, _)| o)
+}
+
+fn decide_counted(
+    l: &SlidingLog,
+    stored: Option<&[u8]>,
+    now: Micros,
+    cost: u64,
+) -> Result<(Outcome, usize), StateError> {
+    let loaded = Loaded::new(stored)?;
+    let (decision, edit) = loaded.decide(l, now, cost);
+    let mut written = 0;
+    let write = edit.map(|e| loaded.write(l, &e, &mut written));
+    let n = count(&loaded, written);
+    Ok((Outcome::of(decision, write), n))
+}
+
+/// Decides `cost` and prepares no write.
+pub(super) fn decision(
+    l: &SlidingLog,
+    stored: Option<&[u8]>,
+    now: Micros,
+    cost: u64,
+) -> Result<Decision, StateError> {
+    let loaded = Loaded::new(stored)?;
+    let (decision, _) = loaded.decide(l, now, cost);
+    count(&loaded, 0);
+    Ok(decision)
+}
+
+/// Gives back `n` units: the newest entries go (a header write).
+pub(super) fn refund(
+    l: &SlidingLog,
+    stored: Option<&[u8]>,
+    now: Micros,
+    n: u64,
+) -> Result<Outcome, StateError> {
+    refund_counted(l, stored, now, n).map(|(o, _)| o)
+}
+
+fn refund_counted(
+    l: &SlidingLog,
+    stored: Option<&[u8]>,
+    now: Micros,
+    n: u64,
+) -> Result<(Outcome, usize), StateError> {
+    let loaded = Loaded::new(stored)?;
+    let edit = match &loaded.log {
+        Some(log) => l.refund(log, now, n),
+        None => None,
+    };
+    let look = match &edit {
+        Some(e) => loaded.decide_after(l, e, now, 0),
+        None => loaded.decide(l, now, 0).0,
+    };
+    let decision = Decision {
+        allowed: true,
+        retry_after: RetryAfter::NotNeeded,
+        ..look
+    };
+    let mut written = 0;
+    let write = edit.map(|e| {
+        // Back to full: no key says the same, and leaves none to expire.
+        if decision.reset_after == Micros::ZERO {
+            StateWrite::Delete
+        } else {
+            loaded.write(l, &e, &mut written)
+        }
+    });
+    let n = count(&loaded, written);
+    Ok((Outcome::of(decision, write), n))
+}
+
+/// Charges `cost` whether or not it fits (at most `limit` entries).
+pub(super) fn force(
+    l: &SlidingLog,
+    stored: Option<&[u8]>,
+    now: Micros,
+    cost: u64,
+) -> Result<Outcome, StateError> {
+    force_counted(l, stored, now, cost).map(|(o, _)| o)
+}
+
+fn force_counted(
+    l: &SlidingLog,
+    stored: Option<&[u8]>,
+    now: Micros,
+    cost: u64,
+) -> Result<(Outcome, usize), StateError> {
+    let loaded = Loaded::new(stored)?;
+    let (plain, edit) = loaded.decide(l, now, cost);
+    if plain.allowed {
+        let mut written = 0;
+        let write = edit.map(|e| loaded.write(l, &e, &mut written));
+        let n = count(&loaded, written);
+        return Ok((Outcome::of(plain, write), n));
+    }
+    let edit = match &loaded.log {
+        Some(log) => l.force(log, now, cost),
+        None => l.force(&[][..], now, cost),
+    };
+    let next = loaded.decide_after(l, &edit, now, 1);
+    let decision = Decision {
+        allowed: false,
+        retry_after: match next.retry_after {
+            RetryAfter::NotNeeded => RetryAfter::After(Micros::ZERO),
+            wait => wait,
+        },
+        ..loaded.decide_after(l, &edit, now, 0)
+    };
+    let mut written = 0;
+    let write = loaded.write(l, &edit, &mut written);
+    let n = count(&loaded, written);
+    Ok((Outcome::of(decision, Some(write)), n))
+}
+
+#[cfg(test)]
+mod tests;
