@@ -3,7 +3,7 @@
 
 use super::definition::{CommandDef, Grammar, RegistryOp};
 use super::grammar::{Opt, Param, Parse, PolicyDef, COMMON};
-use super::named::{OR, SHADOW};
+use super::named::{OR, POLICY, SHADOW};
 use super::table::POLICIES;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -166,6 +166,14 @@ fn policy_choice(policies: &[&PolicyDef]) -> DocArg {
     DocArg::parent("policy", DocType::OneOf, blocks.collect())
 }
 
+/// One of `policies`, or `POLICY name`: a registered one (RL.ALL, RL.PEEK).
+fn policy_or_named(policies: &[&PolicyDef]) -> DocArg {
+    let mut choice = policy_choice(policies);
+    let named = DocArg::new("name", DocType::String).with_token(POLICY);
+    choice.subargs.push(named);
+    choice
+}
+
 /// The arguments of `command`, in order, without the command name.
 pub fn arguments(command: &CommandDef) -> Vec<DocArg> {
     match &command.grammar {
@@ -180,7 +188,7 @@ pub fn arguments(command: &CommandDef) -> Vec<DocArg> {
             let mut out = vec![
                 DocArg::new("numkeys", DocType::Integer),
                 key().multiple(),
-                policy_choice(policies).multiple(),
+                policy_or_named(policies).multiple(),
             ];
             out.extend(options(&COMMON));
             out.push(
@@ -191,7 +199,7 @@ pub fn arguments(command: &CommandDef) -> Vec<DocArg> {
             );
             out
         }
-        Grammar::Peek { policies } => vec![key(), policy_choice(policies)],
+        Grammar::Peek { policies } => vec![key(), policy_or_named(policies)],
         Grammar::Positional { params, optional } => {
             let required = params.len() - optional;
             let mut out = vec![key()];
@@ -270,7 +278,8 @@ mod tests {
             "key:key (GCRA limit:integer period:string [BURST burst:integer] | \
              BUCKET capacity:integer refill:integer period:string | \
              SLIDING limit:integer window:string [(EXACT | APPROX | BUCKETS buckets:integer)] | \
-             FIXED limit:integer window:string [ALIGNED] | CONCURRENCY limit:integer ttl:string)"
+             FIXED limit:integer window:string [ALIGNED] | CONCURRENCY limit:integer ttl:string | \
+             POLICY name:string)"
         );
         assert_eq!(
             get("cl.throttle"),
