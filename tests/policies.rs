@@ -409,11 +409,21 @@ fn a_change_reaches_replicas_and_survives_a_failover() {
     // A replica refuses a change from a client.
     let e = err(&mut r, &["RL.POLICY", "SET", "x", "FIXED", "1", "1s"]);
     assert!(e.starts_with("READONLY"), "{e}");
-    // Promoted, it holds the policies and takes changes.
-    ok(&mut r, &["REPLICAOF", "NO", "ONE"]);
+    // A coordinated failover: the promoted replica holds the policies and
+    // takes changes, which reach the old primary, now its replica.
+    ok(&mut p, &["FAILOVER"]);
+    common::topology::wait_until("the replica to become primary", 20, || {
+        common::topology::info(&mut r, "replication").contains("role:master")
+    });
+    common::topology::wait_until("the old primary to follow it", 20, || {
+        common::topology::info(&mut p, "replication").contains("master_link_status:up")
+    });
     assert_eq!(text(&mut r, &["RL.POLICY", "GET", "api"]), "FIXED 8 1h");
     ok(&mut r, &["RL.POLICY", "SET", "api", "FIXED", "9", "1h"]);
-    assert_eq!(text(&mut r, &["RL.POLICY", "GET", "api"]), "FIXED 9 1h");
+    wait_replicas(&mut r, 1);
+    assert_eq!(text(&mut p, &["RL.POLICY", "GET", "api"]), "FIXED 9 1h");
+    let e = err(&mut p, &["RL.POLICY", "DEL", "api"]);
+    assert!(e.starts_with("READONLY"), "{e}");
 }
 
 /// `POLICY name` stands for a policy in RL.ALL and RL.PEEK.
