@@ -606,3 +606,48 @@ fn raises_grant_the_difference_and_cuts_wait_for_the_spent_to_age_out() {
         assert_eq!(allowed(&mut c), 0, "{algorithm} {rest:?} cut");
     }
 }
+
+/// At the default bound, 10,000 policies: the registry refuses the next,
+/// survives DEBUG RELOAD whole, and a call by name is one look-up whatever
+/// the number of policies (the decision is the one a lone policy gives).
+#[test]
+fn ten_thousand_policies_fill_the_default_bound() {
+    let s = policies();
+    let mut c = s.conn();
+    clock_set(&mut c, 1_000_000_000);
+    let mut pipe = redis::pipe();
+    for i in 0..10_000 {
+        pipe.cmd("RL.POLICY")
+            .arg("SET")
+            .arg(format!("cust:{i:05}"))
+            .arg("FIXED")
+            .arg(i + 1)
+            .arg("1h")
+            .ignore();
+    }
+    let () = pipe.query(&mut c).unwrap();
+    assert_eq!(
+        err(
+            &mut c,
+            &["RL.POLICY", "SET", "one-more", "FIXED", "1", "1h"]
+        ),
+        "ERR too many policies: at most 10000 (ratelimit.max-policies)"
+    );
+    // Redefining an existing name needs no room.
+    ok(
+        &mut c,
+        &["RL.POLICY", "SET", "cust:00000", "FIXED", "1", "1h"],
+    );
+    assert_eq!(
+        list(&mut c, &["RL.POLICY", "LIST", "MATCH", "cust:0999?"]).len(),
+        10
+    );
+    let digest = text(&mut c, &["RL.POLICY", "DIGEST"]);
+    ok(&mut c, &["DEBUG", "RELOAD"]);
+    assert_eq!(text(&mut c, &["RL.POLICY", "DIGEST"]), digest);
+    assert_eq!(
+        decide(&mut c, &["RL.CHECK", "k", "nope", "OR", "cust:09999"])[..3],
+        [1, 10_000, 9_999]
+    );
+    assert_eq!(list(&mut c, &["RL.POLICY", "LIST"]).len(), 10_000);
+}
