@@ -1,6 +1,6 @@
-//! Named policies: `RL.POLICY SET|GET|DEL|LIST|DIGEST` keep the server's
-//! registry (`crate::registry`), and `RL.CHECK key name [OR name ...]
-//! [options]` decides under the first of the names that is defined.
+//! Named policies: `RL.POLICY SET|GET|DEL|LIST|DIGEST|STATS` keep the
+//! server's registry (`crate::registry`), and `RL.CHECK key name [OR name
+//! ...] [options]` decides under the first of the names that is defined.
 //!
 //! A definition is an RL.ALL policy (`GCRA 100 1m BURST 20`), checked by the
 //! same parser with the same errors, optionally followed by `SHADOW`.
