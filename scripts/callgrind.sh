@@ -53,7 +53,7 @@ trap cleanup EXIT
 
 valgrind --tool=callgrind --callgrind-out-file="$OUT/callgrind.out.%p" \
     redis-server --bind 127.0.0.1 --port "$PORT" --save '' --appendonly no \
-    --dir "$WORKDIR" --loadmodule "$MODULE" >"$WORKDIR/vg.log" 2>&1 &
+    --dir "$WORKDIR" --loadmodule "$MODULE" ${MODULE_ARGS:-} >"$WORKDIR/vg.log" 2>&1 &
 VG_PID=$!
 cli() { redis-cli -h 127.0.0.1 -p "$PORT" "$@"; }
 for _ in $(seq 1 300); do
@@ -64,6 +64,12 @@ done
     cat "$WORKDIR/vg.log" >&2
     exit 1
 }
+
+IFS=';' read -ra setup <<<"${SETUP:-}"
+for line in "${setup[@]}"; do
+    # shellcheck disable=SC2086 # split the command into words
+    [ -n "${line// /}" ] && cli $line >/dev/null
+done
 
 SHA_GCRA=$(cli SCRIPT LOAD "$(cat scripts/lua/gcra.lua)")
 SHA_BUCKET=$(cli SCRIPT LOAD "$(cat scripts/lua/token_bucket.lua)")

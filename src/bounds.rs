@@ -89,14 +89,22 @@ pub static MAX_LOG_ENTRIES: Bound = Bound::new("max-log-entries", 100_000, 1, 10
 /// on one key at once.
 pub static MAX_LEASES_PER_KEY: Bound = Bound::new("max-leases-per-key", 100_000, 1, 1_000_000);
 
+/// Named policies the server holds (`RL.POLICY SET`).
+pub static MAX_POLICIES: Bound = Bound::new("max-policies", 10_000, 1, 10_000_000);
+
+/// The longest policy name in bytes.
+pub static MAX_POLICY_NAME: Bound = Bound::new("max-policy-name", 256, 1, 65_536);
+
 /// Every bound, in the order `CONFIG GET ratelimit.*` lists them.
-pub static ALL: [&Bound; 6] = [
+pub static ALL: [&Bound; 8] = [
     &MAX_WAITERS_PER_KEY,
     &MAX_WAITERS,
     &WAIT_EVENTS_PER_TICK,
     &MAX_SKETCH_BYTES,
     &MAX_LOG_ENTRIES,
     &MAX_LEASES_PER_KEY,
+    &MAX_POLICIES,
+    &MAX_POLICY_NAME,
 ];
 
 #[cfg(test)]

@@ -118,6 +118,22 @@ pub enum Error {
     Internal(&'static str),
     /// A lease identifier that RL.ACQUIRE cannot have returned.
     MalformedLease,
+    /// A named policy that is not defined (RL.POLICY, RL.CHECK, POLICY).
+    NoSuchPolicy(String),
+    /// An RL.CHECK chain of which no name is defined (all of them).
+    NoPolicyOfChain(String),
+    /// A policy name longer than `ratelimit.max-policy-name`, or empty.
+    PolicyName {
+        max: u64,
+    },
+    /// A SHADOW policy named in RL.ALL.
+    ShadowInAll(String),
+    /// Named policies used on a server that did not load them.
+    PoliciesOff,
+    /// A new policy past `ratelimit.max-policies`.
+    TooManyPolicies {
+        max: u64,
+    },
     /// A lease identifier RL.ACQUIRE returned for another key.
     LeaseOfAnotherKey,
 }
@@ -311,6 +327,26 @@ impl std::fmt::Display for Error {
             Error::MalformedLease => write!(
                 f,
                 "ERR lease must be {LEASE_LEN} lowercase hex digits, as RL.ACQUIRE returns it"
+            ),
+            Error::ShadowInAll(name) => write!(
+                f,
+                "ERR policy '{name}' is SHADOW: RL.ALL enforces every policy; use RL.CHECK"
+            ),
+            Error::PoliciesOff => write!(
+                f,
+                "ERR named policies are off: load the module with 'policies on'"
+            ),
+            Error::NoSuchPolicy(name) => write!(f, "ERR no policy named '{name}'"),
+            Error::NoPolicyOfChain(names) => {
+                write!(f, "ERR none of the policies {names} is defined")
+            }
+            Error::PolicyName { max } => write!(
+                f,
+                "ERR policy name must be 1 to {max} bytes (ratelimit.max-policy-name)"
+            ),
+            Error::TooManyPolicies { max } => write!(
+                f,
+                "ERR too many policies: at most {max} (ratelimit.max-policies)"
             ),
             Error::LeaseOfAnotherKey => {
                 write!(f, "ERR lease was acquired under another key")

@@ -23,10 +23,12 @@ mod engine;
 mod error;
 mod limits;
 mod policy;
+mod registry;
 #[allow(unsafe_code)]
 mod server;
 mod stats;
 mod store;
+mod topk;
 mod version;
 mod waitqueue;
 mod work;

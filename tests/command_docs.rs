@@ -97,7 +97,8 @@ const POLICY: &str = "(GCRA limit:integer period:string [BURST burst:integer] | 
                       BUCKET capacity:integer refill:integer period:string | \
                       SLIDING limit:integer window:string [(EXACT | APPROX | BUCKETS buckets:integer)] | \
                       FIXED limit:integer window:string [ALIGNED] | \
-                      CONCURRENCY limit:integer ttl:string)";
+                      CONCURRENCY limit:integer ttl:string | \
+                      POLICY name:string)";
 
 #[test]
 fn every_command_documents_its_arguments() {
@@ -132,7 +133,7 @@ fn every_command_documents_its_arguments() {
                 "numkeys:integer key:key... ({GCRA} | {BUCKET} | \
                  SLIDING limit:integer window:string {MODE} | \
                  FIXED limit:integer window:string [ALIGNED] | \
-                 CONCURRENCY limit:integer ttl:string)... {COMMON} \
+                 CONCURRENCY limit:integer ttl:string | POLICY name:string)... {COMMON} \
                  [COSTS costs:integer...]"
             ),
         ),

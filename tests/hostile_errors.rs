@@ -622,3 +622,37 @@ fn huge_arguments_get_short_errors() {
     let r = c.ok(&[&b"RL.GCRA"[..], b"z", &zeros, b"1d", b"DRYRUN"]);
     assert_eq!(r.ints(), [1, 1, 0, -1, 86_400_000]);
 }
+
+/// A named policy's definition is an RL.PEEK policy: every hostile case of
+/// RL.PEEK's shapes, sent as `RL.POLICY SET p <policy ...>`, gets the same
+/// error (arity errors naming `rl.policy|set`) and stores nothing.
+#[test]
+fn named_policy_definitions_get_the_errors_of_rl_peek() {
+    let server = Server::with(common::Config::default().with_policies());
+    let mut c = Raw::connect(server.port);
+    c.ok(&["RL.POLICY", "SET", "live", "FIXED", "1", "1s"]);
+    let digest = c.call(&["RL.POLICY", "DIGEST"]);
+    let before = snapshot(&mut c);
+    let mut failures = Vec::new();
+    let mut checked = 0;
+    for shape in SHAPES.iter().filter(|s| s.name == "RL.PEEK") {
+        for case in argument_cases(shape, b"k") {
+            // RL.PEEK key policy... -> RL.POLICY SET p policy...
+            let Some(policy) = case.args.get(2..) else {
+                continue;
+            };
+            let mut args = words(&["RL.POLICY", "SET", "p"]);
+            args.extend(policy.iter().cloned());
+            let want = case.want.replace("'rl.peek'", "'rl.policy|set'");
+            check(&mut c, &args, &want, &before, &mut failures);
+            checked += 1;
+        }
+    }
+    assert_eq!(
+        c.call(&["RL.POLICY", "DIGEST"]),
+        digest,
+        "a policy was stored"
+    );
+    assert!(checked > 100, "only {checked} cases");
+    report(failures, checked);
+}

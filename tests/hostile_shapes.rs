@@ -50,6 +50,11 @@ fn defined(shape: &Shape) -> (Vec<Param>, Vec<Opt>) {
             (p.params.to_vec(), p.options.to_vec())
         }
         Grammar::Positional { params, .. } => (params.to_vec(), Vec::new()),
+        // Named policies have no shape of their own: their definitions are
+        // RL.PEEK's policies (hostile_errors sends RL.PEEK's cases to them).
+        Grammar::Registry(_) | Grammar::Check => {
+            panic!("{}: named-policy commands have no shape", shape.name)
+        }
         Grammar::Subcommands { choices, .. } => {
             let (_, param) = choices
                 .iter()

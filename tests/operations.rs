@@ -41,8 +41,12 @@ fn the_readme_gives_every_command_its_acl_categories() {
         .lines()
         .filter(|l| l.starts_with("| `"))
         .map(|row| {
+            // A subcommand's `|` is escaped in a Markdown table.
+            let row = row.replace("\\|", "\u{1}");
             let cells: Vec<&str> = row.split('|').collect();
-            let names = quoted(cells[1]).into_iter().map(str::to_lowercase);
+            let names = quoted(cells[1])
+                .into_iter()
+                .map(|n| n.to_lowercase().replace('\u{1}', "|"));
             let mut cats: Vec<String> = quoted(cells[2])
                 .iter()
                 .flat_map(|c| c.split(' '))
@@ -69,9 +73,10 @@ fn the_readme_gives_every_command_its_acl_categories() {
         .map(str::to_string)
         .collect();
     named.sort();
-    let mut expected: Vec<String> = command_names()
+    let mut expected: Vec<String> = commands()
         .into_iter()
-        .filter(|name| name != "rl.clock")
+        .filter(|(_, cats)| !cats.iter().any(|c| c == "@admin"))
+        .map(|(name, _)| name)
         .collect();
     expected.sort();
     assert_eq!(named, expected);

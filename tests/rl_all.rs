@@ -264,8 +264,14 @@ fn errors_are_specific_and_change_nothing() {
             "ERR syntax error: unknown policy 'TOKEN': expected GCRA, BUCKET, SLIDING, FIXED or CONCURRENCY",
         ),
         (
-            &[b"RL.ALL", b"1", b"a", b"GCRA", b"1"],
+            &[b"RL.ALL", b"1", b"a", b"GCRA"],
             "ERR wrong number of arguments for 'rl.all' command",
+        ),
+        // Enough words for `POLICY name`, the shortest policy: the module
+        // says what the policy needs.
+        (
+            &[b"RL.ALL", b"1", b"a", b"GCRA", b"1"],
+            "ERR syntax error: the policy is GCRA limit period [BURST n]",
         ),
         (
             &[b"RL.ALL", b"1", b"a", b"GCRA", b"0", b"1"],

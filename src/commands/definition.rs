@@ -32,11 +32,32 @@ pub enum Grammar {
         params: &'static [Param],
         optional: usize,
     },
+    /// A subcommand of `RL.POLICY`, on the registry of named policies.
+    Registry(RegistryOp),
+    /// `key name [OR name ...]`, then the common options (RL.CHECK).
+    Check,
     /// No key; optionally one of several `TOKEN value` subcommands.
     Subcommands {
         name: &'static str,
         choices: &'static [(&'static str, Param)],
     },
+}
+
+/// What an `RL.POLICY` subcommand does, and so what follows its name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RegistryOp {
+    /// `name policy [SHADOW]`, the policy written as in RL.ALL.
+    Set,
+    /// `name`.
+    Get,
+    /// `name`.
+    Del,
+    /// `[MATCH pattern]`.
+    List,
+    /// Nothing.
+    Digest,
+    /// `name`.
+    Stats,
 }
 
 /// Where a command's keys are.
@@ -140,9 +161,12 @@ impl CommandDef {
 
     pub fn keys(&self) -> Keys {
         match self.grammar {
-            Grammar::Policy(_) | Grammar::Peek { .. } | Grammar::Positional { .. } => Keys::First,
+            Grammar::Policy(_)
+            | Grammar::Peek { .. }
+            | Grammar::Positional { .. }
+            | Grammar::Check => Keys::First,
             Grammar::All { .. } => Keys::Counted,
-            Grammar::Subcommands { .. } => Keys::None,
+            Grammar::Subcommands { .. } | Grammar::Registry(_) => Keys::None,
         }
     }
 
@@ -151,18 +175,23 @@ impl CommandDef {
     pub fn arity(&self) -> i32 {
         let fewest = match &self.grammar {
             Grammar::Policy(p) => 2 + p.params.len(),
-            // numkeys, one key, a policy's keyword and arguments.
-            Grammar::All { policies } => {
-                let shortest = policies.iter().map(|p| p.params.len()).min();
-                4 + shortest.unwrap_or(0)
-            }
-            // A key, a policy's keyword and arguments.
-            Grammar::Peek { policies } => {
-                let shortest = policies.iter().map(|p| p.params.len()).min();
-                3 + shortest.unwrap_or(0)
-            }
+            // numkeys, one key, a policy's keyword and arguments (`POLICY
+            // name` the shortest).
+            Grammar::All { .. } => 5,
+            // A key, a policy's keyword and arguments (`POLICY name`).
+            Grammar::Peek { .. } => 4,
             Grammar::Positional { params, optional } => 2 + params.len() - optional,
             Grammar::Subcommands { .. } => 1,
+            // A subcommand's arity counts both words of its name.
+            Grammar::Registry(op) => match op {
+                // A name, a policy's keyword and one argument: as with
+                // RL.PEEK, fewer after that are the policy's syntax error.
+                RegistryOp::Set => 5,
+                RegistryOp::Get | RegistryOp::Del | RegistryOp::Stats => 3,
+                RegistryOp::List | RegistryOp::Digest => 2,
+            },
+            // A key and a name.
+            Grammar::Check => 3,
         };
         -(fewest as i32)
     }
@@ -192,13 +221,21 @@ impl CommandDef {
             .unwrap_or(0)
     }
 
-    /// How Redis names the command in its own errors: lower case.
+    /// How Redis names the command in its own errors: lower case
+    /// (`container|subcommand` for a subcommand).
     pub fn lower_name(&self) -> String {
         self.name.to_ascii_lowercase()
     }
 
-    /// The INFO field of the command: `RL.GCRA` -> `rl_gcra`.
+    /// The container command and the subcommand, for a subcommand
+    /// (`RL.POLICY|SET`).
+    pub fn container(&self) -> Option<(&'static str, &'static str)> {
+        self.name.split_once('|')
+    }
+
+    /// The INFO field of the command: `RL.GCRA` -> `rl_gcra`,
+    /// `RL.POLICY|SET` -> `rl_policy_set`.
     pub fn info_field(&self) -> String {
-        self.lower_name().replace('.', "_")
+        self.lower_name().replace(['.', '|'], "_")
     }
 }

@@ -1,8 +1,10 @@
 //! COMMAND DOCS arguments, derived from a command's definition. Plain data
 //! here; `server::register` hands it to Redis.
 
-use super::definition::{CommandDef, Grammar};
+use super::definition::{CommandDef, Grammar, RegistryOp};
 use super::grammar::{Opt, Param, Parse, PolicyDef, COMMON};
+use super::named::{OR, POLICY, SHADOW};
+use super::table::POLICIES;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum DocType {
@@ -164,6 +166,14 @@ fn policy_choice(policies: &[&PolicyDef]) -> DocArg {
     DocArg::parent("policy", DocType::OneOf, blocks.collect())
 }
 
+/// One of `policies`, or `POLICY name`: a registered one (RL.ALL, RL.PEEK).
+fn policy_or_named(policies: &[&PolicyDef]) -> DocArg {
+    let mut choice = policy_choice(policies);
+    let named = DocArg::new("name", DocType::String).with_token(POLICY);
+    choice.subargs.push(named);
+    choice
+}
+
 /// The arguments of `command`, in order, without the command name.
 pub fn arguments(command: &CommandDef) -> Vec<DocArg> {
     match &command.grammar {
@@ -178,7 +188,7 @@ pub fn arguments(command: &CommandDef) -> Vec<DocArg> {
             let mut out = vec![
                 DocArg::new("numkeys", DocType::Integer),
                 key().multiple(),
-                policy_choice(policies).multiple(),
+                policy_or_named(policies).multiple(),
             ];
             out.extend(options(&COMMON));
             out.push(
@@ -189,7 +199,7 @@ pub fn arguments(command: &CommandDef) -> Vec<DocArg> {
             );
             out
         }
-        Grammar::Peek { policies } => vec![key(), policy_choice(policies)],
+        Grammar::Peek { policies } => vec![key(), policy_or_named(policies)],
         Grammar::Positional { params, optional } => {
             let required = params.len() - optional;
             let mut out = vec![key()];
@@ -202,6 +212,35 @@ pub fn arguments(command: &CommandDef) -> Vec<DocArg> {
         Grammar::Subcommands { name, choices } => {
             let choices = choices.iter().map(|(token, p)| param(p).with_token(token));
             vec![DocArg::parent(name, DocType::OneOf, choices.collect()).optional()]
+        }
+        Grammar::Registry(op) => {
+            let name = || DocArg::new("name", DocType::String);
+            match op {
+                RegistryOp::Set => vec![
+                    name(),
+                    policy_choice(&POLICIES),
+                    DocArg::new("shadow", DocType::PureToken)
+                        .with_token(SHADOW)
+                        .optional(),
+                ],
+                RegistryOp::Get | RegistryOp::Del | RegistryOp::Stats => vec![name()],
+                RegistryOp::List => vec![DocArg::new("pattern", DocType::String)
+                    .with_token("MATCH")
+                    .optional()],
+                RegistryOp::Digest => Vec::new(),
+            }
+        }
+        Grammar::Check => {
+            let mut out = vec![
+                key(),
+                DocArg::new("name", DocType::String),
+                DocArg::new("name", DocType::String)
+                    .with_token(OR)
+                    .multiple()
+                    .optional(),
+            ];
+            out.extend(options(&COMMON));
+            out
         }
     }
 }
@@ -239,12 +278,21 @@ mod tests {
             "key:key (GCRA limit:integer period:string [BURST burst:integer] | \
              BUCKET capacity:integer refill:integer period:string | \
              SLIDING limit:integer window:string [(EXACT | APPROX | BUCKETS buckets:integer)] | \
-             FIXED limit:integer window:string [ALIGNED] | CONCURRENCY limit:integer ttl:string)"
+             FIXED limit:integer window:string [ALIGNED] | CONCURRENCY limit:integer ttl:string | \
+             POLICY name:string)"
         );
         assert_eq!(
             get("cl.throttle"),
             "key:key max_burst:integer count:integer period:integer [quantity:integer]"
         );
+        assert_eq!(
+            get("rl.check"),
+            "key:key name:string [OR name:string...] [COST cost:integer] [DRYRUN] \
+             [WAIT timeout:string] [(FORCE | PARTIAL | REFUND refund:integer)]"
+        );
+        assert_eq!(get("rl.policy|list"), "[MATCH pattern:string]");
+        assert!(get("rl.policy|set").starts_with("name:string (GCRA limit:integer"));
+        assert!(get("rl.policy|set").ends_with("ttl:string) [SHADOW]"));
         assert_eq!(
             get("rl.clock"),
             "[(SET microseconds:integer | ADVANCE microseconds:integer)]"

@@ -7,6 +7,7 @@ pub mod definition;
 pub mod docs;
 pub mod grammar;
 pub mod lease;
+pub mod named;
 pub mod policy_command;
 pub mod rl_all;
 pub mod rl_peek;

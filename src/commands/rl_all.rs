@@ -6,7 +6,7 @@
 
 use super::definition::{CommandDef, Grammar};
 use super::grammar::{join_words, parse_common_with, PerKey, PolicyDef};
-use super::Verdict;
+use super::{named, Verdict};
 use crate::args;
 use crate::engine::Request;
 use crate::error::{printable, Error};
@@ -54,6 +54,16 @@ pub fn parse<A: AsRef<[u8]>>(policies_allowed: &Policies, args: &[A]) -> Result<
     let mut policies = Vec::with_capacity(numkeys);
     let mut refused: Vec<&'static str> = Vec::new();
     while policies.len() < numkeys {
+        // `POLICY name`: a registered policy, parsed when it was defined.
+        if let Some([word, name, ..]) = tail.get(..2) {
+            if named::is_policy_word(word.as_ref()) {
+                let (policy, refuses) = named::lookup(name.as_ref(), true)?;
+                policies.push(policy);
+                refused.extend(refuses);
+                tail = &tail[2..];
+                continue;
+            }
+        }
         let definition = match tail.first() {
             Some(word) => match policy_named(policies_allowed, word.as_ref()) {
                 Some(d) => d,
@@ -71,7 +81,10 @@ pub fn parse<A: AsRef<[u8]>>(policies_allowed: &Policies, args: &[A]) -> Result<
     }
     let extra = tail
         .iter()
-        .filter(|w| policy_named(policies_allowed, w.as_ref()).is_some())
+        .filter(|w| {
+            policy_named(policies_allowed, w.as_ref()).is_some()
+                || named::is_policy_word(w.as_ref())
+        })
         .count();
     if policies.len() < numkeys || extra > 0 {
         // Fewer policies than keys: those found; more: all of them.

@@ -4,7 +4,7 @@
 
 use super::definition::{CommandDef, Grammar};
 use super::rl_all::{policy_named, unknown_policy};
-use super::Verdict;
+use super::{named, Verdict};
 use crate::engine::{self, Charge, Request};
 use crate::error::{printable, Error};
 use crate::policy::Policy;
@@ -21,6 +21,15 @@ pub fn parse<A: AsRef<[u8]>>(
     let [keyword, rest @ ..] = args else {
         return Err(Error::Arity(command));
     };
+    // `POLICY name`: a registered policy (a SHADOW one reports what
+    // enforcing it would answer).
+    if named::is_policy_word(keyword.as_ref()) {
+        return match rest {
+            [name] => Ok(named::lookup(name.as_ref(), false)?.0),
+            [] => Err(Error::MissingValue(named::POLICY)),
+            [_, extra, ..] => Err(Error::UnknownOption(printable(extra.as_ref()))),
+        };
+    }
     let definition = policy_named(policies, keyword.as_ref())
         .ok_or_else(|| unknown_policy(policies, keyword.as_ref()))?;
     let (policy, used) = definition.parse_prefix(rest)?;

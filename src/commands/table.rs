@@ -3,9 +3,9 @@
 //! categories, `fast` from each command's `cost`) and the INFO counter
 //! names are all derived from these definitions.
 
-use super::definition::{CommandDef, Cost, Grammar};
+use super::definition::{CommandDef, Cost, Grammar, RegistryOp};
 use super::grammar::{Opt, Param, PolicyDef, Values};
-use super::{clock, lease, policy_command, rl_all, rl_peek, throttle};
+use super::{clock, lease, named, policy_command, rl_all, rl_peek, throttle};
 use crate::algorithm::concurrency::Concurrency;
 use crate::algorithm::fixed_window::FixedWindow;
 use crate::algorithm::gcra::Gcra;
@@ -190,7 +190,7 @@ const WAITING_DECISION: Cost = Cost::Logarithmic(
 
 /// How many commands there are: the length of [`COMMANDS`] and of every
 /// per-command table derived from it.
-pub const COMMAND_COUNT: usize = 12;
+pub const COMMAND_COUNT: usize = 19;
 
 pub static COMMANDS: [CommandDef; COMMAND_COUNT] = [
     CommandDef {
@@ -359,12 +359,89 @@ pub static COMMANDS: [CommandDef; COMMAND_COUNT] = [
         since: "0.1.0",
         run: lease::renew,
     },
+    CommandDef {
+        name: "RL.CHECK",
+        grammar: Grammar::Check,
+        flags: DECISION_FLAGS,
+        more_acl_categories: "",
+        summary: "Admits or denies a request under the first defined of one or more named policies.",
+        cost: Cost::Linear(
+            "O(1) to find the policy, then as its own command: O(1) for GCRA, BUCKET, FIXED \
+             and SLIDING APPROX; O(N) for SLIDING BUCKETS N; O(COST + log(N)) for SLIDING \
+             EXACT, where N is the number of entries in the log; O(log(N)) for CONCURRENCY, \
+             where N is the number of leases held; plus O(log(W)) with WAIT or when the key \
+             has waiters, where W is the number of waiting clients",
+        ),
+        since: "0.2.0",
+        run: named::check,
+    },
+    CommandDef {
+        name: "RL.POLICY|SET",
+        grammar: Grammar::Registry(RegistryOp::Set),
+        // Changes every limiter that uses the name: an administrator's.
+        flags: "write deny-oom",
+        more_acl_categories: "admin dangerous",
+        summary: "Defines or redefines a named policy, as RL.ALL writes a policy, optionally SHADOW.",
+        cost: Cost::Constant,
+        since: "0.2.0",
+        run: named::set,
+    },
+    CommandDef {
+        name: "RL.POLICY|GET",
+        grammar: Grammar::Registry(RegistryOp::Get),
+        flags: "readonly",
+        more_acl_categories: "",
+        summary: "Returns a named policy's definition.",
+        cost: Cost::Constant,
+        since: "0.2.0",
+        run: named::get,
+    },
+    CommandDef {
+        name: "RL.POLICY|DEL",
+        grammar: Grammar::Registry(RegistryOp::Del),
+        flags: "write",
+        more_acl_categories: "admin dangerous",
+        summary: "Deletes a named policy; the state of keys decided under it stays.",
+        cost: Cost::Constant,
+        since: "0.2.0",
+        run: named::del,
+    },
+    CommandDef {
+        name: "RL.POLICY|LIST",
+        grammar: Grammar::Registry(RegistryOp::List),
+        flags: "readonly",
+        more_acl_categories: "",
+        summary: "Lists the names of the named policies, optionally those matching a pattern.",
+        cost: Cost::Linear("O(N log(N)) where N is the number of named policies"),
+        since: "0.2.0",
+        run: named::list,
+    },
+    CommandDef {
+        name: "RL.POLICY|DIGEST",
+        grammar: Grammar::Registry(RegistryOp::Digest),
+        flags: "readonly",
+        more_acl_categories: "",
+        summary: "Returns a hash of every named policy, equal on servers that hold the same policies.",
+        cost: Cost::Linear("O(N log(N)) where N is the number of named policies"),
+        since: "0.2.0",
+        run: named::digest,
+    },
+    CommandDef {
+        name: "RL.POLICY|STATS",
+        grammar: Grammar::Registry(RegistryOp::Stats),
+        flags: "readonly",
+        more_acl_categories: "",
+        summary: "Returns RL.CHECK's counts under a named policy and the keys it denied most recently.",
+        // A fixed number of counters per policy.
+        cost: Cost::Constant,
+        since: "0.2.0",
+        run: named::stats,
+    },
 ];
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::commands::definition::Keys;
 
     /// The `fast` flag, the `@fast`/`@slow` category and the complexity
     /// text all follow the cost; `@write`/`@read` follow the flags.
@@ -386,10 +463,9 @@ mod tests {
                 let extra = c.more_acl_categories.split(' ');
                 assert!(extra.clone().all(|x| x != derived), "{}", c.name);
             }
-            let has_key = c.keys() != Keys::None;
             let read_only = c.has_flag("readonly");
-            assert_eq!(cats.contains(&"write"), has_key && !read_only, "{}", c.name);
-            assert_eq!(cats.contains(&"read"), has_key && read_only, "{}", c.name);
+            assert_eq!(cats.contains(&"write"), c.has_flag("write"), "{}", c.name);
+            assert_eq!(cats.contains(&"read"), read_only, "{}", c.name);
         }
     }
 
@@ -457,6 +533,19 @@ mod tests {
             ("RL.ACQUIRE", write_slow),
             ("RL.RELEASE", ("write", "write slow")),
             ("RL.RENEW", ("write", "write slow")),
+            ("RL.CHECK", write_slow),
+            (
+                "RL.POLICY|SET",
+                ("write deny-oom fast", "write fast admin dangerous"),
+            ),
+            ("RL.POLICY|GET", ("readonly fast", "read fast")),
+            (
+                "RL.POLICY|DEL",
+                ("write fast", "write fast admin dangerous"),
+            ),
+            ("RL.POLICY|LIST", ("readonly", "read slow")),
+            ("RL.POLICY|DIGEST", ("readonly", "read slow")),
+            ("RL.POLICY|STATS", ("readonly fast", "read fast")),
         ];
         let got: Vec<(&str, (String, String))> = COMMANDS
             .iter()

@@ -90,6 +90,19 @@ pub fn reply_bulk(ctx: Ctx, bytes: &[u8]) {
     unsafe { api!(RedisModule_ReplyWithStringBuffer)(ctx.0, bytes.as_ptr().cast(), bytes.len()) };
 }
 
+/// The simple string `OK`.
+pub fn reply_ok(ctx: Ctx) {
+    // SAFETY: as above; the string is NUL-terminated.
+    unsafe { api!(RedisModule_ReplyWithSimpleString)(ctx.0, c"OK".as_ptr()) };
+}
+
+/// Sends the running command, as the client gave it, to replicas and the
+/// AOF (a command with no time in it: replaying it does the same).
+pub fn replicate_verbatim(ctx: Ctx) {
+    // SAFETY: ctx is the live command context.
+    unsafe { api!(RedisModule_ReplicateVerbatim)(ctx.0) };
+}
+
 /// A nil reply (RESP3 null).
 pub fn reply_null(ctx: Ctx) {
     // SAFETY: as above.

@@ -7,6 +7,7 @@
 //! ratelimit_clock:real
 //! ratelimit_waiting:0
 //! ratelimit_waits:started=3,admitted=2,timed_out=1,abandoned=0,waited_us=1500000
+//! ratelimit_policies:defined=2,calls=7,allowed=5,denied=1,shadow_denied=1,waits=0
 //! ratelimit_rl_gcra:calls=12,allowed=10,denied=2,errors=0
 //! ...
 //! ```
@@ -19,7 +20,7 @@
 use super::ffi::{api, Ctx};
 use super::{clock, wait};
 use crate::commands::table::COMMANDS;
-use crate::{stats, work};
+use crate::{registry, stats, work};
 use redis_module::raw;
 use std::ffi::{c_int, CString};
 
@@ -112,6 +113,21 @@ extern "C" fn info(ctx: *mut raw::RedisModuleInfoCtx, _for_crash_report: c_int) 
             }
         }
         api!(RedisModule_InfoEndDictField)(ctx);
+        // Named policies: how many, and their RL.CHECK counts summed (each
+        // policy's own with RL.POLICY STATS).
+        let (defined, sum) = registry::with(|r| r.totals());
+        api!(RedisModule_InfoBeginDictField)(ctx, c"policies".as_ptr());
+        for (field, value) in [
+            (c"defined", defined as u64),
+            (c"calls", sum.calls),
+            (c"allowed", sum.allowed),
+            (c"denied", sum.denied),
+            (c"shadow_denied", sum.shadow_denied),
+            (c"waits", sum.waits),
+        ] {
+            api!(RedisModule_InfoAddFieldULongLong)(ctx, field.as_ptr(), value);
+        }
+        api!(RedisModule_InfoEndDictField)(ctx);
         for (i, command) in COMMANDS.iter().enumerate() {
             let Ok(name) = CString::new(command.info_field()) else {
                 continue;
@@ -147,6 +163,7 @@ extern "C" fn watch_resetstat(fctx: *mut raw::RedisModuleCommandFilterCtx) {
         if count == 2 && is(0, b"CONFIG") && is(1, b"RESETSTAT") {
             stats::reset();
             work::reset();
+            registry::with(|r| r.reset_stats());
         } else if count >= 3 && is(0, b"CLIENT") && is(1, b"UNBLOCK") {
             let id = std::str::from_utf8(word(2))
                 .ok()

@@ -1,7 +1,7 @@
 //! Module load: arguments, API checks, options, commands, INFO.
 
 use super::ffi::Ctx;
-use super::{acl, clock, config, info, register, wait};
+use super::{acl, clock, config, info, policies, register, wait};
 use redis_module::{raw, redis_module, Context, RedisString, Status};
 use std::ffi::c_int;
 
@@ -17,20 +17,42 @@ redis_module! {
     init: on_load,
 }
 
-/// `clock manual` or `clock real` (the default), in any case.
-fn parse_load_args(args: &[RedisString]) -> Result<bool, String> {
+/// What the module was loaded with.
+#[derive(Default)]
+struct LoadArgs {
+    manual_clock: bool,
+    policies: bool,
+}
+
+/// `clock manual|real` (real by default) and `policies on|off` (off by
+/// default), each at most once, in any order and case.
+fn parse_load_args(args: &[RedisString]) -> Result<LoadArgs, String> {
     let words: Vec<Vec<u8>> = args
         .iter()
         .map(|a| a.as_slice().to_ascii_lowercase())
         .collect();
-    match words.as_slice() {
-        [] => Ok(false),
-        [k, v] if k == b"clock" && v == b"manual" => Ok(true),
-        [k, v] if k == b"clock" && v == b"real" => Ok(false),
-        _ => {
-            Err("unknown module arguments: expected nothing, 'clock real' or 'clock manual'".into())
+    let mut parsed = LoadArgs::default();
+    let (mut clock, mut policies) = (false, false);
+    for pair in words.chunks(2) {
+        match pair {
+            [k, v] if k == b"clock" && !clock && (v == b"manual" || v == b"real") => {
+                clock = true;
+                parsed.manual_clock = v == b"manual";
+            }
+            [k, v] if k == b"policies" && !policies && (v == b"on" || v == b"off") => {
+                policies = true;
+                parsed.policies = v == b"on";
+            }
+            _ => {
+                return Err(
+                    "unknown module arguments: expected 'clock real|manual' and \
+                            'policies on|off'"
+                        .into(),
+                )
+            }
         }
     }
+    Ok(parsed)
 }
 
 /// The API functions every command needs; a server without one of them
@@ -70,6 +92,11 @@ fn missing_api() -> Option<&'static str> {
         RedisModule_DeleteKey,
         RedisModule_SetAbsExpire,
         RedisModule_Replicate,
+        RedisModule_ReplicateVerbatim,
+        RedisModule_CreateDataType,
+        RedisModule_SaveStringBuffer,
+        RedisModule_LoadStringBuffer,
+        RedisModule_CreateSubcommand,
         RedisModule_CreateString,
         RedisModule_SignalModifiedKey,
         RedisModule_SetModuleOptions,
@@ -101,7 +128,10 @@ fn missing_api() -> Option<&'static str> {
 }
 
 fn on_load(ctx: &Context, args: &[RedisString]) -> Status {
-    let manual = match parse_load_args(args) {
+    let LoadArgs {
+        manual_clock: manual,
+        policies: with_policies,
+    } = match parse_load_args(args) {
         Ok(m) => m,
         Err(e) => {
             ctx.log_warning(&e);
@@ -126,6 +156,12 @@ fn on_load(ctx: &Context, args: &[RedisString]) -> Status {
     if let Err(e) = config::register(Ctx(ctx.ctx)) {
         ctx.log_warning(&e);
         return Status::Err;
+    }
+    if with_policies {
+        if let Err(e) = policies::register(Ctx(ctx.ctx)) {
+            ctx.log_warning(&e);
+            return Status::Err;
+        }
     }
     // The category first: registration puts the commands in it.
     if let Some(notice) = acl::add_category(Ctx(ctx.ctx)) {

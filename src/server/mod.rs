@@ -10,8 +10,9 @@ mod ffi;
 mod info;
 pub mod key;
 mod load;
+mod policies;
 mod register;
 pub mod reply;
 pub mod wait;
 
-pub use ffi::{Arg, Ctx};
+pub use ffi::{replicate_verbatim, Arg, Ctx};

@@ -31,7 +31,8 @@ extern "C" fn call<const I: usize>(
 /// compile).
 const CALLS: [CommandFn; COMMAND_COUNT] = [
     call::<0>, call::<1>, call::<2>, call::<3>, call::<4>, call::<5>, call::<6>, call::<7>,
-    call::<8>, call::<9>, call::<10>, call::<11>,
+    call::<8>, call::<9>, call::<10>, call::<11>, call::<12>, call::<13>, call::<14>, call::<15>,
+    call::<16>, call::<17>, call::<18>,
 ];
 
 /// Answers a keys-position request, or runs the command so that no panic
@@ -85,18 +86,36 @@ pub fn register(ctx: Ctx) -> Result<(), String> {
             Keys::None | Keys::Counted => (0, 0, 0),
             Keys::First => (1, 1, 1),
         };
-        // SAFETY: called from RedisModule_OnLoad with its context; the
-        // strings are NUL-terminated and outlive the call.
-        let status = unsafe {
-            api!(RedisModule_CreateCommand)(
-                ctx.0,
-                name.as_ptr(),
-                Some(handler),
-                flags.as_ptr(),
-                first,
-                last,
-                step,
-            )
+        let status = match command.container() {
+            // SAFETY: called from RedisModule_OnLoad with its context; the
+            // strings are NUL-terminated and outlive the call.
+            None => unsafe {
+                api!(RedisModule_CreateCommand)(
+                    ctx.0,
+                    name.as_ptr(),
+                    Some(handler),
+                    flags.as_ptr(),
+                    first,
+                    last,
+                    step,
+                )
+            },
+            Some((container, sub)) => {
+                let parent = container_command(ctx, container)?;
+                let sub = c_string(&sub.to_ascii_lowercase())?;
+                // SAFETY: as above; `parent` is a command of this module.
+                unsafe {
+                    api!(RedisModule_CreateSubcommand)(
+                        parent,
+                        sub.as_ptr(),
+                        Some(handler),
+                        flags.as_ptr(),
+                        first,
+                        last,
+                        step,
+                    )
+                }
+            }
         };
         if status != raw::REDISMODULE_OK as c_int {
             return Err(format!("cannot create command {}", command.name));
@@ -118,6 +137,31 @@ pub fn register(ctx: Ctx) -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+/// The container command `name` (`RL.POLICY`), created on first use: it
+/// has no handler of its own, only subcommands.
+fn container_command(ctx: Ctx, name: &str) -> Result<*mut raw::RedisModuleCommand, String> {
+    let lower = c_string(&name.to_ascii_lowercase())?;
+    // SAFETY: during OnLoad; the name is NUL-terminated.
+    let existing = unsafe { api!(RedisModule_GetCommand)(ctx.0, lower.as_ptr()) };
+    if !existing.is_null() {
+        return Ok(existing);
+    }
+    // SAFETY: during OnLoad; the strings are NUL-terminated. A container
+    // has no handler and no keys.
+    let status = unsafe {
+        api!(RedisModule_CreateCommand)(ctx.0, lower.as_ptr(), None, c"".as_ptr(), 0, 0, 0)
+    };
+    if status != raw::REDISMODULE_OK as c_int {
+        return Err(format!("cannot create command {name}"));
+    }
+    // SAFETY: as above.
+    let created = unsafe { api!(RedisModule_GetCommand)(ctx.0, lower.as_ptr()) };
+    if created.is_null() {
+        return Err(format!("cannot find command {name}"));
+    }
+    Ok(created)
 }
 
 /// Owns the C strings and argument lists of one command's info until

@@ -10,6 +10,8 @@ use crate::algorithm::concurrency::LeaseId;
 use crate::algorithm::{Decision, RetryAfter};
 use crate::codec::lease::format_lease;
 use crate::engine::Decided;
+use crate::registry::PolicyStats;
+use crate::topk::TopKey;
 
 /// A decision in reply units: milliseconds, -1 for "no wait" and "never".
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -96,6 +98,47 @@ pub fn decision(ctx: Ctx, decided: &Decided) {
     }
 }
 
+/// A shadow policy's decision: admitted whatever it decided, the decision's
+/// other fields as they are, then `shadow_denied` (RESP3 a boolean, RESP2
+/// 1 or 0 as the last element): whether enforcing it would have denied.
+pub fn shadow_decision(ctx: Ctx, decided: &Decided) {
+    let Some(d) = decided.decisions.first() else {
+        return;
+    };
+    let resp3 = ffi::is_resp3(ctx);
+    let admitted = Decision {
+        allowed: true,
+        ..*d
+    };
+    let (granted, lease) = (decided.granted, lease_of(decided, 0));
+    let fields = 6 + usize::from(granted.is_some()) + usize::from(lease.is_some());
+    decision_with(ctx, resp3, &admitted, granted, lease, fields);
+    if resp3 {
+        ffi::reply_name(ctx, c"shadow_denied");
+        ffi::reply_bool(ctx, !d.allowed);
+    } else {
+        ffi::reply_int(ctx, i64::from(!d.allowed));
+    }
+}
+
+/// `OK`.
+pub fn ok(ctx: Ctx) {
+    ffi::reply_ok(ctx);
+}
+
+/// A bulk string.
+pub fn bulk(ctx: Ctx, bytes: &[u8]) {
+    ffi::reply_bulk(ctx, bytes);
+}
+
+/// An array of bulk strings.
+pub fn bulks(ctx: Ctx, items: &[&[u8]]) {
+    ffi::reply_array(ctx, items.len());
+    for item in items {
+        ffi::reply_bulk(ctx, item);
+    }
+}
+
 /// CL.THROTTLE's reply: five integers, as redis-cell sends them.
 pub fn throttle(ctx: Ctx, reply: &CellReply) {
     ffi::reply_array(ctx, 5);
@@ -120,8 +163,21 @@ fn decision_in(
     granted: Option<u64>,
     lease: Option<Option<LeaseId>>,
 ) {
-    let f = Fields::from(d);
     let fields = 5 + usize::from(granted.is_some()) + usize::from(lease.is_some());
+    decision_with(ctx, resp3, d, granted, lease, fields);
+}
+
+/// [`decision_in`] in a map or array of `fields` (more than it writes when
+/// the caller adds some).
+fn decision_with(
+    ctx: Ctx,
+    resp3: bool,
+    d: &Decision,
+    granted: Option<u64>,
+    lease: Option<Option<LeaseId>>,
+    fields: usize,
+) {
+    let f = Fields::from(d);
     if resp3 {
         ffi::reply_map(ctx, fields);
         ffi::reply_name(ctx, c"allowed");
@@ -157,5 +213,36 @@ fn decision_in(
             Some(id) => ffi::reply_bulk(ctx, format_lease(&id).as_bytes()),
             None => ffi::reply_null(ctx),
         }
+    }
+}
+
+/// RL.POLICY STATS: the counts, then `top_denied`, the keys denied most,
+/// each `[key, count, error]`. RESP3 a map; RESP2 the same as a flat array
+/// of names and values.
+pub fn policy_stats(ctx: Ctx, stats: &PolicyStats, top: &[TopKey]) {
+    let resp3 = ffi::is_resp3(ctx);
+    let counts = [
+        (c"calls", stats.calls),
+        (c"allowed", stats.allowed),
+        (c"denied", stats.denied),
+        (c"shadow_denied", stats.shadow_denied),
+        (c"waits", stats.waits),
+    ];
+    if resp3 {
+        ffi::reply_map(ctx, counts.len() + 1);
+    } else {
+        ffi::reply_array(ctx, 2 * (counts.len() + 1));
+    }
+    for (name, value) in counts {
+        ffi::reply_name(ctx, name);
+        ffi::reply_int(ctx, to_i64(value));
+    }
+    ffi::reply_name(ctx, c"top_denied");
+    ffi::reply_array(ctx, top.len());
+    for t in top {
+        ffi::reply_array(ctx, 3);
+        ffi::reply_bulk(ctx, &t.key);
+        ffi::reply_int(ctx, to_i64(t.count));
+        ffi::reply_int(ctx, to_i64(t.error));
     }
 }

@@ -53,6 +53,8 @@ pub struct Config {
     pub manual_clock: bool,
     /// Load the module at all.
     pub module: bool,
+    /// Loads the module with `policies on` (named policies, saved in RDB).
+    pub policies: bool,
     /// Extra `--name value` arguments for redis-server.
     pub extra: Vec<String>,
     /// A config file to start from. Its `enable-module-command` holds
@@ -65,6 +67,7 @@ impl Default for Config {
         Config {
             manual_clock: true,
             module: true,
+            policies: false,
             extra: Vec::new(),
             conf_file: None,
         }
@@ -84,6 +87,12 @@ impl Config {
             module: false,
             ..Config::default()
         }
+    }
+
+    /// With named policies on.
+    pub fn with_policies(mut self) -> Config {
+        self.policies = true;
+        self
     }
 
     pub fn conf_file(mut self, path: PathBuf) -> Config {
@@ -177,6 +186,9 @@ impl Server {
             cmd.arg("--loadmodule").arg(module_path());
             if config.manual_clock {
                 cmd.arg("clock").arg("manual");
+            }
+            if config.policies {
+                cmd.arg("policies").arg("on");
             }
         }
         cmd.args(&config.extra);

@@ -1,0 +1,323 @@
+//! Named policies: `RL.POLICY SET|GET|DEL|LIST|DIGEST|STATS` keep the
+//! server's registry (`crate::registry`), and `RL.CHECK key name [OR name
+//! ...] [options]` decides under the first of the names that is defined.
+//!
+//! A definition is an RL.ALL policy (`GCRA 100 1m BURST 20`), checked by the
+//! same parser with the same errors, optionally followed by `SHADOW`.
+//! `SET` and `DEL` reach replicas and the AOF as themselves: they hold no
+//! time, so replaying them does the same.
+
+use super::definition::CommandDef;
+use super::grammar::parse_common;
+use super::rl_all::{policy_named, unknown_policy};
+use super::table::POLICIES;
+use super::Verdict;
+use crate::error::{printable, Error};
+use crate::policy::Policy;
+use crate::registry::{self, Counted, Entry};
+use crate::server::wait::{self, Outcome, Shape};
+use crate::server::{clock, replicate_verbatim, reply, Arg, Ctx};
+use smallvec::SmallVec;
+use std::slice;
+
+/// Marks a definition as shadow: decided and charged, never enforced.
+pub const SHADOW: &str = "SHADOW";
+/// Separates the names of an RL.CHECK chain.
+pub const OR: &str = "OR";
+const MATCH: &str = "MATCH";
+
+fn is(word: &[u8], token: &str) -> bool {
+    word.eq_ignore_ascii_case(token.as_bytes())
+}
+
+/// A definition's words (`GCRA 100 1m [SHADOW]`) as a registry entry: the
+/// policy parsed as RL.ALL parses it, nothing after it but `SHADOW`.
+pub fn parse_definition<A: AsRef<[u8]>>(
+    words: &[A],
+    command: &'static str,
+) -> Result<Entry, Error> {
+    let (words, shadow) = match words.split_last() {
+        Some((last, init)) if is(last.as_ref(), SHADOW) => (init, true),
+        _ => (words, false),
+    };
+    let [keyword, rest @ ..] = words else {
+        return Err(Error::Arity(command));
+    };
+    let definition = policy_named(&POLICIES, keyword.as_ref())
+        .ok_or_else(|| unknown_policy(&POLICIES, keyword.as_ref()))?;
+    let (policy, used) = definition.parse_prefix(rest)?;
+    if let Some(extra) = rest.get(used) {
+        return Err(Error::UnknownOption(printable(extra.as_ref())));
+    }
+    // Keywords in upper case, values (`1m`, `20`) as given.
+    let mut text: Vec<u8> = Vec::new();
+    for word in words.iter().map(AsRef::as_ref) {
+        if !text.is_empty() {
+            text.push(b' ');
+        }
+        if word.iter().all(u8::is_ascii_alphabetic) {
+            text.extend(word.to_ascii_uppercase());
+        } else {
+            text.extend_from_slice(word);
+        }
+    }
+    if shadow {
+        text.extend_from_slice(b" SHADOW");
+    }
+    Ok(Entry {
+        definition: text,
+        policy,
+        shadow,
+        keyword: definition.keyword,
+        refuses: definition.refuses,
+    })
+}
+
+/// The word that names a registered policy inside RL.ALL and RL.PEEK:
+/// `POLICY name` where a policy's keyword may stand.
+pub const POLICY: &str = "POLICY";
+
+/// Whether `word` is [`POLICY`].
+pub fn is_policy_word(word: &[u8]) -> bool {
+    is(word, POLICY)
+}
+
+/// The registered policy `name` for RL.ALL (`enforced`: a SHADOW one is
+/// refused there, where one limit's denial denies all) or RL.PEEK: the
+/// policy and the common options it refuses.
+pub fn lookup(name: &[u8], enforced: bool) -> Result<(Policy, &'static [&'static str]), Error> {
+    registry::enabled()?;
+    registry::with(|r| {
+        let entry = r
+            .get(name)
+            .ok_or_else(|| Error::NoSuchPolicy(printable(name)))?;
+        if enforced && entry.shadow {
+            return Err(Error::ShadowInAll(printable(name)));
+        }
+        Ok((entry.policy.clone(), entry.refuses))
+    })
+}
+
+/// `RL.POLICY SET name policy [SHADOW]`.
+pub fn set(command: &CommandDef, ctx: Ctx, args: &[Arg]) -> Result<Verdict, Error> {
+    let [_, _, name, words @ ..] = args else {
+        return Err(Error::Arity(command.name));
+    };
+    registry::enabled()?;
+    let name = name.as_ref();
+    registry::with(|r| r.check(name))?;
+    let entry = parse_definition(words, command.name)?;
+    registry::with(|r| r.set(name, entry))?;
+    replicate_verbatim(ctx);
+    reply::ok(ctx);
+    Ok(Verdict::Other)
+}
+
+/// `RL.POLICY GET name`: the definition.
+pub fn get(command: &CommandDef, ctx: Ctx, args: &[Arg]) -> Result<Verdict, Error> {
+    let [_, _, name] = args else {
+        return Err(Error::Arity(command.name));
+    };
+    let definition = registry::with(|r| r.get(name.as_ref()).map(|e| e.definition.clone()))
+        .ok_or_else(|| Error::NoSuchPolicy(printable(name.as_ref())))?;
+    reply::bulk(ctx, &definition);
+    Ok(Verdict::Other)
+}
+
+/// `RL.POLICY DEL name`.
+pub fn del(command: &CommandDef, ctx: Ctx, args: &[Arg]) -> Result<Verdict, Error> {
+    let [_, _, name] = args else {
+        return Err(Error::Arity(command.name));
+    };
+    if !registry::with(|r| r.remove(name.as_ref())) {
+        return Err(Error::NoSuchPolicy(printable(name.as_ref())));
+    }
+    replicate_verbatim(ctx);
+    reply::ok(ctx);
+    Ok(Verdict::Other)
+}
+
+/// `RL.POLICY LIST [MATCH pattern]`: the names, sorted.
+pub fn list(command: &CommandDef, ctx: Ctx, args: &[Arg]) -> Result<Verdict, Error> {
+    let pattern = match args {
+        [_, _] => None,
+        [_, _, token, pattern] if is(token.as_ref(), MATCH) => Some(pattern.as_ref()),
+        [_, _, token, ..] if !is(token.as_ref(), MATCH) => {
+            return Err(Error::UnknownOption(printable(token.as_ref())))
+        }
+        [_, _, _] => return Err(Error::MissingValue(MATCH)),
+        _ => return Err(Error::Arity(command.name)),
+    };
+    registry::with(|r| reply::bulks(ctx, &r.names(pattern)));
+    Ok(Verdict::Other)
+}
+
+/// `RL.POLICY DIGEST`: a hash of every name and definition.
+pub fn digest(command: &CommandDef, ctx: Ctx, args: &[Arg]) -> Result<Verdict, Error> {
+    if args.len() != 2 {
+        return Err(Error::Arity(command.name));
+    }
+    let digest = registry::with(|r| r.digest());
+    reply::bulk(ctx, digest.as_bytes());
+    Ok(Verdict::Other)
+}
+
+/// The names of a chain and the options after them.
+fn split_chain<A: AsRef<[u8]>>(args: &[A]) -> Result<(Chain<'_>, &[A]), Error> {
+    let Some((first, mut tail)) = args.split_first() else {
+        return Err(Error::Arity(CHECK));
+    };
+    let mut names = Chain::new();
+    names.push(first.as_ref());
+    while let Some((word, rest)) = tail.split_first() {
+        if !is(word.as_ref(), OR) {
+            break;
+        }
+        let (name, rest) = rest.split_first().ok_or(Error::MissingValue(OR))?;
+        names.push(name.as_ref());
+        tail = rest;
+    }
+    Ok((names, tail))
+}
+
+const CHECK: &str = "RL.CHECK";
+
+/// The names of a chain (most chains are short: no allocation).
+type Chain<'a> = SmallVec<[&'a [u8]; 4]>;
+
+/// `RL.CHECK key name [OR name ...] [COST n] [DRYRUN] [WAIT timeout]
+/// [FORCE | PARTIAL | REFUND n]`: the named policy's decision, replied as
+/// its own command replies.
+pub fn check(command: &CommandDef, ctx: Ctx, args: &[Arg]) -> Result<Verdict, Error> {
+    let [_, key, rest @ ..] = args else {
+        return Err(Error::Arity(command.name));
+    };
+    let (names, options) = split_chain(rest)?;
+    let mut request = parse_common(options)?;
+    registry::enabled()?;
+    let (applies, policy, shadow) = registry::with(|r| {
+        let (i, entry) = registry::first_defined(r, &names)?;
+        if let Some(token) = request.charge.token().filter(|t| entry.refuses.contains(t)) {
+            return Err(Error::Combination {
+                option: token,
+                with: entry.keyword,
+            });
+        }
+        Ok((names[i], entry.policy.clone(), entry.shadow))
+    })?;
+    if shadow {
+        // Enforcement would make the client wait; a shadow policy never does.
+        request.wait = None;
+    }
+    let policy = policy.for_key(|| key.as_ref());
+    let outcome = wait::decide(
+        ctx,
+        command.index(),
+        Shape::One,
+        slice::from_ref(key),
+        slice::from_ref(&policy),
+        request,
+    )
+    .map_err(|e| e.error)?;
+    let counted = match &outcome {
+        Outcome::Blocked => Counted::Waiting,
+        Outcome::Reply(d) if d.allowed => Counted::Allowed,
+        Outcome::Reply(_) if shadow => Counted::ShadowDenied,
+        Outcome::Reply(_) => Counted::Denied,
+    };
+    let now = clock::now();
+    registry::with(|r| r.record(applies, counted, key.as_ref(), now));
+    let Outcome::Reply(decided) = outcome else {
+        return Ok(Verdict::Waiting);
+    };
+    if shadow {
+        reply::shadow_decision(ctx, &decided);
+        return Ok(Verdict::Allowed);
+    }
+    reply::decision(ctx, &decided);
+    Ok(Verdict::of(decided.allowed))
+}
+
+/// How many keys RL.POLICY STATS reports.
+const TOP_KEYS: usize = 10;
+
+/// `RL.POLICY STATS name`: RL.CHECK's counts under the policy and the keys
+/// it denied most in the last one to two minutes.
+pub fn stats(command: &CommandDef, ctx: Ctx, args: &[Arg]) -> Result<Verdict, Error> {
+    let [_, _, name] = args else {
+        return Err(Error::Arity(command.name));
+    };
+    let stats = registry::with(|r| r.stats(name.as_ref()))
+        .ok_or_else(|| Error::NoSuchPolicy(printable(name.as_ref())))?;
+    let top = stats.top_denied.top(clock::now(), TOP_KEYS);
+    reply::policy_stats(ctx, &stats, &top);
+    Ok(Verdict::Other)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn def(words: &str) -> Result<Entry, Error> {
+        let words: Vec<&str> = words.split(' ').filter(|w| !w.is_empty()).collect();
+        parse_definition(&words, "RL.POLICY|SET")
+    }
+
+    #[test]
+    fn definitions_parse_as_rl_all_policies() {
+        let e = def("gcra 100 1m burst 20").unwrap();
+        assert_eq!(e.definition, b"GCRA 100 1m BURST 20");
+        assert!(!e.shadow);
+        let e = def("SLIDING 1000 1h approx shadow").unwrap();
+        assert_eq!(e.definition, b"SLIDING 1000 1h APPROX SHADOW");
+        assert!(e.shadow);
+        assert_eq!(e.policy.command(), "RL.SLIDING APPROX");
+        let e = def("CONCURRENCY 5 30s").unwrap();
+        assert_eq!(e.refuses, ["FORCE", "PARTIAL", "REFUND"]);
+        // The canonical text parses back to the same entry.
+        let again = def(std::str::from_utf8(&e.definition).unwrap()).unwrap();
+        assert_eq!(again, e);
+    }
+
+    #[test]
+    fn malformed_definitions_are_rl_all_errors() {
+        let msg = |w: &str| def(w).unwrap_err().to_string();
+        assert_eq!(
+            msg("LEAKY 1 1s"),
+            "ERR syntax error: unknown policy 'LEAKY': expected GCRA, BUCKET, SLIDING, FIXED or CONCURRENCY"
+        );
+        assert_eq!(
+            msg("GCRA 1"),
+            "ERR syntax error: the policy is GCRA limit period [BURST n]"
+        );
+        assert_eq!(
+            msg("GCRA 1 1s COST 2"),
+            "ERR syntax error: unknown option 'COST'"
+        );
+        assert_eq!(
+            msg("GCRA 0 1s"),
+            "ERR limit must be an integer from 1 to 9223372036854775807"
+        );
+        assert_eq!(
+            msg("SHADOW"),
+            "ERR wrong number of arguments for 'rl.policy|set' command"
+        );
+        assert!(msg("POLICY x").contains("unknown policy 'POLICY'"));
+    }
+
+    #[test]
+    fn a_chain_is_names_joined_by_or() {
+        let args = ["cust:7", "OR", "plan:pro", "or", "plan:free", "COST", "2"];
+        let (names, options) = split_chain(&args).unwrap();
+        assert_eq!(names[..], [&b"cust:7"[..], b"plan:pro", b"plan:free"]);
+        assert_eq!(options, ["COST", "2"]);
+        // A name may be any word, an option's token included.
+        let (names, options) = split_chain(&["COST", "OR", "DRYRUN", "DRYRUN"]).unwrap();
+        assert_eq!(names[..], [&b"COST"[..], b"DRYRUN"]);
+        assert_eq!(options, ["DRYRUN"]);
+        assert_eq!(
+            split_chain(&["a", "OR"]).unwrap_err().to_string(),
+            "ERR syntax error: OR needs a value"
+        );
+    }
+}

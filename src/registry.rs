@@ -1,0 +1,483 @@
+//! Named policies: the server's registry of limits defined once
+//! (`RL.POLICY SET`) and decided by name (`RL.CHECK`, `POLICY name` in
+//! RL.ALL and RL.PEEK). Pure: the registry keeps each definition's
+//! canonical text and its parsed [`Policy`], so a call by name is one hash
+//! look-up and no parsing. The server shell saves it in the RDB
+//! (`encode`/`decode`) and replicates the commands that change it.
+
+use crate::algorithm::Micros;
+use crate::bounds::{MAX_POLICIES, MAX_POLICY_NAME};
+use crate::error::{printable, Error};
+use crate::policy::Policy;
+use crate::topk::TopDenied;
+use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::sync::{Mutex, MutexGuard};
+
+/// One named policy.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Entry {
+    /// The definition as `RL.POLICY GET` returns it: the policy's words,
+    /// keywords in upper case, values as given, then `SHADOW` if marked.
+    pub definition: Vec<u8>,
+    pub policy: Policy,
+    /// Decides and charges as if enforced, but always admits.
+    pub shadow: bool,
+    /// The algorithm's keyword (`GCRA`), as errors name it.
+    pub keyword: &'static str,
+    /// Common options the policy's algorithm does not take.
+    pub refuses: &'static [&'static str],
+}
+
+/// What RL.CHECK did under one policy on this server (not saved, not
+/// replicated; kept while the name is defined, across redefinitions).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PolicyStats {
+    pub calls: u64,
+    pub allowed: u64,
+    pub denied: u64,
+    /// Admitted by a SHADOW policy that enforcing would have denied.
+    pub shadow_denied: u64,
+    /// Calls that waited (`WAIT`): counted here, not as allowed or denied.
+    pub waits: u64,
+    /// The keys denied most (shadow denials included).
+    pub top_denied: TopDenied,
+}
+
+/// What one RL.CHECK call came to, for [`PolicyStats`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Counted {
+    Allowed,
+    Denied,
+    ShadowDenied,
+    Waiting,
+}
+
+impl PolicyStats {
+    pub fn record(&mut self, counted: Counted, key: &[u8], now: Micros) {
+        self.calls += 1;
+        match counted {
+            Counted::Allowed => self.allowed += 1,
+            Counted::Waiting => self.waits += 1,
+            Counted::Denied | Counted::ShadowDenied => {
+                if counted == Counted::Denied {
+                    self.denied += 1;
+                } else {
+                    self.allowed += 1;
+                    self.shadow_denied += 1;
+                }
+                self.top_denied.add(key, now);
+            }
+        }
+    }
+
+    /// Adds `other`'s counts (not its keys): the server's totals.
+    fn add_counts(&mut self, other: &PolicyStats) {
+        self.calls += other.calls;
+        self.allowed += other.allowed;
+        self.denied += other.denied;
+        self.shadow_denied += other.shadow_denied;
+        self.waits += other.waits;
+    }
+}
+
+/// FNV-1a: a call by name hashes the name once or twice, and SipHash
+/// (the default) would cost more than the rest of the look-up. Not keyed:
+/// only an administrator chooses the names stored, so callers cannot fill
+/// the map with colliding ones.
+#[derive(Debug, Clone, Copy)]
+pub struct Fnv(u64);
+
+impl Default for Fnv {
+    fn default() -> Fnv {
+        Fnv(0xcbf2_9ce4_8422_2325)
+    }
+}
+
+impl Hasher for Fnv {
+    fn write(&mut self, bytes: &[u8]) {
+        for b in bytes {
+            self.0 = (self.0 ^ u64::from(*b)).wrapping_mul(0x0000_0100_0000_01b3);
+        }
+    }
+
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
+type ByName<V> = HashMap<Vec<u8>, V, BuildHasherDefault<Fnv>>;
+
+#[derive(Debug, Default)]
+pub struct Registry {
+    entries: ByName<Entry>,
+    /// By name, for the names defined (at most `ratelimit.max-policies`).
+    stats: ByName<PolicyStats>,
+}
+
+/// The format of [`Registry::encode`] (its first byte).
+const ENCODING_VERSION: u8 = 1;
+
+impl Registry {
+    pub fn get(&self, name: &[u8]) -> Option<&Entry> {
+        self.entries.get(name)
+    }
+
+    /// Checks that `name` may be defined now: its length, and room for it
+    /// if it is new. Nothing changes.
+    pub fn check(&self, name: &[u8]) -> Result<(), Error> {
+        self.check_within(name, MAX_POLICIES.get(), MAX_POLICY_NAME.get())
+    }
+
+    fn check_within(&self, name: &[u8], max: u64, max_name: u64) -> Result<(), Error> {
+        if name.is_empty() || name.len() as u64 > max_name {
+            return Err(Error::PolicyName { max: max_name });
+        }
+        if !self.entries.contains_key(name) && self.entries.len() as u64 >= max {
+            return Err(Error::TooManyPolicies { max });
+        }
+        Ok(())
+    }
+
+    /// Defines or redefines `name` (after [`Registry::check`]).
+    pub fn set(&mut self, name: &[u8], entry: Entry) -> Result<(), Error> {
+        self.check(name)?;
+        self.entries.insert(name.to_vec(), entry);
+        Ok(())
+    }
+
+    /// Whether there was such a policy.
+    pub fn remove(&mut self, name: &[u8]) -> bool {
+        self.stats.remove(name);
+        self.entries.remove(name).is_some()
+    }
+
+    pub fn clear(&mut self) {
+        self.entries.clear();
+        self.stats.clear();
+    }
+
+    /// Replaces every policy with `entries` (as saved: not checked against
+    /// bounds lowered since, so that no saved policy is lost). The counts
+    /// of names still defined stay.
+    pub fn replace(&mut self, entries: Vec<(Vec<u8>, Entry)>) {
+        self.entries = entries.into_iter().collect();
+        let entries = &self.entries;
+        self.stats.retain(|name, _| entries.contains_key(name));
+    }
+
+    /// Counts one RL.CHECK call under the defined policy `name`.
+    pub fn record(&mut self, name: &[u8], counted: Counted, key: &[u8], now: Micros) {
+        if let Some(stats) = self.stats.get_mut(name) {
+            stats.record(counted, key, now);
+        } else if self.entries.contains_key(name) {
+            let mut stats = PolicyStats::default();
+            stats.record(counted, key, now);
+            self.stats.insert(name.to_vec(), stats);
+        }
+    }
+
+    /// The counts of a defined policy (zero before its first call).
+    pub fn stats(&self, name: &[u8]) -> Option<PolicyStats> {
+        self.entries.get(name)?;
+        Some(self.stats.get(name).cloned().unwrap_or_default())
+    }
+
+    /// How many policies there are, and their counts summed.
+    pub fn totals(&self) -> (usize, PolicyStats) {
+        let mut sum = PolicyStats::default();
+        for stats in self.stats.values() {
+            sum.add_counts(stats);
+        }
+        (self.entries.len(), sum)
+    }
+
+    /// Zeroes every policy's counts (`CONFIG RESETSTAT`).
+    pub fn reset_stats(&mut self) {
+        self.stats.clear();
+    }
+
+    /// The names matching the glob `pattern` (all without one), sorted.
+    pub fn names(&self, pattern: Option<&[u8]>) -> Vec<&[u8]> {
+        let mut names: Vec<&[u8]> = self
+            .entries
+            .keys()
+            .map(Vec::as_slice)
+            .filter(|n| pattern.is_none_or(|p| glob_match(p, n)))
+            .collect();
+        names.sort_unstable();
+        names
+    }
+
+    /// The definitions in name order: what the digest and the RDB hold.
+    fn sorted(&self) -> Vec<(&[u8], &Entry)> {
+        let mut all: Vec<(&[u8], &Entry)> = self
+            .entries
+            .iter()
+            .map(|(n, e)| (n.as_slice(), e))
+            .collect();
+        all.sort_unstable_by(|a, b| a.0.cmp(b.0));
+        all
+    }
+
+    /// A 64-bit FNV-1a hash of the canonical form (every name and
+    /// definition, in name order), in 16 hex digits: equal on two servers
+    /// when they hold the same policies.
+    pub fn digest(&self) -> String {
+        let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+        let mut feed = |bytes: &[u8]| {
+            for b in bytes {
+                hash ^= u64::from(*b);
+                hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
+            }
+        };
+        for (name, entry) in self.sorted() {
+            feed(&(name.len() as u64).to_be_bytes());
+            feed(name);
+            feed(&(entry.definition.len() as u64).to_be_bytes());
+            feed(&entry.definition);
+        }
+        format!("{hash:016x}")
+    }
+
+    /// Every name and definition in a versioned byte string (the RDB's
+    /// auxiliary data): version, then per policy the name and definition,
+    /// each a 4-byte big-endian length and the bytes.
+    pub fn encode(&self) -> Vec<u8> {
+        let mut out = vec![ENCODING_VERSION];
+        for (name, entry) in self.sorted() {
+            for part in [name, entry.definition.as_slice()] {
+                out.extend_from_slice(&(part.len() as u32).to_be_bytes());
+                out.extend_from_slice(part);
+            }
+        }
+        out
+    }
+}
+
+/// The names and definitions of an [`Registry::encode`]d registry; `None`
+/// when the bytes are not one.
+pub fn decode(mut bytes: &[u8]) -> Option<Vec<(Vec<u8>, Vec<u8>)>> {
+    let (&version, rest) = bytes.split_first()?;
+    if version != ENCODING_VERSION {
+        return None;
+    }
+    bytes = rest;
+    let mut take = || -> Option<Vec<u8>> {
+        let len = u32::from_be_bytes(bytes.get(..4)?.try_into().ok()?) as usize;
+        let part = bytes.get(4..4 + len)?.to_vec();
+        bytes = &bytes[4 + len..];
+        Some(part)
+    };
+    let mut out = Vec::new();
+    while let Some(name) = take() {
+        out.push((name, take()?));
+    }
+    bytes.is_empty().then_some(out)
+}
+
+/// Redis-style glob: `*`, `?`, `[abc]`, `[^a-z]` and `\` escapes.
+pub fn glob_match(pattern: &[u8], text: &[u8]) -> bool {
+    match pattern.split_first() {
+        None => text.is_empty(),
+        Some((b'*', rest)) => (0..=text.len()).any(|i| glob_match(rest, &text[i..])),
+        Some((b'?', rest)) => !text.is_empty() && glob_match(rest, &text[1..]),
+        Some((b'[', rest)) => {
+            let Some((&c, tail)) = text.split_first() else {
+                return false;
+            };
+            let Some(end) = rest.iter().position(|&b| b == b']') else {
+                return c == b'[' && glob_match(rest, tail);
+            };
+            let (class, after) = (&rest[..end], &rest[end + 1..]);
+            let (negate, class) = match class.split_first() {
+                Some((b'^', inner)) => (true, inner),
+                _ => (false, class),
+            };
+            let mut hit = false;
+            let mut i = 0;
+            while i < class.len() {
+                if i + 2 < class.len() && class[i + 1] == b'-' {
+                    hit |= class[i] <= c && c <= class[i + 2];
+                    i += 3;
+                } else {
+                    hit |= class[i] == c;
+                    i += 1;
+                }
+            }
+            hit != negate && glob_match(after, tail)
+        }
+        Some((b'\\', rest)) if !rest.is_empty() => {
+            text.first() == Some(&rest[0]) && glob_match(&rest[1..], &text[1..])
+        }
+        Some((&p, rest)) => text.first() == Some(&p) && glob_match(rest, &text[1..]),
+    }
+}
+
+/// The first of `names` that is defined: its position and entry. The error
+/// names the one name, or all of them.
+pub fn first_defined<'r, A: AsRef<[u8]>>(
+    registry: &'r Registry,
+    names: &[A],
+) -> Result<(usize, &'r Entry), Error> {
+    for (i, name) in names.iter().enumerate() {
+        if let Some(entry) = registry.get(name.as_ref()) {
+            return Ok((i, entry));
+        }
+    }
+    let quoted: Vec<String> = names
+        .iter()
+        .map(|n| format!("'{}'", printable(n.as_ref())))
+        .collect();
+    Err(match quoted.as_slice() {
+        [one] => Error::NoSuchPolicy(one.trim_matches('\'').to_string()),
+        _ => Error::NoPolicyOfChain(quoted.join(", ")),
+    })
+}
+
+static REGISTRY: Mutex<Option<Registry>> = Mutex::new(None);
+static ENABLED: AtomicBool = AtomicBool::new(false);
+
+/// Turns named policies on (the server saves them: `policies on`).
+pub fn enable() {
+    ENABLED.store(true, Relaxed);
+}
+
+/// Whether named policies are on; an error saying how to turn them on.
+pub fn enabled() -> Result<(), Error> {
+    if ENABLED.load(Relaxed) {
+        Ok(())
+    } else {
+        Err(Error::PoliciesOff)
+    }
+}
+
+/// The server's registry (commands run one at a time: never contended).
+pub fn with<R>(f: impl FnOnce(&mut Registry) -> R) -> R {
+    let mut guard: MutexGuard<Option<Registry>> =
+        REGISTRY.lock().unwrap_or_else(|e| e.into_inner());
+    f(guard.get_or_insert_with(Registry::default))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::algorithm::fixed_window::FixedWindow;
+
+    fn entry(text: &str) -> Entry {
+        Entry {
+            definition: text.as_bytes().to_vec(),
+            policy: Policy::Fixed(FixedWindow::new(10, Micros::new(1_000_000), false)),
+            shadow: false,
+            keyword: "FIXED",
+            refuses: &[],
+        }
+    }
+
+    #[test]
+    fn set_get_remove_and_list() {
+        let mut r = Registry::default();
+        r.set(b"plan:free", entry("FIXED 10 1s")).unwrap();
+        r.set(b"plan:pro", entry("FIXED 100 1s")).unwrap();
+        r.set(b"cust:1", entry("FIXED 5 1s")).unwrap();
+        assert_eq!(r.get(b"plan:pro").unwrap().definition, b"FIXED 100 1s");
+        assert_eq!(r.names(None), [&b"cust:1"[..], b"plan:free", b"plan:pro"]);
+        assert_eq!(r.names(Some(b"plan:*")), [&b"plan:free"[..], b"plan:pro"]);
+        assert_eq!(r.names(Some(b"cust:?")), [&b"cust:1"[..]]);
+        assert!(r.remove(b"cust:1"));
+        assert!(!r.remove(b"cust:1"));
+        assert_eq!(r.entries.len(), 2);
+    }
+
+    #[test]
+    fn bounds_refuse_and_change_nothing() {
+        let mut r = Registry::default();
+        let check = |r: &Registry, name: &[u8]| r.check_within(name, 1, 4);
+        assert_eq!(
+            check(&r, b"toolong").unwrap_err().to_string(),
+            "ERR policy name must be 1 to 4 bytes (ratelimit.max-policy-name)"
+        );
+        assert!(check(&r, b"").is_err());
+        r.set(b"a", entry("x")).unwrap();
+        assert_eq!(
+            check(&r, b"b").unwrap_err().to_string(),
+            "ERR too many policies: at most 1 (ratelimit.max-policies)"
+        );
+        // Redefining an existing name needs no room.
+        assert!(check(&r, b"a").is_ok());
+    }
+
+    #[test]
+    fn encoding_round_trips_and_digest_follows_content() {
+        let mut r = Registry::default();
+        r.set(b"b", entry("FIXED 1 1s")).unwrap();
+        r.set(b"a", entry("GCRA 2 1s")).unwrap();
+        let decoded = decode(&r.encode()).unwrap();
+        assert_eq!(
+            decoded,
+            [
+                (b"a".to_vec(), b"GCRA 2 1s".to_vec()),
+                (b"b".to_vec(), b"FIXED 1 1s".to_vec())
+            ]
+        );
+        assert_eq!(decode(&[ENCODING_VERSION]), Some(vec![]));
+        assert_eq!(decode(&[9]), None);
+        assert_eq!(decode(&r.encode()[..5]), None);
+        let before = r.digest();
+        assert_eq!(before.len(), 16);
+        r.set(b"b", entry("FIXED 2 1s")).unwrap();
+        assert_ne!(r.digest(), before);
+        r.set(b"b", entry("FIXED 1 1s")).unwrap();
+        assert_eq!(r.digest(), before);
+    }
+
+    #[test]
+    fn the_first_defined_name_of_a_chain_applies() {
+        let mut r = Registry::default();
+        r.set(b"plan", entry("FIXED 1 1s")).unwrap();
+        assert_eq!(first_defined(&r, &["cust", "plan"]).unwrap().0, 1);
+        assert_eq!(
+            first_defined(&r, &["x"]).unwrap_err().to_string(),
+            "ERR no policy named 'x'"
+        );
+        assert_eq!(
+            first_defined(&r, &["x", "y"]).unwrap_err().to_string(),
+            "ERR none of the policies 'x', 'y' is defined"
+        );
+    }
+
+    #[test]
+    fn counts_follow_the_name() {
+        let mut r = Registry::default();
+        let now = Micros::new(1);
+        r.set(b"p", entry("FIXED 1 1s")).unwrap();
+        r.record(b"p", Counted::Allowed, b"k", now);
+        r.record(b"p", Counted::Denied, b"k", now);
+        r.record(b"p", Counted::ShadowDenied, b"j", now);
+        r.record(b"p", Counted::Waiting, b"k", now);
+        r.record(b"gone", Counted::Allowed, b"k", now);
+        let s = r.stats(b"p").unwrap();
+        let counts = (s.calls, s.allowed, s.denied, s.shadow_denied, s.waits);
+        assert_eq!(counts, (4, 2, 1, 1, 1));
+        assert_eq!(s.top_denied.top(now, 10).len(), 2);
+        assert_eq!(r.stats(b"gone"), None);
+        // Redefined, the counts stay; deleted and defined again, they start over.
+        r.set(b"p", entry("FIXED 2 1s")).unwrap();
+        assert_eq!(r.stats(b"p").unwrap().calls, 4);
+        assert_eq!(r.totals().1.calls, 4);
+        r.remove(b"p");
+        r.set(b"p", entry("FIXED 2 1s")).unwrap();
+        assert_eq!(r.stats(b"p").unwrap().calls, 0);
+    }
+
+    #[test]
+    fn globs() {
+        assert!(glob_match(b"a[bc]d", b"acd"));
+        assert!(!glob_match(b"a[^bc]d", b"acd"));
+        assert!(glob_match(b"a[0-9]", b"a5"));
+        assert!(glob_match(b"a\\*", b"a*"));
+        assert!(!glob_match(b"a\\*", b"ab"));
+        assert!(glob_match(b"*", b""));
+    }
+}

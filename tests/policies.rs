@@ -1,0 +1,653 @@
+//! Named policies on real servers: RL.POLICY's registry, RL.CHECK by name
+//! with a fallback chain, live changes, shadow mode, and the registry kept
+//! across RDB restarts, DEBUG RELOAD, AOF restarts and on replicas.
+
+mod common;
+use common::topology::{replica_config, wait_link_up, wait_replicas};
+use common::*;
+use redis::Value;
+
+fn policies() -> Server {
+    Server::with(Config::default().with_policies())
+}
+
+fn ok(c: &mut redis::Connection, args: &[&str]) {
+    let v = call(c, args).unwrap_or_else(|e| panic!("{args:?}: {e}"));
+    assert_eq!(v, Value::Okay, "{args:?}");
+}
+
+fn text(c: &mut redis::Connection, args: &[&str]) -> String {
+    match call(c, args).unwrap_or_else(|e| panic!("{args:?}: {e}")) {
+        Value::BulkString(b) => String::from_utf8(b).unwrap(),
+        other => panic!("{args:?}: {other:?}"),
+    }
+}
+
+fn err(c: &mut redis::Connection, args: &[&str]) -> String {
+    match call(c, args) {
+        Err(e) => format!("{} {}", e.code().unwrap_or(""), e.detail().unwrap_or("")),
+        Ok(v) => panic!("{args:?} succeeded: {v:?}"),
+    }
+}
+
+fn list(c: &mut redis::Connection, args: &[&str]) -> Vec<String> {
+    redis::cmd(args[0]).arg(&args[1..]).query(c).unwrap()
+}
+
+#[test]
+fn define_read_list_delete_and_digest() {
+    let s = policies();
+    let mut c = s.conn();
+    let empty = text(&mut c, &["RL.POLICY", "DIGEST"]);
+    ok(
+        &mut c,
+        &[
+            "RL.POLICY",
+            "SET",
+            "plan:free",
+            "gcra",
+            "100",
+            "1m",
+            "burst",
+            "20",
+        ],
+    );
+    ok(
+        &mut c,
+        &[
+            "RL.POLICY",
+            "SET",
+            "plan:pro",
+            "SLIDING",
+            "1000",
+            "1h",
+            "APPROX",
+        ],
+    );
+    ok(
+        &mut c,
+        &[
+            "RL.POLICY",
+            "SET",
+            "cust:7",
+            "CONCURRENCY",
+            "5",
+            "30s",
+            "shadow",
+        ],
+    );
+    assert_eq!(
+        text(&mut c, &["RL.POLICY", "GET", "plan:free"]),
+        "GCRA 100 1m BURST 20"
+    );
+    assert_eq!(
+        text(&mut c, &["RL.POLICY", "GET", "cust:7"]),
+        "CONCURRENCY 5 30s SHADOW"
+    );
+    assert_eq!(
+        list(&mut c, &["RL.POLICY", "LIST"]),
+        ["cust:7", "plan:free", "plan:pro"]
+    );
+    assert_eq!(
+        list(&mut c, &["RL.POLICY", "LIST", "MATCH", "plan:*"]),
+        ["plan:free", "plan:pro"]
+    );
+    let full = text(&mut c, &["RL.POLICY", "DIGEST"]);
+    assert_ne!(full, empty);
+    ok(&mut c, &["RL.POLICY", "DEL", "cust:7"]);
+    ok(&mut c, &["RL.POLICY", "DEL", "plan:pro"]);
+    ok(&mut c, &["RL.POLICY", "DEL", "plan:free"]);
+    assert_eq!(text(&mut c, &["RL.POLICY", "DIGEST"]), empty);
+}
+
+#[test]
+fn bad_input_is_an_error_naming_it_and_changes_nothing() {
+    let s = policies();
+    let mut c = s.conn();
+    ok(&mut c, &["RL.POLICY", "SET", "p", "FIXED", "10", "1m"]);
+    let before = text(&mut c, &["RL.POLICY", "DIGEST"]);
+    let cases: &[(&[&str], &str)] = &[
+        (
+            &["RL.POLICY", "SET", "p", "LEAKY", "1", "1s"],
+            "ERR syntax error: unknown policy 'LEAKY': expected GCRA, BUCKET, SLIDING, FIXED or CONCURRENCY",
+        ),
+        (
+            &["RL.POLICY", "SET", "p", "GCRA", "1", "1s", "COST", "2"],
+            "ERR syntax error: unknown option 'COST'",
+        ),
+        (
+            &["RL.POLICY", "SET", "p", "FIXED", "0", "1s"],
+            "ERR limit must be an integer from 1 to 9223372036854775807",
+        ),
+        (
+            &["RL.POLICY", "SET", "p", "FIXED", "1"],
+            "ERR syntax error: the policy is FIXED limit window [ALIGNED]",
+        ),
+        (
+            &["RL.POLICY", "SET", "p", "FIXED"],
+            "ERR wrong number of arguments for 'rl.policy|set' command",
+        ),
+        (&["RL.POLICY", "GET", "nope"], "ERR no policy named 'nope'"),
+        (&["RL.POLICY", "DEL", "nope"], "ERR no policy named 'nope'"),
+        (&["RL.CHECK", "k", "nope"], "ERR no policy named 'nope'"),
+        (
+            &["RL.CHECK", "k", "a", "OR", "b"],
+            "ERR none of the policies 'a', 'b' is defined",
+        ),
+        (&["RL.CHECK", "k", "p", "OR"], "ERR syntax error: OR needs a value"),
+        (
+            &["RL.CHECK", "k", "p", "BURST", "2"],
+            "ERR syntax error: unknown option 'BURST'",
+        ),
+        (
+            &["RL.POLICY", "LIST", "PATTERN", "x"],
+            "ERR syntax error: unknown option 'PATTERN'",
+        ),
+    ];
+    for (args, expected) in cases {
+        assert_eq!(err(&mut c, args), *expected, "{args:?}");
+    }
+    let long = "x".repeat(257);
+    assert_eq!(
+        err(&mut c, &["RL.POLICY", "SET", &long, "FIXED", "1", "1s"]),
+        "ERR policy name must be 1 to 256 bytes (ratelimit.max-policy-name)"
+    );
+    ok(&mut c, &["CONFIG", "SET", "ratelimit.max-policies", "1"]);
+    assert_eq!(
+        err(&mut c, &["RL.POLICY", "SET", "q", "FIXED", "1", "1s"]),
+        "ERR too many policies: at most 1 (ratelimit.max-policies)"
+    );
+    assert_eq!(text(&mut c, &["RL.POLICY", "DIGEST"]), before);
+    assert_eq!(text(&mut c, &["RL.POLICY", "GET", "p"]), "FIXED 10 1m");
+    // A CONCURRENCY policy takes no FORCE, as RL.ACQUIRE does not.
+    ok(&mut c, &["RL.POLICY", "SET", "p", "CONCURRENCY", "1", "1m"]);
+    assert_eq!(
+        err(&mut c, &["RL.CHECK", "k", "p", "COST", "1", "FORCE"]),
+        "ERR syntax error: FORCE cannot be combined with CONCURRENCY"
+    );
+    assert_eq!(get_bytes(&mut c, "k"), None);
+}
+
+#[test]
+fn without_policies_on_the_commands_say_how_to_turn_them_on() {
+    let s = Server::start();
+    let mut c = s.conn();
+    let off = "ERR named policies are off: load the module with 'policies on'";
+    assert_eq!(
+        err(&mut c, &["RL.POLICY", "SET", "p", "FIXED", "1", "1s"]),
+        off
+    );
+    assert_eq!(err(&mut c, &["RL.CHECK", "k", "p"]), off);
+    assert_eq!(err(&mut c, &["RL.PEEK", "k", "POLICY", "p"]), off);
+    // Loaded that way, the module unloads; with `policies on` Redis refuses
+    // (its data type holds the registry in the RDB).
+    let with = policies();
+    let mut w = with.conn();
+    let e = err(&mut w, &["MODULE", "UNLOAD", "ratelimit"]);
+    assert!(e.contains("data type"), "{e}");
+    ok(&mut c, &["MODULE", "UNLOAD", "ratelimit"]);
+}
+
+/// A call by name replies as the literal command; the first defined name
+/// of a chain applies.
+#[test]
+fn check_by_name_replies_as_the_literal_command() {
+    let s = policies();
+    let mut c = s.conn();
+    clock_set(&mut c, 1_000_000_000);
+    ok(
+        &mut c,
+        &[
+            "RL.POLICY",
+            "SET",
+            "plan:free",
+            "GCRA",
+            "10",
+            "1m",
+            "BURST",
+            "3",
+        ],
+    );
+    for i in 0..5 {
+        let literal = decide(
+            &mut c,
+            &["RL.GCRA", "lit", "10", "1m", "BURST", "3", "COST", "1"],
+        );
+        let named = decide(
+            &mut c,
+            &[
+                "RL.CHECK",
+                "named",
+                "cust:7",
+                "OR",
+                "plan:free",
+                "COST",
+                "1",
+            ],
+        );
+        assert_eq!(named, literal, "call {i}");
+    }
+    assert_eq!(get_bytes(&mut c, "lit"), get_bytes(&mut c, "named"));
+    // A per-customer override, once defined, comes first.
+    ok(
+        &mut c,
+        &["RL.POLICY", "SET", "cust:7", "GCRA", "1000", "1m"],
+    );
+    let named = decide(&mut c, &["RL.CHECK", "cust", "cust:7", "OR", "plan:free"]);
+    assert_eq!(named, decide(&mut c, &["RL.GCRA", "lit2", "1000", "1m"]));
+}
+
+/// A change applies on the next call, the key's state carried over: a
+/// FIXED window raised mid-window grants the difference only.
+#[test]
+fn a_live_change_applies_to_the_next_call_with_the_state_kept() {
+    let s = policies();
+    let mut c = s.conn();
+    clock_set(&mut c, 1_000_000_000);
+    ok(&mut c, &["RL.POLICY", "SET", "api", "FIXED", "5", "1h"]);
+    for _ in 0..5 {
+        assert_eq!(decide(&mut c, &["RL.CHECK", "k", "api"])[0], 1);
+    }
+    assert_eq!(decide(&mut c, &["RL.CHECK", "k", "api"])[0], 0);
+    ok(&mut c, &["RL.POLICY", "SET", "api", "FIXED", "8", "1h"]);
+    for _ in 0..3 {
+        assert_eq!(decide(&mut c, &["RL.CHECK", "k", "api"])[0], 1);
+    }
+    let [allowed, limit, remaining, ..] = decide(&mut c, &["RL.CHECK", "k", "api"]);
+    assert_eq!((allowed, limit, remaining), (0, 8, 0));
+    // A cut below what was spent admits nothing until the window ends.
+    ok(&mut c, &["RL.POLICY", "SET", "api", "FIXED", "2", "1h"]);
+    assert_eq!(decide(&mut c, &["RL.CHECK", "k", "api"])[..3], [0, 2, 0]);
+    // Another algorithm on the old state: WRONGTYPE, as with the literal.
+    ok(&mut c, &["RL.POLICY", "SET", "api", "GCRA", "2", "1h"]);
+    let e = err(&mut c, &["RL.CHECK", "k", "api"]);
+    assert!(e.starts_with("WRONGTYPE"), "{e}");
+    // GCRA keeps its state, a time: what was spent is an hour of debt
+    // under either rate, which a raise pays off faster.
+    ok(&mut c, &["RL.POLICY", "SET", "g", "GCRA", "2", "1h"]);
+    assert_eq!(decide(&mut c, &["RL.CHECK", "gk", "g"])[..3], [1, 2, 1]);
+    assert_eq!(decide(&mut c, &["RL.CHECK", "gk", "g"])[..3], [1, 2, 0]);
+    ok(&mut c, &["RL.POLICY", "SET", "g", "GCRA", "4", "1h"]);
+    assert_eq!(decide(&mut c, &["RL.CHECK", "gk", "g"])[..3], [0, 4, 0]);
+    // A quarter hour frees one unit at the new rate (half an hour at the old).
+    advance(&mut c, 900_000_000);
+    assert_eq!(decide(&mut c, &["RL.CHECK", "gk", "g"])[..3], [1, 4, 0]);
+    // Leases held are never revoked by a cut; none is admitted until enough end.
+    ok(&mut c, &["RL.POLICY", "SET", "c", "CONCURRENCY", "3", "1h"]);
+    let acquire = |c: &mut redis::Connection| -> Vec<Value> {
+        cmd(&["RL.CHECK", "ck", "c"]).query(c).unwrap()
+    };
+    let leases: Vec<Value> = (0..3).map(|_| acquire(&mut c)[5].clone()).collect();
+    ok(&mut c, &["RL.POLICY", "SET", "c", "CONCURRENCY", "1", "1h"]);
+    assert_eq!(acquire(&mut c)[0], Value::Int(0));
+    let release = |c: &mut redis::Connection, lease: &Value| {
+        let Value::BulkString(id) = lease else {
+            panic!("{lease:?}")
+        };
+        let _: i64 = redis::cmd("RL.RELEASE").arg("ck").arg(id).query(c).unwrap();
+    };
+    release(&mut c, &leases[0]);
+    release(&mut c, &leases[1]);
+    assert_eq!(acquire(&mut c)[0], Value::Int(0));
+    release(&mut c, &leases[2]);
+    assert_eq!(acquire(&mut c)[0], Value::Int(1));
+}
+
+/// A shadow policy charges as if enforced but admits, and says so.
+#[test]
+fn shadow_policies_admit_and_say_what_enforcement_would_do() {
+    let s = policies();
+    let mut c = s.conn();
+    clock_set(&mut c, 1_000_000_000);
+    ok(
+        &mut c,
+        &["RL.POLICY", "SET", "s", "FIXED", "1", "1h", "SHADOW"],
+    );
+    let reply = |c: &mut redis::Connection| -> Vec<i64> {
+        redis::cmd("RL.CHECK").arg("k").arg("s").query(c).unwrap()
+    };
+    assert_eq!(reply(&mut c), [1, 1, 0, -1, reply_reset(&mut c), 0]);
+    let denied = reply(&mut c);
+    assert_eq!((denied[0], denied[5]), (1, 1));
+    let mut c3 = s.conn_resp3();
+    let map = resp3_map(
+        redis::cmd("RL.CHECK")
+            .arg("k")
+            .arg("s")
+            .query(&mut c3)
+            .unwrap(),
+    );
+    assert_eq!(
+        names(&map),
+        [
+            "allowed",
+            "limit",
+            "remaining",
+            "retry_after_ms",
+            "reset_after_ms",
+            "shadow_denied"
+        ]
+    );
+    assert_eq!(map[0].1, Value::Boolean(true));
+    assert_eq!(map[5].1, Value::Boolean(true));
+    // Enforced again, the state the shadow built denies.
+    ok(&mut c, &["RL.POLICY", "SET", "s", "FIXED", "1", "1h"]);
+    assert_eq!(decide(&mut c, &["RL.CHECK", "k", "s"])[0], 0);
+}
+
+/// The reset a first FIXED 1 1h call reports (the window's length).
+fn reply_reset(_c: &mut redis::Connection) -> i64 {
+    3_600_000
+}
+
+#[test]
+fn the_registry_survives_rdb_restarts_debug_reload_and_aof_restarts() {
+    let s = policies();
+    let mut c = s.conn();
+    ok(&mut c, &["RL.POLICY", "SET", "a", "GCRA", "10", "1s"]);
+    ok(
+        &mut c,
+        &["RL.POLICY", "SET", "b", "FIXED", "5", "1m", "SHADOW"],
+    );
+    let digest = text(&mut c, &["RL.POLICY", "DIGEST"]);
+    ok(&mut c, &["DEBUG", "RELOAD"]);
+    assert_eq!(text(&mut c, &["RL.POLICY", "DIGEST"]), digest);
+    ok(&mut c, &["SAVE"]);
+    let s = s.restart();
+    let mut c = s.conn();
+    assert_eq!(text(&mut c, &["RL.POLICY", "DIGEST"]), digest);
+    assert_eq!(
+        text(&mut c, &["RL.POLICY", "GET", "b"]),
+        "FIXED 5 1m SHADOW"
+    );
+
+    // AOF: the commands themselves are replayed (no preamble), and an AOF
+    // rewrite with the RDB preamble keeps them.
+    for preamble in ["no", "yes"] {
+        let config = Config::default()
+            .with_policies()
+            .arg("appendonly", "yes")
+            .arg("aof-use-rdb-preamble", preamble);
+        let s = Server::with(config);
+        let mut c = s.conn();
+        ok(&mut c, &["RL.POLICY", "SET", "a", "GCRA", "10", "1s"]);
+        ok(&mut c, &["RL.POLICY", "SET", "b", "FIXED", "5", "1m"]);
+        ok(&mut c, &["RL.POLICY", "DEL", "a"]);
+        let digest = text(&mut c, &["RL.POLICY", "DIGEST"]);
+        let s = s.restart();
+        let mut c = s.conn();
+        assert_eq!(text(&mut c, &["RL.POLICY", "DIGEST"]), digest, "{preamble}");
+        if preamble == "yes" {
+            let _: Value = call(&mut c, &["BGREWRITEAOF"]).unwrap();
+            common::topology::wait_until("the AOF rewrite", 30, || {
+                common::topology::info(&mut c, "persistence").contains("aof_rewrite_in_progress:0")
+                    && common::topology::info(&mut c, "persistence")
+                        .contains("aof_last_bgrewrite_status:ok")
+            });
+            let s = s.restart();
+            let mut c = s.conn();
+            assert_eq!(text(&mut c, &["RL.POLICY", "DIGEST"]), digest, "rewritten");
+        }
+    }
+}
+
+#[test]
+fn a_change_reaches_replicas_and_survives_a_failover() {
+    let primary = policies();
+    let replica = Server::with(replica_config(&primary).with_policies());
+    wait_link_up(&replica);
+    let mut p = primary.conn();
+    let mut r = replica.conn();
+    ok(&mut p, &["RL.POLICY", "SET", "api", "FIXED", "5", "1h"]);
+    ok(&mut p, &["RL.POLICY", "SET", "api", "FIXED", "8", "1h"]);
+    wait_replicas(&mut p, 1);
+    assert_eq!(text(&mut r, &["RL.POLICY", "GET", "api"]), "FIXED 8 1h");
+    assert_eq!(
+        text(&mut r, &["RL.POLICY", "DIGEST"]),
+        text(&mut p, &["RL.POLICY", "DIGEST"])
+    );
+    // A replica refuses a change from a client.
+    let e = err(&mut r, &["RL.POLICY", "SET", "x", "FIXED", "1", "1s"]);
+    assert!(e.starts_with("READONLY"), "{e}");
+    // A coordinated failover: the promoted replica holds the policies and
+    // takes changes, which reach the old primary, now its replica.
+    ok(&mut p, &["FAILOVER"]);
+    common::topology::wait_until("the replica to become primary", 20, || {
+        common::topology::info(&mut r, "replication").contains("role:master")
+    });
+    common::topology::wait_until("the old primary to follow it", 20, || {
+        common::topology::info(&mut p, "replication").contains("master_link_status:up")
+    });
+    assert_eq!(text(&mut r, &["RL.POLICY", "GET", "api"]), "FIXED 8 1h");
+    ok(&mut r, &["RL.POLICY", "SET", "api", "FIXED", "9", "1h"]);
+    wait_replicas(&mut r, 1);
+    assert_eq!(text(&mut p, &["RL.POLICY", "GET", "api"]), "FIXED 9 1h");
+    let e = err(&mut p, &["RL.POLICY", "DEL", "api"]);
+    assert!(e.starts_with("READONLY"), "{e}");
+}
+
+/// `POLICY name` stands for a policy in RL.ALL and RL.PEEK.
+#[test]
+fn rl_all_and_rl_peek_take_a_policy_by_name() {
+    let s = policies();
+    let mut c = s.conn();
+    clock_set(&mut c, 1_000_000_000);
+    ok(
+        &mut c,
+        &["RL.POLICY", "SET", "per-user", "FIXED", "2", "1h"],
+    );
+    ok(&mut c, &["RL.POLICY", "SET", "global", "GCRA", "100", "1h"]);
+    let all = |c: &mut redis::Connection, a: &str, b: &str| -> Vec<Value> {
+        cmd(&[
+            "RL.ALL", "2", a, b, "POLICY", "per-user", "POLICY", "global",
+        ])
+        .query(c)
+        .unwrap()
+    };
+    let literal = |c: &mut redis::Connection, a: &str, b: &str| -> Vec<Value> {
+        cmd(&["RL.ALL", "2", a, b, "FIXED", "2", "1h", "GCRA", "100", "1h"])
+            .query(c)
+            .unwrap()
+    };
+    for _ in 0..3 {
+        assert_eq!(all(&mut c, "u1", "g1"), literal(&mut c, "u2", "g2"));
+    }
+    // Named and literal policies mix.
+    let mixed: Vec<Value> = cmd(&[
+        "RL.ALL", "2", "u3", "g3", "FIXED", "2", "1h", "POLICY", "global",
+    ])
+    .query(&mut c)
+    .unwrap();
+    assert_eq!(mixed[0], Value::Int(1));
+    assert_eq!(
+        decide(&mut c, &["RL.PEEK", "u1", "POLICY", "per-user"]),
+        decide(&mut c, &["RL.PEEK", "u2", "FIXED", "2", "1h"])
+    );
+    let cases: &[(&[&str], &str)] = &[
+        (
+            &["RL.ALL", "1", "k", "POLICY", "nope"],
+            "ERR no policy named 'nope'",
+        ),
+        (
+            &["RL.PEEK", "k", "POLICY", "nope"],
+            "ERR no policy named 'nope'",
+        ),
+        (
+            &["RL.PEEK", "k", "POLICY"],
+            "ERR wrong number of arguments for 'rl.peek' command",
+        ),
+        (
+            &["RL.PEEK", "k", "POLICY", "global", "x"],
+            "ERR syntax error: unknown option 'x'",
+        ),
+        (
+            &["RL.ALL", "1", "k", "POLICY", "global", "POLICY", "global"],
+            "ERR syntax error: RL.ALL needs one policy per key, got 1 key and 2 policies",
+        ),
+    ];
+    for (args, expected) in cases {
+        assert_eq!(err(&mut c, args), *expected, "{args:?}");
+    }
+    ok(
+        &mut c,
+        &["RL.POLICY", "SET", "shadow", "FIXED", "1", "1h", "SHADOW"],
+    );
+    assert_eq!(
+        err(&mut c, &["RL.ALL", "1", "k", "POLICY", "shadow"]),
+        "ERR policy 'shadow' is SHADOW: RL.ALL enforces every policy; use RL.CHECK"
+    );
+    assert_eq!(get_bytes(&mut c, "k"), None);
+}
+
+/// RL.POLICY STATS: RL.CHECK's counts under a policy, and the keys it
+/// denied most; INFO sums them.
+#[test]
+fn stats_count_calls_and_find_the_most_denied_keys() {
+    let s = policies();
+    let mut c = s.conn();
+    clock_set(&mut c, 1_000_000_000);
+    ok(&mut c, &["RL.POLICY", "SET", "api", "FIXED", "1", "1h"]);
+    ok(
+        &mut c,
+        &["RL.POLICY", "SET", "shadow", "FIXED", "1", "1h", "SHADOW"],
+    );
+    // Key i is denied i times (12 keys), under each policy.
+    for i in 1..=12 {
+        let key = format!("user:{i}");
+        for _ in 0..=i {
+            let _: Value = cmd(&["RL.CHECK", &key, "missing", "OR", "api"])
+                .query(&mut c)
+                .unwrap();
+            let _: Value = cmd(&["RL.CHECK", &format!("s:{key}"), "shadow"])
+                .query(&mut c)
+                .unwrap();
+        }
+    }
+    let stats: Vec<Value> = cmd(&["RL.POLICY", "STATS", "api"]).query(&mut c).unwrap();
+    let field = |name: &str| {
+        let i = stats
+            .iter()
+            .position(|v| *v == Value::BulkString(name.as_bytes().to_vec()))
+            .unwrap_or_else(|| panic!("{name} in {stats:?}"));
+        stats[i + 1].clone()
+    };
+    // 12 keys, each admitted once and denied i times: 12 + 78 calls.
+    assert_eq!(field("calls"), Value::Int(90));
+    assert_eq!(field("allowed"), Value::Int(12));
+    assert_eq!(field("denied"), Value::Int(78));
+    assert_eq!(field("shadow_denied"), Value::Int(0));
+    let Value::Array(top) = field("top_denied") else {
+        panic!("{stats:?}")
+    };
+    assert_eq!(top.len(), 10);
+    let first: Vec<Value> = match &top[0] {
+        Value::Array(t) => t.clone(),
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(
+        first,
+        [
+            Value::BulkString(b"user:12".to_vec()),
+            Value::Int(12),
+            Value::Int(0)
+        ]
+    );
+    let shadow: Vec<Value> = cmd(&["RL.POLICY", "STATS", "shadow"])
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(shadow[7], Value::Int(78), "{shadow:?}");
+    let info = common::topology::info(&mut c, "ratelimit");
+    assert!(
+        info.contains(
+            "ratelimit_policies:defined=2,calls=180,allowed=102,denied=78,shadow_denied=78,waits=0"
+        ),
+        "{info}"
+    );
+    assert_eq!(
+        err(&mut c, &["RL.POLICY", "STATS", "nope"]),
+        "ERR no policy named 'nope'"
+    );
+    ok(&mut c, &["CONFIG", "RESETSTAT"]);
+    let stats: Vec<Value> = cmd(&["RL.POLICY", "STATS", "api"]).query(&mut c).unwrap();
+    assert_eq!(stats[1], Value::Int(0));
+}
+
+/// Every window and the bucket keep what was spent across a change: a
+/// raise from 2 to 4 admits the 2 more, a cut to 1 admits nothing until
+/// the spent units age out.
+#[test]
+fn raises_grant_the_difference_and_cuts_wait_for_the_spent_to_age_out() {
+    let s = policies();
+    let mut c = s.conn();
+    clock_set(&mut c, 1_000_000_000);
+    let specs: [(&str, &[&str]); 6] = [
+        ("SLIDING", &["1h"]),
+        ("SLIDING", &["1h", "APPROX"]),
+        ("SLIDING", &["1h", "BUCKETS", "4"]),
+        ("FIXED", &["1h"]),
+        ("FIXED", &["1h", "ALIGNED"]),
+        ("BUCKET", &["2", "1h"]),
+    ];
+    for (i, (algorithm, rest)) in specs.iter().enumerate() {
+        let key = format!("k{i}");
+        let define = |c: &mut redis::Connection, n: &str| {
+            let mut args = vec!["RL.POLICY", "SET", "p", algorithm, n];
+            args.extend_from_slice(rest);
+            ok(c, &args);
+        };
+        let allowed = |c: &mut redis::Connection| decide(c, &["RL.CHECK", &key, "p"])[0];
+        define(&mut c, "2");
+        let first: Vec<i64> = (0..3).map(|_| allowed(&mut c)).collect();
+        assert_eq!(first, [1, 1, 0], "{algorithm} {rest:?}");
+        define(&mut c, "4");
+        let raised: Vec<i64> = (0..3).map(|_| allowed(&mut c)).collect();
+        assert_eq!(raised, [1, 1, 0], "{algorithm} {rest:?} raised");
+        define(&mut c, "1");
+        assert_eq!(allowed(&mut c), 0, "{algorithm} {rest:?} cut");
+    }
+}
+
+/// At the default bound, 10,000 policies: the registry refuses the next,
+/// survives DEBUG RELOAD whole, and a call by name is one look-up whatever
+/// the number of policies (the decision is the one a lone policy gives).
+#[test]
+fn ten_thousand_policies_fill_the_default_bound() {
+    let s = policies();
+    let mut c = s.conn();
+    clock_set(&mut c, 1_000_000_000);
+    let mut pipe = redis::pipe();
+    for i in 0..10_000 {
+        pipe.cmd("RL.POLICY")
+            .arg("SET")
+            .arg(format!("cust:{i:05}"))
+            .arg("FIXED")
+            .arg(i + 1)
+            .arg("1h")
+            .ignore();
+    }
+    let () = pipe.query(&mut c).unwrap();
+    assert_eq!(
+        err(
+            &mut c,
+            &["RL.POLICY", "SET", "one-more", "FIXED", "1", "1h"]
+        ),
+        "ERR too many policies: at most 10000 (ratelimit.max-policies)"
+    );
+    // Redefining an existing name needs no room.
+    ok(
+        &mut c,
+        &["RL.POLICY", "SET", "cust:00000", "FIXED", "1", "1h"],
+    );
+    assert_eq!(
+        list(&mut c, &["RL.POLICY", "LIST", "MATCH", "cust:0999?"]).len(),
+        10
+    );
+    let digest = text(&mut c, &["RL.POLICY", "DIGEST"]);
+    ok(&mut c, &["DEBUG", "RELOAD"]);
+    assert_eq!(text(&mut c, &["RL.POLICY", "DIGEST"]), digest);
+    assert_eq!(
+        decide(&mut c, &["RL.CHECK", "k", "nope", "OR", "cust:09999"])[..3],
+        [1, 10_000, 9_999]
+    );
+    assert_eq!(list(&mut c, &["RL.POLICY", "LIST"]).len(), 10_000);
+}
