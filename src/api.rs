@@ -14,7 +14,7 @@ pub use crate::algorithm::sketch::{
     DEFAULT_DEPTH, DEFAULT_WIDTH, MAX_DEPTH, MAX_SKETCH_LIMIT, MAX_WIDTH,
 };
 pub use crate::algorithm::sliding_approx::{ApproxState, SlidingApprox};
-pub use crate::algorithm::sliding_log::{SlidingLog, MAX_SLIDING_LOG_LIMIT};
+pub use crate::algorithm::sliding_log::{Entries, SlidingLog, MAX_SLIDING_LOG_LIMIT};
 pub use crate::algorithm::sliding_subwindows::{SlidingSubwindows, MAX_SUBWINDOWS, MIN_SUBWINDOWS};
 pub use crate::algorithm::token_bucket::TokenBucket;
 pub use crate::algorithm::{Decision, Micros, RetryAfter, MAX_HORIZON};
@@ -22,8 +22,8 @@ pub use crate::args::{duration, integer};
 pub use crate::codec::cell::{decode_cell_state, encode_cell_state};
 pub use crate::codec::lease::{self as lease_codec, format_lease, parse_lease, StoredLeases};
 pub use crate::codec::{
-    decode_tat, encode_tat, sketch as sketch_codec, window, Kind, Mismatch, Patch, StateError,
-    TAT_MAX_LEN,
+    decode_tat, encode_tat, sketch as sketch_codec, sliding_log as log_codec, window, Kind,
+    Mismatch, Patch, StateError, TAT_MAX_LEN,
 };
 pub use crate::commands::definition::{CommandDef, Cost, Grammar, Keys};
 pub use crate::commands::docs::{arguments, synopsis, DocArg, DocType};

@@ -34,7 +34,10 @@ fuzz_target!(|data: &[u8]| {
         if let Some(t) = s.force(stored, now, cost) {
             let (after, _) = s.decide(Some(t), now, 1);
             assert!(after.remaining <= after.limit);
-            assert!(after.reset_after <= redis_ratelimit::api::MAX_HORIZON.saturating_add(Micros::new(1)));
+            assert!(
+                after.reset_after
+                    <= redis_ratelimit::api::MAX_HORIZON.saturating_add(Micros::new(1))
+            );
         }
         // Follow-ups from the state it wrote, later by a chosen step.
         if let Some(t) = new {

@@ -6,10 +6,10 @@
 
 use libfuzzer_sys::fuzz_target;
 use redis_ratelimit::api::{
-    decode_cell_state, decode_tat, encode_tat, format_lease, parse_lease, release, renew,
-    sketch_codec, window, Concurrency, FixedWindow, Gcra, Kind, LeaseId, Leases, Micros, Policy,
-    Sketch, SlidingApprox, SlidingLog, SlidingSubwindows, StateError, StoredLeases, TokenBucket,
-    TAT_MAX_LEN,
+    decode_cell_state, decode_tat, encode_tat, format_lease, log_codec, parse_lease, release,
+    renew, sketch_codec, window, Concurrency, Entries, FixedWindow, Gcra, Kind, LeaseId, Leases,
+    Micros, Policy, Sketch, SlidingApprox, SlidingLog, SlidingSubwindows, StateError, StoredLeases,
+    TokenBucket, TAT_MAX_LEN,
 };
 
 fn word(data: &[u8], i: usize) -> u64 {
@@ -35,7 +35,12 @@ fuzz_target!(|data: &[u8]| {
     if let Ok(n) = decode_cell_state(stored) {
         assert!(n >= 0);
     }
-    let _ = window::StoredSlidingLog::decode(stored).map(|log| log.to_vec());
+    // Every stored stamp reads back.
+    if let Ok(log) = log_codec::StoredSlidingLog::decode(stored) {
+        for i in 0..log.count() {
+            let _ = log.stamp(i);
+        }
+    }
     let _ = window::decode_approx(stored);
     let _ = window::decode_fixed(stored, Kind::Fixed);
     let _ = window::decode_fixed(stored, Kind::FixedAligned);
