@@ -37,9 +37,17 @@ struct Summary {
 
 impl Summary {
     fn add(&mut self, id: u64, key: &[u8]) {
-        if let Some(c) = self.counters.iter_mut().find(|c| c.id == id) {
-            c.count += 1;
-            return;
+        // One pass finds the key or, failing that, the smallest counter
+        // (the first of equals), the one a newcomer replaces.
+        let mut smallest: Option<(u64, usize)> = None;
+        for (i, c) in self.counters.iter_mut().enumerate() {
+            if c.id == id {
+                c.count += 1;
+                return;
+            }
+            if smallest.is_none_or(|(count, _)| c.count < count) {
+                smallest = Some((c.count, i));
+            }
         }
         let mut shown = [0u8; KEY_BYTES];
         let len = key.len().min(KEY_BYTES);
@@ -59,9 +67,8 @@ impl Summary {
             return;
         }
         // Replace the smallest counter; its count is the newcomer's error.
-        if let Some(min) = self.counters.iter_mut().min_by_key(|c| c.count) {
-            let floor = min.count;
-            *min = Counter {
+        if let Some((floor, i)) = smallest {
+            self.counters[i] = Counter {
                 count: floor + 1,
                 error: floor,
                 ..fresh
