@@ -651,3 +651,101 @@ fn ten_thousand_policies_fill_the_default_bound() {
     );
     assert_eq!(list(&mut c, &["RL.POLICY", "LIST"]).len(), 10_000);
 }
+
+/// Keys drawn with probability proportional to rank^-s from a seeded
+/// generator: the same stream on every run.
+fn zipf_keys(keys: usize, s: f64, events: usize, seed: u64) -> Vec<String> {
+    use rand::{Rng, SeedableRng};
+    let mut cumulative = Vec::with_capacity(keys);
+    let mut total = 0.0;
+    for rank in 1..=keys {
+        total += (rank as f64).powf(-s);
+        cumulative.push(total);
+    }
+    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+    (0..events)
+        .map(|_| {
+            let u = rng.gen::<f64>() * total;
+            let rank = cumulative.partition_point(|&c| c < u).min(keys - 1) + 1;
+            format!("user:{rank}")
+        })
+        .collect()
+}
+
+/// RL.POLICY STATS lists the true 10 most denied keys of a Zipf stream of
+/// denials over 2,000 keys, in order, each count within its error.
+#[test]
+fn stats_list_the_true_top_ten_of_a_zipf_stream() {
+    let s = policies();
+    let mut c = s.conn();
+    clock_set(&mut c, 1_000_000_000);
+    ok(&mut c, &["RL.POLICY", "SET", "api", "FIXED", "1", "1h"]);
+    let stream = zipf_keys(2_000, 1.1, 20_000, 11);
+    let mut denied = std::collections::HashMap::<&str, i64>::new();
+    for chunk in stream.chunks(1_000) {
+        let mut pipe = redis::pipe();
+        for key in chunk {
+            pipe.cmd("RL.CHECK").arg(key).arg("api");
+        }
+        let replies: Vec<Vec<i64>> = pipe.query(&mut c).unwrap();
+        for (key, reply) in chunk.iter().zip(replies) {
+            if reply[0] == 0 {
+                *denied.entry(key.as_str()).or_default() += 1;
+            }
+        }
+    }
+    let total: i64 = denied.values().sum();
+    let mut truth: Vec<(&str, i64)> = denied.into_iter().collect();
+    truth.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
+    let stats: Vec<Value> = cmd(&["RL.POLICY", "STATS", "api"]).query(&mut c).unwrap();
+    let at = stats
+        .iter()
+        .position(|v| *v == Value::BulkString(b"top_denied".to_vec()))
+        .unwrap();
+    let top: Vec<(String, i64, i64)> = redis::from_redis_value(stats[at + 1].clone()).unwrap();
+    assert_eq!(top.len(), 10);
+    for ((key, count, error), (true_key, true_count)) in top.iter().zip(&truth) {
+        assert_eq!(key, true_key, "{top:?} against {:?}", &truth[..10]);
+        assert!(count >= true_count && count - true_count <= *error, "{key}");
+        assert!(*error <= total / 80, "{key}: {error} over {total}/80");
+    }
+}
+
+/// The measured answer to "a fixed window raised mid-window grants the
+/// new limit on top of what was spent": 100 of 100 spent, half the window
+/// on, raised to 200: each algorithm admits 100 more, not 200. FIXED keeps
+/// the window's count (200 - 100); GCRA and BUCKET keep the spent credit,
+/// half an hour of it refilled at the new rate of 200 an hour.
+#[test]
+fn a_raise_mid_window_admits_the_difference_not_the_new_limit() {
+    let s = policies();
+    let mut c = s.conn();
+    let specs: [(&str, &[&str], &[&str]); 3] = [
+        ("FIXED", &["FIXED", "100", "1h"], &["FIXED", "200", "1h"]),
+        ("GCRA", &["GCRA", "100", "1h"], &["GCRA", "200", "1h"]),
+        (
+            "BUCKET",
+            &["BUCKET", "100", "100", "1h"],
+            &["BUCKET", "200", "200", "1h"],
+        ),
+    ];
+    for (name, before, after) in specs {
+        clock_set(&mut c, 3_600_000_000_000);
+        let key = format!("raise:{name}");
+        let define = |c: &mut redis::Connection, spec: &[&str]| {
+            let mut args = vec!["RL.POLICY", "SET", "p"];
+            args.extend_from_slice(spec);
+            ok(c, &args);
+        };
+        let admitted = |c: &mut redis::Connection, n: usize| {
+            (0..n)
+                .map(|_| decide(c, &["RL.CHECK", &key, "p"])[0])
+                .sum::<i64>()
+        };
+        define(&mut c, before);
+        assert_eq!(admitted(&mut c, 150), 100, "{name} before");
+        advance(&mut c, 1_800_000_000);
+        define(&mut c, after);
+        assert_eq!(admitted(&mut c, 300), 100, "{name} raised");
+    }
+}
