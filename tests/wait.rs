@@ -460,10 +460,10 @@ fn a_resp3_waiter_gets_the_resp3_map() {
     assert_eq!(fields[0].1, Value::Boolean(true));
 }
 
-/// FORCE is written whether or not the key has waiters; the waiter's due
-/// time moves with it.
-#[test]
-fn force_beside_a_waiter_writes_its_charge() {
+/// A server whose key `g` (one per second) is spent at T0, with one client
+/// waiting on it (`WAIT 10s`, due at 1 s): the server, a control
+/// connection and the waiter's.
+fn one_waiter_on_g() -> (Server, Connection, Connection) {
     let server = Server::start();
     let mut ctl = server.conn();
     clock_set(&mut ctl, T0);
@@ -471,6 +471,14 @@ fn force_beside_a_waiter_writes_its_charge() {
     let mut w = server.conn();
     send(&mut w, &strs(&gcra("g", &["WAIT", "10s"])));
     await_waiting(&mut ctl, 1);
+    (server, ctl, w)
+}
+
+/// FORCE is written whether or not the key has waiters; the waiter's due
+/// time moves with it.
+#[test]
+fn force_beside_a_waiter_writes_its_charge() {
+    let (_server, mut ctl, mut w) = one_waiter_on_g();
     // 3 more units of debt: the next slot moves from 1 s to 4 s.
     assert_eq!(
         decide(&mut ctl, &strs(&gcra("g", &["COST", "3", "FORCE"]))),
@@ -486,13 +494,7 @@ fn force_beside_a_waiter_writes_its_charge() {
 /// request would: behind the line.
 #[test]
 fn partial_and_peek_behind_a_waiter() {
-    let server = Server::start();
-    let mut ctl = server.conn();
-    clock_set(&mut ctl, T0);
-    decide(&mut ctl, &strs(&gcra("g", &[])));
-    let mut w = server.conn();
-    send(&mut w, &strs(&gcra("g", &["WAIT", "10s"])));
-    await_waiting(&mut ctl, 1);
+    let (_server, mut ctl, mut w) = one_waiter_on_g();
     advance(&mut ctl, S / 2);
     let partial: Vec<i64> = cmd(&strs(&gcra("g", &["COST", "1", "PARTIAL"])))
         .query(&mut ctl)

@@ -9,16 +9,16 @@
 
 use super::definition::CommandDef;
 use super::grammar::parse_common;
+use super::policy_command::decide_one;
 use super::rl_all::{policy_named, unknown_policy};
 use super::table::POLICIES;
 use super::Verdict;
 use crate::error::{printable, Error};
 use crate::policy::Policy;
 use crate::registry::{self, Counted, Entry};
-use crate::server::wait::{self, Outcome, Shape};
+use crate::server::wait::Outcome;
 use crate::server::{clock, replicate_verbatim, reply, Arg, Ctx};
 use smallvec::SmallVec;
-use std::slice;
 
 /// Marks a definition as shadow: decided and charged, never enforced.
 pub const SHADOW: &str = "SHADOW";
@@ -209,16 +209,7 @@ pub fn check(command: &CommandDef, ctx: Ctx, args: &[Arg]) -> Result<Verdict, Er
         // Enforcement would make the client wait; a shadow policy never does.
         request.wait = None;
     }
-    let policy = policy.for_key(|| key.as_ref());
-    let outcome = wait::decide(
-        ctx,
-        command.index(),
-        Shape::One,
-        slice::from_ref(key),
-        slice::from_ref(&policy),
-        request,
-    )
-    .map_err(|e| e.error)?;
+    let outcome = decide_one(command, ctx, key, policy, request)?;
     let counted = match &outcome {
         Outcome::Blocked => Counted::Waiting,
         Outcome::Reply(d) if d.allowed => Counted::Allowed,

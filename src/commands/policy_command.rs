@@ -5,7 +5,9 @@
 
 use super::definition::{CommandDef, Grammar};
 use super::Verdict;
+use crate::engine::Request;
 use crate::error::Error;
+use crate::policy::Policy;
 use crate::server::wait::{self, Outcome, Shape};
 use crate::server::{reply, Arg, Ctx};
 use std::slice;
@@ -18,8 +20,23 @@ pub fn run(command: &CommandDef, ctx: Ctx, args: &[Arg]) -> Result<Verdict, Erro
         return Err(Error::Arity(command.name));
     };
     let (policy, request) = definition.parse_command(rest, command.name)?;
+    let Outcome::Reply(decided) = decide_one(command, ctx, key, policy, request)? else {
+        return Ok(Verdict::Waiting);
+    };
+    reply::decision(ctx, &decided);
+    Ok(Verdict::of(decided.allowed))
+}
+
+/// One policy over one key through the decision path (waiting included).
+pub fn decide_one(
+    command: &CommandDef,
+    ctx: Ctx,
+    key: &Arg,
+    policy: Policy,
+    request: Request,
+) -> Result<Outcome, Error> {
     let policy = policy.for_key(|| key.as_ref());
-    let outcome = wait::decide(
+    wait::decide(
         ctx,
         command.index(),
         Shape::One,
@@ -27,10 +44,5 @@ pub fn run(command: &CommandDef, ctx: Ctx, args: &[Arg]) -> Result<Verdict, Erro
         slice::from_ref(&policy),
         request,
     )
-    .map_err(|e| e.error)?;
-    let Outcome::Reply(decided) = outcome else {
-        return Ok(Verdict::Waiting);
-    };
-    reply::decision(ctx, &decided);
-    Ok(Verdict::of(decided.allowed))
+    .map_err(|e| e.error)
 }
