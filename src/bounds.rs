@@ -71,7 +71,7 @@ impl Bound {
 /// denied at once, as if its place in the line were beyond its timeout.
 pub static MAX_WAITERS_PER_KEY: Bound = Bound::new("max-waiters-per-key", 1_000, 1, 1_000_000);
 
-/// Clients that may wait in total (each holds about 70 KB of the server's
+/// Clients that may wait in total (each holds about 35–55 KB of the server's
 /// memory while it waits).
 pub static MAX_WAITERS: Bound = Bound::new("max-waiters", 10_000, 1, 1_000_000);
 
