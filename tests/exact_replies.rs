@@ -6,6 +6,7 @@
 
 mod common;
 use common::blocking::*;
+use common::topology::wait_link_up;
 use common::*;
 use redis::Connection;
 
@@ -109,6 +110,9 @@ fn a_waiter_denied_at_its_due_time_is_told_to_wait_at_least_1_ms() {
         .arg(primary.port)
         .query(&mut ctl)
         .unwrap();
+    // The initial sync flushes the replica (and so wakes its waiters): let
+    // it finish first.
+    wait_link_up(&replica);
     clock_set(&mut ctl, T0);
     let gcra = |extra: &[&'static str]| [&["RL.GCRA", "k", "1", "100s"][..], extra].concat();
     assert_eq!(decide(&mut ctl, &gcra(&[]))[0], 1);
