@@ -22,7 +22,7 @@ use super::{clock, wait};
 use crate::commands::table::COMMANDS;
 use crate::{registry, stats, work};
 use redis_module::raw;
-use std::ffi::{c_int, CString};
+use std::ffi::{c_int, CStr, CString};
 
 /// Registers the INFO callback and the `CONFIG RESETSTAT` watch at load.
 /// The `redis_module!` macro registers a default callback before our init
@@ -95,55 +95,67 @@ extern "C" fn info(ctx: *mut raw::RedisModuleInfoCtx, _for_crash_report: c_int) 
         let waiting = u64::try_from(wait::waiting()).unwrap_or(u64::MAX);
         api!(RedisModule_InfoAddFieldULongLong)(ctx, c"waiting".as_ptr(), waiting);
         let waits = stats::waits();
-        api!(RedisModule_InfoBeginDictField)(ctx, c"waits".as_ptr());
-        for (field, value) in [
-            (c"started", waits.started),
-            (c"admitted", waits.admitted),
-            (c"timed_out", waits.timed_out),
-            (c"abandoned", waits.abandoned),
-            (c"waited_us", waits.waited_us),
-        ] {
-            api!(RedisModule_InfoAddFieldULongLong)(ctx, field.as_ptr(), value);
-        }
-        api!(RedisModule_InfoEndDictField)(ctx);
-        api!(RedisModule_InfoBeginDictField)(ctx, c"work".as_ptr());
-        for (counter, name) in work::ALL {
-            if let Ok(field) = CString::new(name) {
-                api!(RedisModule_InfoAddFieldULongLong)(ctx, field.as_ptr(), work::get(counter));
-            }
-        }
-        api!(RedisModule_InfoEndDictField)(ctx);
+        dict(
+            ctx,
+            c"waits",
+            &[
+                (c"started", waits.started),
+                (c"admitted", waits.admitted),
+                (c"timed_out", waits.timed_out),
+                (c"abandoned", waits.abandoned),
+                (c"waited_us", waits.waited_us),
+            ],
+        );
+        let work: Vec<(CString, u64)> = work::ALL
+            .iter()
+            .filter_map(|&(counter, name)| Some((CString::new(name).ok()?, work::get(counter))))
+            .collect();
+        let work: Vec<(&CStr, u64)> = work.iter().map(|(f, v)| (f.as_c_str(), *v)).collect();
+        dict(ctx, c"work", &work);
         // Named policies: how many, and their RL.CHECK counts summed (each
         // policy's own with RL.POLICY STATS).
         let (defined, sum) = registry::with(|r| r.totals());
-        api!(RedisModule_InfoBeginDictField)(ctx, c"policies".as_ptr());
-        for (field, value) in [
-            (c"defined", defined as u64),
-            (c"calls", sum.calls),
-            (c"allowed", sum.allowed),
-            (c"denied", sum.denied),
-            (c"shadow_denied", sum.shadow_denied),
-            (c"waits", sum.waits),
-        ] {
-            api!(RedisModule_InfoAddFieldULongLong)(ctx, field.as_ptr(), value);
-        }
-        api!(RedisModule_InfoEndDictField)(ctx);
+        dict(
+            ctx,
+            c"policies",
+            &[
+                (c"defined", defined as u64),
+                (c"calls", sum.calls),
+                (c"allowed", sum.allowed),
+                (c"denied", sum.denied),
+                (c"shadow_denied", sum.shadow_denied),
+                (c"waits", sum.waits),
+            ],
+        );
         for (i, command) in COMMANDS.iter().enumerate() {
             let Ok(name) = CString::new(command.info_field()) else {
                 continue;
             };
             let counts = stats::counts(i);
-            api!(RedisModule_InfoBeginDictField)(ctx, name.as_ptr());
-            for (field, value) in [
-                (c"calls", counts.calls),
-                (c"allowed", counts.allowed),
-                (c"denied", counts.denied),
-                (c"errors", counts.errors),
-            ] {
-                api!(RedisModule_InfoAddFieldULongLong)(ctx, field.as_ptr(), value);
-            }
-            api!(RedisModule_InfoEndDictField)(ctx);
+            dict(
+                ctx,
+                &name,
+                &[
+                    (c"calls", counts.calls),
+                    (c"allowed", counts.allowed),
+                    (c"denied", counts.denied),
+                    (c"errors", counts.errors),
+                ],
+            );
         }
+    }
+}
+
+/// One INFO dict field: `name:field=value,…`.
+fn dict(ctx: *mut raw::RedisModuleInfoCtx, name: &CStr, fields: &[(&CStr, u64)]) {
+    // SAFETY: `ctx` is the live INFO context of the callback that calls
+    // this; every string is NUL-terminated and outlives the call.
+    unsafe {
+        api!(RedisModule_InfoBeginDictField)(ctx, name.as_ptr());
+        for (field, value) in fields {
+            api!(RedisModule_InfoAddFieldULongLong)(ctx, field.as_ptr(), *value);
+        }
+        api!(RedisModule_InfoEndDictField)(ctx);
     }
 }
 
