@@ -4,7 +4,10 @@
 //! and with `CONFIG SET`. Each bounds something a caller can grow, so that
 //! no command's work or memory depends on what other clients accumulated
 //! beyond what the operator allows. Pure: the server shell registers them
-//! (`server::config`) and writes the values; the core reads them.
+//! (`server::config`) and writes the values; the core reads them. `work`
+//! counts the work those bounds keep small, for INFO.
+
+pub mod work;
 
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 

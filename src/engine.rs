@@ -3,13 +3,20 @@
 //! admit is any state written (unless DRYRUN), each key with a TTL of its
 //! own decision's reset, all or nothing.
 
+
+pub mod error;
+pub mod gate;
+pub mod queue;
+pub mod registry;
+pub mod store;
+pub mod topk;
 use crate::algorithm::concurrency::LeaseId;
 use crate::algorithm::{Decision, Micros, RetryAfter};
 use crate::codec::StateError;
-use crate::error::Error;
+use crate::engine::error::Error;
 use crate::policy::{ForceError, Outcome, Policy, StateWrite};
-use crate::store::Store;
-use crate::work::{self, Work};
+use crate::engine::store::Store;
+use crate::bounds::work::{self, Work};
 use smallvec::SmallVec;
 
 /// Up to this many limits a call decides without allocating.
@@ -249,7 +256,7 @@ pub fn undo<S: Store>(
             error: Error::state(policies[key].command(), e),
         })?;
         if let Some((write, ttl)) = released {
-            crate::store::write_one(store, key, &write, ttl)
+            crate::engine::store::write_one(store, key, &write, ttl)
                 .map_err(|error| KeyError { key, error })?;
         }
     }
@@ -374,7 +381,7 @@ mod tests {
     use crate::algorithm::fixed_window::FixedWindow;
     use crate::algorithm::gcra::Gcra;
     use crate::algorithm::sliding_log::SlidingLog;
-    use crate::store::MemoryStore;
+    use crate::engine::store::MemoryStore;
 
     const S: u64 = 1_000_000;
 

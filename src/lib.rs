@@ -14,23 +14,13 @@
 #![deny(unsafe_code)]
 
 mod algorithm;
-mod args;
 mod bounds;
-mod cluster_nodes;
 mod codec;
 mod commands;
 mod engine;
-mod error;
 mod limits;
 mod policy;
-mod registry;
 #[allow(unsafe_code)]
 mod server;
-mod stats;
-mod store;
-mod topk;
-mod version;
-mod waitqueue;
-mod work;
 
 pub mod api;

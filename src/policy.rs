@@ -529,7 +529,7 @@ mod tests {
         assert_eq!(value.len(), 26 + 12 * 32);
         let err = |p: Policy| {
             let e = p.decide(Some(&value), minute, 1).unwrap_err();
-            crate::error::Error::state("RL.SKETCH", e).to_string()
+            crate::engine::error::Error::state("RL.SKETCH", e).to_string()
         };
         assert_eq!(
             err(sketch(8, 2, minute)),

@@ -27,7 +27,7 @@
 pub mod tree;
 
 use super::{settled_without_state, Decision, Micros, RetryAfter};
-use crate::work::{self, Work};
+use crate::bounds::work::{self, Work};
 use tree::{link, Link, Tree};
 
 /// The largest `limit` the state can hold, whatever the operator bound

@@ -27,7 +27,7 @@ use crate::algorithm::concurrency::tree::{link, Link};
 use crate::algorithm::concurrency::{Grant, Header, LeaseId, Leases, Slot, SlotChange, MAX_LEASES};
 use crate::algorithm::sketch::{fmix64, fnv1a64};
 use crate::algorithm::Micros;
-use crate::work::{self, Work};
+use crate::bounds::work::{self, Work};
 use std::borrow::Cow;
 
 /// The tag of layout v1, read and converted.

@@ -3,11 +3,10 @@
 
 use super::definition::CommandDef;
 use super::grammar::{join_words, Param};
-use super::Verdict;
+use super::{Host, Reply};
 use crate::algorithm::Micros;
-use crate::error::{printable, Error};
-use crate::server::clock::{self, MAX_US};
-use crate::server::{reply, wait, Arg, Ctx};
+use crate::engine::error::{printable, Error};
+use crate::limits::MAX_US;
 
 const SET: usize = 0;
 const ADVANCE: usize = 1;
@@ -17,9 +16,9 @@ pub const SUBCOMMANDS: [(&str, Param); 2] = [
     ("ADVANCE", Param::integer("microseconds", 0, MAX_US)),
 ];
 
-pub fn run(command: &CommandDef, ctx: Ctx, args: &[Arg]) -> Result<Verdict, Error> {
+pub fn run<H: Host>(command: &CommandDef, host: &mut H, args: &[H::Arg]) -> Result<Reply, Error> {
     let now = match args {
-        [_] => clock::now(),
+        [_] => host.now(),
         [_, sub, value] => {
             let Some(i) = SUBCOMMANDS
                 .iter()
@@ -32,7 +31,7 @@ pub fn run(command: &CommandDef, ctx: Ctx, args: &[Arg]) -> Result<Verdict, Erro
                     given: printable(sub.as_ref()),
                 });
             };
-            if !clock::is_manual() {
+            if !host.clock_is_manual() {
                 return Err(Error::ClockNotManual);
             }
             let param = SUBCOMMANDS[i].1;
@@ -41,19 +40,16 @@ pub fn run(command: &CommandDef, ctx: Ctx, args: &[Arg]) -> Result<Verdict, Erro
                 _ => {
                     debug_assert_eq!(i, ADVANCE);
                     // Never past the latest time the clock may show.
-                    let now = clock::now().as_u64().min(MAX_US);
+                    let now = host.now().as_u64().min(MAX_US);
                     let by = Param::integer(param.name, 0, MAX_US - now).parse(value.as_ref())?;
                     now + by
                 }
             };
-            let from = clock::now();
-            clock::set(Micros::new(to));
             // Waiters whose time has come are admitted (or time out) now.
-            wait::clock_moved(ctx, from, Micros::new(to));
+            host.set_clock(Micros::new(to));
             Micros::new(to)
         }
         _ => return Err(Error::Arity(command.name)),
     };
-    reply::int(ctx, i64::try_from(now.as_u64()).unwrap_or(i64::MAX));
-    Ok(Verdict::Other)
+    Ok(Reply::Int(i64::try_from(now.as_u64()).unwrap_or(i64::MAX)))
 }

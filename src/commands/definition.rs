@@ -3,14 +3,29 @@
 //! positions, names). The definitions themselves are in `table.rs`.
 
 use super::grammar::{Param, PolicyDef};
-use super::Verdict;
-use crate::args;
-use crate::error::Error;
-use crate::server::{Arg, Ctx};
+use crate::commands::args;
 use std::ops::Range;
 
-/// Runs one call of `command` (its arguments include the command name).
-pub type Handler = fn(&CommandDef, Ctx, &[Arg]) -> Result<Verdict, Error>;
+/// Which handler runs a command ([`super::run`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Handler {
+    /// One policy over one key (`policy_command`).
+    Decision,
+    All,
+    Peek,
+    Throttle,
+    Clock,
+    Release,
+    Renew,
+    /// RL.CHECK: a named policy over one key.
+    Check,
+    PolicySet,
+    PolicyGet,
+    PolicyDel,
+    PolicyList,
+    PolicyDigest,
+    PolicyStats,
+}
 
 /// What follows a command's name.
 #[derive(Debug)]
@@ -211,14 +226,6 @@ impl CommandDef {
             }
         };
         first.min(args.len())..end.min(args.len())
-    }
-
-    /// The command's place in the command table (its statistics' index).
-    pub fn index(&self) -> usize {
-        super::table::COMMANDS
-            .iter()
-            .position(|c| std::ptr::eq(c, self))
-            .unwrap_or(0)
     }
 
     /// How Redis names the command in its own errors: lower case

@@ -6,10 +6,10 @@
 //! is one more [`Opt`] in its definition plus what it means in `build`.
 
 use crate::algorithm::Micros;
-use crate::args::{self, Options};
+use crate::commands::args::{self, Options};
 use crate::bounds::Bound;
 use crate::engine::{Charge, Request};
-use crate::error::{printable, Error};
+use crate::engine::error::{printable, Error};
 use crate::limits::MAX_COUNT;
 use crate::policy::Policy;
 

@@ -6,16 +6,14 @@
 
 use super::definition::CommandDef;
 use super::grammar::Param;
-use super::Verdict;
+use super::{Host, Reply};
 use crate::algorithm::concurrency::{self, Header, LeaseId, SlotChange};
 use crate::algorithm::Micros;
 use crate::codec::lease::{key_check, parse_lease, StoredLeases};
 use crate::codec::Kind;
-use crate::error::Error;
+use crate::engine::error::Error;
 use crate::policy::change_leases;
-use crate::server::key::RedisStore;
-use crate::server::{clock, reply, wait, Arg, Ctx};
-use crate::store::{self, Store};
+use crate::engine::store::{self, Store};
 use std::slice;
 
 pub const RELEASE_PARAMS: [Param; 1] = [Param::lease("lease")];
@@ -31,44 +29,50 @@ pub fn lease_for(key: &[u8], text: &[u8]) -> Result<LeaseId, Error> {
     Ok(id)
 }
 
-pub fn release(command: &CommandDef, ctx: Ctx, args: &[Arg]) -> Result<Verdict, Error> {
+pub fn release<H: Host>(
+    command: &CommandDef,
+    host: &mut H,
+    args: &[H::Arg],
+) -> Result<Reply, Error> {
     let [_, key, lease] = args else {
         return Err(Error::Arity(command.name));
     };
     let id = lease_for(key.as_ref(), lease.as_ref())?;
-    let released = change(ctx, key, |header, leases, now| {
+    let released = change(host, key, |header, leases, now| {
         concurrency::release(header, leases, id, now)
     })?;
     if released {
-        wait::key_freed(ctx, key);
+        host.key_freed(key);
     }
-    reply::int(ctx, i64::from(released));
-    Ok(Verdict::Other)
+    Ok(Reply::Int(i64::from(released)))
 }
 
-pub fn renew(command: &CommandDef, ctx: Ctx, args: &[Arg]) -> Result<Verdict, Error> {
+pub fn renew<H: Host>(
+    command: &CommandDef,
+    host: &mut H,
+    args: &[H::Arg],
+) -> Result<Reply, Error> {
     let [_, key, lease, ttl] = args else {
         return Err(Error::Arity(command.name));
     };
     let id = lease_for(key.as_ref(), lease.as_ref())?;
     let ttl = Micros::new(RENEW_PARAMS[1].parse(ttl.as_ref())?);
-    let renewed = change(ctx, key, |header, leases, now| {
+    let renewed = change(host, key, |header, leases, now| {
         concurrency::renew(header, leases, id, ttl, now)
     })?;
-    reply::int(ctx, i64::from(renewed));
-    Ok(Verdict::Other)
+    Ok(Reply::Int(i64::from(renewed)))
 }
 
 /// Reads the key's leases, applies `f` at the limiter clock and writes the
 /// changed slots (the whole value, once, if it was stored in an earlier
 /// layout); false when there was nothing to change.
-fn change(
-    ctx: Ctx,
-    key: &Arg,
+fn change<H: Host>(
+    host: &mut H,
+    key: &H::Arg,
     f: impl FnOnce(Header, &StoredLeases, Micros) -> Option<SlotChange>,
 ) -> Result<bool, Error> {
-    let now = clock::now();
-    let mut store = RedisStore::open(ctx, slice::from_ref(key));
+    let now = host.now();
+    let mut store = host.open(slice::from_ref(key), false);
     let found = match store.value(0)? {
         None => None,
         Some(value) => {

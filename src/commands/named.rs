@@ -1,5 +1,5 @@
 //! Named policies: `RL.POLICY SET|GET|DEL|LIST|DIGEST|STATS` keep the
-//! server's registry (`crate::registry`), and `RL.CHECK key name [OR name
+//! server's registry (`crate::engine::registry`), and `RL.CHECK key name [OR name
 //! ...] [options]` decides under the first of the names that is defined.
 //!
 //! A definition is an RL.ALL policy (`GCRA 100 1m BURST 20`), checked by the
@@ -12,12 +12,11 @@ use super::grammar::parse_common;
 use super::policy_command::decide_one;
 use super::rl_all::{policy_named, unknown_policy};
 use super::table::POLICIES;
-use super::Verdict;
-use crate::error::{printable, Error};
+use super::{Host, Reply};
+use crate::engine::error::{printable, Error};
 use crate::policy::Policy;
-use crate::registry::{self, Counted, Entry};
-use crate::server::wait::Outcome;
-use crate::server::{clock, replicate_verbatim, reply, Arg, Ctx};
+use crate::engine::registry::{self, Counted, Entry};
+use crate::engine::gate::Gated;
 use smallvec::SmallVec;
 
 /// Marks a definition as shadow: decided and charged, never enforced.
@@ -99,7 +98,7 @@ pub fn lookup(name: &[u8], enforced: bool) -> Result<(Policy, &'static [&'static
 }
 
 /// `RL.POLICY SET name policy [SHADOW]`.
-pub fn set(command: &CommandDef, ctx: Ctx, args: &[Arg]) -> Result<Verdict, Error> {
+pub fn set<H: Host>(command: &CommandDef, host: &mut H, args: &[H::Arg]) -> Result<Reply, Error> {
     let [_, _, name, words @ ..] = args else {
         return Err(Error::Arity(command.name));
     };
@@ -108,37 +107,34 @@ pub fn set(command: &CommandDef, ctx: Ctx, args: &[Arg]) -> Result<Verdict, Erro
     registry::with(|r| r.check(name))?;
     let entry = parse_definition(words, command.name)?;
     registry::with(|r| r.set(name, entry))?;
-    replicate_verbatim(ctx);
-    reply::ok(ctx);
-    Ok(Verdict::Other)
+    host.replicate_verbatim();
+    Ok(Reply::Ok)
 }
 
 /// `RL.POLICY GET name`: the definition.
-pub fn get(command: &CommandDef, ctx: Ctx, args: &[Arg]) -> Result<Verdict, Error> {
+pub fn get<A: AsRef<[u8]>>(command: &CommandDef, args: &[A]) -> Result<Reply, Error> {
     let [_, _, name] = args else {
         return Err(Error::Arity(command.name));
     };
     let definition = registry::with(|r| r.get(name.as_ref()).map(|e| e.definition.clone()))
         .ok_or_else(|| Error::NoSuchPolicy(printable(name.as_ref())))?;
-    reply::bulk(ctx, &definition);
-    Ok(Verdict::Other)
+    Ok(Reply::Bulk(definition))
 }
 
 /// `RL.POLICY DEL name`.
-pub fn del(command: &CommandDef, ctx: Ctx, args: &[Arg]) -> Result<Verdict, Error> {
+pub fn del<H: Host>(command: &CommandDef, host: &mut H, args: &[H::Arg]) -> Result<Reply, Error> {
     let [_, _, name] = args else {
         return Err(Error::Arity(command.name));
     };
     if !registry::with(|r| r.remove(name.as_ref())) {
         return Err(Error::NoSuchPolicy(printable(name.as_ref())));
     }
-    replicate_verbatim(ctx);
-    reply::ok(ctx);
-    Ok(Verdict::Other)
+    host.replicate_verbatim();
+    Ok(Reply::Ok)
 }
 
 /// `RL.POLICY LIST [MATCH pattern]`: the names, sorted.
-pub fn list(command: &CommandDef, ctx: Ctx, args: &[Arg]) -> Result<Verdict, Error> {
+pub fn list<A: AsRef<[u8]>>(command: &CommandDef, args: &[A]) -> Result<Reply, Error> {
     let pattern = match args {
         [_, _] => None,
         [_, _, token, pattern] if is(token.as_ref(), MATCH) => Some(pattern.as_ref()),
@@ -148,18 +144,17 @@ pub fn list(command: &CommandDef, ctx: Ctx, args: &[Arg]) -> Result<Verdict, Err
         [_, _, _] => return Err(Error::MissingValue(MATCH)),
         _ => return Err(Error::Arity(command.name)),
     };
-    registry::with(|r| reply::bulks(ctx, &r.names(pattern)));
-    Ok(Verdict::Other)
+    let names = registry::with(|r| r.names(pattern).into_iter().map(<[u8]>::to_vec).collect());
+    Ok(Reply::Bulks(names))
 }
 
 /// `RL.POLICY DIGEST`: a hash of every name and definition.
-pub fn digest(command: &CommandDef, ctx: Ctx, args: &[Arg]) -> Result<Verdict, Error> {
+pub fn digest<A: AsRef<[u8]>>(command: &CommandDef, args: &[A]) -> Result<Reply, Error> {
     if args.len() != 2 {
         return Err(Error::Arity(command.name));
     }
     let digest = registry::with(|r| r.digest());
-    reply::bulk(ctx, digest.as_bytes());
-    Ok(Verdict::Other)
+    Ok(Reply::Bulk(digest.into_bytes()))
 }
 
 /// The names of a chain and the options after them.
@@ -188,7 +183,11 @@ type Chain<'a> = SmallVec<[&'a [u8]; 4]>;
 /// `RL.CHECK key name [OR name ...] [COST n] [DRYRUN] [WAIT timeout]
 /// [FORCE | PARTIAL | REFUND n]`: the named policy's decision, replied as
 /// its own command replies.
-pub fn check(command: &CommandDef, ctx: Ctx, args: &[Arg]) -> Result<Verdict, Error> {
+pub fn check<H: Host>(
+    command: &CommandDef,
+    host: &mut H,
+    args: &[H::Arg],
+) -> Result<Reply, Error> {
     let [_, key, rest @ ..] = args else {
         return Err(Error::Arity(command.name));
     };
@@ -209,24 +208,20 @@ pub fn check(command: &CommandDef, ctx: Ctx, args: &[Arg]) -> Result<Verdict, Er
         // Enforcement would make the client wait; a shadow policy never does.
         request.wait = None;
     }
-    let outcome = decide_one(command, ctx, key, policy, request)?;
-    let counted = match &outcome {
-        Outcome::Blocked => Counted::Waiting,
-        Outcome::Reply(d) if d.allowed => Counted::Allowed,
-        Outcome::Reply(_) if shadow => Counted::ShadowDenied,
-        Outcome::Reply(_) => Counted::Denied,
+    let gated = decide_one(host, key, policy, request)?;
+    let counted = match &gated {
+        Gated::Blocked => Counted::Waiting,
+        Gated::Now(d) if d.allowed => Counted::Allowed,
+        Gated::Now(_) if shadow => Counted::ShadowDenied,
+        Gated::Now(_) => Counted::Denied,
     };
-    let now = clock::now();
+    let now = host.now();
     registry::with(|r| r.record(applies, counted, key.as_ref(), now));
-    let Outcome::Reply(decided) = outcome else {
-        return Ok(Verdict::Waiting);
-    };
-    if shadow {
-        reply::shadow_decision(ctx, &decided);
-        return Ok(Verdict::Allowed);
-    }
-    reply::decision(ctx, &decided);
-    Ok(Verdict::of(decided.allowed))
+    Ok(match gated {
+        Gated::Blocked => Reply::Blocked,
+        Gated::Now(decided) if shadow => Reply::Shadow(decided),
+        Gated::Now(decided) => Reply::Decision(decided),
+    })
 }
 
 /// How many keys RL.POLICY STATS reports.
@@ -234,15 +229,14 @@ const TOP_KEYS: usize = 10;
 
 /// `RL.POLICY STATS name`: RL.CHECK's counts under the policy and the keys
 /// it denied most in the last one to two minutes.
-pub fn stats(command: &CommandDef, ctx: Ctx, args: &[Arg]) -> Result<Verdict, Error> {
+pub fn stats<H: Host>(command: &CommandDef, host: &mut H, args: &[H::Arg]) -> Result<Reply, Error> {
     let [_, _, name] = args else {
         return Err(Error::Arity(command.name));
     };
     let stats = registry::with(|r| r.stats(name.as_ref()))
         .ok_or_else(|| Error::NoSuchPolicy(printable(name.as_ref())))?;
-    let top = stats.top_denied.top(clock::now(), TOP_KEYS);
-    reply::policy_stats(ctx, &stats, &top);
-    Ok(Verdict::Other)
+    let top = stats.top_denied.top(host.now(), TOP_KEYS);
+    Ok(Reply::PolicyStats(stats, top))
 }
 
 #[cfg(test)]

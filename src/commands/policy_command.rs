@@ -4,15 +4,14 @@
 //! `REFUND n`) that the policy takes.
 
 use super::definition::{CommandDef, Grammar};
-use super::Verdict;
+use super::{Host, Reply, Shape};
+use crate::engine::error::Error;
+use crate::engine::gate::Gated;
 use crate::engine::Request;
-use crate::error::Error;
 use crate::policy::Policy;
-use crate::server::wait::{self, Outcome, Shape};
-use crate::server::{reply, Arg, Ctx};
 use std::slice;
 
-pub fn run(command: &CommandDef, ctx: Ctx, args: &[Arg]) -> Result<Verdict, Error> {
+pub fn run<H: Host>(command: &CommandDef, host: &mut H, args: &[H::Arg]) -> Result<Reply, Error> {
     let Grammar::Policy(definition) = command.grammar else {
         return Err(Error::Internal(command.name));
     };
@@ -20,25 +19,21 @@ pub fn run(command: &CommandDef, ctx: Ctx, args: &[Arg]) -> Result<Verdict, Erro
         return Err(Error::Arity(command.name));
     };
     let (policy, request) = definition.parse_command(rest, command.name)?;
-    let Outcome::Reply(decided) = decide_one(command, ctx, key, policy, request)? else {
-        return Ok(Verdict::Waiting);
-    };
-    reply::decision(ctx, &decided);
-    Ok(Verdict::of(decided.allowed))
+    Ok(match decide_one(host, key, policy, request)? {
+        Gated::Now(decided) => Reply::Decision(decided),
+        Gated::Blocked => Reply::Blocked,
+    })
 }
 
 /// One policy over one key through the decision path (waiting included).
-pub fn decide_one(
-    command: &CommandDef,
-    ctx: Ctx,
-    key: &Arg,
+pub fn decide_one<H: Host>(
+    host: &mut H,
+    key: &H::Arg,
     policy: Policy,
     request: Request,
-) -> Result<Outcome, Error> {
+) -> Result<Gated, Error> {
     let policy = policy.for_key(|| key.as_ref());
-    wait::decide(
-        ctx,
-        command.index(),
+    host.decide(
         Shape::One,
         slice::from_ref(key),
         slice::from_ref(&policy),

@@ -6,14 +6,13 @@
 
 use super::definition::{CommandDef, Grammar};
 use super::grammar::{join_words, parse_common_with, PerKey, PolicyDef};
-use super::{named, Verdict};
-use crate::args;
+use super::{named, Host, Reply, Shape};
+use crate::commands::args;
 use crate::engine::Request;
-use crate::error::{printable, Error};
+use crate::engine::error::{printable, Error};
 use crate::limits::MAX_COUNT;
 use crate::policy::Policy;
-use crate::server::wait::{self, Outcome, Shape};
-use crate::server::{reply, Arg, Ctx};
+use crate::engine::gate::Gated;
 use std::collections::HashSet;
 
 /// A parsed call. Keys are the `numkeys` arguments after `numkeys`.
@@ -173,7 +172,7 @@ pub fn repeated_key<A: AsRef<[u8]>>(keys: &[A]) -> Option<(usize, usize)> {
     Some((first + 1, again + 1))
 }
 
-pub fn run(command: &CommandDef, ctx: Ctx, args: &[Arg]) -> Result<Verdict, Error> {
+pub fn run<H: Host>(command: &CommandDef, host: &mut H, args: &[H::Arg]) -> Result<Reply, Error> {
     let Grammar::All { policies } = command.grammar else {
         return Err(Error::Internal(command.name));
     };
@@ -188,23 +187,16 @@ pub fn run(command: &CommandDef, ctx: Ctx, args: &[Arg]) -> Result<Verdict, Erro
     let policies: Vec<Policy> = (call.policies.into_iter().zip(keys))
         .map(|(p, k)| p.for_key(|| k.as_ref()))
         .collect();
-    let outcome = wait::decide(
-        ctx,
-        command.index(),
-        Shape::All,
-        keys,
-        &policies,
-        call.request,
-    )
-    .map_err(|e| Error::InKey {
-        position: e.key + 1,
-        error: Box::new(e.error),
-    })?;
-    let Outcome::Reply(decided) = outcome else {
-        return Ok(Verdict::Waiting);
-    };
-    reply::all(ctx, &decided);
-    Ok(Verdict::of(decided.allowed))
+    let gated = host
+        .decide(Shape::All, keys, &policies, call.request)
+        .map_err(|e| Error::InKey {
+            position: e.key + 1,
+            error: Box::new(e.error),
+        })?;
+    Ok(match gated {
+        Gated::Now(decided) => Reply::All(decided),
+        Gated::Blocked => Reply::Blocked,
+    })
 }
 
 #[cfg(test)]

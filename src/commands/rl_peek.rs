@@ -4,12 +4,10 @@
 
 use super::definition::{CommandDef, Grammar};
 use super::rl_all::{policy_named, unknown_policy};
-use super::{named, Verdict};
+use super::{named, Host, Reply};
 use crate::engine::{self, Charge, Request};
-use crate::error::{printable, Error};
+use crate::engine::error::{printable, Error};
 use crate::policy::Policy;
-use crate::server::key::RedisStore;
-use crate::server::{clock, reply, wait, Arg, Ctx};
 use std::slice;
 
 /// Parses the arguments after the key: one policy, nothing after it.
@@ -39,7 +37,7 @@ pub fn parse<A: AsRef<[u8]>>(
     }
 }
 
-pub fn run(command: &CommandDef, ctx: Ctx, args: &[Arg]) -> Result<Verdict, Error> {
+pub fn run<H: Host>(command: &CommandDef, host: &mut H, args: &[H::Arg]) -> Result<Reply, Error> {
     let Grammar::Peek { policies } = command.grammar else {
         return Err(Error::Internal(command.name));
     };
@@ -51,21 +49,20 @@ pub fn run(command: &CommandDef, ctx: Ctx, args: &[Arg]) -> Result<Verdict, Erro
         charge: Charge::Peek,
         ..Request::default()
     };
-    let now = clock::now();
+    let now = host.now();
     // With waiters on the key, a request now would be denied behind them.
-    let behind = wait::behind_line(ctx, key, &policy, now, request.clone());
+    let behind = host.behind_line(key, &policy, now, request.clone());
     let mut decided = match behind {
         Some(decided) => decided,
         None => {
-            let mut store = RedisStore::open_read(ctx, slice::from_ref(key));
+            let mut store = host.open(slice::from_ref(key), true);
             engine::decide(&mut store, slice::from_ref(&policy), now, request)
         }
     }
     .map_err(|e| e.error)?;
     // A look holds no lease: the five fields only.
     decided.leases.clear();
-    reply::decision(ctx, &decided);
-    Ok(Verdict::Other)
+    Ok(Reply::Peek(decided))
 }
 
 #[cfg(test)]

@@ -3,9 +3,9 @@
 //! categories, `fast` from each command's `cost`) and the INFO counter
 //! names are all derived from these definitions.
 
-use super::definition::{CommandDef, Cost, Grammar, RegistryOp};
+use super::definition::{CommandDef, Cost, Grammar, Handler, RegistryOp};
 use super::grammar::{Opt, Param, PolicyDef, Values};
-use super::{clock, lease, named, policy_command, rl_all, rl_peek, throttle};
+use super::{clock, lease, throttle};
 use crate::algorithm::concurrency::Concurrency;
 use crate::algorithm::fixed_window::FixedWindow;
 use crate::algorithm::gcra::Gcra;
@@ -19,7 +19,7 @@ use crate::algorithm::token_bucket::TokenBucket;
 use crate::algorithm::MAX_HORIZON;
 use crate::bounds::{self, MAX_LOG_ENTRIES, MAX_SKETCH_BYTES};
 use crate::codec::sketch::{sketch_len, CELL_BYTES, SKETCH_HEADER};
-use crate::error::Error;
+use crate::engine::error::Error;
 use crate::limits::MAX_COUNT;
 use crate::policy::Policy;
 
@@ -201,7 +201,7 @@ pub static COMMANDS: [CommandDef; COMMAND_COUNT] = [
         summary: "Admits or denies a request under a GCRA limit: a sustained rate with a burst.",
         cost: WAITING_DECISION,
         since: "0.1.0",
-        run: policy_command::run,
+        run: Handler::Decision,
     },
     CommandDef {
         name: "RL.BUCKET",
@@ -211,7 +211,7 @@ pub static COMMANDS: [CommandDef; COMMAND_COUNT] = [
         summary: "Admits or denies a request under a token bucket that refills continuously.",
         cost: WAITING_DECISION,
         since: "0.1.0",
-        run: policy_command::run,
+        run: Handler::Decision,
     },
     CommandDef {
         name: "RL.SLIDING",
@@ -225,7 +225,7 @@ pub static COMMANDS: [CommandDef; COMMAND_COUNT] = [
              waiters, where W is the number of waiting clients",
         ),
         since: "0.1.0",
-        run: policy_command::run,
+        run: Handler::Decision,
     },
     CommandDef {
         name: "RL.FIXED",
@@ -235,7 +235,7 @@ pub static COMMANDS: [CommandDef; COMMAND_COUNT] = [
         summary: "Admits or denies a request under a fixed window count.",
         cost: WAITING_DECISION,
         since: "0.1.0",
-        run: policy_command::run,
+        run: Handler::Decision,
     },
     CommandDef {
         name: "RL.SKETCH",
@@ -246,7 +246,7 @@ pub static COMMANDS: [CommandDef; COMMAND_COUNT] = [
         // Creating the key writes every counter.
         cost: Cost::Linear("O(DEPTH); O(WIDTH*DEPTH) when it creates the key"),
         since: "0.1.0",
-        run: policy_command::run,
+        run: Handler::Decision,
     },
     CommandDef {
         name: "RL.ALL",
@@ -261,7 +261,7 @@ pub static COMMANDS: [CommandDef; COMMAND_COUNT] = [
              single-key command",
         ),
         since: "0.1.0",
-        run: rl_all::run,
+        run: Handler::All,
     },
     CommandDef {
         name: "RL.PEEK",
@@ -279,7 +279,7 @@ pub static COMMANDS: [CommandDef; COMMAND_COUNT] = [
              for CONCURRENCY, where N is the number of leases held",
         ),
         since: "0.1.0",
-        run: rl_peek::run,
+        run: Handler::Peek,
     },
     CommandDef {
         name: "CL.THROTTLE",
@@ -293,7 +293,7 @@ pub static COMMANDS: [CommandDef; COMMAND_COUNT] = [
         // redis-cell's state: no RL.* command waits on such a key.
         cost: Cost::Constant,
         since: "0.1.0",
-        run: throttle::run,
+        run: Handler::Throttle,
     },
     CommandDef {
         name: "RL.CLOCK",
@@ -314,7 +314,7 @@ pub static COMMANDS: [CommandDef; COMMAND_COUNT] = [
              ratelimit.wait-events-per-tick of them per event-loop iteration",
         ),
         since: "0.1.0",
-        run: clock::run,
+        run: Handler::Clock,
     },
     CommandDef {
         name: "RL.ACQUIRE",
@@ -327,7 +327,7 @@ pub static COMMANDS: [CommandDef; COMMAND_COUNT] = [
              when the key has waiters, where W is the number of waiting clients",
         ),
         since: "0.1.0",
-        run: policy_command::run,
+        run: Handler::Decision,
     },
     CommandDef {
         name: "RL.RELEASE",
@@ -344,7 +344,7 @@ pub static COMMANDS: [CommandDef; COMMAND_COUNT] = [
              ratelimit.wait-events-per-tick of them",
         ),
         since: "0.1.0",
-        run: lease::release,
+        run: Handler::Release,
     },
     CommandDef {
         name: "RL.RENEW",
@@ -357,7 +357,7 @@ pub static COMMANDS: [CommandDef; COMMAND_COUNT] = [
         summary: "Makes a held lease expire ttl from now.",
         cost: Cost::Logarithmic("O(log(N)) where N is the number of leases held"),
         since: "0.1.0",
-        run: lease::renew,
+        run: Handler::Renew,
     },
     CommandDef {
         name: "RL.CHECK",
@@ -373,7 +373,7 @@ pub static COMMANDS: [CommandDef; COMMAND_COUNT] = [
              has waiters, where W is the number of waiting clients",
         ),
         since: "0.2.0",
-        run: named::check,
+        run: Handler::Check,
     },
     CommandDef {
         name: "RL.POLICY|SET",
@@ -384,7 +384,7 @@ pub static COMMANDS: [CommandDef; COMMAND_COUNT] = [
         summary: "Defines or redefines a named policy, as RL.ALL writes a policy, optionally SHADOW.",
         cost: Cost::Constant,
         since: "0.2.0",
-        run: named::set,
+        run: Handler::PolicySet,
     },
     CommandDef {
         name: "RL.POLICY|GET",
@@ -394,7 +394,7 @@ pub static COMMANDS: [CommandDef; COMMAND_COUNT] = [
         summary: "Returns a named policy's definition.",
         cost: Cost::Constant,
         since: "0.2.0",
-        run: named::get,
+        run: Handler::PolicyGet,
     },
     CommandDef {
         name: "RL.POLICY|DEL",
@@ -404,7 +404,7 @@ pub static COMMANDS: [CommandDef; COMMAND_COUNT] = [
         summary: "Deletes a named policy; the state of keys decided under it stays.",
         cost: Cost::Constant,
         since: "0.2.0",
-        run: named::del,
+        run: Handler::PolicyDel,
     },
     CommandDef {
         name: "RL.POLICY|LIST",
@@ -414,7 +414,7 @@ pub static COMMANDS: [CommandDef; COMMAND_COUNT] = [
         summary: "Lists the names of the named policies, optionally those matching a pattern.",
         cost: Cost::Linear("O(N log(N)) where N is the number of named policies"),
         since: "0.2.0",
-        run: named::list,
+        run: Handler::PolicyList,
     },
     CommandDef {
         name: "RL.POLICY|DIGEST",
@@ -424,7 +424,7 @@ pub static COMMANDS: [CommandDef; COMMAND_COUNT] = [
         summary: "Returns a hash of every named policy, equal on servers that hold the same policies.",
         cost: Cost::Linear("O(N log(N)) where N is the number of named policies"),
         since: "0.2.0",
-        run: named::digest,
+        run: Handler::PolicyDigest,
     },
     CommandDef {
         name: "RL.POLICY|STATS",
@@ -435,7 +435,7 @@ pub static COMMANDS: [CommandDef; COMMAND_COUNT] = [
         // A fixed number of counters per policy.
         cost: Cost::Constant,
         since: "0.2.0",
-        run: named::stats,
+        run: Handler::PolicyStats,
     },
 ];
 

@@ -5,17 +5,15 @@
 
 use super::definition::CommandDef;
 use super::grammar::Param;
-use super::Verdict;
+use super::{Host, Reply};
 use crate::algorithm::cell::{Cell, CellError};
 use crate::algorithm::Micros;
 use crate::codec::cell::{decode_cell_state, encode_cell_state};
 use crate::codec::StateError;
-use crate::error::Error;
+use crate::engine::error::Error;
 use crate::limits::{MAX_COUNT, MAX_DURATION};
 use crate::policy::StateWrite;
-use crate::server::key::RedisStore;
-use crate::server::{clock, reply, Arg, Ctx};
-use crate::store::{self, Store};
+use crate::engine::store::{self, Store};
 
 pub const NAME: &str = "CL.THROTTLE";
 
@@ -68,7 +66,7 @@ pub fn parse<A: AsRef<[u8]>>(args: &[A]) -> Result<Call, Error> {
     })
 }
 
-pub fn run(_command: &CommandDef, ctx: Ctx, args: &[Arg]) -> Result<Verdict, Error> {
+pub fn run<H: Host>(_command: &CommandDef, host: &mut H, args: &[H::Arg]) -> Result<Reply, Error> {
     let [_, key, rest @ ..] = args else {
         return Err(Error::Arity(NAME));
     };
@@ -78,9 +76,9 @@ pub fn run(_command: &CommandDef, ctx: Ctx, args: &[Arg]) -> Result<Verdict, Err
     // than store a clamped, too early one.
     let now_ns = call
         .cell
-        .now_ns(clock::now())
+        .now_ns(host.now())
         .ok_or(Error::ClockOutOfRange("CL.THROTTLE's nanosecond state"))?;
-    let mut store = RedisStore::open(ctx, std::slice::from_ref(key));
+    let mut store = host.open(std::slice::from_ref(key), false);
     let stored = store
         .value(0)?
         .map(decode_cell_state)
@@ -95,8 +93,7 @@ pub fn run(_command: &CommandDef, ctx: Ctx, args: &[Arg]) -> Result<Verdict, Err
         let value = StateWrite::Value(encode_cell_state(w.tat_ns));
         store::write_one(&mut store, 0, &value, ttl)?;
     }
-    reply::throttle(ctx, &reply);
-    Ok(Verdict::of(!reply.limited))
+    Ok(Reply::Throttle(reply))
 }
 
 #[cfg(test)]

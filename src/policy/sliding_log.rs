@@ -10,7 +10,7 @@ use crate::algorithm::{Decision, Micros, RetryAfter};
 use crate::bounds::MAX_LOG_ENTRIES;
 use crate::codec::sliding_log::{self as codec, LogBytes, StoredSlidingLog};
 use crate::codec::StateError;
-use crate::work::{self, Work};
+use crate::bounds::work::{self, Work};
 
 /// A stored log, if there is one, read in place.
 struct Loaded<'a> {

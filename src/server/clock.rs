@@ -10,11 +10,9 @@
 
 use super::ffi::api;
 use crate::algorithm::Micros;
+use crate::limits::MAX_US;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 
-/// The latest time the clock may show: the largest `i64`, so every time
-/// fits a signed 64-bit reply.
-pub const MAX_US: u64 = i64::MAX as u64;
 
 static MANUAL: AtomicBool = AtomicBool::new(false);
 /// Manual mode: the time. Real mode: the last time returned.

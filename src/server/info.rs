@@ -19,8 +19,9 @@
 
 use super::ffi::{api, Ctx};
 use super::{clock, wait};
-use crate::commands::table::COMMANDS;
-use crate::{registry, stats, work};
+use crate::bounds::work;
+use crate::engine::registry;
+use super::stats;
 use redis_module::raw;
 use std::ffi::{c_int, CStr, CString};
 
@@ -83,7 +84,7 @@ extern "C" fn info(ctx: *mut raw::RedisModuleInfoCtx, _for_crash_report: c_int) 
         if api!(RedisModule_InfoAddSection)(ctx, c"".as_ptr()) != raw::REDISMODULE_OK as c_int {
             return;
         }
-        if let Ok(version) = CString::new(crate::version::VERSION) {
+        if let Ok(version) = CString::new(crate::server::version::VERSION) {
             api!(RedisModule_InfoAddFieldCString)(ctx, c"version".as_ptr(), version.as_ptr());
         }
         let mode = if clock::is_manual() {
@@ -127,7 +128,7 @@ extern "C" fn info(ctx: *mut raw::RedisModuleInfoCtx, _for_crash_report: c_int) 
                 (c"waits", sum.waits),
             ],
         );
-        for (i, command) in COMMANDS.iter().enumerate() {
+        for (i, command) in super::register::table().iter().enumerate() {
             let Ok(name) = CString::new(command.info_field()) else {
                 continue;
             };

@@ -3,9 +3,9 @@
 
 use super::ffi::{self, api, Arg, Ctx, RString};
 use crate::algorithm::Micros;
-use crate::error::Error;
+use crate::engine::error::Error;
 use crate::policy::StateWrite;
-use crate::store::Store;
+use crate::engine::store::Store;
 use redis_module::raw;
 use smallvec::SmallVec;
 use std::ffi::{c_int, c_longlong};

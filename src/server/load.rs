@@ -8,7 +8,7 @@ use std::ffi::c_int;
 redis_module! {
     name: "ratelimit",
     // major * 10000 + minor * 100 + patch of the crate version.
-    version: crate::version::VERSION_NUMBER,
+    version: crate::server::version::VERSION_NUMBER,
     // Module state lives in Redis strings, allocated by Redis; the module's
     // own allocations are transient, so the system allocator serves them
     // and the core stays usable outside a server (tests, benches).
@@ -167,7 +167,7 @@ fn on_load(ctx: &Context, args: &[RedisString]) -> Status {
     if let Some(notice) = acl::add_category(Ctx(ctx.ctx)) {
         ctx.log_notice(&notice);
     }
-    if let Err(e) = register::register(Ctx(ctx.ctx)) {
+    if let Err(e) = register::register(Ctx(ctx.ctx), &crate::commands::table::COMMANDS) {
         ctx.log_warning(&e);
         return Status::Err;
     }

@@ -1,4 +1,4 @@
-//! Saving the registry of named policies (`crate::registry`) in the RDB:
+//! Saving the registry of named policies (`crate::engine::registry`) in the RDB:
 //! a module data type with only auxiliary-data callbacks, saved before the
 //! keys, as Redis saves its functions. Registered only when the module is
 //! loaded with `policies on`: Redis refuses `MODULE UNLOAD` for a module
@@ -6,7 +6,7 @@
 
 use super::ffi::{api, log_warning, Ctx};
 use crate::commands::named::parse_definition;
-use crate::registry;
+use crate::engine::registry;
 use redis_module::raw;
 use std::ffi::{c_int, c_void};
 use std::panic::{catch_unwind, AssertUnwindSafe};

@@ -4,16 +4,28 @@
 //! crate's `#[command]` macro, which needs a Redis 7.2 API and fails to
 //! load on 7.0), and runs each call behind the panic guard.
 
-use super::acl;
 use super::ffi::{self, api, Ctx, RString};
+use super::host::ServerHost;
+use super::{acl, reply, stats};
 use crate::commands::definition::{CommandDef, Keys};
 use crate::commands::docs::{self, DocArg, DocType};
-use crate::commands::table::{COMMANDS, COMMAND_COUNT};
-use crate::error::Error;
-use crate::stats;
+use crate::engine::error::Error;
 use redis_module::raw;
 use std::ffi::{c_int, CString};
 use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::OnceLock;
+
+/// The most commands a table may hold: one `call::<I>` each, and one
+/// statistics slot.
+pub const MAX_COMMANDS: usize = 32;
+
+/// The command table given at load.
+static TABLE: OnceLock<&'static [CommandDef]> = OnceLock::new();
+
+/// The command table given at load (empty before).
+pub fn table() -> &'static [CommandDef] {
+    TABLE.get().copied().unwrap_or(&[])
+}
 
 type CommandFn = extern "C" fn(*mut raw::RedisModuleCtx, *mut RString, c_int) -> c_int;
 
@@ -27,12 +39,12 @@ extern "C" fn call<const I: usize>(
     unsafe { dispatch(I, ctx, argv, argc) }
 }
 
-/// One entry per command of the table (a table of another length does not
-/// compile).
-const CALLS: [CommandFn; COMMAND_COUNT] = [
+/// One entry per place in a command table.
+const CALLS: [CommandFn; MAX_COMMANDS] = [
     call::<0>, call::<1>, call::<2>, call::<3>, call::<4>, call::<5>, call::<6>, call::<7>,
     call::<8>, call::<9>, call::<10>, call::<11>, call::<12>, call::<13>, call::<14>, call::<15>,
-    call::<16>, call::<17>, call::<18>,
+    call::<16>, call::<17>, call::<18>, call::<19>, call::<20>, call::<21>, call::<22>, call::<23>,
+    call::<24>, call::<25>, call::<26>, call::<27>, call::<28>, call::<29>, call::<30>, call::<31>,
 ];
 
 /// Answers a keys-position request, or runs the command so that no panic
@@ -48,8 +60,11 @@ unsafe fn dispatch(
     argv: *mut RString,
     argc: c_int,
 ) -> c_int {
-    let command = &COMMANDS[index];
     let ctx = Ctx(ctx);
+    let Some(command) = table().get(index) else {
+        ffi::reply_error(ctx, &Error::Internal("the command table").to_string());
+        return raw::REDISMODULE_OK as c_int;
+    };
     // SAFETY: forwarded from the caller's contract.
     let args = unsafe { ffi::argv(argv, argc) };
     if command.keys() == Keys::Counted && ffi::is_keys_position_request(ctx) {
@@ -58,8 +73,16 @@ unsafe fn dispatch(
         }
         return raw::REDISMODULE_OK as c_int;
     }
-    match catch_unwind(AssertUnwindSafe(|| (command.run)(command, ctx, args))) {
-        Ok(Ok(verdict)) => stats::record(index, verdict),
+    let mut host = ServerHost {
+        ctx,
+        command: index,
+    };
+    let run = || crate::commands::run(command, &mut host, args);
+    match catch_unwind(AssertUnwindSafe(run)) {
+        Ok(Ok(answer)) => {
+            reply::write(ctx, &answer);
+            stats::record(index, answer.verdict());
+        }
         Ok(Err(e)) => {
             stats::record_error(index);
             ffi::reply_error(ctx, &e.to_string());
@@ -76,9 +99,16 @@ fn c_string(s: &str) -> Result<CString, String> {
     CString::new(s).map_err(|_| format!("a NUL byte in {s:?}"))
 }
 
-/// Registers every command; an error message on failure.
-pub fn register(ctx: Ctx) -> Result<(), String> {
-    for (command, handler) in COMMANDS.iter().zip(CALLS) {
+/// Registers every command of `table` and keeps it for the calls; an error
+/// message on failure.
+pub fn register(ctx: Ctx, table: &'static [CommandDef]) -> Result<(), String> {
+    if table.len() > MAX_COMMANDS {
+        return Err(format!("more than {MAX_COMMANDS} commands"));
+    }
+    if TABLE.set(table).is_err() && !std::ptr::eq(self::table(), table) {
+        return Err("another command table is registered".into());
+    }
+    for (command, handler) in table.iter().zip(CALLS) {
         let name = c_string(&command.lower_name())?;
         let flags = c_string(&command.command_flags())?;
         // RL.ALL's keys are found by its key spec (set below), not a range.

@@ -1,17 +1,40 @@
-//! The decision reply, the same for every RL.* command.
+//! Writes a handler's [`Reply`]. The decision reply is the same for every
+//! RL.* command:
 //!
 //! RESP2: `[allowed (1|0), limit, remaining, retry_after_ms, reset_after_ms]`.
 //! RESP3: a map with those names, `allowed` a boolean. A concurrency
 //! limit's adds `lease` (a bulk string, nil when none is held).
 
 use super::ffi::{self, Ctx};
+use crate::commands::Reply;
 use crate::algorithm::cell::CellReply;
 use crate::algorithm::concurrency::LeaseId;
 use crate::algorithm::{Decision, RetryAfter};
 use crate::codec::lease::format_lease;
 use crate::engine::Decided;
-use crate::registry::PolicyStats;
-use crate::topk::TopKey;
+use crate::engine::registry::PolicyStats;
+use crate::engine::topk::TopKey;
+
+/// Writes `reply` (nothing for a blocked caller: its reply comes later).
+pub fn write(ctx: Ctx, reply: &Reply) {
+    match reply {
+        Reply::Decision(d) | Reply::Peek(d) => decision(ctx, d),
+        Reply::Shadow(d) => shadow_decision(ctx, d),
+        Reply::All(d) => all(ctx, d),
+        Reply::Blocked => {}
+        Reply::Throttle(r) => throttle(ctx, r),
+        Reply::Int(n) => ffi::reply_int(ctx, *n),
+        Reply::Ok => ffi::reply_ok(ctx),
+        Reply::Bulk(bytes) => ffi::reply_bulk(ctx, bytes),
+        Reply::Bulks(items) => {
+            ffi::reply_array(ctx, items.len());
+            for item in items {
+                ffi::reply_bulk(ctx, item);
+            }
+        }
+        Reply::PolicyStats(stats, top) => policy_stats(ctx, stats, top),
+    }
+}
 
 /// A decision in reply units: milliseconds, -1 for "no wait" and "never".
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -121,23 +144,8 @@ pub fn shadow_decision(ctx: Ctx, decided: &Decided) {
     }
 }
 
-/// `OK`.
-pub fn ok(ctx: Ctx) {
-    ffi::reply_ok(ctx);
-}
 
-/// A bulk string.
-pub fn bulk(ctx: Ctx, bytes: &[u8]) {
-    ffi::reply_bulk(ctx, bytes);
-}
 
-/// An array of bulk strings.
-pub fn bulks(ctx: Ctx, items: &[&[u8]]) {
-    ffi::reply_array(ctx, items.len());
-    for item in items {
-        ffi::reply_bulk(ctx, item);
-    }
-}
 
 /// CL.THROTTLE's reply: five integers, as redis-cell sends them.
 pub fn throttle(ctx: Ctx, reply: &CellReply) {
@@ -149,9 +157,6 @@ pub fn throttle(ctx: Ctx, reply: &CellReply) {
     ffi::reply_int(ctx, reply.reset_after_s);
 }
 
-pub fn int(ctx: Ctx, n: i64) {
-    ffi::reply_int(ctx, n);
-}
 
 /// Writes one decision (the whole reply, or one element of a larger one):
 /// five fields, then `granted` (PARTIAL) and `lease` (a concurrency limit's,

@@ -1,5 +1,5 @@
 //! `WAIT timeout`: clients blocked until admission, in the order of
-//! `crate::waitqueue`.
+//! `crate::engine::queue`.
 //!
 //! Why this machinery: `RedisModule_BlockClient` with no Redis timeout
 //! (Redis's timeouts run on the real clock; ours follow the limiter clock,
@@ -21,11 +21,14 @@ use super::ffi::{self, api, Arg, Ctx};
 use super::key::RedisStore;
 use super::{clock, reply};
 use crate::algorithm::Micros;
-use crate::engine::{self, Decided, KeyError, Request};
-use crate::error::Error;
+use crate::commands::Shape;
+use crate::engine::gate::{self, Gated, Shell};
+use crate::engine::{Decided, KeyError, Request};
+use crate::engine::error::Error;
 use crate::policy::Policy;
-use crate::waitqueue::{Arrival, Charged, Event, Queues, Resolution, Waiter};
-use crate::{bounds, stats};
+use crate::engine::queue::{Charged, Event, Queues, Resolution};
+use crate::bounds;
+use super::stats;
 use keyspace::ServerKeyspace;
 
 mod keyspace;
@@ -38,15 +41,6 @@ use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 
 /// A key as the queue knows it: database and name.
 type KeyName = (c_int, Vec<u8>);
-
-/// How the waiting command replies.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Shape {
-    /// One decision (RL.GCRA, RL.BUCKET, RL.SLIDING, RL.FIXED).
-    One,
-    /// RL.ALL's combined reply.
-    All,
-}
 
 /// A blocked client: its handle, identity in the queue.
 #[derive(Debug, Clone, Copy)]
@@ -113,16 +107,9 @@ pub fn waiting() -> usize {
     WAITING.load(Relaxed)
 }
 
-/// What a decision command does now.
-pub enum Outcome {
-    Reply(Decided),
-    /// The client is blocked; the reply comes at admission or timeout.
-    Blocked,
-}
-
-/// The one decision path of the RL.* decision commands, with waiting:
-/// `engine::decide` at once when nobody waits and the call cannot wait;
-/// otherwise the queue places it (see `waitqueue`).
+/// The gate ([`gate::decide`]) for one call of command `command`: decided
+/// at once when nobody waits and the call cannot wait, without touching
+/// the queue; otherwise through it.
 pub fn decide(
     ctx: Ctx,
     command: usize,
@@ -130,61 +117,74 @@ pub fn decide(
     keys: &[Arg],
     policies: &[Policy],
     request: Request,
-) -> Result<Outcome, KeyError> {
+) -> Result<Gated, KeyError> {
     let now = clock::now();
-    let request = Request {
-        wait: request.wait.filter(|_| may_block(ctx)),
-        ..request
-    };
-    let plain = |request| {
-        let mut store = RedisStore::open(ctx, keys);
-        engine::decide(&mut store, policies, now, request).map(Outcome::Reply)
+    let mut shell = CallShell {
+        ctx,
+        keys,
+        command,
+        shape,
     };
     if request.wait.is_none() && WAITING.load(Relaxed) == 0 {
-        return plain(request);
+        return gate::decide(&mut shell, None, policies, now, request);
     }
-    let db = selected_db(ctx);
-    let names: Vec<KeyName> = keys.iter().map(|k| (db, k.as_ref().to_vec())).collect();
-    // Waiters elsewhere: a call that cannot wait, on keys nobody waits on,
-    // is decided as if nobody waited.
-    let lined = with_state(|state| names.iter().any(|k| state.queues.has_waiters(k)));
-    if request.wait.is_none() && lined == Some(false) {
-        return plain(request);
-    }
-    let placed = with_state(|state| {
-        let mut keyspace = ServerKeyspace::new(ctx);
-        let arrival = state
-            .queues
-            .arrive(&mut keyspace, &names, policies, now, request.clone());
-        let outcome = match (arrival, request.wait) {
-            (Ok(Arrival::Wait(place)), Some(timeout)) => {
-                let bc = block(ctx);
-                if bc.is_null() {
-                    return Err(internal());
-                }
-                let waiter = Waiter {
-                    keys: names,
-                    policies: policies.to_vec(),
-                    cost: request.cost,
-                    costs: request.costs.clone(),
-                    since: now,
-                    deadline: now.saturating_add(timeout),
-                    token: Token { bc, command, shape },
-                };
-                state.queues.enqueue(&mut keyspace, waiter, place);
-                stats::wait_started();
-                Ok(Outcome::Blocked)
-            }
-            (Ok(Arrival::Reply(decided)), _) => Ok(Outcome::Reply(decided)),
-            (Ok(Arrival::Wait(_)), None) => Err(internal()),
-            (Err(e), _) => Err(e),
-        };
-        drop(keyspace);
+    let gated = with_state(|state| {
+        let gated = gate::decide(&mut shell, Some(&mut state.queues), policies, now, request);
+        if let Ok(Gated::Blocked) = gated {
+            stats::wait_started();
+        }
         // A refund or a forced charge may have moved the line's due times.
         arm(ctx, state);
-        outcome
+        gated
     });
-    placed.unwrap_or_else(|| Err(internal()))
+    gated.unwrap_or_else(|| Err(internal()))
+}
+
+/// One call as the gate sees the server.
+struct CallShell<'a> {
+    ctx: Ctx,
+    keys: &'a [Arg],
+    command: usize,
+    shape: Shape,
+}
+
+impl Shell for CallShell<'_> {
+    type Key = KeyName;
+    type Token = Token;
+    type Store<'s>
+        = RedisStore
+    where
+        Self: 's;
+    type Keyspace<'s>
+        = ServerKeyspace
+    where
+        Self: 's;
+
+    fn may_block(&self) -> bool {
+        may_block(self.ctx)
+    }
+
+    fn open(&mut self) -> RedisStore {
+        RedisStore::open(self.ctx, self.keys)
+    }
+
+    fn names(&self) -> Vec<KeyName> {
+        let db = selected_db(self.ctx);
+        self.keys.iter().map(|k| (db, k.as_ref().to_vec())).collect()
+    }
+
+    fn keyspace(&mut self) -> ServerKeyspace {
+        ServerKeyspace::new(self.ctx)
+    }
+
+    fn block(&mut self) -> Option<Token> {
+        let bc = block(self.ctx);
+        (!bc.is_null()).then_some(Token {
+            bc,
+            command: self.command,
+            shape: self.shape,
+        })
+    }
 }
 
 /// What a request on `key` answers behind the key's line (`None`: nobody
@@ -201,22 +201,8 @@ pub fn behind_line(
     }
     let name: KeyName = (selected_db(ctx), key.as_ref().to_vec());
     with_state(|state| {
-        if !state.queues.has_waiters(&name) {
-            return None;
-        }
         let mut keyspace = ServerKeyspace::new(ctx);
-        let keys = std::slice::from_ref(&name);
-        let arrival = state.queues.arrive(
-            &mut keyspace,
-            keys,
-            std::slice::from_ref(policy),
-            now,
-            request,
-        );
-        Some(arrival.and_then(|a| match a {
-            Arrival::Reply(d) => Ok(d),
-            Arrival::Wait(_) => Err(internal()),
-        }))
+        gate::behind_line(&mut state.queues, &mut keyspace, name, policy, now, request)
     })
     .flatten()
 }

@@ -2,7 +2,7 @@
 //! Arguments are never assumed to be UTF-8.
 
 use crate::algorithm::Micros;
-use crate::error::Error;
+use crate::engine::error::Error;
 use crate::limits::MAX_DURATION;
 
 /// Parses a decimal integer in `min..=max`: digits only, no sign, no spaces.

@@ -4,15 +4,18 @@
 //! through the safe functions exported here.
 
 mod acl;
+mod cluster_nodes;
 pub mod clock;
 mod config;
 mod ffi;
+mod host;
 mod info;
 pub mod key;
 mod load;
 mod policies;
 mod register;
+pub mod stats;
 pub mod reply;
+mod version;
 pub mod wait;
 
-pub use ffi::{replicate_verbatim, Arg, Ctx};

@@ -3,11 +3,11 @@
 //! Redis's main thread; the atomics only make the statics safe to declare.
 
 use crate::algorithm::Micros;
-use crate::commands::table::COMMAND_COUNT;
+use super::register::MAX_COMMANDS;
 use crate::commands::Verdict;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
-const N: usize = COMMAND_COUNT;
+const N: usize = MAX_COMMANDS;
 
 #[derive(Default, Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Counts {

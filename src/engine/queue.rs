@@ -39,10 +39,10 @@
 use crate::algorithm::concurrency::LeaseId;
 use crate::algorithm::{Micros, RetryAfter};
 use crate::engine::{self, Charge, Decided, KeyError, PerLimit, Request};
-use crate::error::Error;
+use crate::engine::error::Error;
 use crate::policy::Policy;
-use crate::store::MemoryStore;
-use crate::work::{self, Work};
+use crate::engine::store::MemoryStore;
+use crate::bounds::work::{self, Work};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::hash::Hash;
 

@@ -4,7 +4,7 @@
 //! same in memory for tests without a server.
 
 use crate::algorithm::Micros;
-use crate::error::Error;
+use crate::engine::error::Error;
 use crate::policy::StateWrite;
 
 /// The keys of one command, by position (0 for a single-key command).

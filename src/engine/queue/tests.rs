@@ -2,7 +2,7 @@ use super::*;
 use crate::algorithm::fixed_window::FixedWindow;
 use crate::algorithm::gcra::Gcra;
 use crate::algorithm::token_bucket::TokenBucket;
-use crate::error::Error;
+use crate::engine::error::Error;
 use std::collections::HashMap;
 
 const S: u64 = 1_000_000;

@@ -7,9 +7,9 @@
 
 use crate::algorithm::Micros;
 use crate::bounds::{MAX_POLICIES, MAX_POLICY_NAME};
-use crate::error::{printable, Error};
+use crate::engine::error::{printable, Error};
 use crate::policy::Policy;
-use crate::topk::TopDenied;
+use crate::engine::topk::TopDenied;
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};

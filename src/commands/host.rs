@@ -1,0 +1,124 @@
+//! What a handler needs from the server it runs in ([`Host`]), and what it
+//! answers ([`Reply`]): the handlers stay plain Rust, and the server shell
+//! implements the one and writes the other.
+
+use crate::algorithm::cell::CellReply;
+use crate::algorithm::Micros;
+use crate::engine::gate::Gated;
+use crate::engine::registry::PolicyStats;
+use crate::engine::store::Store;
+use crate::engine::topk::TopKey;
+use crate::engine::{Decided, KeyError, Request};
+use crate::policy::Policy;
+
+/// How a blocked caller's outcome is written when it comes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Shape {
+    /// One decision (RL.GCRA, RL.BUCKET, RL.SLIDING, RL.FIXED, …).
+    One,
+    /// RL.ALL's combined reply.
+    All,
+}
+
+/// The server one call runs in.
+pub trait Host {
+    /// An argument of the call.
+    type Arg: AsRef<[u8]>;
+    /// Keys of the call, opened.
+    type Store<'h>: Store
+    where
+        Self: 'h;
+
+    /// The limiter clock.
+    fn now(&self) -> Micros;
+    /// Opens `keys` for reading and writing, or only for reading.
+    fn open(&mut self, keys: &[Self::Arg], read_only: bool) -> Self::Store<'_>;
+    /// The decision path with waiting ([`crate::engine::gate`]) over `keys`.
+    fn decide(
+        &mut self,
+        shape: Shape,
+        keys: &[Self::Arg],
+        policies: &[Policy],
+        request: Request,
+    ) -> Result<Gated, KeyError>;
+    /// What `request` would answer behind `key`'s waiting line (`None`:
+    /// nobody waits on it).
+    fn behind_line(
+        &mut self,
+        key: &Self::Arg,
+        policy: &Policy,
+        now: Micros,
+        request: Request,
+    ) -> Option<Result<Decided, KeyError>>;
+    /// Units of `key` were freed: its first waiter is decided now.
+    fn key_freed(&mut self, key: &Self::Arg);
+    /// Whether the clock is manual (`clock manual` at load).
+    fn clock_is_manual(&self) -> bool;
+    /// Moves the manual clock to `to`; waiters whose time has come are
+    /// admitted (or time out) before this returns.
+    fn set_clock(&mut self, to: Micros);
+    /// Sends this call, as it is, to replicas and the AOF.
+    fn replicate_verbatim(&mut self);
+}
+
+/// What a call answers.
+#[derive(Debug)]
+pub enum Reply {
+    /// One decision's fields.
+    Decision(Decided),
+    /// A look (RL.PEEK): one decision's fields, counted as no decision.
+    Peek(Decided),
+    /// A shadow policy's decision: admitted, saying what enforcement would
+    /// have answered.
+    Shadow(Decided),
+    /// RL.ALL's combined reply.
+    All(Decided),
+    /// The caller is blocked; the reply comes when its wait ends.
+    Blocked,
+    /// CL.THROTTLE's five integers.
+    Throttle(CellReply),
+    Int(i64),
+    Ok,
+    Bulk(Vec<u8>),
+    Bulks(Vec<Vec<u8>>),
+    /// RL.POLICY STATS.
+    PolicyStats(PolicyStats, Vec<TopKey>),
+}
+
+/// What a reply counts as in the statistics.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verdict {
+    Allowed,
+    Denied,
+    /// Not a decision (RL.CLOCK, RL.RELEASE, RL.POLICY …).
+    Other,
+    /// The client waits: allowed or denied is counted when it ends.
+    Waiting,
+}
+
+impl Verdict {
+    pub fn of(allowed: bool) -> Verdict {
+        if allowed {
+            Verdict::Allowed
+        } else {
+            Verdict::Denied
+        }
+    }
+}
+
+impl Reply {
+    pub fn verdict(&self) -> Verdict {
+        match self {
+            Reply::Decision(o) | Reply::All(o) => Verdict::of(o.allowed),
+            Reply::Shadow(_) => Verdict::Allowed,
+            Reply::Blocked => Verdict::Waiting,
+            Reply::Throttle(r) => Verdict::of(!r.limited),
+            Reply::Peek(_)
+            | Reply::Int(_)
+            | Reply::Ok
+            | Reply::Bulk(_)
+            | Reply::Bulks(_)
+            | Reply::PolicyStats(..) => Verdict::Other,
+        }
+    }
+}

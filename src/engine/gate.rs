@@ -1,0 +1,121 @@
+//! The gate: the one decision path of every decision command, waiting or
+//! not. A request that cannot wait, on keys nobody waits on, is decided at
+//! once on its own keys ([`engine::decide`](super::decide)); otherwise the
+//! queue places it ([`Queues::arrive`]): answered now, or blocked as a
+//! waiter until its admission or deadline.
+//!
+//! Pure: the server it runs in is a [`Shell`] that opens keys, names them
+//! for the queue and blocks the caller.
+
+use super::queue::{Arrival, Keyspace, Queues, Waiter};
+use super::store::Store;
+use super::{Decided, KeyError, Request};
+use crate::algorithm::Micros;
+use crate::engine::error::Error;
+use crate::policy::Policy;
+use std::hash::Hash;
+
+/// What the gate did with a request.
+#[derive(Debug)]
+pub enum Gated {
+    /// Decided now.
+    Now(Decided),
+    /// The caller is blocked; its outcome comes at admission or deadline.
+    Blocked,
+}
+
+/// What the gate needs from the server of one call.
+pub trait Shell {
+    /// A key as the queue knows it.
+    type Key: Eq + Hash + Clone;
+    /// A blocked caller, as the server knows it.
+    type Token: Eq + Hash + Clone;
+    /// The call's keys, opened for a decision at once.
+    type Store<'s>: Store
+    where
+        Self: 's;
+    /// Every key of the server, as the queue reaches them.
+    type Keyspace<'s>: Keyspace<Self::Key>
+    where
+        Self: 's;
+
+    /// Whether the caller may block (not in a transaction or a script).
+    fn may_block(&self) -> bool;
+    /// The call's keys, opened for reading and writing.
+    fn open(&mut self) -> Self::Store<'_>;
+    /// The call's keys as the queue names them.
+    fn names(&self) -> Vec<Self::Key>;
+    fn keyspace(&mut self) -> Self::Keyspace<'_>;
+    /// Blocks the caller; `None` if the server refused.
+    fn block(&mut self) -> Option<Self::Token>;
+}
+
+/// Decides `request` under `policies` at `now`. `queues` is `None` when
+/// nobody waits anywhere (then nothing waits, and no queue is read).
+pub fn decide<S: Shell>(
+    shell: &mut S,
+    queues: Option<&mut Queues<S::Key, S::Token>>,
+    policies: &[Policy],
+    now: Micros,
+    mut request: Request,
+) -> Result<Gated, KeyError> {
+    if request.wait.is_some() && !shell.may_block() {
+        request.wait = None;
+    }
+    let Some(queues) = queues.filter(|q| request.wait.is_some() || !q.is_empty()) else {
+        return super::decide(&mut shell.open(), policies, now, request).map(Gated::Now);
+    };
+    let names = shell.names();
+    // A request that cannot wait, on keys nobody waits on, is decided as if
+    // nobody waited.
+    if request.wait.is_none() && !names.iter().any(|k| queues.has_waiters(k)) {
+        return super::decide(&mut shell.open(), policies, now, request).map(Gated::Now);
+    }
+    let arrival = queues.arrive(&mut shell.keyspace(), &names, policies, now, request.clone());
+    match (arrival?, request.wait) {
+        (Arrival::Reply(decided), _) => Ok(Gated::Now(decided)),
+        (Arrival::Wait(place), Some(timeout)) => {
+            let token = shell.block().ok_or_else(internal)?;
+            let waiter = Waiter {
+                keys: names,
+                policies: policies.to_vec(),
+                cost: request.cost,
+                costs: request.costs,
+                since: now,
+                deadline: now.saturating_add(timeout),
+                token,
+            };
+            queues.enqueue(&mut shell.keyspace(), waiter, place);
+            Ok(Gated::Blocked)
+        }
+        (Arrival::Wait(_), None) => Err(internal()),
+    }
+}
+
+/// What a request on `key` answers behind the key's line (`None`: nobody
+/// waits on it): RL.PEEK's look as a new request would see it.
+pub fn behind_line<K: Eq + Hash + Clone, T: Eq + Hash + Clone>(
+    queues: &mut Queues<K, T>,
+    keyspace: &mut impl Keyspace<K>,
+    key: K,
+    policy: &Policy,
+    now: Micros,
+    request: Request,
+) -> Option<Result<Decided, KeyError>> {
+    if !queues.has_waiters(&key) {
+        return None;
+    }
+    let keys = std::slice::from_ref(&key);
+    let arrival = queues.arrive(keyspace, keys, std::slice::from_ref(policy), now, request);
+    Some(arrival.and_then(|a| match a {
+        Arrival::Reply(d) => Ok(d),
+        Arrival::Wait(_) => Err(internal()),
+    }))
+}
+
+fn internal() -> KeyError {
+    KeyError {
+        key: 0,
+        error: Error::Internal("WAIT"),
+    }
+}

@@ -1,0 +1,72 @@
+//! The server as the handlers' [`Host`]: one call's context, its keys, the
+//! limiter clock and the waiting queue.
+
+use super::ffi::{self, Arg, Ctx};
+use super::key::RedisStore;
+use super::{clock, wait};
+use crate::algorithm::Micros;
+use crate::commands::{Host, Shape};
+use crate::engine::gate::Gated;
+use crate::engine::{Decided, KeyError, Request};
+use crate::policy::Policy;
+
+/// One call of command `command` (its place in the command table).
+pub struct ServerHost {
+    pub ctx: Ctx,
+    pub command: usize,
+}
+
+impl Host for ServerHost {
+    type Arg = Arg;
+    type Store<'h> = RedisStore;
+
+    fn now(&self) -> Micros {
+        clock::now()
+    }
+
+    fn open(&mut self, keys: &[Arg], read_only: bool) -> RedisStore {
+        if read_only {
+            RedisStore::open_read(self.ctx, keys)
+        } else {
+            RedisStore::open(self.ctx, keys)
+        }
+    }
+
+    fn decide(
+        &mut self,
+        shape: Shape,
+        keys: &[Arg],
+        policies: &[Policy],
+        request: Request,
+    ) -> Result<Gated, KeyError> {
+        wait::decide(self.ctx, self.command, shape, keys, policies, request)
+    }
+
+    fn behind_line(
+        &mut self,
+        key: &Arg,
+        policy: &Policy,
+        now: Micros,
+        request: Request,
+    ) -> Option<Result<Decided, KeyError>> {
+        wait::behind_line(self.ctx, key, policy, now, request)
+    }
+
+    fn key_freed(&mut self, key: &Arg) {
+        wait::key_freed(self.ctx, key);
+    }
+
+    fn clock_is_manual(&self) -> bool {
+        clock::is_manual()
+    }
+
+    fn set_clock(&mut self, to: Micros) {
+        let from = clock::now();
+        clock::set(to);
+        wait::clock_moved(self.ctx, from, to);
+    }
+
+    fn replicate_verbatim(&mut self) {
+        ffi::replicate_verbatim(self.ctx);
+    }
+}
