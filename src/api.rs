@@ -18,13 +18,13 @@ pub use crate::algorithm::sliding_log::{Entries, SlidingLog, MAX_SLIDING_LOG_LIM
 pub use crate::algorithm::sliding_subwindows::{SlidingSubwindows, MAX_SUBWINDOWS, MIN_SUBWINDOWS};
 pub use crate::algorithm::token_bucket::TokenBucket;
 pub use crate::algorithm::{Decision, Micros, RetryAfter, MAX_HORIZON};
-pub use crate::commands::args::{duration, integer};
 pub use crate::codec::cell::{decode_cell_state, encode_cell_state};
 pub use crate::codec::lease::{self as lease_codec, format_lease, parse_lease, StoredLeases};
 pub use crate::codec::{
     decode_tat, encode_tat, sketch as sketch_codec, sliding_log as log_codec, window, Kind,
     Mismatch, Patch, StateError, TAT_MAX_LEN,
 };
+pub use crate::commands::args::{duration, integer};
 pub use crate::commands::definition::{CommandDef, Cost, Grammar, Keys};
 pub use crate::commands::docs::{arguments, synopsis, DocArg, DocType};
 pub use crate::commands::grammar::{
@@ -33,11 +33,11 @@ pub use crate::commands::grammar::{
 pub use crate::commands::rl_all::Call as AllCall;
 pub use crate::commands::table::{COMMANDS, POLICIES};
 pub use crate::commands::throttle::Call as ThrottleCall;
-pub use crate::engine::{decide, Charge, Decided, KeyError, Request};
 pub use crate::engine::error::{printable, Error};
+pub use crate::engine::store::{MemoryStore, Store};
+pub use crate::engine::{decide, Charge, Decided, KeyError, Request};
 pub use crate::limits::{MAX_COUNT, MAX_DURATION};
 pub use crate::policy::{ForceError, Outcome, Policy, StateWrite};
-pub use crate::engine::store::{MemoryStore, Store};
 
 use crate::commands::definition::Grammar as G;
 

@@ -3,7 +3,6 @@
 //! admit is any state written (unless DRYRUN), each key with a TTL of its
 //! own decision's reset, all or nothing.
 
-
 pub mod error;
 pub mod gate;
 pub mod queue;
@@ -12,11 +11,11 @@ pub mod store;
 pub mod topk;
 use crate::algorithm::concurrency::LeaseId;
 use crate::algorithm::{Decision, Micros, RetryAfter};
+use crate::bounds::work::{self, Work};
 use crate::codec::StateError;
 use crate::engine::error::Error;
-use crate::policy::{ForceError, Outcome, Policy, StateWrite};
 use crate::engine::store::Store;
-use crate::bounds::work::{self, Work};
+use crate::policy::{ForceError, Outcome, Policy, StateWrite};
 use smallvec::SmallVec;
 
 /// Up to this many limits a call decides without allocating.

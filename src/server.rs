@@ -4,8 +4,8 @@
 //! through the safe functions exported here.
 
 mod acl;
-mod cluster_nodes;
 pub mod clock;
+mod cluster_nodes;
 mod config;
 mod ffi;
 mod host;
@@ -14,8 +14,7 @@ pub mod key;
 mod load;
 mod policies;
 mod register;
-pub mod stats;
 pub mod reply;
+pub mod stats;
 mod version;
 pub mod wait;
-

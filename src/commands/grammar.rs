@@ -6,10 +6,10 @@
 //! is one more [`Opt`] in its definition plus what it means in `build`.
 
 use crate::algorithm::Micros;
-use crate::commands::args::{self, Options};
 use crate::bounds::Bound;
-use crate::engine::{Charge, Request};
+use crate::commands::args::{self, Options};
 use crate::engine::error::{printable, Error};
+use crate::engine::{Charge, Request};
 use crate::limits::MAX_COUNT;
 use crate::policy::Policy;
 
@@ -525,6 +525,23 @@ pub fn parse_common_with<A: AsRef<[u8]>>(tail: &[A], per_key: PerKey) -> Result<
         take(&mut common, &COMMON, i, &mut opts)?;
     }
     common_of(&common, per_key)
+}
+
+/// The policy of `policies` whose keyword is `word` (any case).
+pub fn policy_named(policies: &[&'static PolicyDef], word: &[u8]) -> Option<&'static PolicyDef> {
+    policies
+        .iter()
+        .find(|p| word.eq_ignore_ascii_case(p.keyword.as_bytes()))
+        .copied()
+}
+
+/// The error for a word that names none of `policies`.
+pub fn unknown_policy(policies: &[&'static PolicyDef], word: &[u8]) -> Error {
+    let names: Vec<&str> = policies.iter().map(|p| p.keyword).collect();
+    Error::UnknownPolicy {
+        given: printable(word),
+        expected: join_words(&names, "or"),
+    }
 }
 
 #[cfg(test)]

@@ -12,8 +12,8 @@ use crate::algorithm::Micros;
 use crate::codec::lease::{key_check, parse_lease, StoredLeases};
 use crate::codec::Kind;
 use crate::engine::error::Error;
-use crate::policy::change_leases;
 use crate::engine::store::{self, Store};
+use crate::policy::change_leases;
 use std::slice;
 
 pub const RELEASE_PARAMS: [Param; 1] = [Param::lease("lease")];
@@ -47,11 +47,7 @@ pub fn release<H: Host>(
     Ok(Reply::Int(i64::from(released)))
 }
 
-pub fn renew<H: Host>(
-    command: &CommandDef,
-    host: &mut H,
-    args: &[H::Arg],
-) -> Result<Reply, Error> {
+pub fn renew<H: Host>(command: &CommandDef, host: &mut H, args: &[H::Arg]) -> Result<Reply, Error> {
     let [_, key, lease, ttl] = args else {
         return Err(Error::Arity(command.name));
     };

@@ -9,14 +9,14 @@
 
 use super::definition::CommandDef;
 use super::grammar::parse_common;
+use super::grammar::{policy_named, unknown_policy};
 use super::policy_command::decide_one;
-use super::rl_all::{policy_named, unknown_policy};
 use super::table::POLICIES;
 use super::{Host, Reply};
 use crate::engine::error::{printable, Error};
-use crate::policy::Policy;
-use crate::engine::registry::{self, Counted, Entry};
 use crate::engine::gate::Gated;
+use crate::engine::registry::{self, Counted, Entry};
+use crate::policy::Policy;
 use smallvec::SmallVec;
 
 /// Marks a definition as shadow: decided and charged, never enforced.
@@ -183,11 +183,7 @@ type Chain<'a> = SmallVec<[&'a [u8]; 4]>;
 /// `RL.CHECK key name [OR name ...] [COST n] [DRYRUN] [WAIT timeout]
 /// [FORCE | PARTIAL | REFUND n]`: the named policy's decision, replied as
 /// its own command replies.
-pub fn check<H: Host>(
-    command: &CommandDef,
-    host: &mut H,
-    args: &[H::Arg],
-) -> Result<Reply, Error> {
+pub fn check<H: Host>(command: &CommandDef, host: &mut H, args: &[H::Arg]) -> Result<Reply, Error> {
     let [_, key, rest @ ..] = args else {
         return Err(Error::Arity(command.name));
     };

@@ -5,14 +5,14 @@
 //! decision path as a single-key command (`engine::decide`).
 
 use super::definition::{CommandDef, Grammar};
-use super::grammar::{join_words, parse_common_with, PerKey, PolicyDef};
+use super::grammar::{parse_common_with, policy_named, unknown_policy, PerKey, PolicyDef};
 use super::{named, Host, Reply, Shape};
 use crate::commands::args;
+use crate::engine::error::Error;
+use crate::engine::gate::Gated;
 use crate::engine::Request;
-use crate::engine::error::{printable, Error};
 use crate::limits::MAX_COUNT;
 use crate::policy::Policy;
-use crate::engine::gate::Gated;
 use std::collections::HashSet;
 
 /// A parsed call. Keys are the `numkeys` arguments after `numkeys`.
@@ -25,21 +25,6 @@ pub struct Call {
 
 /// The policies RL.ALL takes.
 type Policies = [&'static PolicyDef];
-
-pub(super) fn policy_named(policies: &Policies, word: &[u8]) -> Option<&'static PolicyDef> {
-    policies
-        .iter()
-        .find(|p| word.eq_ignore_ascii_case(p.keyword.as_bytes()))
-        .copied()
-}
-
-pub(super) fn unknown_policy(policies: &Policies, word: &[u8]) -> Error {
-    let names: Vec<&str> = policies.iter().map(|p| p.keyword).collect();
-    Error::UnknownPolicy {
-        given: printable(word),
-        expected: join_words(&names, "or"),
-    }
-}
 
 /// Parses everything after the command name, each policy one of
 /// `policies`.

@@ -3,10 +3,10 @@
 //! decision path is asked for a peek, which never writes.
 
 use super::definition::{CommandDef, Grammar};
-use super::rl_all::{policy_named, unknown_policy};
+use super::grammar::{policy_named, unknown_policy};
 use super::{named, Host, Reply};
-use crate::engine::{self, Charge, Request};
 use crate::engine::error::{printable, Error};
+use crate::engine::{self, Charge, Request};
 use crate::policy::Policy;
 use std::slice;
 

@@ -11,9 +11,9 @@ use crate::algorithm::Micros;
 use crate::codec::cell::{decode_cell_state, encode_cell_state};
 use crate::codec::StateError;
 use crate::engine::error::Error;
+use crate::engine::store::{self, Store};
 use crate::limits::{MAX_COUNT, MAX_DURATION};
 use crate::policy::StateWrite;
-use crate::engine::store::{self, Store};
 
 pub const NAME: &str = "CL.THROTTLE";
 

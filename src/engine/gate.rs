@@ -71,7 +71,13 @@ pub fn decide<S: Shell>(
     if request.wait.is_none() && !names.iter().any(|k| queues.has_waiters(k)) {
         return super::decide(&mut shell.open(), policies, now, request).map(Gated::Now);
     }
-    let arrival = queues.arrive(&mut shell.keyspace(), &names, policies, now, request.clone());
+    let arrival = queues.arrive(
+        &mut shell.keyspace(),
+        &names,
+        policies,
+        now,
+        request.clone(),
+    );
     match (arrival?, request.wait) {
         (Arrival::Reply(decided), _) => Ok(Gated::Now(decided)),
         (Arrival::Wait(place), Some(timeout)) => {

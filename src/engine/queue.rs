@@ -38,11 +38,11 @@
 
 use crate::algorithm::concurrency::LeaseId;
 use crate::algorithm::{Micros, RetryAfter};
-use crate::engine::{self, Charge, Decided, KeyError, PerLimit, Request};
-use crate::engine::error::Error;
-use crate::policy::Policy;
-use crate::engine::store::MemoryStore;
 use crate::bounds::work::{self, Work};
+use crate::engine::error::Error;
+use crate::engine::store::MemoryStore;
+use crate::engine::{self, Charge, Decided, KeyError, PerLimit, Request};
+use crate::policy::Policy;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::hash::Hash;
 

@@ -8,8 +8,8 @@
 use crate::algorithm::Micros;
 use crate::bounds::{MAX_POLICIES, MAX_POLICY_NAME};
 use crate::engine::error::{printable, Error};
-use crate::policy::Policy;
 use crate::engine::topk::TopDenied;
+use crate::policy::Policy;
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};

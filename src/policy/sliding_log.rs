@@ -7,10 +7,10 @@
 use super::{Outcome, StateWrite};
 use crate::algorithm::sliding_log::{EditedLog, LogEdit, SlidingLog};
 use crate::algorithm::{Decision, Micros, RetryAfter};
+use crate::bounds::work::{self, Work};
 use crate::bounds::MAX_LOG_ENTRIES;
 use crate::codec::sliding_log::{self as codec, LogBytes, StoredSlidingLog};
 use crate::codec::StateError;
-use crate::bounds::work::{self, Work};
 
 /// A stored log, if there is one, read in place.
 struct Loaded<'a> {

@@ -13,7 +13,6 @@ use crate::algorithm::Micros;
 use crate::limits::MAX_US;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 
-
 static MANUAL: AtomicBool = AtomicBool::new(false);
 /// Manual mode: the time. Real mode: the last time returned.
 static NOW_US: AtomicU64 = AtomicU64::new(0);

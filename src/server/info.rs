@@ -18,10 +18,10 @@
 //! (ACL, inside a discarded `MULTI`) resets the counters as well.
 
 use super::ffi::{api, Ctx};
+use super::stats;
 use super::{clock, wait};
 use crate::bounds::work;
 use crate::engine::registry;
-use super::stats;
 use redis_module::raw;
 use std::ffi::{c_int, CStr, CString};
 

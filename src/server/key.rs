@@ -4,8 +4,8 @@
 use super::ffi::{self, api, Arg, Ctx, RString};
 use crate::algorithm::Micros;
 use crate::engine::error::Error;
-use crate::policy::StateWrite;
 use crate::engine::store::Store;
+use crate::policy::StateWrite;
 use redis_module::raw;
 use smallvec::SmallVec;
 use std::ffi::{c_int, c_longlong};

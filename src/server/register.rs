@@ -6,7 +6,8 @@
 
 use super::ffi::{self, api, Ctx, RString};
 use super::host::ServerHost;
-use super::{acl, reply, stats};
+use super::stats::{self, MAX_COMMANDS};
+use super::{acl, reply};
 use crate::commands::definition::{CommandDef, Keys};
 use crate::commands::docs::{self, DocArg, DocType};
 use crate::engine::error::Error;
@@ -14,10 +15,6 @@ use redis_module::raw;
 use std::ffi::{c_int, CString};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::OnceLock;
-
-/// The most commands a table may hold: one `call::<I>` each, and one
-/// statistics slot.
-pub const MAX_COMMANDS: usize = 32;
 
 /// The command table given at load.
 static TABLE: OnceLock<&'static [CommandDef]> = OnceLock::new();

@@ -6,14 +6,14 @@
 //! limit's adds `lease` (a bulk string, nil when none is held).
 
 use super::ffi::{self, Ctx};
-use crate::commands::Reply;
 use crate::algorithm::cell::CellReply;
 use crate::algorithm::concurrency::LeaseId;
 use crate::algorithm::{Decision, RetryAfter};
 use crate::codec::lease::format_lease;
-use crate::engine::Decided;
+use crate::commands::Reply;
 use crate::engine::registry::PolicyStats;
 use crate::engine::topk::TopKey;
+use crate::engine::Decided;
 
 /// Writes `reply` (nothing for a blocked caller: its reply comes later).
 pub fn write(ctx: Ctx, reply: &Reply) {
@@ -144,9 +144,6 @@ pub fn shadow_decision(ctx: Ctx, decided: &Decided) {
     }
 }
 
-
-
-
 /// CL.THROTTLE's reply: five integers, as redis-cell sends them.
 pub fn throttle(ctx: Ctx, reply: &CellReply) {
     ffi::reply_array(ctx, 5);
@@ -156,7 +153,6 @@ pub fn throttle(ctx: Ctx, reply: &CellReply) {
     ffi::reply_int(ctx, reply.retry_after_s);
     ffi::reply_int(ctx, reply.reset_after_s);
 }
-
 
 /// Writes one decision (the whole reply, or one element of a larger one):
 /// five fields, then `granted` (PARTIAL) and `lease` (a concurrency limit's,

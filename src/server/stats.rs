@@ -3,9 +3,11 @@
 //! Redis's main thread; the atomics only make the statics safe to declare.
 
 use crate::algorithm::Micros;
-use super::register::MAX_COMMANDS;
 use crate::commands::Verdict;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+
+/// The most commands a table may hold: one counter slot each.
+pub const MAX_COMMANDS: usize = 32;
 
 const N: usize = MAX_COMMANDS;
 

@@ -19,16 +19,16 @@
 
 use super::ffi::{self, api, Arg, Ctx};
 use super::key::RedisStore;
+use super::stats;
 use super::{clock, reply};
 use crate::algorithm::Micros;
-use crate::commands::Shape;
-use crate::engine::gate::{self, Gated, Shell};
-use crate::engine::{Decided, KeyError, Request};
-use crate::engine::error::Error;
-use crate::policy::Policy;
-use crate::engine::queue::{Charged, Event, Queues, Resolution};
 use crate::bounds;
-use super::stats;
+use crate::commands::Shape;
+use crate::engine::error::Error;
+use crate::engine::gate::{self, Gated, Shell};
+use crate::engine::queue::{Charged, Event, Queues, Resolution};
+use crate::engine::{Decided, KeyError, Request};
+use crate::policy::Policy;
 use keyspace::ServerKeyspace;
 
 mod keyspace;
@@ -170,7 +170,10 @@ impl Shell for CallShell<'_> {
 
     fn names(&self) -> Vec<KeyName> {
         let db = selected_db(self.ctx);
-        self.keys.iter().map(|k| (db, k.as_ref().to_vec())).collect()
+        self.keys
+            .iter()
+            .map(|k| (db, k.as_ref().to_vec()))
+            .collect()
     }
 
     fn keyspace(&mut self) -> ServerKeyspace {

@@ -6,9 +6,9 @@
 use super::{Arrival, Keyspace, Place, Queues, Waiter};
 use crate::algorithm::{Micros, RetryAfter, MAX_HORIZON};
 use crate::bounds;
+use crate::engine::store::MemoryStore;
 use crate::engine::{self, Charge, Decided, KeyError, Request};
 use crate::policy::Policy;
-use crate::engine::store::MemoryStore;
 use std::hash::Hash;
 
 /// The most decisions a plan takes to find a request's admission: a denial

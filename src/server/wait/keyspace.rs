@@ -4,14 +4,14 @@
 
 use super::{selected_db, KeyName};
 use crate::algorithm::Micros;
-use crate::server::cluster_nodes::{serving, Serving};
-use crate::engine::{self, Decided, KeyError, Request};
 use crate::engine::error::Error;
+use crate::engine::queue::{Charged, Keyspace};
+use crate::engine::store::Store;
+use crate::engine::{self, Decided, KeyError, Request};
 use crate::policy::Policy;
+use crate::server::cluster_nodes::{serving, Serving};
 use crate::server::ffi::{api, Arg, Ctx};
 use crate::server::key::RedisStore;
-use crate::engine::store::Store;
-use crate::engine::queue::{Charged, Keyspace};
 use redis_module::raw;
 use std::ffi::c_int;
 
