@@ -8,6 +8,7 @@ pub use crate::algorithm::concurrency::{
 };
 pub use crate::algorithm::fixed_window::{FixedState, FixedWindow};
 pub use crate::algorithm::gcra::Gcra;
+pub use crate::algorithm::limits::{MAX_COUNT, MAX_DURATION};
 pub use crate::algorithm::schedule::{Schedule, ScheduleError, Tat};
 pub use crate::algorithm::sketch::{
     fmix64, fnv1a64, Cell as SketchCell, Sketch, SketchCells, SketchChange, SketchState,
@@ -36,7 +37,6 @@ pub use crate::commands::throttle::Call as ThrottleCall;
 pub use crate::engine::error::{printable, Error};
 pub use crate::engine::store::{MemoryStore, Store};
 pub use crate::engine::{decide, Charge, Decided, KeyError, Request};
-pub use crate::limits::{MAX_COUNT, MAX_DURATION};
 pub use crate::policy::{ForceError, Outcome, Policy, StateWrite};
 
 use crate::commands::definition::Grammar as G;

@@ -1,16 +1,50 @@
 //! redis-ratelimit: native rate-limit commands for Redis and Valkey.
 //!
-//! Layers, each using only those below it:
-//! - `algorithm`: the pure core, every algorithm in plain Rust with the
-//!   time passed in, in exact integer arithmetic; no Redis types.
-//! - `codec`: the core's state laid out in plain strings (versioned tags).
-//! - `policy`: any limit as one value, bytes in, decision and write out.
-//! - `store` and `engine`: the one decision path of every decision command
-//!   over a store of keys (the server's, or one in memory).
-//! - `commands`: each command defined once as data, and what is derived
-//!   from it (parsers, COMMAND DOCS), and the handlers.
-//! - `server`: everything that touches the Redis module API, the only
-//!   place with `unsafe` code (denied everywhere else by this attribute).
+//! # Layers
+//!
+//! Each folder is a layer and uses only those below it (`tests/layers.rs`
+//! checks it), from the bottom:
+//! - `bounds`: the sizes the operator bounds (module configurations) and
+//!   the work counted against them.
+//! - `algorithm`: every algorithm in plain Rust with the time passed in,
+//!   in exact integer arithmetic.
+//! - `codec`: the algorithms' state laid out in plain strings (a tag byte
+//!   per layout).
+//! - `policy`: any limit as one value: stored bytes in, transition out.
+//! - `engine`: the decision path of every decision command over a store of
+//!   keys, the waiting queue and the gate in front of both, and the
+//!   registry of named policies.
+//! - `commands`: each command defined once as data (`table`), what is
+//!   derived from it (parsers, COMMAND DOCS) and the handlers, which reach
+//!   the server through a `Host` and answer a `Reply`.
+//! - `server`: the shell around the rest, and the only place that touches
+//!   the Redis module API or has `unsafe` code (denied everywhere else by
+//!   the attribute below). It is given the command table at load.
+//!
+//! Everything below `server` is plain Rust, tested without a server.
+//!
+//! # Words
+//!
+//! One meaning each, the same in code, tests and docs:
+//! - *request*: what one call asks: its cost, its charge (`FORCE`,
+//!   `PARTIAL`, `REFUND`, or a look), `DRYRUN`, `WAIT` (`engine::Request`).
+//! - *policy*: one limit, an algorithm with its parameters
+//!   (`policy::Policy`); a *named policy* is one kept in the registry.
+//! - *state*: a limiter's bytes in one Redis string.
+//! - *decision*: one limit's answer at one instant: allowed, limit,
+//!   remaining, retry after, reset after (`algorithm::Decision`).
+//! - *transition*: a decision and the write to the state that makes it
+//!   (`policy::Transition`).
+//! - *outcome*: a request's answer over all its limits (`engine::Outcome`).
+//! - *waiter*: a request blocked in its keys' *lines* until admitted or
+//!   its deadline; the *gate* decides a request at once or queues it.
+//! - *reply*: what the client is sent (`commands::Reply`); its *verdict*
+//!   is what it counts as in INFO (allowed, denied, waiting, other).
+//! - *lease*: a unit of a CONCURRENCY limit held until released
+//!   (RL.ACQUIRE); taking several units ahead in a client is *block
+//!   leasing*.
+//! - *cell*: redis-cell's state (CL.THROTTLE); a count-min sketch holds
+//!   *counters*.
 #![deny(unsafe_code)]
 
 mod algorithm;
@@ -18,7 +52,6 @@ mod bounds;
 mod codec;
 mod commands;
 mod engine;
-mod limits;
 mod policy;
 #[allow(unsafe_code)]
 mod server;

@@ -9,6 +9,7 @@ pub mod cell;
 pub mod concurrency;
 pub mod fixed_window;
 pub mod gcra;
+pub mod limits;
 pub mod schedule;
 pub mod sketch;
 pub mod sliding_approx;

@@ -1,9 +1,9 @@
 //! Argument parsing: integers, durations and options, from raw bytes.
 //! Arguments are never assumed to be UTF-8.
 
+use crate::algorithm::limits::MAX_DURATION;
 use crate::algorithm::Micros;
 use crate::engine::error::Error;
-use crate::limits::MAX_DURATION;
 
 /// Parses a decimal integer in `min..=max`: digits only, no sign, no spaces.
 pub fn integer(bytes: &[u8], arg: &'static str, min: u64, max: u64) -> Result<u64, Error> {
@@ -120,7 +120,7 @@ impl<'a, A: AsRef<[u8]>> Options<'a, A> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::limits::MAX_COUNT;
+    use crate::algorithm::limits::MAX_COUNT;
 
     #[test]
     fn integers() {

@@ -4,9 +4,9 @@
 use super::definition::CommandDef;
 use super::grammar::{join_words, Param};
 use super::{Host, Reply};
+use crate::algorithm::limits::MAX_US;
 use crate::algorithm::Micros;
 use crate::engine::error::{printable, Error};
-use crate::limits::MAX_US;
 
 const SET: usize = 0;
 const ADVANCE: usize = 1;

@@ -5,12 +5,12 @@
 //! A definition is plain data (see `table.rs`); adding an option to a policy
 //! is one more [`Opt`] in its definition plus what it means in `build`.
 
+use crate::algorithm::limits::MAX_COUNT;
 use crate::algorithm::Micros;
 use crate::bounds::Bound;
 use crate::commands::args::{self, Options};
 use crate::engine::error::{printable, Error};
 use crate::engine::{Charge, Request};
-use crate::limits::MAX_COUNT;
 use crate::policy::Policy;
 
 /// How one value parses.

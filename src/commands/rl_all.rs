@@ -7,11 +7,11 @@
 use super::definition::{CommandDef, Grammar};
 use super::grammar::{parse_common_with, policy_named, unknown_policy, PerKey, PolicyDef};
 use super::{named, Host, Reply, Shape};
+use crate::algorithm::limits::MAX_COUNT;
 use crate::commands::args;
 use crate::engine::error::Error;
 use crate::engine::gate::Gated;
 use crate::engine::Request;
-use crate::limits::MAX_COUNT;
 use crate::policy::Policy;
 use std::collections::HashSet;
 

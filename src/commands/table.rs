@@ -9,6 +9,7 @@ use super::{clock, lease, throttle};
 use crate::algorithm::concurrency::Concurrency;
 use crate::algorithm::fixed_window::FixedWindow;
 use crate::algorithm::gcra::Gcra;
+use crate::algorithm::limits::MAX_COUNT;
 use crate::algorithm::sketch::{
     Sketch, DEFAULT_DEPTH, DEFAULT_WIDTH, MAX_DEPTH, MAX_SKETCH_LIMIT, MAX_WIDTH,
 };
@@ -20,7 +21,6 @@ use crate::algorithm::MAX_HORIZON;
 use crate::bounds::{self, MAX_LOG_ENTRIES, MAX_SKETCH_BYTES};
 use crate::codec::sketch::{sketch_len, CELL_BYTES, SKETCH_HEADER};
 use crate::engine::error::Error;
-use crate::limits::MAX_COUNT;
 use crate::policy::Policy;
 
 /// The policy of every single-key decision command and of RL.ALL.

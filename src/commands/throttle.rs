@@ -7,12 +7,12 @@ use super::definition::CommandDef;
 use super::grammar::Param;
 use super::{Host, Reply};
 use crate::algorithm::cell::{Cell, CellError};
+use crate::algorithm::limits::{MAX_COUNT, MAX_DURATION};
 use crate::algorithm::Micros;
 use crate::codec::cell::{decode_cell_state, encode_cell_state};
 use crate::codec::StateError;
 use crate::engine::error::Error;
 use crate::engine::store::{self, Store};
-use crate::limits::{MAX_COUNT, MAX_DURATION};
 use crate::policy::StateWrite;
 
 pub const NAME: &str = "CL.THROTTLE";

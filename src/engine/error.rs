@@ -1,10 +1,10 @@
 //! Every error the module replies with, in one place. Each message starts
 //! with `ERR` or `WRONGTYPE` and names what is wrong; tests pin the texts.
 
+use crate::algorithm::limits::MAX_DURATION;
 use crate::algorithm::Micros;
 use crate::codec::lease::LEASE_LEN;
 use crate::codec::{Kind, StateError};
-use crate::limits::MAX_DURATION;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Error {

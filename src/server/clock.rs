@@ -9,8 +9,8 @@
 //! only with `RL.CLOCK SET` and `RL.CLOCK ADVANCE`: exact timelines for tests.
 
 use super::ffi::api;
+use crate::algorithm::limits::MAX_US;
 use crate::algorithm::Micros;
-use crate::limits::MAX_US;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 
 static MANUAL: AtomicBool = AtomicBool::new(false);
