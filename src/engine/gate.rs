@@ -79,7 +79,7 @@ pub fn decide<S: Shell>(
         request.clone(),
     );
     match (arrival?, request.wait) {
-        (Arrival::Reply(decided), _) => Ok(Gated::Now(decided)),
+        (Arrival::Now(decided), _) => Ok(Gated::Now(decided)),
         (Arrival::Wait(place), Some(timeout)) => {
             let token = shell.block().ok_or_else(internal)?;
             let waiter = Waiter {
@@ -114,7 +114,7 @@ pub fn behind_line<K: Eq + Hash + Clone, T: Eq + Hash + Clone>(
     let keys = std::slice::from_ref(&key);
     let arrival = queues.arrive(keyspace, keys, std::slice::from_ref(policy), now, request);
     Some(arrival.and_then(|a| match a {
-        Arrival::Reply(d) => Ok(d),
+        Arrival::Now(d) => Ok(d),
         Arrival::Wait(_) => Err(internal()),
     }))
 }

@@ -138,7 +138,7 @@ impl<K, T> Waiter<K, T> {
 
 /// How a wait ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Resolution {
+pub enum Ending {
     /// Admitted and charged.
     Admitted(Decided),
     /// The deadline passed first: the denial as of then.
@@ -148,13 +148,14 @@ pub enum Resolution {
     Failed(KeyError),
 }
 
+/// A wait that ended: whose, when it began and ended, and how.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Event<K, T> {
+pub struct Ended<K, T> {
     pub token: T,
     /// When it ended, on the limiter clock.
     pub at: Micros,
     pub since: Micros,
-    pub resolution: Resolution,
+    pub ending: Ending,
     /// For an admission: what was charged, to take it back if its reply
     /// cannot be delivered.
     pub charged: Option<Charged<K>>,
@@ -172,7 +173,7 @@ pub struct Charged<K> {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Arrival {
     /// Reply now (admitted and charged, or denied).
-    Reply(Decided),
+    Now(Decided),
     /// Block the client and [`Queues::enqueue`] it with this place.
     Wait(Place),
 }
@@ -451,7 +452,7 @@ impl<K: Eq + Hash + Clone, T: Eq + Hash + Clone> Queues<K, T> {
         keyspace: &mut S,
         token: &T,
         at: Micros,
-    ) -> Option<Event<K, T>> {
+    ) -> Option<Ended<K, T>> {
         let id = *self.by_token.get(token)?;
         let waiter = self.remove(id, at, false)?;
         Some(self.timed_out(keyspace, waiter, at))
@@ -462,16 +463,16 @@ impl<K: Eq + Hash + Clone, T: Eq + Hash + Clone> Queues<K, T> {
         keyspace: &mut S,
         waiter: Waiter<K, T>,
         at: Micros,
-    ) -> Event<K, T> {
-        let resolution = match self.denial(keyspace, &waiter, at) {
-            Ok(d) => Resolution::TimedOut(d),
-            Err(e) => Resolution::Failed(e),
+    ) -> Ended<K, T> {
+        let ending = match self.denial(keyspace, &waiter, at) {
+            Ok(d) => Ending::TimedOut(d),
+            Err(e) => Ending::Failed(e),
         };
-        Event {
+        Ended {
             token: waiter.token,
             at,
             since: waiter.since,
-            resolution,
+            ending,
             charged: None,
         }
     }
@@ -483,7 +484,7 @@ impl<K: Eq + Hash + Clone, T: Eq + Hash + Clone> Queues<K, T> {
         keyspace: &mut S,
         at: Micros,
         budget: usize,
-    ) -> Vec<Event<K, T>> {
+    ) -> Vec<Ended<K, T>> {
         let mut events = Vec::new();
         while events.len() < budget {
             let Some(id) = self.entries.keys().next().copied() else {
@@ -508,7 +509,7 @@ impl<K: Eq + Hash + Clone, T: Eq + Hash + Clone> Queues<K, T> {
         from: Micros,
         to: Micros,
         budget: usize,
-    ) -> Vec<Event<K, T>> {
+    ) -> Vec<Ended<K, T>> {
         let from = from.min(to);
         let mut events = Vec::new();
         // Each step ends a wait or moves a head's due time strictly later;
@@ -544,7 +545,7 @@ impl<K: Eq + Hash + Clone, T: Eq + Hash + Clone> Queues<K, T> {
         keyspace: &mut S,
         id: u64,
         at: Micros,
-        events: &mut Vec<Event<K, T>>,
+        events: &mut Vec<Ended<K, T>>,
     ) {
         work::one(Work::Waiters);
         let Some(entry) = self.entries.get(&id) else {
@@ -561,8 +562,8 @@ impl<K: Eq + Hash + Clone, T: Eq + Hash + Clone> Queues<K, T> {
         }
         let request = w.request(Charge::Normal);
         let (keys, planned) = (w.keys.clone(), entry.planned);
-        let resolution = match keyspace.decide(&w.keys, &w.policies, at, request) {
-            Ok(d) if d.allowed => Resolution::Admitted(d),
+        let ending = match keyspace.decide(&w.keys, &w.policies, at, request) {
+            Ok(d) if d.allowed => Ending::Admitted(d),
             Ok(d) => {
                 let again = match d.retry_after {
                     // Strictly later, so that every attempt moves on.
@@ -574,9 +575,9 @@ impl<K: Eq + Hash + Clone, T: Eq + Hash + Clone> Queues<K, T> {
                 self.set_lag(&keys, again.min(at.saturating_add(MAX_LAG)), planned);
                 return;
             }
-            Err(e) => Resolution::Failed(e),
+            Err(e) => Ending::Failed(e),
         };
-        let admitted = matches!(resolution, Resolution::Admitted(_));
+        let admitted = matches!(ending, Ending::Admitted(_));
         if admitted {
             self.set_lag(&keys, at, planned);
         }
@@ -587,11 +588,11 @@ impl<K: Eq + Hash + Clone, T: Eq + Hash + Clone> Queues<K, T> {
                 keys: waiter.keys,
                 policies: waiter.policies,
             });
-            events.push(Event {
+            events.push(Ended {
                 token: waiter.token,
                 at,
                 since: waiter.since,
-                resolution,
+                ending,
                 charged,
             });
         }

@@ -26,7 +26,7 @@ use crate::bounds;
 use crate::commands::Shape;
 use crate::engine::error::Error;
 use crate::engine::gate::{self, Gated, Shell};
-use crate::engine::queue::{Charged, Event, Queues, Resolution};
+use crate::engine::queue::{Charged, Ended, Queues, Ending};
 use crate::engine::{Decided, KeyError, Request};
 use crate::policy::Policy;
 use keyspace::ServerKeyspace;
@@ -324,21 +324,21 @@ struct Resolved {
 }
 
 /// Ends a wait: counts it and unblocks the client with its reply.
-fn resolve(event: Event<KeyName, Token>) {
+fn resolve(event: Ended<KeyName, Token>) {
     let waited = event.at.saturating_sub(event.since);
     let token = event.token;
-    let result = match event.resolution {
-        Resolution::Admitted(d) => {
+    let result = match event.ending {
+        Ending::Admitted(d) => {
             stats::wait_admitted(waited);
             Ok(d)
         }
-        Resolution::TimedOut(d) => {
+        Ending::TimedOut(d) => {
             stats::wait_timed_out(waited);
             Ok(d)
         }
         // An error reply (the key changed type meanwhile): the wait ended
         // without admission, counted with the timeouts.
-        Resolution::Failed(e) => {
+        Ending::Failed(e) => {
             stats::wait_timed_out(waited);
             Err(e)
         }
@@ -496,9 +496,9 @@ extern "C" fn on_timeout(
             };
             let waited = now.saturating_sub(event.since);
             stats::wait_timed_out(waited);
-            let result = match event.resolution {
-                Resolution::TimedOut(d) | Resolution::Admitted(d) => Ok(d),
-                Resolution::Failed(e) => Err(e),
+            let result = match event.ending {
+                Ending::TimedOut(d) | Ending::Admitted(d) => Ok(d),
+                Ending::Failed(e) => Err(e),
             };
             send(ctx, event.token.shape, event.token.command, &result);
             // SAFETY: the handle is ours and was in the queue; after a

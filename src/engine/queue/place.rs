@@ -50,7 +50,7 @@ impl<K: Eq + Hash + Clone, T: Eq + Hash + Clone> Queues<K, T> {
                     let due = now.saturating_add(wait);
                     Arrival::Wait(Place { due, planned: due })
                 }
-                _ => Arrival::Reply(decided),
+                _ => Arrival::Now(decided),
             });
         }
         if matches!(request.charge, Charge::Force | Charge::Refund) {
@@ -62,7 +62,7 @@ impl<K: Eq + Hash + Clone, T: Eq + Hash + Clone> Queues<K, T> {
         };
         let alone = keyspace.decide(keys, policies, now, dry)?;
         if alone.retry_after == RetryAfter::Never {
-            return Ok(Arrival::Reply(self.granting(alone, &request)));
+            return Ok(Arrival::Now(self.granting(alone, &request)));
         }
         if timeout.is_none()
             && alone.allowed
@@ -70,7 +70,7 @@ impl<K: Eq + Hash + Clone, T: Eq + Hash + Clone> Queues<K, T> {
         {
             return keyspace
                 .decide(keys, policies, now, plain)
-                .map(Arrival::Reply);
+                .map(Arrival::Now);
         }
         let planned = self.plan(keyspace, keys, policies, now, &plain)?;
         let lag = self.lag(keys);
@@ -88,7 +88,7 @@ impl<K: Eq + Hash + Clone, T: Eq + Hash + Clone> Queues<K, T> {
         }
         let after = planned.map(|at| at.saturating_add(lag));
         self.queued_denial(keyspace, keys, policies, now, after, &request)
-            .map(Arrival::Reply)
+            .map(Arrival::Now)
     }
 
     /// FORCE and REFUND beside a line: written as without one, and taken
@@ -123,7 +123,7 @@ impl<K: Eq + Hash + Clone, T: Eq + Hash + Clone> Queues<K, T> {
                 }
             }
         }
-        Ok(Arrival::Reply(decided))
+        Ok(Arrival::Now(decided))
     }
 
     /// Whether a request without `WAIT`, admitted alone, may go ahead of
@@ -320,7 +320,7 @@ impl<K: Eq + Hash + Clone, T: Eq + Hash + Clone> Queues<K, T> {
             ..waiter.request(Charge::Normal)
         };
         match self.arrive(keyspace, keys, policies, at, request.clone())? {
-            Arrival::Reply(d) if !d.allowed => Ok(d),
+            Arrival::Now(d) if !d.allowed => Ok(d),
             // Admissible now (the state changed, or it was behind others):
             // it may retry at once.
             _ => self.queued_denial(keyspace, keys, policies, at, Some(at), &request),

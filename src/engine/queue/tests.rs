@@ -47,7 +47,7 @@ fn arrive(
 ) -> Option<Decided> {
     let policies = vec![policy; keys.len()];
     match q.arrive(ks, keys, &policies, now, request.clone()).unwrap() {
-        Arrival::Reply(d) => Some(d),
+        Arrival::Now(d) => Some(d),
         Arrival::Wait(place) => {
             let deadline = now.saturating_add(request.wait.unwrap());
             q.enqueue(
@@ -68,10 +68,10 @@ fn arrive(
     }
 }
 
-fn admitted(events: &[Event<&'static str, u32>]) -> Vec<(u32, Micros)> {
+fn admitted(events: &[Ended<&'static str, u32>]) -> Vec<(u32, Micros)> {
     events
         .iter()
-        .filter(|e| matches!(e.resolution, Resolution::Admitted(_)))
+        .filter(|e| matches!(e.ending, Ending::Admitted(_)))
         .map(|e| (e.token, e.at))
         .collect()
 }
@@ -274,7 +274,7 @@ fn a_waiter_times_out_at_its_deadline_behind_another() {
     assert!(events.is_empty());
     let events = q.process(&mut ks, at(3 * S - 1), at(3 * S), BUDGET);
     assert_eq!(events.len(), 1);
-    let Resolution::TimedOut(d) = &events[0].resolution else {
+    let Ending::TimedOut(d) = &events[0].ending else {
         panic!("{events:?}")
     };
     assert_eq!((events[0].token, events[0].at), (2, at(3 * S)));
@@ -327,7 +327,7 @@ fn a_wait_ended_early_is_a_timeout_with_the_denial_as_of_then() {
     arrive(&mut q, &mut ks, &["k"], gcra(), T0, req(1, None), 0);
     assert!(arrive(&mut q, &mut ks, &["k"], gcra(), T0, req(1, Some(5 * S)), 1).is_none());
     let event = q.time_out(&mut ks, &1, at(S / 4)).unwrap();
-    let Resolution::TimedOut(d) = event.resolution else {
+    let Ending::TimedOut(d) = event.ending else {
         panic!()
     };
     assert_eq!(retry(&d), RetryAfter::After(Micros::new(3 * S / 4)));
@@ -400,7 +400,7 @@ fn dryrun_never_waits() {
         ..req(1, Some(5 * S))
     };
     let d = q.arrive(&mut ks, &["k"], &[gcra()], T0, request).unwrap();
-    assert!(matches!(d, Arrival::Reply(d) if !d.allowed));
+    assert!(matches!(d, Arrival::Now(d) if !d.allowed));
 }
 
 #[test]
@@ -415,7 +415,7 @@ fn release_all_denies_everyone_and_writes_nothing() {
     assert_eq!(tokens, [1, 2]);
     assert!(events
         .iter()
-        .all(|e| matches!(&e.resolution, Resolution::TimedOut(d) if !d.allowed)));
+        .all(|e| matches!(&e.ending, Ending::TimedOut(d) if !d.allowed)));
     assert!(q.is_empty());
     assert_eq!(ks.values, before);
 }
@@ -474,7 +474,7 @@ fn a_released_lease_wakes_the_first_waiter_at_once_in_arrival_order() {
     assert_eq!(q.len(), 1);
     // 2 gives up at its deadline.
     let events = q.process(&mut ks, at(20), at(S + 1), BUDGET);
-    assert!(matches!(events[0].resolution, Resolution::TimedOut(_)));
+    assert!(matches!(events[0].ending, Ending::TimedOut(_)));
     assert!(q.is_empty());
 }
 
@@ -549,14 +549,14 @@ fn an_arrival_asks_the_keyspace_the_same_behind_3_and_3000_waiters() {
                     };
                     q.enqueue(ks, waiter, place);
                 }
-                Arrival::Reply(d) => assert!(d.allowed, "{d:?}"),
+                Arrival::Now(d) => assert!(d.allowed, "{d:?}"),
             }
         }
         let before = ks.calls;
         let d = q
             .arrive(ks, &["k"], std::slice::from_ref(&policy), T0, req(1, None))
             .unwrap();
-        assert!(matches!(d, Arrival::Reply(ref d) if !d.allowed));
+        assert!(matches!(d, Arrival::Now(ref d) if !d.allowed));
         ks.calls - before
     };
     let at_3 = cost_at(&mut q, &mut ks, 3);
@@ -605,7 +605,7 @@ proptest::proptest! {
                     for e in q.process(&mut ks, now, to, 10_000) {
                         let deadline = deadlines.remove(&e.token).unwrap();
                         proptest::prop_assert!(e.at <= deadline);
-                        if matches!(e.resolution, Resolution::Admitted(_)) {
+                        if matches!(e.ending, Ending::Admitted(_)) {
                             proptest::prop_assert!(e.token > last_admitted);
                             last_admitted = e.token;
                         }

@@ -12,8 +12,8 @@
 //!
 //! ```sh
 //! make run                                         # redis-server with the module, port 6379
-//! cargo run --release --example lease              # P in 1,10,50; k in 1,5,20,≤20; 3 s each
-//! cargo run --release --example lease -- 2000 3    # limit per second, seconds per run
+//! cargo run --release --example block_leasing       # P in 1,10,50; k in 1,5,20,≤20; 3 s each
+//! cargo run --release --example block_leasing -- 2000 3  # limit per second, seconds per run
 //! ```
 //!
 //! `REDIS_URL` (default `redis://127.0.0.1:6379/`) overrides the server.
