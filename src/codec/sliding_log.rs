@@ -39,7 +39,7 @@
 //! limit that wrote it; it is read as it is and retagged by its next
 //! write, which is otherwise an ordinary one.
 
-use super::{body, Kind, Patch, StateError, LEGACY_SLIDING_LOG_TAG};
+use super::{body, le_u32, le_u64, Kind, Patch, StateError, LEGACY_SLIDING_LOG_TAG};
 use crate::algorithm::sliding_log::{Entries, LogEdit, MAX_SLIDING_LOG_LIMIT};
 use crate::algorithm::Micros;
 use std::cell::Cell;
@@ -72,14 +72,6 @@ pub struct StoredSlidingLog<'a> {
     last: Micros,
     legacy: bool,
     reads: Cell<usize>,
-}
-
-fn u32_at(b: &[u8], at: usize) -> Option<u32> {
-    Some(u32::from_le_bytes(b.get(at..at + 4)?.try_into().ok()?))
-}
-
-fn u64_at(b: &[u8], at: usize) -> Option<u64> {
-    Some(u64::from_le_bytes(b.get(at..at + 8)?.try_into().ok()?))
 }
 
 /// What a log write stores.
@@ -116,9 +108,9 @@ impl<'a> StoredSlidingLog<'a> {
         let legacy = value.first() == Some(&LEGACY_SLIDING_LOG_TAG);
         let head = value.get(..SLIDING_LOG_HEADER).ok_or(corrupt)?;
         let width = usize::from(head[1]);
-        let field = |at| u32_at(head, at).map(|x| x as usize).ok_or(corrupt);
+        let field = |at| le_u32(head, at).map(|x| x as usize).ok_or(corrupt);
         let (cap, tail, len) = (field(CAP_AT)?, field(TAIL_AT)?, field(10)?);
-        let last = Micros::new(u64_at(head, 14).ok_or(corrupt)?);
+        let last = Micros::new(le_u64(head, 14).ok_or(corrupt)?);
         let slots = &value[SLIDING_LOG_HEADER..];
         let max_cap = if legacy {
             LEGACY_MAX_CAP
