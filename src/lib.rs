@@ -4,7 +4,8 @@
 //! - `algorithm`: the pure core, every algorithm in plain Rust with the
 //!   time passed in, in exact integer arithmetic; no Redis types.
 //! - `codec`: the core's state laid out in plain strings (versioned tags).
-//! - `policy`: any limit as one value, bytes in, decision and write out.
+//! - `policy`: any limit as one value, bytes in, decision and write out;
+//!   each algorithm one `Limiter` implementation, in a file of its own.
 //! - `store` and `engine`: the one decision path of every decision command
 //!   over a store of keys (the server's, or one in memory).
 //! - `commands`: each command defined once as data, and what is derived

@@ -4,7 +4,7 @@
 //! Every algorithm is one [`Limiter`] implementation in its own file here:
 //! its stored-state glue (decode, decide, refund, force, write) and its
 //! policy tests. [`Policy`] only names the algorithm a command parsed and
-//! dispatches to it ([`with_limiter!`]); adding an algorithm adds a variant,
+//! dispatches to it (`with_limiter!`); adding an algorithm adds a variant,
 //! one arm of that match, and its file.
 
 use crate::algorithm::concurrency::{Concurrency, LeaseId};
