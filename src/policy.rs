@@ -31,7 +31,7 @@ mod sliding_subwindows;
 mod token_bucket;
 pub use concurrency::{change_leases, release_lease};
 pub use limiter::{ForceError, Limiter};
-pub use sketch::ItemSketch;
+use sketch::ItemSketch;
 
 /// One parsed limit.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -207,6 +207,70 @@ impl Outcome {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    #[test]
+    fn each_policy_dispatches_to_its_own_kind_and_command() {
+        let s = Micros::from_secs(1);
+        let cases = [
+            (
+                Policy::Gcra(Gcra::new(2, s, 2).unwrap()),
+                Kind::Gcra,
+                "RL.GCRA",
+            ),
+            (
+                Policy::Bucket(TokenBucket::new(2, 1, s).unwrap()),
+                Kind::Bucket,
+                "RL.BUCKET",
+            ),
+            (
+                Policy::SlidingLog(SlidingLog::new(2, s)),
+                Kind::SlidingLog,
+                "RL.SLIDING EXACT",
+            ),
+            (
+                Policy::SlidingApprox(SlidingApprox::new(2, s)),
+                Kind::SlidingApprox,
+                "RL.SLIDING APPROX",
+            ),
+            (
+                Policy::SlidingSubwindows(SlidingSubwindows::new(2, s, 3)),
+                Kind::SlidingSubwindows,
+                "RL.SLIDING BUCKETS",
+            ),
+            (
+                Policy::Fixed(FixedWindow::new(2, s, false)),
+                Kind::Fixed,
+                "RL.FIXED",
+            ),
+            (
+                Policy::Fixed(FixedWindow::new(2, s, true)),
+                Kind::FixedAligned,
+                "RL.FIXED ALIGNED",
+            ),
+            (
+                Policy::Sketch {
+                    sketch: Sketch::new(2, s, 4, 2),
+                    item: b"i".to_vec(),
+                },
+                Kind::Sketch,
+                "RL.SKETCH",
+            ),
+            (
+                Policy::Concurrency(Concurrency::new(2, s)),
+                Kind::Concurrency,
+                "RL.ACQUIRE",
+            ),
+        ];
+        for (policy, kind, command) in cases {
+            assert_eq!((policy.kind(), policy.command()), (kind, command));
+            assert_eq!(policy.holds_leases(), kind == Kind::Concurrency);
+            // What a policy writes carries its own tag.
+            let mut value = None;
+            let out = policy.decide(None, Micros::from_secs(100), 1).unwrap();
+            out.write.unwrap().apply_to(&mut value);
+            assert_eq!(value.and_then(|v| Kind::of(&v)), Some(kind));
+        }
+    }
 
     // The window limiters' own properties are in algorithm/window_props.rs;
     // these are the policy's: reading states written with other parameters
