@@ -38,7 +38,7 @@ pub enum Kind {
     FixedAligned,
     /// RL.FIXED state written by 0.1.0 under one tag for both modes: a
     /// window begun at a first request, or an aligned one. Read, never
-    /// written (see `policy::decode_fixed`).
+    /// written (see `policy/fixed_window.rs`).
     FixedLegacy,
     Sketch,
     /// RL.ACQUIRE's leases (RL.ALL's CONCURRENCY).
@@ -136,6 +136,21 @@ pub struct Mismatch {
     pub given: u64,
     /// The values are durations in µs.
     pub duration: bool,
+}
+
+/// The little-endian `u32` at byte `at` of `b`, if `b` holds it: how every
+/// layout reads its fixed-width fields.
+pub(crate) fn le_u32(b: &[u8], at: usize) -> Option<u32> {
+    Some(u32::from_le_bytes(
+        b.get(at..at.checked_add(4)?)?.try_into().ok()?,
+    ))
+}
+
+/// The little-endian `u64` at byte `at` of `b`, if `b` holds it.
+pub(crate) fn le_u64(b: &[u8], at: usize) -> Option<u64> {
+    Some(u64::from_le_bytes(
+        b.get(at..at.checked_add(8)?)?.try_into().ok()?,
+    ))
 }
 
 /// Checks the tag of `value` against `expected` and returns the body.

@@ -10,7 +10,8 @@
 //!   in exact integer arithmetic.
 //! - `codec`: the algorithms' state laid out in plain strings (a tag byte
 //!   per layout).
-//! - `policy`: any limit as one value: stored bytes in, transition out.
+//! - `policy`: any limit as one value: stored bytes in, transition out;
+//!   each algorithm one `Limiter` implementation, in a file of its own.
 //! - `engine`: the decision path of every decision command over a store of
 //!   keys, the waiting queue and the gate in front of both, and the
 //!   registry of named policies.

@@ -5,7 +5,7 @@ use redis_ratelimit::api::{Decision, Gcra, Micros, Policy, RetryAfter, Tat, Toke
 
 /// Runs one decision at `now` µs and keeps the new state.
 fn step(g: &Gcra, state: &mut Option<Tat>, now: u64, cost: u64) -> Decision {
-    let (d, new) = g.decide(*state, Micros::new(now), cost);
+    let (d, new) = g.schedule().decide(*state, Micros::new(now), cost);
     if let Some(t) = new {
         *state = Some(t);
     }
@@ -96,9 +96,9 @@ proptest! {
             RetryAfter::After(wait) => {
                 let wait = wait.as_u64();
                 prop_assert!(!d.allowed && wait > 0);
-                let (later, _) = g.decide(state, Micros::new(now + wait), cost);
+                let (later, _) = g.schedule().decide(state, Micros::new(now + wait), cost);
                 prop_assert!(later.allowed, "not admitted after retry_after");
-                let (sooner, _) = g.decide(state, Micros::new(now + wait - 1), cost);
+                let (sooner, _) = g.schedule().decide(state, Micros::new(now + wait - 1), cost);
                 prop_assert!(!sooner.allowed, "admitted before retry_after");
             }
         }
@@ -108,10 +108,10 @@ proptest! {
         }
         prop_assert!(!step(&g, &mut probe, now, 1).allowed, "more than remaining admitted");
         let reset = d.reset_after.as_u64();
-        let (full, _) = g.decide(state, Micros::new(now + reset), burst);
+        let (full, _) = g.schedule().decide(state, Micros::new(now + reset), burst);
         prop_assert!(full.allowed, "not full after reset_after");
         if reset > 0 {
-            let (not_yet, _) = g.decide(state, Micros::new(now + reset - 1), burst);
+            let (not_yet, _) = g.schedule().decide(state, Micros::new(now + reset - 1), burst);
             prop_assert!(!not_yet.allowed, "full before reset_after");
         }
     }

@@ -111,15 +111,6 @@ impl Leases for [Slot] {
     }
 }
 
-impl Leases for Vec<Slot> {
-    fn slots(&self) -> usize {
-        self.len()
-    }
-    fn slot(&self, i: usize) -> Slot {
-        self.get(i).copied().unwrap_or_default()
-    }
-}
-
 /// What an admitted acquire writes: the header (all of it for a new key)
 /// and the slots it changed (O(log n); one of them maybe appended).
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -3,8 +3,8 @@
 //! `period / limit`; a burst may run ahead of that schedule by `burst`
 //! intervals.
 
-use super::schedule::{Schedule, ScheduleError, Tat};
-use super::{Decision, Micros};
+use super::schedule::{Schedule, ScheduleError};
+use super::Micros;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Gcra {
@@ -20,18 +20,9 @@ impl Gcra {
         })
     }
 
-    pub fn decide(&self, stored: Option<Tat>, now: Micros, cost: u64) -> (Decision, Option<Tat>) {
-        self.schedule.decide(stored, now, cost)
-    }
-
-    /// Gives back `n` units ([`Schedule::refund`]).
-    pub fn refund(&self, stored: Option<Tat>, now: Micros, n: u64) -> Option<Tat> {
-        self.schedule.refund(stored, now, n)
-    }
-
-    /// Charges `cost` whether or not it fits ([`Schedule::force`]).
-    pub fn force(&self, stored: Option<Tat>, now: Micros, cost: u64) -> Option<Tat> {
-        self.schedule.force(stored, now, cost)
+    /// The schedule that decides, refunds and forces for it.
+    pub fn schedule(&self) -> &Schedule {
+        &self.schedule
     }
 }
 
@@ -70,7 +61,7 @@ mod tests {
             (9_500, 5, false, 2, Some(3_000), 3_000),
         ];
         for (i, &(now, cost, allowed, remaining, retry, reset)) in cases.iter().enumerate() {
-            let (d, new) = g.decide(state, ms(now), cost);
+            let (d, new) = g.schedule().decide(state, ms(now), cost);
             if let Some(t) = new {
                 state = Some(t);
             }
@@ -93,7 +84,7 @@ mod tests {
         let mut state = None;
         let mut n = 0;
         for _ in 0..20 {
-            let (d, new) = g.decide(state, Micros::ZERO, 1);
+            let (d, new) = g.schedule().decide(state, Micros::ZERO, 1);
             if let Some(t) = new {
                 state = Some(t);
             }

@@ -30,15 +30,6 @@ impl Entries for [Micros] {
     }
 }
 
-impl Entries for Vec<Micros> {
-    fn count(&self) -> usize {
-        self.len()
-    }
-    fn stamp(&self, i: usize) -> Micros {
-        self.get(i).copied().unwrap_or_default()
-    }
-}
-
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SlidingLog {
     limit: u64,

@@ -7,8 +7,8 @@
 //! two are the same policy seen from two sides); the bucket's parameters
 //! speak in tokens, GCRA's in a rate and a burst.
 
-use super::schedule::{Schedule, ScheduleError, Tat};
-use super::{Decision, Micros};
+use super::schedule::{Schedule, ScheduleError};
+use super::Micros;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TokenBucket {
@@ -23,19 +23,10 @@ impl TokenBucket {
         })
     }
 
-    /// `stored` is the time the bucket is full again (`None`: full now).
-    pub fn decide(&self, stored: Option<Tat>, now: Micros, cost: u64) -> (Decision, Option<Tat>) {
-        self.schedule.decide(stored, now, cost)
-    }
-
-    /// Gives back `n` units ([`Schedule::refund`]).
-    pub fn refund(&self, stored: Option<Tat>, now: Micros, n: u64) -> Option<Tat> {
-        self.schedule.refund(stored, now, n)
-    }
-
-    /// Charges `cost` whether or not it fits ([`Schedule::force`]).
-    pub fn force(&self, stored: Option<Tat>, now: Micros, cost: u64) -> Option<Tat> {
-        self.schedule.force(stored, now, cost)
+    /// The schedule that decides, refunds and forces for it; its stored
+    /// state is the time the bucket is full again (`None`: full now).
+    pub fn schedule(&self) -> &Schedule {
+        &self.schedule
     }
 }
 
@@ -51,16 +42,16 @@ mod tests {
     fn starts_full_and_refills_continuously() {
         // 10 tokens, 2 per second.
         let b = TokenBucket::new(10, 2, SECOND).unwrap();
-        let (d, full_at) = b.decide(None, Micros::ZERO, 10);
+        let (d, full_at) = b.schedule().decide(None, Micros::ZERO, 10);
         assert!(d.allowed);
         assert_eq!(d.remaining, 0);
         assert_eq!(d.reset_after, Micros::from_secs(5));
         // Half a second later one token is back; two cost 1 s of refill.
-        let (d, _) = b.decide(full_at, HALF_SECOND, 2);
+        let (d, _) = b.schedule().decide(full_at, HALF_SECOND, 2);
         assert!(!d.allowed);
         assert_eq!(d.remaining, 1);
         assert_eq!(d.retry_after, RetryAfter::After(HALF_SECOND));
-        let (d, _) = b.decide(full_at, HALF_SECOND, 1);
+        let (d, _) = b.schedule().decide(full_at, HALF_SECOND, 1);
         assert!(d.allowed);
         assert_eq!(d.remaining, 0);
     }

@@ -19,7 +19,7 @@
 //! value zero-filled (an all-zero cell counts nothing), and the patch
 //! always reaches the last cell, so the value has its full size at once.
 
-use super::{body, Kind, Patch, StateError};
+use super::{body, le_u32, le_u64, Kind, Patch, StateError};
 use crate::algorithm::sketch::{
     Cell, Sketch, SketchCells, SketchChange, SketchState, MAX_DEPTH, MAX_WIDTH,
 };
@@ -45,27 +45,15 @@ pub struct StoredSketch<'a> {
     cells: &'a [u8],
 }
 
-fn u32_at(b: &[u8], at: usize) -> u32 {
-    b.get(at..at + 4)
-        .and_then(|s| s.try_into().ok())
-        .map_or(0, u32::from_le_bytes)
-}
-
-fn u64_at(b: &[u8], at: usize) -> u64 {
-    b.get(at..at + 8)
-        .and_then(|s| s.try_into().ok())
-        .map_or(0, u64::from_le_bytes)
-}
-
 impl<'a> StoredSketch<'a> {
     pub fn decode(value: &'a [u8]) -> Result<StoredSketch<'a>, StateError> {
         let corrupt = StateError::Corrupt(Kind::Sketch);
         body(value, Kind::Sketch)?;
         let head = value.get(..SKETCH_HEADER).ok_or(corrupt)?;
         let depth = usize::from(head[1]);
-        let width = u32_at(head, 2) as usize;
-        let window = u64_at(head, 6);
-        let sweep = u32_at(head, 22) as usize;
+        let width = le_u32(head, 2).unwrap_or_default() as usize;
+        let window = le_u64(head, 6).unwrap_or_default();
+        let sweep = le_u32(head, 22).unwrap_or_default() as usize;
         let valid = (1..=MAX_DEPTH as usize).contains(&depth)
             && (1..=MAX_WIDTH as usize).contains(&width)
             && window > 0
@@ -78,7 +66,7 @@ impl<'a> StoredSketch<'a> {
             depth,
             width,
             window: Micros::new(window),
-            index: u64_at(head, INDEX_AT),
+            index: le_u64(head, INDEX_AT).unwrap_or_default(),
             sweep,
             cells: &value[SKETCH_HEADER..],
         })
@@ -97,9 +85,9 @@ impl SketchCells for StoredSketch<'_> {
     fn cell(&self, i: usize) -> Cell {
         let at = i * CELL_BYTES;
         Cell {
-            tag: u32_at(self.cells, at),
-            prev: u32_at(self.cells, at + 4),
-            cur: u32_at(self.cells, at + 8),
+            tag: le_u32(self.cells, at).unwrap_or_default(),
+            prev: le_u32(self.cells, at + 4).unwrap_or_default(),
+            cur: le_u32(self.cells, at + 8).unwrap_or_default(),
         }
     }
 }

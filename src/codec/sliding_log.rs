@@ -39,7 +39,7 @@
 //! limit that wrote it; it is read as it is and retagged by its next
 //! write, which is otherwise an ordinary one.
 
-use super::{body, Kind, Patch, StateError, LEGACY_SLIDING_LOG_TAG};
+use super::{body, le_u32, le_u64, Kind, Patch, StateError, LEGACY_SLIDING_LOG_TAG};
 use crate::algorithm::sliding_log::{Entries, LogEdit, MAX_SLIDING_LOG_LIMIT};
 use crate::algorithm::Micros;
 use std::cell::Cell;
@@ -72,14 +72,6 @@ pub struct StoredSlidingLog<'a> {
     last: Micros,
     legacy: bool,
     reads: Cell<usize>,
-}
-
-fn u32_at(b: &[u8], at: usize) -> Option<u32> {
-    Some(u32::from_le_bytes(b.get(at..at + 4)?.try_into().ok()?))
-}
-
-fn u64_at(b: &[u8], at: usize) -> Option<u64> {
-    Some(u64::from_le_bytes(b.get(at..at + 8)?.try_into().ok()?))
 }
 
 /// What a log write stores.
@@ -116,9 +108,9 @@ impl<'a> StoredSlidingLog<'a> {
         let legacy = value.first() == Some(&LEGACY_SLIDING_LOG_TAG);
         let head = value.get(..SLIDING_LOG_HEADER).ok_or(corrupt)?;
         let width = usize::from(head[1]);
-        let field = |at| u32_at(head, at).map(|x| x as usize).ok_or(corrupt);
+        let field = |at| le_u32(head, at).map(|x| x as usize).ok_or(corrupt);
         let (cap, tail, len) = (field(CAP_AT)?, field(TAIL_AT)?, field(10)?);
-        let last = Micros::new(u64_at(head, 14).ok_or(corrupt)?);
+        let last = Micros::new(le_u64(head, 14).ok_or(corrupt)?);
         let slots = &value[SLIDING_LOG_HEADER..];
         let max_cap = if legacy {
             LEGACY_MAX_CAP
@@ -183,26 +175,15 @@ impl<'a> StoredSlidingLog<'a> {
         bytes.unwrap_or_default().to_vec()
     }
 
-    /// The write that applies `edit` for a log of stamp `width`; a ring
-    /// that must grow grows to at most `max_cap` slots (or what the entries
-    /// need, if more).
-    pub fn write(&self, edit: &LogEdit, width: usize, max_cap: usize) -> LogWrite {
+    /// The write that applies `edit` for a log of stamp `width` (see
+    /// [`write_log`]); a ring that must grow grows to at most `max_cap`
+    /// slots (or what the entries need, if more).
+    fn write(&self, edit: &LogEdit, width: usize, max_cap: usize) -> LogWrite {
+        if width != self.width {
+            return rewrite(Some(self), edit, width);
+        }
         let a = edit.after(self.len);
         let len = a.len();
-        if width != self.width {
-            let last = match a.added {
-                0 if a.kept > 0 => self.stamp(a.from + a.kept - 1),
-                _ => edit.at,
-            };
-            let value = whole(edit.keep.max(len), width, len, last, |v| {
-                self.each_stamp(a.from, a.kept, |t| put_stamp(v, t, width));
-                put_stamps(v, edit.at, width, a.added);
-            });
-            return LogWrite {
-                bytes: LogBytes::Whole(value),
-                written: len,
-            };
-        }
         let mut tail = (self.tail + a.from) % self.cap;
         let mut cap = self.cap;
         let mut ranges = Vec::new();
@@ -357,7 +338,10 @@ pub fn encode_sliding_log(cap: usize, width: usize, entries: &[Micros]) -> Vec<u
     })
 }
 
-/// The write that applies `edit` to `stored` (`None`: no key).
+/// The write that applies `edit` to `stored` (`None`: no key) for a log
+/// of stamp `width`: the one way a log is written. A stored log of that
+/// width is patched in place; a new key, or a log whose stamps have the
+/// other width, is written whole.
 pub fn write_log(
     stored: Option<&StoredSlidingLog>,
     edit: &LogEdit,
@@ -366,16 +350,28 @@ pub fn write_log(
 ) -> LogWrite {
     match stored {
         Some(log) => log.write(edit, width, max_cap),
-        None => {
-            let added = edit.after(0).added;
-            let value = whole(edit.keep.max(added), width, added, edit.at, |v| {
-                put_stamps(v, edit.at, width, added)
-            });
-            LogWrite {
-                bytes: LogBytes::Whole(value),
-                written: added,
-            }
+        None => rewrite(None, edit, width),
+    }
+}
+
+/// The whole value that applies `edit` to `stored` (`None`: no key), its
+/// stamps `width` bytes each.
+fn rewrite(stored: Option<&StoredSlidingLog>, edit: &LogEdit, width: usize) -> LogWrite {
+    let a = edit.after(stored.map_or(0, |log| log.len));
+    let len = a.len();
+    let last = match stored {
+        Some(log) if a.added == 0 && a.kept > 0 => log.stamp(a.from + a.kept - 1),
+        _ => edit.at,
+    };
+    let value = whole(edit.keep.max(len), width, len, last, |v| {
+        if let Some(log) = stored {
+            log.each_stamp(a.from, a.kept, |t| put_stamp(v, t, width));
         }
+        put_stamps(v, edit.at, width, a.added);
+    });
+    LogWrite {
+        bytes: LogBytes::Whole(value),
+        written: len,
     }
 }
 

@@ -18,9 +18,9 @@
 //! start_us: varint, count: varint`. Two kinds, as a window begun at a
 //! first request is not an aligned one, even when it starts on a boundary.
 //! 0.1.0 stored both under `0xA6` ([`Kind::FixedLegacy`]), which is read,
-//! never written: see `policy::decode_fixed`.
+//! never written: see `policy/fixed_window.rs`.
 
-use super::{body, get_varint, put_varint, Kind, Patch, StateError};
+use super::{body, get_varint, le_u64, put_varint, Kind, Patch, StateError};
 use crate::algorithm::fixed_window::FixedState;
 use crate::algorithm::sliding_approx::ApproxState;
 use crate::algorithm::sliding_subwindows::{SubwindowState, MAX_SUBWINDOWS, MIN_SUBWINDOWS};
@@ -98,10 +98,6 @@ pub fn decode_fixed(value: &[u8], kind: Kind) -> Result<FixedState, StateError> 
     })
 }
 
-fn u64_at(b: &[u8], at: usize) -> Option<u64> {
-    Some(u64::from_le_bytes(b.get(at..at + 8)?.try_into().ok()?))
-}
-
 pub const SUBWINDOWS_HEADER: usize = 12;
 
 /// Bytes per count for counts up to `limit`.
@@ -141,7 +137,7 @@ pub fn decode_subwindows(value: &[u8]) -> Result<StoredSubwindows, StateError> {
     let head = value.get(..SUBWINDOWS_HEADER).ok_or(corrupt)?;
     let n = u64::from(u16::from_le_bytes([head[1], head[2]]));
     let width = usize::from(head[3]);
-    let newest = u64_at(head, 4).ok_or(corrupt)?;
+    let newest = le_u64(head, 4).ok_or(corrupt)?;
     let counts = &b[SUBWINDOWS_HEADER - 1..];
     let valid = (MIN_SUBWINDOWS..=MAX_SUBWINDOWS).contains(&n)
         && matches!(width, 1 | 2 | 4 | 8)

@@ -2,15 +2,52 @@
 //! (a binary search for its live part) and writes only what its edit
 //! changes, so its work is its cost in entries plus O(log n), whatever the
 //! log holds. The entries each call reads or writes are counted
-//! ([`Work::Entries`]).
+//! ([`Work::Entries`]). Its refund and forced charge are edits of the log
+//! in place too, so it implements them itself rather than through the
+//! [`Limiter`] defaults (which would copy the value).
 
-use super::{Outcome, StateWrite};
+use super::limiter::{forced, ForceError};
+use super::{Limiter, Outcome, StateWrite};
 use crate::algorithm::sliding_log::{EditedLog, LogEdit, SlidingLog};
 use crate::algorithm::{Decision, Micros, RetryAfter};
-use crate::bounds::work::{self, Work};
 use crate::bounds::MAX_LOG_ENTRIES;
 use crate::codec::sliding_log::{self as codec, LogBytes, StoredSlidingLog};
-use crate::codec::StateError;
+use crate::codec::{Kind, StateError};
+use crate::bounds::work::{self, Work};
+
+impl Limiter for SlidingLog {
+    fn kind(&self) -> Kind {
+        Kind::SlidingLog
+    }
+
+    /// Decides `cost`; an admitted request appends its entries.
+    fn decide(&self, stored: Option<&[u8]>, now: Micros, cost: u64) -> Result<Outcome, StateError> {
+        decide_counted(self, stored, now, cost).map(|(o, _)| o)
+    }
+
+    /// Decides `cost` and prepares no write (it would be as long as `cost`).
+    fn decision(
+        &self,
+        stored: Option<&[u8]>,
+        now: Micros,
+        cost: u64,
+    ) -> Result<Decision, StateError> {
+        let loaded = Loaded::new(stored)?;
+        let (decision, _) = loaded.decide(self, now, cost);
+        count(&loaded, 0);
+        Ok(decision)
+    }
+
+    /// Gives back `n` units: the newest entries go (a header write).
+    fn refund(&self, stored: Option<&[u8]>, now: Micros, n: u64) -> Result<Outcome, StateError> {
+        refund_counted(self, stored, now, n).map(|(o, _)| o)
+    }
+
+    /// Charges `cost` whether or not it fits (at most `limit` entries).
+    fn force(&self, stored: Option<&[u8]>, now: Micros, cost: u64) -> Result<Outcome, ForceError> {
+        Ok(force_counted(self, stored, now, cost).map(|(o, _)| o)?)
+    }
+}
 
 /// A stored log, if there is one, read in place.
 struct Loaded<'a> {
@@ -63,16 +100,6 @@ fn count(loaded: &Loaded, written: usize) -> usize {
     n
 }
 
-/// Decides `cost`; an admitted request appends its entries.
-pub(super) fn decide(
-    l: &SlidingLog,
-    stored: Option<&[u8]>,
-    now: Micros,
-    cost: u64,
-) -> Result<Outcome, StateError> {
-    decide_counted(l, stored, now, cost).map(|(o, _)| o)
-}
-
 fn decide_counted(
     l: &SlidingLog,
     stored: Option<&[u8]>,
@@ -85,29 +112,6 @@ fn decide_counted(
     let write = edit.map(|e| loaded.write(l, &e, &mut written));
     let n = count(&loaded, written);
     Ok((Outcome::of(decision, write), n))
-}
-
-/// Decides `cost` and prepares no write.
-pub(super) fn decision(
-    l: &SlidingLog,
-    stored: Option<&[u8]>,
-    now: Micros,
-    cost: u64,
-) -> Result<Decision, StateError> {
-    let loaded = Loaded::new(stored)?;
-    let (decision, _) = loaded.decide(l, now, cost);
-    count(&loaded, 0);
-    Ok(decision)
-}
-
-/// Gives back `n` units: the newest entries go (a header write).
-pub(super) fn refund(
-    l: &SlidingLog,
-    stored: Option<&[u8]>,
-    now: Micros,
-    n: u64,
-) -> Result<Outcome, StateError> {
-    refund_counted(l, stored, now, n).map(|(o, _)| o)
 }
 
 fn refund_counted(
@@ -143,16 +147,6 @@ fn refund_counted(
     Ok((Outcome::of(decision, write), n))
 }
 
-/// Charges `cost` whether or not it fits (at most `limit` entries).
-pub(super) fn force(
-    l: &SlidingLog,
-    stored: Option<&[u8]>,
-    now: Micros,
-    cost: u64,
-) -> Result<Outcome, StateError> {
-    force_counted(l, stored, now, cost).map(|(o, _)| o)
-}
-
 fn force_counted(
     l: &SlidingLog,
     stored: Option<&[u8]>,
@@ -172,14 +166,7 @@ fn force_counted(
         None => l.force(&[][..], now, cost),
     };
     let next = loaded.decide_after(l, &edit, now, 1);
-    let decision = Decision {
-        allowed: false,
-        retry_after: match next.retry_after {
-            RetryAfter::NotNeeded => RetryAfter::After(Micros::ZERO),
-            wait => wait,
-        },
-        ..loaded.decide_after(l, &edit, now, 0)
-    };
+    let decision = forced(next, loaded.decide_after(l, &edit, now, 0));
     let mut written = 0;
     let write = loaded.write(l, &edit, &mut written);
     let n = count(&loaded, written);

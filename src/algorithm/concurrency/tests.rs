@@ -26,7 +26,7 @@ impl Key {
     }
 
     fn acquire(&mut self, c: &Concurrency, now: Micros, cost: u64) -> (Decision, Option<LeaseId>) {
-        let (d, grant) = c.acquire(self.header, &self.slots, now, cost);
+        let (d, grant) = c.acquire(self.header, &self.slots[..], now, cost);
         let Some(g) = grant else {
             return (d, None);
         };
@@ -42,13 +42,13 @@ impl Key {
 
     fn release(&mut self, id: LeaseId, now: Micros) -> bool {
         let Some(h) = self.header else { return false };
-        let change = release(h, &self.slots, id, now);
+        let change = release(h, &self.slots[..], id, now);
         self.apply(change)
     }
 
     fn renew(&mut self, id: LeaseId, ttl: Micros, now: Micros) -> bool {
         let Some(h) = self.header else { return false };
-        let change = renew(h, &self.slots, id, ttl, now);
+        let change = renew(h, &self.slots[..], id, ttl, now);
         self.apply(change)
     }
 
