@@ -334,6 +334,11 @@ impl PolicyDef {
             return Err(Error::Arity(command));
         };
         let mut values = self.positional(positional)?;
+        if tail.is_empty() {
+            // No options: the plain request, without walking the option
+            // tables or checking combinations of none.
+            return Ok(((self.build)(&values)?, Request::default()));
+        }
         let mut common = [None; COMMON.len()];
         let mut opts = Options::new(tail);
         while let Some(word) = opts.next_keyword() {
@@ -584,6 +589,11 @@ mod tests {
             .unwrap();
         assert_eq!(p, Policy::SlidingApprox(SlidingApprox::new(5, M)));
         assert_eq!((c.cost, c.dryrun), (2, true));
+        // No options at all: the request the common options default to.
+        let (p, c) = SLIDING.parse_command(&["5", "1m"], "RL.SLIDING").unwrap();
+        assert_eq!(p, Policy::SlidingLog(SlidingLog::new(5, M)));
+        assert_eq!(c, Request::default());
+        assert_eq!(c, parse_common::<&str>(&[]).unwrap());
         let err = |args: &[&str]| SLIDING.parse_command(args, "RL.SLIDING").unwrap_err();
         assert_eq!(
             err(&["5", "1m", "EXACT", "APPROX"]),
