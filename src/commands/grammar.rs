@@ -333,7 +333,8 @@ impl PolicyDef {
         let Some((positional, tail)) = split(args, self.params.len()) else {
             return Err(Error::Arity(command));
         };
-        let mut values = self.positional(positional)?;
+        let mut values = Values::default();
+        self.positional(positional, &mut values)?;
         if tail.is_empty() {
             // No options: the plain request, without walking the option
             // tables or checking combinations of none.
@@ -368,7 +369,8 @@ impl PolicyDef {
         let Some((positional, tail)) = split(args, self.params.len()) else {
             return Err(Error::PolicyArgs(self.syntax()));
         };
-        let mut values = self.positional(positional)?;
+        let mut values = Values::default();
+        self.positional(positional, &mut values)?;
         let mut opts = Options::new(tail);
         let mut used = positional.len();
         while let Some(i) = opts
@@ -382,15 +384,20 @@ impl PolicyDef {
         Ok(((self.build)(&values)?, used))
     }
 
-    fn positional<'a, A: AsRef<[u8]>>(&self, args: &'a [A]) -> Result<Values<'a>, Error> {
-        let mut values = Values::default();
+    /// Parses the positional arguments into `values` (filled in place: the
+    /// values are too large to return by copy on every call).
+    fn positional<'a, A: AsRef<[u8]>>(
+        &self,
+        args: &'a [A],
+        values: &mut Values<'a>,
+    ) -> Result<(), Error> {
         for ((param, arg), slot) in self.params.iter().zip(args).zip(&mut values.params) {
             *slot = param.parse(arg.as_ref())?;
             if param.parse == Parse::Bytes {
                 values.bytes = arg.as_ref();
             }
         }
-        Ok(values)
+        Ok(())
     }
 
     /// `GCRA limit period [BURST n]`, as errors quote it.
