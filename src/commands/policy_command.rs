@@ -20,11 +20,17 @@ pub fn run(command: &CommandDef, ctx: Ctx, args: &[Arg]) -> Result<Verdict, Erro
         return Err(Error::Arity(command.name));
     };
     let (policy, request) = definition.parse_command(rest, command.name)?;
-    let Outcome::Reply(decided) = decide_one(command, ctx, key, policy, request)? else {
-        return Ok(Verdict::Waiting);
-    };
-    reply::decision(ctx, &decided);
-    Ok(Verdict::of(decided.allowed))
+    let outcome = decide_one(command, ctx, key, policy, request);
+    // Read where it lies: the decision is too large to move out by copy on
+    // every call.
+    match &outcome {
+        Ok(Outcome::Reply(decided)) => {
+            reply::decision(ctx, decided);
+            Ok(Verdict::of(decided.allowed))
+        }
+        Ok(Outcome::Blocked) => Ok(Verdict::Waiting),
+        Err(_) => outcome.map(|_| Verdict::Other),
+    }
 }
 
 /// One policy over one key through the decision path (waiting included).
