@@ -34,6 +34,7 @@ pub fn run(command: &CommandDef, ctx: Ctx, args: &[Arg]) -> Result<Verdict, Erro
 }
 
 /// One policy over one key through the decision path (waiting included).
+#[inline(always)]
 pub fn decide_one(
     command: &CommandDef,
     ctx: Ctx,
