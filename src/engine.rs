@@ -162,11 +162,10 @@ pub fn decide<S: Store>(
         decisions: PerLimit::with_capacity(policies.len()),
         granted,
         units: PerLimit::with_capacity(policies.len()),
-        leases: PerLimit::new(),
+        leases: PerLimit::with_capacity(policies.len()),
     };
     work::add(Work::Decisions, policies.len() as u64);
     let mut writes: PerLimit<Option<StateWrite>> = PerLimit::with_capacity(policies.len());
-    let mut lease_ids: PerLimit<Option<LeaseId>> = PerLimit::with_capacity(policies.len());
     for (key, policy) in policies.iter().enumerate() {
         let stored = store.value(key).map_err(|error| KeyError { key, error })?;
         let mut cost = request.cost_of(key);
@@ -206,7 +205,7 @@ pub fn decide<S: Store>(
         decided.add(key, decision);
         decided.units.push(units);
         writes.push(write);
-        lease_ids.push(lease);
+        decided.leases.push(policy.holds_leases().then_some(lease));
     }
     let writes_state = match request.charge {
         Charge::Normal | Charge::Partial => decided.allowed,
@@ -216,12 +215,12 @@ pub fn decide<S: Store>(
     let written = writes_state && !request.dryrun;
     if written {
         write_all(store, &decided.decisions, &writes)?;
+    } else {
+        // Nothing written: no lease is held.
+        for lease in decided.leases.iter_mut().flatten() {
+            *lease = None;
+        }
     }
-    decided.leases = policies
-        .iter()
-        .zip(lease_ids)
-        .map(|(p, lease)| p.holds_leases().then(|| lease.filter(|_| written)))
-        .collect();
     Ok(decided)
 }
 

@@ -333,7 +333,13 @@ impl PolicyDef {
         let Some((positional, tail)) = split(args, self.params.len()) else {
             return Err(Error::Arity(command));
         };
-        let mut values = self.positional(positional)?;
+        let mut values = Values::default();
+        self.positional(positional, &mut values)?;
+        if tail.is_empty() {
+            // No options: the plain request, without walking the option
+            // tables or checking combinations of none.
+            return Ok(((self.build)(&values)?, Request::default()));
+        }
         let mut common = [None; COMMON.len()];
         let mut opts = Options::new(tail);
         while let Some(word) = opts.next_keyword() {
@@ -363,7 +369,8 @@ impl PolicyDef {
         let Some((positional, tail)) = split(args, self.params.len()) else {
             return Err(Error::PolicyArgs(self.syntax()));
         };
-        let mut values = self.positional(positional)?;
+        let mut values = Values::default();
+        self.positional(positional, &mut values)?;
         let mut opts = Options::new(tail);
         let mut used = positional.len();
         while let Some(i) = opts
@@ -377,15 +384,20 @@ impl PolicyDef {
         Ok(((self.build)(&values)?, used))
     }
 
-    fn positional<'a, A: AsRef<[u8]>>(&self, args: &'a [A]) -> Result<Values<'a>, Error> {
-        let mut values = Values::default();
+    /// Parses the positional arguments into `values` (filled in place: the
+    /// values are too large to return by copy on every call).
+    fn positional<'a, A: AsRef<[u8]>>(
+        &self,
+        args: &'a [A],
+        values: &mut Values<'a>,
+    ) -> Result<(), Error> {
         for ((param, arg), slot) in self.params.iter().zip(args).zip(&mut values.params) {
             *slot = param.parse(arg.as_ref())?;
             if param.parse == Parse::Bytes {
                 values.bytes = arg.as_ref();
             }
         }
-        Ok(values)
+        Ok(())
     }
 
     /// `GCRA limit period [BURST n]`, as errors quote it.
@@ -601,6 +613,11 @@ mod tests {
             .unwrap();
         assert_eq!(p, Policy::SlidingApprox(SlidingApprox::new(5, M)));
         assert_eq!((c.cost, c.dryrun), (2, true));
+        // No options at all: the request the common options default to.
+        let (p, c) = SLIDING.parse_command(&["5", "1m"], "RL.SLIDING").unwrap();
+        assert_eq!(p, Policy::SlidingLog(SlidingLog::new(5, M)));
+        assert_eq!(c, Request::default());
+        assert_eq!(c, parse_common::<&str>(&[]).unwrap());
         let err = |args: &[&str]| SLIDING.parse_command(args, "RL.SLIDING").unwrap_err();
         assert_eq!(
             err(&["5", "1m", "EXACT", "APPROX"]),

@@ -26,6 +26,7 @@ pub fn run<H: Host>(command: &CommandDef, host: &mut H, args: &[H::Arg]) -> Resu
 }
 
 /// One policy over one key through the decision path (waiting included).
+#[inline(always)]
 pub fn decide_one<H: Host>(
     host: &mut H,
     key: &H::Arg,

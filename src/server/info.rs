@@ -162,13 +162,15 @@ fn dict(ctx: *mut raw::RedisModuleInfoCtx, name: &CStr, fields: &[(&CStr, u64)])
 
 /// Sees every command before Redis runs it; resets the counters on
 /// `CONFIG RESETSTAT`, and tells the wait queue of a `CLIENT UNBLOCK`.
-/// A length check for most other commands.
+/// Most commands pass on their argument count alone: a `CLIENT UNBLOCK`
+/// matters only once a client has been blocked here.
 extern "C" fn watch_resetstat(fctx: *mut raw::RedisModuleCommandFilterCtx) {
     // SAFETY: Redis calls this with a live filter context; the arguments it
     // returns stay valid during the call.
     unsafe {
         let count = api!(RedisModule_CommandFilterArgsCount)(fctx);
-        if !(2..=4).contains(&count) {
+        let watched = count == 2 || ((3..=4).contains(&count) && wait::ever_blocked());
+        if !watched {
             return;
         }
         let word = |pos: c_int| filter_arg(fctx, pos);

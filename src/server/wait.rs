@@ -37,7 +37,7 @@ use std::cell::RefCell;
 use std::ffi::{c_char, c_int, c_void};
 use std::hash::{Hash, Hasher};
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::Relaxed};
 
 /// A key as the queue knows it: database and name.
 type KeyName = (c_int, Vec<u8>);
@@ -93,6 +93,10 @@ thread_local! {
 /// How many clients wait: 0 lets every decision skip the queue.
 static WAITING: AtomicUsize = AtomicUsize::new(0);
 
+/// Whether a client was ever blocked here: until then no `CLIENT UNBLOCK`
+/// can concern a waiter, and the command filter need not read its words.
+static EVER_BLOCKED: AtomicBool = AtomicBool::new(false);
+
 fn with_state<R>(f: impl FnOnce(&mut State) -> R) -> Option<R> {
     STATE.with(|s| {
         let mut state = s.try_borrow_mut().ok()?;
@@ -105,6 +109,11 @@ fn with_state<R>(f: impl FnOnce(&mut State) -> R) -> Option<R> {
 /// How many clients wait now.
 pub fn waiting() -> usize {
     WAITING.load(Relaxed)
+}
+
+/// Whether any client was ever blocked by a `WAIT`.
+pub fn ever_blocked() -> bool {
+    EVER_BLOCKED.load(Relaxed)
 }
 
 /// The gate ([`gate::decide`]) for one call of command `command`: decided
@@ -257,6 +266,7 @@ fn block(ctx: Ctx) -> *mut raw::RedisModuleBlockedClient {
             0,
         );
         if !bc.is_null() {
+            EVER_BLOCKED.store(true, Relaxed);
             api!(RedisModule_SetDisconnectCallback)(bc, Some(on_disconnect));
         }
         bc
