@@ -10,10 +10,10 @@ use super::limiter::{forced, ForceError};
 use super::{Limiter, Outcome, StateWrite};
 use crate::algorithm::sliding_log::{EditedLog, LogEdit, SlidingLog};
 use crate::algorithm::{Decision, Micros, RetryAfter};
+use crate::bounds::work::{self, Work};
 use crate::bounds::MAX_LOG_ENTRIES;
 use crate::codec::sliding_log::{self as codec, LogBytes, StoredSlidingLog};
 use crate::codec::{Kind, StateError};
-use crate::bounds::work::{self, Work};
 
 impl Limiter for SlidingLog {
     fn kind(&self) -> Kind {
