@@ -211,8 +211,10 @@ pub fn check<H: Host>(command: &CommandDef, host: &mut H, args: &[H::Arg]) -> Re
         Gated::Now(_) if shadow => Counted::ShadowDenied,
         Gated::Now(_) => Counted::Denied,
     };
+    let denied_key =
+        matches!(counted, Counted::Denied | Counted::ShadowDenied).then_some(key.as_ref());
     let now = host.now();
-    registry::with(|r| r.record(applies, counted, key.as_ref(), now));
+    registry::with(|r| r.record(applies, counted, denied_key, now));
     Ok(match gated {
         Gated::Blocked => Reply::Blocked,
         Gated::Now(decided) if shadow => Reply::Shadow(decided),
@@ -223,8 +225,8 @@ pub fn check<H: Host>(command: &CommandDef, host: &mut H, args: &[H::Arg]) -> Re
 /// How many keys RL.POLICY STATS reports.
 const TOP_KEYS: usize = 10;
 
-/// `RL.POLICY STATS name`: RL.CHECK's counts under the policy and the keys
-/// it denied most in the last one to two minutes.
+/// `RL.POLICY STATS name`: the counts of the calls naming the policy and
+/// the keys it denied most in the last one to two minutes.
 pub fn stats<H: Host>(command: &CommandDef, host: &mut H, args: &[H::Arg]) -> Result<Reply, Error> {
     let [_, _, name] = args else {
         return Err(Error::Arity(command.name));
