@@ -94,6 +94,25 @@ fn define_read_list_delete_and_digest() {
     );
     let full = text(&mut c, &["RL.POLICY", "DIGEST"]);
     assert_ne!(full, empty);
+    // The same policy written another way: the same text, the same digest.
+    ok(
+        &mut c,
+        &[
+            "RL.POLICY",
+            "SET",
+            "plan:free",
+            "GCRA",
+            "0100",
+            "60000ms",
+            "BURST",
+            "20",
+        ],
+    );
+    assert_eq!(
+        text(&mut c, &["RL.POLICY", "GET", "plan:free"]),
+        "GCRA 100 1m BURST 20"
+    );
+    assert_eq!(text(&mut c, &["RL.POLICY", "DIGEST"]), full);
     ok(&mut c, &["RL.POLICY", "DEL", "cust:7"]);
     ok(&mut c, &["RL.POLICY", "DEL", "plan:pro"]);
     ok(&mut c, &["RL.POLICY", "DEL", "plan:free"]);

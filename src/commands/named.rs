@@ -48,18 +48,8 @@ pub fn parse_definition<A: AsRef<[u8]>>(
     if let Some(extra) = rest.get(used) {
         return Err(Error::UnknownOption(printable(extra.as_ref())));
     }
-    // Keywords in upper case, values (`1m`, `20`) as given.
-    let mut text: Vec<u8> = Vec::new();
-    for word in words.iter().map(AsRef::as_ref) {
-        if !text.is_empty() {
-            text.push(b' ');
-        }
-        if word.iter().all(u8::is_ascii_alphabetic) {
-            text.extend(word.to_ascii_uppercase());
-        } else {
-            text.extend_from_slice(word);
-        }
-    }
+    // Equal policies give equal text, and so equal digests.
+    let mut text = definition.canonical(&rest[..used]);
     if shadow {
         text.extend_from_slice(b" SHADOW");
     }
@@ -255,6 +245,18 @@ mod tests {
         assert_eq!(e.definition, b"SLIDING 1000 1h APPROX SHADOW");
         assert!(e.shadow);
         assert_eq!(e.policy.command(), "RL.SLIDING APPROX");
+        // Numbers and durations in one form: equal policies read the same.
+        let e = def("gcra 0100 60s burst 020").unwrap();
+        assert_eq!(e.definition, b"GCRA 100 1m BURST 20");
+        for (given, canonical) in [
+            ("FIXED 10 3600000ms aligned", "FIXED 10 1h ALIGNED"),
+            ("FIXED 10 90", "FIXED 10 90s"),
+            ("FIXED 10 1500MS", "FIXED 10 1500ms"),
+            ("bucket 5 1 48h", "BUCKET 5 1 2d"),
+            ("sliding 5 120m buckets 04", "SLIDING 5 2h BUCKETS 4"),
+        ] {
+            assert_eq!(def(given).unwrap().definition, canonical.as_bytes());
+        }
         let e = def("CONCURRENCY 5 30s").unwrap();
         assert_eq!(e.refuses, ["FORCE", "PARTIAL", "REFUND"]);
         // The canonical text parses back to the same entry.

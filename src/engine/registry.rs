@@ -19,7 +19,8 @@ use std::sync::{Mutex, MutexGuard};
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Entry {
     /// The definition as `RL.POLICY GET` returns it: the policy's words,
-    /// keywords in upper case, values as given, then `SHADOW` if marked.
+    /// keywords in upper case, numbers and durations in one form (`60s` is
+    /// `1m`), then `SHADOW` if marked: equal policies, equal text.
     pub definition: Vec<u8>,
     pub policy: Policy,
     /// Decides and charges as if enforced, but always admits.
@@ -235,7 +236,7 @@ impl Registry {
 
     /// A 64-bit FNV-1a hash of the canonical form (every name and
     /// definition, in name order), in 16 hex digits: equal on two servers
-    /// when they hold the same policies.
+    /// when they hold the same policies, however they were written.
     pub fn digest(&self) -> String {
         let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
         let mut feed = |bytes: &[u8]| {
