@@ -123,17 +123,20 @@ pub fn del<H: Host>(command: &CommandDef, host: &mut H, args: &[H::Arg]) -> Resu
     Ok(Reply::Ok)
 }
 
-/// `RL.POLICY LIST [MATCH pattern]`: the names, sorted.
-pub fn list<A: AsRef<[u8]>>(command: &CommandDef, args: &[A]) -> Result<Reply, Error> {
-    let pattern = match args {
-        [_, _] => None,
-        [_, _, token, pattern] if is(token.as_ref(), MATCH) => Some(pattern.as_ref()),
-        [_, _, token, ..] if !is(token.as_ref(), MATCH) => {
-            return Err(Error::UnknownOption(printable(token.as_ref())))
+/// `RL.POLICY LIST [MATCH pattern]`: the names, sorted. `MATCH` is an
+/// option as the decision commands' are, with their errors.
+pub fn list<A: AsRef<[u8]>>(args: &[A]) -> Result<Reply, Error> {
+    let mut pattern: Option<&[u8]> = None;
+    let mut words = args.get(2..).unwrap_or(&[]).iter().map(AsRef::as_ref);
+    while let Some(token) = words.next() {
+        if !is(token, MATCH) {
+            return Err(Error::UnknownOption(printable(token)));
         }
-        [_, _, _] => return Err(Error::MissingValue(MATCH)),
-        _ => return Err(Error::Arity(command.name)),
-    };
+        let value = words.next().ok_or(Error::MissingValue(MATCH))?;
+        if pattern.replace(value).is_some() {
+            return Err(Error::RepeatedOption(MATCH));
+        }
+    }
     let names = registry::with(|r| r.names(pattern).into_iter().map(<[u8]>::to_vec).collect());
     Ok(Reply::Bulks(names))
 }
