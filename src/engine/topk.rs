@@ -91,9 +91,7 @@ impl Summary {
             self.bump(n);
             return;
         }
-        let mut shown = [0u8; KEY_BYTES];
         let len = key.len().min(KEY_BYTES);
-        shown[..len].copy_from_slice(&key[..len]);
         let n = if self.counters.len() < COUNTERS {
             // A new counter at count 0, last: counted below.
             let Some(group) = self.take_group() else {
@@ -109,8 +107,8 @@ impl Summary {
                 id,
                 error: 0,
                 group,
-                len: len as u8,
-                shown,
+                len: 0,
+                shown: [0; KEY_BYTES],
             });
             self.order[usize::from(n)] = n;
             self.place[usize::from(n)] = n;
@@ -122,10 +120,12 @@ impl Summary {
             let counter = &mut self.counters[usize::from(n)];
             counter.error = self.groups[usize::from(counter.group)].count;
             counter.id = id;
-            counter.len = len as u8;
-            counter.shown = shown;
             n
         };
+        // Only the key's own bytes: those past `len` are never shown.
+        let counter = &mut self.counters[usize::from(n)];
+        counter.len = len as u8;
+        counter.shown[..len].copy_from_slice(&key[..len]);
         self.reindex(id, n);
         self.bump(n);
     }
