@@ -36,7 +36,7 @@ pub fn run<H: Host>(command: &CommandDef, host: &mut H, args: &[H::Arg]) -> Resu
         Handler::PolicySet => named::set(command, host, args),
         Handler::PolicyGet => named::get(command, args),
         Handler::PolicyDel => named::del(command, host, args),
-        Handler::PolicyList => named::list(command, args),
+        Handler::PolicyList => named::list(args),
         Handler::PolicyDigest => named::digest(command, args),
         Handler::PolicyStats => named::stats(command, host, args),
     }

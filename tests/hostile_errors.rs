@@ -267,11 +267,18 @@ fn report(failures: Vec<String>, checked: usize) {
     );
 }
 
-#[test]
-fn every_argument_position_gets_its_error_and_changes_nothing() {
-    let mut server = Server::start();
+/// A server with named policies on and [`NAMED`] defined, its clock at T0.
+fn server() -> (Server, Raw) {
+    let server = Server::with(common::Config::default().with_policies());
     let mut c = Raw::connect(server.port);
     c.ok(&["RL.CLOCK", "SET", &T0.to_string()]);
+    define_named(&mut c);
+    (server, c)
+}
+
+#[test]
+fn every_argument_position_gets_its_error_and_changes_nothing() {
+    let (mut server, mut c) = server();
     create_foreign(&mut c);
     // A live limiter per command, which a failing call must not touch.
     for (i, shape) in SHAPES.iter().enumerate() {
@@ -280,6 +287,7 @@ fn every_argument_position_gets_its_error_and_changes_nothing() {
         }
     }
     let before = snapshot(&mut c);
+    let digest = c.call(&["RL.POLICY", "DIGEST"]);
     let mut failures = Vec::new();
     let mut checked = 0;
     for (i, shape) in SHAPES.iter().enumerate() {
@@ -291,6 +299,8 @@ fn every_argument_position_gets_its_error_and_changes_nothing() {
         }
     }
     assert_eq!(c.call(&["RL.CLOCK"]), Reply::Int(T0 as i64), "clock moved");
+    // Nor did a failing RL.POLICY call change a named policy.
+    assert_eq!(c.call(&["RL.POLICY", "DIGEST"]), digest, "policies changed");
     assert!(server.alive());
     assert!(checked > 1_000, "only {checked} cases");
     report(failures, checked);
@@ -298,9 +308,7 @@ fn every_argument_position_gets_its_error_and_changes_nothing() {
 
 #[test]
 fn keys_of_every_type_and_other_state_are_refused_and_kept() {
-    let mut server = Server::start();
-    let mut c = Raw::connect(server.port);
-    c.ok(&["RL.CLOCK", "SET", &T0.to_string()]);
+    let (mut server, mut c) = server();
     let mut keys = create_foreign(&mut c);
     // Values under each command's own tag that are not its layout.
     for shape in SHAPES {

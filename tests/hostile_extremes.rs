@@ -292,8 +292,9 @@ fn hostile_state_far_in_the_future_or_past() {
 /// with a TTL, or an `ERR` that names the bound; never a caught panic.
 #[test]
 fn every_shape_at_its_extremes_and_at_the_end_of_time() {
-    let mut s = Server::start();
+    let mut s = Server::with(common::Config::default().with_policies());
     let mut c = Raw::connect(s.port);
+    define_named(&mut c);
     let end = i64::MAX as u64;
     let mut decided = 0;
     for (at_i, at) in [T0, end - 1_000_000, end].into_iter().enumerate() {

@@ -44,9 +44,11 @@ fn used_memory(c: &mut Raw) -> u64 {
 
 #[test]
 fn at_maxmemory_every_command_gets_oom_and_writes_nothing() {
-    let mut s = Server::with(Config::default().arg("maxmemory-policy", "noeviction"));
+    let config = Config::default().with_policies();
+    let mut s = Server::with(config.arg("maxmemory-policy", "noeviction"));
     let mut c = Raw::connect(s.port);
     c.ok(&["RL.CLOCK", "SET", &T0.to_string()]);
+    define_named(&mut c);
     for (i, shape) in SHAPES.iter().enumerate().filter(|(_, s)| s.keyed()) {
         c.ok(&shape.valid(format!("live:{i}").as_bytes()));
     }

@@ -1,5 +1,5 @@
-//! 100,000 random commands against one server: RL.* names (and CL.THROTTLE
-//! and RL.CLOCK) in any case, arguments that are mostly plausible and often
+//! 100,000 random commands against one server (named policies on): RL.*
+//! names (and CL.THROTTLE and RL.CLOCK) in any case, arguments that are mostly plausible and often
 //! hostile or random bytes (non-UTF-8 included), on keys of every type.
 //! Afterwards the server must answer, no foreign key may have changed (DUMP
 //! and expiry), and every key the module wrote must have a TTL. Every reply
@@ -26,6 +26,8 @@ const NAMES: &[&str] = &[
     "RL.SKETCH",
     "RL.ALL",
     "CL.THROTTLE",
+    "RL.CHECK",
+    "RL.POLICY",
     "RL.CLOCK",
 ];
 
@@ -142,9 +144,20 @@ impl Gen {
     /// Arguments in the shape of `shape`'s, with its options, now and then
     /// one too few or too many, or a stray word.
     fn shaped(&mut self, shape: &Shape, cmd: &mut Vec<Vec<u8>>) {
+        // RL.CHECK's policy name (now and then an undefined one first, or
+        // alone), RL.POLICY SET's keyword.
+        if shape.name == "RL.CHECK" && self.rng.gen_ratio(1, 8) {
+            cmd.push(b"nope".to_vec());
+            if self.rng.gen_ratio(1, 2) {
+                cmd.push(b"OR".to_vec());
+                cmd.extend(shape.infix.iter().map(|w| w.as_bytes().to_vec()));
+            }
+        } else {
+            cmd.extend(shape.infix.iter().map(|w| w.as_bytes().to_vec()));
+        }
         let mut n = shape.required + self.rng.gen_range(0..=shape.fixed.len() - shape.required);
         match self.rng.gen_range(0..40) {
-            0 => n -= 1,
+            0 => n = n.saturating_sub(1),
             1 => n += 1,
             _ => {}
         }
@@ -318,6 +331,13 @@ impl Gen {
                 }
             }
             "RL.ALL" => self.all(&mut cmd),
+            "RL.POLICY" => {
+                // One of its subcommands, shaped.
+                let shapes: Vec<&Shape> = SHAPES.iter().filter(|s| s.name == name).collect();
+                let shape = shapes[self.rng.gen_range(0..shapes.len())];
+                cmd.extend(shape.prefix.iter().map(|w| w.as_bytes().to_vec()));
+                self.shaped(shape, &mut cmd);
+            }
             _ => {
                 // One of the command's shapes (its modes), each mode's keys
                 // apart from the others'.
@@ -368,6 +388,8 @@ fn check_reply(cmd: &[Vec<u8>], reply: &Reply, tally: &mut Tally) {
             );
         }
         Reply::Int(_) if name == "RL.CLOCK" => {}
+        // RL.POLICY: OK, a definition or digest, the names, the counts.
+        Reply::Status(_) | Reply::Bulk(_) | Reply::Array(_) if name == "RL.POLICY" => {}
         Reply::Array(Some(items)) if name == "RL.ALL" => {
             // [allowed, blocked_by, retry_after_ms, reply_1, ..., reply_n]
             let bad = || format!("{} -> {reply:?}", show(cmd));
@@ -454,9 +476,10 @@ fn random_commands_never_crash_corrupt_or_leak() {
         .and_then(|s| s.parse().ok())
         .unwrap_or(0x5EED_0007);
     eprintln!("HOSTILE_SEED={seed}");
-    let mut server = Server::start();
+    let mut server = Server::with(common::Config::default().with_policies());
     let mut c = Raw::connect(server.port);
     c.ok(&["RL.CLOCK", "SET", &T0.to_string()]);
+    define_named(&mut c);
 
     // Foreign keys: those no command may write (not valid state for any).
     let mut foreign = Vec::new();

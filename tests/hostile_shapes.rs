@@ -6,7 +6,7 @@
 
 mod hostile;
 
-use hostile::{Extra, Parse, Shape, SHAPES, T0};
+use hostile::{Extra, Parse, Shape, NAMED, SHAPES, T0};
 use redis_ratelimit::api::{self, Grammar, Opt, Param, PolicyDef};
 
 /// A policy's own options and the common ones it takes.
@@ -16,7 +16,10 @@ fn with_common(p: &PolicyDef) -> Vec<Opt> {
 
 /// The parameters and options the definitions give a shape.
 fn defined(shape: &Shape) -> (Vec<Param>, Vec<Opt>) {
-    let command = api::command(shape.name).expect("every shape names a command");
+    // RL.POLICY's subcommands by their full name (`RL.POLICY|SET`).
+    let command = api::command(shape.name)
+        .or_else(|| api::command(&format!("{}|{}", shape.name, shape.prefix.first()?)))
+        .expect("every shape names a command");
     assert_eq!(shape.arity_name, command.lower_name(), "{}", shape.name);
     assert_eq!(
         shape.min_arity as i32,
@@ -50,11 +53,39 @@ fn defined(shape: &Shape) -> (Vec<Param>, Vec<Opt>) {
             (p.params.to_vec(), p.options.to_vec())
         }
         Grammar::Positional { params, .. } => (params.to_vec(), Vec::new()),
-        // Named policies have no shape of their own: their definitions are
-        // RL.PEEK's policies (hostile_errors sends RL.PEEK's cases to them).
-        Grammar::Registry(_) | Grammar::Check => {
-            panic!("{}: named-policy commands have no shape", shape.name)
+        // RL.CHECK: the common options the named policy's algorithm takes.
+        Grammar::Check => {
+            let (_, definition) = NAMED
+                .iter()
+                .find(|(name, _)| *name == shape.infix[0])
+                .expect("an RL.CHECK shape names a policy of NAMED");
+            let p = rl_all_policy(definition[0]);
+            (Vec::new(), p.common().copied().collect())
         }
+        Grammar::Registry(_) => match shape.prefix[0] {
+            // The definition: RL.ALL's policy, without the common options.
+            "SET" => {
+                let p = rl_all_policy(shape.infix[0]);
+                if let Some(short) = shape.short {
+                    assert_eq!(
+                        short,
+                        format!("ERR syntax error: the policy is {}", p.syntax())
+                    );
+                }
+                (p.params.to_vec(), p.options.to_vec())
+            }
+            "GET" | "DEL" | "STATS" => (vec![Param::bytes("name")], Vec::new()),
+            "LIST" => {
+                let pattern = Opt {
+                    token: "MATCH",
+                    value: Some(api::Parse::Bytes),
+                    group: None,
+                    value_name: None,
+                };
+                (Vec::new(), vec![pattern])
+            }
+            _ => (Vec::new(), Vec::new()),
+        },
         Grammar::Subcommands { choices, .. } => {
             let (_, param) = choices
                 .iter()
@@ -63,6 +94,17 @@ fn defined(shape: &Shape) -> (Vec<Param>, Vec<Opt>) {
             (vec![*param], Vec::new())
         }
     }
+}
+
+/// RL.ALL's policy named `keyword`.
+fn rl_all_policy(keyword: &str) -> &'static PolicyDef {
+    let Some(Grammar::All { policies }) = api::command("RL.ALL").map(|c| &c.grammar) else {
+        panic!("RL.ALL takes policies");
+    };
+    policies
+        .iter()
+        .find(|p| p.keyword == keyword)
+        .expect("a policy of RL.ALL")
 }
 
 fn same_parse(shape: &Shape, table: Parse, def_name: &str, def: api::Parse) {

@@ -94,6 +94,25 @@ fn define_read_list_delete_and_digest() {
     );
     let full = text(&mut c, &["RL.POLICY", "DIGEST"]);
     assert_ne!(full, empty);
+    // The same policy written another way: the same text, the same digest.
+    ok(
+        &mut c,
+        &[
+            "RL.POLICY",
+            "SET",
+            "plan:free",
+            "GCRA",
+            "0100",
+            "60000ms",
+            "BURST",
+            "20",
+        ],
+    );
+    assert_eq!(
+        text(&mut c, &["RL.POLICY", "GET", "plan:free"]),
+        "GCRA 100 1m BURST 20"
+    );
+    assert_eq!(text(&mut c, &["RL.POLICY", "DIGEST"]), full);
     ok(&mut c, &["RL.POLICY", "DEL", "cust:7"]);
     ok(&mut c, &["RL.POLICY", "DEL", "plan:pro"]);
     ok(&mut c, &["RL.POLICY", "DEL", "plan:free"]);
@@ -499,8 +518,8 @@ fn rl_all_and_rl_peek_take_a_policy_by_name() {
     assert_eq!(get_bytes(&mut c, "k"), None);
 }
 
-/// RL.POLICY STATS: RL.CHECK's counts under a policy, and the keys it
-/// denied most; INFO sums them.
+/// RL.POLICY STATS: the counts of the calls naming a policy, and the keys
+/// it denied most; INFO sums them.
 #[test]
 fn stats_count_calls_and_find_the_most_denied_keys() {
     let s = policies();
@@ -570,6 +589,62 @@ fn stats_count_calls_and_find_the_most_denied_keys() {
     ok(&mut c, &["CONFIG", "RESETSTAT"]);
     let stats: Vec<Value> = cmd(&["RL.POLICY", "STATS", "api"]).query(&mut c).unwrap();
     assert_eq!(stats[1], Value::Int(0));
+}
+
+/// `POLICY name` in RL.ALL counts as a use of the policy, once per limit
+/// that names it: the call's answer, and the key when the policy's own
+/// limit denied it. RL.PEEK, a look, counts nothing.
+#[test]
+fn stats_count_every_named_use_in_rl_all_but_not_peeks() {
+    let s = policies();
+    let mut c = s.conn();
+    clock_set(&mut c, 1_000_000_000);
+    ok(&mut c, &["RL.POLICY", "SET", "one", "FIXED", "1", "1h"]);
+    ok(&mut c, &["RL.POLICY", "SET", "many", "FIXED", "100", "1h"]);
+    let all = |c: &mut redis::Connection, a: &str, b: &str| -> Value {
+        cmd(&["RL.ALL", "2", a, b, "POLICY", "one", "POLICY", "many"])
+            .query(c)
+            .unwrap()
+    };
+    all(&mut c, "a", "b"); // allowed
+    all(&mut c, "a", "c"); // denied by "one" on a
+    let _: Value = cmd(&[
+        "RL.ALL", "2", "x", "y", "FIXED", "1", "1h", "POLICY", "many",
+    ])
+    .query(&mut c)
+    .unwrap();
+    // Denied by the literal limit on x: "many" counts a denial, not its key.
+    let _: Value = cmd(&[
+        "RL.ALL", "2", "x", "y", "FIXED", "1", "1h", "POLICY", "many",
+    ])
+    .query(&mut c)
+    .unwrap();
+    let _: Value = cmd(&["RL.PEEK", "a", "POLICY", "one"])
+        .query(&mut c)
+        .unwrap();
+    let counts = |c: &mut redis::Connection, name: &str| -> (Value, Value, Value, Value, usize) {
+        let stats: Vec<Value> = cmd(&["RL.POLICY", "STATS", name]).query(c).unwrap();
+        let field = |f: &str| {
+            let i = stats
+                .iter()
+                .position(|v| *v == Value::BulkString(f.as_bytes().to_vec()))
+                .unwrap_or_else(|| panic!("{f} in {stats:?}"));
+            stats[i + 1].clone()
+        };
+        let Value::Array(top) = field("top_denied") else {
+            panic!("{stats:?}")
+        };
+        (
+            field("calls"),
+            field("allowed"),
+            field("denied"),
+            field("waits"),
+            top.len(),
+        )
+    };
+    let int = Value::Int;
+    assert_eq!(counts(&mut c, "one"), (int(2), int(1), int(1), int(0), 1));
+    assert_eq!(counts(&mut c, "many"), (int(4), int(2), int(2), int(0), 0));
 }
 
 /// Every window and the bucket keep what was spent across a change: a

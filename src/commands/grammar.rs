@@ -133,6 +133,35 @@ fn parse_value(parse: Parse, bytes: &[u8], called: &'static str) -> Result<u64, 
 }
 
 /// An option: a keyword alone (a flag) or followed by a value.
+/// A valid value in its canonical form (see [`PolicyDef::canonical`]);
+/// one that does not parse stays as given.
+fn canonical_value(parse: Parse, bytes: &[u8]) -> Vec<u8> {
+    let Ok(n) = parse_value(parse, bytes, "") else {
+        return bytes.to_vec();
+    };
+    match parse {
+        Parse::Integer { .. } | Parse::Bounded { .. } | Parse::CellInteger { .. } => {
+            n.to_string().into_bytes()
+        }
+        Parse::Duration => {
+            let ms = n / 1_000;
+            let unit = [
+                (86_400_000, "d"),
+                (3_600_000, "h"),
+                (60_000, "m"),
+                (1_000, "s"),
+            ]
+            .into_iter()
+            .find(|(per, _)| ms % per == 0);
+            match unit {
+                Some((per, unit)) => format!("{}{unit}", ms / per).into_bytes(),
+                None => format!("{ms}ms").into_bytes(),
+            }
+        }
+        Parse::Bytes | Parse::Lease => bytes.to_vec(),
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Opt {
     pub token: &'static str,
@@ -382,6 +411,33 @@ impl PolicyDef {
             used = positional.len() + opts.position();
         }
         Ok(((self.build)(&values)?, used))
+    }
+
+    /// The canonical text of a policy this definition parsed from `args`
+    /// (the words [`PolicyDef::parse_prefix`] used): keywords in upper case,
+    /// numbers without leading zeros, durations in their largest whole unit
+    /// (`60s` and `60000ms` are `1m`), so that equal policies read the same.
+    pub fn canonical<A: AsRef<[u8]>>(&self, args: &[A]) -> Vec<u8> {
+        let mut words: Vec<Vec<u8>> = vec![self.keyword.as_bytes().to_vec()];
+        let (positional, tail) = args.split_at(self.params.len().min(args.len()));
+        for (param, arg) in self.params.iter().zip(positional) {
+            words.push(canonical_value(param.parse, arg.as_ref()));
+        }
+        let mut tail = tail.iter().map(AsRef::as_ref);
+        while let Some(word) = tail.next() {
+            match self.options.iter().find(|o| o.is(word)) {
+                Some(opt) => {
+                    words.push(opt.token.as_bytes().to_vec());
+                    if let Some(parse) = opt.value {
+                        if let Some(value) = tail.next() {
+                            words.push(canonical_value(parse, value));
+                        }
+                    }
+                }
+                None => words.push(word.to_vec()),
+            }
+        }
+        words.join(&b' ')
     }
 
     /// Parses the positional arguments into `values` (filled in place: the

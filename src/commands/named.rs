@@ -48,18 +48,8 @@ pub fn parse_definition<A: AsRef<[u8]>>(
     if let Some(extra) = rest.get(used) {
         return Err(Error::UnknownOption(printable(extra.as_ref())));
     }
-    // Keywords in upper case, values (`1m`, `20`) as given.
-    let mut text: Vec<u8> = Vec::new();
-    for word in words.iter().map(AsRef::as_ref) {
-        if !text.is_empty() {
-            text.push(b' ');
-        }
-        if word.iter().all(u8::is_ascii_alphabetic) {
-            text.extend(word.to_ascii_uppercase());
-        } else {
-            text.extend_from_slice(word);
-        }
-    }
+    // Equal policies give equal text, and so equal digests.
+    let mut text = definition.canonical(&rest[..used]);
     if shadow {
         text.extend_from_slice(b" SHADOW");
     }
@@ -133,17 +123,20 @@ pub fn del<H: Host>(command: &CommandDef, host: &mut H, args: &[H::Arg]) -> Resu
     Ok(Reply::Ok)
 }
 
-/// `RL.POLICY LIST [MATCH pattern]`: the names, sorted.
-pub fn list<A: AsRef<[u8]>>(command: &CommandDef, args: &[A]) -> Result<Reply, Error> {
-    let pattern = match args {
-        [_, _] => None,
-        [_, _, token, pattern] if is(token.as_ref(), MATCH) => Some(pattern.as_ref()),
-        [_, _, token, ..] if !is(token.as_ref(), MATCH) => {
-            return Err(Error::UnknownOption(printable(token.as_ref())))
+/// `RL.POLICY LIST [MATCH pattern]`: the names, sorted. `MATCH` is an
+/// option as the decision commands' are, with their errors.
+pub fn list<A: AsRef<[u8]>>(args: &[A]) -> Result<Reply, Error> {
+    let mut pattern: Option<&[u8]> = None;
+    let mut words = args.get(2..).unwrap_or(&[]).iter().map(AsRef::as_ref);
+    while let Some(token) = words.next() {
+        if !is(token, MATCH) {
+            return Err(Error::UnknownOption(printable(token)));
         }
-        [_, _, _] => return Err(Error::MissingValue(MATCH)),
-        _ => return Err(Error::Arity(command.name)),
-    };
+        let value = words.next().ok_or(Error::MissingValue(MATCH))?;
+        if pattern.replace(value).is_some() {
+            return Err(Error::RepeatedOption(MATCH));
+        }
+    }
     let names = registry::with(|r| r.names(pattern).into_iter().map(<[u8]>::to_vec).collect());
     Ok(Reply::Bulks(names))
 }
@@ -211,8 +204,10 @@ pub fn check<H: Host>(command: &CommandDef, host: &mut H, args: &[H::Arg]) -> Re
         Gated::Now(_) if shadow => Counted::ShadowDenied,
         Gated::Now(_) => Counted::Denied,
     };
+    let denied_key =
+        matches!(counted, Counted::Denied | Counted::ShadowDenied).then_some(key.as_ref());
     let now = host.now();
-    registry::with(|r| r.record(applies, counted, key.as_ref(), now));
+    registry::with(|r| r.record(applies, counted, denied_key, now));
     Ok(match gated {
         Gated::Blocked => Reply::Blocked,
         Gated::Now(decided) if shadow => Reply::Shadow(decided),
@@ -223,8 +218,8 @@ pub fn check<H: Host>(command: &CommandDef, host: &mut H, args: &[H::Arg]) -> Re
 /// How many keys RL.POLICY STATS reports.
 const TOP_KEYS: usize = 10;
 
-/// `RL.POLICY STATS name`: RL.CHECK's counts under the policy and the keys
-/// it denied most in the last one to two minutes.
+/// `RL.POLICY STATS name`: the counts of the calls naming the policy and
+/// the keys it denied most in the last one to two minutes.
 pub fn stats<H: Host>(command: &CommandDef, host: &mut H, args: &[H::Arg]) -> Result<Reply, Error> {
     let [_, _, name] = args else {
         return Err(Error::Arity(command.name));
@@ -253,6 +248,18 @@ mod tests {
         assert_eq!(e.definition, b"SLIDING 1000 1h APPROX SHADOW");
         assert!(e.shadow);
         assert_eq!(e.policy.command(), "RL.SLIDING APPROX");
+        // Numbers and durations in one form: equal policies read the same.
+        let e = def("gcra 0100 60s burst 020").unwrap();
+        assert_eq!(e.definition, b"GCRA 100 1m BURST 20");
+        for (given, canonical) in [
+            ("FIXED 10 3600000ms aligned", "FIXED 10 1h ALIGNED"),
+            ("FIXED 10 90", "FIXED 10 90s"),
+            ("FIXED 10 1500MS", "FIXED 10 1500ms"),
+            ("bucket 5 1 48h", "BUCKET 5 1 2d"),
+            ("sliding 5 120m buckets 04", "SLIDING 5 2h BUCKETS 4"),
+        ] {
+            assert_eq!(def(given).unwrap().definition, canonical.as_bytes());
+        }
         let e = def("CONCURRENCY 5 30s").unwrap();
         assert_eq!(e.refuses, ["FORCE", "PARTIAL", "REFUND"]);
         // The canonical text parses back to the same entry.

@@ -11,8 +11,10 @@ use crate::algorithm::limits::MAX_COUNT;
 use crate::commands::args;
 use crate::engine::error::Error;
 use crate::engine::gate::Gated;
+use crate::engine::registry::{self, Counted};
 use crate::engine::Request;
 use crate::policy::Policy;
+use smallvec::SmallVec;
 use std::collections::HashSet;
 
 /// A parsed call. Keys are the `numkeys` arguments after `numkeys`.
@@ -21,6 +23,9 @@ pub struct Call {
     pub numkeys: usize,
     pub policies: Vec<Policy>,
     pub request: Request,
+    /// The limits given as `POLICY name`: the limit's index and where its
+    /// name is among the arguments parsed, for the policy's statistics.
+    pub named: SmallVec<[(usize, usize); 4]>,
 }
 
 /// The policies RL.ALL takes.
@@ -37,11 +42,13 @@ pub fn parse<A: AsRef<[u8]>>(policies_allowed: &Policies, args: &[A]) -> Result<
     let mut tail = rest.get(numkeys..).unwrap_or(&[]);
     let mut policies = Vec::with_capacity(numkeys);
     let mut refused: Vec<&'static str> = Vec::new();
+    let mut named = SmallVec::new();
     while policies.len() < numkeys {
         // `POLICY name`: a registered policy, parsed when it was defined.
         if let Some([word, name, ..]) = tail.get(..2) {
             if named::is_policy_word(word.as_ref()) {
                 let (policy, refuses) = named::lookup(name.as_ref(), true)?;
+                named.push((policies.len(), args.len() - tail.len() + 1));
                 policies.push(policy);
                 refused.extend(refuses);
                 tail = &tail[2..];
@@ -96,6 +103,7 @@ pub fn parse<A: AsRef<[u8]>>(policies_allowed: &Policies, args: &[A]) -> Result<
         numkeys,
         policies,
         request,
+        named,
     })
 }
 
@@ -178,6 +186,26 @@ pub fn run<H: Host>(command: &CommandDef, host: &mut H, args: &[H::Arg]) -> Resu
             position: e.key + 1,
             error: Box::new(e.error),
         })?;
+    if !call.named.is_empty() {
+        let now = host.now();
+        registry::with(|r| {
+            for &(limit, name) in &call.named {
+                let (counted, denied_key) = match &gated {
+                    Gated::Blocked => (Counted::Waiting, None),
+                    Gated::Now(d) if d.allowed => (Counted::Allowed, None),
+                    // The key counts among the policy's top denied keys
+                    // when its own limit denied it.
+                    Gated::Now(d) => {
+                        let own = d.decisions.get(limit).is_some_and(|x| !x.allowed);
+                        (Counted::Denied, keys.get(limit).filter(|_| own))
+                    }
+                };
+                if let Some(name) = rest.get(name) {
+                    r.record(name.as_ref(), counted, denied_key.map(AsRef::as_ref), now);
+                }
+            }
+        });
+    }
     Ok(match gated {
         Gated::Now(decided) => Reply::All(decided),
         Gated::Blocked => Reply::Blocked,

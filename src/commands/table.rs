@@ -431,7 +431,7 @@ pub static COMMANDS: [CommandDef; COMMAND_COUNT] = [
         grammar: Grammar::Registry(RegistryOp::Stats),
         flags: "readonly",
         more_acl_categories: "",
-        summary: "Returns RL.CHECK's counts under a named policy and the keys it denied most recently.",
+        summary: "Returns the counts of the calls naming a policy and the keys it denied most recently.",
         // A fixed number of counters per policy.
         cost: Cost::Constant,
         since: "0.2.0",

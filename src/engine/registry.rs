@@ -19,7 +19,8 @@ use std::sync::{Mutex, MutexGuard};
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Entry {
     /// The definition as `RL.POLICY GET` returns it: the policy's words,
-    /// keywords in upper case, values as given, then `SHADOW` if marked.
+    /// keywords in upper case, numbers and durations in one form (`60s` is
+    /// `1m`), then `SHADOW` if marked: equal policies, equal text.
     pub definition: Vec<u8>,
     pub policy: Policy,
     /// Decides and charges as if enforced, but always admits.
@@ -30,22 +31,27 @@ pub struct Entry {
     pub refuses: &'static [&'static str],
 }
 
-/// What RL.CHECK did under one policy on this server (not saved, not
-/// replicated; kept while the name is defined, across redefinitions).
+/// What the calls naming one policy did on this server: RL.CHECK, and
+/// `POLICY name` in RL.ALL, once per use (RL.PEEK, a look, is not counted).
+/// Not saved, not replicated; kept while the name is defined, across
+/// redefinitions.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct PolicyStats {
     pub calls: u64,
     pub allowed: u64,
+    /// Denied calls; in RL.ALL, where all limits answer together, the call
+    /// is denied whichever limit denied it.
     pub denied: u64,
     /// Admitted by a SHADOW policy that enforcing would have denied.
     pub shadow_denied: u64,
     /// Calls that waited (`WAIT`): counted here, not as allowed or denied.
     pub waits: u64,
-    /// The keys denied most (shadow denials included).
+    /// The keys this policy's own decision denied most (shadow denials
+    /// included).
     pub top_denied: TopDenied,
 }
 
-/// What one RL.CHECK call came to, for [`PolicyStats`].
+/// What one call came to, for [`PolicyStats`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Counted {
     Allowed,
@@ -55,20 +61,21 @@ pub enum Counted {
 }
 
 impl PolicyStats {
-    pub fn record(&mut self, counted: Counted, key: &[u8], now: Micros) {
+    /// Counts one use: `denied_key` is the key this policy's own decision
+    /// denied, counted among the top denied keys.
+    pub fn record(&mut self, counted: Counted, denied_key: Option<&[u8]>, now: Micros) {
         self.calls += 1;
         match counted {
             Counted::Allowed => self.allowed += 1,
             Counted::Waiting => self.waits += 1,
-            Counted::Denied | Counted::ShadowDenied => {
-                if counted == Counted::Denied {
-                    self.denied += 1;
-                } else {
-                    self.allowed += 1;
-                    self.shadow_denied += 1;
-                }
-                self.top_denied.add(key, now);
+            Counted::Denied => self.denied += 1,
+            Counted::ShadowDenied => {
+                self.allowed += 1;
+                self.shadow_denied += 1;
             }
+        }
+        if let Some(key) = denied_key {
+            self.top_denied.add(key, now);
         }
     }
 
@@ -167,13 +174,19 @@ impl Registry {
         self.stats.retain(|name, _| entries.contains_key(name));
     }
 
-    /// Counts one RL.CHECK call under the defined policy `name`.
-    pub fn record(&mut self, name: &[u8], counted: Counted, key: &[u8], now: Micros) {
+    /// Counts one use of the defined policy `name` ([`PolicyStats::record`]).
+    pub fn record(
+        &mut self,
+        name: &[u8],
+        counted: Counted,
+        denied_key: Option<&[u8]>,
+        now: Micros,
+    ) {
         if let Some(stats) = self.stats.get_mut(name) {
-            stats.record(counted, key, now);
+            stats.record(counted, denied_key, now);
         } else if self.entries.contains_key(name) {
             let mut stats = PolicyStats::default();
-            stats.record(counted, key, now);
+            stats.record(counted, denied_key, now);
             self.stats.insert(name.to_vec(), stats);
         }
     }
@@ -223,7 +236,7 @@ impl Registry {
 
     /// A 64-bit FNV-1a hash of the canonical form (every name and
     /// definition, in name order), in 16 hex digits: equal on two servers
-    /// when they hold the same policies.
+    /// when they hold the same policies, however they were written.
     pub fn digest(&self) -> String {
         let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
         let mut feed = |bytes: &[u8]| {
@@ -452,20 +465,22 @@ mod tests {
         let mut r = Registry::default();
         let now = Micros::new(1);
         r.set(b"p", entry("FIXED 1 1s")).unwrap();
-        r.record(b"p", Counted::Allowed, b"k", now);
-        r.record(b"p", Counted::Denied, b"k", now);
-        r.record(b"p", Counted::ShadowDenied, b"j", now);
-        r.record(b"p", Counted::Waiting, b"k", now);
-        r.record(b"gone", Counted::Allowed, b"k", now);
+        r.record(b"p", Counted::Allowed, None, now);
+        r.record(b"p", Counted::Denied, Some(b"k"), now);
+        r.record(b"p", Counted::ShadowDenied, Some(b"j"), now);
+        r.record(b"p", Counted::Waiting, None, now);
+        // Denied in RL.ALL by another limit: not among this one's keys.
+        r.record(b"p", Counted::Denied, None, now);
+        r.record(b"gone", Counted::Allowed, None, now);
         let s = r.stats(b"p").unwrap();
         let counts = (s.calls, s.allowed, s.denied, s.shadow_denied, s.waits);
-        assert_eq!(counts, (4, 2, 1, 1, 1));
+        assert_eq!(counts, (5, 2, 2, 1, 1));
         assert_eq!(s.top_denied.top(now, 10).len(), 2);
         assert_eq!(r.stats(b"gone"), None);
         // Redefined, the counts stay; deleted and defined again, they start over.
         r.set(b"p", entry("FIXED 2 1s")).unwrap();
-        assert_eq!(r.stats(b"p").unwrap().calls, 4);
-        assert_eq!(r.totals().1.calls, 4);
+        assert_eq!(r.stats(b"p").unwrap().calls, 5);
+        assert_eq!(r.totals().1.calls, 5);
         r.remove(b"p");
         r.set(b"p", entry("FIXED 2 1s")).unwrap();
         assert_eq!(r.stats(b"p").unwrap().calls, 0);

@@ -565,6 +565,51 @@ const LEASES: State = State::Tagged {
     corrupt: LEASES_CORRUPT,
 };
 
+/// The named policies the shapes name (the module loaded with `policies
+/// on`): `h:gcra` decides as RL.GCRA's shape; `h:set` is the one RL.POLICY
+/// SET's shape redefines.
+pub const NAMED: &[(&str, &[&str])] = &[
+    ("h:gcra", &["GCRA", "10", "1d"]),
+    ("h:set", &["GCRA", "10", "1d"]),
+];
+
+/// Defines [`NAMED`] on a server loaded with `policies on`.
+pub fn define_named(c: &mut Raw) {
+    for (name, definition) in NAMED {
+        let mut args = vec!["RL.POLICY", "SET", name];
+        args.extend_from_slice(definition);
+        c.ok(&args);
+    }
+}
+
+const POLICY_NAME: &[(&str, Parse)] = &[("h:gcra", item("name"))];
+
+/// `RL.POLICY GET|DEL|STATS name`: the name any bytes, undefined an error.
+const fn policy_name(sub: &'static str) -> Shape {
+    Shape {
+        name: "RL.POLICY",
+        arity_name: match sub.as_bytes() {
+            b"GET" => "rl.policy|get",
+            b"DEL" => "rl.policy|del",
+            _ => "rl.policy|stats",
+        },
+        prefix: match sub.as_bytes() {
+            b"GET" => &["GET"],
+            b"DEL" => &["DEL"],
+            _ => &["STATS"],
+        },
+        infix: &[],
+        fixed: POLICY_NAME,
+        required: 1,
+        min_arity: 3,
+        short: None,
+        tail: &[],
+        options: &[],
+        extra: Extra::Arity,
+        state: State::NoKey,
+    }
+}
+
 /// Every command the module has, in every mode, with valid arguments.
 /// The clock shapes assume the manual clock stands at [`T0`].
 pub const SHAPES: &[Shape] = &[
@@ -1013,6 +1058,71 @@ pub const SHAPES: &[Shape] = &[
         options: &[COST, DRYRUN, WAIT],
         extra: Extra::UnknownOption,
         state: LEASES,
+    },
+    // Named policies (the module loaded with `policies on`, [`NAMED`]
+    // defined).
+    Shape {
+        name: "RL.CHECK",
+        arity_name: "rl.check",
+        prefix: &[],
+        infix: &["h:gcra"],
+        fixed: &[],
+        required: 0,
+        min_arity: 3,
+        short: None,
+        tail: &[],
+        options: &[COST, DRYRUN, WAIT, CHARGES[0], CHARGES[1], CHARGES[2]],
+        extra: Extra::UnknownOption,
+        state: State::Tagged {
+            tag: 0xA1,
+            name: "RL.GCRA",
+            corrupt: tat_corrupt!(0xA1),
+        },
+    },
+    Shape {
+        name: "RL.POLICY",
+        arity_name: "rl.policy|set",
+        prefix: &["SET", "h:set"],
+        infix: &["GCRA"],
+        fixed: &[("10", count("limit", 1, MAX)), ("1d", duration("period"))],
+        required: 2,
+        min_arity: 5,
+        short: Some("ERR syntax error: the policy is GCRA limit period [BURST n]"),
+        tail: &[],
+        options: &[valued("BURST", count("BURST", 1, MAX), "10")],
+        extra: Extra::UnknownOption,
+        state: State::NoKey,
+    },
+    policy_name("GET"),
+    policy_name("DEL"),
+    policy_name("STATS"),
+    Shape {
+        name: "RL.POLICY",
+        arity_name: "rl.policy|list",
+        prefix: &["LIST"],
+        infix: &[],
+        fixed: &[],
+        required: 0,
+        min_arity: 2,
+        short: None,
+        tail: &[],
+        options: &[valued("MATCH", item("MATCH"), "h:*")],
+        extra: Extra::UnknownOption,
+        state: State::NoKey,
+    },
+    Shape {
+        name: "RL.POLICY",
+        arity_name: "rl.policy|digest",
+        prefix: &["DIGEST"],
+        infix: &[],
+        fixed: &[],
+        required: 0,
+        min_arity: 2,
+        short: None,
+        tail: &[],
+        options: &[],
+        extra: Extra::Arity,
+        state: State::NoKey,
     },
 ];
 
