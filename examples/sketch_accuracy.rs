@@ -37,7 +37,11 @@ const START_US: u64 = 1_767_225_600_000_000;
 
 /// An item's own `SLIDING limit window APPROX` limiter, as RL.ALL parses it.
 fn approx() -> Policy {
-    let words = [LIMIT.to_string(), format!("{}ms", WINDOW_US / 1_000), "APPROX".into()];
+    let words = [
+        LIMIT.to_string(),
+        format!("{}ms", WINDOW_US / 1_000),
+        "APPROX".into(),
+    ];
     api::parse_policy("SLIDING", &words).expect("APPROX").0
 }
 

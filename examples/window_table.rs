@@ -124,7 +124,10 @@ fn modes(limit: u64) -> Vec<(&'static str, Policy)> {
         ("SLIDING BUCKETS 10", sliding(&["BUCKETS", "10"])),
         ("SLIDING BUCKETS 100", sliding(&["BUCKETS", "100"])),
         ("FIXED", parse("FIXED", limit, &window, &[])),
-        ("FIXED ALIGNED", parse("FIXED", limit, &window, &["ALIGNED"])),
+        (
+            "FIXED ALIGNED",
+            parse("FIXED", limit, &window, &["ALIGNED"]),
+        ),
     ]
 }
 

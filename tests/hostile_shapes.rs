@@ -7,16 +7,28 @@
 mod hostile;
 
 use hostile::{Extra, Parse, Shape, SHAPES, T0};
-use redis_ratelimit::api::{self, Grammar, Opt, Param, PolicyDef};
+use redis_ratelimit::api::COMMANDS;
 
-/// A policy's own options and the common ones it takes.
-fn with_common(p: &PolicyDef) -> Vec<Opt> {
-    p.options.iter().chain(p.common()).copied().collect()
+/// A positional argument as the definitions describe it.
+struct Param {
+    called: String,
+    parse: String,
 }
 
-/// The parameters and options the definitions give a shape.
+/// An option as the definitions describe it.
+struct Opt {
+    token: String,
+    group: Option<String>,
+    value: Option<String>,
+}
+
+/// The parameters and options the definitions give a shape, from the
+/// module's description of the command (`CommandDef::describe`).
 fn defined(shape: &Shape) -> (Vec<Param>, Vec<Opt>) {
-    let command = api::command(shape.name).expect("every shape names a command");
+    let command = COMMANDS
+        .iter()
+        .find(|c| c.name == shape.name)
+        .expect("every shape names a command");
     assert_eq!(shape.arity_name, command.lower_name(), "{}", shape.name);
     assert_eq!(
         shape.min_arity as i32,
@@ -24,86 +36,80 @@ fn defined(shape: &Shape) -> (Vec<Param>, Vec<Opt>) {
         "{}: arity",
         shape.name
     );
-    match &command.grammar {
-        Grammar::Policy(p) => (p.params.to_vec(), with_common(p)),
-        Grammar::All { policies } => {
-            let keyword = shape.infix[0];
-            let p = policies
-                .iter()
-                .find(|p| p.keyword == keyword)
-                .expect("an RL.ALL shape names a policy");
+    // RL.ALL's and RL.PEEK's shapes name their policy first, RL.CLOCK's
+    // its subcommand; named policies have no shape of their own (their
+    // definitions are RL.PEEK's policies).
+    let lines = command
+        .describe(shape.infix.first().copied())
+        .or_else(|| command.describe(shape.prefix.first().copied()))
+        .unwrap_or_else(|| panic!("{}: no description", shape.name));
+    let (mut params, mut options) = (Vec::new(), Vec::new());
+    for line in lines {
+        if let Some(syntax) = line.strip_prefix("syntax ") {
+            // RL.ALL's syntax error quotes the policy's syntax.
             if let Some(short) = shape.short {
-                assert_eq!(
-                    short,
-                    format!("ERR syntax error: the policy is {}", p.syntax())
-                );
+                assert_eq!(short, format!("ERR syntax error: the policy is {syntax}"));
             }
-            (p.params.to_vec(), with_common(p))
+        } else if let Some(param) = line.strip_prefix("argument ") {
+            let (called, parse) = param.split_once(": ").expect("argument: parse");
+            params.push(Param {
+                called: called.to_string(),
+                parse: parse.to_string(),
+            });
+        } else if let Some(opt) = line.strip_prefix("option ") {
+            let (head, value) = match opt.split_once(": ") {
+                Some((head, value)) => (head, Some(value.to_string())),
+                None => (opt, None),
+            };
+            let (token, group) = match head.split_once(" (mode ") {
+                Some((token, group)) => (token, group.strip_suffix(')').map(str::to_string)),
+                None => (head, None),
+            };
+            options.push(Opt {
+                token: token.to_string(),
+                group,
+                value,
+            });
+        } else {
+            panic!("{}: unknown description line {line:?}", shape.name);
         }
-        // RL.PEEK: the policy alone, no common options.
-        Grammar::Peek { policies } => {
-            let keyword = shape.infix[0];
-            let p = policies
-                .iter()
-                .find(|p| p.keyword == keyword)
-                .expect("an RL.PEEK shape names a policy");
-            (p.params.to_vec(), p.options.to_vec())
+    }
+    (params, options)
+}
+
+/// The table's parse as the module describes one: its name and the
+/// description.
+fn described(shape: &Shape, table: Parse) -> (&'static str, String) {
+    match table {
+        Parse::Count { name, min, max } => {
+            // RL.CLOCK ADVANCE stops at the latest time from T0 on.
+            let max = if shape.prefix == ["ADVANCE"] {
+                max + T0
+            } else {
+                max
+            };
+            (name, format!("integer {min}..={max}"))
         }
-        Grammar::Positional { params, .. } => (params.to_vec(), Vec::new()),
-        // Named policies have no shape of their own: their definitions are
-        // RL.PEEK's policies (hostile_errors sends RL.PEEK's cases to them).
-        Grammar::Registry(_) | Grammar::Check => {
-            panic!("{}: named-policy commands have no shape", shape.name)
-        }
-        Grammar::Subcommands { choices, .. } => {
-            let (_, param) = choices
-                .iter()
-                .find(|(word, _)| *word == shape.prefix[0])
-                .expect("a clock shape names a subcommand");
-            (vec![*param], Vec::new())
-        }
+        Parse::CellCount { name, min, max } => (name, format!("cell-integer {min}..={max}")),
+        Parse::Bounded {
+            name,
+            min,
+            max,
+            setting,
+        } => (name, format!("integer {min}..={setting} (default {max})")),
+        Parse::Duration { name } => (name, "duration".to_string()),
+        Parse::Item { name } => (name, "bytes".to_string()),
     }
 }
 
-fn same_parse(shape: &Shape, table: Parse, def_name: &str, def: api::Parse) {
-    match (table, def) {
-        (Parse::Count { name, min, max }, api::Parse::Integer { min: lo, max: hi })
-        | (Parse::CellCount { name, min, max }, api::Parse::CellInteger { min: lo, max: hi }) => {
-            assert_eq!((name, min), (def_name, lo), "{}: {name}", shape.name);
-            // RL.CLOCK ADVANCE stops at the latest time from T0 on.
-            let hi = if shape.prefix == ["ADVANCE"] {
-                hi - T0
-            } else {
-                hi
-            };
-            assert_eq!(max, hi, "{}: {name} maximum", shape.name);
-        }
-        (
-            Parse::Bounded {
-                name,
-                min,
-                max,
-                setting,
-            },
-            api::Parse::Bounded { min: lo, bound },
-        ) => {
-            assert_eq!((name, min), (def_name, lo), "{}: {name}", shape.name);
-            assert_eq!(
-                (max, setting),
-                (bound.default, bound.name),
-                "{}",
-                shape.name
-            );
-        }
-        (Parse::Duration { name }, api::Parse::Duration)
-        | (Parse::Item { name }, api::Parse::Bytes) => {
-            assert_eq!(name, def_name, "{}", shape.name)
-        }
-        (t, d) => panic!(
-            "{}: {def_name} parses as {t:?} in the table, {d:?} in the module",
-            shape.name
-        ),
-    }
+fn same_parse(shape: &Shape, table: Parse, def_name: &str, def: &str) {
+    let (name, parse) = described(shape, table);
+    assert_eq!(name, def_name, "{}", shape.name);
+    assert_eq!(
+        parse, def,
+        "{}: {def_name} parses as {table:?} in the table, {def} in the module",
+        shape.name
+    );
 }
 
 #[test]
@@ -112,7 +118,7 @@ fn shapes_agree_with_the_command_definitions() {
         let (params, options) = defined(shape);
         assert_eq!(shape.fixed.len(), params.len(), "{}: arguments", shape.name);
         for ((_, parse), param) in shape.fixed.iter().zip(&params) {
-            same_parse(shape, *parse, param.called, param.parse);
+            same_parse(shape, *parse, &param.called, &param.parse);
         }
         // The shape's options, and the mode its tail already chose, are the
         // definition's options.
@@ -125,14 +131,16 @@ fn shapes_agree_with_the_command_definitions() {
         );
         let chosen_group = options
             .iter()
-            .find(|o| shape.tail.contains(&o.token))
-            .and_then(|o| o.group);
+            .find(|o| shape.tail.contains(&o.token.as_str()))
+            .and_then(|o| o.group.as_ref());
         let mut expected: Vec<&str> = options
             .iter()
             .filter(|o| {
-                o.group.is_none() || o.group != chosen_group || shape.tail.contains(&o.token)
+                o.group.is_none()
+                    || o.group.as_ref() != chosen_group
+                    || shape.tail.contains(&o.token.as_str())
             })
-            .map(|o| o.token)
+            .map(|o| o.token.as_str())
             .collect();
         tokens.sort_unstable();
         expected.sort_unstable();
@@ -149,9 +157,9 @@ fn shapes_agree_with_the_command_definitions() {
                 shape.name,
                 opt.word
             );
-            match (opt.value, def.value) {
+            match (opt.value, &def.value) {
                 (None, None) => {}
-                (Some((parse, _)), Some(d)) => same_parse(shape, parse, def.token, d),
+                (Some((parse, _)), Some(d)) => same_parse(shape, parse, &def.token, d),
                 _ => panic!(
                     "{}: {} takes a value in one and not the other",
                     shape.name, opt.word

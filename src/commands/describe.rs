@@ -20,10 +20,7 @@ impl CommandDef {
     /// named-policy commands, which take a policy as RL.PEEK does.
     pub fn describe(&self, part: Option<&str>) -> Option<Vec<String>> {
         let keyword = |policies: &[&'static PolicyDef]| {
-            policies
-                .iter()
-                .copied()
-                .find(|p| Some(p.keyword) == part)
+            policies.iter().copied().find(|p| Some(p.keyword) == part)
         };
         let (syntax, params, options): (_, &[Param], Vec<Opt>) = match &self.grammar {
             Grammar::Policy(p) => (None, p.params, with_common(p)),
@@ -93,12 +90,17 @@ mod tests {
     #[test]
     fn lines() {
         let gcra = describe("RL.ALL", Some("GCRA"));
-        assert_eq!(gcra[0], "syntax GCRA limit period [BURST burst]");
+        assert_eq!(gcra[0], "syntax GCRA limit period [BURST n]");
         assert_eq!(gcra[1], "argument limit: integer 1..=9223372036854775807");
         assert_eq!(gcra[2], "argument period: duration");
         assert_eq!(gcra[3], "option BURST: integer 1..=9223372036854775807");
         let sliding = describe("RL.SLIDING", None);
-        assert!(sliding.contains(&"option APPROX (mode mode)".to_string()), "{sliding:?}");
-        assert!(describe("RL.ALL", None).is_empty() || true);
+        assert!(sliding.contains(&"option APPROX (mode mode)".to_string()));
+        assert!(sliding.contains(&"option BUCKETS (mode mode): integer 2..=1024".to_string()));
+        // RL.ALL and RL.PEEK need their policy; named policies have none.
+        let all = COMMANDS.iter().find(|c| c.name == "RL.ALL").unwrap();
+        assert_eq!(all.describe(None), None);
+        let check = COMMANDS.iter().find(|c| c.name == "RL.CHECK").unwrap();
+        assert_eq!(check.describe(None), None);
     }
 }
