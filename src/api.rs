@@ -5,10 +5,10 @@
 //!
 //! Twenty names, in the crate's words (see the crate documentation):
 //! - time: [`Micros`];
-//! - a *policy* and its *decision* on a *state* ([`Policy::decide`] on a
-//!   key's stored bytes): [`Policy`], [`Decision`], [`RetryAfter`], the
-//!   write to the state [`StateWrite`], and [`StateError`] for bytes that
-//!   are not the policy's state;
+//! - a *policy* and its *transition* on a *state* ([`Policy::decide`] on a
+//!   key's stored bytes): [`Policy`], [`Transition`], its [`Decision`]
+//!   with [`RetryAfter`] and its write to the state [`StateWrite`], and
+//!   [`StateError`] for bytes that are not the policy's state;
 //! - the engine, a *request* under several policies over a store of keys:
 //!   [`Request`], [`Charge`], [`decide`], its answer [`Decided`], and the
 //!   store in memory [`MemoryStore`];
@@ -31,7 +31,7 @@ pub use crate::commands::table::COMMANDS;
 pub use crate::engine::error::Error;
 pub use crate::engine::store::MemoryStore;
 pub use crate::engine::{decide, Charge, Decided, Request};
-pub use crate::policy::{Policy, StateWrite};
+pub use crate::policy::{Outcome as Transition, Policy, StateWrite};
 
 /// The definition of command `name` (any case).
 fn command(name: &str) -> Option<&'static CommandDef> {
