@@ -16,7 +16,7 @@ fn word(data: &[u8], i: usize) -> u64 {
 }
 
 fn sketch(item: &[u8], limit: u64, width: u64, depth: u64, window_us: u64) -> Option<Policy> {
-    if window_us % 1_000 != 0 {
+    if !window_us.is_multiple_of(1_000) {
         return None;
     }
     let args = [
