@@ -7,56 +7,38 @@
 //! Adding an algorithm or mode is one line in `policies()`.
 
 use criterion::{black_box, criterion_group, criterion_main, Criterion};
-use redis_ratelimit::api::{
-    self, decode_cell_state, encode_cell_state, Cell, FixedWindow, Gcra, Micros, Policy, Sketch,
-    SlidingApprox, SlidingLog, SlidingSubwindows, StateWrite, TokenBucket,
-};
+use redis_ratelimit::api::{self, Micros, Policy, StateWrite};
 use std::time::Duration;
 
-const SECOND: Micros = Micros::from_secs(1);
 /// A fixed "now" (2025-01-01), so every run decides the same things.
 const NOW: Micros = Micros::from_secs(1_735_689_600);
 
+/// An RL.ALL policy from its words (keyword first), as the command parses it.
+fn policy(words: &str) -> Policy {
+    let words: Vec<&str> = words.split(' ').collect();
+    let (policy, used) = api::parse_policy(words[0], &words[1..]).expect(words[0]);
+    assert_eq!(used, words.len() - 1, "every word of {words:?}");
+    policy
+}
+
 /// Every policy the core has: name and value. 10 per second, burst 10.
 fn policies() -> Vec<(&'static str, Policy)> {
+    // The default sketch (96 KiB), deciding for one item.
+    let sketch_args = ["203.0.113.7", "10", "1s", "WIDTH", "2048", "DEPTH", "4"];
+    let (sketch, _) = api::parse("RL.SKETCH", &sketch_args).expect("RL.SKETCH");
     vec![
-        ("GCRA", Policy::Gcra(Gcra::new(10, SECOND, 10).unwrap())),
-        (
-            "BUCKET",
-            Policy::Bucket(TokenBucket::new(10, 10, SECOND).unwrap()),
-        ),
+        ("GCRA", policy("GCRA 10 1s BURST 10")),
+        ("BUCKET", policy("BUCKET 10 10 1s")),
         // 1 s / 3 is not a whole number of microseconds: the state carries
         // a fraction (the longer encoding, exact arithmetic in ticks).
-        ("GCRA 3/s", Policy::Gcra(Gcra::new(3, SECOND, 3).unwrap())),
-        (
-            "SLIDING EXACT",
-            Policy::SlidingLog(SlidingLog::new(10, SECOND)),
-        ),
-        (
-            "SLIDING EXACT 100",
-            Policy::SlidingLog(SlidingLog::new(100, SECOND)),
-        ),
-        (
-            "SLIDING APPROX",
-            Policy::SlidingApprox(SlidingApprox::new(10, SECOND)),
-        ),
-        (
-            "SLIDING BUCKETS 10",
-            Policy::SlidingSubwindows(SlidingSubwindows::new(10, SECOND, 10)),
-        ),
-        ("FIXED", Policy::Fixed(FixedWindow::new(10, SECOND, false))),
-        (
-            "FIXED ALIGNED",
-            Policy::Fixed(FixedWindow::new(10, SECOND, true)),
-        ),
-        // The default sketch (96 KiB), deciding for one item.
-        (
-            "SKETCH 2048x4",
-            Policy::Sketch {
-                sketch: Sketch::new(10, SECOND, 2048, 4),
-                item: b"203.0.113.7".to_vec(),
-            },
-        ),
+        ("GCRA 3/s", policy("GCRA 3 1s BURST 3")),
+        ("SLIDING EXACT", policy("SLIDING 10 1s EXACT")),
+        ("SLIDING EXACT 100", policy("SLIDING 100 1s EXACT")),
+        ("SLIDING APPROX", policy("SLIDING 10 1s APPROX")),
+        ("SLIDING BUCKETS 10", policy("SLIDING 10 1s BUCKETS 10")),
+        ("FIXED", policy("FIXED 10 1s")),
+        ("FIXED ALIGNED", policy("FIXED 10 1s ALIGNED")),
+        ("SKETCH 2048x4", sketch),
     ]
 }
 
@@ -108,13 +90,10 @@ fn decisions(c: &mut Criterion) {
 
     // CL.THROTTLE: redis-cell's nanosecond GCRA; its state is a decimal
     // string, parsed and formatted on every request.
-    let cell = Cell::new(9, 10, 1, i128::MAX).unwrap();
-    let now_ns = cell.now_ns(NOW).unwrap();
-    let cell_round = |stored: &[u8]| {
-        let tat = decode_cell_state(stored).unwrap();
-        let (reply, write) = cell.throttle(Some(tat), now_ns, 1);
-        (reply, write.map(|w| encode_cell_state(w.tat_ns)))
-    };
+    let args: [&[u8]; 3] = [b"9", b"10", b"1"];
+    let cell = api::parse_throttle(&args).unwrap();
+    let cell_round = |stored: &[u8]| cell.decide(Some(stored), NOW).unwrap();
+    let now_ns = NOW.as_u64() * 1_000;
     let allow = (now_ns + 100_000_000).to_string().into_bytes();
     let deny = (now_ns + 1_000_000_000).to_string().into_bytes();
     assert!(!cell_round(&allow).0.limited);

@@ -24,7 +24,7 @@
 //! same memory), each with conservative and with plain update.
 
 use rand::{Rng, SeedableRng};
-use redis_ratelimit::api::{ApproxState, Micros, Sketch, SketchState, SlidingApprox};
+use redis_ratelimit::api::{self, Micros, Policy};
 use std::collections::HashMap;
 
 const ITEMS: usize = 1_000_000;
@@ -34,6 +34,59 @@ const WINDOW_US: u64 = 60_000_000;
 const WINDOWS: u64 = 6;
 /// 2026-01-01T00:00:00Z.
 const START_US: u64 = 1_767_225_600_000_000;
+
+/// An item's own `SLIDING limit window APPROX` limiter, as RL.ALL parses it.
+fn approx() -> Policy {
+    let words = [
+        LIMIT.to_string(),
+        format!("{}ms", WINDOW_US / 1_000),
+        "APPROX".into(),
+    ];
+    api::parse_policy("SLIDING", &words).expect("APPROX").0
+}
+
+/// `RL.SKETCH` with `width × depth` counters, as the command parses it;
+/// plain update (each counter raised by the cost) instead of conservative
+/// update when `conservative` is false.
+fn sketch(width: u64, depth: u64, conservative: bool) -> Policy {
+    let args = [
+        String::new(),
+        LIMIT.to_string(),
+        format!("{}ms", WINDOW_US / 1_000),
+        "WIDTH".into(),
+        width.to_string(),
+        "DEPTH".into(),
+        depth.to_string(),
+    ];
+    match api::parse("RL.SKETCH", &args).expect("RL.SKETCH").0 {
+        Policy::Sketch { sketch, item } if !conservative => Policy::Sketch {
+            sketch: sketch.plain(),
+            item,
+        },
+        policy => policy,
+    }
+}
+
+/// `sketch`'s policy for one item.
+fn for_item(sketch: &Policy, item: u32) -> Policy {
+    match sketch {
+        Policy::Sketch { sketch, .. } => Policy::Sketch {
+            sketch: *sketch,
+            item: item.to_le_bytes().to_vec(),
+        },
+        _ => unreachable!("a sketch"),
+    }
+}
+
+/// Decides one request of cost 1 on `state` and applies its write;
+/// whether it was admitted.
+fn admit(policy: &Policy, state: &mut Option<Vec<u8>>, now: Micros) -> bool {
+    let out = policy.decide(state.as_deref(), now, 1).expect("own state");
+    if let Some(w) = &out.write {
+        w.apply_to(state);
+    }
+    out.decision.allowed
+}
 
 /// The Zipf CDF over `ITEMS` ranks.
 fn zipf_cdf() -> Vec<f64> {
@@ -75,10 +128,10 @@ struct Row {
     n_max: u64,
 }
 
-fn run(reqs: &[(u64, u32)], sketch: Sketch, truth: &[bool], truth_admitted: &[u64]) -> Row {
-    let mut state = SketchState::new(&sketch);
-    let approx = SlidingApprox::new(LIMIT, Micros::new(WINDOW_US));
-    let mut shadow: HashMap<u32, Option<ApproxState>> = HashMap::new();
+fn run(reqs: &[(u64, u32)], sketch: &Policy, truth: &[bool], truth_admitted: &[u64]) -> Row {
+    let mut state = None;
+    let approx = approx();
+    let mut shadow: HashMap<u32, Option<Vec<u8>>> = HashMap::new();
     let mut admitted_by_item: HashMap<u32, u64> = HashMap::new();
     let mut row = Row {
         admitted: 0,
@@ -90,25 +143,18 @@ fn run(reqs: &[(u64, u32)], sketch: Sketch, truth: &[bool], truth_admitted: &[u6
     let (mut window, mut in_window) = (0, 0);
     for (i, &(t, item)) in reqs.iter().enumerate() {
         let now = Micros::new(t);
-        let key = item.to_le_bytes();
-        let (d, change) = sketch.decide(Some(&state), &key, now, 1);
-        if let Some(c) = change {
-            state.apply(&c);
-        }
+        let allowed = admit(&for_item(sketch, item), &mut state, now);
         if t / WINDOW_US != window {
             window = t / WINDOW_US;
             in_window = 0;
         }
-        if d.allowed {
+        if allowed {
             row.admitted += 1;
             in_window += 1;
             row.n_max = row.n_max.max(in_window);
             *admitted_by_item.entry(item).or_default() += 1;
             let own = shadow.entry(item).or_default();
-            let (replayed, new) = approx.decide(*own, now, 1);
-            if replayed.allowed {
-                *own = new;
-            } else {
+            if !admit(&approx, own, now) {
                 row.replay_violations += 1;
             }
         } else if truth[i] {
@@ -128,19 +174,18 @@ fn main() {
         .unwrap_or(200_000);
     let reqs = workload(per_window);
     // The truth: one APPROX limiter per item, on every request.
-    let approx = SlidingApprox::new(LIMIT, Micros::new(WINDOW_US));
-    let mut own: HashMap<u32, Option<ApproxState>> = HashMap::new();
+    let approx = approx();
+    let mut own: HashMap<u32, Option<Vec<u8>>> = HashMap::new();
     let mut truth_admitted = vec![0u64; ITEMS];
     let truth: Vec<bool> = reqs
         .iter()
         .map(|&(t, item)| {
             let s = own.entry(item).or_default();
-            let (d, new) = approx.decide(*s, Micros::new(t), 1);
-            if d.allowed {
-                *s = new;
+            let allowed = admit(&approx, s, Micros::new(t));
+            if allowed {
                 truth_admitted[item as usize] += 1;
             }
-            d.allowed
+            allowed
         })
         .collect();
     let truth_total: u64 = truth_admitted.iter().sum();
@@ -163,11 +208,8 @@ fn main() {
         for depth in [1u64, 2, 4, 8] {
             let width = cells / depth;
             for conservative in [true, false] {
-                let mut sketch = Sketch::new(LIMIT, Micros::new(WINDOW_US), width, depth);
-                if !conservative {
-                    sketch = sketch.plain();
-                }
-                let row = run(&reqs, sketch, &truth, &truth_admitted);
+                let sketch = sketch(width, depth, conservative);
+                let row = run(&reqs, &sketch, &truth, &truth_admitted);
                 let eps = std::f64::consts::E / width as f64;
                 println!(
                     "| {width} × {depth} | {} | {} | {} | {} | {} | {:.3}% | {:.0} | {:.4} |",

@@ -17,10 +17,7 @@
 //! The RNG is seeded, so the table is reproducible.
 
 use rand::{Rng, SeedableRng};
-use redis_ratelimit::api::{
-    FixedWindow, Micros, Policy, SlidingApprox, SlidingLog, SlidingSubwindows, StateWrite,
-    MAX_SLIDING_LOG_LIMIT,
-};
+use redis_ratelimit::api::{self, Micros, Policy, StateWrite};
 use std::collections::VecDeque;
 
 const WINDOW_US: u64 = 60_000_000;
@@ -119,34 +116,28 @@ fn simulate(policy: &Policy, limit: u64, load: f64, seed: u64) -> Run {
 }
 
 fn modes(limit: u64) -> Vec<(&'static str, Policy)> {
-    let window = Micros::new(WINDOW_US);
-    let log_limit = limit.min(MAX_SLIDING_LOG_LIMIT);
+    let window = format!("{}ms", WINDOW_US / 1_000);
+    let sliding = |mode: &[&str]| parse("SLIDING", limit, &window, mode);
     vec![
-        (
-            "SLIDING EXACT",
-            Policy::SlidingLog(SlidingLog::new(log_limit, window)),
-        ),
-        (
-            "SLIDING APPROX",
-            Policy::SlidingApprox(SlidingApprox::new(limit, window)),
-        ),
-        (
-            "SLIDING BUCKETS 10",
-            Policy::SlidingSubwindows(SlidingSubwindows::new(limit, window, 10)),
-        ),
-        (
-            "SLIDING BUCKETS 100",
-            Policy::SlidingSubwindows(SlidingSubwindows::new(limit, window, 100)),
-        ),
-        (
-            "FIXED",
-            Policy::Fixed(FixedWindow::new(limit, window, false)),
-        ),
+        ("SLIDING EXACT", sliding(&["EXACT"])),
+        ("SLIDING APPROX", sliding(&["APPROX"])),
+        ("SLIDING BUCKETS 10", sliding(&["BUCKETS", "10"])),
+        ("SLIDING BUCKETS 100", sliding(&["BUCKETS", "100"])),
+        ("FIXED", parse("FIXED", limit, &window, &[])),
         (
             "FIXED ALIGNED",
-            Policy::Fixed(FixedWindow::new(limit, window, true)),
+            parse("FIXED", limit, &window, &["ALIGNED"]),
         ),
     ]
+}
+
+/// An RL.ALL policy: `keyword limit window` and the mode's words.
+fn parse(keyword: &str, limit: u64, window: &str, mode: &[&str]) -> Policy {
+    let mut words = vec![limit.to_string(), window.to_string()];
+    words.extend(mode.iter().map(|w| w.to_string()));
+    let (policy, used) = api::parse_policy(keyword, &words).expect("a window policy");
+    assert_eq!(used, words.len());
+    policy
 }
 
 fn main() {

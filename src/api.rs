@@ -1,62 +1,62 @@
-//! The crate's Rust surface, for benches, fuzz targets and tests: the pure
-//! core and the command grammar, with no Redis types. The module itself is
-//! what `MODULE LOAD` loads; nothing here is a stable library interface.
+//! The crate's Rust surface, for benches, fuzz targets, examples and
+//! tests: the pure core and the command grammar, with no Redis types. The
+//! module itself is what `MODULE LOAD` loads; nothing here is a stable
+//! library interface.
+//!
+//! Twenty names, in the crate's words (see the crate documentation):
+//! - time: [`Micros`];
+//! - a *policy* and its *transition* on a *state* ([`Policy::decide`] on a
+//!   key's stored bytes): [`Policy`], [`Transition`], its [`Decision`]
+//!   with [`RetryAfter`] and its write to the state [`StateWrite`], and
+//!   [`StateError`] for bytes that are not the policy's state;
+//! - the engine, a *request* under several policies over a store of keys:
+//!   [`Request`], [`Charge`], [`decide`], its answer [`Decided`], and the
+//!   store in memory [`MemoryStore`];
+//! - parsing, each as the command does: [`parse`], [`parse_policy`],
+//!   [`parse_all`], [`parse_peek`], [`parse_throttle`], and their
+//!   [`Error`];
+//! - the command table: [`COMMANDS`], each a [`CommandDef`]
+//!   (`CommandDef::describe` gives what a command takes, as text).
+//!
+//! Policies are built by parsing, as the commands build them; the
+//! algorithms, codecs and grammar behind them stay inside the crate.
 
-pub use crate::algorithm::cell::{Cell, CellReply, CellWrite};
-pub use crate::algorithm::concurrency::{
-    release, renew, Concurrency, Header, LeaseId, Leases, Slot, MAX_LEASES,
-};
-pub use crate::algorithm::fixed_window::{FixedState, FixedWindow};
-pub use crate::algorithm::gcra::Gcra;
-pub use crate::algorithm::limits::{MAX_COUNT, MAX_DURATION};
-pub use crate::algorithm::schedule::{Schedule, ScheduleError, Tat};
-pub use crate::algorithm::sketch::{
-    fmix64, fnv1a64, Cell as SketchCell, Sketch, SketchCells, SketchChange, SketchState,
-    DEFAULT_DEPTH, DEFAULT_WIDTH, MAX_DEPTH, MAX_SKETCH_LIMIT, MAX_WIDTH,
-};
-pub use crate::algorithm::sliding_approx::{ApproxState, SlidingApprox};
-pub use crate::algorithm::sliding_log::{Entries, SlidingLog, MAX_SLIDING_LOG_LIMIT};
-pub use crate::algorithm::sliding_subwindows::{SlidingSubwindows, MAX_SUBWINDOWS, MIN_SUBWINDOWS};
-pub use crate::algorithm::token_bucket::TokenBucket;
-pub use crate::algorithm::{Decision, Micros, RetryAfter, MAX_HORIZON};
-pub use crate::codec::cell::{decode_cell_state, encode_cell_state};
-pub use crate::codec::lease::{self as lease_codec, format_lease, parse_lease, StoredLeases};
-pub use crate::codec::{
-    decode_tat, encode_tat, sketch as sketch_codec, sliding_log as log_codec, window, Kind,
-    Mismatch, Patch, StateError, TAT_MAX_LEN,
-};
-pub use crate::commands::args::{duration, integer};
-pub use crate::commands::definition::{CommandDef, Cost, Grammar, Keys};
-pub use crate::commands::docs::{arguments, synopsis, DocArg, DocType};
-pub use crate::commands::grammar::{
-    parse_common, parse_common_with, Opt, Param, Parse, PerKey, PolicyDef, COMMON,
-};
-pub use crate::commands::rl_all::Call as AllCall;
-pub use crate::commands::table::{COMMANDS, POLICIES};
-pub use crate::commands::throttle::Call as ThrottleCall;
-pub use crate::engine::error::{printable, Error};
-pub use crate::engine::store::{MemoryStore, Store};
-pub use crate::engine::{decide, Charge, Decided, KeyError, Request};
-pub use crate::policy::{ForceError, Outcome, Policy, StateWrite};
+use crate::commands::definition::Grammar;
+use crate::commands::table::POLICIES;
 
-use crate::commands::definition::Grammar as G;
+pub use crate::algorithm::{Decision, Micros, RetryAfter};
+pub use crate::codec::StateError;
+pub use crate::commands::definition::CommandDef;
+pub use crate::commands::table::COMMANDS;
+pub use crate::engine::error::Error;
+pub use crate::engine::store::MemoryStore;
+pub use crate::engine::{decide, Charge, Decided, Request};
+pub use crate::policy::{Outcome as Transition, Policy, StateWrite};
 
 /// The definition of command `name` (any case).
-pub fn command(name: &str) -> Option<&'static CommandDef> {
+fn command(name: &str) -> Option<&'static CommandDef> {
     COMMANDS.iter().find(|c| c.name.eq_ignore_ascii_case(name))
 }
 
 /// Parses a single-key decision command's arguments after the key, as
-/// `command` (`RL.GCRA`, `RL.BUCKET`, `RL.SLIDING`, `RL.FIXED`) does.
+/// `command_name` (`RL.GCRA`, `RL.BUCKET`, `RL.SLIDING`, `RL.FIXED`,
+/// `RL.SKETCH`, `RL.ACQUIRE`) does: the policy and the request.
+///
+/// # Panics
+/// If `command_name` is not such a command.
 pub fn parse<A: AsRef<[u8]>>(command_name: &str, args: &[A]) -> Result<(Policy, Request), Error> {
     match command(command_name).map(|c| (c, &c.grammar)) {
-        Some((c, G::Policy(p))) => p.parse_command(args, c.name),
+        Some((c, Grammar::Policy(p))) => p.parse_command(args, c.name),
         _ => panic!("{command_name} is not a single-key decision command"),
     }
 }
 
-/// Parses one RL.ALL policy after its keyword; returns it and the
-/// arguments it used.
+/// Parses one RL.ALL policy's words after its keyword (`GCRA`, `BUCKET`,
+/// `SLIDING`, `FIXED`, `CONCURRENCY`, any case): the policy and how many
+/// of `args` it used.
+///
+/// # Panics
+/// If `keyword` names no RL.ALL policy.
 pub fn parse_policy<A: AsRef<[u8]>>(keyword: &str, args: &[A]) -> Result<(Policy, usize), Error> {
     let p = POLICIES
         .iter()
@@ -65,8 +65,9 @@ pub fn parse_policy<A: AsRef<[u8]>>(keyword: &str, args: &[A]) -> Result<(Policy
     p.parse_prefix(args)
 }
 
-/// Parses RL.ALL's arguments after the command name.
-pub fn parse_all<A: AsRef<[u8]>>(args: &[A]) -> Result<AllCall, Error> {
+/// Parses RL.ALL's arguments after the command name: the call's
+/// `numkeys`, one `policies` entry per key and the `request`.
+pub fn parse_all<A: AsRef<[u8]>>(args: &[A]) -> Result<crate::commands::rl_all::Call, Error> {
     crate::commands::rl_all::parse(&POLICIES, args)
 }
 
@@ -75,7 +76,10 @@ pub fn parse_peek<A: AsRef<[u8]>>(args: &[A]) -> Result<Policy, Error> {
     crate::commands::rl_peek::parse(&POLICIES, args, "RL.PEEK")
 }
 
-/// Parses CL.THROTTLE's arguments after the key.
-pub fn parse_throttle<A: AsRef<[u8]>>(args: &[A]) -> Result<ThrottleCall, Error> {
+/// Parses CL.THROTTLE's arguments after the key; the call's `decide`
+/// answers it on a key's stored bytes, as the command does.
+pub fn parse_throttle<A: AsRef<[u8]>>(
+    args: &[A],
+) -> Result<crate::commands::throttle::Call, Error> {
     crate::commands::throttle::parse(args)
 }

@@ -20,6 +20,8 @@ pub mod cell;
 pub mod lease;
 pub mod sketch;
 pub mod sliding_log;
+#[cfg(test)]
+mod stored_props;
 pub mod window;
 
 use crate::algorithm::schedule::Tat;

@@ -6,6 +6,7 @@
 pub mod args;
 pub mod clock;
 pub mod definition;
+mod describe;
 pub mod docs;
 pub mod grammar;
 pub mod host;

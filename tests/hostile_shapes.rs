@@ -7,18 +7,32 @@
 mod hostile;
 
 use hostile::{Extra, Parse, Shape, NAMED, SHAPES, T0};
-use redis_ratelimit::api::{self, Grammar, Opt, Param, PolicyDef};
+use redis_ratelimit::api::{CommandDef, COMMANDS};
 
-/// A policy's own options and the common ones it takes.
-fn with_common(p: &PolicyDef) -> Vec<Opt> {
-    p.options.iter().chain(p.common()).copied().collect()
+/// The command named `name` (any case).
+fn command(name: &str) -> Option<&'static CommandDef> {
+    COMMANDS.iter().find(|c| c.name.eq_ignore_ascii_case(name))
 }
 
-/// The parameters and options the definitions give a shape.
+/// A positional argument as the definitions describe it.
+struct Param {
+    called: String,
+    parse: String,
+}
+
+/// An option as the definitions describe it.
+struct Opt {
+    token: String,
+    group: Option<String>,
+    value: Option<String>,
+}
+
+/// The parameters and options the definitions give a shape, from the
+/// module's description of the command (`CommandDef::describe`).
 fn defined(shape: &Shape) -> (Vec<Param>, Vec<Opt>) {
     // RL.POLICY's subcommands by their full name (`RL.POLICY|SET`).
-    let command = api::command(shape.name)
-        .or_else(|| api::command(&format!("{}|{}", shape.name, shape.prefix.first()?)))
+    let command = command(shape.name)
+        .or_else(|| command(&format!("{}|{}", shape.name, shape.prefix.first()?)))
         .expect("every shape names a command");
     assert_eq!(shape.arity_name, command.lower_name(), "{}", shape.name);
     assert_eq!(
@@ -27,125 +41,87 @@ fn defined(shape: &Shape) -> (Vec<Param>, Vec<Opt>) {
         "{}: arity",
         shape.name
     );
-    match &command.grammar {
-        Grammar::Policy(p) => (p.params.to_vec(), with_common(p)),
-        Grammar::All { policies } => {
-            let keyword = shape.infix[0];
-            let p = policies
-                .iter()
-                .find(|p| p.keyword == keyword)
-                .expect("an RL.ALL shape names a policy");
-            if let Some(short) = shape.short {
-                assert_eq!(
-                    short,
-                    format!("ERR syntax error: the policy is {}", p.syntax())
-                );
-            }
-            (p.params.to_vec(), with_common(p))
-        }
-        // RL.PEEK: the policy alone, no common options.
-        Grammar::Peek { policies } => {
-            let keyword = shape.infix[0];
-            let p = policies
-                .iter()
-                .find(|p| p.keyword == keyword)
-                .expect("an RL.PEEK shape names a policy");
-            (p.params.to_vec(), p.options.to_vec())
-        }
-        Grammar::Positional { params, .. } => (params.to_vec(), Vec::new()),
-        // RL.CHECK: the common options the named policy's algorithm takes.
-        Grammar::Check => {
-            let (_, definition) = NAMED
-                .iter()
-                .find(|(name, _)| *name == shape.infix[0])
-                .expect("an RL.CHECK shape names a policy of NAMED");
-            let p = rl_all_policy(definition[0]);
-            (Vec::new(), p.common().copied().collect())
-        }
-        Grammar::Registry(_) => match shape.prefix[0] {
-            // The definition: RL.ALL's policy, without the common options.
-            "SET" => {
-                let p = rl_all_policy(shape.infix[0]);
-                if let Some(short) = shape.short {
-                    assert_eq!(
-                        short,
-                        format!("ERR syntax error: the policy is {}", p.syntax())
-                    );
-                }
-                (p.params.to_vec(), p.options.to_vec())
-            }
-            "GET" | "DEL" | "STATS" => (vec![Param::bytes("name")], Vec::new()),
-            "LIST" => {
-                let pattern = Opt {
-                    token: "MATCH",
-                    value: Some(api::Parse::Bytes),
-                    group: None,
-                    value_name: None,
-                };
-                (Vec::new(), vec![pattern])
-            }
-            _ => (Vec::new(), Vec::new()),
-        },
-        Grammar::Subcommands { choices, .. } => {
-            let (_, param) = choices
-                .iter()
-                .find(|(word, _)| *word == shape.prefix[0])
-                .expect("a clock shape names a subcommand");
-            (vec![*param], Vec::new())
-        }
-    }
-}
-
-/// RL.ALL's policy named `keyword`.
-fn rl_all_policy(keyword: &str) -> &'static PolicyDef {
-    let Some(Grammar::All { policies }) = api::command("RL.ALL").map(|c| &c.grammar) else {
-        panic!("RL.ALL takes policies");
+    // RL.ALL's, RL.PEEK's and RL.POLICY SET's shapes name their policy
+    // first, RL.CLOCK's its subcommand; RL.CHECK's names a policy of
+    // [`NAMED`], described by its algorithm's keyword.
+    let part = match shape.name {
+        "RL.CHECK" => NAMED
+            .iter()
+            .find(|(name, _)| Some(name) == shape.infix.first())
+            .map(|(_, definition)| definition[0]),
+        _ => shape.infix.first().copied(),
     };
-    policies
-        .iter()
-        .find(|p| p.keyword == keyword)
-        .expect("a policy of RL.ALL")
+    let lines = command
+        .describe(part)
+        .or_else(|| command.describe(shape.prefix.first().copied()))
+        .unwrap_or_else(|| panic!("{}: no description", shape.name));
+    let (mut params, mut options) = (Vec::new(), Vec::new());
+    for line in lines {
+        if let Some(syntax) = line.strip_prefix("syntax ") {
+            // RL.ALL's syntax error quotes the policy's syntax.
+            if let Some(short) = shape.short {
+                assert_eq!(short, format!("ERR syntax error: the policy is {syntax}"));
+            }
+        } else if let Some(param) = line.strip_prefix("argument ") {
+            let (called, parse) = param.split_once(": ").expect("argument: parse");
+            params.push(Param {
+                called: called.to_string(),
+                parse: parse.to_string(),
+            });
+        } else if let Some(opt) = line.strip_prefix("option ") {
+            let (head, value) = match opt.split_once(": ") {
+                Some((head, value)) => (head, Some(value.to_string())),
+                None => (opt, None),
+            };
+            let (token, group) = match head.split_once(" (mode ") {
+                Some((token, group)) => (token, group.strip_suffix(')').map(str::to_string)),
+                None => (head, None),
+            };
+            options.push(Opt {
+                token: token.to_string(),
+                group,
+                value,
+            });
+        } else {
+            panic!("{}: unknown description line {line:?}", shape.name);
+        }
+    }
+    (params, options)
 }
 
-fn same_parse(shape: &Shape, table: Parse, def_name: &str, def: api::Parse) {
-    match (table, def) {
-        (Parse::Count { name, min, max }, api::Parse::Integer { min: lo, max: hi })
-        | (Parse::CellCount { name, min, max }, api::Parse::CellInteger { min: lo, max: hi }) => {
-            assert_eq!((name, min), (def_name, lo), "{}: {name}", shape.name);
+/// The table's parse as the module describes one: its name and the
+/// description.
+fn described(shape: &Shape, table: Parse) -> (&'static str, String) {
+    match table {
+        Parse::Count { name, min, max } => {
             // RL.CLOCK ADVANCE stops at the latest time from T0 on.
-            let hi = if shape.prefix == ["ADVANCE"] {
-                hi - T0
+            let max = if shape.prefix == ["ADVANCE"] {
+                max + T0
             } else {
-                hi
+                max
             };
-            assert_eq!(max, hi, "{}: {name} maximum", shape.name);
+            (name, format!("integer {min}..={max}"))
         }
-        (
-            Parse::Bounded {
-                name,
-                min,
-                max,
-                setting,
-            },
-            api::Parse::Bounded { min: lo, bound },
-        ) => {
-            assert_eq!((name, min), (def_name, lo), "{}: {name}", shape.name);
-            assert_eq!(
-                (max, setting),
-                (bound.default, bound.name),
-                "{}",
-                shape.name
-            );
-        }
-        (Parse::Duration { name }, api::Parse::Duration)
-        | (Parse::Item { name }, api::Parse::Bytes) => {
-            assert_eq!(name, def_name, "{}", shape.name)
-        }
-        (t, d) => panic!(
-            "{}: {def_name} parses as {t:?} in the table, {d:?} in the module",
-            shape.name
-        ),
+        Parse::CellCount { name, min, max } => (name, format!("cell-integer {min}..={max}")),
+        Parse::Bounded {
+            name,
+            min,
+            max,
+            setting,
+        } => (name, format!("integer {min}..={setting} (default {max})")),
+        Parse::Duration { name } => (name, "duration".to_string()),
+        Parse::Item { name } => (name, "bytes".to_string()),
     }
+}
+
+fn same_parse(shape: &Shape, table: Parse, def_name: &str, def: &str) {
+    let (name, parse) = described(shape, table);
+    assert_eq!(name, def_name, "{}", shape.name);
+    assert_eq!(
+        parse, def,
+        "{}: {def_name} parses as {table:?} in the table, {def} in the module",
+        shape.name
+    );
 }
 
 #[test]
@@ -154,7 +130,7 @@ fn shapes_agree_with_the_command_definitions() {
         let (params, options) = defined(shape);
         assert_eq!(shape.fixed.len(), params.len(), "{}: arguments", shape.name);
         for ((_, parse), param) in shape.fixed.iter().zip(&params) {
-            same_parse(shape, *parse, param.called, param.parse);
+            same_parse(shape, *parse, &param.called, &param.parse);
         }
         // The shape's options, and the mode its tail already chose, are the
         // definition's options.
@@ -167,14 +143,16 @@ fn shapes_agree_with_the_command_definitions() {
         );
         let chosen_group = options
             .iter()
-            .find(|o| shape.tail.contains(&o.token))
-            .and_then(|o| o.group);
+            .find(|o| shape.tail.contains(&o.token.as_str()))
+            .and_then(|o| o.group.as_ref());
         let mut expected: Vec<&str> = options
             .iter()
             .filter(|o| {
-                o.group.is_none() || o.group != chosen_group || shape.tail.contains(&o.token)
+                o.group.is_none()
+                    || o.group.as_ref() != chosen_group
+                    || shape.tail.contains(&o.token.as_str())
             })
-            .map(|o| o.token)
+            .map(|o| o.token.as_str())
             .collect();
         tokens.sort_unstable();
         expected.sort_unstable();
@@ -191,9 +169,9 @@ fn shapes_agree_with_the_command_definitions() {
                 shape.name,
                 opt.word
             );
-            match (opt.value, def.value) {
+            match (opt.value, &def.value) {
                 (None, None) => {}
-                (Some((parse, _)), Some(d)) => same_parse(shape, parse, def.token, d),
+                (Some((parse, _)), Some(d)) => same_parse(shape, parse, &def.token, d),
                 _ => panic!(
                     "{}: {} takes a value in one and not the other",
                     shape.name, opt.word

@@ -97,10 +97,6 @@ impl Schedule {
         })
     }
 
-    pub fn burst(&self) -> u64 {
-        self.burst
-    }
-
     /// Decides a request of `cost` units at `now` against the stored TAT
     /// (`None`: a fresh key). Returns the decision and the TAT to store, which
     /// is `Some` only when the state changes (admitted with `cost > 0`).

@@ -269,7 +269,8 @@ impl Sketch {
     }
 }
 
-/// A sketch held in memory: for tests, benches and measurements.
+/// A sketch held in memory: for tests.
+#[cfg(test)]
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SketchState {
     pub index: u64,
@@ -277,6 +278,7 @@ pub struct SketchState {
     pub cells: Vec<Cell>,
 }
 
+#[cfg(test)]
 impl SketchState {
     pub fn new(sketch: &Sketch) -> SketchState {
         SketchState {
@@ -295,6 +297,7 @@ impl SketchState {
     }
 }
 
+#[cfg(test)]
 impl SketchCells for SketchState {
     fn index(&self) -> u64 {
         self.index

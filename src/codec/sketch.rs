@@ -20,9 +20,9 @@
 //! always reaches the last cell, so the value has its full size at once.
 
 use super::{body, le_u32, le_u64, Kind, Patch, StateError};
-use crate::algorithm::sketch::{
-    Cell, Sketch, SketchCells, SketchChange, SketchState, MAX_DEPTH, MAX_WIDTH,
-};
+#[cfg(test)]
+use crate::algorithm::sketch::SketchState;
+use crate::algorithm::sketch::{Cell, Sketch, SketchCells, SketchChange, MAX_DEPTH, MAX_WIDTH};
 use crate::algorithm::Micros;
 
 pub const SKETCH_HEADER: usize = 26;
@@ -134,7 +134,8 @@ pub fn patch(sketch: &Sketch, change: &SketchChange, creating: bool) -> Patch {
     Patch::new(ranges)
 }
 
-/// The whole value of a sketch held in memory: for tests and fuzzing.
+/// The whole value of a sketch held in memory: for tests.
+#[cfg(test)]
 pub fn encode(sketch: &Sketch, state: &SketchState) -> Vec<u8> {
     let mut v = header(sketch, state.index, state.sweep);
     for &c in &state.cells {

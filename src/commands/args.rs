@@ -217,4 +217,27 @@ mod tests {
             );
         }
     }
+
+    proptest::proptest! {
+        /// Any bytes as a duration and as a count in any bounds: what
+        /// parses is in range, and a count is digits only.
+        #[test]
+        fn any_bytes_as_a_duration_and_a_count(
+            arg in proptest::prop_oneof![
+                proptest::collection::vec(proptest::prelude::any::<u8>(), 0..24),
+                proptest::prelude::Strategy::prop_map("[0-9+-]{0,22}(ms|us|s|m|h|d)?", String::into_bytes),
+            ],
+            a in proptest::prelude::any::<u64>(),
+            b in proptest::prelude::any::<u64>(),
+        ) {
+            if let Ok(d) = duration(&arg, "period") {
+                let us = d.as_u64();
+                proptest::prop_assert!(us >= 1_000 && us <= MAX_DURATION.as_u64() && us % 1_000 == 0);
+            }
+            if let Ok(n) = integer(&arg, "n", a.min(b), a.max(b)) {
+                proptest::prop_assert!(n >= a.min(b) && n <= a.max(b));
+                proptest::prop_assert!(arg.iter().all(u8::is_ascii_digit));
+            }
+        }
+    }
 }

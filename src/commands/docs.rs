@@ -69,6 +69,7 @@ impl DocArg {
 
     /// `name:type`, `TOKEN`, `(a | b)`, `[...]`: a one-line synopsis, as
     /// the integration test reads COMMAND DOCS back.
+    #[cfg(test)]
     pub fn synopsis(&self) -> String {
         let parts = || -> Vec<String> { self.subargs.iter().map(DocArg::synopsis).collect() };
         let typed = |kind: &str| match self.token {
@@ -246,6 +247,7 @@ pub fn arguments(command: &CommandDef) -> Vec<DocArg> {
 }
 
 /// The whole synopsis of `command`.
+#[cfg(test)]
 pub fn synopsis(command: &CommandDef) -> String {
     let args: Vec<String> = arguments(command).iter().map(DocArg::synopsis).collect();
     args.join(" ")

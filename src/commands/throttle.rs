@@ -6,7 +6,7 @@
 use super::definition::CommandDef;
 use super::grammar::Param;
 use super::{Host, Reply};
-use crate::algorithm::cell::{Cell, CellError};
+use crate::algorithm::cell::{Cell, CellError, CellReply};
 use crate::algorithm::limits::{MAX_COUNT, MAX_DURATION};
 use crate::algorithm::Micros;
 use crate::codec::cell::{decode_cell_state, encode_cell_state};
@@ -66,31 +66,51 @@ pub fn parse<A: AsRef<[u8]>>(args: &[A]) -> Result<Call, Error> {
     })
 }
 
+impl Call {
+    /// Answers the call at `now` on the key's stored value (`None`: no
+    /// key), as the command does: the reply and, when admitted, the new
+    /// state and its TTL.
+    pub fn decide(
+        &self,
+        stored: Option<&[u8]>,
+        now: Micros,
+    ) -> Result<(CellReply, Option<(StateWrite, Micros)>), Error> {
+        // redis-cell's state is signed 64-bit nanoseconds: refuse a time at
+        // which an admitted request's TAT would not fit (around 2262),
+        // rather than store a clamped, too early one.
+        let now_ns = self
+            .cell
+            .now_ns(now)
+            .ok_or(Error::ClockOutOfRange("CL.THROTTLE's nanosecond state"))?;
+        let stored = stored
+            .map(decode_cell_state)
+            .transpose()
+            .map_err(|e| match e {
+                StateError::OtherKind(kind) => Error::other_kind(NAME, kind),
+                _ => Error::NotCellState,
+            })?;
+        let (reply, write) = self.cell.throttle(stored, now_ns, self.quantity);
+        let write = write.map(|w| {
+            let ttl = Micros::new(u64::try_from(w.ttl_ns).unwrap_or(0).div_ceil(1_000));
+            (StateWrite::Value(encode_cell_state(w.tat_ns)), ttl)
+        });
+        Ok((reply, write))
+    }
+}
+
 pub fn run<H: Host>(_command: &CommandDef, host: &mut H, args: &[H::Arg]) -> Result<Reply, Error> {
     let [_, key, rest @ ..] = args else {
         return Err(Error::Arity(NAME));
     };
     let call = parse(rest)?;
-    // redis-cell's state is signed 64-bit nanoseconds: refuse a time at
-    // which an admitted request's TAT would not fit (around 2262), rather
-    // than store a clamped, too early one.
-    let now_ns = call
-        .cell
-        .now_ns(host.now())
+    let now = host.now();
+    // Refuse a time out of range before opening the key.
+    call.cell
+        .now_ns(now)
         .ok_or(Error::ClockOutOfRange("CL.THROTTLE's nanosecond state"))?;
     let mut store = host.open(std::slice::from_ref(key), false);
-    let stored = store
-        .value(0)?
-        .map(decode_cell_state)
-        .transpose()
-        .map_err(|e| match e {
-            StateError::OtherKind(kind) => Error::other_kind(NAME, kind),
-            _ => Error::NotCellState,
-        })?;
-    let (reply, write) = call.cell.throttle(stored, now_ns, call.quantity);
-    if let Some(w) = write {
-        let ttl = Micros::new(u64::try_from(w.ttl_ns).unwrap_or(0).div_ceil(1_000));
-        let value = StateWrite::Value(encode_cell_state(w.tat_ns));
+    let (reply, write) = call.decide(store.value(0)?, now)?;
+    if let Some((value, ttl)) = write {
         store::write_one(&mut store, 0, &value, ttl)?;
     }
     Ok(Reply::Throttle(reply))

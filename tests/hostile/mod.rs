@@ -1257,9 +1257,20 @@ pub fn expected_error(parse: Parse, v: &[u8]) -> Option<String> {
 }
 
 /// The module's rendering of a client word in an error: at most 32 bytes,
-/// anything but printable ASCII as `?`.
-#[allow(unused_imports)] // not every test binary that shares this module uses it
-pub use redis_ratelimit::api::printable;
+/// anything but printable ASCII (or a space) as `?`, and `...` after a
+/// longer word.
+#[allow(dead_code)] // not every test binary that shares this module uses it
+pub fn printable(bytes: &[u8]) -> String {
+    let shown = bytes.iter().take(32).map(|&b| {
+        if b.is_ascii_graphic() || b == b' ' {
+            b as char
+        } else {
+            '?'
+        }
+    });
+    let more = if bytes.len() > 32 { "..." } else { "" };
+    shown.collect::<String>() + more
+}
 
 pub const WRONGTYPE: &str = "WRONGTYPE Operation against a key holding the wrong kind of value";
 
