@@ -19,6 +19,8 @@ mod bounds;
 mod cluster_nodes;
 mod codec;
 mod commands;
+#[cfg(test)]
+mod core_properties;
 mod engine;
 mod error;
 mod limits;
