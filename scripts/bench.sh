@@ -10,10 +10,11 @@
 #
 # Needs only redis-server, redis-cli, redis-benchmark (Redis 7.0+) and the
 # release build (target/release/libredis_ratelimit.so). Starts its own
-# server on a free loopback port, pins server and client to different cores
-# when there are two or more, and prints Markdown tables (also saved under
-# target/bench/). Commands the loaded module does not have (or that reply
-# an error) are skipped, so the tables grow as commands land.
+# server (start_server in scripts/lib.sh), pins server and client to
+# different cores when there are two or more, and prints Markdown tables
+# (also saved under target/bench/). Commands the loaded module does not
+# have (or that reply an error) are skipped, so one script measures any
+# build (MODULE).
 #
 # Knobs (environment): ROUNDS (5), REQUESTS per measurement (200000),
 # KEYSPACE for the random-key runs (100000), MEM_KEYS (200000),

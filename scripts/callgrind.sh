@@ -10,7 +10,9 @@
 # instructions per request in redis-server (networking, parsing, command),
 # those inside processCommand (lookup, ACL, the command, propagation), and
 # the top functions. Needs valgrind. Knobs: REQUESTS (20000), KEYSPACE
-# (100000), MODULE, TOP (functions listed, 25), OUT (target/callgrind).
+# (100000), MODULE, MODULE_ARGS (e.g. "policies on"), SETUP (commands run
+# first, separated by ";"), TOP (functions listed, 25), OUT
+# (target/callgrind).
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
