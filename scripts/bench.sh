@@ -113,7 +113,7 @@ available_cases() {
             case $reply in
             ERR* | WRONGTYPE* | NOSCRIPT* | "(error)"*) ok=0 ;;
             esac
-        done < <(echo "$cmd" | sed 's/ ;; /\n/g')
+        done <<<"${cmd// ;; /$'\n'}"
         if [ $ok = 1 ]; then
             echo "$label|$cmd"
         else

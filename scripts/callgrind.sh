@@ -73,7 +73,7 @@ for template in "$@"; do
         # The dump is written asynchronously: wait (bounded) for it.
         dump=
         for _ in $(seq 1 100); do
-            dump=$(ls "$OUT"/callgrind.out.*.* 2>/dev/null | head -n 1)
+            dump=$(find "$OUT" -maxdepth 1 -name 'callgrind.out.*.*' | head -n 1)
             [ -n "$dump" ] && callgrind_annotate "$dump" >/dev/null 2>&1 && break
             dump=
             sleep 0.1

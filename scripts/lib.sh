@@ -1,3 +1,4 @@
+# shellcheck shell=bash disable=SC2034 # the variables set here are read by the scripts
 # Shared by the measurement scripts (sourced, not run): core pinning, a free
 # port, and start_server, the one way they start a server with the module.
 
@@ -41,6 +42,7 @@ SERVER_WORKDIR=
 # first, then any server options), no persistence, its files in a fresh
 # directory; waits up to 60 s for its PONG. Sets PORT and SERVER_PID. Every
 # server started is killed when the script exits.
+# shellcheck disable=SC2120 # the arguments are optional
 start_server() {
     local module=${MODULE:-$PWD/target/release/libredis_ratelimit.so} dir
     if [ -z "$SERVER_WORKDIR" ]; then

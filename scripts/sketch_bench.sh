@@ -41,9 +41,12 @@ mem_of() {
     echo $((after - before))
 }
 
+# The awk programs below print RESP; their $ are RESP's, not the shell's.
+# shellcheck disable=SC2016
 # RESP for: RL.SLIDING item:<i> 1000000 1h APPROX
 APPROX='k = "item:" i; printf "*5\r\n$10\r\nRL.SLIDING\r\n$%d\r\n%s\r\n$7\r\n1000000\r\n$2\r\n1h\r\n$6\r\nAPPROX\r\n", length(k), k'
 # RESP for: RL.SKETCH rl:sketch item:<i> 1000000 1h
+# shellcheck disable=SC2016
 SKETCH='k = "item:" i; printf "*5\r\n$9\r\nRL.SKETCH\r\n$9\r\nrl:sketch\r\n$%d\r\n%s\r\n$7\r\n1000000\r\n$2\r\n1h\r\n", length(k), k'
 
 {
