@@ -10,10 +10,11 @@
 #
 # Needs only redis-server, redis-cli, redis-benchmark (Redis 7.0+) and the
 # release build (target/release/libredis_ratelimit.so). Starts its own
-# server on a free loopback port, pins server and client to different cores
-# when there are two or more, and prints Markdown tables (also saved under
-# target/bench/). Commands the loaded module does not have (or that reply
-# an error) are skipped, so the tables grow as commands land.
+# server (start_server in scripts/lib.sh), pins server and client to
+# different cores when there are two or more, and prints Markdown tables
+# (also saved under target/bench/). Commands the loaded module does not
+# have (or that reply an error) are skipped, so one script measures any
+# build (MODULE).
 #
 # Knobs (environment): ROUNDS (5), REQUESTS per measurement (200000),
 # KEYSPACE for the random-key runs (100000), MEM_KEYS (200000),
@@ -67,7 +68,7 @@ die() {
     exit 1
 }
 
-for tool in redis-server redis-cli redis-benchmark awk; do
+for tool in "$RL_SERVER" redis-cli redis-benchmark awk; do
     command -v "$tool" >/dev/null || die "$tool is not installed (make deps)"
 done
 [ -f "$MODULE" ] || die "$MODULE is missing: run 'cargo build --release' (or 'make bench')"
@@ -76,32 +77,8 @@ mkdir -p "$OUT"
 # Server on core 0, clients on core 1, when there are two cores.
 pin_cores
 
-PORT=$(free_port) || die "no free loopback port found"
-
-WORKDIR=$(mktemp -d)
-SERVER_PID=
-cleanup() {
-    if [ -n "$SERVER_PID" ]; then
-        kill "$SERVER_PID" 2>/dev/null || true
-        wait "$SERVER_PID" 2>/dev/null || true
-    fi
-    rm -rf "$WORKDIR"
-}
-trap cleanup EXIT
-
-"${SERVER_PIN[@]}" redis-server --bind 127.0.0.1 --port "$PORT" --save '' \
-    --appendonly no --dir "$WORKDIR" --loadmodule "$MODULE" \
-    >"$WORKDIR/server.log" 2>&1 &
-SERVER_PID=$!
-
-cli() { redis-cli -h 127.0.0.1 -p "$PORT" "$@"; }
-
-for _ in $(seq 1 100); do
-    [ "$(cli PING 2>/dev/null)" = PONG ] && break
-    kill -0 "$SERVER_PID" 2>/dev/null || { cat "$WORKDIR/server.log" >&2; die "redis-server did not start"; }
-    sleep 0.1
-done
-[ "$(cli PING 2>/dev/null)" = PONG ] || die "redis-server did not answer on port $PORT"
+SERVER_PREFIX=("${SERVER_PIN[@]}")
+start_server
 
 SHA_GCRA=$(cli SCRIPT LOAD "$(cat scripts/lua/gcra.lua)")
 SHA_BUCKET=$(cli SCRIPT LOAD "$(cat scripts/lua/token_bucket.lua)")
@@ -136,7 +113,7 @@ available_cases() {
             case $reply in
             ERR* | WRONGTYPE* | NOSCRIPT* | "(error)"*) ok=0 ;;
             esac
-        done < <(echo "$cmd" | sed 's/ ;; /\n/g')
+        done <<<"${cmd// ;; /$'\n'}"
         if [ $ok = 1 ]; then
             echo "$label|$cmd"
         else
@@ -339,7 +316,7 @@ leases() {
 }
 
 {
-    echo "Machine: $(nproc) cores, $(awk -F': ' '/model name/ {print $2; exit}' /proc/cpuinfo), $(redis-server --version | awk '{print $3}'); server pinned: ${SERVER_PIN[*]:-no}, client pinned: ${CLIENT_PIN[*]:-no}"
+    echo "Machine: $(nproc) cores, $(awk -F': ' '/model name/ {print $2; exit}' /proc/cpuinfo), $("$RL_SERVER" --version | awk '{print $3}'); server pinned: ${SERVER_PIN[*]:-no}, client pinned: ${CLIENT_PIN[*]:-no}"
     echo "redis-benchmark -c $CLIENTS -P $PIPELINE -n $REQUESTS (random: -r $KEYSPACE), medians of $ROUNDS interleaved rounds"
 } | tee "$OUT/machine.md"
 

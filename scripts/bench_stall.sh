@@ -38,36 +38,12 @@ mkdir -p "$OUT"
 ROWS=$OUT/rows.tsv
 : >"$ROWS"
 
-WORKDIR=$(mktemp -d)
-SERVER_PID=
-# SIGKILL: a stalled server does not get to its SIGTERM handler.
-stop_server() {
-    if [ -n "$SERVER_PID" ]; then
-        kill -KILL "$SERVER_PID" 2>/dev/null || true
-        wait "$SERVER_PID" 2>/dev/null || true
-        SERVER_PID=
-    fi
-}
-trap 'stop_server; rm -rf "$WORKDIR"' EXIT
-
-start_server() {
-    PORT=$(free_port)
-    "${SERVER_PIN[@]}" redis-server --bind 127.0.0.1 --port "$PORT" --save '' --appendonly no \
-        --maxclients 20000 --dir "$WORKDIR" --loadmodule "$MODULE" clock manual \
-        >"$WORKDIR/server.log" 2>&1 &
-    SERVER_PID=$!
-    for _ in $(seq 1 100); do
-        [ "$(redis-cli -p "$PORT" PING 2>/dev/null)" = PONG ] && return 0
-        sleep 0.1
-    done
-    cat "$WORKDIR/server.log" >&2
-    exit 1
-}
+SERVER_PREFIX=("${SERVER_PIN[@]}")
 
 # One case at one size on a fresh server.
 run_case() {
     local case=$1 size=$2 rc=0
-    start_server
+    start_server clock manual --maxclients 20000
     echo "== $case $size" >&2
     # The bench's own watchdog fires at GUARD; this one only if that fails.
     timeout -s KILL $((GUARD + 30)) "${CLIENT_PIN[@]}" "$BENCH" "$case" "127.0.0.1:$PORT" "$size" "$ROWS" "$GUARD" || rc=$?
@@ -94,7 +70,7 @@ done
     echo "# Stalls"
     echo
     echo "date: $(date -u '+%Y-%m-%d %H:%M:%S UTC'), commit: $(git rev-parse --short HEAD), module: $MODULE"
-    echo "machine: $(nproc) CPUs, $(awk -F': ' '/model name/ {print $2; exit}' /proc/cpuinfo), $(redis-server --version | awk '{print $1, $2, $3}')"
+    echo "machine: $(nproc) CPUs, $(awk -F': ' '/model name/ {print $2; exit}' /proc/cpuinfo), $("$RL_SERVER" --version | awk '{print $1, $2, $3}')"
     echo "guard: $GUARD s per case and size; total run: $(( $(date +%s) - start )) s; load: $(uptime | sed 's/.*load/load/')"
     "$BENCH" report "$ROWS"
 } | tee "$OUT/report.md"

@@ -41,42 +41,16 @@ BENCH=$PWD/target/release/examples/wait_bench
 ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
 mkdir -p "$OUT"
 
-WORKDIR=$(mktemp -d)
-SERVER_PID=
-stop_server() {
-    if [ -n "$SERVER_PID" ]; then
-        kill "$SERVER_PID" 2>/dev/null || true
-        wait "$SERVER_PID" 2>/dev/null || true
-        SERVER_PID=
-    fi
-}
-trap 'stop_server; rm -rf "$WORKDIR"' EXIT
-
-# Starts a server with the module and any module arguments; sets PORT.
-start_server() {
-    PORT=$(free_port)
-    redis-server --bind 127.0.0.1 --port "$PORT" --save '' --appendonly no \
-        --maxclients 20000 --dir "$WORKDIR" --loadmodule "$MODULE" "$@" \
-        >"$WORKDIR/server.log" 2>&1 &
-    SERVER_PID=$!
-    for _ in $(seq 1 100); do
-        [ "$(redis-cli -p "$PORT" PING 2>/dev/null)" = PONG ] && return 0
-        sleep 0.1
-    done
-    cat "$WORKDIR/server.log" >&2
-    exit 1
-}
-
 {
     echo "date: $(date -u '+%Y-%m-%d %H:%M:%S UTC')"
     echo "commit: $(git rev-parse --short HEAD)"
-    echo "machine: $(nproc) CPUs, $(awk -F': ' '/model name/ {print $2; exit}' /proc/cpuinfo), $(redis-server --version | awk '{print $1, $2, $3}')"
+    echo "machine: $(nproc) CPUs, $(awk -F': ' '/model name/ {print $2; exit}' /proc/cpuinfo), $("$RL_SERVER" --version | awk '{print $1, $2, $3}')"
     echo "uptime before: $(uptime)"
     if [ "$BENCH_ONLY" != waiters ]; then
         for clients in $CLIENTS $CLIENTS_LARGE; do
             for mode in retry wait; do
                 echo
-                start_server
+                start_server --maxclients 20000
                 "$BENCH" contend "127.0.0.1:$PORT" "$mode" "$clients" "$RUN_SECONDS"
                 stop_server
             done
@@ -84,11 +58,11 @@ start_server() {
     fi
     if [ "$BENCH_ONLY" != contend ]; then
         echo
-        if [ "$WAITERS_CLOCK" = manual ]; then start_server clock manual; else start_server; fi
+        if [ "$WAITERS_CLOCK" = manual ]; then start_server clock manual --maxclients 20000; else start_server --maxclients 20000; fi
         "$BENCH" waiters "127.0.0.1:$PORT" "$WAITERS" "$IDLE_SECONDS" "$WAITERS_CLOCK"
         stop_server
         echo
-        start_server clock manual
+        start_server clock manual --maxclients 20000
         "$BENCH" waiters "127.0.0.1:$PORT" "$WAITERS_ONE_KEY" "$IDLE_SECONDS" manual one-key
         stop_server
     fi

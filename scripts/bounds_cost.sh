@@ -27,35 +27,12 @@ MODULE=${MODULE:-$PWD/target/release/libredis_ratelimit.so}
 [ -f "$MODULE" ] || { echo "bounds_cost: build the module first (cargo build --release)" >&2; exit 1; }
 
 pin_cores
-PRIMARY=$(free_port)
-REPLICA=$(free_port)
-WORKDIR=$(mktemp -d)
-PIDS=()
-cleanup() {
-    for pid in "${PIDS[@]}"; do
-        kill "$pid" 2>/dev/null || true
-        wait "$pid" 2>/dev/null || true
-    done
-    rm -rf "$WORKDIR"
-}
-trap cleanup EXIT
-start() {
-    local port=$1 dir=$WORKDIR/$1
-    shift
-    mkdir -p "$dir"
-    "${SERVER_PIN[@]}" redis-server --bind 127.0.0.1 --port "$port" --save '' \
-        --appendonly no --dir "$dir" --slowlog-log-slower-than 0 --slowlog-max-len 1024 \
-        --loadmodule "$MODULE" clock manual "$@" >"$dir/server.log" 2>&1 &
-    PIDS+=($!)
-    for _ in $(seq 1 100); do
-        [ "$(redis-cli -p "$port" PING 2>/dev/null)" = PONG ] && return
-        sleep 0.1
-    done
-    echo "bounds_cost: the server on $port did not start" >&2
-    exit 1
-}
-start "$PRIMARY" --ratelimit.max-log-entries "$LOG"
-start "$REPLICA" --replicaof 127.0.0.1 "$PRIMARY"
+SERVER_PREFIX=("${SERVER_PIN[@]}")
+SLOWLOG=(--slowlog-log-slower-than 0 --slowlog-max-len 1024)
+start_server clock manual "${SLOWLOG[@]}" --ratelimit.max-log-entries "$LOG"
+PRIMARY=$PORT
+start_server clock manual "${SLOWLOG[@]}" --replicaof 127.0.0.1 "$PRIMARY"
+REPLICA=$PORT
 p() { redis-cli -p "$PRIMARY" "$@"; }
 r() { redis-cli -p "$REPLICA" "$@"; }
 for _ in $(seq 1 100); do

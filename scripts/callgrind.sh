@@ -10,7 +10,9 @@
 # instructions per request in redis-server (networking, parsing, command),
 # those inside processCommand (lookup, ACL, the command, propagation), and
 # the top functions. Needs valgrind. Knobs: REQUESTS (20000), KEYSPACE
-# (100000), MODULE, TOP (functions listed, 25), OUT (target/callgrind).
+# (100000), MODULE, MODULE_ARGS (e.g. "policies on"), SETUP (commands run
+# first, separated by ";"), TOP (functions listed, 25), OUT
+# (target/callgrind).
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
@@ -38,32 +40,10 @@ fi
 mkdir -p "$OUT"
 rm -f "$OUT"/callgrind.out.*
 
-PORT=$(free_port) || exit 1
-
-WORKDIR=$(mktemp -d)
-VG_PID=
-cleanup() {
-    if [ -n "$VG_PID" ]; then
-        kill "$VG_PID" 2>/dev/null || true
-        wait "$VG_PID" 2>/dev/null || true
-    fi
-    rm -rf "$WORKDIR"
-}
-trap cleanup EXIT
-
-valgrind --tool=callgrind --callgrind-out-file="$OUT/callgrind.out.%p" \
-    redis-server --bind 127.0.0.1 --port "$PORT" --save '' --appendonly no \
-    --dir "$WORKDIR" --loadmodule "$MODULE" ${MODULE_ARGS:-} >"$WORKDIR/vg.log" 2>&1 &
-VG_PID=$!
-cli() { redis-cli -h 127.0.0.1 -p "$PORT" "$@"; }
-for _ in $(seq 1 300); do
-    [ "$(cli PING 2>/dev/null)" = PONG ] && break
-    sleep 0.2
-done
-[ "$(cli PING 2>/dev/null)" = PONG ] || {
-    cat "$WORKDIR/vg.log" >&2
-    exit 1
-}
+SERVER_PREFIX=(valgrind --tool=callgrind --callgrind-out-file="$OUT/callgrind.out.%p")
+# shellcheck disable=SC2086 # MODULE_ARGS: words for the module
+start_server ${MODULE_ARGS:-}
+VG_PID=$SERVER_PID
 
 IFS=';' read -ra setup <<<"${SETUP:-}"
 for line in "${setup[@]}"; do
@@ -93,7 +73,7 @@ for template in "$@"; do
         # The dump is written asynchronously: wait (bounded) for it.
         dump=
         for _ in $(seq 1 100); do
-            dump=$(ls "$OUT"/callgrind.out.*.* 2>/dev/null | head -n 1)
+            dump=$(find "$OUT" -maxdepth 1 -name 'callgrind.out.*.*' | head -n 1)
             [ -n "$dump" ] && callgrind_annotate "$dump" >/dev/null 2>&1 && break
             dump=
             sleep 0.1

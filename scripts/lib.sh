@@ -1,4 +1,6 @@
-# Shared by the measurement scripts (sourced, not run).
+# shellcheck shell=bash disable=SC2034 # the variables set here are read by the scripts
+# Shared by the measurement scripts (sourced, not run): core pinning, a free
+# port, and start_server, the one way they start a server with the module.
 
 # Sets SERVER_PIN and CLIENT_PIN: the server on core 0 and the clients on
 # core 1 when there are two cores (and taskset), so that they do not take
@@ -25,3 +27,63 @@ free_port() {
     done
     return 1
 }
+
+# The server the scripts start: redis-server, or another one such as
+# valkey-server (RL_SERVER=valkey-server, as for the tests).
+RL_SERVER=${RL_SERVER:-redis-server}
+# A command start_server runs the server under (core pinning, valgrind).
+SERVER_PREFIX=()
+SERVER_PIDS=()
+SERVER_WORKDIR=
+
+# start_server [MODULE_ARG ...] [--option value ...]
+# Starts $RL_SERVER on a free loopback port with the module $MODULE (default:
+# the release build) loaded with the given arguments (module arguments
+# first, then any server options), no persistence, its files in a fresh
+# directory; waits up to 60 s for its PONG. Sets PORT and SERVER_PID. Every
+# server started is killed when the script exits.
+# shellcheck disable=SC2120 # the arguments are optional
+start_server() {
+    local module=${MODULE:-$PWD/target/release/libredis_ratelimit.so} dir
+    if [ -z "$SERVER_WORKDIR" ]; then
+        SERVER_WORKDIR=$(mktemp -d)
+        trap stop_all_servers EXIT
+    fi
+    PORT=$(free_port) || { echo "no free loopback port found" >&2; exit 1; }
+    dir=$SERVER_WORKDIR/$PORT
+    mkdir -p "$dir"
+    "${SERVER_PREFIX[@]}" "$RL_SERVER" --bind 127.0.0.1 --port "$PORT" --save '' \
+        --appendonly no --dir "$dir" --loadmodule "$module" "$@" >"$dir/server.log" 2>&1 &
+    SERVER_PID=$!
+    SERVER_PIDS+=("$SERVER_PID")
+    for _ in $(seq 1 600); do
+        [ "$(redis-cli -h 127.0.0.1 -p "$PORT" PING 2>/dev/null)" = PONG ] && return 0
+        kill -0 "$SERVER_PID" 2>/dev/null || break
+        sleep 0.1
+    done
+    cat "$dir/server.log" >&2
+    echo "$RL_SERVER did not answer on port $PORT" >&2
+    exit 1
+}
+
+# Kills the server start_server started last (SIGKILL: a stalled server
+# does not get to its SIGTERM handler; nothing is persisted).
+stop_server() {
+    if [ -n "${SERVER_PID:-}" ]; then
+        kill -KILL "$SERVER_PID" 2>/dev/null || true
+        wait "$SERVER_PID" 2>/dev/null || true
+        SERVER_PID=
+    fi
+}
+
+stop_all_servers() {
+    local pid
+    for pid in "${SERVER_PIDS[@]}"; do
+        kill -KILL "$pid" 2>/dev/null || true
+        wait "$pid" 2>/dev/null || true
+    done
+    if [ -n "$SERVER_WORKDIR" ]; then rm -rf "$SERVER_WORKDIR"; fi
+}
+
+# redis-cli against the server start_server started last.
+cli() { redis-cli -h 127.0.0.1 -p "$PORT" "$@"; }

@@ -4,7 +4,8 @@
 # 100 sketches and on per-item APPROX keys (with SET PX as the baseline of
 # the same round). Limits are high, so every request takes the write path.
 #
-#   scripts/sketch_bench.sh      # knobs: ROUNDS (3), REQUESTS (200000), MODULE
+#   scripts/sketch_bench.sh      # knobs: ROUNDS (3), REQUESTS (200000), MODULE,
+#                                # ITEMS (the distinct-item counts: 10000 100000 1000000)
 #
 # Needs redis-server, redis-cli, redis-benchmark and the release build.
 # Prints Markdown tables (also saved as target/bench/sketch.md).
@@ -15,31 +16,15 @@ cd "$(dirname "$0")/.."
 . scripts/lib.sh
 ROUNDS=${ROUNDS:-3}
 REQUESTS=${REQUESTS:-200000}
+ITEMS=${ITEMS:-10000 100000 1000000}
 MODULE=${MODULE:-$PWD/target/release/libredis_ratelimit.so}
 OUT=${OUT:-$PWD/target/bench}
 mkdir -p "$OUT"
 [ -f "$MODULE" ] || { echo "sketch_bench: build the module first (cargo build --release)" >&2; exit 1; }
 
 pin_cores
-PORT=$(free_port)
-WORKDIR=$(mktemp -d)
-SERVER_PID=
-cleanup() {
-    if [ -n "$SERVER_PID" ]; then
-        kill "$SERVER_PID" 2>/dev/null || true
-        wait "$SERVER_PID" 2>/dev/null || true
-    fi
-    rm -rf "$WORKDIR"
-}
-trap cleanup EXIT
-"${SERVER_PIN[@]}" redis-server --bind 127.0.0.1 --port "$PORT" --save '' \
-    --appendonly no --dir "$WORKDIR" --loadmodule "$MODULE" >"$WORKDIR/server.log" 2>&1 &
-SERVER_PID=$!
-cli() { redis-cli -h 127.0.0.1 -p "$PORT" "$@"; }
-for _ in $(seq 1 100); do
-    [ "$(cli PING 2>/dev/null)" = PONG ] && break
-    sleep 0.1
-done
+SERVER_PREFIX=("${SERVER_PIN[@]}")
+start_server
 
 used() { cli INFO memory | tr -d '\r' | awk -F: '$1 == "used_memory" {print $2}'; }
 
@@ -56,9 +41,12 @@ mem_of() {
     echo $((after - before))
 }
 
+# The awk programs below print RESP; their $ are RESP's, not the shell's.
+# shellcheck disable=SC2016
 # RESP for: RL.SLIDING item:<i> 1000000 1h APPROX
 APPROX='k = "item:" i; printf "*5\r\n$10\r\nRL.SLIDING\r\n$%d\r\n%s\r\n$7\r\n1000000\r\n$2\r\n1h\r\n$6\r\nAPPROX\r\n", length(k), k'
 # RESP for: RL.SKETCH rl:sketch item:<i> 1000000 1h
+# shellcheck disable=SC2016
 SKETCH='k = "item:" i; printf "*5\r\n$9\r\nRL.SKETCH\r\n$9\r\nrl:sketch\r\n$%d\r\n%s\r\n$7\r\n1000000\r\n$2\r\n1h\r\n", length(k), k'
 
 {
@@ -66,7 +54,7 @@ SKETCH='k = "item:" i; printf "*5\r\n$9\r\nRL.SKETCH\r\n$9\r\nrl:sketch\r\n$%d\r
     echo
     echo "| distinct items | APPROX keys: used_memory | per item | one sketch: used_memory | sketch / APPROX |"
     echo "|---:|---:|---:|---:|---:|"
-    for n in 10000 100000 1000000; do
+    for n in $ITEMS; do
         a=$(mem_of "$n" "$APPROX")
         s=$(mem_of "$n" "$SKETCH")
         awk -v n="$n" -v a="$a" -v s="$s" \

@@ -52,6 +52,8 @@ mod algorithm;
 mod bounds;
 mod codec;
 mod commands;
+#[cfg(test)]
+mod core_properties;
 mod engine;
 mod policy;
 #[allow(unsafe_code)]

@@ -3,12 +3,17 @@
 //! codec and the argument parsers. No panics (debug builds check every
 //! overflow), no wraparound, and the invariants each reply promises.
 
+use crate::algorithm::cell::Cell;
+use crate::algorithm::schedule::{Schedule, ScheduleError, Tat};
+use crate::algorithm::{Micros, RetryAfter, MAX_HORIZON};
+use crate::api::{parse, parse_throttle};
+use crate::args::{duration, integer};
+use crate::codec::cell::decode_cell_state;
+use crate::codec::{decode_tat, encode_tat, Kind, StateError, TAT_MAX_LEN};
+use crate::limits::{MAX_COUNT, MAX_DURATION};
+use crate::policy::Policy;
 use proptest::collection::vec;
 use proptest::prelude::*;
-use redis_ratelimit::api::{
-    self, decode_cell_state, Cell, Kind, Micros, Policy, RetryAfter, Schedule, ScheduleError,
-    StateError, Tat, MAX_COUNT, MAX_DURATION, MAX_HORIZON, TAT_MAX_LEN,
-};
 
 /// The longest duration an argument may give, in milliseconds.
 const MAX_DURATION_MS: u64 = MAX_DURATION.as_u64() / 1_000;
@@ -198,21 +203,21 @@ proptest! {
             t
         };
         let mut buf = [0; TAT_MAX_LEN];
-        let n = api::encode_tat(kind, t, &mut buf);
+        let n = encode_tat(kind, t, &mut buf);
         prop_assert_eq!(buf[0], kind.tag());
-        prop_assert_eq!(api::decode_tat(&buf[..n], kind), Ok(t));
+        prop_assert_eq!(decode_tat(&buf[..n], kind), Ok(t));
         for other in Kind::ALL.into_iter().filter(|k| *k != kind) {
-            prop_assert_eq!(api::decode_tat(&buf[..n], other), Err(StateError::OtherKind(kind)));
+            prop_assert_eq!(decode_tat(&buf[..n], other), Err(StateError::OtherKind(kind)));
         }
         // Arbitrary bytes: a decoded TAT is proper and re-encodes to a value
         // that decodes the same.
-        match api::decode_tat(&bytes, kind) {
+        match decode_tat(&bytes, kind) {
             Ok(d) => {
                 // Its own tag, or that of the kind's earlier layout.
                 prop_assert!(bytes[0] == kind.tag() || Some(bytes[0]) == kind.earlier_tag());
                 prop_assert!(d.frac_num == 0 || (d.frac_num < d.frac_den));
-                let n = api::encode_tat(kind, d, &mut buf);
-                prop_assert_eq!(api::decode_tat(&buf[..n], kind), Ok(d));
+                let n = encode_tat(kind, d, &mut buf);
+                prop_assert_eq!(decode_tat(&buf[..n], kind), Ok(d));
             }
             Err(StateError::Foreign) => prop_assert!(Kind::of(&bytes).is_none()),
             Err(StateError::OtherKind(k)) => prop_assert_eq!(Kind::of(&bytes), Some(k)),
@@ -240,13 +245,13 @@ proptest! {
     ) {
         let text = format!("{}{n}", "0".repeat(zeros));
         let want = if n >= min && n <= max { Some(n) } else { None };
-        prop_assert_eq!(api::integer(text.as_bytes(), "x", min, max).ok(), want);
+        prop_assert_eq!(integer(text.as_bytes(), "x", min, max).ok(), want);
         let reference = std::str::from_utf8(&bytes)
             .ok()
             .filter(|s| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()))
             .and_then(|s| s.parse::<u64>().ok())
             .filter(|v| *v >= min && *v <= max);
-        prop_assert_eq!(api::integer(&bytes, "x", min, max).ok(), reference);
+        prop_assert_eq!(integer(&bytes, "x", min, max).ok(), reference);
     }
 
     #[test]
@@ -261,7 +266,7 @@ proptest! {
         let (suffix, ms) = units[unit];
         let text = format!("{n}{suffix}");
         let total_ms = u128::from(n) * ms;
-        let got = api::duration(text.as_bytes(), "period");
+        let got = duration(text.as_bytes(), "period");
         if n == 0 {
             prop_assert!(got.is_err());
         } else if total_ms > u128::from(MAX_DURATION_MS) {
@@ -269,7 +274,7 @@ proptest! {
         } else {
             prop_assert_eq!(got, Ok(Micros::new(u64::try_from(total_ms * 1_000).unwrap())));
         }
-        if let Ok(us) = api::duration(&bytes, "period").map(Micros::as_u64) {
+        if let Ok(us) = duration(&bytes, "period").map(Micros::as_u64) {
             prop_assert!((1_000..=MAX_DURATION_MS * 1_000).contains(&us) && us % 1_000 == 0);
         }
     }
@@ -279,9 +284,9 @@ proptest! {
     #[test]
     fn parsers_take_any_arguments(args in vec(argument(), 0..8)) {
         let check = |e: Option<String>| e.is_none_or(|m| m.starts_with("ERR ") && !m.contains('\n'));
-        prop_assert!(check(api::parse("RL.GCRA", &args).err().map(|e| e.to_string())));
-        prop_assert!(check(api::parse("RL.BUCKET", &args).err().map(|e| e.to_string())));
-        prop_assert!(check(api::parse_throttle(&args).err().map(|e| e.to_string())));
+        prop_assert!(check(parse("RL.GCRA", &args).err().map(|e| e.to_string())));
+        prop_assert!(check(parse("RL.BUCKET", &args).err().map(|e| e.to_string())));
+        prop_assert!(check(parse_throttle(&args).err().map(|e| e.to_string())));
     }
 
     #[test]
@@ -294,8 +299,8 @@ proptest! {
     ) {
         let mut tagged = bytes.clone();
         tagged.insert(0, tag);
-        let gcra = api::parse("RL.GCRA", &[rate.to_string(), format!("{}ms", (period / 1_000).max(1)), "BURST".into(), burst.to_string()]);
-        let bucket = api::parse("RL.BUCKET", &[burst.to_string(), rate.to_string(), format!("{}ms", (period / 1_000).max(1))]);
+        let gcra = parse("RL.GCRA", &[rate.to_string(), format!("{}ms", (period / 1_000).max(1)), "BURST".into(), burst.to_string()]);
+        let bucket = parse("RL.BUCKET", &[burst.to_string(), rate.to_string(), format!("{}ms", (period / 1_000).max(1))]);
         let policies: Vec<Policy> = [gcra, bucket].into_iter().filter_map(Result::ok).map(|(p, _)| p).collect();
         for p in policies {
             for stored in [&bytes[..], &tagged[..]] {

@@ -1,7 +1,11 @@
 //! Property tests of the pure GCRA / token-bucket core (no server).
 
+use crate::algorithm::gcra::Gcra;
+use crate::algorithm::schedule::Tat;
+use crate::algorithm::token_bucket::TokenBucket;
+use crate::algorithm::{Decision, Micros, RetryAfter};
+use crate::policy::Policy;
 use proptest::prelude::*;
-use redis_ratelimit::api::{Decision, Gcra, Micros, Policy, RetryAfter, Tat, TokenBucket};
 
 /// Runs one decision at `now` µs and keeps the new state.
 fn step(g: &Gcra, state: &mut Option<Tat>, now: u64, cost: u64) -> Decision {

@@ -1,0 +1,6 @@
+//! Property tests of the pure core: the algorithms, the state codec and the
+//! argument parsers, with the time passed in and no server. Proptest keeps
+//! each file's failure seeds in `proptest-regressions/core_properties/`.
+
+mod gcra_bucket;
+mod hostile_inputs;
