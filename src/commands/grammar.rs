@@ -10,7 +10,7 @@ use crate::algorithm::Micros;
 use crate::bounds::Bound;
 use crate::commands::args::{self, Options};
 use crate::engine::error::{printable, Error};
-use crate::engine::{Charge, Request};
+use crate::engine::{Charge, Flow, Request, MAX_WEIGHT};
 use crate::policy::Policy;
 
 /// How one value parses.
@@ -171,6 +171,16 @@ impl Opt {
         }
     }
 
+    /// An option whose value is any bytes (a name).
+    pub const fn bytes(token: &'static str) -> Opt {
+        Opt {
+            token,
+            value: Some(Parse::Bytes),
+            group: None,
+            value_name: None,
+        }
+    }
+
     /// The same option, its value called `name` in COMMAND DOCS.
     pub const fn value_named(self, name: &'static str) -> Opt {
         Opt {
@@ -251,12 +261,14 @@ pub struct PolicyDef {
 }
 
 /// The options every decision command takes: `COST n`, `DRYRUN`,
-/// `WAIT timeout`, and what kind of charge it is (`FORCE`, `PARTIAL` or
-/// `REFUND n`).
-pub const COMMON: [Opt; 6] = [
+/// `WAIT timeout` (in the line of `FLOW name` with `WEIGHT w`), and what
+/// kind of charge it is (`FORCE`, `PARTIAL` or `REFUND n`).
+pub const COMMON: [Opt; 8] = [
     Opt::integer("COST", 0, MAX_COUNT),
     Opt::flag("DRYRUN"),
     Opt::duration("WAIT").value_named("timeout"),
+    Opt::bytes("FLOW"),
+    Opt::integer("WEIGHT", 1, MAX_WEIGHT),
     Opt::flag("FORCE").in_group("charge"),
     Opt::flag("PARTIAL").in_group("charge"),
     Opt::integer("REFUND", 1, MAX_COUNT).in_group("charge"),
@@ -264,18 +276,51 @@ pub const COMMON: [Opt; 6] = [
 const COST: usize = 0;
 const DRYRUN: usize = 1;
 const WAIT: usize = 2;
-const FORCE: usize = 3;
-const PARTIAL: usize = 4;
-const REFUND: usize = 5;
+const FLOW: usize = 3;
+const WEIGHT: usize = 4;
+const FORCE: usize = 5;
+const PARTIAL: usize = 6;
+const REFUND: usize = 7;
+
+/// The common options that only waiting takes: a request's flow.
+pub const FLOW_OPTIONS: [&str; 2] = ["FLOW", "WEIGHT"];
+
+/// The common options as given: their values, and the bytes of `FLOW`.
+struct Common<'a> {
+    values: [Option<u64>; COMMON.len()],
+    flow: Option<&'a [u8]>,
+}
+
+impl<'a> Common<'a> {
+    fn new() -> Self {
+        Common {
+            values: [None; COMMON.len()],
+            flow: None,
+        }
+    }
+
+    /// Takes common option `index`, its value read from `opts`.
+    fn take<A: AsRef<[u8]>>(
+        &mut self,
+        index: usize,
+        opts: &mut Options<'a, A>,
+    ) -> Result<(), Error> {
+        let value = take(&mut self.values, &COMMON, index, opts)?;
+        if index == FLOW {
+            self.flow = value;
+        }
+        Ok(())
+    }
+}
 
 /// Records option `opt` (at `index` of `defined`), reading its value from
 /// `opts`: an error if it, or another of its group, was given already.
-fn take<A: AsRef<[u8]>>(
+fn take<'a, A: AsRef<[u8]>>(
     values: &mut [Option<u64>],
     defined: &[Opt],
     index: usize,
-    opts: &mut Options<A>,
-) -> Result<(), Error> {
+    opts: &mut Options<'a, A>,
+) -> Result<Option<&'a [u8]>, Error> {
     let opt = &defined[index];
     if values[index].is_some() {
         return Err(Error::RepeatedOption(opt.token));
@@ -289,11 +334,15 @@ fn take<A: AsRef<[u8]>>(
             return Err(Error::Exclusive(exclusive_text(defined, group)));
         }
     }
-    values[index] = Some(match opt.value {
-        Some(parse) => parse_value(parse, opts.value(opt.token)?, opt.token)?,
-        None => 1,
+    let bytes = match opt.value {
+        Some(_) => Some(opts.value(opt.token)?),
+        None => None,
+    };
+    values[index] = Some(match (opt.value, bytes) {
+        (Some(parse), Some(bytes)) => parse_value(parse, bytes, opt.token)?,
+        _ => 1,
     });
-    Ok(())
+    Ok(bytes)
 }
 
 /// `EXACT, APPROX and BUCKETS`: the members of an exclusive group.
@@ -334,7 +383,7 @@ impl PolicyDef {
             return Err(Error::Arity(command));
         };
         let mut values = self.positional(positional)?;
-        let mut common = [None; COMMON.len()];
+        let mut common = Common::new();
         let mut opts = Options::new(tail);
         while let Some(word) = opts.next_keyword() {
             if let Some(i) = self.options.iter().position(|o| o.is(word)) {
@@ -346,7 +395,7 @@ impl PolicyDef {
                         with: command,
                     });
                 }
-                take(&mut common, &COMMON, i, &mut opts)?;
+                common.take(i, &mut opts)?;
             } else {
                 return Err(Error::UnknownOption(printable(word)));
             }
@@ -435,7 +484,8 @@ pub struct PerKey {
 
 /// The request the common options make, checked for the combinations the
 /// interface excludes.
-fn common_of(values: &[Option<u64>; COMMON.len()], per_key: PerKey) -> Result<Request, Error> {
+fn common_of(common: &Common, per_key: PerKey) -> Result<Request, Error> {
+    let values = &common.values;
     let token = |i: usize| COMMON[i].token;
     let given = |i: usize| values[i].is_some();
     let costs = per_key.costs.is_some();
@@ -468,6 +518,23 @@ fn common_of(values: &[Option<u64>; COMMON.len()], per_key: PerKey) -> Result<Re
         };
         return Err(exclude(option, token(WAIT)));
     }
+    // A flow is where a waiter waits: nothing without WAIT.
+    if given(WEIGHT) && !given(FLOW) {
+        return Err(Error::Needs {
+            option: token(WEIGHT),
+            what: "FLOW name",
+        });
+    }
+    if given(FLOW) && !given(WAIT) {
+        return Err(Error::Needs {
+            option: token(FLOW),
+            what: "WAIT timeout",
+        });
+    }
+    let flow = common.flow.map(|name| Flow {
+        name: name.to_vec(),
+        weight: values[WEIGHT].unwrap_or(1),
+    });
     let mut cost = values[COST].unwrap_or(1);
     match charge {
         Charge::Refund => {
@@ -504,6 +571,7 @@ fn common_of(values: &[Option<u64>; COMMON.len()], per_key: PerKey) -> Result<Re
         charge,
         dryrun: given(DRYRUN),
         wait: values[WAIT].map(Micros::new),
+        flow,
     })
 }
 
@@ -515,14 +583,14 @@ pub fn parse_common<A: AsRef<[u8]>>(tail: &[A]) -> Result<Request, Error> {
 /// Parses a tail of common options, with RL.ALL's per-key amounts already
 /// taken out of it.
 pub fn parse_common_with<A: AsRef<[u8]>>(tail: &[A], per_key: PerKey) -> Result<Request, Error> {
-    let mut common = [None; COMMON.len()];
+    let mut common = Common::new();
     let mut opts = Options::new(tail);
     while let Some(word) = opts.next_keyword() {
         let i = COMMON
             .iter()
             .position(|o| o.is(word))
             .ok_or_else(|| Error::UnknownOption(printable(word)))?;
-        take(&mut common, &COMMON, i, &mut opts)?;
+        common.take(i, &mut opts)?;
     }
     common_of(&common, per_key)
 }

@@ -5,7 +5,9 @@
 //! decision path as a single-key command (`engine::decide`).
 
 use super::definition::{CommandDef, Grammar};
-use super::grammar::{parse_common_with, policy_named, unknown_policy, PerKey, PolicyDef};
+use super::grammar::{
+    parse_common_with, policy_named, unknown_policy, PerKey, PolicyDef, FLOW_OPTIONS,
+};
 use super::{named, Host, Reply, Shape};
 use crate::algorithm::limits::MAX_COUNT;
 use crate::commands::args;
@@ -80,6 +82,14 @@ pub fn parse<A: AsRef<[u8]>>(policies_allowed: &Policies, args: &[A]) -> Result<
     }
     let (tail, per_key) = take_costs(tail, numkeys)?;
     let request = parse_common_with(&tail, per_key)?;
+    // A waiter of RL.ALL waits in the line of each of its keys; a flow's
+    // turn on one key is not its turn on another.
+    if request.flow.is_some() {
+        return Err(Error::Combination {
+            option: FLOW_OPTIONS[0],
+            with: NAME,
+        });
+    }
     // A common option one of the policies does not take (CONCURRENCY takes
     // no FORCE, PARTIAL or REFUND).
     if let Some(token) = request.charge.token().filter(|t| refused.contains(t)) {
