@@ -812,6 +812,39 @@ mod tests {
             parse_common(&[&b"WAIT"[..], b"1s", b"wait", b"2s"]),
             Err(Error::RepeatedOption("WAIT"))
         );
+        assert_eq!(
+            parse_common(&[&b"flow"[..], b"tenant a", b"WAIT", b"1s", b"Weight", b"3"]),
+            Ok(Request {
+                wait: Some(Micros::new(1_000_000)),
+                flow: Some(Flow {
+                    name: b"tenant a".to_vec(),
+                    weight: 3,
+                }),
+                ..Request::default()
+            })
+        );
+        assert_eq!(
+            parse_common(&[&b"WAIT"[..], b"1s", b"FLOW", b""]).map(|r| r.flow),
+            Ok(Some(Flow {
+                name: Vec::new(),
+                weight: 1,
+            }))
+        );
+        let needs = |option, what| Err(Error::Needs { option, what });
+        assert_eq!(
+            parse_common(&[&b"FLOW"[..], b"a"]),
+            needs("FLOW", "WAIT timeout")
+        );
+        assert_eq!(
+            parse_common(&[&b"WAIT"[..], b"1s", b"WEIGHT", b"2"]),
+            needs("WEIGHT", "FLOW name")
+        );
+        for bad in [&b"0"[..], b"1001", b"-1", b"x"] {
+            let e = parse_common(&[&b"WAIT"[..], b"1s", b"FLOW", b"a", b"WEIGHT", bad])
+                .unwrap_err()
+                .to_string();
+            assert_eq!(e, "ERR WEIGHT must be an integer from 1 to 1000");
+        }
         assert!(parse_common(&[&b"WAIT"[..], b"36501d"])
             .unwrap_err()
             .to_string()

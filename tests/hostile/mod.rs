@@ -356,6 +356,9 @@ const CHARGES: [Opt; 3] = [
 /// `WAIT`'s valid value is the shortest: a denied call in a hostile test
 /// almost never fits its wait in 1 ms, so it is denied at once.
 const WAIT: Opt = valued("WAIT", duration("WAIT"), "1ms");
+/// The flow a `WAIT` waits in (any name), and its weight.
+const FLOW: Opt = valued("FLOW", item("FLOW"), "tenant");
+const WEIGHT: Opt = valued("WEIGHT", count("WEIGHT", 1, 1_000), "1");
 
 /// Values under a schedule tag that are not the TAT layout: too short, an
 /// improper or zero fraction, a truncated or overlong varint, trailing bytes.
@@ -583,6 +586,8 @@ pub const SHAPES: &[Shape] = &[
             COST,
             DRYRUN,
             WAIT,
+            FLOW,
+            WEIGHT,
             CHARGES[0],
             CHARGES[1],
             CHARGES[2],
@@ -608,7 +613,9 @@ pub const SHAPES: &[Shape] = &[
         min_arity: 5,
         short: None,
         tail: &[],
-        options: &[COST, DRYRUN, WAIT, CHARGES[0], CHARGES[1], CHARGES[2]],
+        options: &[
+            COST, DRYRUN, WAIT, FLOW, WEIGHT, CHARGES[0], CHARGES[1], CHARGES[2],
+        ],
         extra: Extra::UnknownOption,
         state: State::Tagged {
             tag: 0xA2,
@@ -678,6 +685,8 @@ pub const SHAPES: &[Shape] = &[
             COST,
             DRYRUN,
             WAIT,
+            FLOW,
+            WEIGHT,
             CHARGES[0],
             CHARGES[1],
             CHARGES[2],
@@ -703,7 +712,9 @@ pub const SHAPES: &[Shape] = &[
         min_arity: 5,
         short: Some("ERR syntax error: the policy is BUCKET capacity refill period"),
         tail: &[],
-        options: &[COST, DRYRUN, WAIT, CHARGES[0], CHARGES[1], CHARGES[2]],
+        options: &[
+            COST, DRYRUN, WAIT, FLOW, WEIGHT, CHARGES[0], CHARGES[1], CHARGES[2],
+        ],
         extra: Extra::UnknownOption,
         state: State::Tagged {
             tag: 0xA2,
@@ -728,6 +739,8 @@ pub const SHAPES: &[Shape] = &[
             COST,
             DRYRUN,
             WAIT,
+            FLOW,
+            WEIGHT,
             CHARGES[0],
             CHARGES[1],
             CHARGES[2],
@@ -749,7 +762,9 @@ pub const SHAPES: &[Shape] = &[
         min_arity: 4,
         short: None,
         tail: &["APPROX"],
-        options: &[COST, DRYRUN, WAIT, CHARGES[0], CHARGES[1], CHARGES[2]],
+        options: &[
+            COST, DRYRUN, WAIT, FLOW, WEIGHT, CHARGES[0], CHARGES[1], CHARGES[2],
+        ],
         extra: Extra::UnknownOption,
         state: State::Tagged {
             tag: 0xA4,
@@ -767,7 +782,9 @@ pub const SHAPES: &[Shape] = &[
         min_arity: 4,
         short: None,
         tail: &["BUCKETS", "4"],
-        options: &[COST, DRYRUN, WAIT, CHARGES[0], CHARGES[1], CHARGES[2]],
+        options: &[
+            COST, DRYRUN, WAIT, FLOW, WEIGHT, CHARGES[0], CHARGES[1], CHARGES[2],
+        ],
         extra: Extra::UnknownOption,
         state: State::Tagged {
             tag: 0xA5,
@@ -790,6 +807,8 @@ pub const SHAPES: &[Shape] = &[
             COST,
             DRYRUN,
             WAIT,
+            FLOW,
+            WEIGHT,
             CHARGES[0],
             CHARGES[1],
             CHARGES[2],
@@ -811,7 +830,9 @@ pub const SHAPES: &[Shape] = &[
         min_arity: 4,
         short: None,
         tail: &["ALIGNED"],
-        options: &[COST, DRYRUN, WAIT, CHARGES[0], CHARGES[1], CHARGES[2]],
+        options: &[
+            COST, DRYRUN, WAIT, FLOW, WEIGHT, CHARGES[0], CHARGES[1], CHARGES[2],
+        ],
         extra: Extra::UnknownOption,
         state: State::Tagged {
             tag: 0xA7,
@@ -838,6 +859,8 @@ pub const SHAPES: &[Shape] = &[
             COST,
             DRYRUN,
             WAIT,
+            FLOW,
+            WEIGHT,
             CHARGES[0],
             CHARGES[1],
             CHARGES[2],
@@ -861,7 +884,9 @@ pub const SHAPES: &[Shape] = &[
             "ERR syntax error: the policy is SLIDING limit window [EXACT | APPROX | BUCKETS n]",
         ),
         tail: &["BUCKETS", "4"],
-        options: &[COST, DRYRUN, WAIT, CHARGES[0], CHARGES[1], CHARGES[2]],
+        options: &[
+            COST, DRYRUN, WAIT, FLOW, WEIGHT, CHARGES[0], CHARGES[1], CHARGES[2],
+        ],
         extra: Extra::UnknownOption,
         state: State::Tagged {
             tag: 0xA5,
@@ -884,6 +909,8 @@ pub const SHAPES: &[Shape] = &[
             COST,
             DRYRUN,
             WAIT,
+            FLOW,
+            WEIGHT,
             CHARGES[0],
             CHARGES[1],
             CHARGES[2],
@@ -993,7 +1020,7 @@ pub const SHAPES: &[Shape] = &[
         min_arity: 4,
         short: None,
         tail: &[],
-        options: &[COST, DRYRUN, WAIT],
+        options: &[COST, DRYRUN, WAIT, FLOW, WEIGHT],
         extra: Extra::UnknownOption,
         state: LEASES,
     },
@@ -1010,7 +1037,7 @@ pub const SHAPES: &[Shape] = &[
         min_arity: 5,
         short: Some("ERR syntax error: the policy is CONCURRENCY limit ttl"),
         tail: &[],
-        options: &[COST, DRYRUN, WAIT],
+        options: &[COST, DRYRUN, WAIT, FLOW, WEIGHT],
         extra: Extra::UnknownOption,
         state: LEASES,
     },
