@@ -271,12 +271,14 @@ mod tests {
         assert_eq!(
             get("rl.gcra"),
             "key:key limit:integer period:string [BURST burst:integer] [COST cost:integer] [DRYRUN] \
-             [WAIT timeout:string] [(FORCE | PARTIAL | REFUND refund:integer)]"
+             [WAIT timeout:string] [FLOW flow:string] [WEIGHT weight:integer] \
+             [(FORCE | PARTIAL | REFUND refund:integer)]"
         );
         assert_eq!(
             get("rl.sliding"),
             "key:key limit:integer window:string [(EXACT | APPROX | BUCKETS buckets:integer)] \
-             [COST cost:integer] [DRYRUN] [WAIT timeout:string] [(FORCE | PARTIAL | REFUND refund:integer)]"
+             [COST cost:integer] [DRYRUN] [WAIT timeout:string] [FLOW flow:string] \
+             [WEIGHT weight:integer] [(FORCE | PARTIAL | REFUND refund:integer)]"
         );
         assert_eq!(
             get("rl.peek"),
@@ -293,7 +295,8 @@ mod tests {
         assert_eq!(
             get("rl.check"),
             "key:key name:string [OR name:string...] [COST cost:integer] [DRYRUN] \
-             [WAIT timeout:string] [(FORCE | PARTIAL | REFUND refund:integer)]"
+             [WAIT timeout:string] [FLOW flow:string] [WEIGHT weight:integer] \
+             [(FORCE | PARTIAL | REFUND refund:integer)]"
         );
         assert_eq!(get("rl.policy|list"), "[MATCH pattern:string]");
         assert!(get("rl.policy|set").starts_with("name:string (GCRA limit:integer"));
