@@ -64,8 +64,8 @@ pub struct Request {
     /// Decide, write nothing.
     pub dryrun: bool,
     /// `WAIT timeout`: if denied, wait up to this long to be admitted
-    /// (first come, first served; see `waitqueue`). `decide` itself never
-    /// waits.
+    /// (first come, first served in its flow; see `queue`). `decide`
+    /// itself never waits.
     pub wait: Option<Micros>,
     /// `FLOW name [WEIGHT w]` (with `WAIT`): the flow whose share of the
     /// key's admissions its wait is taken from.

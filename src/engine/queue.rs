@@ -1,11 +1,13 @@
-//! First come, first served waiting (`WAIT timeout`): per-key lines of
-//! waiters; which of them to admit or time out as time passes; and where a
-//! request that arrives while others wait stands. Pure: the keys are reached
+//! Waiting (`WAIT timeout`): per-key lines of waiters, first come first
+//! served inside each flow and the flows taking turns by weight (`fair`);
+//! which of them to admit or time out as time passes; and where a request
+//! that arrives while others wait stands. Pure: the keys are reached
 //! through a [`Keyspace`], each waiter's client is an opaque token. The
 //! server shell (`server::wait`) blocks clients and replies.
 //!
-//! A waiter is at the head when it is first in the line of every one of its
-//! keys (RL.ALL waits in the line of each of its keys). Only heads are
+//! A waiter is at the head when it is at the front of the line of every one
+//! of its keys (RL.ALL waits in the line of each of its keys): the waiter
+//! whose turn it is there. Without flows, the front is the first to arrive. Only heads are
 //! decided: a head has a due time, the earliest moment its limits may admit
 //! it; at that moment it is decided for real, and admitted, or given the
 //! new due time its denial names. Every waiter has a deadline; at the
@@ -383,7 +385,7 @@ impl<K: Eq + Hash + Clone, T: Eq + Hash + Clone> Queues<K, T> {
     }
 
     /// Units of `key` were freed (a lease released, a refund, the key
-    /// deleted): the waiter first in its line, if it is a head, is due at
+    /// deleted): the waiter at the front of its line, if it is a head, is due at
     /// `at` rather than later.
     pub fn wake(&mut self, key: &K, at: Micros) {
         let Some(front) = self.lines.get(key).and_then(|l| l.front) else {
@@ -407,7 +409,7 @@ impl<K: Eq + Hash + Clone, T: Eq + Hash + Clone> Queues<K, T> {
         }
     }
 
-    /// Makes `id` a head due at `due`, if it is first in all its lines.
+    /// Makes `id` a head due at `due`, if it is at the front of all its lines.
     fn promote(&mut self, id: u64, due: Micros) {
         let Some(entry) = self.entries.get(&id) else {
             return;
@@ -436,7 +438,7 @@ impl<K: Eq + Hash + Clone, T: Eq + Hash + Clone> Queues<K, T> {
     }
 
     /// Takes waiter `id` out of every line, its planned charge given back
-    /// to the plans unless it was admitted; those now first everywhere are
+    /// to the plans unless it was admitted; those now at the front everywhere are
     /// due at `at`.
     fn remove(&mut self, id: u64, at: Micros, admitted: bool) -> Option<Waiter<K, T>> {
         work::one(Work::Waiters);
