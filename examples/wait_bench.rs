@@ -145,7 +145,11 @@ fn connect(addr: &str) -> Res<redis::Connection> {
 /// Raises the module's waiter bounds so that every run is allowed; a
 /// server without them answers an error, which is ignored.
 fn raise_bounds(con: &mut redis::Connection) {
-    for name in ["ratelimit.max-waiters-per-key", "ratelimit.max-waiters"] {
+    for name in [
+        "ratelimit.max-waiters-per-key",
+        "ratelimit.max-waiters-per-flow",
+        "ratelimit.max-waiters",
+    ] {
         let _ = redis::cmd("CONFIG")
             .arg("SET")
             .arg(name)
