@@ -260,6 +260,18 @@ mod tests {
     }
 
     #[test]
+    fn takes_wait_but_no_flow() {
+        let wait = p(&["1", "a", "GCRA", "10", "1s", "WAIT", "1s"]).unwrap();
+        assert!(wait.request.wait.is_some());
+        let flow = ["1", "a", "GCRA", "10", "1s", "WAIT", "1s", "FLOW", "t"];
+        let refused = Error::Combination {
+            option: "FLOW",
+            with: "RL.ALL",
+        };
+        assert_eq!(p(&flow).err(), Some(refused));
+    }
+
+    #[test]
     fn costs_per_key() {
         let head = ["2", "a", "b", "GCRA", "10", "1s", "FIXED", "1000", "1m"];
         let with = |tail: &[&str]| p(&[&head[..], tail].concat());

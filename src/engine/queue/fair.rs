@@ -131,3 +131,99 @@ impl Turns {
         self.flows.get(name)?.ids.first().copied()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::algorithm::limits::MAX_COUNT;
+
+    fn name(s: &str) -> FlowName {
+        Some(s.as_bytes().to_vec())
+    }
+
+    /// Admits `n` waiters in turn; the flow of each.
+    fn admit(
+        turns: &mut Turns,
+        n: usize,
+        flow_of: impl Fn(u64) -> FlowName,
+        share: Share,
+    ) -> Vec<FlowName> {
+        (0..n)
+            .map(|_| {
+                let id = turns.next().expect("a waiter");
+                let flow = flow_of(id);
+                turns.leave(&flow, id, true, |_| share);
+                flow
+            })
+            .collect()
+    }
+
+    #[test]
+    fn shares_follow_the_weights_even_at_the_largest_costs() {
+        for cost in [1, 1_000, MAX_COUNT] {
+            let mut turns = Turns::default();
+            let (a, b) = (name("a"), name("b"));
+            // Ids below 1,000 are a's (weight 3), the others b's (weight 1).
+            for id in 0..100 {
+                turns.join(&a, id, Share { cost, weight: 3 });
+                turns.join(&b, 1_000 + id, Share { cost, weight: 1 });
+            }
+            let weight = |id: u64| if id < 1_000 { 3 } else { 1 };
+            let mut order = Vec::new();
+            for _ in 0..80 {
+                let id = turns.next().expect("a waiter");
+                let flow = if id < 1_000 { a.clone() } else { b.clone() };
+                turns.leave(&flow, id, true, |next| Share {
+                    cost,
+                    weight: weight(next),
+                });
+                order.push(flow);
+            }
+            let of_a = order.iter().filter(|f| **f == a).count();
+            assert_eq!(of_a, 60, "cost {cost}");
+        }
+    }
+
+    #[test]
+    fn shares_are_of_the_cost_admitted() {
+        let mut turns = Turns::default();
+        let (a, b) = (name("a"), name("b"));
+        let cost_of = |id: u64| if id < 1_000 { 1 } else { 3 };
+        for id in 0..100 {
+            turns.join(&a, id, Share { cost: 1, weight: 1 });
+            turns.join(&b, 1_000 + id, Share { cost: 3, weight: 1 });
+        }
+        let mut cost = [0, 0];
+        for _ in 0..40 {
+            let id = turns.next().expect("a waiter");
+            let (flow, i) = if id < 1_000 { (&a, 0) } else { (&b, 1) };
+            turns.leave(flow, id, true, |next| Share {
+                cost: cost_of(next),
+                weight: 1,
+            });
+            cost[i] += cost_of(id);
+        }
+        // Three of a's for each of b's: the same cost each.
+        assert!(cost[0].abs_diff(cost[1]) <= 3, "{cost:?}");
+    }
+
+    #[test]
+    fn a_waiter_that_leaves_unadmitted_uses_nothing() {
+        let mut turns = Turns::default();
+        let (a, b) = (name("a"), name("b"));
+        let one = Share { cost: 1, weight: 1 };
+        for id in 0..10 {
+            turns.join(&a, id, one);
+            turns.join(&b, 100 + id, one);
+        }
+        // a's first three give up: b gains nothing from it.
+        for id in 0..3 {
+            turns.leave(&a, id, false, |_| one);
+        }
+        let flow_of = |id: u64| if id < 100 { name("a") } else { name("b") };
+        let order = admit(&mut turns, 10, flow_of, one);
+        assert_eq!(order.iter().filter(|f| **f == a).count(), 5);
+        assert_eq!(turns.flow_len(&a), 2);
+        assert_eq!(turns.flows(), 2);
+    }
+}
