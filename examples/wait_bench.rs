@@ -4,6 +4,7 @@
 //! ```text
 //! cargo run --release --example wait_bench -- contend 127.0.0.1:PORT retry [clients] [seconds]
 //! cargo run --release --example wait_bench -- contend 127.0.0.1:PORT wait  [clients] [seconds]
+//! cargo run --release --example wait_bench -- contend 127.0.0.1:PORT fair  [clients] [seconds]
 //! cargo run --release --example wait_bench -- waiters 127.0.0.1:PORT [n] [seconds] [manual|real] [keys|one-key]
 //! ```
 //!
@@ -13,7 +14,12 @@
 //! after a denial and tries again; `wait` sends `WAIT 30s`. The key's burst
 //! is used up before the clock starts, so the run measures the sustained
 //! rate. After `seconds`, each client finishes the request it has started
-//! (so every request sent ends admitted) and stops.
+//! (so every request sent ends admitted) and stops. Every 11th client is
+//! *light*, the others *heavy* (offered load 10:1); `fair` is `wait` with
+//! `FLOW light` or `FLOW heavy`, and both `wait` and `fair` report each
+//! group's share of the admissions and time to admission, against the
+//! light group's ideal under fair waiting (its clients over its half of
+//! the rate).
 //!
 //! `waiters` (module loaded with `clock manual`): `n` keys are exhausted
 //! (`RL.GCRA k:i 1 60s`), then server CPU (INFO `used_cpu_user` +
@@ -54,12 +60,13 @@ fn main() -> Res<()> {
     };
     match (args.first().map(String::as_str), args.get(1)) {
         (Some("contend"), Some(addr)) => {
-            let wait = match args.get(2).map(String::as_str) {
-                Some("wait") => true,
-                Some("retry") => false,
-                _ => return Err("contend: mode is retry or wait".into()),
+            let mode = match args.get(2).map(String::as_str) {
+                Some("wait") => Mode::Wait,
+                Some("fair") => Mode::Fair,
+                Some("retry") => Mode::Retry,
+                _ => return Err("contend: mode is retry, wait or fair".into()),
             };
-            contend(addr, wait, arg(3, 200)?, arg(4, 20)?)
+            contend(addr, mode, arg(3, 200)?, arg(4, 20)?)
         }
         (Some("waiters"), Some(addr)) => {
             let manual = match args.get(4).map(String::as_str) {
@@ -74,7 +81,7 @@ fn main() -> Res<()> {
             };
             waiters(addr, arg(2, 10_000)?, arg(3, 10)?, manual, one_key)
         }
-        _ => Err("usage: wait_bench contend ADDR retry|wait [clients] [seconds] | waiters ADDR [n] [seconds] [manual|real] [keys|one-key]".into()),
+        _ => Err("usage: wait_bench contend ADDR retry|wait|fair [clients] [seconds] | waiters ADDR [n] [seconds] [manual|real] [keys|one-key]".into()),
     }
 }
 
@@ -138,7 +145,11 @@ fn connect(addr: &str) -> Res<redis::Connection> {
 /// Raises the module's waiter bounds so that every run is allowed; a
 /// server without them answers an error, which is ignored.
 fn raise_bounds(con: &mut redis::Connection) {
-    for name in ["ratelimit.max-waiters-per-key", "ratelimit.max-waiters"] {
+    for name in [
+        "ratelimit.max-waiters-per-key",
+        "ratelimit.max-waiters-per-flow",
+        "ratelimit.max-waiters",
+    ] {
         let _ = redis::cmd("CONFIG")
             .arg("SET")
             .arg(name)
@@ -149,6 +160,22 @@ fn raise_bounds(con: &mut redis::Connection) {
 
 // ---------------------------------------------------------------- contend
 
+/// How a denied client goes on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    /// Sleeps `retry_after_ms` and tries again.
+    Retry,
+    /// `WAIT 30s`.
+    Wait,
+    /// `WAIT 30s FLOW light|heavy`.
+    Fair,
+}
+
+/// Every 11th client is light: offered load 10:1.
+fn is_light(client: u64) -> bool {
+    client.is_multiple_of(11)
+}
+
 /// One admitted request, times in µs since the common start.
 struct Admission {
     /// Client clock: just before the first attempt was sent.
@@ -158,9 +185,10 @@ struct Admission {
     /// Client clock: just after the admitting reply was read.
     admitted: u64,
     attempts: u64,
+    light: bool,
 }
 
-fn contend(addr: &str, wait: bool, clients: u64, seconds: u64) -> Res<()> {
+fn contend(addr: &str, mode: Mode, clients: u64, seconds: u64) -> Res<()> {
     let mut ctl = connect(addr)?;
     raise_bounds(&mut ctl);
     let cons = (0..clients)
@@ -170,14 +198,16 @@ fn contend(addr: &str, wait: bool, clients: u64, seconds: u64) -> Res<()> {
     let start = Arc::new(OnceLock::new());
     let handles: Vec<_> = cons
         .into_iter()
-        .map(|mut con| {
+        .enumerate()
+        .map(|(i, mut con)| {
             let (barrier, start) = (barrier.clone(), start.clone());
             thread::spawn(move || -> Result<Vec<Admission>, String> {
                 barrier.wait();
                 let origin = *start.get().ok_or("no start")?;
                 client(
                     &mut con,
-                    wait,
+                    mode,
+                    is_light(i as u64),
                     origin,
                     origin + Duration::from_secs(seconds),
                 )
@@ -204,7 +234,10 @@ fn contend(addr: &str, wait: bool, clients: u64, seconds: u64) -> Res<()> {
         calls: calls1 - calls0 - burst_calls,
         usec: usec1 - usec0,
     };
-    report_contend(wait, clients, seconds, &all, &server, drained);
+    report_contend(mode, clients, seconds, &all, &server, drained);
+    if mode != Mode::Retry {
+        report_groups(clients, seconds, &all);
+    }
     Ok(())
 }
 
@@ -218,7 +251,8 @@ struct Server {
 
 fn client(
     con: &mut redis::Connection,
-    wait: bool,
+    mode: Mode,
+    light: bool,
     origin: Instant,
     end: Instant,
 ) -> Res<Vec<Admission>> {
@@ -231,8 +265,11 @@ fn client(
         loop {
             let mut cmd = redis::cmd("RL.GCRA");
             cmd.arg("bench:k").arg(LIMIT).arg("1s");
-            if wait {
+            if mode != Mode::Retry {
                 cmd.arg("WAIT").arg("30s");
+            }
+            if mode == Mode::Fair {
+                cmd.arg("FLOW").arg(if light { "light" } else { "heavy" });
             }
             attempts += 1;
             // The first attempt goes with an INCR in the same write: Redis
@@ -254,10 +291,11 @@ fn client(
                     seq,
                     admitted: us(Instant::now()),
                     attempts,
+                    light,
                 });
                 break;
             }
-            if !wait {
+            if mode == Mode::Retry {
                 thread::sleep(Duration::from_millis(r[3].max(0) as u64));
             }
         }
@@ -294,7 +332,7 @@ fn overtakes(
 }
 
 fn report_contend(
-    wait: bool,
+    mode: Mode,
     clients: u64,
     seconds: u64,
     all: &[Admission],
@@ -316,10 +354,10 @@ fn report_contend(
     let ms = |us: u64| us as f64 / 1000.0;
     println!(
         "mode: {}",
-        if wait {
-            "WAIT 30s"
-        } else {
-            "sleep retry_after_ms and retry"
+        match mode {
+            Mode::Wait => "WAIT 30s",
+            Mode::Fair => "WAIT 30s FLOW light|heavy",
+            Mode::Retry => "sleep retry_after_ms and retry",
         }
     );
     println!(
@@ -346,6 +384,38 @@ fn report_contend(
         overtakes(all, |a| a.seq, 0, 0), overtakes(all, |a| a.seq, 0, 10_000));
     println!("server CPU: {:.3} s in all, {:.1} us per admitted request; inside RL.GCRA: {:.1} us per admitted request, {:.2} us per call",
         server.cpu, server.cpu * 1e6 / admitted as f64, server.usec as f64 / admitted as f64, server.usec as f64 / server.calls as f64);
+}
+
+/// Each group's share of the admissions between 2 s and the end of the
+/// run (both backlogged) and its time to admission, with the light group's
+/// ideal under fair waiting: its clients over half the rate.
+fn report_groups(clients: u64, seconds: u64, all: &[Admission]) {
+    let steady = |a: &&Admission| (2_000_000..seconds * 1_000_000).contains(&a.arrival);
+    let total = all.iter().filter(steady).count().max(1);
+    let light_clients = (0..clients).filter(|&i| is_light(i)).count();
+    let ideal_ms = light_clients as f64 * 1000.0 / (LIMIT as f64 / 2.0);
+    for (name, light) in [("light", true), ("heavy", false)] {
+        let group: Vec<&Admission> = all
+            .iter()
+            .filter(steady)
+            .filter(|a| a.light == light)
+            .collect();
+        let mut lat: Vec<u64> = group.iter().map(|a| a.admitted - a.arrival).collect();
+        lat.sort_unstable();
+        if lat.is_empty() {
+            println!("{name}: no admissions after 2 s");
+            continue;
+        }
+        let ms = |us: u64| us as f64 / 1000.0;
+        println!(
+            "{name} ({} clients): {:.1} % of the admissions arriving from 2 s on; first attempt to admission ms: p50 {:.1}, p99 {:.1}",
+            if light { light_clients } else { clients as usize - light_clients },
+            group.len() as f64 * 100.0 / total as f64,
+            ms(percentile(&lat, 0.5)),
+            ms(percentile(&lat, 0.99)),
+        );
+    }
+    println!("light ideal under fair waiting: 50 % of the admissions, {ideal_ms:.0} ms each ({light_clients} clients at {} per second)", LIMIT / 2);
 }
 
 // ---------------------------------------------------------------- waiters

@@ -4,6 +4,7 @@
 #   scripts/bench_wait.sh             # contend (retry, then WAIT) and waiters
 #   BENCH_ONLY=contend scripts/bench_wait.sh
 #   BENCH_ONLY=waiters scripts/bench_wait.sh
+#   BENCH_ONLY=fair scripts/bench_wait.sh
 #
 # contend: one key at 50/s, CLIENTS (200), then CLIENTS_LARGE (1000)
 # closed-loop clients for RUN_SECONDS (20) of real time, first sleeping
@@ -16,6 +17,10 @@
 # Then WAITERS_ONE_KEY (1000) connections waiting in one line on one key
 # (manual clock), admitted one RL.CLOCK ADVANCE at a time: memory per
 # waiter and server CPU per admission.
+# fair: CLIENTS (200) clients on one key at 50/s for FAIR_SECONDS (10),
+# every 11th light (offered load 10:1), with WAIT 30s, then with WAIT 30s
+# FLOW light|heavy: each group's share and time to admission, and server
+# CPU per admission.
 # Prints the machine, the load (`uptime`) before and after, and the figures
 # (also saved under target/bench-wait/). Knobs: MODULE (the .so).
 set -euo pipefail
@@ -27,6 +32,7 @@ CLIENTS=${CLIENTS:-200}
 CLIENTS_LARGE=${CLIENTS_LARGE:-1000}
 WAITERS_ONE_KEY=${WAITERS_ONE_KEY:-1000}
 RUN_SECONDS=${RUN_SECONDS:-20}
+FAIR_SECONDS=${FAIR_SECONDS:-10}
 WAITERS=${WAITERS:-10000}
 IDLE_SECONDS=${IDLE_SECONDS:-10}
 WAITERS_CLOCK=${WAITERS_CLOCK:-manual}
@@ -46,7 +52,15 @@ mkdir -p "$OUT"
     echo "commit: $(git rev-parse --short HEAD)"
     echo "machine: $(nproc) CPUs, $(awk -F': ' '/model name/ {print $2; exit}' /proc/cpuinfo), $("$RL_SERVER" --version | awk '{print $1, $2, $3}')"
     echo "uptime before: $(uptime)"
-    if [ "$BENCH_ONLY" != waiters ]; then
+    if [ "$BENCH_ONLY" = fair ]; then
+        for mode in wait fair; do
+            echo
+            start_server
+            "$BENCH" contend "127.0.0.1:$PORT" "$mode" "$CLIENTS" "$FAIR_SECONDS"
+            stop_server
+        done
+    fi
+    if [ "$BENCH_ONLY" = all ] || [ "$BENCH_ONLY" = contend ]; then
         for clients in $CLIENTS $CLIENTS_LARGE; do
             for mode in retry wait; do
                 echo
@@ -56,7 +70,7 @@ mkdir -p "$OUT"
             done
         done
     fi
-    if [ "$BENCH_ONLY" != contend ]; then
+    if [ "$BENCH_ONLY" = all ] || [ "$BENCH_ONLY" = waiters ]; then
         echo
         if [ "$WAITERS_CLOCK" = manual ]; then start_server clock manual --maxclients 20000; else start_server --maxclients 20000; fi
         "$BENCH" waiters "127.0.0.1:$PORT" "$WAITERS" "$IDLE_SECONDS" "$WAITERS_CLOCK"

@@ -74,6 +74,11 @@ impl Bound {
 /// denied at once, as if its place in the line were beyond its timeout.
 pub static MAX_WAITERS_PER_KEY: Bound = Bound::new("max-waiters-per-key", 1_000, 1, 1_000_000);
 
+/// Clients that may wait in one flow (`WAIT timeout FLOW name`) on one
+/// key at once; past it a request of that flow is denied at once. Below
+/// `max-waiters-per-key`, it keeps one flow from filling the key's line.
+pub static MAX_WAITERS_PER_FLOW: Bound = Bound::new("max-waiters-per-flow", 100, 1, 1_000_000);
+
 /// Clients that may wait in total (each holds about 35–55 KB of the server's
 /// memory while it waits).
 pub static MAX_WAITERS: Bound = Bound::new("max-waiters", 10_000, 1, 1_000_000);
@@ -99,8 +104,9 @@ pub static MAX_POLICIES: Bound = Bound::new("max-policies", 10_000, 1, 10_000_00
 pub static MAX_POLICY_NAME: Bound = Bound::new("max-policy-name", 256, 1, 65_536);
 
 /// Every bound, in the order `CONFIG GET ratelimit.*` lists them.
-pub static ALL: [&Bound; 8] = [
+pub static ALL: [&Bound; 9] = [
     &MAX_WAITERS_PER_KEY,
+    &MAX_WAITERS_PER_FLOW,
     &MAX_WAITERS,
     &WAIT_EVENTS_PER_TICK,
     &MAX_SKETCH_BYTES,

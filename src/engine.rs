@@ -64,10 +64,24 @@ pub struct Request {
     /// Decide, write nothing.
     pub dryrun: bool,
     /// `WAIT timeout`: if denied, wait up to this long to be admitted
-    /// (first come, first served; see `waitqueue`). `decide` itself never
-    /// waits.
+    /// (first come, first served in its flow; see `queue`). `decide`
+    /// itself never waits.
     pub wait: Option<Micros>,
+    /// `FLOW name [WEIGHT w]` (with `WAIT`): the flow whose share of the
+    /// key's admissions its wait is taken from.
+    pub flow: Option<Flow>,
 }
+
+/// A flow of waiters on a key: its name and the weight of its share.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Flow {
+    pub name: Vec<u8>,
+    /// 1..=`MAX_WEIGHT`.
+    pub weight: u64,
+}
+
+/// The largest `WEIGHT`.
+pub const MAX_WEIGHT: u64 = 1_000;
 
 impl Default for Request {
     fn default() -> Request {
@@ -77,6 +91,7 @@ impl Default for Request {
             charge: Charge::Normal,
             dryrun: false,
             wait: None,
+            flow: None,
         }
     }
 }
@@ -515,6 +530,7 @@ mod tests {
             charge,
             dryrun: false,
             wait: None,
+            flow: None,
         }
     }
 

@@ -39,6 +39,8 @@
 //! - *outcome*: a request's answer over all its limits (`engine::Outcome`).
 //! - *waiter*: a request blocked in its keys' *lines* until admitted or
 //!   its deadline; the *gate* decides a request at once or queues it.
+//! - *flow*: the waiters of a line that share a `FLOW` name (those without
+//!   one are one flow); flows take *turns* by weight (fair waiting).
 //! - *reply*: what the client is sent (`commands::Reply`); its *verdict*
 //!   is what it counts as in INFO (allowed, denied, waiting, other).
 //! - *lease*: a unit of a CONCURRENCY limit held until released

@@ -160,7 +160,40 @@ fn argument_cases(shape: &Shape, key: &[u8]) -> Vec<Case> {
         });
     }
     cases.extend(charge_cases(shape, key, &valid));
+    cases.extend(flow_cases(shape, key, &valid));
     cases
+}
+
+/// A flow without a wait, a weight without a flow, and RL.ALL's refusal.
+fn flow_cases(shape: &Shape, key: &[u8], valid: &[Vec<u8>]) -> Vec<Case> {
+    if !shape.options.iter().any(|o| o.word == "FLOW") {
+        return Vec::new();
+    }
+    let mut table: Vec<(&[&str], &str)> = vec![
+        (&["FLOW", "t"], "ERR syntax error: FLOW needs WAIT timeout"),
+        (
+            &["FLOW", "t", "WEIGHT", "2"],
+            "ERR syntax error: FLOW needs WAIT timeout",
+        ),
+        (&["WEIGHT", "2"], "ERR syntax error: WEIGHT needs FLOW name"),
+        (
+            &["WAIT", "1ms", "WEIGHT", "2"],
+            "ERR syntax error: WEIGHT needs FLOW name",
+        ),
+    ];
+    if shape.name == "RL.ALL" {
+        table.push((
+            &["WAIT", "1ms", "FLOW", "t"],
+            "ERR syntax error: FLOW cannot be combined with RL.ALL",
+        ));
+    }
+    table
+        .into_iter()
+        .map(|(rest, want)| Case {
+            args: shape.args(key, valid, &words(rest)),
+            want: want.to_string(),
+        })
+        .collect()
 }
 
 /// The combinations of charges and amounts the interface excludes.

@@ -2,7 +2,7 @@
 //! here; `server::register` hands it to Redis.
 
 use super::definition::{CommandDef, Grammar, RegistryOp};
-use super::grammar::{Opt, Param, Parse, PolicyDef, COMMON};
+use super::grammar::{Opt, Param, Parse, PolicyDef, COMMON, FLOW_OPTIONS};
 use super::named::{OR, POLICY, SHADOW};
 use super::table::POLICIES;
 
@@ -191,7 +191,12 @@ pub fn arguments(command: &CommandDef) -> Vec<DocArg> {
                 key().multiple(),
                 policy_or_named(policies).multiple(),
             ];
-            out.extend(options(&COMMON));
+            let common: Vec<Opt> = COMMON
+                .iter()
+                .filter(|o| !FLOW_OPTIONS.contains(&o.token))
+                .copied()
+                .collect();
+            out.extend(options(&common));
             out.push(
                 DocArg::new("costs", DocType::Integer)
                     .with_token("COSTS")
@@ -268,12 +273,14 @@ mod tests {
         assert_eq!(
             get("rl.gcra"),
             "key:key limit:integer period:string [BURST burst:integer] [COST cost:integer] [DRYRUN] \
-             [WAIT timeout:string] [(FORCE | PARTIAL | REFUND refund:integer)]"
+             [WAIT timeout:string] [FLOW flow:string] [WEIGHT weight:integer] \
+             [(FORCE | PARTIAL | REFUND refund:integer)]"
         );
         assert_eq!(
             get("rl.sliding"),
             "key:key limit:integer window:string [(EXACT | APPROX | BUCKETS buckets:integer)] \
-             [COST cost:integer] [DRYRUN] [WAIT timeout:string] [(FORCE | PARTIAL | REFUND refund:integer)]"
+             [COST cost:integer] [DRYRUN] [WAIT timeout:string] [FLOW flow:string] \
+             [WEIGHT weight:integer] [(FORCE | PARTIAL | REFUND refund:integer)]"
         );
         assert_eq!(
             get("rl.peek"),
@@ -290,7 +297,8 @@ mod tests {
         assert_eq!(
             get("rl.check"),
             "key:key name:string [OR name:string...] [COST cost:integer] [DRYRUN] \
-             [WAIT timeout:string] [(FORCE | PARTIAL | REFUND refund:integer)]"
+             [WAIT timeout:string] [FLOW flow:string] [WEIGHT weight:integer] \
+             [(FORCE | PARTIAL | REFUND refund:integer)]"
         );
         assert_eq!(get("rl.policy|list"), "[MATCH pattern:string]");
         assert!(get("rl.policy|set").starts_with("name:string (GCRA limit:integer"));

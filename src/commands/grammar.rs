@@ -10,7 +10,7 @@ use crate::algorithm::Micros;
 use crate::bounds::Bound;
 use crate::commands::args::{self, Options};
 use crate::engine::error::{printable, Error};
-use crate::engine::{Charge, Request};
+use crate::engine::{Charge, Flow, Request, MAX_WEIGHT};
 use crate::policy::Policy;
 
 /// How one value parses.
@@ -200,6 +200,16 @@ impl Opt {
         }
     }
 
+    /// An option whose value is any bytes (a name).
+    pub const fn bytes(token: &'static str) -> Opt {
+        Opt {
+            token,
+            value: Some(Parse::Bytes),
+            group: None,
+            value_name: None,
+        }
+    }
+
     /// The same option, its value called `name` in COMMAND DOCS.
     pub const fn value_named(self, name: &'static str) -> Opt {
         Opt {
@@ -280,12 +290,14 @@ pub struct PolicyDef {
 }
 
 /// The options every decision command takes: `COST n`, `DRYRUN`,
-/// `WAIT timeout`, and what kind of charge it is (`FORCE`, `PARTIAL` or
-/// `REFUND n`).
-pub const COMMON: [Opt; 6] = [
+/// `WAIT timeout` (in the line of `FLOW name` with `WEIGHT w`), and what
+/// kind of charge it is (`FORCE`, `PARTIAL` or `REFUND n`).
+pub const COMMON: [Opt; 8] = [
     Opt::integer("COST", 0, MAX_COUNT),
     Opt::flag("DRYRUN"),
     Opt::duration("WAIT").value_named("timeout"),
+    Opt::bytes("FLOW"),
+    Opt::integer("WEIGHT", 1, MAX_WEIGHT),
     Opt::flag("FORCE").in_group("charge"),
     Opt::flag("PARTIAL").in_group("charge"),
     Opt::integer("REFUND", 1, MAX_COUNT).in_group("charge"),
@@ -293,18 +305,51 @@ pub const COMMON: [Opt; 6] = [
 const COST: usize = 0;
 const DRYRUN: usize = 1;
 const WAIT: usize = 2;
-const FORCE: usize = 3;
-const PARTIAL: usize = 4;
-const REFUND: usize = 5;
+const FLOW: usize = 3;
+const WEIGHT: usize = 4;
+const FORCE: usize = 5;
+const PARTIAL: usize = 6;
+const REFUND: usize = 7;
+
+/// The common options that only waiting takes: a request's flow.
+pub const FLOW_OPTIONS: [&str; 2] = ["FLOW", "WEIGHT"];
+
+/// The common options as given: their values, and the bytes of `FLOW`.
+struct Common<'a> {
+    values: [Option<u64>; COMMON.len()],
+    flow: Option<&'a [u8]>,
+}
+
+impl<'a> Common<'a> {
+    fn new() -> Self {
+        Common {
+            values: [None; COMMON.len()],
+            flow: None,
+        }
+    }
+
+    /// Takes common option `index`, its value read from `opts`.
+    fn take<A: AsRef<[u8]>>(
+        &mut self,
+        index: usize,
+        opts: &mut Options<'a, A>,
+    ) -> Result<(), Error> {
+        let value = take(&mut self.values, &COMMON, index, opts)?;
+        if index == FLOW {
+            self.flow = value;
+        }
+        Ok(())
+    }
+}
 
 /// Records option `opt` (at `index` of `defined`), reading its value from
 /// `opts`: an error if it, or another of its group, was given already.
-fn take<A: AsRef<[u8]>>(
+fn take<'a, A: AsRef<[u8]>>(
     values: &mut [Option<u64>],
     defined: &[Opt],
     index: usize,
-    opts: &mut Options<A>,
-) -> Result<(), Error> {
+    opts: &mut Options<'a, A>,
+) -> Result<Option<&'a [u8]>, Error> {
     let opt = &defined[index];
     if values[index].is_some() {
         return Err(Error::RepeatedOption(opt.token));
@@ -318,11 +363,15 @@ fn take<A: AsRef<[u8]>>(
             return Err(Error::Exclusive(exclusive_text(defined, group)));
         }
     }
-    values[index] = Some(match opt.value {
-        Some(parse) => parse_value(parse, opts.value(opt.token)?, opt.token)?,
-        None => 1,
+    let bytes = match opt.value {
+        Some(_) => Some(opts.value(opt.token)?),
+        None => None,
+    };
+    values[index] = Some(match (opt.value, bytes) {
+        (Some(parse), Some(bytes)) => parse_value(parse, bytes, opt.token)?,
+        _ => 1,
     });
-    Ok(())
+    Ok(bytes)
 }
 
 /// `EXACT, APPROX and BUCKETS`: the members of an exclusive group.
@@ -369,7 +418,7 @@ impl PolicyDef {
             // tables or checking combinations of none.
             return Ok(((self.build)(&values)?, Request::default()));
         }
-        let mut common = [None; COMMON.len()];
+        let mut common = Common::new();
         let mut opts = Options::new(tail);
         while let Some(word) = opts.next_keyword() {
             if let Some(i) = self.options.iter().position(|o| o.is(word)) {
@@ -381,7 +430,7 @@ impl PolicyDef {
                         with: command,
                     });
                 }
-                take(&mut common, &COMMON, i, &mut opts)?;
+                common.take(i, &mut opts)?;
             } else {
                 return Err(Error::UnknownOption(printable(word)));
             }
@@ -503,7 +552,8 @@ pub struct PerKey {
 
 /// The request the common options make, checked for the combinations the
 /// interface excludes.
-fn common_of(values: &[Option<u64>; COMMON.len()], per_key: PerKey) -> Result<Request, Error> {
+fn common_of(common: &Common, per_key: PerKey) -> Result<Request, Error> {
+    let values = &common.values;
     let token = |i: usize| COMMON[i].token;
     let given = |i: usize| values[i].is_some();
     let costs = per_key.costs.is_some();
@@ -536,6 +586,23 @@ fn common_of(values: &[Option<u64>; COMMON.len()], per_key: PerKey) -> Result<Re
         };
         return Err(exclude(option, token(WAIT)));
     }
+    // A flow is where a waiter waits: nothing without WAIT.
+    if given(WEIGHT) && !given(FLOW) {
+        return Err(Error::Needs {
+            option: token(WEIGHT),
+            what: "FLOW name",
+        });
+    }
+    if given(FLOW) && !given(WAIT) {
+        return Err(Error::Needs {
+            option: token(FLOW),
+            what: "WAIT timeout",
+        });
+    }
+    let flow = common.flow.map(|name| Flow {
+        name: name.to_vec(),
+        weight: values[WEIGHT].unwrap_or(1),
+    });
     let mut cost = values[COST].unwrap_or(1);
     match charge {
         Charge::Refund => {
@@ -572,6 +639,7 @@ fn common_of(values: &[Option<u64>; COMMON.len()], per_key: PerKey) -> Result<Re
         charge,
         dryrun: given(DRYRUN),
         wait: values[WAIT].map(Micros::new),
+        flow,
     })
 }
 
@@ -583,14 +651,14 @@ pub fn parse_common<A: AsRef<[u8]>>(tail: &[A]) -> Result<Request, Error> {
 /// Parses a tail of common options, with RL.ALL's per-key amounts already
 /// taken out of it.
 pub fn parse_common_with<A: AsRef<[u8]>>(tail: &[A], per_key: PerKey) -> Result<Request, Error> {
-    let mut common = [None; COMMON.len()];
+    let mut common = Common::new();
     let mut opts = Options::new(tail);
     while let Some(word) = opts.next_keyword() {
         let i = COMMON
             .iter()
             .position(|o| o.is(word))
             .ok_or_else(|| Error::UnknownOption(printable(word)))?;
-        take(&mut common, &COMMON, i, &mut opts)?;
+        common.take(i, &mut opts)?;
     }
     common_of(&common, per_key)
 }
@@ -817,6 +885,39 @@ mod tests {
             parse_common(&[&b"WAIT"[..], b"1s", b"wait", b"2s"]),
             Err(Error::RepeatedOption("WAIT"))
         );
+        assert_eq!(
+            parse_common(&[&b"flow"[..], b"tenant a", b"WAIT", b"1s", b"Weight", b"3"]),
+            Ok(Request {
+                wait: Some(Micros::new(1_000_000)),
+                flow: Some(Flow {
+                    name: b"tenant a".to_vec(),
+                    weight: 3,
+                }),
+                ..Request::default()
+            })
+        );
+        assert_eq!(
+            parse_common(&[&b"WAIT"[..], b"1s", b"FLOW", b""]).map(|r| r.flow),
+            Ok(Some(Flow {
+                name: Vec::new(),
+                weight: 1,
+            }))
+        );
+        let needs = |option, what| Err(Error::Needs { option, what });
+        assert_eq!(
+            parse_common(&[&b"FLOW"[..], b"a"]),
+            needs("FLOW", "WAIT timeout")
+        );
+        assert_eq!(
+            parse_common(&[&b"WAIT"[..], b"1s", b"WEIGHT", b"2"]),
+            needs("WEIGHT", "FLOW name")
+        );
+        for bad in [&b"0"[..], b"1001", b"-1", b"x"] {
+            let e = parse_common(&[&b"WAIT"[..], b"1s", b"FLOW", b"a", b"WEIGHT", bad])
+                .unwrap_err()
+                .to_string();
+            assert_eq!(e, "ERR WEIGHT must be an integer from 1 to 1000");
+        }
         assert!(parse_common(&[&b"WAIT"[..], b"36501d"])
             .unwrap_err()
             .to_string()

@@ -196,6 +196,7 @@ pub fn check<H: Host>(command: &CommandDef, host: &mut H, args: &[H::Arg]) -> Re
     if shadow {
         // Enforcement would make the client wait; a shadow policy never does.
         request.wait = None;
+        request.flow = None;
     }
     let gated = decide_one(host, key, policy, request)?;
     let counted = match &gated {

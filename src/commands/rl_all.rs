@@ -5,7 +5,9 @@
 //! decision path as a single-key command (`engine::decide`).
 
 use super::definition::{CommandDef, Grammar};
-use super::grammar::{parse_common_with, policy_named, unknown_policy, PerKey, PolicyDef};
+use super::grammar::{
+    parse_common_with, policy_named, unknown_policy, PerKey, PolicyDef, FLOW_OPTIONS,
+};
 use super::{named, Host, Reply, Shape};
 use crate::algorithm::limits::MAX_COUNT;
 use crate::commands::args;
@@ -87,6 +89,14 @@ pub fn parse<A: AsRef<[u8]>>(policies_allowed: &Policies, args: &[A]) -> Result<
     }
     let (tail, per_key) = take_costs(tail, numkeys)?;
     let request = parse_common_with(&tail, per_key)?;
+    // A waiter of RL.ALL waits in the line of each of its keys; a flow's
+    // turn on one key is not its turn on another.
+    if request.flow.is_some() {
+        return Err(Error::Combination {
+            option: FLOW_OPTIONS[0],
+            with: NAME,
+        });
+    }
     // A common option one of the policies does not take (CONCURRENCY takes
     // no FORCE, PARTIAL or REFUND).
     if let Some(token) = request.charge.token().filter(|t| refused.contains(t)) {
@@ -275,6 +285,18 @@ mod tests {
             msg(&["1", "a", "GCRA", "1", "1", "NOW"]),
             "ERR syntax error: unknown option 'NOW'"
         );
+    }
+
+    #[test]
+    fn takes_wait_but_no_flow() {
+        let wait = p(&["1", "a", "GCRA", "10", "1s", "WAIT", "1s"]).unwrap();
+        assert!(wait.request.wait.is_some());
+        let flow = ["1", "a", "GCRA", "10", "1s", "WAIT", "1s", "FLOW", "t"];
+        let refused = Error::Combination {
+            option: "FLOW",
+            with: "RL.ALL",
+        };
+        assert_eq!(p(&flow).err(), Some(refused));
     }
 
     #[test]

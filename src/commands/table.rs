@@ -131,7 +131,7 @@ pub const SKETCH: PolicyDef = PolicyDef {
     // Lowering shared counters could under-count other items, and a debt
     // in a sketch is every colliding item's debt. Waiting would put every
     // item of the sketch in one line, though each is limited on its own.
-    refuses: &["FORCE", "REFUND", "WAIT"],
+    refuses: &["FORCE", "REFUND", "WAIT", "FLOW", "WEIGHT"],
     build: build_sketch,
 };
 

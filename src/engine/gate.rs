@@ -89,6 +89,7 @@ pub fn decide<S: Shell>(
                 costs: request.costs,
                 since: now,
                 deadline: now.saturating_add(timeout),
+                flow: request.flow,
                 token,
             };
             queues.enqueue(&mut shell.keyspace(), waiter, place);

@@ -1,11 +1,13 @@
-//! First come, first served waiting (`WAIT timeout`): per-key lines of
-//! waiters; which of them to admit or time out as time passes; and where a
-//! request that arrives while others wait stands. Pure: the keys are reached
+//! Waiting (`WAIT timeout`): per-key lines of waiters, first come first
+//! served inside each flow and the flows taking turns by weight (`fair`);
+//! which of them to admit or time out as time passes; and where a request
+//! that arrives while others wait stands. Pure: the keys are reached
 //! through a [`Keyspace`], each waiter's client is an opaque token. The
 //! server shell (`server::wait`) blocks clients and replies.
 //!
-//! A waiter is at the head when it is first in the line of every one of its
-//! keys (RL.ALL waits in the line of each of its keys). Only heads are
+//! A waiter is at the head when it is at the front of the line of every one
+//! of its keys (RL.ALL waits in the line of each of its keys): the waiter
+//! whose turn it is there. Without flows, the front is the first to arrive. Only heads are
 //! decided: a head has a due time, the earliest moment its limits may admit
 //! it; at that moment it is decided for real, and admitted, or given the
 //! new due time its denial names. Every waiter has a deadline; at the
@@ -41,8 +43,9 @@ use crate::algorithm::{Micros, RetryAfter};
 use crate::bounds::work::{self, Work};
 use crate::engine::error::Error;
 use crate::engine::store::MemoryStore;
-use crate::engine::{self, Charge, Decided, KeyError, PerLimit, Request};
+use crate::engine::{self, Charge, Decided, Flow, KeyError, PerLimit, Request};
 use crate::policy::Policy;
+use fair::{FlowName, Share, Turns};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::hash::Hash;
 
@@ -121,10 +124,27 @@ pub struct Waiter<K, T> {
     pub since: Micros,
     /// When it stops waiting.
     pub deadline: Micros,
+    /// The flow it waits in (`None`: with the requests without `FLOW`).
+    pub flow: Option<Flow>,
     pub token: T,
 }
 
-impl<K, T> Waiter<K, T> {
+impl<K: Eq, T> Waiter<K, T> {
+    fn flow_name(&self) -> FlowName {
+        self.flow.as_ref().map(|f| f.name.clone())
+    }
+
+    /// What its turn on `key` takes: its cost there, over its weight.
+    fn share_on(&self, key: &K) -> Share {
+        let index = self.keys.iter().position(|k| k == key);
+        let cost = match (&self.costs, index) {
+            (Some(costs), Some(i)) => costs.get(i).copied().unwrap_or(self.cost),
+            _ => self.cost,
+        };
+        let weight = self.flow.as_ref().map_or(1, |f| f.weight);
+        Share { cost, weight }
+    }
+
     /// The charge its admission makes (or, with `charge`, gives back).
     fn request(&self, charge: Charge) -> Request {
         Request {
@@ -196,9 +216,13 @@ struct Entry<K, T> {
     planned_leases: PerLimit<Option<Option<LeaseId>>>,
 }
 
-/// The waiters of one key, in arrival order, and its plan.
+/// The waiters of one key, in arrival order and by flow, and its plan.
 struct Line {
     ids: BTreeSet<u64>,
+    /// The waiter whose turn it is: the only one that may become a head
+    /// (chosen when the one before leaves, kept until it leaves).
+    front: Option<u64>,
+    turns: Turns,
     /// The key's state once everyone in the line is admitted as planned.
     plan: Option<Vec<u8>>,
     /// The latest planned admission.
@@ -255,6 +279,18 @@ impl<K: Eq + Hash + Clone, T: Eq + Hash + Clone> Queues<K, T> {
         self.lines.get(key).map_or(0, |l| l.ids.len())
     }
 
+    /// How many of `flow` wait on `key`.
+    fn flow_len(&self, key: &K, flow: &FlowName) -> usize {
+        self.lines.get(key).map_or(0, |l| l.turns.flow_len(flow))
+    }
+
+    /// Whether a waiter of another flow than `flow` waits on `key`.
+    fn others_wait(&self, key: &K, flow: &FlowName) -> bool {
+        self.lines
+            .get(key)
+            .is_some_and(|l| l.turns.flows() > usize::from(l.turns.flow_len(flow) > 0))
+    }
+
     /// The earliest moment something is due: a head's admission or a
     /// deadline.
     pub fn next_event(&self) -> Option<Micros> {
@@ -286,6 +322,8 @@ impl<K: Eq + Hash + Clone, T: Eq + Hash + Clone> Queues<K, T> {
                 let plan = keyspace.value(key).ok().flatten();
                 let line = Line {
                     ids: BTreeSet::new(),
+                    front: None,
+                    turns: Turns::default(),
                     plan,
                     planned_until: place.planned,
                     lag: Micros::ZERO,
@@ -307,9 +345,14 @@ impl<K: Eq + Hash + Clone, T: Eq + Hash + Clone> Queues<K, T> {
             Some(Ok(decided)) => decided.leases,
             _ => PerLimit::new(),
         };
+        let flow = waiter.flow_name();
         for key in &waiter.keys {
             if let Some(line) = self.lines.get_mut(key) {
                 line.ids.insert(id);
+                line.turns.join(&flow, id, waiter.share_on(key));
+                if line.front.is_none() {
+                    line.front = line.turns.next();
+                }
                 line.planned_until = line.planned_until.max(place.planned);
             }
         }
@@ -342,10 +385,10 @@ impl<K: Eq + Hash + Clone, T: Eq + Hash + Clone> Queues<K, T> {
     }
 
     /// Units of `key` were freed (a lease released, a refund, the key
-    /// deleted): the waiter first in its line, if it is a head, is due at
+    /// deleted): the waiter at the front of its line, if it is a head, is due at
     /// `at` rather than later.
     pub fn wake(&mut self, key: &K, at: Micros) {
-        let Some(&front) = self.lines.get(key).and_then(|l| l.ids.first()) else {
+        let Some(front) = self.lines.get(key).and_then(|l| l.front) else {
             return;
         };
         let due = self.entries.get(&front).and_then(|e| e.due);
@@ -366,7 +409,7 @@ impl<K: Eq + Hash + Clone, T: Eq + Hash + Clone> Queues<K, T> {
         }
     }
 
-    /// Makes `id` a head due at `due`, if it is first in all its lines.
+    /// Makes `id` a head due at `due`, if it is at the front of all its lines.
     fn promote(&mut self, id: u64, due: Micros) {
         let Some(entry) = self.entries.get(&id) else {
             return;
@@ -378,7 +421,7 @@ impl<K: Eq + Hash + Clone, T: Eq + Hash + Clone> Queues<K, T> {
             .waiter
             .keys
             .iter()
-            .all(|k| self.lines.get(k).and_then(|l| l.ids.first()) == Some(&id));
+            .all(|k| self.lines.get(k).and_then(|l| l.front) == Some(id));
         if first_everywhere {
             work::one(Work::Waiters);
             self.set_due(id, due);
@@ -395,7 +438,7 @@ impl<K: Eq + Hash + Clone, T: Eq + Hash + Clone> Queues<K, T> {
     }
 
     /// Takes waiter `id` out of every line, its planned charge given back
-    /// to the plans unless it was admitted; those now first everywhere are
+    /// to the plans unless it was admitted; those now at the front everywhere are
     /// due at `at`.
     fn remove(&mut self, id: u64, at: Micros, admitted: bool) -> Option<Waiter<K, T>> {
         work::one(Work::Waiters);
@@ -422,11 +465,22 @@ impl<K: Eq + Hash + Clone, T: Eq + Hash + Clone> Queues<K, T> {
             });
         }
         let mut next = Vec::new();
+        let flow = waiter.flow_name();
+        let entries = &self.entries;
         for key in &waiter.keys {
             if let Some(line) = self.lines.get_mut(key) {
                 line.ids.remove(&id);
-                match line.ids.first() {
-                    Some(&front) => next.push(front),
+                let share_of = |next: u64| {
+                    entries
+                        .get(&next)
+                        .map_or(Share { cost: 0, weight: 1 }, |e| e.waiter.share_on(key))
+                };
+                line.turns.leave(&flow, id, admitted, share_of);
+                if line.front == Some(id) {
+                    line.front = line.turns.next();
+                }
+                match line.front {
+                    Some(front) => next.push(front),
                     None => {
                         self.lines.remove(key);
                     }
@@ -561,7 +615,7 @@ impl<K: Eq + Hash + Clone, T: Eq + Hash + Clone> Queues<K, T> {
             return;
         }
         let request = w.request(Charge::Normal);
-        let (keys, planned) = (w.keys.clone(), entry.planned);
+        let keys = w.keys.clone();
         let ending = match keyspace.decide(&w.keys, &w.policies, at, request) {
             Ok(d) if d.allowed => Ending::Admitted(d),
             Ok(d) => {
@@ -572,14 +626,14 @@ impl<K: Eq + Hash + Clone, T: Eq + Hash + Clone> Queues<K, T> {
                     _ => Micros::MAX,
                 };
                 self.set_due(id, again);
-                self.set_lag(&keys, again.min(at.saturating_add(MAX_LAG)), planned);
+                self.set_lag(&keys, again.min(at.saturating_add(MAX_LAG)));
                 return;
             }
             Err(e) => Ending::Failed(e),
         };
         let admitted = matches!(ending, Ending::Admitted(_));
         if admitted {
-            self.set_lag(&keys, at, planned);
+            self.set_lag(&keys, at);
         }
         if let Some(waiter) = self.remove(id, at, admitted) {
             let request = waiter.request(Charge::Normal);
@@ -598,11 +652,13 @@ impl<K: Eq + Hash + Clone, T: Eq + Hash + Clone> Queues<K, T> {
         }
     }
 
-    /// A head planned at `planned` is admitted (or due again) at `actual`:
-    /// how late its lines run against their plans.
-    fn set_lag(&mut self, keys: &[K], actual: Micros, planned: Micros) {
+    /// A head is admitted (or due again) at `actual`: how late its lines
+    /// run against their plans. Whichever flow's turn it is, the line's
+    /// next admission is its earliest planned one (the first to arrive).
+    fn set_lag(&mut self, keys: &[K], actual: Micros) {
         for key in keys {
-            if let Some(line) = self.lines.get_mut(key) {
+            let planned = self.first_planned(key);
+            if let (Some(line), Some(planned)) = (self.lines.get_mut(key), planned) {
                 line.lag = actual.saturating_sub(planned);
             }
         }
@@ -615,6 +671,9 @@ const ONE: Micros = Micros::new(1);
 /// late by at most this in the plans of others.
 const MAX_LAG: Micros = crate::algorithm::MAX_HORIZON;
 
+mod fair;
+#[cfg(test)]
+mod fair_tests;
 mod place;
 #[cfg(test)]
 mod tests;

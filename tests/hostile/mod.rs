@@ -356,6 +356,9 @@ const CHARGES: [Opt; 3] = [
 /// `WAIT`'s valid value is the shortest: a denied call in a hostile test
 /// almost never fits its wait in 1 ms, so it is denied at once.
 const WAIT: Opt = valued("WAIT", duration("WAIT"), "1ms");
+/// The flow a `WAIT` waits in (any name), and its weight.
+const FLOW: Opt = valued("FLOW", item("FLOW"), "tenant");
+const WEIGHT: Opt = valued("WEIGHT", count("WEIGHT", 1, 1_000), "1");
 
 /// Values under a schedule tag that are not the TAT layout: too short, an
 /// improper or zero fraction, a truncated or overlong varint, trailing bytes.
@@ -628,6 +631,8 @@ pub const SHAPES: &[Shape] = &[
             COST,
             DRYRUN,
             WAIT,
+            FLOW,
+            WEIGHT,
             CHARGES[0],
             CHARGES[1],
             CHARGES[2],
@@ -653,7 +658,9 @@ pub const SHAPES: &[Shape] = &[
         min_arity: 5,
         short: None,
         tail: &[],
-        options: &[COST, DRYRUN, WAIT, CHARGES[0], CHARGES[1], CHARGES[2]],
+        options: &[
+            COST, DRYRUN, WAIT, FLOW, WEIGHT, CHARGES[0], CHARGES[1], CHARGES[2],
+        ],
         extra: Extra::UnknownOption,
         state: State::Tagged {
             tag: 0xA2,
@@ -723,6 +730,8 @@ pub const SHAPES: &[Shape] = &[
             COST,
             DRYRUN,
             WAIT,
+            FLOW,
+            WEIGHT,
             CHARGES[0],
             CHARGES[1],
             CHARGES[2],
@@ -748,7 +757,9 @@ pub const SHAPES: &[Shape] = &[
         min_arity: 5,
         short: Some("ERR syntax error: the policy is BUCKET capacity refill period"),
         tail: &[],
-        options: &[COST, DRYRUN, WAIT, CHARGES[0], CHARGES[1], CHARGES[2]],
+        options: &[
+            COST, DRYRUN, WAIT, FLOW, WEIGHT, CHARGES[0], CHARGES[1], CHARGES[2],
+        ],
         extra: Extra::UnknownOption,
         state: State::Tagged {
             tag: 0xA2,
@@ -773,6 +784,8 @@ pub const SHAPES: &[Shape] = &[
             COST,
             DRYRUN,
             WAIT,
+            FLOW,
+            WEIGHT,
             CHARGES[0],
             CHARGES[1],
             CHARGES[2],
@@ -794,7 +807,9 @@ pub const SHAPES: &[Shape] = &[
         min_arity: 4,
         short: None,
         tail: &["APPROX"],
-        options: &[COST, DRYRUN, WAIT, CHARGES[0], CHARGES[1], CHARGES[2]],
+        options: &[
+            COST, DRYRUN, WAIT, FLOW, WEIGHT, CHARGES[0], CHARGES[1], CHARGES[2],
+        ],
         extra: Extra::UnknownOption,
         state: State::Tagged {
             tag: 0xA4,
@@ -812,7 +827,9 @@ pub const SHAPES: &[Shape] = &[
         min_arity: 4,
         short: None,
         tail: &["BUCKETS", "4"],
-        options: &[COST, DRYRUN, WAIT, CHARGES[0], CHARGES[1], CHARGES[2]],
+        options: &[
+            COST, DRYRUN, WAIT, FLOW, WEIGHT, CHARGES[0], CHARGES[1], CHARGES[2],
+        ],
         extra: Extra::UnknownOption,
         state: State::Tagged {
             tag: 0xA5,
@@ -835,6 +852,8 @@ pub const SHAPES: &[Shape] = &[
             COST,
             DRYRUN,
             WAIT,
+            FLOW,
+            WEIGHT,
             CHARGES[0],
             CHARGES[1],
             CHARGES[2],
@@ -856,7 +875,9 @@ pub const SHAPES: &[Shape] = &[
         min_arity: 4,
         short: None,
         tail: &["ALIGNED"],
-        options: &[COST, DRYRUN, WAIT, CHARGES[0], CHARGES[1], CHARGES[2]],
+        options: &[
+            COST, DRYRUN, WAIT, FLOW, WEIGHT, CHARGES[0], CHARGES[1], CHARGES[2],
+        ],
         extra: Extra::UnknownOption,
         state: State::Tagged {
             tag: 0xA7,
@@ -883,6 +904,8 @@ pub const SHAPES: &[Shape] = &[
             COST,
             DRYRUN,
             WAIT,
+            FLOW,
+            WEIGHT,
             CHARGES[0],
             CHARGES[1],
             CHARGES[2],
@@ -906,7 +929,9 @@ pub const SHAPES: &[Shape] = &[
             "ERR syntax error: the policy is SLIDING limit window [EXACT | APPROX | BUCKETS n]",
         ),
         tail: &["BUCKETS", "4"],
-        options: &[COST, DRYRUN, WAIT, CHARGES[0], CHARGES[1], CHARGES[2]],
+        options: &[
+            COST, DRYRUN, WAIT, FLOW, WEIGHT, CHARGES[0], CHARGES[1], CHARGES[2],
+        ],
         extra: Extra::UnknownOption,
         state: State::Tagged {
             tag: 0xA5,
@@ -929,6 +954,8 @@ pub const SHAPES: &[Shape] = &[
             COST,
             DRYRUN,
             WAIT,
+            FLOW,
+            WEIGHT,
             CHARGES[0],
             CHARGES[1],
             CHARGES[2],
@@ -1038,7 +1065,7 @@ pub const SHAPES: &[Shape] = &[
         min_arity: 4,
         short: None,
         tail: &[],
-        options: &[COST, DRYRUN, WAIT],
+        options: &[COST, DRYRUN, WAIT, FLOW, WEIGHT],
         extra: Extra::UnknownOption,
         state: LEASES,
     },
@@ -1055,7 +1082,7 @@ pub const SHAPES: &[Shape] = &[
         min_arity: 5,
         short: Some("ERR syntax error: the policy is CONCURRENCY limit ttl"),
         tail: &[],
-        options: &[COST, DRYRUN, WAIT],
+        options: &[COST, DRYRUN, WAIT, FLOW, WEIGHT],
         extra: Extra::UnknownOption,
         state: LEASES,
     },

@@ -74,12 +74,18 @@ impl<K: Eq + Hash + Clone, T: Eq + Hash + Clone> Queues<K, T> {
         }
         let planned = self.plan(keyspace, keys, policies, now, &plain)?;
         let lag = self.lag(keys);
-        let full = keys
-            .iter()
-            .any(|k| self.line_len(k) >= bounds::MAX_WAITERS_PER_KEY.get() as usize);
+        let flow = request.flow.as_ref().map(|f| f.name.clone());
+        let full = keys.iter().any(|k| {
+            self.line_len(k) >= bounds::MAX_WAITERS_PER_KEY.get() as usize
+                || (flow.is_some()
+                    && self.flow_len(k, &flow) >= bounds::MAX_WAITERS_PER_FLOW.get() as usize)
+        });
+        // A flow's turn may come before the plan's end when other flows
+        // wait: it waits out its timeout, as its share decides.
+        let shared = flow.is_some() && keys.iter().any(|k| self.others_wait(k, &flow));
         if let (Some(t), Some(at)) = (timeout, planned) {
             let deadline = now.saturating_add(t);
-            if room && !full && (at.saturating_add(lag) <= deadline || releasable) {
+            if room && !full && (at.saturating_add(lag) <= deadline || releasable || shared) {
                 return Ok(Arrival::Wait(Place {
                     due: now,
                     planned: at,
@@ -187,7 +193,7 @@ impl<K: Eq + Hash + Clone, T: Eq + Hash + Clone> Queues<K, T> {
     }
 
     /// The planned admission of the first waiter on `key`.
-    fn first_planned(&self, key: &K) -> Option<Micros> {
+    pub(super) fn first_planned(&self, key: &K) -> Option<Micros> {
         let first = self.lines.get(key)?.ids.first()?;
         self.entries.get(first).map(|e| e.planned)
     }

@@ -59,6 +59,7 @@ fn arrive(
                     costs: None,
                     since: now,
                     deadline,
+                    flow: None,
                     token,
                 },
                 place,
@@ -263,6 +264,7 @@ fn a_waiter_times_out_at_its_deadline_behind_another() {
             costs: None,
             since: T0,
             deadline: at(3 * S),
+            flow: None,
             token: 2,
         },
         Place {
@@ -545,6 +547,7 @@ fn an_arrival_asks_the_keyspace_the_same_behind_3_and_3000_waiters() {
                         costs: None,
                         since: T0,
                         deadline: T0.saturating_add(Micros::new(100_000 * S)),
+                        flow: None,
                         token,
                     };
                     q.enqueue(ks, waiter, place);
