@@ -10,7 +10,7 @@
 //!   with [`RetryAfter`] and its write to the state [`StateWrite`], and
 //!   [`StateError`] for bytes that are not the policy's state;
 //! - the engine, a *request* under several policies over a store of keys:
-//!   [`Request`], [`Charge`], [`decide`], its answer [`Decided`], and the
+//!   [`Request`], [`Charge`], [`decide`], its answer [`Outcome`], and the
 //!   store in memory [`MemoryStore`];
 //! - parsing, each as the command does: [`parse`], [`parse_policy`],
 //!   [`parse_all`], [`parse_peek`], [`parse_throttle`], and their
@@ -30,8 +30,8 @@ pub use crate::commands::definition::CommandDef;
 pub use crate::commands::table::COMMANDS;
 pub use crate::engine::error::Error;
 pub use crate::engine::store::MemoryStore;
-pub use crate::engine::{decide, Charge, Decided, Request};
-pub use crate::policy::{Outcome as Transition, Policy, StateWrite};
+pub use crate::engine::{decide, Charge, Outcome, Request};
+pub use crate::policy::{Policy, StateWrite, Transition};
 
 /// The definition of command `name` (any case).
 fn command(name: &str) -> Option<&'static CommandDef> {

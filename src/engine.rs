@@ -15,7 +15,7 @@ use crate::bounds::work::{self, Work};
 use crate::codec::StateError;
 use crate::engine::error::Error;
 use crate::engine::store::Store;
-use crate::policy::{ForceError, Outcome, Policy, StateWrite};
+use crate::policy::{ForceError, Policy, StateWrite, Transition};
 use smallvec::SmallVec;
 
 /// Up to this many limits a call decides without allocating.
@@ -115,7 +115,7 @@ pub struct KeyError {
 
 /// The combined answer of several decisions.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Decided {
+pub struct Outcome {
     pub allowed: bool,
     /// 0-based index of the limit that decides `retry_after`: the first
     /// that can never admit, else the first with the longest wait.
@@ -128,7 +128,7 @@ pub struct Decided {
     /// PARTIAL: the units charged to every limit (0 when denied).
     pub granted: Option<u64>,
     /// Per limit, in key order: the units its decision is about, the cost
-    /// its `retry_after` waits for (see [`Decided::reported`]): the cost
+    /// its `retry_after` waits for (see [`Outcome::reported`]): the cost
     /// asked; PARTIAL's grant, or when nothing is granted what that limit
     /// alone would grant (at least 1); 1 for a debt FORCE left or a peek;
     /// 0 for a look that charges nothing.
@@ -148,7 +148,7 @@ pub fn decide<S: Store>(
     policies: &[Policy],
     now: Micros,
     request: Request,
-) -> Result<Decided, KeyError> {
+) -> Result<Outcome, KeyError> {
     let state = |key: usize, policy: &Policy| {
         let command = policy.command();
         move |e| KeyError {
@@ -170,7 +170,7 @@ pub fn decide<S: Store>(
         }
         granted = Some(alone.iter().copied().min().unwrap_or(0));
     }
-    let mut decided = Decided {
+    let mut decided = Outcome {
         allowed: true,
         blocked_by: None,
         retry_after: RetryAfter::NotNeeded,
@@ -192,7 +192,7 @@ pub fn decide<S: Store>(
                 Some(m) => m,
             };
         }
-        let Outcome {
+        let Transition {
             decision,
             write,
             lease,
@@ -276,7 +276,7 @@ pub fn undo<S: Store>(
     Ok(())
 }
 
-impl Decided {
+impl Outcome {
     /// Limit `key`'s decision as the reply states it. Every path that
     /// builds a denial (a limit, a debt, a waiting line) goes through this,
     /// so the reply keeps two promises whatever the path: a denial's wait
@@ -296,7 +296,7 @@ impl Decided {
         })
     }
 
-    /// The call's wait as the reply states it (see [`Decided::reported`]).
+    /// The call's wait as the reply states it (see [`Outcome::reported`]).
     pub fn reported_retry_after(&self) -> RetryAfter {
         if self.allowed {
             return self.retry_after;
@@ -344,7 +344,7 @@ fn at_least_a_microsecond(retry: RetryAfter) -> RetryAfter {
 /// A look that writes nothing: whether a request of one unit would be
 /// admitted (and when, if not), with `remaining` the most one request
 /// could take now and `reset_after` that of the state as it is.
-fn peek(policy: &Policy, stored: Option<&[u8]>, now: Micros) -> Result<Outcome, StateError> {
+fn peek(policy: &Policy, stored: Option<&[u8]>, now: Micros) -> Result<Transition, StateError> {
     let one = policy.decision(stored, now, 1)?;
     let look = policy.decision(stored, now, 0)?;
     let decision = Decision {
@@ -353,7 +353,7 @@ fn peek(policy: &Policy, stored: Option<&[u8]>, now: Micros) -> Result<Outcome, 
         remaining: policy.admittable(stored, now, u64::MAX)?,
         ..look
     };
-    Ok(Outcome {
+    Ok(Transition {
         decision,
         write: None,
         lease: None,
@@ -406,7 +406,7 @@ mod tests {
         Policy::Fixed(FixedWindow::new(limit, Micros::new(60 * S), false))
     }
 
-    fn run(store: &mut MemoryStore, policies: &[Policy], cost: u64, dryrun: bool) -> Decided {
+    fn run(store: &mut MemoryStore, policies: &[Policy], cost: u64, dryrun: bool) -> Outcome {
         decide(
             store,
             policies,

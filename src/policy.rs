@@ -84,7 +84,7 @@ impl StateWrite {
 
 /// A decision and, when the state changes, the write to apply.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Outcome {
+pub struct Transition {
     pub decision: Decision,
     pub write: Option<StateWrite>,
     /// The lease an admitted concurrency request holds once written.
@@ -131,7 +131,7 @@ impl Policy {
         stored: Option<&[u8]>,
         now: Micros,
         cost: u64,
-    ) -> Result<Outcome, StateError> {
+    ) -> Result<Transition, StateError> {
         with_limiter!(self, l => Limiter::decide(l, stored, now, cost))
     }
 
@@ -152,7 +152,7 @@ impl Policy {
         stored: Option<&[u8]>,
         now: Micros,
         n: u64,
-    ) -> Result<Outcome, StateError> {
+    ) -> Result<Transition, StateError> {
         with_limiter!(self, l => Limiter::refund(l, stored, now, n))
     }
 
@@ -162,7 +162,7 @@ impl Policy {
         stored: Option<&[u8]>,
         now: Micros,
         cost: u64,
-    ) -> Result<Outcome, ForceError> {
+    ) -> Result<Transition, ForceError> {
         with_limiter!(self, l => Limiter::force(l, stored, now, cost))
     }
 
@@ -193,9 +193,9 @@ impl Policy {
     }
 }
 
-impl Outcome {
-    pub(crate) fn of(decision: Decision, write: Option<StateWrite>) -> Outcome {
-        Outcome {
+impl Transition {
+    pub(crate) fn of(decision: Decision, write: Option<StateWrite>) -> Transition {
+        Transition {
             decision,
             write,
             lease: None,

@@ -1,11 +1,11 @@
 //! The count-min sketch limiter (`RL.SKETCH`): at most `limit` per `window`
-//! for each item, counted in `depth` rows of `width` cells whatever the
+//! for each item, counted in `depth` rows of `width` counters whatever the
 //! number of distinct items.
 //!
-//! Each cell holds the counts of two aligned windows, as `RL.SLIDING
-//! APPROX` does, with the window they belong to (a tag): a cell is rolled
+//! Each counter holds the counts of two aligned windows, as `RL.SLIDING
+//! APPROX` does, with the window they belong to (a tag): a counter is rolled
 //! forward when it is read, so a new window clears nothing. An item's count
-//! in a window is the minimum over its `depth` cells, which over-estimates
+//! in a window is the minimum over its `depth` counters, which over-estimates
 //! its true count and never under-estimates it; the decision is then
 //! exactly [`SlidingApprox`]'s on those two minima. An item is therefore
 //! never admitted beyond what its own APPROX limiter, fed the same admitted
@@ -21,7 +21,7 @@ use super::{Decision, Micros, RetryAfter};
 
 /// Counts are 32-bit: the largest limit a sketch takes.
 pub const MAX_SKETCH_LIMIT: u64 = u32::MAX as u64;
-/// Cells per row: 262,144.
+/// Counters per row: 262,144.
 pub const MAX_WIDTH: u64 = 1 << 18;
 /// Rows.
 pub const MAX_DEPTH: u64 = 8;
@@ -30,18 +30,18 @@ pub const DEFAULT_WIDTH: u64 = 2048;
 /// δ = e^−4 ≈ 1.8%.
 pub const DEFAULT_DEPTH: u64 = 4;
 
-/// One cell: the counts of window `tag` (mod 2^32) and of the one before.
+/// One counter: the counts of window `tag` (mod 2^32) and of the one before.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Cell {
+pub struct Counter {
     pub tag: u32,
     pub prev: u32,
     pub cur: u32,
 }
 
-impl Cell {
-    /// The counts `(prev, cur)` as of window `index`: a cell last written
+impl Counter {
+    /// The counts `(prev, cur)` as of window `index`: a counter last written
     /// one window before has its current count become the previous one;
-    /// older cells are empty.
+    /// older counters are empty.
     pub fn rolled(self, index: u64) -> (u32, u32) {
         match (index as u32).wrapping_sub(self.tag) {
             0 => (self.prev, self.cur),
@@ -50,9 +50,9 @@ impl Cell {
         }
     }
 
-    fn at(self, index: u64) -> Cell {
+    fn at(self, index: u64) -> Counter {
         let (prev, cur) = self.rolled(index);
-        Cell {
+        Counter {
             tag: index as u32,
             prev,
             cur,
@@ -61,22 +61,22 @@ impl Cell {
 }
 
 /// A stored sketch as the decision reads it.
-pub trait SketchCells {
+pub trait SketchCounters {
     /// The latest window index written.
     fn index(&self) -> u64;
-    /// The next cell the sweep rolls forward.
+    /// The next counter the sweep rolls forward.
     fn sweep(&self) -> usize;
-    /// Cell `i` (`row × width + column`).
-    fn cell(&self, i: usize) -> Cell;
+    /// Counter `i` (`row × width + column`).
+    fn counter(&self, i: usize) -> Counter;
 }
 
-/// What an admitted request changes: the header fields and the cells
-/// (index, new cell), in index order, each once.
+/// What an admitted request changes: the header fields and the counters
+/// (index, new counter), in index order, each once.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SketchChange {
     pub index: u64,
     pub sweep: usize,
-    pub cells: Vec<(usize, Cell)>,
+    pub counters: Vec<(usize, Counter)>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -102,7 +102,7 @@ impl Sketch {
         }
     }
 
-    /// The same sketch with plain updates (every cell of the item raised by
+    /// The same sketch with plain updates (every counter of the item raised by
     /// the cost) instead of conservative ones: for measurements.
     pub fn plain(self) -> Sketch {
         Sketch {
@@ -123,12 +123,12 @@ impl Sketch {
         self.depth
     }
 
-    pub fn cells(&self) -> usize {
+    pub fn counters(&self) -> usize {
         self.width * self.depth
     }
 
-    /// The item's cell in each row.
-    pub fn cells_of(&self, item: &[u8]) -> impl Iterator<Item = usize> {
+    /// The item's counter in each row.
+    pub fn counters_of(&self, item: &[u8]) -> impl Iterator<Item = usize> {
         let h1 = fmix64(fnv1a64(item));
         let h2 = fmix64(h1) | 1;
         let (width, depth) = (self.width as u64, self.depth);
@@ -141,7 +141,7 @@ impl Sketch {
     /// Decides `cost` for `item` at `now` against the stored sketch (`None`:
     /// no key). The change is `Some` only when an admitted request changes
     /// the sketch.
-    pub fn decide<C: SketchCells>(
+    pub fn decide<C: SketchCounters>(
         &self,
         stored: Option<&C>,
         item: &[u8],
@@ -150,17 +150,17 @@ impl Sketch {
     ) -> (Decision, Option<SketchChange>) {
         let index = now.as_u64() / self.window.as_u64();
         let header = stored.map_or(index, |s| s.index());
-        let cell = |i: usize| stored.map_or(Cell::default(), |s| s.cell(i));
-        let rows: Vec<(usize, Cell)> = self.cells_of(item).map(|i| (i, cell(i))).collect();
-        // The newest window any of the item's cells was written or rolled
-        // in (a zero-filled cell never was). A clock that went back before
+        let counter = |i: usize| stored.map_or(Counter::default(), |s| s.counter(i));
+        let rows: Vec<(usize, Counter)> = self.counters_of(item).map(|i| (i, counter(i))).collect();
+        // The newest window any of the item's counters was written or rolled
+        // in (a zero-filled counter never was). A clock that went back before
         // it (a failover to a replica whose clock lags) cannot decide as
-        // the item's own APPROX limiter would: rolling a cell forward drops
+        // the item's own APPROX limiter would: rolling a counter forward drops
         // counts that limiter still weighs. The item is denied until that
         // window comes round again.
         let newest = rows
             .iter()
-            .filter(|(_, c)| *c != Cell::default())
+            .filter(|(_, c)| *c != Counter::default())
             .map(|(_, c)| header.saturating_sub(u64::from((header as u32).wrapping_sub(c.tag))))
             .max();
         if let Some(newest) = newest.filter(|&n| n > index) {
@@ -170,18 +170,18 @@ impl Sketch {
     }
 
     /// The decision in window `index`, where every count of the item's
-    /// cells (`rows`) was written.
-    fn decide_at<C: SketchCells>(
+    /// counters (`rows`) was written.
+    fn decide_at<C: SketchCounters>(
         &self,
         stored: Option<&C>,
-        rows: Vec<(usize, Cell)>,
+        rows: Vec<(usize, Counter)>,
         index: u64,
         now: Micros,
         cost: u64,
     ) -> (Decision, Option<SketchChange>) {
         let w = self.window.as_u64();
         let header = stored.map_or(index, |s| s.index());
-        let cell = |i: usize| stored.map_or(Cell::default(), |s| s.cell(i));
+        let counter = |i: usize| stored.map_or(Counter::default(), |s| s.counter(i));
         // Every count of the item is from this window or before: rolled
         // to now's window they are exactly what its APPROX limiter reads.
         let counts = rows.iter().map(|(_, c)| c.rolled(index));
@@ -199,7 +199,7 @@ impl Sketch {
         // Admitted: cur + cost ≤ limit ≤ u32::MAX.
         let raised = u32::try_from(admitted.cur).unwrap_or(u32::MAX);
         let add = u32::try_from(cost).unwrap_or(u32::MAX);
-        let mut cells: Vec<(usize, Cell)> = rows
+        let mut counters: Vec<(usize, Counter)> = rows
             .into_iter()
             .map(|(i, c)| {
                 let mut c = c.at(index);
@@ -211,29 +211,29 @@ impl Sketch {
                 (i, c)
             })
             .collect();
-        // Every write in the newest window also rolls one more cell
-        // forward, in turn, so that no cell's 32-bit tag is ever 2^32
+        // Every write in the newest window also rolls one more counter
+        // forward, in turn, so that no counter's 32-bit tag is ever 2^32
         // windows stale. (A write behind it, after the clock went back,
         // rolls nothing: other items' newer counts must stay.)
         let header = header.max(index);
-        let mut sweep = stored.map_or(0, |s| s.sweep()) % self.cells();
+        let mut sweep = stored.map_or(0, |s| s.sweep()) % self.counters();
         if header == index {
-            if !cells.iter().any(|(i, _)| *i == sweep) {
-                let c = cell(sweep);
+            if !counters.iter().any(|(i, _)| *i == sweep) {
+                let c = counter(sweep);
                 if c.at(index) != c {
-                    cells.push((sweep, c.at(index)));
+                    counters.push((sweep, c.at(index)));
                 }
             }
-            sweep = (sweep + 1) % self.cells();
+            sweep = (sweep + 1) % self.counters();
         }
-        cells.sort_unstable_by_key(|(i, _)| *i);
+        counters.sort_unstable_by_key(|(i, _)| *i);
         // The key lives until the newest window it holds has weighed out.
         let end = Micros::new(header.saturating_add(2).saturating_mul(w));
         decision.reset_after = decision.reset_after.max(end.saturating_sub(now));
         let change = SketchChange {
             index: header,
             sweep,
-            cells,
+            counters,
         };
         (decision, Some(change))
     }
@@ -242,10 +242,10 @@ impl Sketch {
     /// `now`: denied (nothing remains) until that window starts, then as
     /// the sketch decides there; a cost of 0 is admitted and changes
     /// nothing.
-    fn behind<C: SketchCells>(
+    fn behind<C: SketchCounters>(
         &self,
         stored: Option<&C>,
-        rows: Vec<(usize, Cell)>,
+        rows: Vec<(usize, Counter)>,
         now: Micros,
         newest: u64,
         cost: u64,
@@ -275,7 +275,7 @@ impl Sketch {
 pub struct SketchState {
     pub index: u64,
     pub sweep: usize,
-    pub cells: Vec<Cell>,
+    pub counters: Vec<Counter>,
 }
 
 #[cfg(test)]
@@ -284,21 +284,21 @@ impl SketchState {
         SketchState {
             index: 0,
             sweep: 0,
-            cells: vec![Cell::default(); sketch.cells()],
+            counters: vec![Counter::default(); sketch.counters()],
         }
     }
 
     pub fn apply(&mut self, change: &SketchChange) {
         self.index = change.index;
         self.sweep = change.sweep;
-        for &(i, c) in &change.cells {
-            self.cells[i] = c;
+        for &(i, c) in &change.counters {
+            self.counters[i] = c;
         }
     }
 }
 
 #[cfg(test)]
-impl SketchCells for SketchState {
+impl SketchCounters for SketchState {
     fn index(&self) -> u64 {
         self.index
     }
@@ -307,8 +307,8 @@ impl SketchCells for SketchState {
         self.sweep
     }
 
-    fn cell(&self, i: usize) -> Cell {
-        self.cells.get(i).copied().unwrap_or_default()
+    fn counter(&self, i: usize) -> Counter {
+        self.counters.get(i).copied().unwrap_or_default()
     }
 }
 

@@ -1,37 +1,39 @@
 //! RL.SKETCH's state (tag `0xA8`), version 1, little-endian: a fixed
-//! 26-byte header and `width × depth` cells of 12 bytes, row-major. Its
+//! 26-byte header and `width × depth` counters of 12 bytes, row-major. Its
 //! size depends only on `width × depth`: `26 + 12 × width × depth` bytes.
 //!
 //! ```text
 //! 0      tag 0xA8
 //! 1      depth: u8, rows (1..=8)
-//! 2..6   width: u32, cells per row (1..=262,144)
+//! 2..6   width: u32, counters per row (1..=262,144)
 //! 6..14  window: u64, µs
 //! 14..22 index: u64, the latest window index (now / window) written
-//! 22..26 sweep: u32, the next cell a write rolls forward
-//! 26..   cells; cell i (row × width + column) at 26 + 12 i:
+//! 22..26 sweep: u32, the next counter a write rolls forward
+//! 26..   counters; counter i (row × width + column) at 26 + 12 i:
 //!        tag: u32 (window index mod 2^32), prev: u32, cur: u32
 //! ```
 //!
 //! An admitted request patches the header's `index` and `sweep` and at most
-//! `depth + 1` cells: what it replicates grows with `depth`, not `width`.
+//! `depth + 1` counters: what it replicates grows with `depth`, not `width`.
 //! The first write to a missing key is a patch too: `SETRANGE` creates the
-//! value zero-filled (an all-zero cell counts nothing), and the patch
-//! always reaches the last cell, so the value has its full size at once.
+//! value zero-filled (an all-zero counter counts nothing), and the patch
+//! always reaches the last counter, so the value has its full size at once.
 
 use super::{body, le_u32, le_u64, Kind, Patch, StateError};
 #[cfg(test)]
 use crate::algorithm::sketch::SketchState;
-use crate::algorithm::sketch::{Cell, Sketch, SketchCells, SketchChange, MAX_DEPTH, MAX_WIDTH};
+use crate::algorithm::sketch::{
+    Counter, Sketch, SketchChange, SketchCounters, MAX_DEPTH, MAX_WIDTH,
+};
 use crate::algorithm::Micros;
 
 pub const SKETCH_HEADER: usize = 26;
-pub const CELL_BYTES: usize = 12;
+pub const COUNTER_BYTES: usize = 12;
 const INDEX_AT: usize = 14;
 
 /// The size of a sketch's value: `26 + 12 × width × depth` bytes.
 pub fn sketch_len(width: usize, depth: usize) -> usize {
-    SKETCH_HEADER + CELL_BYTES * width * depth
+    SKETCH_HEADER + COUNTER_BYTES * width * depth
 }
 
 /// A stored sketch, read in place (nothing is copied).
@@ -42,7 +44,7 @@ pub struct StoredSketch<'a> {
     pub window: Micros,
     index: u64,
     sweep: usize,
-    cells: &'a [u8],
+    counters: &'a [u8],
 }
 
 impl<'a> StoredSketch<'a> {
@@ -68,12 +70,12 @@ impl<'a> StoredSketch<'a> {
             window: Micros::new(window),
             index: le_u64(head, INDEX_AT).unwrap_or_default(),
             sweep,
-            cells: &value[SKETCH_HEADER..],
+            counters: &value[SKETCH_HEADER..],
         })
     }
 }
 
-impl SketchCells for StoredSketch<'_> {
+impl SketchCounters for StoredSketch<'_> {
     fn index(&self) -> u64 {
         self.index
     }
@@ -82,18 +84,18 @@ impl SketchCells for StoredSketch<'_> {
         self.sweep
     }
 
-    fn cell(&self, i: usize) -> Cell {
-        let at = i * CELL_BYTES;
-        Cell {
-            tag: le_u32(self.cells, at).unwrap_or_default(),
-            prev: le_u32(self.cells, at + 4).unwrap_or_default(),
-            cur: le_u32(self.cells, at + 8).unwrap_or_default(),
+    fn counter(&self, i: usize) -> Counter {
+        let at = i * COUNTER_BYTES;
+        Counter {
+            tag: le_u32(self.counters, at).unwrap_or_default(),
+            prev: le_u32(self.counters, at + 4).unwrap_or_default(),
+            cur: le_u32(self.counters, at + 8).unwrap_or_default(),
         }
     }
 }
 
-fn cell_bytes(c: Cell) -> Vec<u8> {
-    let mut v = Vec::with_capacity(CELL_BYTES);
+fn cell_bytes(c: Counter) -> Vec<u8> {
+    let mut v = Vec::with_capacity(COUNTER_BYTES);
     v.extend_from_slice(&c.tag.to_le_bytes());
     v.extend_from_slice(&c.prev.to_le_bytes());
     v.extend_from_slice(&c.cur.to_le_bytes());
@@ -112,7 +114,7 @@ fn header(sketch: &Sketch, index: u64, sweep: usize) -> Vec<u8> {
 }
 
 /// The patch that applies `change`; `creating` when the key does not exist
-/// yet (then the whole header is written and the last cell reached).
+/// yet (then the whole header is written and the last counter reached).
 pub fn patch(sketch: &Sketch, change: &SketchChange, creating: bool) -> Patch {
     let head = header(sketch, change.index, change.sweep);
     let mut ranges = if creating {
@@ -120,16 +122,16 @@ pub fn patch(sketch: &Sketch, change: &SketchChange, creating: bool) -> Patch {
     } else {
         vec![(INDEX_AT, head[INDEX_AT..].to_vec())]
     };
-    let last = sketch.cells() - 1;
-    let cell_at = |i: usize| SKETCH_HEADER + i * CELL_BYTES;
+    let last = sketch.counters() - 1;
+    let cell_at = |i: usize| SKETCH_HEADER + i * COUNTER_BYTES;
     ranges.extend(
         change
-            .cells
+            .counters
             .iter()
             .map(|&(i, c)| (cell_at(i), cell_bytes(c))),
     );
-    if creating && change.cells.last().map(|(i, _)| *i) != Some(last) {
-        ranges.push((cell_at(last), cell_bytes(Cell::default())));
+    if creating && change.counters.last().map(|(i, _)| *i) != Some(last) {
+        ranges.push((cell_at(last), cell_bytes(Counter::default())));
     }
     Patch::new(ranges)
 }
@@ -138,7 +140,7 @@ pub fn patch(sketch: &Sketch, change: &SketchChange, creating: bool) -> Patch {
 #[cfg(test)]
 pub fn encode(sketch: &Sketch, state: &SketchState) -> Vec<u8> {
     let mut v = header(sketch, state.index, state.sweep);
-    for &c in &state.cells {
+    for &c in &state.counters {
         v.extend_from_slice(&cell_bytes(c));
     }
     v
@@ -151,13 +153,13 @@ mod tests {
 
     proptest! {
         /// What the fuzz target `sketch` checks, on values with a plausible
-        /// header and arbitrary cells: a decoded sketch decides, and an
+        /// header and arbitrary counters: a decoded sketch decides, and an
         /// admitted request's patch keeps it the same size and decodable.
         #[test]
         fn any_stored_cells_decide_and_stay_a_sketch(
             width in 1u32..6, depth in 1u8..4, window in 1u64..1000,
             index in any::<u64>(), sweep_seed in any::<u32>(),
-            cells in proptest::collection::vec(any::<u32>(), 3 * 18),
+            counters in proptest::collection::vec(any::<u32>(), 3 * 18),
             now in any::<u64>(), cost in 0u64..4, limit in 1u64..10, item in any::<u16>(),
         ) {
             let n = width as usize * usize::from(depth);
@@ -166,7 +168,7 @@ mod tests {
             v.extend_from_slice(&window.to_le_bytes());
             v.extend_from_slice(&index.to_le_bytes());
             v.extend_from_slice(&(sweep_seed % n as u32).to_le_bytes());
-            for c in &cells[..3 * n] {
+            for c in &counters[..3 * n] {
                 v.extend_from_slice(&c.to_le_bytes());
             }
             let found = StoredSketch::decode(&v).unwrap();
@@ -199,7 +201,7 @@ mod tests {
         let mut state = SketchState::new(&sketch);
         state.index = 7;
         state.sweep = 3;
-        state.cells[5] = Cell {
+        state.counters[5] = Counter {
             tag: 7,
             prev: 1,
             cur: 2,
@@ -211,7 +213,7 @@ mod tests {
         let s = StoredSketch::decode(&v).unwrap();
         assert_eq!((s.width, s.depth, s.window), (4, 2, Micros::from_secs(60)));
         assert_eq!((s.index(), s.sweep()), (7, 3));
-        assert_eq!(s.cell(5), state.cells[5]);
+        assert_eq!(s.counter(5), state.counters[5]);
         let corrupt = Err(StateError::Corrupt(Kind::Sketch));
         let bad = |f: &dyn Fn(&mut Vec<u8>)| {
             let mut b = v.clone();
@@ -251,7 +253,7 @@ mod tests {
         let mut state = SketchState::new(&sketch);
         state.apply(&change);
         assert_eq!(value, encode(&sketch, &state));
-        // Later writes patch the header's index and sweep and the cells.
+        // Later writes patch the header's index and sweep and the counters.
         let stored = StoredSketch::decode(&value).unwrap();
         let (_, change) = sketch.decide(Some(&stored), b"b", Micros::from_secs(600), 1);
         let p = patch(&sketch, &change.unwrap(), false);

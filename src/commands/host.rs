@@ -8,7 +8,7 @@ use crate::engine::gate::Gated;
 use crate::engine::registry::PolicyStats;
 use crate::engine::store::Store;
 use crate::engine::topk::TopKey;
-use crate::engine::{Decided, KeyError, Request};
+use crate::engine::{KeyError, Outcome, Request};
 use crate::policy::Policy;
 
 /// How a blocked caller's outcome is written when it comes.
@@ -49,7 +49,7 @@ pub trait Host {
         policy: &Policy,
         now: Micros,
         request: Request,
-    ) -> Option<Result<Decided, KeyError>>;
+    ) -> Option<Result<Outcome, KeyError>>;
     /// Units of `key` were freed: its first waiter is decided now.
     fn key_freed(&mut self, key: &Self::Arg);
     /// Whether the clock is manual (`clock manual` at load).
@@ -65,14 +65,14 @@ pub trait Host {
 #[derive(Debug)]
 pub enum Reply {
     /// One decision's fields.
-    Decision(Decided),
+    Decision(Outcome),
     /// A look (RL.PEEK): one decision's fields, counted as no decision.
-    Peek(Decided),
+    Peek(Outcome),
     /// A shadow policy's decision: admitted, saying what enforcement would
     /// have answered.
-    Shadow(Decided),
+    Shadow(Outcome),
     /// RL.ALL's combined reply.
-    All(Decided),
+    All(Outcome),
     /// The caller is blocked; the reply comes when its wait ends.
     Blocked,
     /// CL.THROTTLE's five integers.

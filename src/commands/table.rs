@@ -19,7 +19,7 @@ use crate::algorithm::sliding_subwindows::{SlidingSubwindows, MAX_SUBWINDOWS, MI
 use crate::algorithm::token_bucket::TokenBucket;
 use crate::algorithm::MAX_HORIZON;
 use crate::bounds::{self, MAX_LOG_ENTRIES, MAX_SKETCH_BYTES};
-use crate::codec::sketch::{sketch_len, CELL_BYTES, SKETCH_HEADER};
+use crate::codec::sketch::{sketch_len, COUNTER_BYTES, SKETCH_HEADER};
 use crate::engine::error::Error;
 use crate::policy::Policy;
 
@@ -142,9 +142,9 @@ fn build_sketch(v: &Values) -> Result<Policy, Error> {
     // bounds its size.
     let max_bytes = MAX_SKETCH_BYTES.get() as usize;
     if sketch_len(width as usize, depth as usize) > max_bytes {
-        let cells = max_bytes.saturating_sub(SKETCH_HEADER) / CELL_BYTES;
+        let counters = max_bytes.saturating_sub(SKETCH_HEADER) / COUNTER_BYTES;
         return Err(Error::SketchTooLarge {
-            cells: cells as u64,
+            counters: counters as u64,
         });
     }
     Ok(Policy::Sketch {

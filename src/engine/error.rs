@@ -81,10 +81,10 @@ pub enum Error {
         mode: &'static str,
         setting: &'static str,
     },
-    /// RL.SKETCH's state (`WIDTH × DEPTH` cells) larger than the operator's
-    /// `ratelimit.max-sketch-bytes` allows: at most `cells` cells.
+    /// RL.SKETCH's state (`WIDTH × DEPTH` counters) larger than the operator's
+    /// `ratelimit.max-sketch-bytes` allows: at most `counters` counters.
     SketchTooLarge {
-        cells: u64,
+        counters: u64,
     },
     /// A value above an operator bound ([`crate::bounds`]), named by its
     /// setting (`ratelimit.NAME`).
@@ -248,9 +248,9 @@ impl std::fmt::Display for Error {
             Error::AboveBound { arg, max, setting } => {
                 write!(f, "ERR {arg} must be at most {max} (ratelimit.{setting})")
             }
-            Error::SketchTooLarge { cells } => write!(
+            Error::SketchTooLarge { counters } => write!(
                 f,
-                "ERR WIDTH * DEPTH must be at most {cells} (ratelimit.max-sketch-bytes)"
+                "ERR WIDTH * DEPTH must be at most {counters} (ratelimit.max-sketch-bytes)"
             ),
             Error::RateTooHigh => {
                 write!(f, "ERR count per period must be at most one per nanosecond")
@@ -436,7 +436,7 @@ mod tests {
                 max: 1,
                 setting: "max-leases-per-key",
             },
-            Error::SketchTooLarge { cells: 1 },
+            Error::SketchTooLarge { counters: 1 },
             Error::WrongType,
             Error::state("RL.GCRA", StateError::Foreign),
             Error::state("RL.GCRA", StateError::Corrupt(Kind::Gcra)),

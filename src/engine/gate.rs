@@ -9,7 +9,7 @@
 
 use super::queue::{Arrival, Keyspace, Queues, Waiter};
 use super::store::Store;
-use super::{Decided, KeyError, Request};
+use super::{KeyError, Outcome, Request};
 use crate::algorithm::Micros;
 use crate::engine::error::Error;
 use crate::policy::Policy;
@@ -18,8 +18,8 @@ use std::hash::Hash;
 /// What the gate did with a request.
 #[derive(Debug)]
 pub enum Gated {
-    /// Decided now.
-    Now(Decided),
+    /// Outcome now.
+    Now(Outcome),
     /// The caller is blocked; its outcome comes at admission or deadline.
     Blocked,
 }
@@ -108,7 +108,7 @@ pub fn behind_line<K: Eq + Hash + Clone, T: Eq + Hash + Clone>(
     policy: &Policy,
     now: Micros,
     request: Request,
-) -> Option<Result<Decided, KeyError>> {
+) -> Option<Result<Outcome, KeyError>> {
     if !queues.has_waiters(&key) {
         return None;
     }

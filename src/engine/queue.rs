@@ -43,7 +43,7 @@ use crate::algorithm::{Micros, RetryAfter};
 use crate::bounds::work::{self, Work};
 use crate::engine::error::Error;
 use crate::engine::store::MemoryStore;
-use crate::engine::{self, Charge, Decided, Flow, KeyError, PerLimit, Request};
+use crate::engine::{self, Charge, Flow, KeyError, Outcome, PerLimit, Request};
 use crate::policy::Policy;
 use fair::{FlowName, Share, Turns};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -64,7 +64,7 @@ pub trait Keyspace<K> {
         policies: &[Policy],
         at: Micros,
         request: Request,
-    ) -> Result<Decided, KeyError>;
+    ) -> Result<Outcome, KeyError>;
     /// Whether this server still holds `keys` (Redis Cluster: their slot
     /// may have moved away while a client waited on them).
     fn serves(&mut self, _keys: &[K]) -> bool {
@@ -96,7 +96,7 @@ impl<K: Eq + Hash + Clone> Keyspace<K> for MemoryKeyspace<K> {
         policies: &[Policy],
         at: Micros,
         request: Request,
-    ) -> Result<Decided, KeyError> {
+    ) -> Result<Outcome, KeyError> {
         let mut store = MemoryStore::new(keys.len());
         for (slot, key) in store.values.iter_mut().zip(keys) {
             *slot = self.values.get(key).cloned();
@@ -160,9 +160,9 @@ impl<K: Eq, T> Waiter<K, T> {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Ending {
     /// Admitted and charged.
-    Admitted(Decided),
+    Admitted(Outcome),
     /// The deadline passed first: the denial as of then.
-    TimedOut(Decided),
+    TimedOut(Outcome),
     /// The state could not be read or written (another command changed the
     /// key's type, say).
     Failed(KeyError),
@@ -193,7 +193,7 @@ pub struct Charged<K> {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Arrival {
     /// Reply now (admitted and charged, or denied).
-    Now(Decided),
+    Now(Outcome),
     /// Block the client and [`Queues::enqueue`] it with this place.
     Wait(Place),
 }

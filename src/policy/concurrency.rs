@@ -4,7 +4,7 @@
 //! forced (the grammar refuses both; the [`Limiter`] defaults change
 //! nothing).
 
-use super::{Limiter, Outcome, StateWrite};
+use super::{Limiter, StateWrite, Transition};
 use crate::algorithm::concurrency::{Concurrency, Header, LeaseId, SlotChange};
 use crate::algorithm::Micros;
 use crate::codec::lease::{self, StoredLeases};
@@ -21,14 +21,19 @@ impl Limiter for Concurrency {
 
     /// An acquire writes the counters and the slots it changed in place (a
     /// new key, or one read in an earlier layout, whole).
-    fn decide(&self, stored: Option<&[u8]>, now: Micros, cost: u64) -> Result<Outcome, StateError> {
+    fn decide(
+        &self,
+        stored: Option<&[u8]>,
+        now: Micros,
+        cost: u64,
+    ) -> Result<Transition, StateError> {
         let stored = stored.map(StoredLeases::decode).transpose()?;
         let (decision, grant) = match &stored {
             Some(s) => self.acquire(Some(s.header), s, now, cost),
             None => self.acquire(None, &[][..], now, cost),
         };
         let Some(grant) = grant else {
-            return Ok(Outcome::of(decision, None));
+            return Ok(Transition::of(decision, None));
         };
         let patch = lease::grant_patch(&grant);
         let write = match stored.as_ref().and_then(|s| s.converted_value(&patch)) {
@@ -36,7 +41,7 @@ impl Limiter for Concurrency {
             None if grant.created => StateWrite::Value(lease::encode_new(&grant)),
             None => StateWrite::Patch(patch),
         };
-        Ok(Outcome {
+        Ok(Transition {
             decision,
             write: Some(write),
             lease: Some(grant.lease),

@@ -1,7 +1,7 @@
 //! RL.FIXED [ALIGNED] as a policy: a window's start and count, stored
 //! whole under the tag of its mode ([`window::encode_fixed`]).
 
-use super::{Limiter, Outcome, StateWrite};
+use super::{Limiter, StateWrite, Transition};
 use crate::algorithm::fixed_window::{FixedState, FixedWindow};
 use crate::algorithm::Micros;
 use crate::codec::{window, Kind, StateError};
@@ -15,10 +15,15 @@ impl Limiter for FixedWindow {
         }
     }
 
-    fn decide(&self, stored: Option<&[u8]>, now: Micros, cost: u64) -> Result<Outcome, StateError> {
+    fn decide(
+        &self,
+        stored: Option<&[u8]>,
+        now: Micros,
+        cost: u64,
+    ) -> Result<Transition, StateError> {
         let state = stored.map(|v| decode(self, v)).transpose()?;
         let (decision, new) = FixedWindow::decide(self, state, now, cost);
-        Ok(Outcome::of(decision, new.map(|s| write(self, &s))))
+        Ok(Transition::of(decision, new.map(|s| write(self, &s))))
     }
 
     fn refund_write(

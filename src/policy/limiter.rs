@@ -10,7 +10,7 @@
 //! back through [`Limiter::decide`], so every field (and every wait) is
 //! exactly what the next request will see.
 
-use super::{Outcome, StateWrite};
+use super::{StateWrite, Transition};
 use crate::algorithm::{Decision, Micros, RetryAfter};
 use crate::codec::{Kind, StateError};
 
@@ -38,7 +38,12 @@ pub trait Limiter {
 
     /// Decides `cost` at `now`. The write is `Some` only when an admitted
     /// request changes the state.
-    fn decide(&self, stored: Option<&[u8]>, now: Micros, cost: u64) -> Result<Outcome, StateError>;
+    fn decide(
+        &self,
+        stored: Option<&[u8]>,
+        now: Micros,
+        cost: u64,
+    ) -> Result<Transition, StateError>;
 
     /// The decision alone, for looks that write nothing. An algorithm whose
     /// write costs more than its decision prepares none here.
@@ -85,7 +90,7 @@ pub trait Limiter {
     /// Gives back `n` units, never beyond the full, untouched state. The
     /// decision is admitted and describes the state after; the write is
     /// `None` when nothing changes (no key, or nothing to give back).
-    fn refund(&self, stored: Option<&[u8]>, now: Micros, n: u64) -> Result<Outcome, StateError> {
+    fn refund(&self, stored: Option<&[u8]>, now: Micros, n: u64) -> Result<Transition, StateError> {
         let write = match stored {
             None => None,
             Some(value) => self.refund_write(value, now, n)?,
@@ -101,13 +106,18 @@ pub trait Limiter {
             Some(_) if decision.reset_after == Micros::ZERO => Some(StateWrite::Delete),
             other => other,
         };
-        Ok(Outcome::of(decision, write))
+        Ok(Transition::of(decision, write))
     }
 
     /// Charges `cost` whether or not it fits, and writes the state either
     /// way. The decision is admitted when the charge fitted; when it did
     /// not, its wait is the one until a request of cost 1 is admitted.
-    fn force(&self, stored: Option<&[u8]>, now: Micros, cost: u64) -> Result<Outcome, ForceError> {
+    fn force(
+        &self,
+        stored: Option<&[u8]>,
+        now: Micros,
+        cost: u64,
+    ) -> Result<Transition, ForceError> {
         let plain = self.decide(stored, now, cost)?;
         if plain.decision.allowed {
             return Ok(plain);
@@ -118,7 +128,7 @@ pub trait Limiter {
         let after = after(stored, Some(&write));
         let next = self.decide(after.as_deref(), now, 1)?.decision;
         let decision = forced(next, self.decide(after.as_deref(), now, 0)?.decision);
-        Ok(Outcome::of(decision, Some(write)))
+        Ok(Transition::of(decision, Some(write)))
     }
 
     /// The most units, up to `most`, that one request could be charged now:

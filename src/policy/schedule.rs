@@ -4,7 +4,7 @@
 //! Each names its kind and its schedule ([`Scheduled`]); the rest is here,
 //! once.
 
-use super::{Limiter, Outcome, StateWrite};
+use super::{Limiter, StateWrite, Transition};
 use crate::algorithm::schedule::{Schedule, Tat};
 use crate::algorithm::Micros;
 use crate::codec::{self, Kind, StateError, TAT_MAX_LEN};
@@ -20,10 +20,15 @@ impl<S: Scheduled> Limiter for S {
         S::KIND
     }
 
-    fn decide(&self, stored: Option<&[u8]>, now: Micros, cost: u64) -> Result<Outcome, StateError> {
+    fn decide(
+        &self,
+        stored: Option<&[u8]>,
+        now: Micros,
+        cost: u64,
+    ) -> Result<Transition, StateError> {
         let tat = stored.map(|v| codec::decode_tat(v, S::KIND)).transpose()?;
         let (decision, new) = self.schedule().decide(tat, now, cost);
-        Ok(Outcome::of(decision, new.map(tat_write::<S>)))
+        Ok(Transition::of(decision, new.map(tat_write::<S>)))
     }
 
     fn refund_write(

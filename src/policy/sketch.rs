@@ -4,7 +4,7 @@
 //! them, and a debt in a shared counter is every colliding item's debt
 //! (the grammar refuses both; the [`Limiter`] defaults change nothing).
 
-use super::{Limiter, Outcome, StateWrite};
+use super::{Limiter, StateWrite, Transition};
 use crate::algorithm::sketch::Sketch;
 use crate::algorithm::Micros;
 use crate::codec::sketch::StoredSketch;
@@ -23,7 +23,12 @@ impl Limiter for ItemSketch<'_> {
 
     /// A sketch stored with another WIDTH, DEPTH or window is an error,
     /// never reinterpreted.
-    fn decide(&self, stored: Option<&[u8]>, now: Micros, cost: u64) -> Result<Outcome, StateError> {
+    fn decide(
+        &self,
+        stored: Option<&[u8]>,
+        now: Micros,
+        cost: u64,
+    ) -> Result<Transition, StateError> {
         let sketch = self.sketch;
         let found = stored.map(StoredSketch::decode).transpose()?;
         if let Some(m) = found.as_ref().and_then(|s| mismatch(sketch, s)) {
@@ -32,7 +37,7 @@ impl Limiter for ItemSketch<'_> {
         let (decision, change) = sketch.decide(found.as_ref(), self.item, now, cost);
         let write =
             change.map(|c| StateWrite::Patch(codec::sketch::patch(sketch, &c, found.is_none())));
-        Ok(Outcome::of(decision, write))
+        Ok(Transition::of(decision, write))
     }
 }
 

@@ -1,7 +1,7 @@
 //! RL.SLIDING APPROX as a policy: the two-window estimate, stored whole
 //! (a few varints, [`window::encode_approx`]).
 
-use super::{Limiter, Outcome, StateWrite};
+use super::{Limiter, StateWrite, Transition};
 use crate::algorithm::sliding_approx::{ApproxState, SlidingApprox};
 use crate::algorithm::Micros;
 use crate::codec::{window, Kind, StateError};
@@ -11,10 +11,15 @@ impl Limiter for SlidingApprox {
         Kind::SlidingApprox
     }
 
-    fn decide(&self, stored: Option<&[u8]>, now: Micros, cost: u64) -> Result<Outcome, StateError> {
+    fn decide(
+        &self,
+        stored: Option<&[u8]>,
+        now: Micros,
+        cost: u64,
+    ) -> Result<Transition, StateError> {
         let state = stored.map(window::decode_approx).transpose()?;
         let (decision, new) = SlidingApprox::decide(self, state, now, cost);
-        Ok(Outcome::of(decision, new.as_ref().map(write)))
+        Ok(Transition::of(decision, new.as_ref().map(write)))
     }
 
     fn refund_write(

@@ -7,7 +7,7 @@
 //! [`Limiter`] defaults (which would copy the value).
 
 use super::limiter::{forced, ForceError};
-use super::{Limiter, Outcome, StateWrite};
+use super::{Limiter, StateWrite, Transition};
 use crate::algorithm::sliding_log::{EditedLog, LogEdit, SlidingLog};
 use crate::algorithm::{Decision, Micros, RetryAfter};
 use crate::bounds::work::{self, Work};
@@ -21,7 +21,12 @@ impl Limiter for SlidingLog {
     }
 
     /// Decides `cost`; an admitted request appends its entries.
-    fn decide(&self, stored: Option<&[u8]>, now: Micros, cost: u64) -> Result<Outcome, StateError> {
+    fn decide(
+        &self,
+        stored: Option<&[u8]>,
+        now: Micros,
+        cost: u64,
+    ) -> Result<Transition, StateError> {
         decide_counted(self, stored, now, cost).map(|(o, _)| o)
     }
 
@@ -39,12 +44,17 @@ impl Limiter for SlidingLog {
     }
 
     /// Gives back `n` units: the newest entries go (a header write).
-    fn refund(&self, stored: Option<&[u8]>, now: Micros, n: u64) -> Result<Outcome, StateError> {
+    fn refund(&self, stored: Option<&[u8]>, now: Micros, n: u64) -> Result<Transition, StateError> {
         refund_counted(self, stored, now, n).map(|(o, _)| o)
     }
 
     /// Charges `cost` whether or not it fits (at most `limit` entries).
-    fn force(&self, stored: Option<&[u8]>, now: Micros, cost: u64) -> Result<Outcome, ForceError> {
+    fn force(
+        &self,
+        stored: Option<&[u8]>,
+        now: Micros,
+        cost: u64,
+    ) -> Result<Transition, ForceError> {
         Ok(force_counted(self, stored, now, cost).map(|(o, _)| o)?)
     }
 }
@@ -105,13 +115,13 @@ fn decide_counted(
     stored: Option<&[u8]>,
     now: Micros,
     cost: u64,
-) -> Result<(Outcome, usize), StateError> {
+) -> Result<(Transition, usize), StateError> {
     let loaded = Loaded::new(stored)?;
     let (decision, edit) = loaded.decide(l, now, cost);
     let mut written = 0;
     let write = edit.map(|e| loaded.write(l, &e, &mut written));
     let n = count(&loaded, written);
-    Ok((Outcome::of(decision, write), n))
+    Ok((Transition::of(decision, write), n))
 }
 
 fn refund_counted(
@@ -119,7 +129,7 @@ fn refund_counted(
     stored: Option<&[u8]>,
     now: Micros,
     n: u64,
-) -> Result<(Outcome, usize), StateError> {
+) -> Result<(Transition, usize), StateError> {
     let loaded = Loaded::new(stored)?;
     let edit = match &loaded.log {
         Some(log) => l.refund(log, now, n),
@@ -144,7 +154,7 @@ fn refund_counted(
         }
     });
     let n = count(&loaded, written);
-    Ok((Outcome::of(decision, write), n))
+    Ok((Transition::of(decision, write), n))
 }
 
 fn force_counted(
@@ -152,14 +162,14 @@ fn force_counted(
     stored: Option<&[u8]>,
     now: Micros,
     cost: u64,
-) -> Result<(Outcome, usize), StateError> {
+) -> Result<(Transition, usize), StateError> {
     let loaded = Loaded::new(stored)?;
     let (plain, edit) = loaded.decide(l, now, cost);
     if plain.allowed {
         let mut written = 0;
         let write = edit.map(|e| loaded.write(l, &e, &mut written));
         let n = count(&loaded, written);
-        return Ok((Outcome::of(plain, write), n));
+        return Ok((Transition::of(plain, write), n));
     }
     let edit = match &loaded.log {
         Some(log) => l.force(log, now, cost),
@@ -170,7 +180,7 @@ fn force_counted(
     let mut written = 0;
     let write = loaded.write(l, &edit, &mut written);
     let n = count(&loaded, written);
-    Ok((Outcome::of(decision, Some(write)), n))
+    Ok((Transition::of(decision, Some(write)), n))
 }
 
 #[cfg(test)]

@@ -1,7 +1,7 @@
 //! RL.SLIDING BUCKETS n as a policy: the sub-window counts, patched where
 //! they change ([`window::encode_subwindows`]).
 
-use super::{Limiter, Outcome, StateWrite};
+use super::{Limiter, StateWrite, Transition};
 use crate::algorithm::sliding_subwindows::{SlidingSubwindows, SubwindowState};
 use crate::algorithm::Micros;
 use crate::codec::{window, Kind, StateError};
@@ -11,10 +11,18 @@ impl Limiter for SlidingSubwindows {
         Kind::SlidingSubwindows
     }
 
-    fn decide(&self, stored: Option<&[u8]>, now: Micros, cost: u64) -> Result<Outcome, StateError> {
+    fn decide(
+        &self,
+        stored: Option<&[u8]>,
+        now: Micros,
+        cost: u64,
+    ) -> Result<Transition, StateError> {
         let loaded = load(self, stored, now)?;
         let (decision, new) = SlidingSubwindows::decide(self, Some(&loaded.state), now, cost);
-        Ok(Outcome::of(decision, new.map(|s| write(self, &loaded, &s))))
+        Ok(Transition::of(
+            decision,
+            new.map(|s| write(self, &loaded, &s)),
+        ))
     }
 
     fn refund_write(

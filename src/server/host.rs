@@ -7,7 +7,7 @@ use super::{clock, wait};
 use crate::algorithm::Micros;
 use crate::commands::{Host, Shape};
 use crate::engine::gate::Gated;
-use crate::engine::{Decided, KeyError, Request};
+use crate::engine::{KeyError, Outcome, Request};
 use crate::policy::Policy;
 
 /// One call of command `command` (its place in the command table).
@@ -48,7 +48,7 @@ impl Host for ServerHost {
         policy: &Policy,
         now: Micros,
         request: Request,
-    ) -> Option<Result<Decided, KeyError>> {
+    ) -> Option<Result<Outcome, KeyError>> {
         wait::behind_line(self.ctx, key, policy, now, request)
     }
 

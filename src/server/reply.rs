@@ -13,7 +13,7 @@ use crate::codec::lease::format_lease;
 use crate::commands::Reply;
 use crate::engine::registry::PolicyStats;
 use crate::engine::topk::TopKey;
-use crate::engine::Decided;
+use crate::engine::Outcome;
 
 /// Writes `reply` (nothing for a blocked caller: its reply comes later).
 pub fn write(ctx: Ctx, reply: &Reply) {
@@ -74,7 +74,7 @@ impl From<&Decision> for Fields {
 /// RL.ALL's reply. RESP2: `[allowed, blocked_by, retry_after_ms, reply_1,
 /// ..., reply_n]`; RESP3: a map with `allowed`, `blocked_by`,
 /// `retry_after_ms` and `limits` (the single-key maps).
-pub fn all(ctx: Ctx, decided: &Decided) {
+pub fn all(ctx: Ctx, decided: &Outcome) {
     let resp3 = ffi::is_resp3(ctx);
     let allowed = decided.allowed;
     let blocked_by = decided.blocked_by.map_or(-1, |i| to_i64(i as u64));
@@ -103,13 +103,13 @@ pub fn all(ctx: Ctx, decided: &Decided) {
     }
 }
 
-fn lease_of(decided: &Decided, i: usize) -> Option<Option<LeaseId>> {
+fn lease_of(decided: &Outcome, i: usize) -> Option<Option<LeaseId>> {
     decided.leases.get(i).copied().flatten()
 }
 
 /// Replies with a single-key command's decision in the caller's protocol:
 /// PARTIAL adds the units `granted`, a concurrency limit its lease.
-pub fn decision(ctx: Ctx, decided: &Decided) {
+pub fn decision(ctx: Ctx, decided: &Outcome) {
     if let Some(d) = decided.reported(0) {
         decision_in(
             ctx,
@@ -124,7 +124,7 @@ pub fn decision(ctx: Ctx, decided: &Decided) {
 /// A shadow policy's decision: admitted whatever it decided, the decision's
 /// other fields as they are, then `shadow_denied` (RESP3 a boolean, RESP2
 /// 1 or 0 as the last element): whether enforcing it would have denied.
-pub fn shadow_decision(ctx: Ctx, decided: &Decided) {
+pub fn shadow_decision(ctx: Ctx, decided: &Outcome) {
     let Some(d) = decided.decisions.first() else {
         return;
     };

@@ -27,7 +27,7 @@ use crate::commands::Shape;
 use crate::engine::error::Error;
 use crate::engine::gate::{self, Gated, Shell};
 use crate::engine::queue::{Charged, Ended, Ending, Queues};
-use crate::engine::{Decided, KeyError, Request};
+use crate::engine::{KeyError, Outcome, Request};
 use crate::policy::Policy;
 use keyspace::ServerKeyspace;
 
@@ -207,7 +207,7 @@ pub fn behind_line(
     policy: &Policy,
     now: Micros,
     request: Request,
-) -> Option<Result<Decided, KeyError>> {
+) -> Option<Result<Outcome, KeyError>> {
     if WAITING.load(Relaxed) == 0 {
         return None;
     }
@@ -328,7 +328,7 @@ fn process(ctx: Ctx, state: &mut State, from: Micros, to: Micros) {
 struct Resolved {
     shape: Shape,
     command: usize,
-    result: Result<Decided, KeyError>,
+    result: Result<Outcome, KeyError>,
     /// What the admission charged (taken back if the reply cannot be sent).
     charged: Option<Charged<KeyName>>,
 }
@@ -447,7 +447,7 @@ extern "C" fn on_reply(
     raw::REDISMODULE_OK as c_int
 }
 
-fn send(ctx: Ctx, shape: Shape, command: usize, result: &Result<Decided, KeyError>) {
+fn send(ctx: Ctx, shape: Shape, command: usize, result: &Result<Outcome, KeyError>) {
     match (result, shape) {
         (Ok(d), Shape::One) => reply::decision(ctx, d),
         (Ok(d), Shape::All) => reply::all(ctx, d),

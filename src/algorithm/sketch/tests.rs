@@ -53,14 +53,14 @@ fn hashing_is_fixed() {
     assert_eq!(fnv1a64(b""), 0xcbf2_9ce4_8422_2325);
     assert_eq!(fnv1a64(b"a"), 0xaf63_dc4c_8601_ec8c);
     assert_eq!(fnv1a64(b"foobar"), 0x8594_4171_f739_67e8);
-    // The cells of an item are part of the stored layout: pinned.
+    // The counters of an item are part of the stored layout: pinned.
     let s = Sketch::new(10, Micros::new(S), 2048, 4);
-    let cells: Vec<usize> = s.cells_of(b"203.0.113.7").collect();
-    assert_eq!(cells, PINNED_CELLS);
-    for (r, c) in cells.iter().enumerate() {
+    let counters: Vec<usize> = s.counters_of(b"203.0.113.7").collect();
+    assert_eq!(counters, PINNED_CELLS);
+    for (r, c) in counters.iter().enumerate() {
         assert!((r * 2048..(r + 1) * 2048).contains(c));
     }
-    let empty: Vec<usize> = s.cells_of(b"").collect();
+    let empty: Vec<usize> = s.counters_of(b"").collect();
     assert_eq!(empty.len(), 4);
 }
 
@@ -105,18 +105,18 @@ fn one_cell_shares_the_limit_between_all_items() {
 fn the_sweep_rolls_stale_cells_forward() {
     let sketch = Sketch::new(5, Micros::new(1), 2, 1);
     let mut state = SketchState::new(&sketch);
-    state.cells[1] = Cell {
+    state.counters[1] = Counter {
         tag: 3,
         prev: 0,
         cur: 5,
     };
     state.index = 3;
     state.sweep = 1;
-    // Item 'a' lands in cell 0 or 1; either way cell 1 ends at window 10.
+    // Item 'a' lands in counter 0 or 1; either way counter 1 ends at window 10.
     let (_, change) = sketch.decide(Some(&state), b"a", Micros::new(10), 1);
     state.apply(&change.unwrap());
-    assert_eq!(state.cells[1].tag, 10);
-    assert_eq!(state.cells[1].rolled(10).0, 0);
+    assert_eq!(state.counters[1].tag, 10);
+    assert_eq!(state.counters[1].rolled(10).0, 0);
     assert_eq!(state.sweep, 0);
 }
 
@@ -223,7 +223,7 @@ fn a_clock_stepped_back_across_a_boundary_decides_as_approx() {
     assert_eq!(b.decide(b"x", back, 4).remaining, 0);
 }
 
-/// An item whose cells were written in a window after now is denied until
+/// An item whose counters were written in a window after now is denied until
 /// that window starts, exactly.
 #[test]
 fn an_item_written_in_a_later_window_waits_for_it() {

@@ -7,7 +7,7 @@ use super::{Arrival, Keyspace, Place, Queues, Waiter};
 use crate::algorithm::{Micros, RetryAfter, MAX_HORIZON};
 use crate::bounds;
 use crate::engine::store::MemoryStore;
-use crate::engine::{self, Charge, Decided, KeyError, Request};
+use crate::engine::{self, Charge, KeyError, Outcome, Request};
 use crate::policy::Policy;
 use std::hash::Hash;
 
@@ -271,7 +271,7 @@ impl<K: Eq + Hash + Clone, T: Eq + Hash + Clone> Queues<K, T> {
     }
 
     /// PARTIAL always says what it was granted: nothing, when denied.
-    fn granting(&self, mut decided: Decided, request: &Request) -> Decided {
+    fn granting(&self, mut decided: Outcome, request: &Request) -> Outcome {
         if request.charge == Charge::Partial && !decided.allowed {
             decided.granted = Some(0);
         }
@@ -289,7 +289,7 @@ impl<K: Eq + Hash + Clone, T: Eq + Hash + Clone> Queues<K, T> {
         now: Micros,
         admitted: Option<Micros>,
         request: &Request,
-    ) -> Result<Decided, KeyError> {
+    ) -> Result<Outcome, KeyError> {
         let look = Request {
             cost: 0,
             dryrun: true,
@@ -319,7 +319,7 @@ impl<K: Eq + Hash + Clone, T: Eq + Hash + Clone> Queues<K, T> {
         keyspace: &mut S,
         waiter: &Waiter<K, T>,
         at: Micros,
-    ) -> Result<Decided, KeyError> {
+    ) -> Result<Outcome, KeyError> {
         let (keys, policies) = (&waiter.keys[..], &waiter.policies[..]);
         let request = Request {
             dryrun: true,

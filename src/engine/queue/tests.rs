@@ -44,7 +44,7 @@ fn arrive(
     now: Micros,
     request: Request,
     token: u32,
-) -> Option<Decided> {
+) -> Option<Outcome> {
     let policies = vec![policy; keys.len()];
     match q.arrive(ks, keys, &policies, now, request.clone()).unwrap() {
         Arrival::Now(d) => Some(d),
@@ -77,7 +77,7 @@ fn admitted(events: &[Ended<&'static str, u32>]) -> Vec<(u32, Micros)> {
         .collect()
 }
 
-fn retry(d: &Decided) -> RetryAfter {
+fn retry(d: &Outcome) -> RetryAfter {
     d.retry_after
 }
 
@@ -507,7 +507,7 @@ impl Keyspace<&'static str> for Counting {
         policies: &[Policy],
         at: Micros,
         request: Request,
-    ) -> Result<Decided, KeyError> {
+    ) -> Result<Outcome, KeyError> {
         self.calls += 1;
         self.inner.decide(keys, policies, at, request)
     }

@@ -10,7 +10,7 @@ use crate::algorithm::sliding_log::SlidingLog;
 use crate::algorithm::sliding_subwindows::SlidingSubwindows;
 use crate::algorithm::token_bucket::TokenBucket;
 use crate::algorithm::{Micros, RetryAfter};
-use crate::policy::{ForceError, Outcome, Policy};
+use crate::policy::{ForceError, Policy, Transition};
 use proptest::prelude::*;
 
 /// Every policy kind with `limit` and a window/period of `ms` milliseconds.
@@ -26,7 +26,7 @@ fn policies(limit: u64, ms: u64, n: u64) -> Vec<Policy> {
     ]
 }
 
-fn apply(state: &mut Option<Vec<u8>>, out: &Outcome) {
+fn apply(state: &mut Option<Vec<u8>>, out: &Transition) {
     if let Some(w) = &out.write {
         w.apply_to(state);
     }

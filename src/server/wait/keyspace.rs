@@ -7,7 +7,7 @@ use crate::algorithm::Micros;
 use crate::engine::error::Error;
 use crate::engine::queue::{Charged, Keyspace};
 use crate::engine::store::Store;
-use crate::engine::{self, Decided, KeyError, Request};
+use crate::engine::{self, KeyError, Outcome, Request};
 use crate::policy::Policy;
 use crate::server::cluster_nodes::{serving, Serving};
 use crate::server::ffi::{api, Arg, Ctx};
@@ -130,7 +130,7 @@ impl ServerKeyspace {
         &mut self,
         charged: &Charged<KeyName>,
         now: Micros,
-        decided: &Decided,
+        decided: &Outcome,
     ) -> Result<(), KeyError> {
         if let Some((db, _)) = charged.keys.first() {
             self.select(*db);
@@ -202,7 +202,7 @@ impl Keyspace<KeyName> for ServerKeyspace {
         policies: &[Policy],
         at: Micros,
         request: Request,
-    ) -> Result<Decided, KeyError> {
+    ) -> Result<Outcome, KeyError> {
         if let Some((db, _)) = keys.first() {
             self.select(*db);
         }
