@@ -1098,7 +1098,9 @@ pub const SHAPES: &[Shape] = &[
         min_arity: 3,
         short: None,
         tail: &[],
-        options: &[COST, DRYRUN, WAIT, CHARGES[0], CHARGES[1], CHARGES[2]],
+        options: &[
+            COST, DRYRUN, WAIT, FLOW, WEIGHT, CHARGES[0], CHARGES[1], CHARGES[2],
+        ],
         extra: Extra::UnknownOption,
         state: State::Tagged {
             tag: 0xA1,
