@@ -49,7 +49,7 @@ pub enum Step {
 }
 
 /// The leasing policy of one key under one limit.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct BlockLease {
     max_block: u64,
     adaptive: bool,
@@ -182,6 +182,12 @@ impl BlockLease {
     /// Takes every unused unit back: what to refund.
     pub fn take_all(&mut self) -> Option<u64> {
         (self.held > 0).then(|| std::mem::take(&mut self.held))
+    }
+
+    /// Returns a unit taken by [`BlockLease::step`] for a request that was
+    /// not served after all (another limit denied it).
+    pub fn put_back(&mut self) {
+        self.held += 1;
     }
 }
 
