@@ -13,7 +13,8 @@
 //! cargo run --release -p redis-ratelimit-client --example client_bench -- 5
 //! ```
 //!
-//! The argument is the seconds per run (default 5); `REDIS_URL` (default
+//! The first argument is the seconds per run (default 5), the second
+//! `leasing` or `deny` to run one part only; `REDIS_URL` (default
 //! `redis://127.0.0.1:6379/`) the server.
 
 use axum::routing::get;
@@ -39,8 +40,31 @@ fn server_calls(url: &str, command: &str) -> u64 {
         .unwrap_or(0)
 }
 
-/// Leasing: admitted requests and the server's RL.GCRA calls.
-fn leasing(url: &str, workers: usize, k: u64, secs: u64) -> (u64, u64) {
+/// What a leasing run measured.
+struct Leasing {
+    admitted: u64,
+    /// The server's RL.GCRA calls (blocks and refunds).
+    calls: u64,
+    /// The most admitted in any one-second window.
+    most_in_a_second: u64,
+}
+
+/// The most of sorted `times` within any span of one second.
+fn most_in_a_second(times: &[Instant]) -> u64 {
+    let mut most = 0;
+    let mut start = 0;
+    for (end, t) in times.iter().enumerate() {
+        while t.duration_since(times[start]) >= Duration::from_secs(1) {
+            start += 1;
+        }
+        most = most.max(end + 1 - start);
+    }
+    most as u64
+}
+
+/// Leasing: `workers` threads, each with its own connection and leased
+/// limit (as separate processes would be), admitting as fast as they can.
+fn leasing(url: &str, workers: usize, k: u64, secs: u64) -> Leasing {
     let key = format!("bench:lease:{workers}:{k}:{}", std::process::id());
     let policy = Gcra::new(2000, Duration::from_secs(1)).burst(100);
     let barrier = Arc::new(Barrier::new(workers));
@@ -51,12 +75,12 @@ fn leasing(url: &str, workers: usize, k: u64, secs: u64) -> (u64, u64) {
             std::thread::spawn(move || {
                 let conn = redis::Client::open(url).unwrap().get_connection().unwrap();
                 let mut lease = BlockingLeasedLimit::new(conn, key, policy, BlockLease::fixed(k));
-                let mut admitted = 0u64;
+                let mut admitted = Vec::new();
                 barrier.wait();
                 let end = Instant::now() + Duration::from_secs(secs);
                 while Instant::now() < end {
                     if lease.acquire().unwrap() {
-                        admitted += 1;
+                        admitted.push(Instant::now());
                     } else if let Some(t) = lease.lease().blocked_until() {
                         std::thread::sleep(t.min(end).saturating_duration_since(Instant::now()));
                     }
@@ -66,8 +90,16 @@ fn leasing(url: &str, workers: usize, k: u64, secs: u64) -> (u64, u64) {
             })
         })
         .collect();
-    let admitted = handles.into_iter().map(|h| h.join().unwrap()).sum();
-    (admitted, server_calls(url, "rl.gcra") - before)
+    let mut times: Vec<Instant> = handles
+        .into_iter()
+        .flat_map(|h| h.join().unwrap())
+        .collect();
+    times.sort();
+    Leasing {
+        admitted: times.len() as u64,
+        calls: server_calls(url, "rl.gcra") - before,
+        most_in_a_second: most_in_a_second(&times),
+    }
 }
 
 /// The deny cache: (requests offered, admitted, the server's RL.ALL calls,
@@ -122,28 +154,45 @@ fn main() {
         .nth(1)
         .and_then(|a| a.parse().ok())
         .unwrap_or(5);
+    let only = std::env::args().nth(2).unwrap_or_default();
+    if only.is_empty() || only == "leasing" {
+        leasing_rows(&url, secs);
+    }
+    if only.is_empty() || only == "deny" {
+        deny_rows(&url, secs);
+    }
+}
+
+fn leasing_rows(url: &str, secs: u64) {
     println!("leasing, RL.GCRA 2000 1s BURST 100, {secs} s per row (server-side counts)");
     println!(
-        "{:>3} {:>3} | {:>9} {:>9} {:>12}",
-        "P", "k", "admitted", "RL.GCRA", "per admitted"
+        "{:>3} {:>3} | {:>9} {:>9} {:>12} {:>8} {:>14} {:>9}",
+        "P", "k", "admitted", "RL.GCRA", "per admitted", "÷ limit", "most in 1 s", "over"
     );
-    for workers in [1usize, 10] {
-        for k in [1u64, 20] {
-            let (admitted, calls) = leasing(&url, workers, k, secs);
-            println!(
-                "{workers:>3} {k:>3} | {admitted:>9} {calls:>9} {:>12.4}",
-                calls as f64 / admitted.max(1) as f64
-            );
-        }
+    // What the limit admits over the run: the burst, then the rate.
+    let limit = 100 + 2000 * secs;
+    for (workers, k) in [(1usize, 1u64), (1, 20), (10, 20), (50, 20)] {
+        let run = leasing(url, workers, k, secs);
+        println!(
+            "{workers:>3} {k:>3} | {:>9} {:>9} {:>12.4} {:>8.3} {:>14} {:>9}",
+            run.admitted,
+            run.calls,
+            run.calls as f64 / run.admitted.max(1) as f64,
+            run.admitted as f64 / limit as f64,
+            run.most_in_a_second,
+            run.most_in_a_second as i64 - 2100,
+        );
     }
-    println!();
+}
+
+fn deny_rows(url: &str, secs: u64) {
     println!("deny cache, one key offered 10x its limit (GCRA 100 1s), {secs} s per row");
     println!(
         "{:>5} | {:>7} {:>8} {:>7} {:>11} {:>12}",
         "cache", "offered", "admitted", "RL.ALL", "per request", "saved"
     );
     for cache in [false, true] {
-        let (offered, admitted, calls, saved) = deny_cache(&url, cache, secs);
+        let (offered, admitted, calls, saved) = deny_cache(url, cache, secs);
         println!(
             "{:>5} | {offered:>7} {admitted:>8} {calls:>7} {:>11.4} {saved:>12}",
             if cache { "on" } else { "off" },
