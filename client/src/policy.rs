@@ -163,6 +163,20 @@ pub(crate) fn ceil_millis(d: Duration) -> u64 {
 }
 
 impl Policy {
+    /// For a policy that regains units one at a time at a constant rate
+    /// (GCRA, token bucket), the time one unit takes (rounded down).
+    pub fn unit_interval(&self) -> Option<Duration> {
+        let (count, period) = match *self {
+            Policy::Gcra(g) => (g.limit, g.period),
+            Policy::Bucket(b) => (b.refill, b.period),
+            _ => return None,
+        };
+        let nanos = period.as_nanos() / u128::from(count.max(1));
+        Some(Duration::from_nanos(
+            u64::try_from(nanos).unwrap_or(u64::MAX),
+        ))
+    }
+
     /// The single-key command that decides this policy alone.
     pub fn command_name(&self) -> &'static str {
         match self {

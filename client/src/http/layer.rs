@@ -150,6 +150,10 @@ where
 
     /// Remembers up to `capacity` denials: until a denied limit's
     /// `retry_after` has passed, its key is denied without a round trip.
+    /// For GCRA and token-bucket limits the denial is paced: each later
+    /// admission of this layer moves it on by the time one unit takes, so
+    /// a key offered more than its limit reaches the store about once per
+    /// admission (see [`crate::deny_cache`]).
     pub fn deny_cache(mut self, capacity: usize) -> RateLimitLayer<K, C> {
         self.config().deny_cache = Some(Arc::new(DenyCache::new(capacity)));
         self
@@ -309,6 +313,7 @@ where
                 };
                 self.observe(&keys, &decision);
                 if decision.allowed {
+                    self.admitted(&keys, &asked);
                     Verdict::Serve(header_fields(&decision, &self.named))
                 } else {
                     if let Some(leases) = &self.leases {
@@ -439,8 +444,20 @@ where
         let limits = keys.iter().zip(&self.words).zip(&decision.limits);
         for (i, ((key, words), d)) in limits.enumerate() {
             if !self.is_leased(i) {
-                cache.record(key, words, 1, d, now);
+                let interval = self.limits[i].policy.unit_interval();
+                cache.record_paced(key, words, 1, d, now, interval);
             }
+        }
+    }
+
+    /// The limits at `asked` admitted a request: paced denials move on.
+    fn admitted(&self, keys: &[String], asked: &[usize]) {
+        let Some(cache) = &self.deny_cache else {
+            return;
+        };
+        let now = Instant::now();
+        for &i in asked {
+            cache.admitted(&keys[i], &self.words[i], 1, now);
         }
     }
 }
