@@ -148,6 +148,87 @@ fn deny_cache(url: &str, cache: bool, secs: u64) -> (u64, u64, u64, u64) {
     })
 }
 
+/// Degraded mode: `processes` layers (each its own connection, as
+/// separate processes would have), each offering `rate` requests a second
+/// on one key (`GCRA limit 1s`, fail-closed) for `secs`; the server is
+/// paused (`CLIENT PAUSE ... ALL`) for the middle third. Returns the
+/// admissions per second before and during the outage.
+fn degraded(url: &str, processes: usize, limit: u64, rate: u64, secs: u64) -> (f64, f64) {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let key = format!("bench-degraded-{}", std::process::id());
+        let policy = Gcra::new(limit, Duration::from_secs(1));
+        let timeout = Duration::from_millis(50);
+        let apps: Vec<Router> = (0..processes)
+            .map(|_| {
+                let client = Client::new(connect(url).unwrap()).timeout(timeout);
+                let layer = RateLimitLayer::new(client, HeaderKey::new("x-api-key"))
+                    .limit(HttpLimit::per_key("per-key", "bench:degraded:", policy).fail_closed())
+                    .degraded(1000);
+                Router::new().route("/", get(|| async { "ok" })).layer(layer)
+            })
+            .collect();
+        let start = Instant::now();
+        let third = Duration::from_secs(secs) / 3;
+        let (pause_from, pause_to) = (start + third, start + 2 * third);
+        let pauser = {
+            let url = url.to_string();
+            tokio::task::spawn_blocking(move || {
+                std::thread::sleep(pause_from.saturating_duration_since(Instant::now()));
+                let mut c = redis::Client::open(url).unwrap().get_connection().unwrap();
+                let _: () = redis::cmd("CLIENT")
+                    .arg("PAUSE")
+                    .arg(third.as_millis() as u64)
+                    .arg("ALL")
+                    .query(&mut c)
+                    .unwrap();
+            })
+        };
+        let done = Arc::new(std::sync::Mutex::new(Vec::<Instant>::new()));
+        let mut tick = tokio::time::interval(Duration::from_secs(1) / rate as u32);
+        let mut tasks = Vec::new();
+        while start.elapsed() < Duration::from_secs(secs) {
+            tick.tick().await;
+            for app in &apps {
+                let (mut app, done) = (app.clone(), done.clone());
+                let key = key.clone();
+                tasks.push(tokio::spawn(async move {
+                    let request = axum::http::Request::get("/")
+                        .header("x-api-key", key.as_str())
+                        .body(axum::body::Body::empty())
+                        .unwrap();
+                    let response = app.call(request).await.unwrap();
+                    if response.status() == 200 {
+                        done.lock().unwrap().push(Instant::now());
+                    }
+                }));
+            }
+        }
+        for t in tasks {
+            let _ = t.await;
+        }
+        pauser.await.unwrap();
+        let (mut before, mut during) = (0u64, 0u64);
+        // Answers in the outage come after the first timeouts.
+        let outage = (pause_from + timeout, pause_to);
+        for &t in done.lock().unwrap().iter() {
+            if t < pause_from && t >= start + third / 2 {
+                before += 1;
+            } else if t >= outage.0 && t < outage.1 {
+                during += 1;
+            }
+        }
+        let per_second = |n: u64, span: Duration| n as f64 / span.as_secs_f64();
+        (
+            per_second(before, third / 2),
+            per_second(during, outage.1 - outage.0),
+        )
+    })
+}
+
 fn main() {
     let url = std::env::var("REDIS_URL").unwrap_or("redis://127.0.0.1:6379/".into());
     let secs: u64 = std::env::args()
@@ -160,6 +241,12 @@ fn main() {
     }
     if only.is_empty() || only == "deny" {
         deny_rows(&url, secs);
+    }
+    if only.is_empty() || only == "degraded" {
+        println!();
+        println!("degraded mode, 4 processes offering 100/s each on GCRA 100 1s, {secs} s, paused for the middle third");
+        let (before, during) = degraded(&url, 4, 100, 100, secs.max(3));
+        println!("admitted/s before the outage {before:.1}, during it {during:.1} (limit 100)");
     }
 }
 
@@ -186,6 +273,7 @@ fn leasing_rows(url: &str, secs: u64) {
 }
 
 fn deny_rows(url: &str, secs: u64) {
+    println!();
     println!("deny cache, one key offered 10x its limit (GCRA 100 1s), {secs} s per row");
     println!(
         "{:>5} | {:>7} {:>8} {:>7} {:>11} {:>12}",
