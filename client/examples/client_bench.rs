@@ -168,7 +168,9 @@ fn degraded(url: &str, processes: usize, limit: u64, rate: u64, secs: u64) -> (f
                 let layer = RateLimitLayer::new(client, HeaderKey::new("x-api-key"))
                     .limit(HttpLimit::per_key("per-key", "bench:degraded:", policy).fail_closed())
                     .degraded(1000);
-                Router::new().route("/", get(|| async { "ok" })).layer(layer)
+                Router::new()
+                    .route("/", get(|| async { "ok" }))
+                    .layer(layer)
             })
             .collect();
         let start = Instant::now();

@@ -19,7 +19,10 @@ fn user_ticks() -> u64 {
     // Fields after the command name (which ends with the last ')'); utime
     // is the 14th field overall, the 12th after the name.
     let rest = &stat[stat.rfind(')').expect("stat") + 2..];
-    rest.split(' ').nth(11).and_then(|t| t.parse().ok()).expect("utime")
+    rest.split(' ')
+        .nth(11)
+        .and_then(|t| t.parse().ok())
+        .expect("utime")
 }
 
 fn main() {

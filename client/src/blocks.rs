@@ -453,6 +453,48 @@ mod tests {
     }
 
     #[test]
+    fn contended_spacing_starts_at_a_blocks_accrual_grows_boundedly_and_shrinks_when_units_are_left(
+    ) {
+        let ms = Duration::from_millis;
+        // 100 units refill in 50 ms: a block of 20 accrues in 10 ms.
+        let partial = |granted: u64| Decision {
+            remaining: 0,
+            reset_after: ms(50),
+            ..reply(true, granted, None)
+        };
+        let mut l = BlockLease::fixed(20);
+        let t0 = Instant::now();
+        assert_eq!(l.step(t0), Step::Ask(20));
+        assert!(l.on_reply(t0, &partial(2)));
+        assert_eq!(l.next_call, Some(t0 + ms(10)), "a block's accrual, not 0");
+        // 2 of 20 after 10 ms says 100 ms; the spacing at most doubles.
+        let t1 = t0 + ms(10);
+        l.held = 0;
+        assert_eq!(l.step(t1), Step::Ask(20));
+        l.on_reply(t1, &partial(2));
+        assert_eq!(l.gap, ms(20));
+        // A full block that leaves three blocks: a tenth shorter; one that
+        // leaves one to three: unchanged; less than one: a twentieth longer.
+        let full = |remaining: u64| Decision {
+            remaining,
+            ..reply(true, 20, None)
+        };
+        let t2 = t1 + ms(20);
+        l.held = 0;
+        l.step(t2);
+        l.on_reply(t2, &full(60));
+        assert_eq!(l.gap, ms(18));
+        l.held = 0;
+        l.step(t2 + ms(18));
+        l.on_reply(t2 + ms(18), &full(20));
+        assert_eq!(l.gap, ms(18));
+        l.held = 0;
+        l.step(t2 + ms(36));
+        l.on_reply(t2 + ms(36), &full(19));
+        assert_eq!(l.gap, ms(18).mul_f64(1.05));
+    }
+
+    #[test]
     fn idle_units_go_back_once() {
         let mut l = BlockLease::fixed(10);
         let t = Instant::now();

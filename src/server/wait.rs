@@ -26,7 +26,7 @@ use crate::bounds;
 use crate::commands::Shape;
 use crate::engine::error::Error;
 use crate::engine::gate::{self, Gated, Shell};
-use crate::engine::queue::{Charged, Ended, Queues, Ending};
+use crate::engine::queue::{Charged, Ended, Ending, Queues};
 use crate::engine::{Decided, KeyError, Request};
 use crate::policy::Policy;
 use keyspace::ServerKeyspace;
