@@ -63,6 +63,13 @@ fn accrual(reply: &Decision, units: u64) -> Duration {
     reply.reset_after.mul_f64(units as f64 / reply.limit as f64)
 }
 
+/// What the processes together should leave on the server between calls:
+/// one to three blocks (at most a quarter to three quarters of the limit).
+fn band(block: u64, limit: u64) -> (u64, u64) {
+    let low = block.min(limit / 4);
+    (low, (3 * block).min(limit * 3 / 4).max(low + 1))
+}
+
 /// The leasing policy of one key under one limit.
 #[derive(Clone, Debug, PartialEq)]
 pub struct BlockLease {
@@ -164,7 +171,14 @@ impl BlockLease {
             .map_or(Duration::ZERO, |t| now.saturating_duration_since(t));
         self.last_call = Some(now);
         self.gap = self.next_gap(since, asked, granted, reply).min(MAX_GAP);
-        self.next_call = now.checked_add(self.gap);
+        let (_, high) = band(asked, reply.limit);
+        self.next_call = if granted == asked && reply.remaining >= high {
+            // Whole blocks lie unused: the next block may be taken at once
+            // (a late wake-up is caught up).
+            Some(now)
+        } else {
+            now.checked_add(self.gap)
+        };
         if granted == 0 {
             return false;
         }
@@ -192,8 +206,7 @@ impl BlockLease {
         // A full block. The processes together should leave between one
         // and three blocks on the server: a call that comes early then
         // still gets a full block from what is left.
-        let low = asked.min(reply.limit / 4);
-        let high = (3 * asked).min(reply.limit * 3 / 4).max(low + 1);
+        let (low, high) = band(asked, reply.limit);
         if reply.remaining >= high {
             // Units left unused: call sooner.
             self.gap.mul_f64(0.9)
