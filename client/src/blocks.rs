@@ -21,8 +21,9 @@
 //! calls, the processes together should leave one to three blocks on the
 //! server, so that a call that comes early still gets a whole block: a
 //! full block that leaves three or more shortens the spacing by a tenth
-//! (others went quiet), one that leaves less than one block lengthens it
-//! by a twentieth. Spacing is at most [`MAX_GAP`].
+//! (others went quiet) and the next block may be taken at once, one that
+//! leaves less than one block lengthens it by a twentieth. Spacing is at
+//! most [`MAX_GAP`].
 //!
 //! **Bounds.** Units are charged on the server when leased, so the server
 //! never admits more than its limit; what a process admits later from its

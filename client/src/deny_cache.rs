@@ -33,8 +33,8 @@ type Slot = (String, String);
 
 struct Entry {
     until: Instant,
-    /// Paced: the time one unit takes; the entry outlives `until` by one
-    /// interval so that an admission can extend it.
+    /// Paced: the time one unit takes; the entry outlives `until` (by
+    /// [`PACED_GRACE`] or one interval) so that an admission can move it on.
     interval: Option<Duration>,
     seq: u64,
     cost: u64,
@@ -49,10 +49,14 @@ struct Entries {
     next_seq: u64,
 }
 
+/// How long a paced entry outlives its denial, waiting for an admission
+/// to move it on (a stalled process must not lose it).
+const PACED_GRACE: Duration = Duration::from_secs(1);
+
 impl Entry {
     /// When the entry is of no more use.
     fn expiry(&self) -> Instant {
-        let grace = self.interval.unwrap_or_default();
+        let grace = self.interval.map_or(Duration::ZERO, |i| i.max(PACED_GRACE));
         self.until.checked_add(grace).unwrap_or(self.until)
     }
 }
@@ -277,8 +281,8 @@ mod tests {
         cache.record("u", "p", 1, &denied(4), t0);
         cache.admitted("u", "p", 1, t0 + ms(5));
         assert!(cache.check("u", "p", 1, t0 + ms(5)).is_none());
-        // After a full interval with no admission, the entry is gone.
-        cache.check("k", "p", 1, t0 + ms(24));
+        // Long after, with no admission, the entry is gone.
+        cache.check("k", "p", 1, t0 + ms(14) + PACED_GRACE);
         assert_eq!(cache.len(), 0);
     }
 
