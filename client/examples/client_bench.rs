@@ -14,7 +14,8 @@
 //! ```
 //!
 //! The first argument is the seconds per run (default 5), the second
-//! `leasing` or `deny` to run one part only; `REDIS_URL` (default
+//! `leasing`, `deny` or `degraded` to run one part only, the third the
+//! numbers of leasing workers to run (`1,50`); `REDIS_URL` (default
 //! `redis://127.0.0.1:6379/`) the server.
 
 use axum::routing::get;
@@ -260,7 +261,15 @@ fn leasing_rows(url: &str, secs: u64) {
     );
     // What the limit admits over the run: the burst, then the rate.
     let limit = 100 + 2000 * secs;
+    // A third argument keeps only the rows of these P (`1,50`).
+    let only_p: Vec<usize> = std::env::args()
+        .nth(3)
+        .map(|a| a.split(',').filter_map(|p| p.parse().ok()).collect())
+        .unwrap_or_default();
     for (workers, k) in [(1usize, 1u64), (1, 20), (10, 20), (50, 20)] {
+        if !only_p.is_empty() && !only_p.contains(&workers) {
+            continue;
+        }
         let run = leasing(url, workers, k, secs);
         println!(
             "{workers:>3} {k:>3} | {:>9} {:>9} {:>12.4} {:>8.3} {:>14} {:>9}",
