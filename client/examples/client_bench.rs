@@ -13,7 +13,9 @@
 //! cargo run --release -p redis-ratelimit-client --example client_bench -- 5
 //! ```
 //!
-//! The argument is the seconds per run (default 5); `REDIS_URL` (default
+//! The first argument is the seconds per run (default 5), the second
+//! `leasing`, `deny` or `degraded` to run one part only, the third the
+//! numbers of leasing workers to run (`1,50`); `REDIS_URL` (default
 //! `redis://127.0.0.1:6379/`) the server.
 
 use axum::routing::get;
@@ -39,8 +41,31 @@ fn server_calls(url: &str, command: &str) -> u64 {
         .unwrap_or(0)
 }
 
-/// Leasing: admitted requests and the server's RL.GCRA calls.
-fn leasing(url: &str, workers: usize, k: u64, secs: u64) -> (u64, u64) {
+/// What a leasing run measured.
+struct Leasing {
+    admitted: u64,
+    /// The server's RL.GCRA calls (blocks and refunds).
+    calls: u64,
+    /// The most admitted in any one-second window.
+    most_in_a_second: u64,
+}
+
+/// The most of sorted `times` within any span of one second.
+fn most_in_a_second(times: &[Instant]) -> u64 {
+    let mut most = 0;
+    let mut start = 0;
+    for (end, t) in times.iter().enumerate() {
+        while t.duration_since(times[start]) >= Duration::from_secs(1) {
+            start += 1;
+        }
+        most = most.max(end + 1 - start);
+    }
+    most as u64
+}
+
+/// Leasing: `workers` threads, each with its own connection and leased
+/// limit (as separate processes would be), admitting as fast as they can.
+fn leasing(url: &str, workers: usize, k: u64, secs: u64) -> Leasing {
     let key = format!("bench:lease:{workers}:{k}:{}", std::process::id());
     let policy = Gcra::new(2000, Duration::from_secs(1)).burst(100);
     let barrier = Arc::new(Barrier::new(workers));
@@ -51,12 +76,12 @@ fn leasing(url: &str, workers: usize, k: u64, secs: u64) -> (u64, u64) {
             std::thread::spawn(move || {
                 let conn = redis::Client::open(url).unwrap().get_connection().unwrap();
                 let mut lease = BlockingLeasedLimit::new(conn, key, policy, BlockLease::fixed(k));
-                let mut admitted = 0u64;
+                let mut admitted = Vec::new();
                 barrier.wait();
                 let end = Instant::now() + Duration::from_secs(secs);
                 while Instant::now() < end {
                     if lease.acquire().unwrap() {
-                        admitted += 1;
+                        admitted.push(Instant::now());
                     } else if let Some(t) = lease.lease().blocked_until() {
                         std::thread::sleep(t.min(end).saturating_duration_since(Instant::now()));
                     }
@@ -66,8 +91,16 @@ fn leasing(url: &str, workers: usize, k: u64, secs: u64) -> (u64, u64) {
             })
         })
         .collect();
-    let admitted = handles.into_iter().map(|h| h.join().unwrap()).sum();
-    (admitted, server_calls(url, "rl.gcra") - before)
+    let mut times: Vec<Instant> = handles
+        .into_iter()
+        .flat_map(|h| h.join().unwrap())
+        .collect();
+    times.sort();
+    Leasing {
+        admitted: times.len() as u64,
+        calls: server_calls(url, "rl.gcra") - before,
+        most_in_a_second: most_in_a_second(&times),
+    }
 }
 
 /// The deny cache: (requests offered, admitted, the server's RL.ALL calls,
@@ -116,26 +149,141 @@ fn deny_cache(url: &str, cache: bool, secs: u64) -> (u64, u64, u64, u64) {
     })
 }
 
+/// Degraded mode: `processes` layers (each its own connection, as
+/// separate processes would have), each offering `rate` requests a second
+/// on one key (`GCRA limit 1s`, fail-closed) for `secs`; the server is
+/// paused (`CLIENT PAUSE ... ALL`) for the middle third. Returns the
+/// admissions per second before and during the outage.
+fn degraded(url: &str, processes: usize, limit: u64, rate: u64, secs: u64) -> (f64, f64) {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let key = format!("bench-degraded-{}", std::process::id());
+        let policy = Gcra::new(limit, Duration::from_secs(1));
+        let timeout = Duration::from_millis(50);
+        let apps: Vec<Router> = (0..processes)
+            .map(|_| {
+                let client = Client::new(connect(url).unwrap()).timeout(timeout);
+                let layer = RateLimitLayer::new(client, HeaderKey::new("x-api-key"))
+                    .limit(HttpLimit::per_key("per-key", "bench:degraded:", policy).fail_closed())
+                    .degraded(1000);
+                Router::new()
+                    .route("/", get(|| async { "ok" }))
+                    .layer(layer)
+            })
+            .collect();
+        let start = Instant::now();
+        let third = Duration::from_secs(secs) / 3;
+        let (pause_from, pause_to) = (start + third, start + 2 * third);
+        let pauser = {
+            let url = url.to_string();
+            tokio::task::spawn_blocking(move || {
+                std::thread::sleep(pause_from.saturating_duration_since(Instant::now()));
+                let mut c = redis::Client::open(url).unwrap().get_connection().unwrap();
+                let _: () = redis::cmd("CLIENT")
+                    .arg("PAUSE")
+                    .arg(third.as_millis() as u64)
+                    .arg("ALL")
+                    .query(&mut c)
+                    .unwrap();
+            })
+        };
+        let done = Arc::new(std::sync::Mutex::new(Vec::<Instant>::new()));
+        let mut tick = tokio::time::interval(Duration::from_secs(1) / rate as u32);
+        let mut tasks = Vec::new();
+        while start.elapsed() < Duration::from_secs(secs) {
+            tick.tick().await;
+            for app in &apps {
+                let (mut app, done) = (app.clone(), done.clone());
+                let key = key.clone();
+                tasks.push(tokio::spawn(async move {
+                    let request = axum::http::Request::get("/")
+                        .header("x-api-key", key.as_str())
+                        .body(axum::body::Body::empty())
+                        .unwrap();
+                    let response = app.call(request).await.unwrap();
+                    if response.status() == 200 {
+                        done.lock().unwrap().push(Instant::now());
+                    }
+                }));
+            }
+        }
+        for t in tasks {
+            let _ = t.await;
+        }
+        pauser.await.unwrap();
+        let (mut before, mut during) = (0u64, 0u64);
+        // Answers in the outage come after the first timeouts.
+        let outage = (pause_from + timeout, pause_to);
+        for &t in done.lock().unwrap().iter() {
+            if t < pause_from && t >= start + third / 2 {
+                before += 1;
+            } else if t >= outage.0 && t < outage.1 {
+                during += 1;
+            }
+        }
+        let per_second = |n: u64, span: Duration| n as f64 / span.as_secs_f64();
+        (
+            per_second(before, third / 2),
+            per_second(during, outage.1 - outage.0),
+        )
+    })
+}
+
 fn main() {
     let url = std::env::var("REDIS_URL").unwrap_or("redis://127.0.0.1:6379/".into());
     let secs: u64 = std::env::args()
         .nth(1)
         .and_then(|a| a.parse().ok())
         .unwrap_or(5);
+    let only = std::env::args().nth(2).unwrap_or_default();
+    if only.is_empty() || only == "leasing" {
+        leasing_rows(&url, secs);
+    }
+    if only.is_empty() || only == "deny" {
+        deny_rows(&url, secs);
+    }
+    if only.is_empty() || only == "degraded" {
+        println!();
+        println!("degraded mode, 4 processes offering 100/s each on GCRA 100 1s, {secs} s, paused for the middle third");
+        let (before, during) = degraded(&url, 4, 100, 100, secs.max(3));
+        println!("admitted/s before the outage {before:.1}, during it {during:.1} (limit 100)");
+    }
+}
+
+fn leasing_rows(url: &str, secs: u64) {
     println!("leasing, RL.GCRA 2000 1s BURST 100, {secs} s per row (server-side counts)");
     println!(
-        "{:>3} {:>3} | {:>9} {:>9} {:>12}",
-        "P", "k", "admitted", "RL.GCRA", "per admitted"
+        "{:>3} {:>3} | {:>9} {:>9} {:>12} {:>8} {:>14} {:>9}",
+        "P", "k", "admitted", "RL.GCRA", "per admitted", "÷ limit", "most in 1 s", "over"
     );
-    for workers in [1usize, 10] {
-        for k in [1u64, 20] {
-            let (admitted, calls) = leasing(&url, workers, k, secs);
-            println!(
-                "{workers:>3} {k:>3} | {admitted:>9} {calls:>9} {:>12.4}",
-                calls as f64 / admitted.max(1) as f64
-            );
+    // What the limit admits over the run: the burst, then the rate.
+    let limit = 100 + 2000 * secs;
+    // A third argument keeps only the rows of these P (`1,50`).
+    let only_p: Vec<usize> = std::env::args()
+        .nth(3)
+        .map(|a| a.split(',').filter_map(|p| p.parse().ok()).collect())
+        .unwrap_or_default();
+    for (workers, k) in [(1usize, 1u64), (1, 20), (10, 20), (50, 20)] {
+        if !only_p.is_empty() && !only_p.contains(&workers) {
+            continue;
         }
+        let run = leasing(url, workers, k, secs);
+        println!(
+            "{workers:>3} {k:>3} | {:>9} {:>9} {:>12.4} {:>8.3} {:>14} {:>9}",
+            run.admitted,
+            run.calls,
+            run.calls as f64 / run.admitted.max(1) as f64,
+            run.admitted as f64 / limit as f64,
+            run.most_in_a_second,
+            run.most_in_a_second as i64 - 2100,
+        );
     }
+}
+
+fn deny_rows(url: &str, secs: u64) {
     println!();
     println!("deny cache, one key offered 10x its limit (GCRA 100 1s), {secs} s per row");
     println!(
@@ -143,7 +291,7 @@ fn main() {
         "cache", "offered", "admitted", "RL.ALL", "per request", "saved"
     );
     for cache in [false, true] {
-        let (offered, admitted, calls, saved) = deny_cache(&url, cache, secs);
+        let (offered, admitted, calls, saved) = deny_cache(url, cache, secs);
         println!(
             "{:>5} | {offered:>7} {admitted:>8} {calls:>7} {:>11.4} {saved:>12}",
             if cache { "on" } else { "off" },

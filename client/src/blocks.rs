@@ -12,12 +12,18 @@
 //!
 //! **Pacing.** A call gets what accrued since anyone's last call, so when
 //! the limit is contended a process that called as soon as its block ran
-//! out would get blocks of one or two units. Having got `m` of `k` units
-//! after a gap `g`, it calls again after `g × k / m` (after a denial: twice
-//! the gap, and not before `retry_after`), answering "no" locally until
-//! then; each full block shortens the spacing by a tenth, so a process
-//! takes its share again when others go quiet. Spacing is at most
-//! [`MAX_GAP`].
+//! out would get blocks of one or two units, one store command each.
+//! Having got `m` of `k` units after a gap `g`, a process estimates the
+//! spacing that would get whole blocks as `g × k / m` (a denial counts as
+//! half a unit) and moves its spacing towards it, at most doubling it
+//! (fourfold after a denial) and never below the time `k` units take to
+//! accrue; it answers "no" locally until the next call is due. Between
+//! calls, the processes together should leave one to three blocks on the
+//! server, so that a call that comes early still gets a whole block: a
+//! full block that leaves three or more shortens the spacing by a tenth
+//! (others went quiet) and the next block may be taken at once, one that
+//! leaves less than one block lengthens it by a twentieth. Spacing is at
+//! most [`MAX_GAP`].
 //!
 //! **Bounds.** Units are charged on the server when leased, so the server
 //! never admits more than its limit; what a process admits later from its
@@ -48,8 +54,25 @@ pub enum Step {
     Ask(u64),
 }
 
+/// The time `units` take to accrue on an empty key, from a reply that
+/// left it empty: refilling all of `limit` takes `reset_after` (exact for
+/// GCRA and token buckets; for windows, an upper bound).
+fn accrual(reply: &Decision, units: u64) -> Duration {
+    if reply.remaining > 0 || reply.limit == 0 {
+        return Duration::ZERO;
+    }
+    reply.reset_after.mul_f64(units as f64 / reply.limit as f64)
+}
+
+/// What the processes together should leave on the server between calls:
+/// one to three blocks (at most a quarter to three quarters of the limit).
+fn band(block: u64, limit: u64) -> (u64, u64) {
+    let low = block.min(limit / 4);
+    (low, (3 * block).min(limit * 3 / 4).max(low + 1))
+}
+
 /// The leasing policy of one key under one limit.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct BlockLease {
     max_block: u64,
     adaptive: bool,
@@ -148,22 +171,51 @@ impl BlockLease {
             .last_call
             .map_or(Duration::ZERO, |t| now.saturating_duration_since(t));
         self.last_call = Some(now);
-        self.gap = if granted == 0 {
-            (since * 2).max(reply.retry_after.unwrap_or(MAX_GAP))
-        } else if granted < asked {
-            since.mul_f64(asked as f64 / granted as f64)
+        self.gap = self.next_gap(since, asked, granted, reply).min(MAX_GAP);
+        let (_, high) = band(asked, reply.limit);
+        self.next_call = if granted == asked && reply.remaining >= high {
+            // Whole blocks lie unused: the next block may be taken at once
+            // (a late wake-up is caught up).
+            Some(now)
         } else {
-            // A full block: a tenth shorter (of the spacing, not of the
-            // time since, which includes the caller's own delays).
-            self.gap.mul_f64(0.9)
-        }
-        .min(MAX_GAP);
-        self.next_call = now.checked_add(self.gap);
+            now.checked_add(self.gap)
+        };
         if granted == 0 {
             return false;
         }
         self.held = granted - 1;
         true
+    }
+
+    /// The spacing after a call `since` the previous one that got `granted`
+    /// of `asked` units.
+    fn next_gap(&self, since: Duration, asked: u64, granted: u64, reply: &Decision) -> Duration {
+        if granted < asked {
+            // Others use the key. What this call got after `since` says
+            // how long a block takes (nothing counts as half a unit), but
+            // one sample is noisy: it measures the time since anyone's
+            // last call. The spacing grows towards it, at most twofold (after
+            // a denial fourfold), and never stays below the time a block
+            // takes to accrue on an empty key.
+            let got = if granted == 0 { 0.5 } else { granted as f64 };
+            let estimate = since.mul_f64(asked as f64 / got);
+            let floor = accrual(reply, asked).max(reply.retry_after.unwrap_or_default());
+            let gap = self.gap.max(floor);
+            let most = if granted == 0 { 4.0 } else { 2.0 };
+            return estimate.clamp(gap, gap.mul_f64(most));
+        }
+        // A full block. The processes together should leave between one
+        // and three blocks on the server: a call that comes early then
+        // still gets a full block from what is left.
+        let (low, high) = band(asked, reply.limit);
+        if reply.remaining >= high {
+            // Units left unused: call sooner.
+            self.gap.mul_f64(0.9)
+        } else if reply.remaining < low {
+            self.gap.mul_f64(1.05)
+        } else {
+            self.gap
+        }
     }
 
     /// Takes the unused units back if the key was idle for `idle`: what to
@@ -182,6 +234,12 @@ impl BlockLease {
     /// Takes every unused unit back: what to refund.
     pub fn take_all(&mut self) -> Option<u64> {
         (self.held > 0).then(|| std::mem::take(&mut self.held))
+    }
+
+    /// Returns a unit taken by [`BlockLease::step`] for a request that was
+    /// not served after all (another limit denied it).
+    pub fn put_back(&mut self) {
+        self.held += 1;
     }
 }
 
@@ -406,6 +464,48 @@ mod tests {
             }
         }
         assert_eq!(l.block(), 1);
+    }
+
+    #[test]
+    fn contended_spacing_starts_at_a_blocks_accrual_grows_boundedly_and_shrinks_when_units_are_left(
+    ) {
+        let ms = Duration::from_millis;
+        // 100 units refill in 50 ms: a block of 20 accrues in 10 ms.
+        let partial = |granted: u64| Decision {
+            remaining: 0,
+            reset_after: ms(50),
+            ..reply(true, granted, None)
+        };
+        let mut l = BlockLease::fixed(20);
+        let t0 = Instant::now();
+        assert_eq!(l.step(t0), Step::Ask(20));
+        assert!(l.on_reply(t0, &partial(2)));
+        assert_eq!(l.next_call, Some(t0 + ms(10)), "a block's accrual, not 0");
+        // 2 of 20 after 10 ms says 100 ms; the spacing at most doubles.
+        let t1 = t0 + ms(10);
+        l.held = 0;
+        assert_eq!(l.step(t1), Step::Ask(20));
+        l.on_reply(t1, &partial(2));
+        assert_eq!(l.gap, ms(20));
+        // A full block that leaves three blocks: a tenth shorter; one that
+        // leaves one to three: unchanged; less than one: a twentieth longer.
+        let full = |remaining: u64| Decision {
+            remaining,
+            ..reply(true, 20, None)
+        };
+        let t2 = t1 + ms(20);
+        l.held = 0;
+        l.step(t2);
+        l.on_reply(t2, &full(60));
+        assert_eq!(l.gap, ms(18));
+        l.held = 0;
+        l.step(t2 + ms(18));
+        l.on_reply(t2 + ms(18), &full(20));
+        assert_eq!(l.gap, ms(18));
+        l.held = 0;
+        l.step(t2 + ms(36));
+        l.on_reply(t2 + ms(36), &full(19));
+        assert_eq!(l.gap, ms(18).mul_f64(1.05));
     }
 
     #[test]

@@ -156,7 +156,8 @@ impl Command for Decide {
 
     fn to_cmd(&self) -> redis::Cmd {
         let mut cmd = redis::cmd(self.policy.command_name());
-        cmd.arg(&self.key).arg(&self.policy.words()[1..]);
+        cmd.arg(&self.key);
+        self.policy.append_words(&mut cmd, false);
         self.options.append(&mut cmd);
         cmd
     }
@@ -219,7 +220,7 @@ impl Command for All {
             cmd.arg(key);
         }
         for (_, policy) in &self.limits {
-            cmd.arg(policy.words());
+            policy.append_words(&mut cmd, true);
         }
         match (&self.costs, self.options.charge) {
             (Some(costs), Charge::Refund(_)) => {
@@ -348,7 +349,8 @@ impl Command for Peek {
 
     fn to_cmd(&self) -> redis::Cmd {
         let mut cmd = redis::cmd("RL.PEEK");
-        cmd.arg(&self.key).arg(self.policy.words());
+        cmd.arg(&self.key);
+        self.policy.append_words(&mut cmd, true);
         cmd
     }
 

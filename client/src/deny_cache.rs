@@ -8,6 +8,16 @@
 //! refund or `DEL` in the meantime can also make it deny a request the
 //! store would have admitted.
 //!
+//! **Paced denials.** For a limit that regains one unit every `interval`
+//! (GCRA, token bucket: [`crate::Policy::unit_interval`]), a denial says
+//! more: the key holds nothing now, one unit comes after `retry_after`,
+//! then one per `interval`. After n admissions of this process since then
+//! the key holds at most `accrued − n` units, whatever others did, so a
+//! request before `retry_after + n × interval` is denied locally
+//! ([`DenyCache::record_paced`], [`DenyCache::admitted`]): a key offered
+//! more than its limit costs about one store command per admission, not
+//! one per admission and one per denial.
+//!
 //! Memory is bounded by `capacity` entries; when full, the entry that
 //! expires first gives way. Every operation is O(log capacity).
 
@@ -23,6 +33,9 @@ type Slot = (String, String);
 
 struct Entry {
     until: Instant,
+    /// Paced: the time one unit takes; the entry outlives `until` (by
+    /// [`PACED_GRACE`] or one interval) so that an admission can move it on.
+    interval: Option<Duration>,
     seq: u64,
     cost: u64,
     decision: Decision,
@@ -36,10 +49,22 @@ struct Entries {
     next_seq: u64,
 }
 
+/// How long a paced entry outlives its denial, waiting for an admission
+/// to move it on (a stalled process must not lose it).
+const PACED_GRACE: Duration = Duration::from_secs(1);
+
+impl Entry {
+    /// When the entry is of no more use.
+    fn expiry(&self) -> Instant {
+        let grace = self.interval.map_or(Duration::ZERO, |i| i.max(PACED_GRACE));
+        self.until.checked_add(grace).unwrap_or(self.until)
+    }
+}
+
 impl Entries {
     fn remove(&mut self, slot: &Slot) {
         if let Some(e) = self.by_slot.remove(slot) {
-            self.by_expiry.remove(&(e.until, e.seq));
+            self.by_expiry.remove(&(e.expiry(), e.seq));
         }
     }
 
@@ -83,6 +108,21 @@ impl DenyCache {
     /// seen at `now`. Denials without a wait (never admissible) are not
     /// kept: the store's answer is cheap to repeat and its words matter.
     pub fn record(&self, key: &str, limit: &str, cost: u64, decision: &Decision, now: Instant) {
+        self.record_paced(key, limit, cost, decision, now, None);
+    }
+
+    /// The same for a limit that regains one unit every `interval` (see
+    /// the module's documentation): later admissions of this process
+    /// ([`DenyCache::admitted`]) move the denial on by `interval` each.
+    pub fn record_paced(
+        &self,
+        key: &str,
+        limit: &str,
+        cost: u64,
+        decision: &Decision,
+        now: Instant,
+        interval: Option<Duration>,
+    ) {
         let Some(wait) = decision
             .retry_after
             .filter(|w| !decision.allowed && !w.is_zero())
@@ -103,17 +143,45 @@ impl DenyCache {
         }
         let seq = entries.next_seq;
         entries.next_seq += 1;
-        entries.by_expiry.insert((until, seq), slot.clone());
-        let decision = decision.clone();
-        entries.by_slot.insert(
-            slot,
-            Entry {
-                until,
-                seq,
-                cost,
-                decision,
-            },
-        );
+        let entry = Entry {
+            until,
+            // Paced only from a denial of one unit: its wait is the next
+            // unit's.
+            interval: interval.filter(|i| cost == 1 && !i.is_zero()),
+            seq,
+            cost,
+            decision: decision.clone(),
+        };
+        entries
+            .by_expiry
+            .insert((entry.expiry(), seq), slot.clone());
+        entries.by_slot.insert(slot, entry);
+    }
+
+    /// This process's request of `cost` on `key` under `limit` was admitted
+    /// by the store: a paced denial moves on by `cost` units.
+    pub fn admitted(&self, key: &str, limit: &str, cost: u64, now: Instant) {
+        let mut entries = self.lock();
+        entries.expire(now);
+        let slot: Slot = (key.to_string(), limit.to_string());
+        let Some(entry) = entries.by_slot.get(&slot) else {
+            return;
+        };
+        let Some(interval) = entry.interval else {
+            return;
+        };
+        let old = (entry.expiry(), entry.seq);
+        let step = interval.saturating_mul(u32::try_from(cost).unwrap_or(u32::MAX));
+        let Some(until) = entry.until.checked_add(step) else {
+            return;
+        };
+        let Some(entry) = entries.by_slot.get_mut(&slot) else {
+            return;
+        };
+        entry.until = until;
+        let new = (entry.expiry(), entry.seq);
+        entries.by_expiry.remove(&old);
+        entries.by_expiry.insert(new, slot);
     }
 
     /// A remembered denial of `cost` on `key` under `limit` still in force
@@ -124,7 +192,9 @@ impl DenyCache {
         let slot: Slot = (key.to_string(), limit.to_string());
         let entry = entries.by_slot.get(&slot)?;
         if entry.until <= now {
-            entries.remove(&slot);
+            if entry.expiry() <= now {
+                entries.remove(&slot);
+            }
             return None;
         }
         // A smaller request may fit sooner: only as large or larger ones
@@ -191,6 +261,29 @@ mod tests {
         assert!(cache.check("k", "GCRA 10 1000ms", 1, at_end).is_none());
         assert_eq!(cache.round_trips_saved(), 1);
         assert!(cache.is_empty());
+    }
+
+    #[test]
+    fn a_paced_denial_moves_on_one_interval_per_admission() {
+        let cache = DenyCache::new(10);
+        let t0 = Instant::now();
+        let ms = Duration::from_millis;
+        cache.record_paced("k", "p", 1, &denied(4), t0, Some(ms(10)));
+        assert!(cache.check("k", "p", 1, t0 + ms(3)).is_some());
+        // The unit due at 4 ms: asked for, admitted; the next one is due at
+        // 14 ms, whatever the time of the admission.
+        assert!(cache.check("k", "p", 1, t0 + ms(5)).is_none());
+        cache.admitted("k", "p", 1, t0 + ms(5));
+        let d = cache.check("k", "p", 1, t0 + ms(13)).unwrap();
+        assert_eq!(d.retry_after, Some(ms(1)));
+        assert!(cache.check("k", "p", 1, t0 + ms(14)).is_none());
+        // Unpaced, an admission changes nothing.
+        cache.record("u", "p", 1, &denied(4), t0);
+        cache.admitted("u", "p", 1, t0 + ms(5));
+        assert!(cache.check("u", "p", 1, t0 + ms(5)).is_none());
+        // Long after, with no admission, the entry is gone.
+        cache.check("k", "p", 1, t0 + ms(14) + PACED_GRACE);
+        assert_eq!(cache.len(), 0);
     }
 
     #[test]

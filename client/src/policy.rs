@@ -153,6 +153,13 @@ into_policy!(Gcra, Bucket, Sliding, Fixed, Concurrency);
 /// A duration as the module reads it: whole milliseconds, rounded up, so
 /// that a period is never shorter than asked (zero stays zero: the server
 /// names that error).
+/// One word of a policy.
+enum Word {
+    Name(&'static str),
+    Count(u64),
+    Millis(u64),
+}
+
 pub(crate) fn duration_arg(d: Duration) -> String {
     format!("{}ms", ceil_millis(d))
 }
@@ -163,6 +170,20 @@ pub(crate) fn ceil_millis(d: Duration) -> u64 {
 }
 
 impl Policy {
+    /// For a policy that regains units one at a time at a constant rate
+    /// (GCRA, token bucket), the time one unit takes (rounded down).
+    pub fn unit_interval(&self) -> Option<Duration> {
+        let (count, period) = match *self {
+            Policy::Gcra(g) => (g.limit, g.period),
+            Policy::Bucket(b) => (b.refill, b.period),
+            _ => return None,
+        };
+        let nanos = period.as_nanos() / u128::from(count.max(1));
+        Some(Duration::from_nanos(
+            u64::try_from(nanos).unwrap_or(u64::MAX),
+        ))
+    }
+
     /// The single-key command that decides this policy alone.
     pub fn command_name(&self) -> &'static str {
         match self {
@@ -177,44 +198,90 @@ impl Policy {
     /// Its words in `RL.ALL`, name first: `["GCRA", "10", "1000ms"]`.
     pub fn words(&self) -> Vec<String> {
         let mut w: Vec<String> = Vec::with_capacity(5);
+        self.each_word(|word| {
+            w.push(match word {
+                Word::Name(n) => n.to_string(),
+                Word::Count(n) => n.to_string(),
+                Word::Millis(ms) => format!("{ms}ms"),
+            })
+        });
+        w
+    }
+
+    /// Appends its words to a command, without the name word when
+    /// `with_name` is false (a single-key command names it already), with
+    /// no allocation of its own.
+    pub(crate) fn append_words(&self, cmd: &mut redis::Cmd, with_name: bool) {
+        let mut first = true;
+        self.each_word(|word| {
+            let skip = first && !with_name;
+            first = false;
+            match word {
+                _ if skip => {}
+                Word::Name(n) => {
+                    cmd.arg(n);
+                }
+                Word::Count(n) => {
+                    cmd.arg(n);
+                }
+                Word::Millis(ms) => {
+                    let mut buf = [0u8; 24];
+                    let len = {
+                        let mut out: &mut [u8] = &mut buf;
+                        let _ = std::io::Write::write_fmt(&mut out, format_args!("{ms}ms"));
+                        24 - out.len()
+                    };
+                    cmd.arg(&buf[..len]);
+                }
+            }
+        });
+    }
+
+    /// Each word in order, name first.
+    fn each_word(&self, mut f: impl FnMut(Word)) {
         match *self {
             Policy::Gcra(g) => {
-                w.extend(["GCRA".into(), g.limit.to_string(), duration_arg(g.period)]);
+                f(Word::Name("GCRA"));
+                f(Word::Count(g.limit));
+                f(Word::Millis(ceil_millis(g.period)));
                 if let Some(b) = g.burst {
-                    w.extend(["BURST".into(), b.to_string()]);
+                    f(Word::Name("BURST"));
+                    f(Word::Count(b));
                 }
             }
-            Policy::Bucket(b) => w.extend([
-                "BUCKET".into(),
-                b.capacity.to_string(),
-                b.refill.to_string(),
-                duration_arg(b.period),
-            ]),
+            Policy::Bucket(b) => {
+                f(Word::Name("BUCKET"));
+                f(Word::Count(b.capacity));
+                f(Word::Count(b.refill));
+                f(Word::Millis(ceil_millis(b.period)));
+            }
             Policy::Sliding(s) => {
-                w.extend([
-                    "SLIDING".into(),
-                    s.limit.to_string(),
-                    duration_arg(s.window),
-                ]);
+                f(Word::Name("SLIDING"));
+                f(Word::Count(s.limit));
+                f(Word::Millis(ceil_millis(s.window)));
                 match s.mode {
                     SlidingMode::Exact => {}
-                    SlidingMode::Approx => w.push("APPROX".into()),
-                    SlidingMode::Buckets(n) => w.extend(["BUCKETS".into(), n.to_string()]),
+                    SlidingMode::Approx => f(Word::Name("APPROX")),
+                    SlidingMode::Buckets(n) => {
+                        f(Word::Name("BUCKETS"));
+                        f(Word::Count(u64::from(n)));
+                    }
                 }
             }
-            Policy::Fixed(f) => {
-                w.extend(["FIXED".into(), f.limit.to_string(), duration_arg(f.window)]);
-                if f.aligned {
-                    w.push("ALIGNED".into());
+            Policy::Fixed(fixed) => {
+                f(Word::Name("FIXED"));
+                f(Word::Count(fixed.limit));
+                f(Word::Millis(ceil_millis(fixed.window)));
+                if fixed.aligned {
+                    f(Word::Name("ALIGNED"));
                 }
             }
-            Policy::Concurrency(c) => w.extend([
-                "CONCURRENCY".into(),
-                c.limit.to_string(),
-                duration_arg(c.ttl),
-            ]),
+            Policy::Concurrency(c) => {
+                f(Word::Name("CONCURRENCY"));
+                f(Word::Count(c.limit));
+                f(Word::Millis(ceil_millis(c.ttl)));
+            }
         }
-        w
     }
 
     /// The sustained rate (never the burst) as `RateLimit-Policy` states
@@ -414,6 +481,24 @@ mod tests {
             "SLIDING 10 1s BUCKETS",
         ] {
             assert!(bad.parse::<Policy>().is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn appended_words_are_the_words() {
+        for text in [
+            "GCRA 10 1000ms BURST 20",
+            "BUCKET 100 10 1000ms",
+            "SLIDING 5 60000ms BUCKETS 6",
+            "FIXED 5 3600000ms ALIGNED",
+            "CONCURRENCY 5 30000ms",
+        ] {
+            let policy: Policy = text.parse().unwrap();
+            let mut appended = redis::cmd("X");
+            policy.append_words(&mut appended, true);
+            let mut listed = redis::cmd("X");
+            listed.arg(policy.words());
+            assert_eq!(appended.get_packed_command(), listed.get_packed_command());
         }
     }
 

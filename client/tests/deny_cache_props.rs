@@ -61,4 +61,43 @@ proptest! {
         prop_assert_eq!(cache.round_trips_saved(), local);
         prop_assert!(asked >= 1);
     }
+
+    #[test]
+    fn a_paced_denial_denies_only_what_the_store_denies_up_to_its_rounding(
+        (limit, period_ms, burst) in (1u64..50, 1u64..5_000, 1u64..20),
+        requests in proptest::collection::vec((0u64..20_000, 1u64..3), 1..500),
+    ) {
+        let g = Gcra::new(limit, Micros::from_millis(period_ms), burst).unwrap();
+        let interval = redis_ratelimit_client::Policy::from(
+            redis_ratelimit_client::Gcra::new(limit, Duration::from_millis(period_ms)),
+        )
+        .unit_interval();
+        let cache = DenyCache::new(4);
+        let base = Instant::now();
+        let mut state: Option<Tat> = None;
+        let mut now_us = 1_000_000_000u64;
+        let (mut local, mut admitted) = (0, 0);
+        for (gap, cost) in requests {
+            now_us += gap;
+            let now = base + Duration::from_micros(now_us - 1_000_000_000);
+            if cache.check("k", "GCRA", cost, now).is_some() {
+                let (would, _) = g.decide(state, Micros::new(now_us - 999), cost);
+                prop_assert!(!would.allowed, "denied locally, admitted by the store");
+                local += 1;
+                continue;
+            }
+            let (d, new) = g.decide(state, Micros::new(now_us), cost);
+            if let Some(t) = new {
+                state = Some(t);
+            }
+            if d.allowed {
+                admitted += 1;
+                cache.admitted("k", "GCRA", cost, now);
+            } else {
+                cache.record_paced("k", "GCRA", cost, &reply(&d), now, interval);
+            }
+        }
+        prop_assert_eq!(cache.round_trips_saved(), local);
+        prop_assert!(admitted + local <= 500);
+    }
 }

@@ -217,3 +217,88 @@ fn a_server_that_does_not_answer_in_time_is_an_outage_too() {
         assert_eq!(r.status, 200);
     });
 }
+
+#[test]
+fn a_leased_limit_admits_from_blocks_and_gives_back_what_is_left() {
+    let s = Server::start();
+    let mut c = s.conn();
+    clock_set(&mut c, T0);
+    let policy = Gcra::new(100, HOUR);
+    let left = |c: &mut redis::Connection| Peek::new("rl:hot", policy).query(c).unwrap().remaining;
+    block_on(async {
+        // Three processes, each with its own layer and connection.
+        let layers: Vec<_> = (0..3)
+            .map(|_| {
+                layer(client(&s, Protocol::Resp2)).limit(
+                    HttpLimit::shared("hot", "rl:hot", policy)
+                        .leased(redis_ratelimit_client::BlockLease::fixed(20)),
+                )
+            })
+            .collect();
+        let apps: Vec<_> = layers.iter().map(|l| router(l.clone())).collect();
+        let before = calls(&mut c, "rl.gcra");
+        let mut admitted = 0u64;
+        // 1,000 requests for 100 units (no unit accrues on the manual clock).
+        for i in 0..1000 {
+            let r = get(&apps[i % 3], Some("anyone")).await;
+            if r.status == 200 {
+                admitted += 1;
+                assert!(r.headers["ratelimit"].starts_with("\"hot\";r="));
+            } else {
+                assert_eq!(r.status, 429);
+                assert!(r.headers.contains_key("retry-after"));
+            }
+        }
+        let held: u64 = layers.iter().map(|l| l.leased_units()).sum();
+        assert_eq!(admitted + held, 100, "never beyond the limit");
+        let commands = calls(&mut c, "rl.gcra") - before;
+        assert!(
+            commands < 40,
+            "{commands} commands for {admitted} admissions"
+        );
+        // An idle key's units go back; at shutdown, everything.
+        layers[0].refund_idle(Duration::ZERO).await.unwrap();
+        assert_eq!(layers[0].leased_units(), 0);
+        layers[1].refund_all().await.unwrap();
+        assert_eq!(left(&mut c), held - layers[2].leased_units());
+        // Dropping the last layer refunds in the background.
+        drop(apps);
+        drop(layers);
+        let mut polls = 0;
+        while left(&mut c) != held {
+            polls += 1;
+            assert!(polls < 5000, "never refunded");
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+    });
+}
+
+#[test]
+fn a_leased_limit_with_an_asked_one_puts_its_unit_back_when_the_other_denies() {
+    let s = Server::start();
+    let mut c = s.conn();
+    clock_set(&mut c, T0);
+    let shared = Gcra::new(100, HOUR);
+    block_on(async {
+        let layer = layer(client(&s, Protocol::Resp3))
+            .limit(HttpLimit::per_key("per-key", "rl:k:", Gcra::new(2, HOUR)))
+            .limit(
+                HttpLimit::shared("global", "rl:global", shared)
+                    .leased(redis_ratelimit_client::BlockLease::fixed(10)),
+            );
+        let app = router(layer.clone());
+        let statuses: Vec<u16> = {
+            let mut v = Vec::new();
+            for _ in 0..5 {
+                v.push(get(&app, Some("alice")).await.status);
+            }
+            v
+        };
+        assert_eq!(statuses, [200, 200, 429, 429, 429]);
+        // One block of 10 taken, 2 used: 8 held, the denials gave theirs back.
+        assert_eq!(layer.leased_units(), 8);
+        layer.refund_all().await.unwrap();
+        let left = Peek::new("rl:global", shared).query(&mut c).unwrap();
+        assert_eq!(left.remaining, 98);
+    });
+}

@@ -3,6 +3,7 @@
 //! body, `503` or admission when the store cannot answer.
 
 use super::headers::{header_fields, problem, Named};
+use super::leases::{Leases, Outcome};
 use super::{HttpLimit, KeyExtractor, OnStoreError};
 use crate::command::All;
 use crate::degraded::Shares;
@@ -19,6 +20,9 @@ use std::time::{Duration, Instant};
 
 type ErrorHook = Arc<dyn Fn(&Error) + Send + Sync>;
 
+/// How many keys' block leases a layer keeps unless told otherwise.
+pub const DEFAULT_LEASE_CAPACITY: usize = 10_000;
+
 #[derive(Clone)]
 struct Config<K, C> {
     client: Client<C>,
@@ -30,6 +34,9 @@ struct Config<K, C> {
     wait: Option<Duration>,
     deny_cache: Option<Arc<DenyCache>>,
     shares: Option<Arc<Mutex<Shares>>>,
+    /// The block leases of the leased limits, if any is.
+    leases: Option<Arc<Leases<C>>>,
+    lease_capacity: usize,
     missing_key: (StatusCode, &'static str),
     on_error: Option<ErrorHook>,
 }
@@ -60,6 +67,8 @@ where
                 wait: None,
                 deny_cache: None,
                 shares: None,
+                leases: None,
+                lease_capacity: DEFAULT_LEASE_CAPACITY,
                 missing_key: (StatusCode::UNAUTHORIZED, "missing rate-limit key\n"),
                 on_error: None,
             }),
@@ -88,7 +97,48 @@ where
         });
         config.words.push(limit.policy.to_string());
         config.limits.push(limit);
+        config.renew_leases();
         self
+    }
+
+    /// Keeps the block leases of at most `capacity` keys (default
+    /// [`DEFAULT_LEASE_CAPACITY`]); the least recently used gives way, its
+    /// units refunded at the next idle sweep.
+    pub fn lease_capacity(mut self, capacity: usize) -> RateLimitLayer<K, C> {
+        let config = self.config();
+        config.lease_capacity = capacity;
+        config.renew_leases();
+        self
+    }
+
+    /// A task (on the current tokio runtime) that refunds the units of
+    /// leased keys unused for `idle`, checking twice per `idle`; `None`
+    /// without leased limits. Abort it at shutdown, then
+    /// [`RateLimitLayer::refund_all`].
+    pub fn refund_when_idle(&self, idle: Duration) -> Option<tokio::task::JoinHandle<()>> {
+        Some(self.config.leases.as_ref()?.refund_when_idle(idle))
+    }
+
+    /// Refunds the units of leased keys unused for `idle`.
+    pub async fn refund_idle(&self, idle: Duration) -> Result<(), Error> {
+        match &self.config.leases {
+            Some(leases) => leases.refund_idle(idle).await,
+            None => Ok(()),
+        }
+    }
+
+    /// Refunds every unit the leased limits hold (at shutdown; dropping
+    /// the last clone of the layer does it in the background).
+    pub async fn refund_all(&self) -> Result<(), Error> {
+        match &self.config.leases {
+            Some(leases) => leases.refund_all().await,
+            None => Ok(()),
+        }
+    }
+
+    /// Units the leased limits hold now.
+    pub fn leased_units(&self) -> u64 {
+        self.config.leases.as_ref().map_or(0, |l| l.held())
     }
 
     /// Queues a request on the server for up to `timeout` (`WAIT`) before
@@ -100,6 +150,10 @@ where
 
     /// Remembers up to `capacity` denials: until a denied limit's
     /// `retry_after` has passed, its key is denied without a round trip.
+    /// For GCRA and token-bucket limits the denial is paced: each later
+    /// admission of this layer moves it on by the time one unit takes, so
+    /// a key offered more than its limit reaches the store about once per
+    /// admission (see [`crate::deny_cache`]).
     pub fn deny_cache(mut self, capacity: usize) -> RateLimitLayer<K, C> {
         self.config().deny_cache = Some(Arc::new(DenyCache::new(capacity)));
         self
@@ -167,9 +221,35 @@ enum Verdict {
 
 impl<K, C> Config<K, C>
 where
+    C: redis::aio::ConnectionLike + Clone + Send + Sync + 'static,
+{
+    /// Leases anew for the current limits (nothing is held yet: the layer
+    /// is being built).
+    fn renew_leases(&mut self) {
+        let policies: Vec<_> = self
+            .limits
+            .iter()
+            .map(|l| l.lease.clone().map(|lease| (l.policy, lease)))
+            .collect();
+        self.leases = policies.iter().any(Option::is_some).then(|| {
+            Arc::new(Leases::new(
+                self.client.clone(),
+                policies,
+                self.lease_capacity,
+            ))
+        });
+    }
+}
+
+impl<K, C> Config<K, C>
+where
     K: KeyExtractor,
     C: redis::aio::ConnectionLike + Clone + Send + Sync + 'static,
 {
+    fn is_leased(&self, index: usize) -> bool {
+        self.leases.as_ref().is_some_and(|l| l.is_leased(index))
+    }
+
     async fn decide(&self, request: &http::request::Parts) -> Verdict {
         let Some(request_key) = self.extractor.key(request) else {
             let (status, body) = self.missing_key;
@@ -183,32 +263,82 @@ where
         if let Some(denied) = self.remembered_denial(&keys) {
             return self.denial(&denied);
         }
+        // The leased limits first: most requests take a unit from a block.
+        let mut decided: Vec<Option<Decision>> = vec![None; keys.len()];
+        let mut taken = Vec::new();
+        if let Some(leases) = &self.leases {
+            match leases.admit(&keys).await {
+                Outcome::Admitted(units) => taken = units,
+                Outcome::Denied(i, d) => return self.denial(&only(i, d, keys.len())),
+                Outcome::Failed(e) => return self.store_error(&e, &keys),
+            }
+            for ((i, _), d) in &taken {
+                decided[*i] = Some(d.clone());
+            }
+        }
+        let asked: Vec<usize> = (0..keys.len()).filter(|&i| !self.is_leased(i)).collect();
+        if asked.is_empty() {
+            let limits = decided
+                .into_iter()
+                .map(|d| d.unwrap_or_else(unasked))
+                .collect();
+            let decision = AllDecision {
+                allowed: true,
+                blocked_by: None,
+                retry_after: None,
+                limits,
+            };
+            return Verdict::Serve(header_fields(&decision, &self.named));
+        }
         let mut call = All::new();
-        for (key, limit) in keys.iter().zip(&self.limits) {
-            call = call.limit(key.clone(), limit.policy);
+        for &i in &asked {
+            call = call.limit(keys[i].clone(), self.limits[i].policy);
         }
         if let Some(wait) = self.wait {
             call = call.wait(wait);
         }
         match self.client.send(&call).await {
-            Ok(decision) => {
+            Ok(reply) => {
+                for (&i, d) in asked.iter().zip(reply.limits) {
+                    decided[i] = Some(d);
+                }
+                let decision = AllDecision {
+                    allowed: reply.allowed,
+                    blocked_by: reply.blocked_by.and_then(|b| asked.get(b).copied()),
+                    retry_after: reply.retry_after,
+                    limits: decided
+                        .into_iter()
+                        .map(|d| d.unwrap_or_else(unasked))
+                        .collect(),
+                };
                 self.observe(&keys, &decision);
                 if decision.allowed {
+                    self.admitted(&keys, &asked);
                     Verdict::Serve(header_fields(&decision, &self.named))
                 } else {
+                    if let Some(leases) = &self.leases {
+                        leases.put_back(&taken);
+                    }
                     self.remember(&keys, &decision);
                     self.denial(&decision)
                 }
             }
             Err(e) => {
-                if let Some(hook) = &self.on_error {
-                    hook(&e);
+                if let Some(leases) = &self.leases {
+                    leases.put_back(&taken);
                 }
-                match &self.shares {
-                    Some(shares) if e.is_unavailable() => self.decide_locally(shares, &keys),
-                    _ => self.unavailable(),
-                }
+                self.store_error(&e, &keys)
             }
+        }
+    }
+
+    fn store_error(&self, e: &Error, keys: &[String]) -> Verdict {
+        if let Some(hook) = &self.on_error {
+            hook(e);
+        }
+        match &self.shares {
+            Some(shares) if e.is_unavailable() => self.decide_locally(shares, keys),
+            _ => self.unavailable(),
         }
     }
 
@@ -247,7 +377,7 @@ where
         let now = Instant::now();
         let charged = u64::from(decision.allowed);
         for (i, d) in decision.limits.iter().enumerate() {
-            if self.limits[i].on_store_error == OnStoreError::FailClosed {
+            if self.limits[i].on_store_error == OnStoreError::FailClosed && !self.is_leased(i) {
                 shares.observe(&keys[i], self.named[i].quota, d, charged, now);
             }
         }
@@ -301,15 +431,9 @@ where
         let retry_after = denied.retry_after;
         // The other limits were not asked: reported as admitting, they
         // take no part in the 429's fields.
-        let limits = (0..keys.len())
-            .map(|j| if j == i { denied.clone() } else { unasked() })
-            .collect();
-        Some(AllDecision {
-            allowed: false,
-            blocked_by: Some(i),
-            retry_after,
-            limits,
-        })
+        let mut decision = only(i, denied, keys.len());
+        decision.retry_after = retry_after;
+        Some(decision)
     }
 
     fn remember(&self, keys: &[String], decision: &AllDecision) {
@@ -317,8 +441,23 @@ where
             return;
         };
         let now = Instant::now();
-        for ((key, words), d) in keys.iter().zip(&self.words).zip(&decision.limits) {
-            cache.record(key, words, 1, d, now);
+        let limits = keys.iter().zip(&self.words).zip(&decision.limits);
+        for (i, ((key, words), d)) in limits.enumerate() {
+            if !self.is_leased(i) {
+                let interval = self.limits[i].policy.unit_interval();
+                cache.record_paced(key, words, 1, d, now, interval);
+            }
+        }
+    }
+
+    /// The limits at `asked` admitted a request: paced denials move on.
+    fn admitted(&self, keys: &[String], asked: &[usize]) {
+        let Some(cache) = &self.deny_cache else {
+            return;
+        };
+        let now = Instant::now();
+        for &i in asked {
+            cache.admitted(&keys[i], &self.words[i], 1, now);
         }
     }
 }
@@ -332,6 +471,20 @@ fn unasked() -> Decision {
         reset_after: Duration::ZERO,
         granted: None,
         lease: None,
+    }
+}
+
+/// A denial by limit `i` alone: the other limits were not asked, and
+/// reported as admitting they take no part in the 429's fields.
+fn only(i: usize, denied: Decision, limits: usize) -> AllDecision {
+    let retry_after = denied.retry_after;
+    let mut all = vec![unasked(); limits];
+    all[i] = denied;
+    AllDecision {
+        allowed: false,
+        blocked_by: Some(i),
+        retry_after,
+        limits: all,
     }
 }
 

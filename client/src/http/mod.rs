@@ -19,11 +19,12 @@
 
 pub mod headers;
 mod layer;
+mod leases;
 
 pub use headers::{ceil_seconds, header_fields, problem, Named};
 pub use layer::{RateLimit, RateLimitLayer};
 
-use crate::Policy;
+use crate::{BlockLease, Policy};
 use http::request::Parts;
 use http::HeaderName;
 
@@ -47,14 +48,16 @@ enum KeyOf {
     Shared(String),
 }
 
-/// One limit of the layer: its name in the headers, its key, its policy
-/// and what it does when the store cannot answer.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// One limit of the layer: its name in the headers, its key, its policy,
+/// what it does when the store cannot answer, and whether it is leased in
+/// blocks.
+#[derive(Clone, Debug, PartialEq)]
 pub struct HttpLimit {
     name: String,
     key: KeyOf,
     policy: Policy,
     on_store_error: OnStoreError,
+    lease: Option<BlockLease>,
 }
 
 impl HttpLimit {
@@ -84,7 +87,20 @@ impl HttpLimit {
             key,
             policy: policy.into(),
             on_store_error: OnStoreError::FailClosed,
+            lease: None,
         }
+    }
+
+    /// Leases the limit in blocks (see [`crate::blocks`]): each key's
+    /// units are taken `k` at a time with `COST k PARTIAL` and admitted
+    /// locally, and what is left goes back with `REFUND` when the key is
+    /// idle ([`RateLimitLayer::refund_when_idle`]), at shutdown
+    /// ([`RateLimitLayer::refund_all`]) and when the layer is dropped.
+    /// `lease` is the policy each key starts with, e.g.
+    /// `BlockLease::fixed(20)`.
+    pub fn leased(mut self, lease: BlockLease) -> HttpLimit {
+        self.lease = Some(lease);
+        self
     }
 
     pub fn fail_open(self) -> HttpLimit {

@@ -1,0 +1,363 @@
+//! The layer's leased limits: one [`BlockLease`] per key, bounded in
+//! number, and the refunds of what they hold (when idle, at shutdown, when
+//! a key gives way to another, and when the layer is dropped).
+
+use crate::blocks::{BlockLease, Step};
+use crate::command::{Charge, Decide};
+use crate::reply::Decision;
+use crate::{Client, Error, Policy};
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+/// A leased limit (its index among the layer's limits) and a store key.
+pub(crate) type Slot = (usize, String);
+
+struct Held {
+    lease: BlockLease,
+    used: Instant,
+    seq: u64,
+    /// The store's last answer on the key, for the response's fields.
+    last: Option<Decision>,
+}
+
+#[derive(Default)]
+struct Inner {
+    by_slot: HashMap<Slot, Held>,
+    /// The same slots by last use, for idle refunds and eviction in order.
+    by_use: BTreeMap<(Instant, u64), Slot>,
+    next_seq: u64,
+    /// Units of slots that gave way, still to be refunded (at most
+    /// `capacity` of them; past that they stay charged).
+    evicted: Vec<(Slot, u64)>,
+}
+
+type Policies = Arc<Vec<Option<(Policy, BlockLease)>>>;
+type Refunder = Box<dyn Fn(Vec<(Slot, u64)>) + Send + Sync>;
+
+impl Inner {
+    /// Takes back every held unit: the refunds to send.
+    fn take_all(&mut self) -> Vec<(Slot, u64)> {
+        let mut refunds = std::mem::take(&mut self.evicted);
+        for (slot, held) in self.by_slot.iter_mut() {
+            if let Some(units) = held.lease.take_all() {
+                refunds.push((slot.clone(), units));
+            }
+        }
+        refunds
+    }
+}
+
+/// The block leases of a layer's leased limits.
+pub(crate) struct Leases<C> {
+    client: Client<C>,
+    /// Each limit's policy, `None` for limits that are not leased.
+    policies: Policies,
+    capacity: usize,
+    inner: Mutex<Inner>,
+    /// Sends the last refunds in the background when dropped.
+    on_drop: Refunder,
+}
+
+/// What the leased limits decided for a request.
+pub(crate) enum Outcome {
+    /// Each leased limit's decision took a unit (the limits' slots).
+    Admitted(Vec<(Slot, Decision)>),
+    /// Denied by the leased limit at this index.
+    Denied(usize, Decision),
+    /// The store did not answer.
+    Failed(Error),
+}
+
+impl<C> Leases<C>
+where
+    C: redis::aio::ConnectionLike + Clone + Send + Sync + 'static,
+{
+    pub(crate) fn new(
+        client: Client<C>,
+        policies: Vec<Option<(Policy, BlockLease)>>,
+        capacity: usize,
+    ) -> Leases<C> {
+        let policies = Arc::new(policies);
+        let on_drop: Refunder = {
+            let (client, policies) = (client.clone(), policies.clone());
+            Box::new(move |refunds| {
+                // Without a runtime the units stay charged until they refill.
+                if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+                    let (client, policies) = (client.clone(), policies.clone());
+                    runtime.spawn(async move {
+                        let _ = send_refunds(&client, &policies, refunds).await;
+                    });
+                }
+            })
+        };
+        Leases {
+            client,
+            policies,
+            capacity: capacity.max(1),
+            inner: Mutex::new(Inner::default()),
+            on_drop,
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        // Each change is whole: a poisoned lock is usable.
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Whether the limit at `index` is leased.
+    pub(crate) fn is_leased(&self, index: usize) -> bool {
+        self.policies.get(index).is_some_and(Option::is_some)
+    }
+
+    /// A request on the leased limits' keys (`keys[i]` for limit `i`): each
+    /// takes a unit from its block, or asks the store for a block. A
+    /// denial or failure puts back the units already taken.
+    pub(crate) async fn admit(&self, keys: &[String]) -> Outcome {
+        let mut taken: Vec<(Slot, Decision)> = Vec::new();
+        for (i, key) in keys.iter().enumerate() {
+            let Some((policy, _)) = &self.policies[i] else {
+                continue;
+            };
+            let slot: Slot = (i, key.clone());
+            let now = Instant::now();
+            let step = self.step(&slot, now);
+            let verdict = match step {
+                Step::Admit => Ok(self.held_decision(&slot)),
+                Step::Deny { until } => Err(self.local_denial(&slot, until - now)),
+                Step::Ask(k) => {
+                    let call = Decide::new(key.clone(), *policy).charge(Charge::Partial(k));
+                    match self.client.send(&call).await {
+                        Ok(reply) => self.on_reply(&slot, &reply),
+                        Err(e) => {
+                            self.put_back(&taken);
+                            return Outcome::Failed(e);
+                        }
+                    }
+                }
+            };
+            match verdict {
+                Ok(d) => taken.push((slot, d)),
+                Err(d) => {
+                    self.put_back(&taken);
+                    return Outcome::Denied(i, d);
+                }
+            }
+        }
+        Outcome::Admitted(taken)
+    }
+
+    fn step(&self, slot: &Slot, now: Instant) -> Step {
+        let mut inner = self.lock();
+        let held = match inner.by_slot.remove(slot) {
+            Some(mut held) => {
+                inner.by_use.remove(&(held.used, held.seq));
+                held.used = now;
+                held
+            }
+            None => {
+                self.make_room(&mut inner);
+                let lease = self.policies[slot.0]
+                    .as_ref()
+                    .map(|(_, l)| l.clone())
+                    .unwrap_or_else(|| BlockLease::fixed(1));
+                Held {
+                    lease,
+                    used: now,
+                    seq: 0,
+                    last: None,
+                }
+            }
+        };
+        let mut held = held;
+        held.seq = inner.next_seq;
+        inner.next_seq += 1;
+        let step = held.lease.step(now);
+        inner.by_use.insert((now, held.seq), slot.clone());
+        inner.by_slot.insert(slot.clone(), held);
+        step
+    }
+
+    /// When full, the least recently used slot gives way; its units are
+    /// refunded at the next sweep.
+    fn make_room(&self, inner: &mut Inner) {
+        if inner.by_slot.len() < self.capacity {
+            return;
+        }
+        let Some((_, slot)) = inner.by_use.pop_first() else {
+            return;
+        };
+        if let Some(mut held) = inner.by_slot.remove(&slot) {
+            if let Some(units) = held.lease.take_all() {
+                if inner.evicted.len() < self.capacity {
+                    inner.evicted.push((slot, units));
+                }
+            }
+        }
+    }
+
+    fn on_reply(&self, slot: &Slot, reply: &Decision) -> Result<Decision, Decision> {
+        let mut inner = self.lock();
+        let Some(held) = inner.by_slot.get_mut(slot) else {
+            // Gave way while the call was out: what it granted is charged
+            // and unused, so it admits this request only.
+            return if reply.allowed {
+                Ok(reply.clone())
+            } else {
+                Err(reply.clone())
+            };
+        };
+        held.last = Some(reply.clone());
+        if held.lease.on_reply(Instant::now(), reply) {
+            Ok(with_held(reply, held.lease.held()))
+        } else {
+            Err(reply.clone())
+        }
+    }
+
+    /// The response's view of a unit admitted from the block: the store's
+    /// last answer, counting the units this process holds as remaining.
+    fn held_decision(&self, slot: &Slot) -> Decision {
+        let inner = self.lock();
+        let held = inner.by_slot.get(slot);
+        let units = held.map_or(0, |h| h.lease.held());
+        match held.and_then(|h| h.last.as_ref()) {
+            Some(last) => with_held(last, units),
+            None => Decision {
+                allowed: true,
+                limit: 0,
+                remaining: units,
+                retry_after: None,
+                reset_after: Duration::ZERO,
+                granted: None,
+                lease: None,
+            },
+        }
+    }
+
+    fn local_denial(&self, slot: &Slot, wait: Duration) -> Decision {
+        let inner = self.lock();
+        let last = inner.by_slot.get(slot).and_then(|h| h.last.as_ref());
+        Decision {
+            allowed: false,
+            limit: last.map_or(0, |d| d.limit),
+            remaining: 0,
+            retry_after: Some(wait),
+            reset_after: last.map_or(wait, |d| d.reset_after),
+            granted: None,
+            lease: None,
+        }
+    }
+
+    /// Returns the units taken for a request that is not served.
+    pub(crate) fn put_back(&self, taken: &[(Slot, Decision)]) {
+        let mut inner = self.lock();
+        for (slot, _) in taken {
+            if let Some(held) = inner.by_slot.get_mut(slot) {
+                held.lease.put_back();
+            }
+        }
+    }
+
+    /// Takes back the units of slots unused for `idle` (and of slots that
+    /// gave way): the refunds to send.
+    fn take_idle(&self, now: Instant, idle: Duration) -> Vec<(Slot, u64)> {
+        let mut inner = self.lock();
+        let mut refunds = std::mem::take(&mut inner.evicted);
+        while let Some(entry) = inner.by_use.first_entry() {
+            if now.saturating_duration_since(entry.key().0) < idle {
+                break;
+            }
+            let slot = entry.remove();
+            if let Some(mut held) = inner.by_slot.remove(&slot) {
+                if let Some(units) = held.lease.take_all() {
+                    refunds.push((slot, units));
+                }
+            }
+        }
+        refunds
+    }
+
+    async fn refund(&self, refunds: Vec<(Slot, u64)>) -> Result<(), Error> {
+        send_refunds(&self.client, &self.policies, refunds).await
+    }
+
+    /// Refunds what keys unused for `idle` hold.
+    pub(crate) async fn refund_idle(&self, idle: Duration) -> Result<(), Error> {
+        let refunds = self.take_idle(Instant::now(), idle);
+        self.refund(refunds).await
+    }
+
+    /// Refunds every held unit.
+    pub(crate) async fn refund_all(&self) -> Result<(), Error> {
+        let refunds = self.lock().take_all();
+        self.refund(refunds).await
+    }
+
+    /// Units held now, over every key.
+    pub(crate) fn held(&self) -> u64 {
+        let inner = self.lock();
+        inner.by_slot.values().map(|h| h.lease.held()).sum()
+    }
+
+    /// A task that refunds idle keys' units, checking twice per `idle`.
+    pub(crate) fn refund_when_idle(
+        self: &Arc<Self>,
+        idle: Duration,
+    ) -> tokio::task::JoinHandle<()> {
+        let leases = Arc::clone(self);
+        let every = (idle / 2).max(Duration::from_millis(1));
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(every).await;
+                let _ = leases.refund_idle(idle).await;
+            }
+        })
+    }
+}
+
+/// Sends `REFUND n` for each slot; the last error if any failed (a failed
+/// refund is not retried: its units stay charged until they refill).
+async fn send_refunds<C>(
+    client: &Client<C>,
+    policies: &Policies,
+    refunds: Vec<(Slot, u64)>,
+) -> Result<(), Error>
+where
+    C: redis::aio::ConnectionLike + Clone + Send + Sync + 'static,
+{
+    let mut result = Ok(());
+    for ((index, key), units) in refunds {
+        let Some(Some((policy, _))) = policies.get(index) else {
+            continue;
+        };
+        let call = Decide::new(key, *policy).charge(Charge::Refund(units));
+        if let Err(e) = client.send(&call).await {
+            result = Err(e);
+        }
+    }
+    result
+}
+
+fn with_held(d: &Decision, units: u64) -> Decision {
+    Decision {
+        allowed: true,
+        remaining: d.remaining.saturating_add(units),
+        retry_after: None,
+        ..d.clone()
+    }
+}
+
+impl<C> Drop for Leases<C> {
+    /// The layer is gone: what it held goes back.
+    fn drop(&mut self) {
+        let refunds = self
+            .inner
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take_all();
+        if !refunds.is_empty() {
+            (self.on_drop)(refunds);
+        }
+    }
+}
