@@ -90,5 +90,3 @@ mod tests {
     }
 }
 
-#[cfg(test)]
-mod window_props;
