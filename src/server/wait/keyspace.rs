@@ -1,4 +1,4 @@
-//! The server's keys as the wait queue reaches them (`waitqueue::Keyspace`):
+//! The server's keys as the wait queue reaches them (`engine::queue::Keyspace`):
 //! from any context, in any database, and in Redis Cluster only where this
 //! node still holds them.
 
