@@ -18,7 +18,8 @@ pub mod rl_peek;
 pub mod table;
 pub mod throttle;
 
-pub use host::{Host, Reply, Shape, Verdict};
+pub use crate::engine::Verdict;
+pub use host::{Host, Reply, Shape};
 
 use crate::engine::error::Error;
 use definition::{CommandDef, Handler};

@@ -106,6 +106,30 @@ impl Request {
     }
 }
 
+/// What a call came to, as the statistics count it (INFO's per command,
+/// a named policy's).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verdict {
+    Allowed,
+    Denied,
+    /// Admitted by a shadow policy that enforcing would have denied.
+    ShadowDenied,
+    /// The client waits: allowed or denied is counted when it ends.
+    Waiting,
+    /// Not a decision (RL.CLOCK, RL.RELEASE, RL.POLICY …).
+    Other,
+}
+
+impl Verdict {
+    pub fn of(allowed: bool) -> Verdict {
+        if allowed {
+            Verdict::Allowed
+        } else {
+            Verdict::Denied
+        }
+    }
+}
+
 /// An error about one key (its 0-based position).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct KeyError {

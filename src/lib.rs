@@ -42,7 +42,8 @@
 //! - *flow*: the waiters of a line that share a `FLOW` name (those without
 //!   one are one flow); flows take *turns* by weight (fair waiting).
 //! - *reply*: what the client is sent (`commands::Reply`); its *verdict*
-//!   is what it counts as in INFO (allowed, denied, waiting, other).
+//!   is what the statistics count it as, INFO's and a named policy's
+//!   (allowed, denied, shadow-denied, waiting, other: `engine::Verdict`).
 //! - *lease*: a unit of a CONCURRENCY limit held until released
 //!   (RL.ACQUIRE); taking several units ahead in a client is *block
 //!   leasing*.

@@ -8,7 +8,7 @@ use crate::engine::gate::Gated;
 use crate::engine::registry::PolicyStats;
 use crate::engine::store::Store;
 use crate::engine::topk::TopKey;
-use crate::engine::{KeyError, Outcome, Request};
+use crate::engine::{KeyError, Outcome, Request, Verdict};
 use crate::policy::Policy;
 
 /// How a blocked caller's outcome is written when it comes.
@@ -85,32 +85,12 @@ pub enum Reply {
     PolicyStats(PolicyStats, Vec<TopKey>),
 }
 
-/// What a reply counts as in the statistics.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Verdict {
-    Allowed,
-    Denied,
-    /// Not a decision (RL.CLOCK, RL.RELEASE, RL.POLICY …).
-    Other,
-    /// The client waits: allowed or denied is counted when it ends.
-    Waiting,
-}
-
-impl Verdict {
-    pub fn of(allowed: bool) -> Verdict {
-        if allowed {
-            Verdict::Allowed
-        } else {
-            Verdict::Denied
-        }
-    }
-}
-
 impl Reply {
     pub fn verdict(&self) -> Verdict {
         match self {
             Reply::Decision(o) | Reply::All(o) => Verdict::of(o.allowed),
-            Reply::Shadow(_) => Verdict::Allowed,
+            Reply::Shadow(o) if o.allowed => Verdict::Allowed,
+            Reply::Shadow(_) => Verdict::ShadowDenied,
             Reply::Blocked => Verdict::Waiting,
             Reply::Throttle(r) => Verdict::of(!r.limited),
             Reply::Peek(_)

@@ -15,7 +15,8 @@ use super::table::POLICIES;
 use super::{Host, Reply};
 use crate::engine::error::{printable, Error};
 use crate::engine::gate::Gated;
-use crate::engine::registry::{self, Counted, Entry};
+use crate::engine::registry::{self, Entry};
+use crate::engine::Verdict;
 use crate::policy::Policy;
 use smallvec::SmallVec;
 
@@ -199,16 +200,16 @@ pub fn check<H: Host>(command: &CommandDef, host: &mut H, args: &[H::Arg]) -> Re
         request.flow = None;
     }
     let gated = decide_one(host, key, policy, request)?;
-    let counted = match &gated {
-        Gated::Blocked => Counted::Waiting,
-        Gated::Now(d) if d.allowed => Counted::Allowed,
-        Gated::Now(_) if shadow => Counted::ShadowDenied,
-        Gated::Now(_) => Counted::Denied,
+    let verdict = match &gated {
+        Gated::Blocked => Verdict::Waiting,
+        Gated::Now(d) if d.allowed => Verdict::Allowed,
+        Gated::Now(_) if shadow => Verdict::ShadowDenied,
+        Gated::Now(_) => Verdict::Denied,
     };
     let denied_key =
-        matches!(counted, Counted::Denied | Counted::ShadowDenied).then_some(key.as_ref());
+        matches!(verdict, Verdict::Denied | Verdict::ShadowDenied).then_some(key.as_ref());
     let now = host.now();
-    registry::with(|r| r.record(applies, counted, denied_key, now));
+    registry::with(|r| r.record(applies, verdict, denied_key, now));
     Ok(match gated {
         Gated::Blocked => Reply::Blocked,
         Gated::Now(decided) if shadow => Reply::Shadow(decided),

@@ -13,8 +13,9 @@ use crate::algorithm::limits::MAX_COUNT;
 use crate::commands::args;
 use crate::engine::error::Error;
 use crate::engine::gate::Gated;
-use crate::engine::registry::{self, Counted};
+use crate::engine::registry;
 use crate::engine::Request;
+use crate::engine::Verdict;
 use crate::policy::Policy;
 use smallvec::SmallVec;
 use std::collections::HashSet;
@@ -200,18 +201,18 @@ pub fn run<H: Host>(command: &CommandDef, host: &mut H, args: &[H::Arg]) -> Resu
         let now = host.now();
         registry::with(|r| {
             for &(limit, name) in &call.named {
-                let (counted, denied_key) = match &gated {
-                    Gated::Blocked => (Counted::Waiting, None),
-                    Gated::Now(d) if d.allowed => (Counted::Allowed, None),
+                let (verdict, denied_key) = match &gated {
+                    Gated::Blocked => (Verdict::Waiting, None),
+                    Gated::Now(d) if d.allowed => (Verdict::Allowed, None),
                     // The key counts among the policy's top denied keys
                     // when its own limit denied it.
                     Gated::Now(d) => {
                         let own = d.decisions.get(limit).is_some_and(|x| !x.allowed);
-                        (Counted::Denied, keys.get(limit).filter(|_| own))
+                        (Verdict::Denied, keys.get(limit).filter(|_| own))
                     }
                 };
                 if let Some(name) = rest.get(name) {
-                    r.record(name.as_ref(), counted, denied_key.map(AsRef::as_ref), now);
+                    r.record(name.as_ref(), verdict, denied_key.map(AsRef::as_ref), now);
                 }
             }
         });

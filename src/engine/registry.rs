@@ -9,6 +9,7 @@ use crate::algorithm::Micros;
 use crate::bounds::{MAX_POLICIES, MAX_POLICY_NAME};
 use crate::engine::error::{printable, Error};
 use crate::engine::topk::TopDenied;
+use crate::engine::Verdict;
 use crate::policy::Policy;
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
@@ -51,25 +52,16 @@ pub struct PolicyStats {
     pub top_denied: TopDenied,
 }
 
-/// What one call came to, for [`PolicyStats`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Counted {
-    Allowed,
-    Denied,
-    ShadowDenied,
-    Waiting,
-}
-
 impl PolicyStats {
     /// Counts one use: `denied_key` is the key this policy's own decision
     /// denied, counted among the top denied keys.
-    pub fn record(&mut self, counted: Counted, denied_key: Option<&[u8]>, now: Micros) {
+    pub fn record(&mut self, verdict: Verdict, denied_key: Option<&[u8]>, now: Micros) {
         self.calls += 1;
-        match counted {
-            Counted::Allowed => self.allowed += 1,
-            Counted::Waiting => self.waits += 1,
-            Counted::Denied => self.denied += 1,
-            Counted::ShadowDenied => {
+        match verdict {
+            Verdict::Allowed | Verdict::Other => self.allowed += 1,
+            Verdict::Waiting => self.waits += 1,
+            Verdict::Denied => self.denied += 1,
+            Verdict::ShadowDenied => {
                 self.allowed += 1;
                 self.shadow_denied += 1;
             }
@@ -178,15 +170,15 @@ impl Registry {
     pub fn record(
         &mut self,
         name: &[u8],
-        counted: Counted,
+        verdict: Verdict,
         denied_key: Option<&[u8]>,
         now: Micros,
     ) {
         if let Some(stats) = self.stats.get_mut(name) {
-            stats.record(counted, denied_key, now);
+            stats.record(verdict, denied_key, now);
         } else if self.entries.contains_key(name) {
             let mut stats = PolicyStats::default();
-            stats.record(counted, denied_key, now);
+            stats.record(verdict, denied_key, now);
             self.stats.insert(name.to_vec(), stats);
         }
     }
@@ -465,13 +457,13 @@ mod tests {
         let mut r = Registry::default();
         let now = Micros::new(1);
         r.set(b"p", entry("FIXED 1 1s")).unwrap();
-        r.record(b"p", Counted::Allowed, None, now);
-        r.record(b"p", Counted::Denied, Some(b"k"), now);
-        r.record(b"p", Counted::ShadowDenied, Some(b"j"), now);
-        r.record(b"p", Counted::Waiting, None, now);
+        r.record(b"p", Verdict::Allowed, None, now);
+        r.record(b"p", Verdict::Denied, Some(b"k"), now);
+        r.record(b"p", Verdict::ShadowDenied, Some(b"j"), now);
+        r.record(b"p", Verdict::Waiting, None, now);
         // Denied in RL.ALL by another limit: not among this one's keys.
-        r.record(b"p", Counted::Denied, None, now);
-        r.record(b"gone", Counted::Allowed, None, now);
+        r.record(b"p", Verdict::Denied, None, now);
+        r.record(b"gone", Verdict::Allowed, None, now);
         let s = r.stats(b"p").unwrap();
         let counts = (s.calls, s.allowed, s.denied, s.shadow_denied, s.waits);
         assert_eq!(counts, (5, 2, 2, 1, 1));

@@ -46,7 +46,8 @@ fn bump(counter: &AtomicU64) {
 pub fn record(i: usize, verdict: Verdict) {
     bump(&COUNTERS.calls[i]);
     match verdict {
-        Verdict::Allowed => bump(&COUNTERS.allowed[i]),
+        // A shadow policy's reply admits.
+        Verdict::Allowed | Verdict::ShadowDenied => bump(&COUNTERS.allowed[i]),
         Verdict::Denied => bump(&COUNTERS.denied[i]),
         Verdict::Other | Verdict::Waiting => {}
     }
