@@ -4,13 +4,13 @@
 //! overflow), no wraparound, and the invariants each reply promises.
 
 use crate::algorithm::cell::Cell;
+use crate::algorithm::limits::{MAX_COUNT, MAX_DURATION};
 use crate::algorithm::schedule::{Schedule, ScheduleError, Tat};
 use crate::algorithm::{Micros, RetryAfter, MAX_HORIZON};
 use crate::api::{parse, parse_throttle};
-use crate::commands::args::{duration, integer};
 use crate::codec::cell::decode_cell_state;
 use crate::codec::{decode_tat, encode_tat, Kind, StateError, TAT_MAX_LEN};
-use crate::algorithm::limits::{MAX_COUNT, MAX_DURATION};
+use crate::commands::args::{duration, integer};
 use crate::policy::Policy;
 use proptest::collection::vec;
 use proptest::prelude::*;
