@@ -86,10 +86,6 @@ impl Node {
         self.ceiling.as_ref().unwrap_or(&self.assured)
     }
 
-    fn is_root(&self) -> bool {
-        self.ceiling.is_none()
-    }
-
     /// The waits of its ceiling and of its assured rate (the root's rate
     /// is both).
     fn waits(&self, state: &NodeState, now: Micros, cost: u64) -> (Wait, Wait) {
@@ -117,8 +113,10 @@ pub fn decide(nodes: &[Node], states: &[NodeState], now: Micros, cost: u64) -> S
     let mut w: Vec<(Wait, usize)> = vec![(0, 0); nodes.len()];
     for i in (0..nodes.len()).rev() {
         let (wc, wa) = waits[i];
-        w[i] = if nodes[i].is_root() || i + 1 == nodes.len() {
-            (wc, i)
+        w[i] = if i + 1 == nodes.len() {
+            // The top of the path (the root, or a node with no parent
+            // given: it has nothing to borrow from).
+            (wc.max(wa), i)
         } else {
             let via = if wa <= w[i + 1].0 { (wa, i) } else { w[i + 1] };
             if wc >= via.0 {
