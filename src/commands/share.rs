@@ -37,17 +37,28 @@ pub fn parse<A: AsRef<[u8]>>(command: &CommandDef, args: &[A]) -> Result<Call, E
     let numkeys = args::integer(numkeys.as_ref(), "numkeys", 1, max_keys)? as usize;
     let mut tail = rest.get(numkeys..).unwrap_or(&[]);
     let mut nodes = Vec::with_capacity(numkeys);
-    // A node starts with its limit: a number, never an option's name.
-    let starts_node = |w: &A| w.as_ref().first().is_some_and(u8::is_ascii_digit);
-    while tail.first().is_some_and(starts_node) {
+    // One node per key, each parsed whole (its errors name its argument);
+    // an option's name where a node should be means too few nodes.
+    let is_option = |w: &A| COMMON.iter().any(|o| o.is(w.as_ref()));
+    while nodes.len() < numkeys && tail.first().is_some_and(|w| !is_option(w)) {
         let (policy, used) = node.parse_prefix(tail)?;
         nodes.push(policy);
         tail = tail.get(used..).unwrap_or(&[]);
     }
-    if nodes.len() != numkeys {
+    // Nodes beyond one per key: count them for the error.
+    let mut extra = 0;
+    while let Some(Ok((_, used))) = tail
+        .first()
+        .filter(|w| w.as_ref().first().is_some_and(u8::is_ascii_digit))
+        .map(|_| node.parse_prefix(tail))
+    {
+        extra += 1;
+        tail = tail.get(used..).unwrap_or(&[]);
+    }
+    if nodes.len() != numkeys || extra > 0 {
         return Err(Error::NodeCount {
             keys: numkeys,
-            nodes: nodes.len(),
+            nodes: nodes.len() + extra,
         });
     }
     for (i, policy) in nodes.iter().enumerate() {
@@ -160,7 +171,18 @@ mod tests {
         );
         assert_eq!(
             msg(&["1", "o", "x", "1s"]),
-            "ERR syntax error: RL.SHARE needs one node per key, got 1 key and 0 nodes"
+            format!(
+                "ERR limit must be an integer from 1 to {}",
+                crate::algorithm::limits::MAX_COUNT
+            )
+        );
+        assert_eq!(
+            msg(&["1", "o", "10", "1s", "20", "1s"]),
+            "ERR syntax error: RL.SHARE needs one node per key, got 1 key and 2 nodes"
+        );
+        assert_eq!(
+            msg(&["2", "u", "o", "10", "1s", "CEIL", "20", "COST", "1"]),
+            "ERR syntax error: RL.SHARE needs one node per key, got 2 keys and 1 node"
         );
         assert_eq!(
             msg(&["1", "o", "10", "0"]),
