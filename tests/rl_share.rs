@@ -77,6 +77,21 @@ fn a_user_alone_borrows_up_to_its_ceiling_and_a_denial_changes_nothing() {
     assert_eq!(share(&mut c, &strs(&u1)).0, 0);
     advance(&mut c, 1);
     assert_eq!(share(&mut c, &strs(&u1)).0, 1);
+    // The example of docs/commands.md.
+    let example = [
+        "2",
+        "{org:9}:user:42",
+        "{org:9}",
+        "10",
+        "1s",
+        "CEIL",
+        "50",
+        "100",
+        "1s",
+    ];
+    let (allowed, blocked_by, retry, replies) = share(&mut c, &example);
+    assert_eq!((allowed, blocked_by, retry), (1, -1, -1));
+    assert_eq!(replies, [[1, 50, 49, -1, 100], [1, 100, 99, -1, 10]]);
     // DRYRUN decides and writes nothing.
     let before = state(&mut c, "{org:7}:user:2");
     assert_eq!(share(&mut c, &strs(&user(2, &["DRYRUN"]))).0, 1);
