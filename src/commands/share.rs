@@ -37,10 +37,9 @@ pub fn parse<A: AsRef<[u8]>>(command: &CommandDef, args: &[A]) -> Result<Call, E
     let numkeys = args::integer(numkeys.as_ref(), "numkeys", 1, max_keys)? as usize;
     let mut tail = rest.get(numkeys..).unwrap_or(&[]);
     let mut nodes = Vec::with_capacity(numkeys);
-    // One node per key, each parsed whole (its errors name its argument);
-    // an option's name where a node should be means too few nodes.
-    let is_option = |w: &A| COMMON.iter().any(|o| o.is(w.as_ref()));
-    while nodes.len() < numkeys && tail.first().is_some_and(|w| !is_option(w)) {
+    // One node per key, each parsed whole: whatever stands where a node's
+    // limit should be is read as one (its error names the argument).
+    while nodes.len() < numkeys && !tail.is_empty() {
         let (policy, used) = node.parse_prefix(tail)?;
         nodes.push(policy);
         tail = tail.get(used..).unwrap_or(&[]);
@@ -182,7 +181,10 @@ mod tests {
         );
         assert_eq!(
             msg(&["2", "u", "o", "10", "1s", "CEIL", "20", "COST", "1"]),
-            "ERR syntax error: RL.SHARE needs one node per key, got 2 keys and 1 node"
+            format!(
+                "ERR limit must be an integer from 1 to {}",
+                crate::algorithm::limits::MAX_COUNT
+            )
         );
         assert_eq!(
             msg(&["1", "o", "10", "0"]),
