@@ -66,6 +66,24 @@ impl Tree {
     }
 }
 
+/// What `s` alone admits to a client that sends as much as it may every
+/// `step` µs for `secs` seconds.
+fn lone(s: &Schedule, step: u64, secs: u64) -> u64 {
+    let (mut state, mut n, mut now) = (None, 0, T0);
+    while now < T0 + secs * S {
+        loop {
+            let (d, new) = s.decide(state, Micros::new(now), 1);
+            if !d.allowed {
+                break;
+            }
+            state = new;
+            n += 1;
+        }
+        now += step;
+    }
+    n
+}
+
 /// Users assured 10/s with a ceiling of 50/s inside an org of 100/s.
 fn org(users: usize, org_rate: u64) -> Tree {
     let mut nodes: Vec<Node> = (0..users).map(|_| inner(10, 50, 10)).collect();
@@ -272,5 +290,48 @@ proptest! {
             n
         };
         prop_assert!(admitted <= bound(secs * S) , "{} > bound, limit {}", admitted, d.limit);
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(24))]
+
+    /// HTB's promise under its precondition (the children's assured rates
+    /// sum to at most the parent's): busy children each get at least their
+    /// assured rate and at most their ceiling, and together no more than
+    /// the parent's rate beyond the bursts.
+    #[test]
+    fn busy_children_share_the_parent_as_promised(
+        children in proptest::collection::vec((1u64..20, 0u64..40, 1u64..5, 1u64..5), 1..4),
+        spare in 0u64..20, root_burst in 1u64..5, step_ms in 1u64..40,
+    ) {
+        let secs = 20;
+        let assured_sum: u64 = children.iter().map(|c| c.0).sum();
+        let rate = assured_sum + spare;
+        let mut nodes: Vec<Node> = children
+            .iter()
+            .map(|&(a, extra, ba, bc)| Node {
+                assured: sched(a, ba),
+                ceiling: Some(sched(a + extra, bc.max(ba))),
+            })
+            .collect();
+        nodes.push(root(rate, root_burst));
+        let n = children.len();
+        let mut t = Tree {
+            states: vec![NodeState::default(); n + 1],
+            nodes,
+            paths: (0..n).map(|u| vec![u, n]).collect(),
+        };
+        let busy: Vec<usize> = (0..n).collect();
+        let got = t.saturate(&busy, step_ms * 1_000, secs);
+        let bursts: u64 = children.iter().map(|c| c.2).sum::<u64>() + root_burst;
+        for (i, &(a, extra, ba, bc)) in children.iter().enumerate() {
+            // At least what its assured rate alone admits, polled alike (a
+            // schedule polled late loses what it could not take in time).
+            let alone = lone(&sched(a, ba), step_ms * 1_000, secs);
+            prop_assert!(got[i] >= alone, "child {}: {:?} < {}", i, got, alone);
+            prop_assert!(got[i] <= (a + extra) * secs + bc.max(ba), "child {}: {:?}", i, got);
+        }
+        prop_assert!(got.iter().sum::<u64>() <= rate * secs + bursts, "{:?}", got);
     }
 }
