@@ -11,6 +11,7 @@ pub mod fixed_window;
 pub mod gcra;
 pub mod limits;
 pub mod schedule;
+pub mod share;
 pub mod sketch;
 pub mod sliding_approx;
 pub mod sliding_log;

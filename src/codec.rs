@@ -14,10 +14,12 @@
 //! but for the sliding log's (RL.SLIDING EXACT), in [`sliding_log`];
 //! RL.SKETCH's is in [`sketch`]; CL.THROTTLE's (redis-cell's, untagged) is
 //! in [`cell`]; the concurrency limit's leases in [`lease`] (whose layout
-//! v1, tag 0xA9, is still read and converted on its next write).
+//! v1, tag 0xA9, is still read and converted on its next write); an
+//! RL.SHARE node's two TATs in [`share`].
 
 pub mod cell;
 pub mod lease;
+pub mod share;
 pub mod sketch;
 pub mod sliding_log;
 #[cfg(test)]
@@ -45,10 +47,12 @@ pub enum Kind {
     Sketch,
     /// RL.ACQUIRE's leases (RL.ALL's CONCURRENCY).
     Concurrency,
+    /// A node of RL.SHARE: its ceiling's and assured rate's TATs.
+    Share,
 }
 
 impl Kind {
-    pub const ALL: [Kind; 10] = [
+    pub const ALL: [Kind; 11] = [
         Kind::Gcra,
         Kind::Bucket,
         Kind::SlidingLog,
@@ -59,6 +63,7 @@ impl Kind {
         Kind::FixedLegacy,
         Kind::Sketch,
         Kind::Concurrency,
+        Kind::Share,
     ];
 
     pub const fn tag(self) -> u8 {
@@ -73,6 +78,7 @@ impl Kind {
             Kind::Fixed => 0xAC,
             Kind::Sketch => 0xA8,
             Kind::Concurrency => 0xAA,
+            Kind::Share => 0xAD,
         }
     }
 
@@ -88,6 +94,7 @@ impl Kind {
             Kind::FixedAligned => "RL.FIXED ALIGNED",
             Kind::Sketch => "RL.SKETCH",
             Kind::Concurrency => "RL.ACQUIRE",
+            Kind::Share => "RL.SHARE",
         }
     }
 

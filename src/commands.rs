@@ -15,6 +15,7 @@ pub mod named;
 pub mod policy_command;
 pub mod rl_all;
 pub mod rl_peek;
+pub mod share;
 pub mod table;
 pub mod throttle;
 
@@ -29,6 +30,7 @@ pub fn run<H: Host>(command: &CommandDef, host: &mut H, args: &[H::Arg]) -> Resu
     match command.run {
         Handler::Decision => policy_command::run(command, host, args),
         Handler::All => rl_all::run(command, host, args),
+        Handler::Share => share::run(command, host, args),
         Handler::Peek => rl_peek::run(command, host, args),
         Handler::Throttle => throttle::run(command, host, args),
         Handler::Clock => clock::run(command, host, args),

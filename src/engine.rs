@@ -7,6 +7,7 @@ pub mod error;
 pub mod gate;
 pub mod queue;
 pub mod registry;
+mod share;
 pub mod store;
 pub mod topk;
 use crate::algorithm::concurrency::LeaseId;
@@ -173,6 +174,9 @@ pub fn decide<S: Store>(
     now: Micros,
     request: Request,
 ) -> Result<Outcome, KeyError> {
+    if let Some(path) = share::path(policies) {
+        return share::decide(store, &path, now, request);
+    }
     let state = |key: usize, policy: &Policy| {
         let command = policy.command();
         move |e| KeyError {

@@ -10,6 +10,7 @@
 use crate::algorithm::concurrency::{Concurrency, LeaseId};
 use crate::algorithm::fixed_window::FixedWindow;
 use crate::algorithm::gcra::Gcra;
+use crate::algorithm::share::Node;
 use crate::algorithm::sketch::Sketch;
 use crate::algorithm::sliding_approx::SlidingApprox;
 use crate::algorithm::sliding_log::SlidingLog;
@@ -24,6 +25,7 @@ mod fixed_window;
 mod gcra;
 mod limiter;
 mod schedule;
+pub mod share;
 mod sketch;
 mod sliding_approx;
 mod sliding_log;
@@ -53,6 +55,8 @@ pub enum Policy {
     },
     /// RL.ACQUIRE; RL.ALL's CONCURRENCY.
     Concurrency(Concurrency),
+    /// A node of an RL.SHARE path (decided with its path in the engine).
+    Share(Node),
 }
 
 /// How a decision changes the stored value.
@@ -108,6 +112,7 @@ macro_rules! with_limiter {
                 $body
             }
             Policy::Concurrency($l) => $body,
+            Policy::Share($l) => $body,
         }
     };
 }

@@ -56,6 +56,11 @@ proptest! {
         let _ = window::decode_fixed(&v, Kind::FixedAligned);
         let _ = window::decode_fixed(&v, Kind::FixedLegacy);
         let _ = window::decode_subwindows(&v);
+        // An RL.SHARE node: what decodes encodes back to the same.
+        if let Ok(node) = super::share::decode(&v) {
+            let again = super::share::encode(&node, node.assured.is_none());
+            prop_assert_eq!(super::share::decode(&again), Ok(node));
+        }
         // The sketch decoder checks no parameters, and a sketch has the
         // size its WIDTH and DEPTH give.
         match StoredSketch::decode(&v) {

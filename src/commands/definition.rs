@@ -12,6 +12,8 @@ pub enum Handler {
     /// One policy over one key (`policy_command`).
     Decision,
     All,
+    /// RL.SHARE: a path of nodes that borrow from their parents.
+    Share,
     Peek,
     Throttle,
     Clock,
@@ -37,6 +39,9 @@ pub enum Grammar {
     All {
         policies: &'static [&'static PolicyDef],
     },
+    /// `numkeys key [key ...] node [node ...]`, then the common options
+    /// but those `node` refuses (RL.SHARE).
+    Share { node: &'static PolicyDef },
     /// `key`, then one policy written as in RL.ALL (its keyword first),
     /// one of `policies`; nothing else.
     Peek {
@@ -180,7 +185,7 @@ impl CommandDef {
             | Grammar::Peek { .. }
             | Grammar::Positional { .. }
             | Grammar::Check => Keys::First,
-            Grammar::All { .. } => Keys::Counted,
+            Grammar::All { .. } | Grammar::Share { .. } => Keys::Counted,
             Grammar::Subcommands { .. } | Grammar::Registry(_) => Keys::None,
         }
     }
@@ -193,6 +198,8 @@ impl CommandDef {
             // numkeys, one key, a policy's keyword and arguments (`POLICY
             // name` the shortest).
             Grammar::All { .. } => 5,
+            // numkeys, one key, one node (the root: limit period).
+            Grammar::Share { .. } => 5,
             // A key, a policy's keyword and arguments (`POLICY name`).
             Grammar::Peek { .. } => 4,
             Grammar::Positional { params, optional } => 2 + params.len() - optional,

@@ -35,6 +35,7 @@ impl CommandDef {
                 let p = keyword(policies)?;
                 (None, p.params, p.options.to_vec())
             }
+            Grammar::Share { node } => (Some(node.syntax()), node.params, with_common(node)),
             Grammar::Positional { params, .. } => (None, *params, Vec::new()),
             Grammar::Subcommands { choices, .. } => {
                 let (_, param) = choices.iter().find(|(word, _)| Some(*word) == part)?;

@@ -226,7 +226,7 @@ impl Opt {
         }
     }
 
-    fn is(&self, word: &[u8]) -> bool {
+    pub fn is(&self, word: &[u8]) -> bool {
         word.eq_ignore_ascii_case(self.token.as_bytes())
     }
 }

@@ -10,6 +10,8 @@ use crate::algorithm::concurrency::Concurrency;
 use crate::algorithm::fixed_window::FixedWindow;
 use crate::algorithm::gcra::Gcra;
 use crate::algorithm::limits::MAX_COUNT;
+use crate::algorithm::schedule::Schedule;
+use crate::algorithm::share::Node;
 use crate::algorithm::sketch::{
     Sketch, DEFAULT_DEPTH, DEFAULT_WIDTH, MAX_DEPTH, MAX_SKETCH_LIMIT, MAX_WIDTH,
 };
@@ -174,6 +176,45 @@ fn build_concurrency(v: &Values) -> Result<Policy, Error> {
     )))
 }
 
+/// An RL.SHARE node: an assured `limit` per `period` (bursts of BURST,
+/// default the limit) and, for every node but the root, a ceiling of CEIL
+/// per the same period (bursts of CEIL, or of BURST if larger). Not in
+/// [`POLICIES`]: a node is decided with its path, never alone.
+pub const SHARE_NODE: PolicyDef = PolicyDef {
+    keyword: "NODE",
+    params: &[
+        Param::integer("limit", 1, MAX_COUNT),
+        Param::duration("period"),
+    ],
+    options: &[
+        Opt::integer("BURST", 1, MAX_COUNT),
+        Opt::integer("CEIL", 1, MAX_COUNT),
+    ],
+    // A debt, a partial grant or a refund would need to know which node
+    // lent; a flow's turn on one key is not its turn on another.
+    refuses: &["FORCE", "PARTIAL", "REFUND", "FLOW", "WEIGHT"],
+    build: build_share_node,
+};
+
+fn build_share_node(v: &Values) -> Result<Policy, Error> {
+    let (limit, period) = (v.param(0), v.duration(1));
+    let burst = v.option(0).unwrap_or(limit);
+    let horizon = |_| Error::horizon("BURST * period / limit", MAX_HORIZON);
+    let assured = Schedule::new(burst, limit, period).map_err(horizon)?;
+    let ceiling = match v.option(1) {
+        None => None,
+        Some(ceil) if ceil < limit => {
+            return Err(Error::Integer {
+                arg: "CEIL",
+                min: limit,
+                max: MAX_COUNT,
+            })
+        }
+        Some(ceil) => Some(Schedule::new(burst.max(ceil), ceil, period).map_err(horizon)?),
+    };
+    Ok(Policy::Share(Node { assured, ceiling }))
+}
+
 /// A release or renewal rewrites bytes already stored, never more: it may
 /// run over `maxmemory` (a lease must be releasable when memory is short).
 const LEASE_FLAGS: &str = "write";
@@ -190,7 +231,7 @@ const WAITING_DECISION: Cost = Cost::Logarithmic(
 
 /// How many commands there are: the length of [`COMMANDS`] and of every
 /// per-command table derived from it.
-pub const COMMAND_COUNT: usize = 19;
+pub const COMMAND_COUNT: usize = 20;
 
 pub static COMMANDS: [CommandDef; COMMAND_COUNT] = [
     CommandDef {
@@ -262,6 +303,19 @@ pub static COMMANDS: [CommandDef; COMMAND_COUNT] = [
         ),
         since: "0.1.0",
         run: Handler::All,
+    },
+    CommandDef {
+        name: "RL.SHARE",
+        grammar: Grammar::Share { node: &SHARE_NODE },
+        flags: "write deny-oom getkeys-api",
+        more_acl_categories: "",
+        summary: "Admits a request along a path of limits, leaf first, where a node over its assured rate borrows its parent's unused rate up to its ceiling.",
+        cost: Cost::Linear(
+            "O(N) where N is the number of keys; plus O(log(W)) with WAIT or when a key \
+             has waiters, where W is the number of waiting clients",
+        ),
+        since: "0.2.0",
+        run: Handler::Share,
     },
     CommandDef {
         name: "RL.PEEK",
@@ -527,6 +581,7 @@ mod tests {
             ("RL.FIXED", write_slow),
             ("RL.SKETCH", write_slow),
             ("RL.ALL", ("write deny-oom getkeys-api", "write slow")),
+            ("RL.SHARE", ("write deny-oom getkeys-api", "write slow")),
             ("RL.PEEK", ("readonly", "read slow")),
             ("CL.THROTTLE", ("write deny-oom fast", "write fast")),
             ("RL.CLOCK", ("may-replicate", "slow admin dangerous")),

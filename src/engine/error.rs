@@ -41,6 +41,17 @@ pub enum Error {
         policies: usize,
     },
     /// An error about one of RL.ALL's keys (1-based position).
+    /// RL.SHARE: not one node per key.
+    NodeCount {
+        keys: usize,
+        nodes: usize,
+    },
+    /// RL.SHARE: node `node` (1-based) needs CEIL, or is the root and
+    /// takes none.
+    Ceiling {
+        node: usize,
+        root: bool,
+    },
     InKey {
         position: usize,
         error: Box<Error>,
@@ -198,6 +209,20 @@ impl std::fmt::Display for Error {
                 "ERR syntax error: RL.ALL needs one policy per key, got {} and {}",
                 plural(*keys, "key", "keys"),
                 plural(*policies, "policy", "policies")
+            ),
+            Error::NodeCount { keys, nodes } => write!(
+                f,
+                "ERR syntax error: RL.SHARE needs one node per key, got {} and {}",
+                plural(*keys, "key", "keys"),
+                plural(*nodes, "node", "nodes")
+            ),
+            Error::Ceiling { node, root: false } => write!(
+                f,
+                "ERR syntax error: node {node} needs CEIL limit: every node but the last (the root) has a ceiling"
+            ),
+            Error::Ceiling { node, root: true } => write!(
+                f,
+                "ERR syntax error: node {node} is the root (the last node) and takes no CEIL"
             ),
             Error::InKey { position, error } => {
                 // Name the key: "WRONGTYPE key 2 holds ...".

@@ -381,6 +381,23 @@ macro_rules! tat_corrupt {
     };
 }
 
+/// Values under RL.SHARE's tag that are not its layout: no TAT, a short
+/// one, a fraction missing, improper or zero, a second TAT cut short, and
+/// three TATs.
+const SHARE_CORRUPT: &[&[u8]] = &[
+    &[0xAD],
+    &[0xAD, 1, 2, 3],
+    &[0xAD, 0, 0, 0, 0, 0, 0, 0, 0],
+    &[0xAD, 0, 0, 0, 0, 0, 0, 0, 0, 3, 3],
+    &[0xAD, 0, 0, 0, 0, 0, 0, 0, 0, 0, 3],
+    &[0xAD, 0, 0, 0, 0, 0, 0, 0, 0, 1],
+    &[0xAD, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0],
+    &[
+        0xAD, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0,
+        0, 1,
+    ],
+];
+
 // Values under each window tag that are not its layout: short headers,
 // impossible widths, counts and positions, missing or extra bytes. The
 // sliding log's are under its first layout's tag (0xA3), read as its
@@ -1108,6 +1125,32 @@ pub const SHAPES: &[Shape] = &[
             corrupt: tat_corrupt!(0xA1),
         },
     },
+    // RL.SHARE: the key under test is the leaf of a path of two; the root
+    // and the leaf's ceiling (high enough for any valid limit) follow as
+    // fixed words.
+    Shape {
+        name: "RL.SHARE",
+        arity_name: "rl.share",
+        prefix: &["2"],
+        infix: &["rl:share:root"],
+        fixed: &[("10", count("limit", 1, MAX)), ("1d", duration("period"))],
+        required: 2,
+        min_arity: 5,
+        short: Some("ERR syntax error: the policy is NODE limit period [BURST n] [CEIL n]"),
+        tail: &["CEIL", "9223372036854775807", "100", "1d"],
+        options: &[
+            valued("BURST", count("BURST", 1, MAX), "10"),
+            COST,
+            DRYRUN,
+            WAIT,
+        ],
+        extra: Extra::UnknownOption,
+        state: State::Tagged {
+            tag: 0xAD,
+            name: "RL.SHARE",
+            corrupt: SHARE_CORRUPT,
+        },
+    },
     Shape {
         name: "RL.POLICY",
         arity_name: "rl.policy|set",
@@ -1168,6 +1211,7 @@ pub const TAGS: &[(u8, &str)] = &[
     (0xA8, "RL.SKETCH"),
     (0xA9, "RL.ACQUIRE"),
     (0xAA, "RL.ACQUIRE"),
+    (0xAD, "RL.SHARE"),
 ];
 
 impl Shape {

@@ -1,0 +1,337 @@
+use super::*;
+use proptest::prelude::*;
+
+const S: u64 = 1_000_000;
+const T0: u64 = 1 << 40;
+
+fn sched(rate: u64, burst: u64) -> Schedule {
+    Schedule::new(burst, rate, Micros::new(S)).unwrap()
+}
+
+/// A non-root node: `a` assured and `c` ceiling per second, bursts of
+/// `burst` on both.
+fn inner(a: u64, c: u64, burst: u64) -> Node {
+    Node {
+        assured: sched(a, burst),
+        ceiling: Some(sched(c, burst)),
+    }
+}
+
+fn root(r: u64, burst: u64) -> Node {
+    Node {
+        assured: sched(r, burst),
+        ceiling: None,
+    }
+}
+
+/// A tree of paths over shared node states: `paths[i]` is leaf `i`'s path
+/// as indices into `nodes`.
+struct Tree {
+    nodes: Vec<Node>,
+    states: Vec<NodeState>,
+    paths: Vec<Vec<usize>>,
+}
+
+impl Tree {
+    fn send(&mut self, leaf: usize, now: u64, cost: u64) -> Shared {
+        let path = &self.paths[leaf];
+        let nodes: Vec<Node> = path.iter().map(|&i| self.nodes[i]).collect();
+        let states: Vec<NodeState> = path.iter().map(|&i| self.states[i]).collect();
+        let out = decide(&nodes, &states, Micros::new(now), cost);
+        for (k, &i) in path.iter().enumerate() {
+            if let Some(s) = out.nodes[k].1 {
+                self.states[i] = s;
+            }
+        }
+        out
+    }
+
+    /// Every leaf in `busy` sends as much as it is admitted every `step`
+    /// µs for `secs` seconds, the order rotating; the units each got.
+    fn saturate(&mut self, busy: &[usize], step: u64, secs: u64) -> Vec<u64> {
+        let mut got = vec![0; self.paths.len()];
+        let mut now = T0;
+        let mut turn = 0;
+        while now < T0 + secs * S {
+            for k in 0..busy.len() {
+                let leaf = busy[(k + turn) % busy.len()];
+                while self.send(leaf, now, 1).allowed {
+                    got[leaf] += 1;
+                }
+            }
+            turn += 1;
+            now += step;
+        }
+        got
+    }
+}
+
+/// What `s` alone admits to a client that sends as much as it may every
+/// `step` µs for `secs` seconds.
+fn lone(s: &Schedule, step: u64, secs: u64) -> u64 {
+    let (mut state, mut n, mut now) = (None, 0, T0);
+    while now < T0 + secs * S {
+        loop {
+            let (d, new) = s.decide(state, Micros::new(now), 1);
+            if !d.allowed {
+                break;
+            }
+            state = new;
+            n += 1;
+        }
+        now += step;
+    }
+    n
+}
+
+/// Users assured 10/s with a ceiling of 50/s inside an org of 100/s.
+fn org(users: usize, org_rate: u64) -> Tree {
+    let mut nodes: Vec<Node> = (0..users).map(|_| inner(10, 50, 10)).collect();
+    nodes.push(root(org_rate, 10));
+    Tree {
+        nodes,
+        states: vec![NodeState::default(); users + 1],
+        paths: (0..users).map(|u| vec![u, users]).collect(),
+    }
+}
+
+#[test]
+fn a_child_alone_reaches_its_ceiling_while_the_parent_is_idle() {
+    let mut t = org(3, 100);
+    let got = t.saturate(&[0], 1_000, 100);
+    // 50/s for 100 s, plus the first burst.
+    assert!((5_000..=5_011).contains(&got[0]), "{got:?}");
+}
+
+#[test]
+fn busy_children_each_get_their_assured_rate_and_together_not_more_than_the_parent() {
+    // Assured 3 × 10 ≤ 30, the parent's rate; ceilings 50 each.
+    let mut t = org(3, 30);
+    let got = t.saturate(&[0, 1, 2], 1_000, 100);
+    for &g in &got {
+        assert!(g >= 10 * 100, "{got:?}");
+    }
+    let total: u64 = got.iter().sum();
+    // The parent's rate and its burst, plus each child's assured burst.
+    assert!(total <= 30 * 100 + 10 + 3 * 10, "{got:?}");
+}
+
+#[test]
+fn a_child_never_exceeds_its_ceiling() {
+    let mut t = org(2, 1_000);
+    let got = t.saturate(&[0, 1], 1_000, 50);
+    for &g in &got {
+        assert!(g <= 50 * 50 + 10, "{got:?}");
+        assert!(g >= 50 * 50, "{got:?}");
+    }
+}
+
+#[test]
+fn a_three_level_tree() {
+    // Two teams of an org (60/s), each assured 30/s up to 60/s; in team 0
+    // two users assured 10/s up to 60/s, in team 1 one such user.
+    let nodes = vec![
+        inner(10, 60, 10), // 0: user of team 0
+        inner(10, 60, 10), // 1: user of team 0
+        inner(10, 60, 10), // 2: user of team 1
+        inner(30, 60, 10), // 3: team 0
+        inner(30, 60, 10), // 4: team 1
+        root(60, 10),      // 5: org
+    ];
+    let mut t = Tree {
+        states: vec![NodeState::default(); nodes.len()],
+        nodes,
+        paths: vec![vec![0, 3, 5], vec![1, 3, 5], vec![2, 4, 5]],
+    };
+    // A user alone takes the whole org.
+    let alone = t.saturate(&[0], 1_000, 100);
+    assert!((6_000..=6_011).contains(&alone[0]), "{alone:?}");
+    let mut t = Tree {
+        states: vec![NodeState::default(); t.nodes.len()],
+        ..t
+    };
+    let got = t.saturate(&[0, 1, 2], 1_000, 100);
+    let total: u64 = got.iter().sum();
+    assert!(total <= 60 * 100 + 10 + 3 * 10 + 2 * 10, "{got:?}");
+    // Each user its assured rate; team 1's user borrows its team's unused
+    // assured rate, so it gets the team's 30/s.
+    assert!(got[0] >= 1_000 && got[1] >= 1_000, "{got:?}");
+    assert!(got[2] >= 3_000, "{got:?}");
+}
+
+#[test]
+fn a_denial_writes_nothing_and_waits_for_the_earliest_alternative() {
+    let mut t = org(2, 30);
+    // User 1's assured burst of 10 uses the org's burst of 10 up too:
+    // it has nothing left to borrow.
+    let mut n = 0;
+    while t.send(1, T0, 1).allowed {
+        n += 1;
+    }
+    assert_eq!(n, 10);
+    // User 0 still has its assured burst (the org goes into debt).
+    for _ in 0..10 {
+        let out = t.send(0, T0, 1);
+        assert!(out.allowed);
+        assert_eq!(out.lender, Some(0));
+    }
+    let out = t.send(0, T0, 1);
+    assert!(!out.allowed);
+    assert!(out.nodes.iter().all(|(_, w)| w.is_none()));
+    // Its own assured rate frees a unit in 100 ms; the org is in debt.
+    assert_eq!(out.retry_after, RetryAfter::After(Micros::new(100_000)));
+    assert_eq!(out.blocked_by, Some(0));
+    assert!(!t.send(0, T0 + 99_999, 1).allowed);
+    assert_eq!(t.send(0, T0 + 100_000, 1).lender, Some(0));
+}
+
+#[test]
+fn zero_cost_and_a_cost_above_every_burst() {
+    let mut t = org(1, 30);
+    let out = t.send(0, T0, 0);
+    assert!(out.allowed && out.lender.is_none());
+    assert!(out.nodes.iter().all(|(_, w)| w.is_none()));
+    let out = t.send(0, T0, 11);
+    assert_eq!(out.retry_after, RetryAfter::Never);
+}
+
+fn arb_node(last: bool) -> impl Strategy<Value = Node> {
+    (1u64..20, 0u64..20, 1u64..6, 1u64..6, 1u64..4).prop_map(move |(a, extra, ba, bc, p)| {
+        let period = Micros::new(p * S / 3);
+        let assured = Schedule::new(ba, a, period).unwrap();
+        Node {
+            assured,
+            ceiling: (!last).then(|| Schedule::new(bc, a + extra, period).unwrap()),
+        }
+    })
+}
+
+fn arb_path() -> impl Strategy<Value = Vec<Node>> {
+    (1usize..4).prop_flat_map(|inner| {
+        let mut v: Vec<BoxedStrategy<Node>> = (0..inner).map(|_| arb_node(false).boxed()).collect();
+        v.push(arb_node(true).boxed());
+        v
+    })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(300))]
+
+    /// Whatever the history, a denial's wait is exact: denied 1 µs
+    /// before it, admitted at it; and a denial changes nothing.
+    #[test]
+    fn retry_after_is_the_earliest_admission(
+        path in arb_path(),
+        steps in proptest::collection::vec((0u64..400_000, 1u64..4, 0usize..3), 1..60),
+        cost in 1u64..4,
+    ) {
+        let mut states = vec![NodeState::default(); path.len()];
+        let mut now = T0;
+        for (dt, c, from) in steps {
+            now += dt;
+            // Traffic entering at any node of the path (a sibling's).
+            let from = from.min(path.len() - 1);
+            let out = decide(&path[from..], &states[from..], Micros::new(now), c);
+            for (k, (_, new)) in out.nodes.iter().enumerate() {
+                if let Some(s) = new {
+                    states[from + k] = *s;
+                }
+            }
+        }
+        let out = decide(&path, &states, Micros::new(now), cost);
+        if !out.allowed {
+            prop_assert!(out.nodes.iter().all(|(_, w)| w.is_none()));
+            if let RetryAfter::After(w) = out.retry_after {
+                let at = now + w.as_u64();
+                prop_assert!(!decide(&path, &states, Micros::new(at - 1), cost).allowed);
+                prop_assert!(decide(&path, &states, Micros::new(at), cost).allowed);
+            }
+        }
+    }
+
+    /// A leaf's ceiling bounds it, whatever its ancestors allow.
+    #[test]
+    fn a_leaf_never_passes_its_ceiling(path in arb_path(), step in 1_000u64..200_000) {
+        let mut states = vec![NodeState::default(); path.len()];
+        let mut admitted = 0u64;
+        let secs = 20;
+        let mut now = T0;
+        while now < T0 + secs * S {
+            while decide(&path, &states, Micros::new(now), 1).allowed {
+                let out = decide(&path, &states, Micros::new(now), 1);
+                for (k, (_, new)) in out.nodes.iter().enumerate() {
+                    if let Some(s) = new {
+                        states[k] = *s;
+                    }
+                }
+                admitted += 1;
+            }
+            now += step;
+        }
+        let c = path[0].ceiling.unwrap_or(path[0].assured);
+        // At most the ceiling's rate over the span, plus its burst.
+        let (_, probe) = c.decide(None, Micros::new(0), 1);
+        prop_assert!(probe.is_some());
+        let d = c.decide(None, Micros::new(0), 0).0;
+        let bound = |span_us: u64| {
+            // Units the schedule admits over `span_us` from full.
+            let mut st = None;
+            let mut n = 0u64;
+            let mut t = 0u64;
+            while t <= span_us {
+                loop {
+                    let (dd, new) = c.decide(st, Micros::new(t), 1);
+                    if !dd.allowed { break; }
+                    st = new;
+                    n += 1;
+                }
+                t += step;
+            }
+            n
+        };
+        prop_assert!(admitted <= bound(secs * S) , "{} > bound, limit {}", admitted, d.limit);
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(24))]
+
+    /// HTB's promise under its precondition (the children's assured rates
+    /// sum to at most the parent's): busy children each get at least their
+    /// assured rate and at most their ceiling, and together no more than
+    /// the parent's rate beyond the bursts.
+    #[test]
+    fn busy_children_share_the_parent_as_promised(
+        children in proptest::collection::vec((1u64..20, 0u64..40, 1u64..5, 1u64..5), 1..4),
+        spare in 0u64..20, root_burst in 1u64..5, step_ms in 1u64..40,
+    ) {
+        let secs = 20;
+        let assured_sum: u64 = children.iter().map(|c| c.0).sum();
+        let rate = assured_sum + spare;
+        let mut nodes: Vec<Node> = children
+            .iter()
+            .map(|&(a, extra, ba, bc)| Node {
+                assured: sched(a, ba),
+                ceiling: Some(sched(a + extra, bc.max(ba))),
+            })
+            .collect();
+        nodes.push(root(rate, root_burst));
+        let n = children.len();
+        let mut t = Tree {
+            states: vec![NodeState::default(); n + 1],
+            nodes,
+            paths: (0..n).map(|u| vec![u, n]).collect(),
+        };
+        let busy: Vec<usize> = (0..n).collect();
+        let got = t.saturate(&busy, step_ms * 1_000, secs);
+        let bursts: u64 = children.iter().map(|c| c.2).sum::<u64>() + root_burst;
+        for (i, &(a, extra, ba, bc)) in children.iter().enumerate() {
+            // At least what its assured rate alone admits, polled alike (a
+            // schedule polled late loses what it could not take in time).
+            let alone = lone(&sched(a, ba), step_ms * 1_000, secs);
+            prop_assert!(got[i] >= alone, "child {}: {:?} < {}", i, got, alone);
+            prop_assert!(got[i] <= (a + extra) * secs + bc.max(ba), "child {}: {:?}", i, got);
+        }
+        prop_assert!(got.iter().sum::<u64>() <= rate * secs + bursts, "{:?}", got);
+    }
+}

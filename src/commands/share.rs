@@ -1,0 +1,194 @@
+//! `RL.SHARE numkeys key [key ...] node [node ...] [COST n] [DRYRUN] [WAIT
+//! timeout]`: borrowing between limits (see `algorithm::share`). The keys
+//! are a path, leaf first and root last; every node but the root is
+//! `limit period [BURST n] CEIL limit`, the root `limit period [BURST n]`.
+//! One decision over the path, through the same decision path as RL.ALL
+//! (`engine::decide`, which decides a path of nodes as one).
+
+use super::definition::{CommandDef, Grammar};
+use super::grammar::{parse_common, COMMON};
+use super::rl_all::repeated_key;
+use super::{Host, Reply, Shape};
+use crate::commands::args;
+use crate::engine::error::Error;
+use crate::engine::gate::Gated;
+use crate::engine::Request;
+use crate::policy::Policy;
+
+const NAME: &str = "RL.SHARE";
+
+/// A parsed call.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Call {
+    pub numkeys: usize,
+    pub nodes: Vec<Policy>,
+    pub request: Request,
+}
+
+/// Parses everything after the command name.
+pub fn parse<A: AsRef<[u8]>>(command: &CommandDef, args: &[A]) -> Result<Call, Error> {
+    let Grammar::Share { node } = command.grammar else {
+        return Err(Error::Internal(NAME));
+    };
+    let Some((numkeys, rest)) = args.split_first() else {
+        return Err(Error::Arity(NAME));
+    };
+    let max_keys = rest.len().max(1) as u64;
+    let numkeys = args::integer(numkeys.as_ref(), "numkeys", 1, max_keys)? as usize;
+    let mut tail = rest.get(numkeys..).unwrap_or(&[]);
+    let mut nodes = Vec::with_capacity(numkeys);
+    // One node per key, each parsed whole: whatever stands where a node's
+    // limit should be is read as one (its error names the argument).
+    while nodes.len() < numkeys && !tail.is_empty() {
+        let (policy, used) = node.parse_prefix(tail)?;
+        nodes.push(policy);
+        tail = tail.get(used..).unwrap_or(&[]);
+    }
+    // Nodes beyond one per key: count them for the error.
+    let mut extra = 0;
+    while let Some(Ok((_, used))) = tail
+        .first()
+        .filter(|w| w.as_ref().first().is_some_and(u8::is_ascii_digit))
+        .map(|_| node.parse_prefix(tail))
+    {
+        extra += 1;
+        tail = tail.get(used..).unwrap_or(&[]);
+    }
+    if nodes.len() != numkeys || extra > 0 {
+        return Err(Error::NodeCount {
+            keys: numkeys,
+            nodes: nodes.len() + extra,
+        });
+    }
+    for (i, policy) in nodes.iter().enumerate() {
+        let root = i + 1 == numkeys;
+        if let Policy::Share(n) = policy {
+            if n.ceiling.is_none() != root {
+                return Err(Error::Ceiling { node: i + 1, root });
+            }
+        }
+    }
+    // The options a node refuses are refused by name.
+    if let Some(word) = tail.iter().find(|w| {
+        COMMON
+            .iter()
+            .any(|o| o.is(w.as_ref()) && node.refuses.contains(&o.token))
+    }) {
+        let option = COMMON
+            .iter()
+            .find(|o| o.is(word.as_ref()))
+            .map_or(NAME, |o| o.token);
+        return Err(Error::Combination { option, with: NAME });
+    }
+    let request = parse_common(tail)?;
+    Ok(Call {
+        numkeys,
+        nodes,
+        request,
+    })
+}
+
+pub fn run<H: Host>(command: &CommandDef, host: &mut H, args: &[H::Arg]) -> Result<Reply, Error> {
+    let [_, rest @ ..] = args else {
+        return Err(Error::Arity(NAME));
+    };
+    let call = parse(command, rest)?;
+    let keys = rest.get(1..=call.numkeys).ok_or(Error::Arity(NAME))?;
+    if let Some((first, again)) = repeated_key(keys) {
+        return Err(Error::RepeatedKey { first, again });
+    }
+    let gated = host
+        .decide(Shape::All, keys, &call.nodes, call.request)
+        .map_err(|e| Error::InKey {
+            position: e.key + 1,
+            error: Box::new(e.error),
+        })?;
+    Ok(match gated {
+        Gated::Now(decided) => Reply::All(decided),
+        Gated::Blocked => Reply::Blocked,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::commands::table::COMMANDS;
+
+    fn p(args: &[&str]) -> Result<Call, Error> {
+        let def = COMMANDS.iter().find(|c| c.name == NAME).unwrap();
+        let bytes: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).collect();
+        parse(def, &bytes)
+    }
+
+    #[test]
+    fn parses_a_path() {
+        let call = p(&[
+            "2", "u", "o", "10", "1s", "CEIL", "50", "100", "1s", "BURST", "20", "COST", "2",
+            "DRYRUN",
+        ])
+        .unwrap();
+        assert_eq!(call.nodes.len(), 2);
+        assert_eq!((call.request.cost, call.request.dryrun), (2, true));
+        let Policy::Share(leaf) = call.nodes[0] else {
+            panic!("not a node")
+        };
+        assert!(leaf.ceiling.is_some());
+        assert!(p(&["1", "o", "100", "1s", "WAIT", "1s"]).is_ok());
+    }
+
+    #[test]
+    fn syntax_errors() {
+        let msg = |args: &[&str]| p(args).unwrap_err().to_string();
+        assert_eq!(
+            msg(&["2", "u", "o", "10", "1s", "CEIL", "50"]),
+            "ERR syntax error: RL.SHARE needs one node per key, got 2 keys and 1 node"
+        );
+        assert_eq!(
+            msg(&["2", "u", "o", "10", "1s", "100", "1s"]),
+            "ERR syntax error: node 1 needs CEIL limit: every node but the last (the root) has a ceiling"
+        );
+        assert_eq!(
+            msg(&["1", "o", "10", "1s", "CEIL", "50"]),
+            "ERR syntax error: node 1 is the root (the last node) and takes no CEIL"
+        );
+        assert_eq!(
+            msg(&["2", "u", "o", "10", "1s", "CEIL", "5", "100", "1s"]),
+            format!(
+                "ERR CEIL must be an integer from 10 to {}",
+                crate::algorithm::limits::MAX_COUNT
+            )
+        );
+        for refused in ["FORCE", "PARTIAL", "REFUND", "FLOW"] {
+            assert_eq!(
+                msg(&["1", "o", "10", "1s", refused, "1"]),
+                format!("ERR syntax error: {refused} cannot be combined with RL.SHARE")
+            );
+        }
+        assert_eq!(
+            msg(&["1", "o", "10", "1s", "COSTS", "1"]),
+            "ERR syntax error: unknown option 'COSTS'"
+        );
+        assert_eq!(
+            msg(&["1", "o", "x", "1s"]),
+            format!(
+                "ERR limit must be an integer from 1 to {}",
+                crate::algorithm::limits::MAX_COUNT
+            )
+        );
+        assert_eq!(
+            msg(&["1", "o", "10", "1s", "20", "1s"]),
+            "ERR syntax error: RL.SHARE needs one node per key, got 1 key and 2 nodes"
+        );
+        assert_eq!(
+            msg(&["2", "u", "o", "10", "1s", "CEIL", "20", "COST", "1"]),
+            format!(
+                "ERR limit must be an integer from 1 to {}",
+                crate::algorithm::limits::MAX_COUNT
+            )
+        );
+        assert_eq!(
+            msg(&["1", "o", "10", "0"]),
+            "ERR period must be a positive integer with an optional unit ms, s, m, h or d"
+        );
+    }
+}

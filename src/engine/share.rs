@@ -1,0 +1,84 @@
+//! RL.SHARE's decision: one path of nodes, leaf first, over as many keys.
+//! It spans the keys (a node may borrow from its parent), so it is made
+//! here, once for the path ([`crate::algorithm::share::decide`]), not by
+//! each key's policy alone; then written all or nothing, as every decision.
+
+use super::{write_all, Charge, KeyError, Outcome, PerLimit, Request};
+use crate::algorithm::share::{self, Node, NodeState};
+use crate::algorithm::Micros;
+use crate::bounds::work::{self, Work};
+use crate::engine::error::Error;
+use crate::engine::store::Store;
+use crate::policy::share::{read, write};
+use crate::policy::{Policy, StateWrite};
+
+/// The nodes when `policies` are a path of RL.SHARE nodes.
+pub(super) fn path(policies: &[Policy]) -> Option<PerLimit<Node>> {
+    let first = policies.first()?;
+    if !matches!(first, Policy::Share(_)) {
+        return None;
+    }
+    policies
+        .iter()
+        .map(|p| match p {
+            Policy::Share(node) => Some(*node),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Decides `request` at the leaf of `nodes` (node `i` over key `i`), and
+/// writes the new states only if it is admitted (not for DRYRUN). A refund
+/// (taking back a waiter's admission) gives back every ceiling.
+pub(super) fn decide<S: Store>(
+    store: &mut S,
+    nodes: &[Node],
+    now: Micros,
+    request: Request,
+) -> Result<Outcome, KeyError> {
+    work::add(Work::Decisions, nodes.len() as u64);
+    let mut states: PerLimit<NodeState> = PerLimit::with_capacity(nodes.len());
+    for key in 0..nodes.len() {
+        let stored = store.value(key).map_err(|error| KeyError { key, error })?;
+        let state = read(stored).map_err(|e| KeyError {
+            key,
+            error: Error::state(crate::codec::Kind::Share.name(), e),
+        })?;
+        states.push(state);
+    }
+    let cost = request.cost;
+    let shared = match request.charge {
+        Charge::Normal => share::decide(nodes, &states, now, cost),
+        Charge::Refund => {
+            let after = share::refund(nodes, &states, now, cost);
+            let mut looked = share::decide(nodes, &after, now, 0);
+            for (i, (_, new)) in looked.nodes.iter_mut().enumerate() {
+                *new = (after[i] != states[i]).then_some(after[i]);
+            }
+            looked
+        }
+        // Refused by the command's grammar.
+        Charge::Force | Charge::Partial | Charge::Peek => {
+            return Err(KeyError {
+                key: 0,
+                error: Error::Internal("RL.SHARE"),
+            })
+        }
+    };
+    let decided = Outcome {
+        allowed: shared.allowed,
+        blocked_by: shared.blocked_by,
+        retry_after: shared.retry_after,
+        decisions: shared.nodes.iter().map(|(d, _)| *d).collect(),
+        granted: None,
+        units: shared.nodes.iter().map(|_| cost).collect(),
+        leases: shared.nodes.iter().map(|_| None).collect(),
+    };
+    let writes: PerLimit<Option<StateWrite>> = (shared.nodes.iter().zip(nodes))
+        .map(|((_, new), node)| new.map(|s| write(node, &s)))
+        .collect();
+    if decided.allowed && !request.dryrun {
+        write_all(store, &decided.decisions, &writes)?;
+    }
+    Ok(decided)
+}

@@ -1,0 +1,77 @@
+//! An RL.SHARE node as a policy. The decision of a path spans its keys, so
+//! it is made in the engine (`engine::decide`, through
+//! [`crate::algorithm::share::decide`]); a node as a [`Limiter`] is a path
+//! of that node alone, with nothing to borrow from, for what looks at one
+//! key at a time (a refund gives back its ceiling).
+
+use super::{Limiter, StateWrite, Transition};
+use crate::algorithm::share::{self, Node, NodeState};
+use crate::algorithm::Micros;
+use crate::codec::share as layout;
+use crate::codec::{Kind, StateError};
+
+/// A node's stored state (`None`: no key).
+pub fn read(stored: Option<&[u8]>) -> Result<NodeState, StateError> {
+    Ok(stored.map(layout::decode).transpose()?.unwrap_or_default())
+}
+
+/// The write that stores `state` for `node`.
+pub fn write(node: &Node, state: &NodeState) -> StateWrite {
+    StateWrite::Value(layout::encode(state, node.ceiling.is_none()))
+}
+
+impl Limiter for Node {
+    fn kind(&self) -> Kind {
+        Kind::Share
+    }
+
+    fn decide(
+        &self,
+        stored: Option<&[u8]>,
+        now: Micros,
+        cost: u64,
+    ) -> Result<Transition, StateError> {
+        let state = read(stored)?;
+        let shared = share::decide(std::slice::from_ref(self), &[state], now, cost);
+        let (decision, new) = shared.nodes[0];
+        Ok(Transition::of(decision, new.map(|s| write(self, &s))))
+    }
+
+    fn refund_write(
+        &self,
+        value: &[u8],
+        now: Micros,
+        n: u64,
+    ) -> Result<Option<StateWrite>, StateError> {
+        let state = read(Some(value))?;
+        let after = share::refund(std::slice::from_ref(self), &[state], now, n);
+        Ok((after[0] != state).then(|| write(self, &after[0])))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::algorithm::schedule::Schedule;
+
+    #[test]
+    fn a_node_alone_needs_both_its_rates() {
+        let second = Micros::from_secs(1);
+        let node = Node {
+            assured: Schedule::new(1, 1, second).unwrap(),
+            ceiling: Some(Schedule::new(5, 5, second).unwrap()),
+        };
+        let out = node.decide(None, second, 1).unwrap();
+        assert!(out.decision.allowed);
+        let Some(StateWrite::Value(v)) = out.write else {
+            panic!("no write")
+        };
+        let again = node.decide(Some(&v), second, 1).unwrap();
+        assert!(!again.decision.allowed);
+        assert_eq!(again.write, None);
+        assert_eq!(
+            node.decide(Some(b"x"), second, 1).unwrap_err(),
+            StateError::Foreign
+        );
+    }
+}

@@ -1,0 +1,278 @@
+//! RL.SHARE: borrowing between limits on a real server, with the manual
+//! clock (periods of minutes: key TTLs still run on the wall clock).
+
+mod common;
+use common::blocking::*;
+use common::*;
+use redis::Value;
+
+/// RL.SHARE's RESP2 reply, as RL.ALL's: (allowed, blocked_by,
+/// retry_after_ms, per-node replies).
+fn share(c: &mut redis::Connection, args: &[&str]) -> (i64, i64, i64, Vec<[i64; 5]>) {
+    let mut full = vec!["RL.SHARE"];
+    full.extend_from_slice(args);
+    let v = call(c, &full).unwrap_or_else(|e| panic!("{full:?}: {e}"));
+    parse(v)
+}
+
+fn parse(v: Value) -> (i64, i64, i64, Vec<[i64; 5]>) {
+    let Value::Array(items) = v else {
+        panic!("not an array: {v:?}")
+    };
+    let int = |v: &Value| match v {
+        Value::Int(n) => *n,
+        other => panic!("not an int: {other:?}"),
+    };
+    let replies = items[3..]
+        .iter()
+        .map(|r| {
+            let fields: Vec<i64> = redis::from_redis_value(r.clone()).unwrap();
+            fields.try_into().unwrap()
+        })
+        .collect();
+    (int(&items[0]), int(&items[1]), int(&items[2]), replies)
+}
+
+/// User `u` of org 7: assured 10 per minute, ceiling 50, org 100 per
+/// minute (the worked example of docs/commands.md, per minute).
+fn user(u: usize, extra: &[&str]) -> Vec<String> {
+    let mut v: Vec<String> = vec!["2".into(), format!("{{org:7}}:user:{u}"), "{org:7}".into()];
+    for w in ["10", "1m", "CEIL", "50", "100", "1m"] {
+        v.push(w.into());
+    }
+    v.extend(extra.iter().map(|s| s.to_string()));
+    v
+}
+
+fn strs(v: &[String]) -> Vec<&str> {
+    v.iter().map(String::as_str).collect()
+}
+
+fn state(c: &mut redis::Connection, key: &str) -> (Option<Vec<u8>>, i64) {
+    (get_bytes(c, key), pexpiretime(c, key))
+}
+
+#[test]
+fn a_user_alone_borrows_up_to_its_ceiling_and_a_denial_changes_nothing() {
+    let s = Server::start();
+    let mut c = s.conn();
+    clock_set(&mut c, T0);
+    let u1 = user(1, &[]);
+    for i in 0..50 {
+        let (allowed, blocked_by, retry, replies) = share(&mut c, &strs(&u1));
+        assert_eq!((allowed, blocked_by, retry), (1, -1, -1), "call {i}");
+        assert_eq!(replies[0][..3], [1, 50, 49 - i]);
+        assert_eq!(replies[1][..3], [1, 100, 99 - i]);
+    }
+    let before = [state(&mut c, "{org:7}:user:1"), state(&mut c, "{org:7}")];
+    // At its ceiling: 1/50 of a minute until the ceiling admits again.
+    let (allowed, blocked_by, retry, replies) = share(&mut c, &strs(&u1));
+    assert_eq!((allowed, blocked_by, retry), (0, 0, 1_200));
+    assert_eq!(replies[0][0], 0);
+    assert_eq!(replies[0][3], 1_200);
+    let after = [state(&mut c, "{org:7}:user:1"), state(&mut c, "{org:7}")];
+    assert_eq!(before, after, "a denial writes nothing");
+    // Exact: 1 µs early still denied, on time admitted.
+    advance(&mut c, 1_200 * MS - 1);
+    assert_eq!(share(&mut c, &strs(&u1)).0, 0);
+    advance(&mut c, 1);
+    assert_eq!(share(&mut c, &strs(&u1)).0, 1);
+    // The example of docs/commands.md.
+    let example = [
+        "2",
+        "{org:9}:user:42",
+        "{org:9}",
+        "10",
+        "1s",
+        "CEIL",
+        "50",
+        "100",
+        "1s",
+    ];
+    let (allowed, blocked_by, retry, replies) = share(&mut c, &example);
+    assert_eq!((allowed, blocked_by, retry), (1, -1, -1));
+    assert_eq!(replies, [[1, 50, 49, -1, 100], [1, 100, 99, -1, 10]]);
+    // DRYRUN decides and writes nothing.
+    let before = state(&mut c, "{org:7}:user:2");
+    assert_eq!(share(&mut c, &strs(&user(2, &["DRYRUN"]))).0, 1);
+    assert_eq!(state(&mut c, "{org:7}:user:2"), before);
+    assert_eq!(before.0, None);
+}
+
+#[test]
+fn busy_users_each_get_their_assured_rate_and_together_the_org_rate() {
+    let s = Server::start();
+    let mut c = s.conn();
+    clock_set(&mut c, T0);
+    // Three users assured 10 per minute up to 50 inside an org of 30 per
+    // minute: the assured rates sum to the org's.
+    let path = |u: usize| -> Vec<String> {
+        let mut v = user(u, &[]);
+        v[7] = "30".into();
+        v
+    };
+    let paths: Vec<Vec<String>> = (0..3).map(path).collect();
+    let mut got = [0u64; 3];
+    let minutes = 20;
+    let step = 2 * SECOND;
+    for t in 0..(minutes * 60 * SECOND / step) {
+        for k in 0..3 {
+            let u = (k + t as usize) % 3;
+            while share(&mut c, &strs(&paths[u])).0 == 1 {
+                got[u] += 1;
+            }
+        }
+        advance(&mut c, step);
+    }
+    for g in got {
+        assert!(g >= 10 * minutes, "{got:?}");
+    }
+    let total: u64 = got.iter().sum();
+    // The org's rate and burst, plus each user's assured burst.
+    assert!(total <= 30 * minutes + 30 + 3 * 10, "{got:?}");
+}
+
+#[test]
+fn a_three_level_path_and_a_user_within_its_assured_rate_despite_a_busy_team() {
+    let s = Server::start();
+    let mut c = s.conn();
+    clock_set(&mut c, T0);
+    let path = |u: &str| -> Vec<String> {
+        [
+            "3",
+            &format!("{{o}}:u:{u}"),
+            "{o}:team",
+            "{o}",
+            "5",
+            "1m",
+            "CEIL",
+            "100",
+            "10",
+            "1m",
+            "CEIL",
+            "20",
+            "20",
+            "1m",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect()
+    };
+    let (a, b) = (path("a"), path("b"));
+    // User a takes the team's ceiling of 20.
+    let mut n = 0;
+    while share(&mut c, &strs(&a)).0 == 1 {
+        n += 1;
+    }
+    assert_eq!(n, 20);
+    // User b still has its own assured 5, though the team and the org
+    // are spent: the assured rate is not borrowed.
+    for _ in 0..5 {
+        assert_eq!(share(&mut c, &strs(&b)).0, 1);
+    }
+    let (allowed, blocked_by, retry, _) = share(&mut c, &strs(&b));
+    // Its own assured rate frees a unit first (1/5 minute).
+    assert_eq!((allowed, blocked_by, retry), (0, 0, 12_000));
+}
+
+#[test]
+fn a_waiter_is_admitted_when_the_path_admits() {
+    let s = Server::start();
+    let mut ctl = s.conn();
+    let mut w = s.conn();
+    clock_set(&mut ctl, T0);
+    let u1 = user(1, &[]);
+    for _ in 0..50 {
+        assert_eq!(share(&mut ctl, &strs(&u1)).0, 1);
+    }
+    let waiting_call = {
+        let mut v = vec!["RL.SHARE".to_string()];
+        v.extend(user(1, &["WAIT", "1h"]));
+        v
+    };
+    send(&mut w, &strs(&waiting_call));
+    await_waiting(&mut ctl, 1);
+    advance(&mut ctl, 1_200 * MS - 1);
+    assert_eq!(waiting(&mut ctl), 1);
+    advance(&mut ctl, 1);
+    assert_eq!(waiting(&mut ctl), 0);
+    let (allowed, ..) = parse(w.recv_response().unwrap());
+    assert_eq!(allowed, 1);
+}
+
+#[test]
+fn bad_input_is_refused_by_name_and_changes_nothing() {
+    let s = Server::start();
+    let mut c = s.conn();
+    clock_set(&mut c, T0);
+    let err = |c: &mut redis::Connection, args: &[&str]| {
+        let mut full = vec!["RL.SHARE"];
+        full.extend_from_slice(args);
+        call(c, &full).unwrap_err().to_string()
+    };
+    assert!(err(&mut c, &["2", "u", "o", "10", "1m", "100", "1m"]).contains("node 1 needs CEIL"));
+    assert!(err(
+        &mut c,
+        &["2", "u", "o", "10", "1m", "CEIL", "5", "100", "1m"]
+    )
+    .contains("CEIL must be an integer from 10"));
+    assert!(err(
+        &mut c,
+        &["2", "u", "u", "10", "1m", "CEIL", "50", "100", "1m"]
+    )
+    .contains("key 2 is the same as key 1"));
+    assert!(err(&mut c, &["1", "o", "10", "1m", "FORCE", "COST", "1"])
+        .contains("FORCE cannot be combined with RL.SHARE"));
+    let _: () = redis::cmd("SET")
+        .arg("o")
+        .arg("text")
+        .query(&mut c)
+        .unwrap();
+    let e = err(
+        &mut c,
+        &["2", "u", "o", "10", "1m", "CEIL", "50", "100", "1m"],
+    );
+    assert!(e.starts_with("WRONGTYPE") || e.contains("WRONGTYPE"), "{e}");
+    assert_eq!(get_bytes(&mut c, "u"), None, "nothing written");
+    assert_eq!(get_bytes(&mut c, "o"), Some(b"text".to_vec()));
+}
+
+#[test]
+fn replication_carries_effects_not_the_command() {
+    let aof = Server::with(
+        Config::default()
+            .arg("appendonly", "yes")
+            .arg("aof-use-rdb-preamble", "no"),
+    );
+    let mut a = aof.conn();
+    clock_set(&mut a, T0);
+    let u1 = user(1, &[]);
+    assert_eq!(share(&mut a, &strs(&u1)).0, 1);
+    let _: () = redis::cmd("SET")
+        .arg("marker")
+        .arg("1")
+        .query(&mut a)
+        .unwrap();
+    let dir = aof.dir.join("appendonlydir");
+    let read_aof = || {
+        let mut text = String::new();
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.to_string_lossy().ends_with(".incr.aof") {
+                text.push_str(&String::from_utf8_lossy(&std::fs::read(path).unwrap()));
+            }
+        }
+        text
+    };
+    // Bounded: the AOF may be written after the reply.
+    let mut text = read_aof();
+    for _ in 0..1_000 {
+        if text.contains("marker") {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+        text = read_aof();
+    }
+    assert!(!text.to_lowercase().contains("rl.share"), "{text}");
+    assert_eq!(text.matches("PXAT").count(), 2, "{text}");
+}
