@@ -89,4 +89,3 @@ mod tests {
         assert_eq!(MAX_HORIZON.as_u64(), 1_000 * 365 * 86_400 * 1_000_000);
     }
 }
-
