@@ -103,8 +103,12 @@ pub static MAX_POLICIES: Bound = Bound::new("max-policies", 10_000, 1, 10_000_00
 /// The longest policy name in bytes.
 pub static MAX_POLICY_NAME: Bound = Bound::new("max-policy-name", 256, 1, 65_536);
 
+/// Named policies `INFO ratelimit` lists, one line each, the most called
+/// first: INFO stays bounded whatever `max-policies` is.
+pub static INFO_POLICIES: Bound = Bound::new("info-policies", 100, 0, 10_000);
+
 /// Every bound, in the order `CONFIG GET ratelimit.*` lists them.
-pub static ALL: [&Bound; 9] = [
+pub static ALL: [&Bound; 10] = [
     &MAX_WAITERS_PER_KEY,
     &MAX_WAITERS_PER_FLOW,
     &MAX_WAITERS,
@@ -114,6 +118,7 @@ pub static ALL: [&Bound; 9] = [
     &MAX_LEASES_PER_KEY,
     &MAX_POLICIES,
     &MAX_POLICY_NAME,
+    &INFO_POLICIES,
 ];
 
 #[cfg(test)]

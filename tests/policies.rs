@@ -6,6 +6,7 @@ mod common;
 use common::topology::{replica_config, wait_link_up, wait_replicas};
 use common::*;
 use redis::Value;
+use std::collections::HashMap;
 
 fn policies() -> Server {
     Server::with(Config::default().with_policies())
@@ -725,6 +726,13 @@ fn ten_thousand_policies_fill_the_default_bound() {
         [1, 10_000, 9_999]
     );
     assert_eq!(list(&mut c, &["RL.POLICY", "LIST"]).len(), 10_000);
+    // INFO lists the default 100 of them, the one called first.
+    let lines = policy_lines(&mut c);
+    assert_eq!(lines.len(), 100);
+    assert!(lines[0].starts_with("ratelimit_policy_1:name=cust:09999,calls=1,"));
+    assert!(lines[1].starts_with("ratelimit_policy_2:name=cust:00000,calls=0,"));
+    let totals = common::topology::info_field(&mut c, "ratelimit", "ratelimit_policies").unwrap();
+    assert!(totals.ends_with(",listed=100,unlisted=9900"), "{totals}");
 }
 
 /// Keys drawn with probability proportional to rank^-s from a seeded
@@ -823,4 +831,154 @@ fn a_raise_mid_window_admits_the_difference_not_the_new_limit() {
         define(&mut c, after);
         assert_eq!(admitted(&mut c, 300), 100, "{name} raised");
     }
+}
+
+/// `INFO ratelimit` as the clients' parsers read it (redis-py's
+/// `parse_info`): each line split at its first `:`, a value with `=` into
+/// `,`-separated `key=value` items split at their last `=`.
+fn info_dicts(c: &mut redis::Connection) -> HashMap<String, HashMap<String, String>> {
+    let text = common::topology::info(c, "ratelimit");
+    text.lines()
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        .filter_map(|l| l.split_once(':'))
+        .filter(|(_, v)| v.contains('='))
+        .map(|(k, v)| {
+            let items = v
+                .split(',')
+                .map(|kv| {
+                    kv.rsplit_once('=')
+                        .unwrap_or_else(|| panic!("{l:?}", l = v))
+                })
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect();
+            (k.to_string(), items)
+        })
+        .collect()
+}
+
+/// The bytes of a `%XX`-escaped INFO value.
+fn unescape(value: &str) -> Vec<u8> {
+    let mut out = Vec::new();
+    let mut rest = value.as_bytes();
+    while let Some((&b, tail)) = rest.split_first() {
+        if b == b'%' {
+            let hex = std::str::from_utf8(&tail[..2]).unwrap();
+            out.push(u8::from_str_radix(hex, 16).unwrap());
+            rest = &tail[2..];
+        } else {
+            out.push(b);
+            rest = tail;
+        }
+    }
+    out
+}
+
+/// The `ratelimit_policy_<n>` lines present, in order.
+fn policy_lines(c: &mut redis::Connection) -> Vec<String> {
+    common::topology::info(c, "ratelimit")
+        .lines()
+        .filter(|l| l.starts_with("ratelimit_policy_"))
+        .map(str::to_string)
+        .collect()
+}
+
+/// INFO has a line per policy, the most called first (equal counts in
+/// name order), names escaped so that any bytes survive INFO parsers.
+#[test]
+fn info_lists_each_policy_most_called_first_with_escaped_names() {
+    let s = policies();
+    let mut c = s.conn();
+    clock_set(&mut c, 1_000_000_000);
+    let hostile = "a:b,c=d e\n";
+    ok(&mut c, &["RL.POLICY", "SET", "api", "FIXED", "1", "1h"]);
+    ok(
+        &mut c,
+        &["RL.POLICY", "SET", "shadow", "FIXED", "1", "1h", "SHADOW"],
+    );
+    ok(&mut c, &["RL.POLICY", "SET", hostile, "FIXED", "10", "1h"]);
+    ok(&mut c, &["RL.POLICY", "SET", "idle", "FIXED", "10", "1h"]);
+    for (policy, times) in [("api", 3), ("shadow", 2), (hostile, 2)] {
+        for _ in 0..times {
+            let key = format!("k:{policy}");
+            let _: Value = cmd(&["RL.CHECK", &key, policy]).query(&mut c).unwrap();
+        }
+    }
+    assert_eq!(
+        policy_lines(&mut c),
+        [
+            "ratelimit_policy_1:name=api,calls=3,allowed=1,denied=2,shadow_denied=0,waits=0",
+            "ratelimit_policy_2:name=a:b%2Cc%3Dd%20e%0A,calls=2,allowed=2,denied=0,shadow_denied=0,waits=0",
+            "ratelimit_policy_3:name=shadow,calls=2,allowed=2,denied=0,shadow_denied=1,waits=0",
+            "ratelimit_policy_4:name=idle,calls=0,allowed=0,denied=0,shadow_denied=0,waits=0",
+        ]
+    );
+    // Parsed as clients parse INFO, the name comes back whole.
+    let dicts = info_dicts(&mut c);
+    let second = &dicts["ratelimit_policy_2"];
+    assert_eq!(unescape(&second["name"]), hostile.as_bytes());
+    assert_eq!(second["calls"], "2");
+    assert_eq!(
+        dicts["ratelimit_policies"]["listed"].as_str(),
+        "4",
+        "{dicts:?}"
+    );
+    assert_eq!(dicts["ratelimit_policies"]["unlisted"], "0");
+    // The redis crate's own INFO parser agrees.
+    let parsed: redis::InfoDict = redis::cmd("INFO").arg("ratelimit").query(&mut c).unwrap();
+    let line: String = parsed.get("ratelimit_policy_2").unwrap();
+    assert!(
+        line.starts_with("name=a:b%2Cc%3Dd%20e%0A,calls=2,"),
+        "{line}"
+    );
+    // Deleted, a policy leaves INFO; CONFIG RESETSTAT zeroes the lines.
+    ok(&mut c, &["RL.POLICY", "DEL", "api"]);
+    ok(&mut c, &["CONFIG", "RESETSTAT"]);
+    assert_eq!(
+        policy_lines(&mut c)[0],
+        "ratelimit_policy_1:name=a:b%2Cc%3Dd%20e%0A,calls=0,allowed=0,denied=0,shadow_denied=0,waits=0"
+    );
+    assert_eq!(policy_lines(&mut c).len(), 3);
+}
+
+/// `ratelimit.info-policies` bounds the lines; the totals line says how
+/// many were listed and how many left out; 0 lists none.
+#[test]
+fn info_lists_at_most_info_policies_and_counts_the_rest() {
+    let s = policies();
+    let mut c = s.conn();
+    clock_set(&mut c, 1_000_000_000);
+    for i in 0..5 {
+        let name = format!("p{i}");
+        ok(&mut c, &["RL.POLICY", "SET", &name, "FIXED", "100", "1h"]);
+        for _ in 0..i {
+            let _: Value = cmd(&["RL.CHECK", "k", &name]).query(&mut c).unwrap();
+        }
+    }
+    let config: Vec<String> = list(&mut c, &["CONFIG", "GET", "ratelimit.info-policies"]);
+    assert_eq!(config, ["ratelimit.info-policies", "100"]);
+    ok(&mut c, &["CONFIG", "SET", "ratelimit.info-policies", "2"]);
+    assert_eq!(
+        policy_lines(&mut c),
+        [
+            "ratelimit_policy_1:name=p4,calls=4,allowed=4,denied=0,shadow_denied=0,waits=0",
+            "ratelimit_policy_2:name=p3,calls=3,allowed=3,denied=0,shadow_denied=0,waits=0",
+        ]
+    );
+    let totals = common::topology::info_field(&mut c, "ratelimit", "ratelimit_policies").unwrap();
+    assert_eq!(
+        totals,
+        "defined=5,calls=10,allowed=10,denied=0,shadow_denied=0,waits=0,listed=2,unlisted=3"
+    );
+    ok(&mut c, &["CONFIG", "SET", "ratelimit.info-policies", "0"]);
+    assert!(policy_lines(&mut c).is_empty());
+    let totals = common::topology::info_field(&mut c, "ratelimit", "ratelimit_policies").unwrap();
+    assert!(totals.ends_with(",listed=0,unlisted=5"), "{totals}");
+    // Out of range: refused, the value stays.
+    assert!(call(
+        &mut c,
+        &["CONFIG", "SET", "ratelimit.info-policies", "10001"]
+    )
+    .is_err());
+    assert!(call(&mut c, &["CONFIG", "SET", "ratelimit.info-policies", "-1"]).is_err());
+    assert!(policy_lines(&mut c).is_empty());
 }

@@ -7,7 +7,9 @@
 //! ratelimit_clock:real
 //! ratelimit_waiting:0
 //! ratelimit_waits:started=3,admitted=2,timed_out=1,abandoned=0,waited_us=1500000
-//! ratelimit_policies:defined=2,calls=7,allowed=5,denied=1,shadow_denied=1,waits=0
+//! ratelimit_policies:defined=2,calls=7,allowed=5,denied=1,shadow_denied=1,waits=0,listed=2,unlisted=0
+//! ratelimit_policy_1:name=plan:free,calls=6,allowed=4,denied=1,shadow_denied=1,waits=0
+//! ratelimit_policy_2:name=a%20b,calls=1,allowed=1,denied=0,shadow_denied=0,waits=0
 //! ratelimit_rl_gcra:calls=12,allowed=10,denied=2,errors=0
 //! ...
 //! ```
@@ -20,7 +22,7 @@
 use super::ffi::{api, Ctx};
 use super::stats;
 use super::{clock, wait};
-use crate::bounds::work;
+use crate::bounds::{self, work};
 use crate::engine::registry;
 use redis_module::raw;
 use std::ffi::{c_int, CStr, CString};
@@ -113,21 +115,49 @@ extern "C" fn info(ctx: *mut raw::RedisModuleInfoCtx, _for_crash_report: c_int) 
             .collect();
         let work: Vec<(&CStr, u64)> = work.iter().map(|(f, v)| (f.as_c_str(), *v)).collect();
         dict(ctx, c"work", &work);
-        // Named policies: how many, and their RL.CHECK counts summed (each
-        // policy's own with RL.POLICY STATS).
-        let (defined, sum) = registry::with(|r| r.totals());
-        dict(
-            ctx,
-            c"policies",
-            &[
-                (c"defined", defined as u64),
-                (c"calls", sum.calls),
-                (c"allowed", sum.allowed),
-                (c"denied", sum.denied),
-                (c"shadow_denied", sum.shadow_denied),
-                (c"waits", sum.waits),
-            ],
-        );
+        // Named policies: how many, their counts summed, and a line for
+        // each of the `info-policies` called most (RL.POLICY STATS has
+        // every policy's, with its most denied keys).
+        let shown = usize::try_from(bounds::INFO_POLICIES.get()).unwrap_or(usize::MAX);
+        registry::with(|r| {
+            let (defined, sum) = r.totals();
+            let listed = r.most_called(shown);
+            let listed_count = listed.len() as u64;
+            dict(
+                ctx,
+                c"policies",
+                &[
+                    (c"defined", defined as u64),
+                    (c"calls", sum.calls),
+                    (c"allowed", sum.allowed),
+                    (c"denied", sum.denied),
+                    (c"shadow_denied", sum.shadow_denied),
+                    (c"waits", sum.waits),
+                    (c"listed", listed_count),
+                    (c"unlisted", (defined as u64).saturating_sub(listed_count)),
+                ],
+            );
+            for (rank, (name, counts)) in listed.iter().enumerate() {
+                let (Ok(field), Ok(name)) = (
+                    CString::new(format!("policy_{}", rank + 1)),
+                    CString::new(escape_name(name)),
+                ) else {
+                    continue;
+                };
+                api!(RedisModule_InfoBeginDictField)(ctx, field.as_ptr());
+                api!(RedisModule_InfoAddFieldCString)(ctx, c"name".as_ptr(), name.as_ptr());
+                for (field, value) in [
+                    (c"calls", counts.calls),
+                    (c"allowed", counts.allowed),
+                    (c"denied", counts.denied),
+                    (c"shadow_denied", counts.shadow_denied),
+                    (c"waits", counts.waits),
+                ] {
+                    api!(RedisModule_InfoAddFieldULongLong)(ctx, field.as_ptr(), value);
+                }
+                api!(RedisModule_InfoEndDictField)(ctx);
+            }
+        });
         for (i, command) in super::register::table().iter().enumerate() {
             let Ok(name) = CString::new(command.info_field()) else {
                 continue;
@@ -145,6 +175,22 @@ extern "C" fn info(ctx: *mut raw::RedisModuleInfoCtx, _for_crash_report: c_int) 
             );
         }
     }
+}
+
+/// A policy name as an INFO value: every byte outside `A-Za-z0-9_.:-` as
+/// `%XX` (upper-case hex), so that no `,` `=` `%`, space or line break
+/// reaches the line; parsers split a line at its first `:`, so a `:` in the
+/// value is kept. Decoding `%XX` gives the name back.
+pub fn escape_name(name: &[u8]) -> String {
+    let mut out = String::with_capacity(name.len());
+    for &b in name {
+        if b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b':' | b'-') {
+            out.push(char::from(b));
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
 }
 
 /// One INFO dict field: `name:field=value,…`.
@@ -208,5 +254,30 @@ unsafe fn filter_arg<'a>(fctx: *mut raw::RedisModuleCommandFilterCtx, pos: c_int
             return &[];
         }
         std::slice::from_raw_parts(ptr.cast::<u8>(), len)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::escape_name;
+
+    #[test]
+    fn escaped_names_hold_no_separator_and_decode_back() {
+        let hostile = b"a:b,c=d e\n%\xff\x00Z_.-9";
+        let escaped = escape_name(hostile);
+        assert_eq!(escaped, "a:b%2Cc%3Dd%20e%0A%25%FF%00Z_.-9");
+        let mut decoded = Vec::new();
+        let mut rest = escaped.as_bytes();
+        while let Some((&b, tail)) = rest.split_first() {
+            if b == b'%' {
+                let hex = std::str::from_utf8(&tail[..2]).unwrap();
+                decoded.push(u8::from_str_radix(hex, 16).unwrap());
+                rest = &tail[2..];
+            } else {
+                decoded.push(b);
+                rest = tail;
+            }
+        }
+        assert_eq!(decoded, hostile);
     }
 }
