@@ -528,7 +528,7 @@ mod tests {
             let name = format!("p{i:04}");
             r.set(name.as_bytes(), entry("FIXED 1 1s")).unwrap();
             for _ in 0..calls(i) {
-                r.record(name.as_bytes(), Counted::Denied, None, now);
+                r.record(name.as_bytes(), Verdict::Denied, None, now);
             }
         }
         let mut want: Vec<(u64, String)> =
