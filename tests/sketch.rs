@@ -344,7 +344,7 @@ fn replicas_get_patches_that_grow_with_depth_not_width() {
     );
     // The header's index and sweep, up to five 12-byte cells, as SETRANGEs,
     // and a PEXPIREAT. The wide sketch's key name and offsets are longer,
-    // and its cells are never next to each other (merged into one range);
+    // and its counters are never next to each other (merged into one range);
     // its value is 3 MiB.
     assert!(narrow < 600 && wide < 600, "{narrow} {wide}");
     assert!(
