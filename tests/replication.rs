@@ -25,25 +25,7 @@ fn replication_stream_carries_effects_not_commands() {
         .arg("1")
         .query(&mut a)
         .unwrap();
-    // The AOF is written after the reply on some servers (Valkey 8): read it
-    // until the last write, the marker, is in it (bounded).
-    let dir = aof.dir.join("appendonlydir");
-    let read_aof = || {
-        let mut text = String::new();
-        for entry in std::fs::read_dir(&dir).unwrap() {
-            let path = entry.unwrap().path();
-            if path.to_string_lossy().ends_with(".incr.aof") {
-                text.push_str(&String::from_utf8_lossy(&std::fs::read(path).unwrap()));
-            }
-        }
-        text
-    };
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    let mut text = read_aof();
-    while !text.contains("marker") && std::time::Instant::now() < deadline {
-        std::thread::sleep(std::time::Duration::from_millis(10));
-        text = read_aof();
-    }
+    let text = aof_through(&aof, "marker");
     assert!(!text.to_lowercase().contains("rl.gcra"), "{text}");
     assert!(!text.to_lowercase().contains("cl.throttle"), "{text}");
     assert_eq!(text.matches("PXAT").count(), 2, "{text}");

@@ -8,22 +8,7 @@ use redis::Value;
 fn all(c: &mut redis::Connection, args: &[&str]) -> (i64, i64, i64, Vec<[i64; 5]>) {
     let mut full = vec!["RL.ALL"];
     full.extend_from_slice(args);
-    let v = call(c, &full).unwrap_or_else(|e| panic!("{full:?}: {e}"));
-    let Value::Array(items) = v else {
-        panic!("not an array: {v:?}")
-    };
-    let int = |v: &Value| match v {
-        Value::Int(n) => *n,
-        other => panic!("not an int: {other:?}"),
-    };
-    let replies = items[3..]
-        .iter()
-        .map(|r| {
-            let fields: Vec<i64> = redis::from_redis_value(r.clone()).unwrap();
-            fields.try_into().unwrap()
-        })
-        .collect();
-    (int(&items[0]), int(&items[1]), int(&items[2]), replies)
+    combined(c, &full)
 }
 
 fn state(c: &mut redis::Connection, key: &str) -> (Option<Vec<u8>>, i64) {

@@ -4,33 +4,13 @@
 mod common;
 use common::blocking::*;
 use common::*;
-use redis::Value;
 
 /// RL.SHARE's RESP2 reply, as RL.ALL's: (allowed, blocked_by,
 /// retry_after_ms, per-node replies).
 fn share(c: &mut redis::Connection, args: &[&str]) -> (i64, i64, i64, Vec<[i64; 5]>) {
     let mut full = vec!["RL.SHARE"];
     full.extend_from_slice(args);
-    let v = call(c, &full).unwrap_or_else(|e| panic!("{full:?}: {e}"));
-    parse(v)
-}
-
-fn parse(v: Value) -> (i64, i64, i64, Vec<[i64; 5]>) {
-    let Value::Array(items) = v else {
-        panic!("not an array: {v:?}")
-    };
-    let int = |v: &Value| match v {
-        Value::Int(n) => *n,
-        other => panic!("not an int: {other:?}"),
-    };
-    let replies = items[3..]
-        .iter()
-        .map(|r| {
-            let fields: Vec<i64> = redis::from_redis_value(r.clone()).unwrap();
-            fields.try_into().unwrap()
-        })
-        .collect();
-    (int(&items[0]), int(&items[1]), int(&items[2]), replies)
+    combined(c, &full)
 }
 
 /// User `u` of org 7: assured 10 per minute, ceiling 50, org 100 per
@@ -196,7 +176,7 @@ fn a_waiter_is_admitted_when_the_path_admits() {
     assert_eq!(waiting(&mut ctl), 1);
     advance(&mut ctl, 1);
     assert_eq!(waiting(&mut ctl), 0);
-    let (allowed, ..) = parse(w.recv_response().unwrap());
+    let (allowed, ..) = combined_reply(w.recv_response().unwrap());
     assert_eq!(allowed, 1);
 }
 
@@ -253,26 +233,7 @@ fn replication_carries_effects_not_the_command() {
         .arg("1")
         .query(&mut a)
         .unwrap();
-    let dir = aof.dir.join("appendonlydir");
-    let read_aof = || {
-        let mut text = String::new();
-        for entry in std::fs::read_dir(&dir).unwrap() {
-            let path = entry.unwrap().path();
-            if path.to_string_lossy().ends_with(".incr.aof") {
-                text.push_str(&String::from_utf8_lossy(&std::fs::read(path).unwrap()));
-            }
-        }
-        text
-    };
-    // Bounded: the AOF may be written after the reply.
-    let mut text = read_aof();
-    for _ in 0..1_000 {
-        if text.contains("marker") {
-            break;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(10));
-        text = read_aof();
-    }
+    let text = aof_through(&aof, "marker");
     assert!(!text.to_lowercase().contains("rl.share"), "{text}");
     assert_eq!(text.matches("PXAT").count(), 2, "{text}");
 }

@@ -319,6 +319,55 @@ pub fn decide(c: &mut redis::Connection, args: &[&str]) -> [i64; 5] {
     v.try_into().expect("five fields")
 }
 
+/// A combined reply (RL.ALL, RL.SHARE) in RESP2: (allowed, blocked_by,
+/// retry_after_ms, one five-field reply per key).
+pub fn combined(c: &mut redis::Connection, args: &[&str]) -> (i64, i64, i64, Vec<[i64; 5]>) {
+    combined_reply(call(c, args).unwrap_or_else(|e| panic!("{args:?}: {e}")))
+}
+
+/// [`combined`]'s reading of a reply already received.
+pub fn combined_reply(v: redis::Value) -> (i64, i64, i64, Vec<[i64; 5]>) {
+    let redis::Value::Array(items) = v else {
+        panic!("not an array: {v:?}")
+    };
+    let int = |v: &redis::Value| match v {
+        redis::Value::Int(n) => *n,
+        other => panic!("not an int: {other:?}"),
+    };
+    let replies = items[3..]
+        .iter()
+        .map(|r| {
+            let fields: Vec<i64> = redis::from_redis_value(r.clone()).unwrap();
+            fields.try_into().unwrap()
+        })
+        .collect();
+    (int(&items[0]), int(&items[1]), int(&items[2]), replies)
+}
+
+/// The incremental AOF files of `server`, once they hold `marker` (the key
+/// of its last write): some servers (Valkey 8) write the AOF after the
+/// reply, so they are read again until then, for at most 10 s.
+pub fn aof_through(server: &Server, marker: &str) -> String {
+    let dir = server.dir.join("appendonlydir");
+    let read = || {
+        let mut text = String::new();
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.to_string_lossy().ends_with(".incr.aof") {
+                text.push_str(&String::from_utf8_lossy(&std::fs::read(path).unwrap()));
+            }
+        }
+        text
+    };
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut text = read();
+    while !text.contains(marker) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
+        text = read();
+    }
+    text
+}
+
 /// The error a command answers, as (code, "CODE message").
 pub fn error_of(c: &mut redis::Connection, args: &[&[u8]]) -> (String, String) {
     let mut cmd = redis::cmd(std::str::from_utf8(args[0]).expect("ascii name"));
