@@ -19,10 +19,7 @@ pub fn run<H: Host>(command: &CommandDef, host: &mut H, args: &[H::Arg]) -> Resu
         return Err(Error::Arity(command.name));
     };
     let (policy, request) = definition.parse_command(rest, command.name)?;
-    Ok(match decide_one(host, key, policy, request)? {
-        Gated::Now(decided) => Reply::Decision(decided),
-        Gated::Blocked => Reply::Blocked,
-    })
+    Ok(Reply::of_one(decide_one(host, key, policy, request)?))
 }
 
 /// One policy over one key through the decision path (waiting included).

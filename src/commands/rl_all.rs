@@ -167,13 +167,42 @@ fn take_costs<A: AsRef<[u8]>>(tail: &[A], numkeys: usize) -> Result<(Vec<&[u8]>,
 }
 
 /// The first repeated key, as 1-based positions (first, again).
-pub fn repeated_key<A: AsRef<[u8]>>(keys: &[A]) -> Option<(usize, usize)> {
+fn repeated_key<A: AsRef<[u8]>>(keys: &[A]) -> Option<(usize, usize)> {
     let mut seen = HashSet::with_capacity(keys.len());
     let again = keys.iter().position(|k| !seen.insert(k.as_ref()))?;
     let first = keys
         .iter()
         .position(|k| k.as_ref() == keys[again].as_ref())?;
     Some((first + 1, again + 1))
+}
+
+/// The `numkeys` keys after `numkeys` in `rest` (the arguments after the
+/// command name), each named once.
+pub fn keys_of<'a, A: AsRef<[u8]>>(
+    rest: &'a [A],
+    numkeys: usize,
+    command: &'static str,
+) -> Result<&'a [A], Error> {
+    let keys = rest.get(1..=numkeys).ok_or(Error::Arity(command))?;
+    if let Some((first, again)) = repeated_key(keys) {
+        return Err(Error::RepeatedKey { first, again });
+    }
+    Ok(keys)
+}
+
+/// One decision over several keys through the gate; an error names the
+/// key (1-based) it is about.
+pub fn decide_keys<H: Host>(
+    host: &mut H,
+    keys: &[H::Arg],
+    policies: &[Policy],
+    request: Request,
+) -> Result<Gated, Error> {
+    host.decide(Shape::All, keys, policies, request)
+        .map_err(|e| Error::InKey {
+            position: e.key + 1,
+            error: Box::new(e.error),
+        })
 }
 
 pub fn run<H: Host>(command: &CommandDef, host: &mut H, args: &[H::Arg]) -> Result<Reply, Error> {
@@ -184,19 +213,11 @@ pub fn run<H: Host>(command: &CommandDef, host: &mut H, args: &[H::Arg]) -> Resu
         return Err(Error::Arity(NAME));
     };
     let call = parse(policies, rest)?;
-    let keys = rest.get(1..=call.numkeys).ok_or(Error::Arity(NAME))?;
-    if let Some((first, again)) = repeated_key(keys) {
-        return Err(Error::RepeatedKey { first, again });
-    }
+    let keys = keys_of(rest, call.numkeys, NAME)?;
     let policies: Vec<Policy> = (call.policies.into_iter().zip(keys))
         .map(|(p, k)| p.for_key(|| k.as_ref()))
         .collect();
-    let gated = host
-        .decide(Shape::All, keys, &policies, call.request)
-        .map_err(|e| Error::InKey {
-            position: e.key + 1,
-            error: Box::new(e.error),
-        })?;
+    let gated = decide_keys(host, keys, &policies, call.request)?;
     if !call.named.is_empty() {
         let now = host.now();
         registry::with(|r| {
@@ -217,10 +238,7 @@ pub fn run<H: Host>(command: &CommandDef, host: &mut H, args: &[H::Arg]) -> Resu
             }
         });
     }
-    Ok(match gated {
-        Gated::Now(decided) => Reply::All(decided),
-        Gated::Blocked => Reply::Blocked,
-    })
+    Ok(Reply::of_all(gated))
 }
 
 #[cfg(test)]

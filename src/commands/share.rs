@@ -7,11 +7,10 @@
 
 use super::definition::{CommandDef, Grammar};
 use super::grammar::{parse_common, COMMON};
-use super::rl_all::repeated_key;
-use super::{Host, Reply, Shape};
+use super::rl_all::{decide_keys, keys_of};
+use super::{Host, Reply};
 use crate::commands::args;
 use crate::engine::error::Error;
-use crate::engine::gate::Gated;
 use crate::engine::Request;
 use crate::policy::Policy;
 
@@ -93,20 +92,9 @@ pub fn run<H: Host>(command: &CommandDef, host: &mut H, args: &[H::Arg]) -> Resu
         return Err(Error::Arity(NAME));
     };
     let call = parse(command, rest)?;
-    let keys = rest.get(1..=call.numkeys).ok_or(Error::Arity(NAME))?;
-    if let Some((first, again)) = repeated_key(keys) {
-        return Err(Error::RepeatedKey { first, again });
-    }
-    let gated = host
-        .decide(Shape::All, keys, &call.nodes, call.request)
-        .map_err(|e| Error::InKey {
-            position: e.key + 1,
-            error: Box::new(e.error),
-        })?;
-    Ok(match gated {
-        Gated::Now(decided) => Reply::All(decided),
-        Gated::Blocked => Reply::Blocked,
-    })
+    let keys = keys_of(rest, call.numkeys, NAME)?;
+    let gated = decide_keys(host, keys, &call.nodes, call.request)?;
+    Ok(Reply::of_all(gated))
 }
 
 #[cfg(test)]
