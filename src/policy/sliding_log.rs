@@ -110,6 +110,20 @@ fn count(loaded: &Loaded, written: usize) -> usize {
     n
 }
 
+/// `decision` with `edit` written (if any), and the entries read and
+/// written, counted.
+fn transition(
+    l: &SlidingLog,
+    loaded: &Loaded,
+    decision: Decision,
+    edit: Option<LogEdit>,
+) -> (Transition, usize) {
+    let mut written = 0;
+    let write = edit.map(|e| loaded.write(l, &e, &mut written));
+    let n = count(loaded, written);
+    (Transition::of(decision, write), n)
+}
+
 fn decide_counted(
     l: &SlidingLog,
     stored: Option<&[u8]>,
@@ -118,10 +132,7 @@ fn decide_counted(
 ) -> Result<(Transition, usize), StateError> {
     let loaded = Loaded::new(stored)?;
     let (decision, edit) = loaded.decide(l, now, cost);
-    let mut written = 0;
-    let write = edit.map(|e| loaded.write(l, &e, &mut written));
-    let n = count(&loaded, written);
-    Ok((Transition::of(decision, write), n))
+    Ok(transition(l, &loaded, decision, edit))
 }
 
 fn refund_counted(
@@ -166,10 +177,7 @@ fn force_counted(
     let loaded = Loaded::new(stored)?;
     let (plain, edit) = loaded.decide(l, now, cost);
     if plain.allowed {
-        let mut written = 0;
-        let write = edit.map(|e| loaded.write(l, &e, &mut written));
-        let n = count(&loaded, written);
-        return Ok((Transition::of(plain, write), n));
+        return Ok(transition(l, &loaded, plain, edit));
     }
     let edit = match &loaded.log {
         Some(log) => l.force(log, now, cost),
@@ -177,10 +185,7 @@ fn force_counted(
     };
     let next = loaded.decide_after(l, &edit, now, 1);
     let decision = forced(next, loaded.decide_after(l, &edit, now, 0));
-    let mut written = 0;
-    let write = loaded.write(l, &edit, &mut written);
-    let n = count(&loaded, written);
-    Ok((Transition::of(decision, Some(write)), n))
+    Ok(transition(l, &loaded, decision, Some(edit)))
 }
 
 #[cfg(test)]
