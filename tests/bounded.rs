@@ -382,3 +382,33 @@ fn leaving_and_releasing_cost_the_same_at_20_and_at_2000() {
     });
     assert!(touched <= 1_998 * 4, "{touched} waiters touched");
 }
+
+#[test]
+fn a_shared_parent_costs_the_same_behind_1_and_1000_children() {
+    // RL.SHARE: a decision touches its own path only, whatever number of
+    // children share the parent.
+    let server = Server::start();
+    let mut c = server.conn();
+    clock_set(&mut c, 1_900_000_000 * S);
+    let child = |i: usize| format!("{{org}}:u{i}");
+    let share = |c: &mut Connection, i: usize| {
+        let key = child(i);
+        let args = [
+            "RL.SHARE", "2", &key, "{org}", "10", "1h", "CEIL", "50", "100000", "1h",
+        ];
+        call(c, &args).unwrap();
+    };
+    share(&mut c, 0);
+    let behind_1 = cost_of(&mut c, |c| share(c, 0));
+    let mut pipe = redis::pipe();
+    for i in 1..=1_000 {
+        let key = child(i);
+        pipe.cmd("RL.SHARE")
+            .arg(&["2", &key, "{org}", "10", "1h", "CEIL", "50", "100000", "1h"])
+            .ignore();
+    }
+    let () = pipe.query(&mut c).unwrap();
+    let behind_1000 = cost_of(&mut c, |c| share(c, 0));
+    assert_eq!(behind_1, behind_1000);
+    assert_eq!(behind_1000, (2, 0), "one decision per node of the path");
+}
