@@ -382,7 +382,8 @@ fn the_registry_survives_rdb_restarts_debug_reload_and_aof_restarts() {
     );
 
     // AOF: the commands themselves are replayed (no preamble), and an AOF
-    // rewrite with the RDB preamble keeps them.
+    // rewrite keeps them: in the RDB preamble, or, without it, written
+    // again after the rewritten keys.
     for preamble in ["no", "yes"] {
         let config = Config::default()
             .with_policies()
@@ -397,7 +398,7 @@ fn the_registry_survives_rdb_restarts_debug_reload_and_aof_restarts() {
         let s = s.restart();
         let mut c = s.conn();
         assert_eq!(text(&mut c, &["RL.POLICY", "DIGEST"]), digest, "{preamble}");
-        if preamble == "yes" {
+        {
             let _: Value = call(&mut c, &["BGREWRITEAOF"]).unwrap();
             common::topology::wait_until("the AOF rewrite", 30, || {
                 common::topology::info(&mut c, "persistence").contains("aof_rewrite_in_progress:0")
@@ -406,9 +407,67 @@ fn the_registry_survives_rdb_restarts_debug_reload_and_aof_restarts() {
             });
             let s = s.restart();
             let mut c = s.conn();
-            assert_eq!(text(&mut c, &["RL.POLICY", "DIGEST"]), digest, "rewritten");
+            assert_eq!(
+                text(&mut c, &["RL.POLICY", "DIGEST"]),
+                digest,
+                "rewritten, preamble {preamble}"
+            );
         }
     }
+}
+
+/// Waits for the running AOF rewrite to end, and checks it succeeded.
+fn rewrite_done(c: &mut redis::Connection) {
+    common::topology::wait_until("the AOF rewrite", 30, || {
+        let persistence = common::topology::info(c, "persistence");
+        persistence.contains("aof_rewrite_in_progress:0")
+            && persistence.contains("aof_last_bgrewrite_status:ok")
+    });
+}
+
+#[test]
+fn a_rewrite_without_preamble_while_writes_are_paused_keeps_the_policies() {
+    let config = Config::default()
+        .with_policies()
+        .arg("appendonly", "yes")
+        .arg("aof-use-rdb-preamble", "no");
+    let s = Server::with(config);
+    let mut c = s.conn();
+    ok(&mut c, &["RL.POLICY", "SET", "p", "GCRA", "10", "1s", "BURST", "3"]);
+    ok(&mut c, &["RL.POLICY", "SET", "q", "FIXED", "5", "1m", "SHADOW"]);
+    let digest = text(&mut c, &["RL.POLICY", "DIGEST"]);
+    // Nothing may be propagated while writes are paused: the policies are
+    // written once the pause ends (the server must not stop on it).
+    ok(&mut c, &["CLIENT", "PAUSE", "60000", "WRITE"]);
+    let _: Value = call(&mut c, &["BGREWRITEAOF"]).unwrap();
+    rewrite_done(&mut c);
+    ok(&mut c, &["CLIENT", "UNPAUSE"]);
+    common::topology::wait_until("the policies in the AOF after the rewrite", 30, || {
+        live_incremental_aof(&s).contains("SHADOW")
+    });
+    let s = s.restart();
+    let mut c = s.conn();
+    assert_eq!(text(&mut c, &["RL.POLICY", "DIGEST"]), digest);
+}
+
+/// The incremental AOF files the manifest lists as live (not history).
+fn live_incremental_aof(s: &Server) -> String {
+    let dir = s.dir.join("appendonlydir");
+    let mut text = String::new();
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        if !path.to_string_lossy().ends_with(".manifest") {
+            continue;
+        }
+        let manifest = std::fs::read_to_string(&path).unwrap();
+        for line in manifest.lines().filter(|l| l.ends_with("type i")) {
+            let file = line.split_whitespace().nth(1).unwrap();
+            text.push_str(&String::from_utf8_lossy(
+                &std::fs::read(dir.join(file)).unwrap_or_default(),
+            ));
+        }
+    }
+    text
 }
 
 #[test]

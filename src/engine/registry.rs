@@ -286,6 +286,18 @@ impl Registry {
         format!("{hash:016x}")
     }
 
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// Every name and definition, in name order.
+    pub fn definitions(&self) -> Vec<(Vec<u8>, Vec<u8>)> {
+        self.sorted()
+            .into_iter()
+            .map(|(name, entry)| (name.to_vec(), entry.definition.clone()))
+            .collect()
+    }
+
     /// Every name and definition in a versioned byte string (the RDB's
     /// auxiliary data): version, then per policy the name and definition,
     /// each a 4-byte big-endian length and the bytes.
@@ -322,20 +334,54 @@ pub fn decode(mut bytes: &[u8]) -> Option<Vec<(Vec<u8>, Vec<u8>)>> {
     bytes.is_empty().then_some(out)
 }
 
-/// Redis-style glob: `*`, `?`, `[abc]`, `[^a-z]` and `\` escapes.
+/// Redis-style glob: `*`, `?`, `[abc]`, `[^a-z]` and `\\` escapes.
+/// Iterative, returning to the last `*` on a mismatch: at most
+/// (pattern + 1) × (text + 1) steps and no recursion, whatever the pattern
+/// (a caller's `*a*a*a…b` or a million `*`).
 pub fn glob_match(pattern: &[u8], text: &[u8]) -> bool {
-    match pattern.split_first() {
-        None => text.is_empty(),
-        Some((b'*', rest)) => (0..=text.len()).any(|i| glob_match(rest, &text[i..])),
-        Some((b'?', rest)) => !text.is_empty() && glob_match(rest, &text[1..]),
-        Some((b'[', rest)) => {
-            let Some((&c, tail)) = text.split_first() else {
-                return false;
-            };
+    glob_steps(pattern, text).0
+}
+
+/// [`glob_match`] and the steps it took.
+fn glob_steps(pattern: &[u8], text: &[u8]) -> (bool, usize) {
+    let (mut p, mut t, mut steps) = (0, 0, 0);
+    // Where the pattern goes on after the last `*`, and the text position
+    // that `*` has swallowed up to.
+    let mut star: Option<(usize, usize)> = None;
+    while t < text.len() {
+        steps += 1;
+        if pattern.get(p) == Some(&b'*') {
+            p += 1;
+            star = Some((p, t));
+            continue;
+        }
+        if let Some(next) = one_char(pattern, p, text[t]) {
+            p = next;
+            t += 1;
+            continue;
+        }
+        match star {
+            Some((after, swallowed)) => {
+                star = Some((after, swallowed + 1));
+                p = after;
+                t = swallowed + 1;
+            }
+            None => return (false, steps),
+        }
+    }
+    (pattern[p..].iter().all(|&b| b == b'*'), steps)
+}
+
+/// Where the pattern token at `p` ends if it matches the character `c`.
+fn one_char(pattern: &[u8], p: usize, c: u8) -> Option<usize> {
+    let rest = pattern.get(p + 1..)?;
+    match pattern[p] {
+        b'?' => Some(p + 1),
+        b'[' => {
             let Some(end) = rest.iter().position(|&b| b == b']') else {
-                return c == b'[' && glob_match(rest, tail);
+                return (c == b'[').then_some(p + 1);
             };
-            let (class, after) = (&rest[..end], &rest[end + 1..]);
+            let class = &rest[..end];
             let (negate, class) = match class.split_first() {
                 Some((b'^', inner)) => (true, inner),
                 _ => (false, class),
@@ -351,12 +397,10 @@ pub fn glob_match(pattern: &[u8], text: &[u8]) -> bool {
                     i += 1;
                 }
             }
-            hit != negate && glob_match(after, tail)
+            (hit != negate).then_some(p + 1 + end + 1)
         }
-        Some((b'\\', rest)) if !rest.is_empty() => {
-            text.first() == Some(&rest[0]) && glob_match(&rest[1..], &text[1..])
-        }
-        Some((&p, rest)) => text.first() == Some(&p) && glob_match(rest, &text[1..]),
+        b'\\' if !rest.is_empty() => (rest[0] == c).then_some(p + 2),
+        literal => (literal == c).then_some(p + 1),
     }
 }
 
@@ -555,5 +599,63 @@ mod tests {
         assert!(glob_match(b"a\\*", b"a*"));
         assert!(!glob_match(b"a\\*", b"ab"));
         assert!(glob_match(b"*", b""));
+        assert!(glob_match(b"a*b?c", b"axxbyc"));
+        assert!(!glob_match(b"a*b?c", b"axxbc"));
+        assert!(glob_match(b"[", b"["));
+        assert!(glob_match(b"\\", b"\\"));
+    }
+
+    /// The recursive definition the iterative match must agree with.
+    fn reference(pattern: &[u8], text: &[u8]) -> bool {
+        match pattern.split_first() {
+            None => text.is_empty(),
+            Some((b'*', rest)) => (0..=text.len()).any(|i| reference(rest, &text[i..])),
+            Some(_) => match text.split_first() {
+                Some((&c, tail)) => {
+                    one_char(pattern, 0, c).is_some_and(|next| reference(&pattern[next..], tail))
+                }
+                None => false,
+            },
+        }
+    }
+
+    #[test]
+    fn globs_agree_with_the_recursive_definition() {
+        let alphabet = [b'a', b'b', b'*', b'?', b'[', b']', b'^', b'-', b'\\'];
+        let mut seed: u64 = 0x9e37_79b9_7f4a_7c15;
+        let mut next = |n: usize| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            (seed % n as u64) as usize
+        };
+        for _ in 0..20_000 {
+            let pattern: Vec<u8> = (0..next(8))
+                .map(|_| alphabet[next(alphabet.len())])
+                .collect();
+            let text: Vec<u8> = (0..next(8)).map(|_| alphabet[next(4)]).collect();
+            assert_eq!(
+                glob_match(&pattern, &text),
+                reference(&pattern, &text),
+                "{:?} {:?}",
+                String::from_utf8_lossy(&pattern),
+                String::from_utf8_lossy(&text)
+            );
+        }
+    }
+
+    #[test]
+    fn a_hostile_glob_takes_at_most_pattern_times_text_steps() {
+        let name = [b'a'; 256];
+        let mut stars = b"*a".repeat(40);
+        stars.push(b'b');
+        let (hit, steps) = glob_steps(&stars, &name);
+        assert!(!hit);
+        assert!(steps <= (stars.len() + 1) * (name.len() + 1), "{steps}");
+        // A million stars: no recursion, so no stack to run out of.
+        let many = vec![b'*'; 1_000_000];
+        let (hit, steps) = glob_steps(&many, &name);
+        assert!(hit);
+        assert!(steps <= many.len() + name.len(), "{steps}");
     }
 }

@@ -3,6 +3,12 @@
 //! keys, as Redis saves its functions. Registered only when the module is
 //! loaded with `policies on`: Redis refuses `MODULE UNLOAD` for a module
 //! with a data type, and an RDB holding the data needs the module to load.
+//!
+//! An AOF rewrite without the RDB preamble (`aof-use-rdb-preamble no`)
+//! writes keys only: module auxiliary data has no AOF form. So when such a
+//! rewrite starts, every policy is written once more as `RL.POLICY SET`
+//! into the AOF part that follows the rewritten base (and to replicas,
+//! where it changes nothing): a restart from the rewritten AOF replays them.
 
 use super::ffi::{api, log_warning, Ctx};
 use crate::commands::named::parse_definition;
@@ -48,7 +54,135 @@ pub fn register(ctx: Ctx) -> Result<(), String> {
     }
     registry::with(|r| r.clear());
     registry::enable();
+    let fork = raw::RedisModuleEvent {
+        id: raw::REDISMODULE_EVENT_FORK_CHILD,
+        dataver: 1,
+    };
+    // SAFETY: during OnLoad; the callback lives as long as the module (which
+    // cannot be unloaded: it has a data type).
+    let status = unsafe { api!(RedisModule_SubscribeToServerEvent)(ctx.0, fork, Some(on_fork)) };
+    if status != raw::REDISMODULE_OK as c_int {
+        return Err("cannot subscribe to fork events".into());
+    }
     Ok(())
+}
+
+/// A child process was born: if it rewrites the AOF without the RDB
+/// preamble, the policies are written after it (from a timer: the command
+/// or cron that forked is still running).
+extern "C" fn on_fork(
+    ctx: *mut raw::RedisModuleCtx,
+    _event: raw::RedisModuleEvent,
+    subevent: u64,
+    _data: *mut c_void,
+) {
+    if subevent != raw::REDISMODULE_SUBEVENT_FORK_CHILD_BORN as u64 {
+        return;
+    }
+    let ctx = Ctx(ctx);
+    let _ = catch_unwind(AssertUnwindSafe(|| {
+        if rewriting_aof_without_preamble(ctx) && !registry::with(|r| r.is_empty()) {
+            start_timer(ctx, 0);
+        }
+    }));
+}
+
+/// While writes are paused (CLIENT PAUSE, a failover) nothing may be
+/// propagated: look again this much later.
+const PAUSED_RETRY_MS: i64 = 10;
+
+fn start_timer(ctx: Ctx, delay_ms: i64) {
+    // SAFETY: ctx is a live context; the callback takes no data.
+    unsafe { api!(RedisModule_CreateTimer)(ctx.0, delay_ms, Some(on_timer), std::ptr::null_mut()) };
+}
+
+extern "C" fn on_timer(ctx: *mut raw::RedisModuleCtx, _data: *mut c_void) {
+    let ctx = Ctx(ctx);
+    let _ = catch_unwind(AssertUnwindSafe(|| {
+        // SAFETY: no arguments.
+        if unsafe { api!(RedisModule_AvoidReplicaTraffic)() } != 0 {
+            start_timer(ctx, PAUSED_RETRY_MS);
+            return;
+        }
+        let definitions = registry::with(|r| r.definitions());
+        for (name, definition) in &definitions {
+            let mut words = vec![&b"SET"[..], name.as_slice()];
+            words.extend(definition.split(|b| *b == b' '));
+            replicate_policy_command(ctx, &words);
+        }
+    }));
+}
+
+/// Sends `RL.POLICY words...` to the AOF and replicas.
+fn replicate_policy_command(ctx: Ctx, words: &[&[u8]]) {
+    let argv: Vec<*mut raw::RedisModuleString> = words
+        .iter()
+        // SAFETY: ctx is live; Redis copies the bytes.
+        .map(|w| unsafe { api!(RedisModule_CreateString)(ctx.0, w.as_ptr().cast(), w.len()) })
+        .collect();
+    // SAFETY: `v` takes an array of `argv.len()` strings, alive for the
+    // call; Redis copies them.
+    unsafe {
+        api!(RedisModule_Replicate)(
+            ctx.0,
+            c"RL.POLICY".as_ptr(),
+            c"v".as_ptr(),
+            argv.as_ptr(),
+            argv.len(),
+        )
+    };
+    for s in argv {
+        // SAFETY: created above, freed once.
+        unsafe { api!(RedisModule_FreeString)(ctx.0, s) };
+    }
+}
+
+/// Whether the child just born rewrites the AOF, and without the preamble.
+fn rewriting_aof_without_preamble(ctx: Ctx) -> bool {
+    // SAFETY: ctx is live; the info data is freed below.
+    let rewriting = unsafe {
+        let info = api!(RedisModule_GetServerInfo)(ctx.0, c"persistence".as_ptr());
+        if info.is_null() {
+            return false;
+        }
+        let mut error: c_int = 0;
+        let value = api!(RedisModule_ServerInfoGetFieldSigned)(
+            info,
+            c"aof_rewrite_in_progress".as_ptr(),
+            &mut error,
+        );
+        api!(RedisModule_FreeServerInfo)(ctx.0, info);
+        error == 0 && value == 1
+    };
+    rewriting && config_is(ctx, c"aof-use-rdb-preamble", b"no")
+}
+
+/// Whether the server configuration `name` reads `value`.
+fn config_is(ctx: Ctx, name: &std::ffi::CStr, value: &[u8]) -> bool {
+    // SAFETY: ctx is live; `cc` takes two NUL-terminated strings; the reply
+    // and its elements are read before the reply is freed.
+    unsafe {
+        let reply = api!(RedisModule_Call)(
+            ctx.0,
+            c"CONFIG".as_ptr(),
+            c"cc".as_ptr(),
+            c"GET".as_ptr(),
+            name.as_ptr(),
+        );
+        if reply.is_null() {
+            return false;
+        }
+        let element = api!(RedisModule_CallReplyArrayElement)(reply, 1);
+        let mut len = 0usize;
+        let found = if element.is_null() {
+            false
+        } else {
+            let ptr = api!(RedisModule_CallReplyStringPtr)(element, &mut len);
+            !ptr.is_null() && std::slice::from_raw_parts(ptr.cast::<u8>(), len) == value
+        };
+        api!(RedisModule_FreeCallReply)(reply);
+        found
+    }
 }
 
 unsafe extern "C" fn no_value_load(_rdb: *mut raw::RedisModuleIO, _encver: c_int) -> *mut c_void {
