@@ -76,7 +76,7 @@ extern "C" fn on_fork(
     subevent: u64,
     _data: *mut c_void,
 ) {
-    if subevent != raw::REDISMODULE_SUBEVENT_FORK_CHILD_BORN as u64 {
+    if subevent != raw::REDISMODULE_SUBEVENT_FORK_CHILD_BORN {
         return;
     }
     let ctx = Ctx(ctx);
