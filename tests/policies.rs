@@ -433,8 +433,14 @@ fn a_rewrite_without_preamble_while_writes_are_paused_keeps_the_policies() {
         .arg("aof-use-rdb-preamble", "no");
     let s = Server::with(config);
     let mut c = s.conn();
-    ok(&mut c, &["RL.POLICY", "SET", "p", "GCRA", "10", "1s", "BURST", "3"]);
-    ok(&mut c, &["RL.POLICY", "SET", "q", "FIXED", "5", "1m", "SHADOW"]);
+    ok(
+        &mut c,
+        &["RL.POLICY", "SET", "p", "GCRA", "10", "1s", "BURST", "3"],
+    );
+    ok(
+        &mut c,
+        &["RL.POLICY", "SET", "q", "FIXED", "5", "1m", "SHADOW"],
+    );
     let digest = text(&mut c, &["RL.POLICY", "DIGEST"]);
     // Nothing may be propagated while writes are paused: the policies are
     // written once the pause ends (the server must not stop on it).

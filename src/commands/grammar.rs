@@ -645,6 +645,10 @@ fn common_of(common: &Common, per_key: PerKey) -> Result<Request, Error> {
 
 /// Parses a tail that holds only the common options.
 pub fn parse_common<A: AsRef<[u8]>>(tail: &[A]) -> Result<Request, Error> {
+    if tail.is_empty() {
+        // The plain request, without walking the option table.
+        return Ok(Request::default());
+    }
     parse_common_with(tail, PerKey::default())
 }
 
@@ -690,6 +694,15 @@ mod tests {
     use crate::commands::table::{FIXED, GCRA, SLIDING};
 
     const M: Micros = Micros::new(60_000_000);
+
+    #[test]
+    fn no_common_options_are_the_plain_request() {
+        let none: [&[u8]; 0] = [];
+        assert_eq!(
+            parse_common(&none).unwrap(),
+            parse_common_with(&none, PerKey::default()).unwrap()
+        );
+    }
 
     #[test]
     fn policy_prefix_stops_at_the_first_foreign_token() {

@@ -185,14 +185,14 @@ pub fn check<H: Host>(command: &CommandDef, host: &mut H, args: &[H::Arg]) -> Re
     let mut request = parse_common(options)?;
     registry::enabled()?;
     let (applies, policy, shadow) = registry::with(|r| {
-        let (i, entry) = registry::first_defined(r, &names)?;
+        let (handle, entry) = registry::first_defined(r, &names)?;
         if let Some(token) = request.charge.token().filter(|t| entry.refuses.contains(t)) {
             return Err(Error::Combination {
                 option: token,
                 with: entry.keyword,
             });
         }
-        Ok((names[i], entry.policy.clone(), entry.shadow))
+        Ok((handle, entry.policy.clone(), entry.shadow))
     })?;
     if shadow {
         // Enforcement would make the client wait; a shadow policy never does.
@@ -209,7 +209,7 @@ pub fn check<H: Host>(command: &CommandDef, host: &mut H, args: &[H::Arg]) -> Re
     let denied_key =
         matches!(verdict, Verdict::Denied | Verdict::ShadowDenied).then_some(key.as_ref());
     let now = host.now();
-    registry::with(|r| r.record(applies, verdict, denied_key, now));
+    registry::with(|r| r.record_at(applies, verdict, denied_key, now));
     Ok(match gated {
         Gated::Blocked => Reply::Blocked,
         Gated::Now(decided) if shadow => Reply::Shadow(decided),

@@ -108,19 +108,38 @@ impl Hasher for Fnv {
 
 type ByName<V> = HashMap<Vec<u8>, V, BuildHasherDefault<Fnv>>;
 
+/// One defined policy and the counts of its calls.
+#[derive(Debug)]
+struct Slot {
+    name: Vec<u8>,
+    entry: Entry,
+    stats: PolicyStats,
+}
+
+/// The policies in slots (at most `ratelimit.max-policies`), found by name
+/// through one hash map: a call looks its policy up by name once and
+/// counts itself by the slot ([`Handle`]).
 #[derive(Debug, Default)]
 pub struct Registry {
-    entries: ByName<Entry>,
-    /// By name, for the names defined (at most `ratelimit.max-policies`).
-    stats: ByName<PolicyStats>,
+    by_name: ByName<usize>,
+    slots: Vec<Slot>,
 }
+
+/// Where a policy looked up sits, to count the call that used it. Valid
+/// until the registry next changes: within the command that looked it up.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Handle(usize);
 
 /// The format of [`Registry::encode`] (its first byte).
 const ENCODING_VERSION: u8 = 1;
 
 impl Registry {
     pub fn get(&self, name: &[u8]) -> Option<&Entry> {
-        self.entries.get(name)
+        self.slot_of(name).map(|i| &self.slots[i].entry)
+    }
+
+    fn slot_of(&self, name: &[u8]) -> Option<usize> {
+        self.by_name.get(name).copied()
     }
 
     /// Checks that `name` may be defined now: its length, and room for it
@@ -133,7 +152,7 @@ impl Registry {
         if name.is_empty() || name.len() as u64 > max_name {
             return Err(Error::PolicyName { max: max_name });
         }
-        if !self.entries.contains_key(name) && self.entries.len() as u64 >= max {
+        if self.slot_of(name).is_none() && self.slots.len() as u64 >= max {
             return Err(Error::TooManyPolicies { max });
         }
         Ok(())
@@ -142,28 +161,50 @@ impl Registry {
     /// Defines or redefines `name` (after [`Registry::check`]).
     pub fn set(&mut self, name: &[u8], entry: Entry) -> Result<(), Error> {
         self.check(name)?;
-        self.entries.insert(name.to_vec(), entry);
+        match self.slot_of(name) {
+            Some(i) => self.slots[i].entry = entry,
+            None => self.push(name.to_vec(), entry, PolicyStats::default()),
+        }
         Ok(())
+    }
+
+    fn push(&mut self, name: Vec<u8>, entry: Entry, stats: PolicyStats) {
+        self.by_name.insert(name.clone(), self.slots.len());
+        self.slots.push(Slot { name, entry, stats });
     }
 
     /// Whether there was such a policy.
     pub fn remove(&mut self, name: &[u8]) -> bool {
-        self.stats.remove(name);
-        self.entries.remove(name).is_some()
+        let Some(i) = self.by_name.remove(name) else {
+            return false;
+        };
+        self.slots.swap_remove(i);
+        if let Some(moved) = self.slots.get(i) {
+            self.by_name.insert(moved.name.clone(), i);
+        }
+        true
     }
 
     pub fn clear(&mut self) {
-        self.entries.clear();
-        self.stats.clear();
+        self.by_name.clear();
+        self.slots.clear();
     }
 
     /// Replaces every policy with `entries` (as saved: not checked against
     /// bounds lowered since, so that no saved policy is lost). The counts
     /// of names still defined stay.
     pub fn replace(&mut self, entries: Vec<(Vec<u8>, Entry)>) {
-        self.entries = entries.into_iter().collect();
-        let entries = &self.entries;
-        self.stats.retain(|name, _| entries.contains_key(name));
+        let mut old = std::mem::take(self);
+        for (name, entry) in entries {
+            let stats = old
+                .slot_of(&name)
+                .map(|i| std::mem::take(&mut old.slots[i].stats))
+                .unwrap_or_default();
+            match self.slot_of(&name) {
+                Some(i) => self.slots[i].entry = entry,
+                None => self.push(name, entry, stats),
+            }
+        }
     }
 
     /// Counts one use of the defined policy `name` ([`PolicyStats::record`]).
@@ -174,28 +215,36 @@ impl Registry {
         denied_key: Option<&[u8]>,
         now: Micros,
     ) {
-        if let Some(stats) = self.stats.get_mut(name) {
-            stats.record(verdict, denied_key, now);
-        } else if self.entries.contains_key(name) {
-            let mut stats = PolicyStats::default();
-            stats.record(verdict, denied_key, now);
-            self.stats.insert(name.to_vec(), stats);
+        if let Some(i) = self.slot_of(name) {
+            self.record_at(Handle(i), verdict, denied_key, now);
+        }
+    }
+
+    /// Counts one use of the policy found at `handle`.
+    pub fn record_at(
+        &mut self,
+        handle: Handle,
+        verdict: Verdict,
+        denied_key: Option<&[u8]>,
+        now: Micros,
+    ) {
+        if let Some(slot) = self.slots.get_mut(handle.0) {
+            slot.stats.record(verdict, denied_key, now);
         }
     }
 
     /// The counts of a defined policy (zero before its first call).
     pub fn stats(&self, name: &[u8]) -> Option<PolicyStats> {
-        self.entries.get(name)?;
-        Some(self.stats.get(name).cloned().unwrap_or_default())
+        self.slot_of(name).map(|i| self.slots[i].stats.clone())
     }
 
     /// How many policies there are, and their counts summed.
     pub fn totals(&self) -> (usize, PolicyStats) {
         let mut sum = PolicyStats::default();
-        for stats in self.stats.values() {
-            sum.add_counts(stats);
+        for slot in &self.slots {
+            sum.add_counts(&slot.stats);
         }
-        (self.entries.len(), sum)
+        (self.slots.len(), sum)
     }
 
     /// The `n` policies called most, most first, equal counts in name
@@ -217,10 +266,9 @@ impl Registry {
             }
         };
         let cap = n.saturating_mul(2);
-        let mut best: Vec<Candidate> = Vec::with_capacity(cap.min(self.entries.len()));
-        for name in self.entries.keys() {
-            let calls = self.stats.get(name).map_or(0, |s| s.calls);
-            best.push((calls, name.as_slice()));
+        let mut best: Vec<Candidate> = Vec::with_capacity(cap.min(self.slots.len()));
+        for slot in &self.slots {
+            best.push((slot.stats.calls, slot.name.as_slice()));
             if best.len() >= cap {
                 keep_best(&mut best);
             }
@@ -230,8 +278,8 @@ impl Registry {
         best.into_iter()
             .map(|(_, name)| {
                 let mut counts = PolicyStats::default();
-                if let Some(stats) = self.stats.get(name) {
-                    counts.add_counts(stats);
+                if let Some(i) = self.slot_of(name) {
+                    counts.add_counts(&self.slots[i].stats);
                 }
                 (name, counts)
             })
@@ -240,15 +288,17 @@ impl Registry {
 
     /// Zeroes every policy's counts (`CONFIG RESETSTAT`).
     pub fn reset_stats(&mut self) {
-        self.stats.clear();
+        for slot in &mut self.slots {
+            slot.stats = PolicyStats::default();
+        }
     }
 
     /// The names matching the glob `pattern` (all without one), sorted.
     pub fn names(&self, pattern: Option<&[u8]>) -> Vec<&[u8]> {
         let mut names: Vec<&[u8]> = self
-            .entries
-            .keys()
-            .map(Vec::as_slice)
+            .slots
+            .iter()
+            .map(|s| s.name.as_slice())
             .filter(|n| pattern.is_none_or(|p| glob_match(p, n)))
             .collect();
         names.sort_unstable();
@@ -258,9 +308,9 @@ impl Registry {
     /// The definitions in name order: what the digest and the RDB hold.
     fn sorted(&self) -> Vec<(&[u8], &Entry)> {
         let mut all: Vec<(&[u8], &Entry)> = self
-            .entries
+            .slots
             .iter()
-            .map(|(n, e)| (n.as_slice(), e))
+            .map(|s| (s.name.as_slice(), &s.entry))
             .collect();
         all.sort_unstable_by(|a, b| a.0.cmp(b.0));
         all
@@ -287,7 +337,7 @@ impl Registry {
     }
 
     pub fn is_empty(&self) -> bool {
-        self.entries.is_empty()
+        self.slots.is_empty()
     }
 
     /// Every name and definition, in name order.
@@ -404,15 +454,15 @@ fn one_char(pattern: &[u8], p: usize, c: u8) -> Option<usize> {
     }
 }
 
-/// The first of `names` that is defined: its position and entry. The error
-/// names the one name, or all of them.
+/// The first of `names` that is defined: its entry and where it sits. The
+/// error names the one name, or all of them.
 pub fn first_defined<'r, A: AsRef<[u8]>>(
     registry: &'r Registry,
     names: &[A],
-) -> Result<(usize, &'r Entry), Error> {
-    for (i, name) in names.iter().enumerate() {
-        if let Some(entry) = registry.get(name.as_ref()) {
-            return Ok((i, entry));
+) -> Result<(Handle, &'r Entry), Error> {
+    for name in names {
+        if let Some(i) = registry.slot_of(name.as_ref()) {
+            return Ok((Handle(i), &registry.slots[i].entry));
         }
     }
     let quoted: Vec<String> = names
@@ -476,7 +526,7 @@ mod tests {
         assert_eq!(r.names(Some(b"cust:?")), [&b"cust:1"[..]]);
         assert!(r.remove(b"cust:1"));
         assert!(!r.remove(b"cust:1"));
-        assert_eq!(r.entries.len(), 2);
+        assert_eq!(r.slots.len(), 2);
     }
 
     #[test]
@@ -525,7 +575,10 @@ mod tests {
     fn the_first_defined_name_of_a_chain_applies() {
         let mut r = Registry::default();
         r.set(b"plan", entry("FIXED 1 1s")).unwrap();
-        assert_eq!(first_defined(&r, &["cust", "plan"]).unwrap().0, 1);
+        let (handle, entry) = first_defined(&r, &["cust", "plan"]).unwrap();
+        assert_eq!(entry.definition, b"FIXED 1 1s");
+        r.record_at(handle, Verdict::Allowed, None, Micros::new(1));
+        assert_eq!(r.stats(b"plan").unwrap().calls, 1);
         assert_eq!(
             first_defined(&r, &["x"]).unwrap_err().to_string(),
             "ERR no policy named 'x'"

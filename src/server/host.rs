@@ -9,11 +9,25 @@ use crate::commands::{Host, Shape};
 use crate::engine::gate::Gated;
 use crate::engine::{KeyError, Outcome, Request};
 use crate::policy::Policy;
+use std::cell::Cell;
 
 /// One call of command `command` (its place in the command table).
 pub struct ServerHost {
     pub ctx: Ctx,
     pub command: usize,
+    /// The limiter clock, read once per call: a decision and what is
+    /// counted of it see the same time.
+    now: Cell<Option<Micros>>,
+}
+
+impl ServerHost {
+    pub fn new(ctx: Ctx, command: usize) -> ServerHost {
+        ServerHost {
+            ctx,
+            command,
+            now: Cell::new(None),
+        }
+    }
 }
 
 impl Host for ServerHost {
@@ -21,7 +35,9 @@ impl Host for ServerHost {
     type Store<'h> = RedisStore;
 
     fn now(&self) -> Micros {
-        clock::now()
+        let now = self.now.get().unwrap_or_else(clock::now);
+        self.now.set(Some(now));
+        now
     }
 
     fn open(&mut self, keys: &[Arg], read_only: bool) -> RedisStore {
@@ -39,7 +55,8 @@ impl Host for ServerHost {
         policies: &[Policy],
         request: Request,
     ) -> Result<Gated, KeyError> {
-        wait::decide(self.ctx, self.command, shape, keys, policies, request)
+        let now = self.now();
+        wait::decide(self.ctx, self.command, shape, keys, policies, now, request)
     }
 
     fn behind_line(
@@ -63,6 +80,7 @@ impl Host for ServerHost {
     fn set_clock(&mut self, to: Micros) {
         let from = clock::now();
         clock::set(to);
+        self.now.set(Some(clock::now()));
         wait::clock_moved(self.ctx, from, to);
     }
 

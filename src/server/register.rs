@@ -70,10 +70,7 @@ unsafe fn dispatch(
         }
         return raw::REDISMODULE_OK as c_int;
     }
-    let mut host = ServerHost {
-        ctx,
-        command: index,
-    };
+    let mut host = ServerHost::new(ctx, index);
     let run = || crate::commands::run(command, &mut host, args);
     match catch_unwind(AssertUnwindSafe(run)) {
         Ok(Ok(answer)) => {

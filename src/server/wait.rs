@@ -125,9 +125,9 @@ pub fn decide(
     shape: Shape,
     keys: &[Arg],
     policies: &[Policy],
+    now: Micros,
     request: Request,
 ) -> Result<Gated, KeyError> {
-    let now = clock::now();
     let mut shell = CallShell {
         ctx,
         keys,
