@@ -237,3 +237,60 @@ fn replication_carries_effects_not_the_command() {
     assert!(!text.to_lowercase().contains("rl.share"), "{text}");
     assert_eq!(text.matches("PXAT").count(), 2, "{text}");
 }
+
+/// A waiter admitted and then unblocked with an error in the same
+/// event-loop turn (no reply reaches it) is taken back whole: the assured
+/// rate it used is given back as well as the ceilings and the root's rate.
+#[test]
+fn an_admission_taken_back_gives_back_the_assured_rate_it_used() {
+    let s = Server::start();
+    let mut ctl = s.conn();
+    clock_set(&mut ctl, T0);
+    // Users assured 2 per hour up to 10 inside an org of 10 per 10 hours
+    // (slow enough to stay spent for the test).
+    let path = |u: usize, extra: &[&str]| -> Vec<String> {
+        let mut v: Vec<String> = ["2", &format!("{{o}}:u:{u}"), "{o}"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        for w in ["2", "1h", "CEIL", "10", "10", "10h"].iter().chain(extra) {
+            v.push(w.to_string());
+        }
+        v
+    };
+    // User 2 spends the org; user 1 its own assured 2.
+    while share(&mut ctl, &strs(&path(2, &[]))).0 == 1 {}
+    for _ in 0..2 {
+        assert_eq!(share(&mut ctl, &strs(&path(1, &[]))).0, 1);
+    }
+    let mut w = s.conn();
+    let id: i64 = redis::cmd("CLIENT").arg("ID").query(&mut w).unwrap();
+    let mut waiting_call = vec!["RL.SHARE".to_string()];
+    waiting_call.extend(path(1, &["WAIT", "2h"]));
+    send(&mut w, &strs(&waiting_call));
+    await_waiting(&mut ctl, 1);
+    // Half an hour frees one unit of user 1's assured rate (the org is in
+    // debt): the waiter is admitted on it, and unblocked with an error
+    // before its reply is sent.
+    let (_, unblocked): (u64, i64) = redis::pipe()
+        .cmd("RL.CLOCK")
+        .arg("ADVANCE")
+        .arg(1_800 * SECOND)
+        .cmd("CLIENT")
+        .arg("UNBLOCK")
+        .arg(id)
+        .arg("ERROR")
+        .query(&mut ctl)
+        .unwrap();
+    assert_eq!(unblocked, 1);
+    let reply = match w.recv_response() {
+        Ok(v) => format!("{v:?}"),
+        Err(e) => format!("{e:?}"),
+    };
+    assert!(reply.contains("UNBLOCKED"), "{reply}");
+    assert_eq!(waiting(&mut ctl), 0);
+    // The unit is user 1's again.
+    let (allowed, _, _, replies) = share(&mut ctl, &strs(&path(1, &[])));
+    assert_eq!(allowed, 1);
+    assert_eq!(replies[0][2], 0, "its assured rate spent again, the org's too");
+}
