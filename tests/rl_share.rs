@@ -292,5 +292,132 @@ fn an_admission_taken_back_gives_back_the_assured_rate_it_used() {
     // The unit is user 1's again.
     let (allowed, _, _, replies) = share(&mut ctl, &strs(&path(1, &[])));
     assert_eq!(allowed, 1);
-    assert_eq!(replies[0][2], 0, "its assured rate spent again, the org's too");
+    assert_eq!(
+        replies[0][2], 0,
+        "its assured rate spent again, the org's too"
+    );
+}
+
+fn peek_path(c: &mut redis::Connection, path: &[String]) -> (i64, i64, i64, Vec<[i64; 5]>) {
+    let mut full = vec!["RL.SHARE.PEEK"];
+    full.extend(strs(path));
+    combined(c, &full)
+}
+
+/// A three-level path: user `u` assured 5 per minute up to 100, in a team
+/// assured 10 up to 20, in an org of 20 per minute.
+fn three_levels(u: &str) -> Vec<String> {
+    let words = [
+        "3",
+        &format!("{{o}}:u:{u}"),
+        "{o}:team",
+        "{o}",
+        "5",
+        "1m",
+        "CEIL",
+        "100",
+        "10",
+        "1m",
+        "CEIL",
+        "20",
+        "20",
+        "1m",
+    ];
+    words.iter().map(|s| s.to_string()).collect()
+}
+
+/// A node's `remaining` is the most a request through it could take now:
+/// its ceiling's below an idle parent, its assured rate's below a spent
+/// one. RL.SHARE.PEEK reports it, with the rest of the reply, and changes
+/// nothing; it runs on a replica, as RL.PEEK does.
+#[test]
+fn a_peek_at_a_path_reports_each_node_and_changes_nothing() {
+    let primary = Server::start();
+    let replica = Server::with(common::topology::replica_config(&primary));
+    common::topology::wait_link_up(&replica);
+    common::topology::wait_replicas_online(&primary, 1);
+    let (mut c, mut r) = (primary.conn(), replica.conn());
+    clock_set(&mut c, T0);
+    clock_set(&mut r, T0);
+    let (a, b) = (three_levels("a"), three_levels("b"));
+    // Nothing sent yet: the leaf may take the team's ceiling (20).
+    assert_eq!(
+        peek_path(&mut c, &b),
+        (
+            1,
+            -1,
+            -1,
+            vec![[1, 100, 20, -1, 0], [1, 20, 20, -1, 0], [1, 20, 20, -1, 0]]
+        )
+    );
+    let mut n = 0;
+    while share(&mut c, &strs(&a)).0 == 1 {
+        n += 1;
+    }
+    assert_eq!(n, 20);
+    // The team and the org are spent: user b has its assured 5 left, not
+    // its ceiling's 100.
+    let keys = ["{o}:u:b", "{o}:team", "{o}"];
+    let before: Vec<_> = keys.iter().map(|k| state(&mut c, k)).collect();
+    let (allowed, blocked_by, retry, replies) = peek_path(&mut c, &b);
+    assert_eq!((allowed, blocked_by, retry), (1, -1, -1));
+    assert_eq!(replies[0], [1, 100, 5, -1, 0]);
+    assert_eq!(replies[1][..3], [0, 20, 0]);
+    assert_eq!(replies[2][..3], [0, 20, 0]);
+    let after: Vec<_> = keys.iter().map(|k| state(&mut c, k)).collect();
+    assert_eq!(before, after, "a peek writes nothing");
+    // RL.SHARE's own reply says the same of what is left after it.
+    let (allowed, _, _, replies) = share(&mut c, &strs(&b));
+    assert_eq!(allowed, 1);
+    assert_eq!(replies[0][..3], [1, 100, 4]);
+    // On the replica: the same look; RL.SHARE is refused there.
+    common::topology::wait_replicas(&mut c, 1);
+    assert_eq!(peek_path(&mut r, &b), peek_path(&mut c, &b));
+    let mut decision = vec!["RL.SHARE"];
+    decision.extend(strs(&b));
+    assert_eq!(
+        call(&mut r, &decision).unwrap_err().code(),
+        Some("READONLY")
+    );
+    // RESP3: RL.ALL's map.
+    let mut c3 = primary.conn_resp3();
+    let mut look = vec!["RL.SHARE.PEEK"];
+    look.extend(strs(&b));
+    let map = resp3_map(call(&mut c3, &look).unwrap());
+    assert_eq!(
+        names(&map),
+        ["allowed", "blocked_by", "retry_after_ms", "limits"]
+    );
+    assert_eq!(map[0].1, redis::Value::Boolean(true));
+    // Nothing but the path: an option is refused as unknown.
+    look.extend(["COST", "1"]);
+    let refused = call(&mut c, &look).unwrap_err().to_string();
+    assert!(
+        refused.ends_with("syntax error: unknown option 'COST'"),
+        "{refused}"
+    );
+}
+
+/// With a waiter on the path, a look answers as a new request would:
+/// denied behind it.
+#[test]
+fn a_peek_answers_behind_the_waiters_of_the_path() {
+    let s = Server::start();
+    let mut ctl = s.conn();
+    let mut w = s.conn();
+    clock_set(&mut ctl, T0);
+    let u1 = user(1, &[]);
+    for _ in 0..50 {
+        assert_eq!(share(&mut ctl, &strs(&u1)).0, 1);
+    }
+    let (allowed, blocked_by, retry, _) = peek_path(&mut ctl, &u1);
+    assert_eq!((allowed, blocked_by, retry), (0, 0, 1_200));
+    let mut waiting_call = vec!["RL.SHARE".to_string()];
+    waiting_call.extend(user(1, &["WAIT", "1h"]));
+    send(&mut w, &strs(&waiting_call));
+    await_waiting(&mut ctl, 1);
+    let (allowed, _, retry, _) = peek_path(&mut ctl, &u1);
+    assert_eq!((allowed, retry), (0, 2_400), "after the waiter's unit");
+    advance(&mut ctl, 1_200 * MS);
+    assert_eq!(combined_reply(w.recv_response().unwrap()).0, 1);
 }

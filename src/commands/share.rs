@@ -4,14 +4,17 @@
 //! `limit period [BURST n] CEIL limit`, the root `limit period [BURST n]`.
 //! One decision over the path, through the same decision path as RL.ALL
 //! (`engine::decide`, which decides a path of nodes as one).
+//!
+//! `RL.SHARE.PEEK numkeys key [key ...] node [node ...]`: a look at the
+//! path, as RL.PEEK is at one limit: read-only, nothing after the nodes.
 
 use super::definition::{CommandDef, Grammar};
 use super::grammar::{parse_common, COMMON};
 use super::rl_all::{decide_keys, keys_of};
 use super::{Host, Reply};
 use crate::commands::args;
-use crate::engine::error::Error;
-use crate::engine::Request;
+use crate::engine::error::{printable, Error};
+use crate::engine::{self, Charge, Request};
 use crate::policy::Policy;
 
 const NAME: &str = "RL.SHARE";
@@ -26,7 +29,7 @@ pub struct Call {
 
 /// Parses everything after the command name.
 pub fn parse<A: AsRef<[u8]>>(command: &CommandDef, args: &[A]) -> Result<Call, Error> {
-    let Grammar::Share { node } = command.grammar else {
+    let Grammar::Share { node, look } = command.grammar else {
         return Err(Error::Internal(NAME));
     };
     let Some((numkeys, rest)) = args.split_first() else {
@@ -67,6 +70,19 @@ pub fn parse<A: AsRef<[u8]>>(command: &CommandDef, args: &[A]) -> Result<Call, E
             }
         }
     }
+    if look {
+        return match tail.first() {
+            Some(extra) => Err(Error::UnknownOption(printable(extra.as_ref()))),
+            None => Ok(Call {
+                numkeys,
+                nodes,
+                request: Request {
+                    charge: Charge::Peek,
+                    ..Request::default()
+                },
+            }),
+        };
+    }
     // The options a node refuses are refused by name.
     if let Some(word) = tail.iter().find(|w| {
         COMMON
@@ -95,6 +111,30 @@ pub fn run<H: Host>(command: &CommandDef, host: &mut H, args: &[H::Arg]) -> Resu
     let keys = keys_of(rest, call.numkeys, NAME)?;
     let gated = decide_keys(host, keys, &call.nodes, call.request)?;
     Ok(Reply::of_all(gated))
+}
+
+/// RL.SHARE.PEEK: what a request of one unit at the leaf would answer
+/// now, behind the waiters of the path's keys if there are any; each
+/// node's `remaining` the most a request through it could take now.
+pub fn peek<H: Host>(command: &CommandDef, host: &mut H, args: &[H::Arg]) -> Result<Reply, Error> {
+    let [_, rest @ ..] = args else {
+        return Err(Error::Arity(command.name));
+    };
+    let call = parse(command, rest)?;
+    let keys = keys_of(rest, call.numkeys, command.name)?;
+    let now = host.now();
+    let decided = match host.behind_line(keys, &call.nodes, now, call.request.clone()) {
+        Some(decided) => decided,
+        None => {
+            let mut store = host.open(keys, true);
+            engine::decide(&mut store, &call.nodes, now, call.request)
+        }
+    }
+    .map_err(|e| Error::InKey {
+        position: e.key + 1,
+        error: Box::new(e.error),
+    })?;
+    Ok(Reply::PeekAll(decided))
 }
 
 #[cfg(test)]
