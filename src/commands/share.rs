@@ -58,6 +58,7 @@ pub fn parse<A: AsRef<[u8]>>(command: &CommandDef, args: &[A]) -> Result<Call, E
     }
     if nodes.len() != numkeys || extra > 0 {
         return Err(Error::NodeCount {
+            command: command.name,
             keys: numkeys,
             nodes: nodes.len() + extra,
         });
@@ -162,6 +163,35 @@ mod tests {
         };
         assert!(leaf.ceiling.is_some());
         assert!(p(&["1", "o", "100", "1s", "WAIT", "1s"]).is_ok());
+    }
+
+    #[test]
+    fn a_look_takes_the_path_alone() {
+        let def = COMMANDS.iter().find(|c| c.name == "RL.SHARE.PEEK").unwrap();
+        let look = |args: &[&str]| {
+            let bytes: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).collect();
+            parse(def, &bytes)
+        };
+        let call = look(&["2", "u", "o", "10", "1s", "CEIL", "50", "100", "1s"]).unwrap();
+        assert_eq!(call.request.charge, Charge::Peek);
+        assert_eq!(call.request.cost, 1);
+        let msg = |args: &[&str]| look(args).unwrap_err().to_string();
+        assert_eq!(
+            msg(&["1", "o", "10", "1s", "COST", "2"]),
+            "ERR syntax error: unknown option 'COST'"
+        );
+        assert_eq!(
+            msg(&["1", "o", "10", "1s", "DRYRUN"]),
+            "ERR syntax error: unknown option 'DRYRUN'"
+        );
+        assert_eq!(
+            msg(&["2", "u", "o", "10", "1s", "CEIL", "50"]),
+            "ERR syntax error: RL.SHARE.PEEK needs one node per key, got 2 keys and 1 node"
+        );
+        assert_eq!(
+            msg(&["2", "u", "o", "10", "1s", "100", "1s"]),
+            "ERR syntax error: node 1 needs CEIL limit: every node but the last (the root) has a ceiling"
+        );
     }
 
     #[test]
