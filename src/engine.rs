@@ -164,7 +164,10 @@ pub struct Outcome {
     pub leases: PerLimit<Option<Option<LeaseId>>>,
     /// RL.SHARE, admitted: the node whose assured rate the request used
     /// (what taking the admission back gives back; see [`undo_decided`]).
-    pub lender: Option<usize>,
+    /// Kept for the first 65,536 nodes of a path, so that an outcome stays
+    /// as small as without it; beyond them, `None` (an undo then gives back
+    /// the ceilings only, the stricter side).
+    pub lender: Option<u16>,
 }
 
 /// Decides `request` under `policies` (policy `i` over key `i` of `store`)
@@ -301,7 +304,7 @@ pub fn undo_decided<S: Store>(
         now,
         request,
         &decided.leases,
-        decided.lender,
+        decided.lender.map(usize::from),
     )
 }
 

@@ -76,7 +76,7 @@ pub(super) fn decide<S: Store>(
         granted: None,
         units: shared.nodes.iter().map(|_| units).collect(),
         leases: shared.nodes.iter().map(|_| None).collect(),
-        lender: shared.lender,
+        lender: shared.lender.and_then(|m| u16::try_from(m).ok()),
     };
     let writes: PerLimit<Option<StateWrite>> = (shared.nodes.iter().zip(nodes))
         .map(|((_, new), node)| new.map(|s| write(node, &s)))
