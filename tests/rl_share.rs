@@ -72,6 +72,12 @@ fn a_user_alone_borrows_up_to_its_ceiling_and_a_denial_changes_nothing() {
     let (allowed, blocked_by, retry, replies) = share(&mut c, &example);
     assert_eq!((allowed, blocked_by, retry), (1, -1, -1));
     assert_eq!(replies, [[1, 50, 49, -1, 100], [1, 100, 99, -1, 10]]);
+    // And the look that follows it in docs/commands.md.
+    let mut look = vec!["RL.SHARE.PEEK"];
+    look.extend(&example);
+    let (allowed, blocked_by, retry, replies) = combined(&mut c, &look);
+    assert_eq!((allowed, blocked_by, retry), (1, -1, -1));
+    assert_eq!(replies, [[1, 50, 49, -1, 100], [1, 100, 99, -1, 10]]);
     // DRYRUN decides and writes nothing.
     let before = state(&mut c, "{org:7}:user:2");
     assert_eq!(share(&mut c, &strs(&user(2, &["DRYRUN"]))).0, 1);
