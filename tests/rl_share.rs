@@ -427,3 +427,40 @@ fn a_peek_answers_behind_the_waiters_of_the_path() {
     advance(&mut ctl, 1_200 * MS);
     assert_eq!(combined_reply(w.recv_response().unwrap()).0, 1);
 }
+
+/// RL.SHARE.PEEK is `readonly`: it breaks no WATCH on the path's keys and
+/// answers out of memory, where RL.SHARE is refused.
+#[test]
+fn a_peek_at_a_path_runs_under_oom_and_breaks_no_watch() {
+    let s = Server::with(Config::default().arg("maxmemory-policy", "noeviction"));
+    let (mut c, mut w) = (s.conn(), s.conn());
+    clock_set(&mut c, T0);
+    let u1 = user(1, &[]);
+    assert_eq!(share(&mut c, &strs(&u1)).0, 1);
+    let _: () = redis::cmd("WATCH")
+        .arg("{org:7}:user:1")
+        .arg("{org:7}")
+        .query(&mut w)
+        .unwrap();
+    let look = peek_path(&mut c, &u1);
+    let mut tx = redis::pipe();
+    tx.atomic().cmd("SET").arg("marker").arg(1).ignore();
+    let committed: redis::Value = tx.query(&mut w).unwrap();
+    assert_ne!(committed, redis::Value::Nil, "WATCH kept");
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("maxmemory")
+        .arg(1)
+        .query(&mut c)
+        .unwrap();
+    let mut decision = vec!["RL.SHARE"];
+    decision.extend(strs(&u1));
+    assert_eq!(call(&mut c, &decision).unwrap_err().code(), Some("OOM"));
+    assert_eq!(peek_path(&mut c, &u1), look);
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("maxmemory")
+        .arg(0)
+        .query(&mut c)
+        .unwrap();
+}
