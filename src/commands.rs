@@ -31,6 +31,7 @@ pub fn run<H: Host>(command: &CommandDef, host: &mut H, args: &[H::Arg]) -> Resu
         Handler::Decision => policy_command::run(command, host, args),
         Handler::All => rl_all::run(command, host, args),
         Handler::Share => share::run(command, host, args),
+        Handler::SharePeek => share::peek(command, host, args),
         Handler::Peek => rl_peek::run(command, host, args),
         Handler::Throttle => throttle::run(command, host, args),
         Handler::Clock => clock::run(command, host, args),

@@ -162,6 +162,12 @@ pub struct Outcome {
     /// concurrency limit, the lease it now holds (`Some(None)` when denied
     /// or a dry run).
     pub leases: PerLimit<Option<Option<LeaseId>>>,
+    /// RL.SHARE, admitted: the node whose assured rate the request used
+    /// (what taking the admission back gives back; see [`undo_decided`]).
+    /// Kept for the first 65,536 nodes of a path, so that an outcome stays
+    /// as small as without it; beyond them, `None` (an undo then gives back
+    /// the ceilings only, the stricter side).
+    pub lender: Option<u16>,
 }
 
 /// Decides `request` under `policies` (policy `i` over key `i` of `store`)
@@ -175,7 +181,7 @@ pub fn decide<S: Store>(
     request: Request,
 ) -> Result<Outcome, KeyError> {
     if let Some(path) = share::path(policies) {
-        return share::decide(store, &path, now, request);
+        return share::decide(store, &path, now, request, None);
     }
     let state = |key: usize, policy: &Policy| {
         let command = policy.command();
@@ -206,6 +212,7 @@ pub fn decide<S: Store>(
         granted,
         units: PerLimit::with_capacity(policies.len()),
         leases: PerLimit::with_capacity(policies.len()),
+        lender: None,
     };
     work::add(Work::Decisions, policies.len() as u64);
     let mut writes: PerLimit<Option<StateWrite>> = PerLimit::with_capacity(policies.len());
@@ -270,6 +277,8 @@ pub fn decide<S: Store>(
 /// Takes back an admission of `request` (its client went away before the
 /// reply could reach it, or it was only planned): the cost refunded to
 /// every rate limit, each of `leases` given back to its concurrency limit.
+/// An RL.SHARE path's lender is not known here: only its ceilings are
+/// given back (see [`undo_decided`]).
 pub fn undo<S: Store>(
     store: &mut S,
     policies: &[Policy],
@@ -277,13 +286,46 @@ pub fn undo<S: Store>(
     request: &Request,
     leases: &[Option<Option<LeaseId>>],
 ) -> Result<(), KeyError> {
+    undo_lent(store, policies, now, request, leases, None)
+}
+
+/// Takes back the admission `decided` of `request` ([`undo`]), knowing all
+/// it charged: its leases, and for RL.SHARE the node that lent.
+pub fn undo_decided<S: Store>(
+    store: &mut S,
+    policies: &[Policy],
+    now: Micros,
+    request: &Request,
+    decided: &Outcome,
+) -> Result<(), KeyError> {
+    undo_lent(
+        store,
+        policies,
+        now,
+        request,
+        &decided.leases,
+        decided.lender.map(usize::from),
+    )
+}
+
+fn undo_lent<S: Store>(
+    store: &mut S,
+    policies: &[Policy],
+    now: Micros,
+    request: &Request,
+    leases: &[Option<Option<LeaseId>>],
+    lender: Option<usize>,
+) -> Result<(), KeyError> {
     let refund = Request {
         charge: Charge::Refund,
         dryrun: false,
         wait: None,
         ..request.clone()
     };
-    decide(store, policies, now, refund)?;
+    match share::path(policies) {
+        Some(path) => share::decide(store, &path, now, refund, lender)?,
+        None => decide(store, policies, now, refund)?,
+    };
     for (key, lease) in leases.iter().enumerate() {
         let Some(Some(lease)) = lease else {
             continue;

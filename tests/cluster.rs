@@ -1,8 +1,9 @@
 //! Redis Cluster as it is: three primaries and three replicas started here,
 //! driven by the redis crate's cluster client. A limiter in each of the
 //! 16384 slots and a random workload over every command decide and
-//! replicate (each shard's replica has its primary's digest); RL.ALL
-//! answers CROSSSLOT for keys in different slots and works with hash tags;
+//! replicate (each shard's replica has its primary's digest); RL.ALL,
+//! RL.SHARE and RL.SHARE.PEEK answer CROSSSLOT for keys in different slots
+//! and work with hash tags;
 //! a slot moved with SETSLOT/MIGRATE and 50 slots moved by `redis-cli
 //! --cluster reshard` keep their limiter state; a primary killed mid-run
 //! fails over to its caught-up replica and no key admits more than its
@@ -235,13 +236,20 @@ fn every_shard_decides_and_replicates(cluster: &Cluster, client: &mut ClusterCon
 }
 
 fn cross_slot_calls_are_refused(client: &mut ClusterConnection) {
-    // "a" and "b" hash to different slots; RL.ALL declares its keys.
-    let err = common::cmd(&[
-        "RL.ALL", "2", "a", "b", "GCRA", "10", "1s", "GCRA", "10", "1s",
-    ])
-    .query::<redis::Value>(client)
-    .unwrap_err();
-    assert_eq!(err.code(), Some("CROSSSLOT"), "{err}");
+    // "a" and "b" hash to different slots; RL.ALL, RL.SHARE and its look
+    // declare their keys.
+    let path = ["10", "1s", "CEIL", "50", "100", "1s"];
+    let cross: [Vec<&str>; 3] = [
+        vec![
+            "RL.ALL", "2", "a", "b", "GCRA", "10", "1s", "GCRA", "10", "1s",
+        ],
+        [&["RL.SHARE", "2", "a", "b"][..], &path].concat(),
+        [&["RL.SHARE.PEEK", "2", "a", "b"][..], &path].concat(),
+    ];
+    for args in &cross {
+        let err = common::cmd(args).query::<redis::Value>(client).unwrap_err();
+        assert_eq!(err.code(), Some("CROSSSLOT"), "{args:?}: {err}");
+    }
     // With a hash tag both keys share a slot, wherever it lives.
     for org in 0..20 {
         let user = format!("{{org:{org}}}:user:42");
@@ -253,6 +261,14 @@ fn cross_slot_calls_are_refused(client: &mut ClusterConnection) {
             ],
         );
         assert!(rl_admits(&reply), "{reply:?}");
+        // A path in the same slot (keys of its own: RL.ALL's hold GCRA
+        // state), then a look at it.
+        let (leaf, root) = (format!("{user}:share"), format!("{org}:share"));
+        for command in ["RL.SHARE", "RL.SHARE.PEEK"] {
+            let call = [&[command, "2", &leaf, &root][..], &path].concat();
+            let reply = call_ok(client, &call);
+            assert!(rl_admits(&reply), "{call:?}: {reply:?}");
+        }
     }
 }
 

@@ -379,7 +379,7 @@ fn keys_of_every_type_and_other_state_are_refused_and_kept() {
             };
             // RL.ALL names which of its keys is at fault; the shapes put
             // the key under test first.
-            let want = if shape.name == "RL.ALL" || shape.name == "RL.SHARE" {
+            let want = if shape.combined() {
                 in_key(&want, 1)
             } else {
                 want

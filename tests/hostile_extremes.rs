@@ -335,8 +335,7 @@ fn every_shape_at_its_extremes_and_at_the_end_of_time() {
                             assert_eq!(c.ok(&["EXISTS", &key]).int(), 0, "{}", show(&args));
                         }
                         Reply::Array(Some(items)) => {
-                            let f: Vec<i64> = if shape.name == "RL.ALL" || shape.name == "RL.SHARE"
-                            {
+                            let f: Vec<i64> = if shape.combined() {
                                 items[3].ints()
                             } else {
                                 r.ints()

@@ -25,6 +25,8 @@ const NAMES: &[&str] = &[
     "RL.FIXED",
     "RL.SKETCH",
     "RL.ALL",
+    "RL.SHARE",
+    "RL.SHARE.PEEK",
     "CL.THROTTLE",
     "RL.CHECK",
     "RL.POLICY",
@@ -34,7 +36,7 @@ const NAMES: &[&str] = &[
 /// Words any command might take, and policy words of RL.ALL.
 const WORDS: &[&str] = &[
     "BURST", "COST", "DRYRUN", "EXACT", "APPROX", "BUCKETS", "ALIGNED", "GCRA", "BUCKET",
-    "SLIDING", "FIXED", "cost", "dryrun", "burst", "WIDTH", "DEPTH", "SKETCH",
+    "SLIDING", "FIXED", "cost", "dryrun", "burst", "WIDTH", "DEPTH", "SKETCH", "CEIL", "ceil",
 ];
 
 const COUNTS: &[&str] = &[
@@ -276,6 +278,79 @@ impl Gen {
         }
     }
 
+    /// `RL.SHARE numkeys key... node... [COST n] [DRYRUN]` (or its look,
+    /// RL.SHARE.PEEK, nothing after the nodes), mostly well formed: a path
+    /// of up to three nodes over keys of its own, now and then a ceiling
+    /// missing, below the limit or on the root, a node too few or too
+    /// many, a key repeated or foreign, or an option a path refuses.
+    fn share(&mut self, look: bool, cmd: &mut Vec<Vec<u8>>) {
+        let n = self.rng.gen_range(1..=3usize);
+        let mut numkeys = n.to_string().into_bytes();
+        if self.rng.gen_ratio(1, 20) {
+            numkeys = self.arg();
+        }
+        cmd.push(numkeys);
+        for _ in 0..n {
+            let key = if self.rng.gen_ratio(1, 6) {
+                self.key("RL.SHARE")
+            } else {
+                format!("share:{}", self.rng.gen_range(0..12)).into_bytes()
+            };
+            cmd.push(key);
+        }
+        let count = Parse::Count {
+            name: "",
+            min: 0,
+            max: 0,
+        };
+        let duration = Parse::Duration { name: "" };
+        let nodes = match self.rng.gen_range(0..30) {
+            0 => n.saturating_sub(1),
+            1 => n + 1,
+            _ => n,
+        };
+        for i in 0..nodes {
+            cmd.push(self.value(count));
+            cmd.push(self.value(duration));
+            if self.rng.gen_ratio(1, 4) {
+                cmd.push(b"BURST".to_vec());
+                cmd.push(self.value(count));
+            }
+            let root = i + 1 == nodes;
+            if root != self.rng.gen_ratio(1, 25) {
+                continue;
+            }
+            cmd.push(b"CEIL".to_vec());
+            // Mostly at least any limit given.
+            if self.rng.gen_ratio(2, 3) {
+                cmd.push(b"1000000".to_vec());
+            } else {
+                cmd.push(self.value(count));
+            }
+        }
+        if !look || self.rng.gen_ratio(1, 10) {
+            if self.rng.gen_ratio(1, 4) {
+                cmd.push(b"COST".to_vec());
+                cmd.push(self.value(count));
+            }
+            match self.rng.gen_range(0..30) {
+                0 => cmd.push(b"FORCE".to_vec()),
+                1 => cmd.push(b"PARTIAL".to_vec()),
+                2 => {
+                    cmd.push(b"REFUND".to_vec());
+                    cmd.push(self.value(count));
+                }
+                _ => {}
+            }
+            if self.rng.gen_ratio(1, 8) {
+                cmd.push(b"DRYRUN".to_vec());
+            }
+        }
+        if self.rng.gen_ratio(1, 30) {
+            cmd.push(self.word());
+        }
+    }
+
     fn name(&mut self) -> &'static str {
         // RL.CLOCK rarely: it moves time for everything else.
         if self.rng.gen_ratio(1, 50) {
@@ -331,6 +406,8 @@ impl Gen {
                 }
             }
             "RL.ALL" => self.all(&mut cmd),
+            "RL.SHARE" => self.share(false, &mut cmd),
+            "RL.SHARE.PEEK" => self.share(true, &mut cmd),
             "RL.POLICY" => {
                 // One of its subcommands, shaped.
                 let shapes: Vec<&Shape> = SHAPES.iter().filter(|s| s.name == name).collect();
@@ -390,7 +467,9 @@ fn check_reply(cmd: &[Vec<u8>], reply: &Reply, tally: &mut Tally) {
         Reply::Int(_) if name == "RL.CLOCK" => {}
         // RL.POLICY: OK, a definition or digest, the names, the counts.
         Reply::Status(_) | Reply::Bulk(_) | Reply::Array(_) if name == "RL.POLICY" => {}
-        Reply::Array(Some(items)) if name == "RL.ALL" => {
+        Reply::Array(Some(items))
+            if matches!(name.as_str(), "RL.ALL" | "RL.SHARE" | "RL.SHARE.PEEK") =>
+        {
             // [allowed, blocked_by, retry_after_ms, reply_1, ..., reply_n]
             let bad = || format!("{} -> {reply:?}", show(cmd));
             assert!(items.len() >= 4, "{}", bad());
@@ -412,8 +491,16 @@ fn check_reply(cmd: &[Vec<u8>], reply: &Reply, tally: &mut Tally) {
                     assert_eq!(granted >= 1, allowed == 1, "{}", bad());
                 }
             }
+            // RL.ALL admits when every limit does; a path when its leaf
+            // does (a node may admit on its assured rate below a spent
+            // parent).
+            let deciding = if name == "RL.ALL" {
+                limits
+            } else {
+                &limits[..1]
+            };
             if allowed == 1 {
-                assert!(limits.iter().all(|l| l.ints()[0] == 1), "{}", bad());
+                assert!(deciding.iter().all(|l| l.ints()[0] == 1), "{}", bad());
             } else {
                 let blocking = limits[blocked_by as usize].ints();
                 assert_eq!(blocking[0], 0, "{}", bad());

@@ -72,6 +72,12 @@ fn a_user_alone_borrows_up_to_its_ceiling_and_a_denial_changes_nothing() {
     let (allowed, blocked_by, retry, replies) = share(&mut c, &example);
     assert_eq!((allowed, blocked_by, retry), (1, -1, -1));
     assert_eq!(replies, [[1, 50, 49, -1, 100], [1, 100, 99, -1, 10]]);
+    // And the look that follows it in docs/commands.md.
+    let mut look = vec!["RL.SHARE.PEEK"];
+    look.extend(&example);
+    let (allowed, blocked_by, retry, replies) = combined(&mut c, &look);
+    assert_eq!((allowed, blocked_by, retry), (1, -1, -1));
+    assert_eq!(replies, [[1, 50, 49, -1, 100], [1, 100, 99, -1, 10]]);
     // DRYRUN decides and writes nothing.
     let before = state(&mut c, "{org:7}:user:2");
     assert_eq!(share(&mut c, &strs(&user(2, &["DRYRUN"]))).0, 1);
@@ -236,4 +242,225 @@ fn replication_carries_effects_not_the_command() {
     let text = aof_through(&aof, "marker");
     assert!(!text.to_lowercase().contains("rl.share"), "{text}");
     assert_eq!(text.matches("PXAT").count(), 2, "{text}");
+}
+
+/// A waiter admitted and then unblocked with an error in the same
+/// event-loop turn (no reply reaches it) is taken back whole: the assured
+/// rate it used is given back as well as the ceilings and the root's rate.
+#[test]
+fn an_admission_taken_back_gives_back_the_assured_rate_it_used() {
+    let s = Server::start();
+    let mut ctl = s.conn();
+    clock_set(&mut ctl, T0);
+    // Users assured 2 per hour up to 10 inside an org of 10 per 10 hours
+    // (slow enough to stay spent for the test).
+    let path = |u: usize, extra: &[&str]| -> Vec<String> {
+        let mut v: Vec<String> = ["2", &format!("{{o}}:u:{u}"), "{o}"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        for w in ["2", "1h", "CEIL", "10", "10", "10h"].iter().chain(extra) {
+            v.push(w.to_string());
+        }
+        v
+    };
+    // User 2 spends the org; user 1 its own assured 2.
+    while share(&mut ctl, &strs(&path(2, &[]))).0 == 1 {}
+    for _ in 0..2 {
+        assert_eq!(share(&mut ctl, &strs(&path(1, &[]))).0, 1);
+    }
+    let mut w = s.conn();
+    let id: i64 = redis::cmd("CLIENT").arg("ID").query(&mut w).unwrap();
+    let mut waiting_call = vec!["RL.SHARE".to_string()];
+    waiting_call.extend(path(1, &["WAIT", "2h"]));
+    send(&mut w, &strs(&waiting_call));
+    await_waiting(&mut ctl, 1);
+    // Half an hour frees one unit of user 1's assured rate (the org is in
+    // debt): the waiter is admitted on it, and unblocked with an error
+    // before its reply is sent.
+    let (_, unblocked): (u64, i64) = redis::pipe()
+        .cmd("RL.CLOCK")
+        .arg("ADVANCE")
+        .arg(1_800 * SECOND)
+        .cmd("CLIENT")
+        .arg("UNBLOCK")
+        .arg(id)
+        .arg("ERROR")
+        .query(&mut ctl)
+        .unwrap();
+    assert_eq!(unblocked, 1);
+    let reply = match w.recv_response() {
+        Ok(v) => format!("{v:?}"),
+        Err(e) => format!("{e:?}"),
+    };
+    assert!(reply.contains("UNBLOCKED"), "{reply}");
+    assert_eq!(waiting(&mut ctl), 0);
+    // The unit is user 1's again.
+    let (allowed, _, _, replies) = share(&mut ctl, &strs(&path(1, &[])));
+    assert_eq!(allowed, 1);
+    assert_eq!(
+        replies[0][2], 0,
+        "its assured rate spent again, the org's too"
+    );
+}
+
+fn peek_path(c: &mut redis::Connection, path: &[String]) -> (i64, i64, i64, Vec<[i64; 5]>) {
+    let mut full = vec!["RL.SHARE.PEEK"];
+    full.extend(strs(path));
+    combined(c, &full)
+}
+
+/// A three-level path: user `u` assured 5 per minute up to 100, in a team
+/// assured 10 up to 20, in an org of 20 per minute.
+fn three_levels(u: &str) -> Vec<String> {
+    let words = [
+        "3",
+        &format!("{{o}}:u:{u}"),
+        "{o}:team",
+        "{o}",
+        "5",
+        "1m",
+        "CEIL",
+        "100",
+        "10",
+        "1m",
+        "CEIL",
+        "20",
+        "20",
+        "1m",
+    ];
+    words.iter().map(|s| s.to_string()).collect()
+}
+
+/// A node's `remaining` is the most a request through it could take now:
+/// its ceiling's below an idle parent, its assured rate's below a spent
+/// one. RL.SHARE.PEEK reports it, with the rest of the reply, and changes
+/// nothing; it runs on a replica, as RL.PEEK does.
+#[test]
+fn a_peek_at_a_path_reports_each_node_and_changes_nothing() {
+    let primary = Server::start();
+    let replica = Server::with(common::topology::replica_config(&primary));
+    common::topology::wait_link_up(&replica);
+    common::topology::wait_replicas_online(&primary, 1);
+    let (mut c, mut r) = (primary.conn(), replica.conn());
+    clock_set(&mut c, T0);
+    clock_set(&mut r, T0);
+    let (a, b) = (three_levels("a"), three_levels("b"));
+    // Nothing sent yet: the leaf may take the team's ceiling (20).
+    assert_eq!(
+        peek_path(&mut c, &b),
+        (
+            1,
+            -1,
+            -1,
+            vec![[1, 100, 20, -1, 0], [1, 20, 20, -1, 0], [1, 20, 20, -1, 0]]
+        )
+    );
+    let mut n = 0;
+    while share(&mut c, &strs(&a)).0 == 1 {
+        n += 1;
+    }
+    assert_eq!(n, 20);
+    // The team and the org are spent: user b has its assured 5 left, not
+    // its ceiling's 100.
+    let keys = ["{o}:u:b", "{o}:team", "{o}"];
+    let before: Vec<_> = keys.iter().map(|k| state(&mut c, k)).collect();
+    let (allowed, blocked_by, retry, replies) = peek_path(&mut c, &b);
+    assert_eq!((allowed, blocked_by, retry), (1, -1, -1));
+    assert_eq!(replies[0], [1, 100, 5, -1, 0]);
+    assert_eq!(replies[1][..3], [0, 20, 0]);
+    assert_eq!(replies[2][..3], [0, 20, 0]);
+    let after: Vec<_> = keys.iter().map(|k| state(&mut c, k)).collect();
+    assert_eq!(before, after, "a peek writes nothing");
+    // RL.SHARE's own reply says the same of what is left after it.
+    let (allowed, _, _, replies) = share(&mut c, &strs(&b));
+    assert_eq!(allowed, 1);
+    assert_eq!(replies[0][..3], [1, 100, 4]);
+    // On the replica: the same look; RL.SHARE is refused there.
+    common::topology::wait_replicas(&mut c, 1);
+    assert_eq!(peek_path(&mut r, &b), peek_path(&mut c, &b));
+    let mut decision = vec!["RL.SHARE"];
+    decision.extend(strs(&b));
+    assert_eq!(
+        call(&mut r, &decision).unwrap_err().code(),
+        Some("READONLY")
+    );
+    // RESP3: RL.ALL's map.
+    let mut c3 = primary.conn_resp3();
+    let mut look = vec!["RL.SHARE.PEEK"];
+    look.extend(strs(&b));
+    let map = resp3_map(call(&mut c3, &look).unwrap());
+    assert_eq!(
+        names(&map),
+        ["allowed", "blocked_by", "retry_after_ms", "limits"]
+    );
+    assert_eq!(map[0].1, redis::Value::Boolean(true));
+    // Nothing but the path: an option is refused as unknown.
+    look.extend(["COST", "1"]);
+    let refused = call(&mut c, &look).unwrap_err().to_string();
+    assert!(
+        refused.ends_with("syntax error: unknown option 'COST'"),
+        "{refused}"
+    );
+}
+
+/// With a waiter on the path, a look answers as a new request would:
+/// denied behind it.
+#[test]
+fn a_peek_answers_behind_the_waiters_of_the_path() {
+    let s = Server::start();
+    let mut ctl = s.conn();
+    let mut w = s.conn();
+    clock_set(&mut ctl, T0);
+    let u1 = user(1, &[]);
+    for _ in 0..50 {
+        assert_eq!(share(&mut ctl, &strs(&u1)).0, 1);
+    }
+    let (allowed, blocked_by, retry, _) = peek_path(&mut ctl, &u1);
+    assert_eq!((allowed, blocked_by, retry), (0, 0, 1_200));
+    let mut waiting_call = vec!["RL.SHARE".to_string()];
+    waiting_call.extend(user(1, &["WAIT", "1h"]));
+    send(&mut w, &strs(&waiting_call));
+    await_waiting(&mut ctl, 1);
+    let (allowed, _, retry, _) = peek_path(&mut ctl, &u1);
+    assert_eq!((allowed, retry), (0, 2_400), "after the waiter's unit");
+    advance(&mut ctl, 1_200 * MS);
+    assert_eq!(combined_reply(w.recv_response().unwrap()).0, 1);
+}
+
+/// RL.SHARE.PEEK is `readonly`: it breaks no WATCH on the path's keys and
+/// answers out of memory, where RL.SHARE is refused.
+#[test]
+fn a_peek_at_a_path_runs_under_oom_and_breaks_no_watch() {
+    let s = Server::with(Config::default().arg("maxmemory-policy", "noeviction"));
+    let (mut c, mut w) = (s.conn(), s.conn());
+    clock_set(&mut c, T0);
+    let u1 = user(1, &[]);
+    assert_eq!(share(&mut c, &strs(&u1)).0, 1);
+    let _: () = redis::cmd("WATCH")
+        .arg("{org:7}:user:1")
+        .arg("{org:7}")
+        .query(&mut w)
+        .unwrap();
+    let look = peek_path(&mut c, &u1);
+    let mut tx = redis::pipe();
+    tx.atomic().cmd("SET").arg("marker").arg(1).ignore();
+    let committed: redis::Value = tx.query(&mut w).unwrap();
+    assert_ne!(committed, redis::Value::Nil, "WATCH kept");
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("maxmemory")
+        .arg(1)
+        .query(&mut c)
+        .unwrap();
+    let mut decision = vec!["RL.SHARE"];
+    decision.extend(strs(&u1));
+    assert_eq!(call(&mut c, &decision).unwrap_err().code(), Some("OOM"));
+    assert_eq!(peek_path(&mut c, &u1), look);
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("maxmemory")
+        .arg(0)
+        .query(&mut c)
+        .unwrap();
 }

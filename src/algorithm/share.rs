@@ -101,8 +101,9 @@ impl Node {
 /// last; `states` in the same order) at `now`.
 ///
 /// Each node's decision: `allowed` is `can_send` at that node, its
-/// `retry_after` that node's `w`; `limit` and `remaining` are its ceiling's
-/// (the root's rate's) after the request; `reset_after` is the later of its
+/// `retry_after` that node's `w`; `limit` is its ceiling's (the root's
+/// rate's) and `remaining` the most a request through that node could take
+/// after this one (see [`remaining`]); `reset_after` is the later of its
 /// two schedules' resets, the time its key must live.
 pub fn decide(nodes: &[Node], states: &[NodeState], now: Micros, cost: u64) -> Shared {
     let state = |i: usize| states.get(i).copied().unwrap_or_default();
@@ -133,15 +134,17 @@ pub fn decide(nodes: &[Node], states: &[NodeState], now: Micros, cost: u64) -> S
     } else {
         None
     };
+    let after: Vec<NodeState> = (0..nodes.len())
+        .map(|i| match lender {
+            Some(m) => charged(&nodes[i], state(i), now, cost, i, m),
+            None => state(i),
+        })
+        .collect();
+    let left = remaining(nodes, &after, now);
     let nodes_out = (0..nodes.len())
         .map(|i| {
-            let before = state(i);
-            let after = match lender {
-                Some(m) => charged(&nodes[i], before, now, cost, i, m),
-                None => before,
-            };
-            let decision = report(&nodes[i], &after, now, w[i].0);
-            (decision, (after != before).then_some(after))
+            let decision = report(&nodes[i], &after[i], now, w[i].0, left[i]);
+            (decision, (after[i] != state(i)).then_some(after[i]))
         })
         .collect();
     Shared {
@@ -174,8 +177,50 @@ fn charged(node: &Node, s: NodeState, now: Micros, cost: u64, i: usize, m: usize
     NodeState { ceiling, assured }
 }
 
+/// Per node, leaf first: the most one request through that node could
+/// take now, `r(n) = min(rC(n), max(rA(n), r(parent)))` and `r(root)` its
+/// rate's, each schedule's own remaining (`can_send` holds for a cost iff
+/// it is at most this, as every schedule admits a cost iff it is at most
+/// its remaining). Below a spent parent it is the node's assured
+/// remaining; below an idle one, its ceiling's.
+pub fn remaining(nodes: &[Node], states: &[NodeState], now: Micros) -> Vec<u64> {
+    let own = |s: &Schedule, tat: Option<Tat>| s.decide(tat, now, 0).0.remaining;
+    let mut left = vec![0; nodes.len()];
+    for i in (0..nodes.len()).rev() {
+        let s = states.get(i).copied().unwrap_or_default();
+        let node = &nodes[i];
+        let ceiling = own(node.counting(), s.ceiling);
+        left[i] = match (node.ceiling, left.get(i + 1)) {
+            (None, _) => ceiling,
+            // The top of the path: both of its rates must admit.
+            (Some(_), None) => ceiling.min(own(&node.assured, s.assured)),
+            (Some(_), Some(&parent)) => ceiling.min(own(&node.assured, s.assured).max(parent)),
+        };
+    }
+    left
+}
+
+/// A look at the path (RL.PEEK of a path): whether a request of one unit
+/// would be admitted now and its wait, each node's `remaining` the most a
+/// request through it could take now (see [`remaining`]); nothing charged.
+pub fn peek(nodes: &[Node], states: &[NodeState], now: Micros) -> Shared {
+    let one = decide(nodes, states, now, 1);
+    let mut look = decide(nodes, states, now, 0);
+    for ((d, _), (unit, _)) in look.nodes.iter_mut().zip(&one.nodes) {
+        d.allowed = unit.allowed;
+        d.retry_after = unit.retry_after;
+    }
+    Shared {
+        allowed: one.allowed,
+        lender: None,
+        retry_after: one.retry_after,
+        blocked_by: one.blocked_by,
+        nodes: look.nodes,
+    }
+}
+
 /// What node `n` reports: see [`decide`].
-fn report(node: &Node, s: &NodeState, now: Micros, wait: Wait) -> Decision {
+fn report(node: &Node, s: &NodeState, now: Micros, wait: Wait, remaining: u64) -> Decision {
     let (look, _) = node.counting().decide(s.ceiling, now, 0);
     let reset_after = match node.ceiling {
         Some(_) => look
@@ -186,22 +231,35 @@ fn report(node: &Node, s: &NodeState, now: Micros, wait: Wait) -> Decision {
     Decision {
         allowed: wait == 0,
         retry_after: retry(wait),
+        remaining,
         reset_after,
         ..look
     }
 }
 
-/// Gives back `cost` of an admission whose lender is not known (a waiter
-/// whose client went away): every node's ceiling and the root's rate.
-/// Assured rates are not given back, so the undo errs on the strict side
-/// by at most `cost` units of the lender's and its ancestors' assured rates.
-pub fn refund(nodes: &[Node], states: &[NodeState], now: Micros, cost: u64) -> Vec<NodeState> {
+/// Gives back `cost` of an admission (a waiter whose client went away):
+/// every node's ceiling and the root's rate; and, when its `lender` is
+/// known, the assured rates of the lender and of every node above it, the
+/// ones it charged. Without the lender the assured rates are kept, which
+/// errs on the strict side by at most `cost` units of them.
+pub fn refund(
+    nodes: &[Node],
+    states: &[NodeState],
+    now: Micros,
+    cost: u64,
+    lender: Option<usize>,
+) -> Vec<NodeState> {
+    let lent_from = |i: usize| lender.is_some_and(|m| i >= m);
     nodes
         .iter()
         .zip(states)
-        .map(|(node, s)| NodeState {
+        .enumerate()
+        .map(|(i, (node, s))| NodeState {
             ceiling: node.counting().refund(s.ceiling, now, cost).or(s.ceiling),
-            assured: s.assured,
+            assured: match node.ceiling {
+                Some(_) if lent_from(i) => node.assured.refund(s.assured, now, cost).or(s.assured),
+                _ => s.assured,
+            },
         })
         .collect()
 }

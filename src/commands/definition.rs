@@ -15,6 +15,8 @@ pub enum Handler {
     /// RL.SHARE: a path of nodes that borrow from their parents.
     Share,
     Peek,
+    /// RL.SHARE.PEEK: a look at a path.
+    SharePeek,
     Throttle,
     Clock,
     Release,
@@ -40,8 +42,12 @@ pub enum Grammar {
         policies: &'static [&'static PolicyDef],
     },
     /// `numkeys key [key ...] node [node ...]`, then the common options
-    /// but those `node` refuses (RL.SHARE).
-    Share { node: &'static PolicyDef },
+    /// but those `node` refuses (RL.SHARE); for a look (RL.SHARE.PEEK),
+    /// nothing after the nodes.
+    Share {
+        node: &'static PolicyDef,
+        look: bool,
+    },
     /// `key`, then one policy written as in RL.ALL (its keyword first),
     /// one of `policies`; nothing else.
     Peek {

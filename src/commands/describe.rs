@@ -35,7 +35,14 @@ impl CommandDef {
                 let p = keyword(policies)?;
                 (None, p.params, p.options.to_vec())
             }
-            Grammar::Share { node } => (Some(node.syntax()), node.params, with_common(node)),
+            Grammar::Share { node, look } => {
+                let options = if *look {
+                    node.options.to_vec()
+                } else {
+                    with_common(node)
+                };
+                (Some(node.syntax()), node.params, options)
+            }
             Grammar::Positional { params, .. } => (None, *params, Vec::new()),
             Grammar::Subcommands { choices, .. } => {
                 let (_, param) = choices.iter().find(|(word, _)| Some(*word) == part)?;

@@ -205,14 +205,16 @@ pub fn arguments(command: &CommandDef) -> Vec<DocArg> {
             );
             out
         }
-        Grammar::Share { node } => {
+        Grammar::Share { node, look } => {
             let mut out = vec![
                 DocArg::new("numkeys", DocType::Integer),
                 key().multiple(),
                 DocArg::parent("node", DocType::Block, policy_args(node)).multiple(),
             ];
-            let common: Vec<Opt> = node.common().copied().collect();
-            out.extend(options(&common));
+            if !look {
+                let common: Vec<Opt> = node.common().copied().collect();
+                out.extend(options(&common));
+            }
             out
         }
         Grammar::Peek { policies } => vec![key(), policy_or_named(policies)],

@@ -41,12 +41,12 @@ pub trait Host {
         policies: &[Policy],
         request: Request,
     ) -> Result<Gated, KeyError>;
-    /// What `request` would answer behind `key`'s waiting line (`None`:
-    /// nobody waits on it).
+    /// What `request` would answer behind the waiting lines of `keys`
+    /// (`None`: nobody waits on them).
     fn behind_line(
         &mut self,
-        key: &Self::Arg,
-        policy: &Policy,
+        keys: &[Self::Arg],
+        policies: &[Policy],
         now: Micros,
         request: Request,
     ) -> Option<Result<Outcome, KeyError>>;
@@ -73,6 +73,9 @@ pub enum Reply {
     Shadow(Outcome),
     /// RL.ALL's combined reply.
     All(Outcome),
+    /// A look at a path (RL.SHARE.PEEK): RL.ALL's combined reply, counted
+    /// as no decision.
+    PeekAll(Outcome),
     /// The caller is blocked; the reply comes when its wait ends.
     Blocked,
     /// CL.THROTTLE's five integers.
@@ -111,6 +114,7 @@ impl Reply {
             Reply::Blocked => Verdict::Waiting,
             Reply::Throttle(r) => Verdict::of(!r.limited),
             Reply::Peek(_)
+            | Reply::PeekAll(_)
             | Reply::Int(_)
             | Reply::Ok
             | Reply::Bulk(_)

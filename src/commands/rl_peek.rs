@@ -51,7 +51,12 @@ pub fn run<H: Host>(command: &CommandDef, host: &mut H, args: &[H::Arg]) -> Resu
     };
     let now = host.now();
     // With waiters on the key, a request now would be denied behind them.
-    let behind = host.behind_line(key, &policy, now, request.clone());
+    let behind = host.behind_line(
+        slice::from_ref(key),
+        slice::from_ref(&policy),
+        now,
+        request.clone(),
+    );
     let mut decided = match behind {
         Some(decided) => decided,
         None => {

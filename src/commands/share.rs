@@ -4,14 +4,17 @@
 //! `limit period [BURST n] CEIL limit`, the root `limit period [BURST n]`.
 //! One decision over the path, through the same decision path as RL.ALL
 //! (`engine::decide`, which decides a path of nodes as one).
+//!
+//! `RL.SHARE.PEEK numkeys key [key ...] node [node ...]`: a look at the
+//! path, as RL.PEEK is at one limit: read-only, nothing after the nodes.
 
 use super::definition::{CommandDef, Grammar};
 use super::grammar::{parse_common, COMMON};
 use super::rl_all::{decide_keys, keys_of};
 use super::{Host, Reply};
 use crate::commands::args;
-use crate::engine::error::Error;
-use crate::engine::Request;
+use crate::engine::error::{printable, Error};
+use crate::engine::{self, Charge, Request};
 use crate::policy::Policy;
 
 const NAME: &str = "RL.SHARE";
@@ -26,7 +29,7 @@ pub struct Call {
 
 /// Parses everything after the command name.
 pub fn parse<A: AsRef<[u8]>>(command: &CommandDef, args: &[A]) -> Result<Call, Error> {
-    let Grammar::Share { node } = command.grammar else {
+    let Grammar::Share { node, look } = command.grammar else {
         return Err(Error::Internal(NAME));
     };
     let Some((numkeys, rest)) = args.split_first() else {
@@ -55,6 +58,7 @@ pub fn parse<A: AsRef<[u8]>>(command: &CommandDef, args: &[A]) -> Result<Call, E
     }
     if nodes.len() != numkeys || extra > 0 {
         return Err(Error::NodeCount {
+            command: command.name,
             keys: numkeys,
             nodes: nodes.len() + extra,
         });
@@ -66,6 +70,19 @@ pub fn parse<A: AsRef<[u8]>>(command: &CommandDef, args: &[A]) -> Result<Call, E
                 return Err(Error::Ceiling { node: i + 1, root });
             }
         }
+    }
+    if look {
+        return match tail.first() {
+            Some(extra) => Err(Error::UnknownOption(printable(extra.as_ref()))),
+            None => Ok(Call {
+                numkeys,
+                nodes,
+                request: Request {
+                    charge: Charge::Peek,
+                    ..Request::default()
+                },
+            }),
+        };
     }
     // The options a node refuses are refused by name.
     if let Some(word) = tail.iter().find(|w| {
@@ -97,6 +114,30 @@ pub fn run<H: Host>(command: &CommandDef, host: &mut H, args: &[H::Arg]) -> Resu
     Ok(Reply::of_all(gated))
 }
 
+/// RL.SHARE.PEEK: what a request of one unit at the leaf would answer
+/// now, behind the waiters of the path's keys if there are any; each
+/// node's `remaining` the most a request through it could take now.
+pub fn peek<H: Host>(command: &CommandDef, host: &mut H, args: &[H::Arg]) -> Result<Reply, Error> {
+    let [_, rest @ ..] = args else {
+        return Err(Error::Arity(command.name));
+    };
+    let call = parse(command, rest)?;
+    let keys = keys_of(rest, call.numkeys, command.name)?;
+    let now = host.now();
+    let decided = match host.behind_line(keys, &call.nodes, now, call.request.clone()) {
+        Some(decided) => decided,
+        None => {
+            let mut store = host.open(keys, true);
+            engine::decide(&mut store, &call.nodes, now, call.request)
+        }
+    }
+    .map_err(|e| Error::InKey {
+        position: e.key + 1,
+        error: Box::new(e.error),
+    })?;
+    Ok(Reply::PeekAll(decided))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -122,6 +163,35 @@ mod tests {
         };
         assert!(leaf.ceiling.is_some());
         assert!(p(&["1", "o", "100", "1s", "WAIT", "1s"]).is_ok());
+    }
+
+    #[test]
+    fn a_look_takes_the_path_alone() {
+        let def = COMMANDS.iter().find(|c| c.name == "RL.SHARE.PEEK").unwrap();
+        let look = |args: &[&str]| {
+            let bytes: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).collect();
+            parse(def, &bytes)
+        };
+        let call = look(&["2", "u", "o", "10", "1s", "CEIL", "50", "100", "1s"]).unwrap();
+        assert_eq!(call.request.charge, Charge::Peek);
+        assert_eq!(call.request.cost, 1);
+        let msg = |args: &[&str]| look(args).unwrap_err().to_string();
+        assert_eq!(
+            msg(&["1", "o", "10", "1s", "COST", "2"]),
+            "ERR syntax error: unknown option 'COST'"
+        );
+        assert_eq!(
+            msg(&["1", "o", "10", "1s", "DRYRUN"]),
+            "ERR syntax error: unknown option 'DRYRUN'"
+        );
+        assert_eq!(
+            msg(&["2", "u", "o", "10", "1s", "CEIL", "50"]),
+            "ERR syntax error: RL.SHARE.PEEK needs one node per key, got 2 keys and 1 node"
+        );
+        assert_eq!(
+            msg(&["2", "u", "o", "10", "1s", "100", "1s"]),
+            "ERR syntax error: node 1 needs CEIL limit: every node but the last (the root) has a ceiling"
+        );
     }
 
     #[test]

@@ -231,7 +231,7 @@ const WAITING_DECISION: Cost = Cost::Logarithmic(
 
 /// How many commands there are: the length of [`COMMANDS`] and of every
 /// per-command table derived from it.
-pub const COMMAND_COUNT: usize = 20;
+pub const COMMAND_COUNT: usize = 21;
 
 pub static COMMANDS: [CommandDef; COMMAND_COUNT] = [
     CommandDef {
@@ -306,7 +306,10 @@ pub static COMMANDS: [CommandDef; COMMAND_COUNT] = [
     },
     CommandDef {
         name: "RL.SHARE",
-        grammar: Grammar::Share { node: &SHARE_NODE },
+        grammar: Grammar::Share {
+            node: &SHARE_NODE,
+            look: false,
+        },
         flags: "write deny-oom getkeys-api",
         more_acl_categories: "",
         summary: "Admits a request along a path of limits, leaf first, where a node over its assured rate borrows its parent's unused rate up to its ceiling.",
@@ -334,6 +337,23 @@ pub static COMMANDS: [CommandDef; COMMAND_COUNT] = [
         ),
         since: "0.1.0",
         run: Handler::Peek,
+    },
+    CommandDef {
+        name: "RL.SHARE.PEEK",
+        grammar: Grammar::Share {
+            node: &SHARE_NODE,
+            look: true,
+        },
+        // Reads only, as RL.PEEK: runs on replicas and under OOM.
+        flags: "readonly getkeys-api",
+        more_acl_categories: "",
+        summary: "Reports what a path of RL.SHARE limits would admit now, without charging, writing or replicating anything.",
+        cost: Cost::Linear(
+            "O(N) where N is the number of keys; plus O(log(W)) when a key has waiters, \
+             where W is the number of waiting clients",
+        ),
+        since: "0.2.0",
+        run: Handler::SharePeek,
     },
     CommandDef {
         name: "CL.THROTTLE",
@@ -583,6 +603,7 @@ mod tests {
             ("RL.ALL", ("write deny-oom getkeys-api", "write slow")),
             ("RL.SHARE", ("write deny-oom getkeys-api", "write slow")),
             ("RL.PEEK", ("readonly", "read slow")),
+            ("RL.SHARE.PEEK", ("readonly getkeys-api", "read slow")),
             ("CL.THROTTLE", ("write deny-oom fast", "write fast")),
             ("RL.CLOCK", ("may-replicate", "slow admin dangerous")),
             ("RL.ACQUIRE", write_slow),

@@ -41,8 +41,9 @@ pub enum Error {
         policies: usize,
     },
     /// An error about one of RL.ALL's keys (1-based position).
-    /// RL.SHARE: not one node per key.
+    /// RL.SHARE or RL.SHARE.PEEK (`command`): not one node per key.
     NodeCount {
+        command: &'static str,
         keys: usize,
         nodes: usize,
     },
@@ -210,9 +211,13 @@ impl std::fmt::Display for Error {
                 plural(*keys, "key", "keys"),
                 plural(*policies, "policy", "policies")
             ),
-            Error::NodeCount { keys, nodes } => write!(
+            Error::NodeCount {
+                command,
+                keys,
+                nodes,
+            } => write!(
                 f,
-                "ERR syntax error: RL.SHARE needs one node per key, got {} and {}",
+                "ERR syntax error: {command} needs one node per key, got {} and {}",
                 plural(*keys, "key", "keys"),
                 plural(*nodes, "node", "nodes")
             ),

@@ -99,21 +99,21 @@ pub fn decide<S: Shell>(
     }
 }
 
-/// What a request on `key` answers behind the key's line (`None`: nobody
-/// waits on it): RL.PEEK's look as a new request would see it.
+/// What a request on `keys` answers behind their lines (`None`: nobody
+/// waits on them): a look (RL.PEEK, RL.SHARE.PEEK) as a new request would
+/// see it.
 pub fn behind_line<K: Eq + Hash + Clone, T: Eq + Hash + Clone>(
     queues: &mut Queues<K, T>,
     keyspace: &mut impl Keyspace<K>,
-    key: K,
-    policy: &Policy,
+    keys: &[K],
+    policies: &[Policy],
     now: Micros,
     request: Request,
 ) -> Option<Result<Outcome, KeyError>> {
-    if !queues.has_waiters(&key) {
+    if !keys.iter().any(|k| queues.has_waiters(k)) {
         return None;
     }
-    let keys = std::slice::from_ref(&key);
-    let arrival = queues.arrive(keyspace, keys, std::slice::from_ref(policy), now, request);
+    let arrival = queues.arrive(keyspace, keys, policies, now, request);
     Some(arrival.and_then(|a| match a {
         Arrival::Now(d) => Ok(d),
         Arrival::Wait(_) => Err(internal()),

@@ -28,13 +28,15 @@ pub(super) fn path(policies: &[Policy]) -> Option<PerLimit<Node>> {
 }
 
 /// Decides `request` at the leaf of `nodes` (node `i` over key `i`), and
-/// writes the new states only if it is admitted (not for DRYRUN). A refund
-/// (taking back a waiter's admission) gives back every ceiling.
+/// writes the new states only if it is admitted (not for DRYRUN or a
+/// peek). A refund takes back an admission whose lender is `lender` (see
+/// [`share::refund`]).
 pub(super) fn decide<S: Store>(
     store: &mut S,
     nodes: &[Node],
     now: Micros,
     request: Request,
+    lender: Option<usize>,
 ) -> Result<Outcome, KeyError> {
     work::add(Work::Decisions, nodes.len() as u64);
     let mut states: PerLimit<NodeState> = PerLimit::with_capacity(nodes.len());
@@ -47,18 +49,19 @@ pub(super) fn decide<S: Store>(
         states.push(state);
     }
     let cost = request.cost;
-    let shared = match request.charge {
-        Charge::Normal => share::decide(nodes, &states, now, cost),
+    let (shared, units) = match request.charge {
+        Charge::Normal => (share::decide(nodes, &states, now, cost), cost),
+        Charge::Peek => (share::peek(nodes, &states, now), 1),
         Charge::Refund => {
-            let after = share::refund(nodes, &states, now, cost);
+            let after = share::refund(nodes, &states, now, cost, lender);
             let mut looked = share::decide(nodes, &after, now, 0);
             for (i, (_, new)) in looked.nodes.iter_mut().enumerate() {
                 *new = (after[i] != states[i]).then_some(after[i]);
             }
-            looked
+            (looked, cost)
         }
         // Refused by the command's grammar.
-        Charge::Force | Charge::Partial | Charge::Peek => {
+        Charge::Force | Charge::Partial => {
             return Err(KeyError {
                 key: 0,
                 error: Error::Internal("RL.SHARE"),
@@ -71,13 +74,15 @@ pub(super) fn decide<S: Store>(
         retry_after: shared.retry_after,
         decisions: shared.nodes.iter().map(|(d, _)| *d).collect(),
         granted: None,
-        units: shared.nodes.iter().map(|_| cost).collect(),
+        units: shared.nodes.iter().map(|_| units).collect(),
         leases: shared.nodes.iter().map(|_| None).collect(),
+        lender: shared.lender.and_then(|m| u16::try_from(m).ok()),
     };
     let writes: PerLimit<Option<StateWrite>> = (shared.nodes.iter().zip(nodes))
         .map(|((_, new), node)| new.map(|s| write(node, &s)))
         .collect();
-    if decided.allowed && !request.dryrun {
+    let writes_state = decided.allowed && request.charge != Charge::Peek;
+    if writes_state && !request.dryrun {
         write_all(store, &decided.decisions, &writes)?;
     }
     Ok(decided)

@@ -2,7 +2,7 @@
 //! it is made in the engine (`engine::decide`, through
 //! [`crate::algorithm::share::decide`]); a node as a [`Limiter`] is a path
 //! of that node alone, with nothing to borrow from, for what looks at one
-//! key at a time (a refund gives back its ceiling).
+//! key at a time (a refund gives back both of its rates).
 
 use super::{Limiter, StateWrite, Transition};
 use crate::algorithm::share::{self, Node, NodeState};
@@ -44,7 +44,8 @@ impl Limiter for Node {
         n: u64,
     ) -> Result<Option<StateWrite>, StateError> {
         let state = read(Some(value))?;
-        let after = share::refund(std::slice::from_ref(self), &[state], now, n);
+        // Alone, a node admits on its own assured rate: it is the lender.
+        let after = share::refund(std::slice::from_ref(self), &[state], now, n, Some(0));
         Ok((after[0] != state).then(|| write(self, &after[0])))
     }
 }

@@ -61,12 +61,12 @@ impl Host for ServerHost {
 
     fn behind_line(
         &mut self,
-        key: &Arg,
-        policy: &Policy,
+        keys: &[Arg],
+        policies: &[Policy],
         now: Micros,
         request: Request,
     ) -> Option<Result<Outcome, KeyError>> {
-        wait::behind_line(self.ctx, key, policy, now, request)
+        wait::behind_line(self.ctx, keys, policies, now, request)
     }
 
     fn key_freed(&mut self, key: &Arg) {

@@ -20,7 +20,7 @@ pub fn write(ctx: Ctx, reply: &Reply) {
     match reply {
         Reply::Decision(d) | Reply::Peek(d) => decision(ctx, d),
         Reply::Shadow(d) => shadow_decision(ctx, d),
-        Reply::All(d) => all(ctx, d),
+        Reply::All(d) | Reply::PeekAll(d) => all(ctx, d),
         Reply::Blocked => {}
         Reply::Throttle(r) => throttle(ctx, r),
         Reply::Int(n) => ffi::reply_int(ctx, *n),

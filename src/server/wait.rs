@@ -199,22 +199,30 @@ impl Shell for CallShell<'_> {
     }
 }
 
-/// What a request on `key` answers behind the key's line (`None`: nobody
-/// waits on it): RL.PEEK's look as a new request would see it.
+/// What a request on `keys` answers behind their lines (`None`: nobody
+/// waits on them): RL.PEEK's look as a new request would see it.
 pub fn behind_line(
     ctx: Ctx,
-    key: &Arg,
-    policy: &Policy,
+    keys: &[Arg],
+    policies: &[Policy],
     now: Micros,
     request: Request,
 ) -> Option<Result<Outcome, KeyError>> {
     if WAITING.load(Relaxed) == 0 {
         return None;
     }
-    let name: KeyName = (selected_db(ctx), key.as_ref().to_vec());
+    let db = selected_db(ctx);
+    let names: Vec<KeyName> = keys.iter().map(|k| (db, k.as_ref().to_vec())).collect();
     with_state(|state| {
         let mut keyspace = ServerKeyspace::new(ctx);
-        gate::behind_line(&mut state.queues, &mut keyspace, name, policy, now, request)
+        gate::behind_line(
+            &mut state.queues,
+            &mut keyspace,
+            &names,
+            policies,
+            now,
+            request,
+        )
     })
     .flatten()
 }

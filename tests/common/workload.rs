@@ -324,6 +324,46 @@ fn all(rng: &mut StdRng, key: &str, w: Windows) -> Vec<String> {
     call
 }
 
+/// RL.SHARE's keys: `n - 1` inner nodes (leaf first) as RL.ALL's keys,
+/// then the root, in the same hash slot; a key is always the same kind of
+/// node (the root's state has no assured rate).
+fn share_keys(base: &str, n: usize) -> Vec<String> {
+    let mut keys = all_keys(base, n);
+    if let Some(root) = keys.last_mut() {
+        let at = root.rfind(':').unwrap_or(root.len());
+        root.replace_range(at.., ":root");
+    }
+    keys
+}
+
+/// A path of one to three nodes with random rates, each inner node's
+/// ceiling at least its limit.
+fn share(rng: &mut StdRng, key: &str, w: Windows) -> Vec<String> {
+    let n = rng.gen_range(1..=3);
+    let mut call = vec![s("RL.SHARE"), s(n)];
+    call.extend(share_keys(key, n));
+    for i in 0..n {
+        let limit = rng.gen_range(1..8);
+        call.extend([s(limit), w.duration(rng)]);
+        if rng.gen_bool(0.3) {
+            call.extend([s("BURST"), s(rng.gen_range(1..12))]);
+        }
+        if i + 1 < n {
+            call.extend([s("CEIL"), s(limit + rng.gen_range(0..8))]);
+        }
+    }
+    plain_options(rng, &mut call);
+    call
+}
+
+/// A path of two admitting exactly `limit` in an hour.
+fn fixed_share(key: &str, limit: u64) -> Vec<String> {
+    let mut call = vec![s("RL.SHARE"), s(2)];
+    call.extend(share_keys(key, 2));
+    call.extend([s(limit), s("1h"), s("CEIL"), s(limit), s(limit), s("1h")]);
+    call
+}
+
 fn acquire(rng: &mut StdRng, key: &str, w: Windows) -> Vec<String> {
     let mut call = vec![
         s("RL.ACQUIRE"),
@@ -453,6 +493,13 @@ pub const FAMILIES: &[Family] = &[
         build: all,
         admitted: rl_admitted,
         fixed: fixed_all,
+        peek: &["DRYRUN"],
+    },
+    Family {
+        prefix: "share",
+        build: share,
+        admitted: rl_admitted,
+        fixed: fixed_share,
         peek: &["DRYRUN"],
     },
 ];

@@ -1151,6 +1151,25 @@ pub const SHAPES: &[Shape] = &[
             corrupt: SHARE_CORRUPT,
         },
     },
+    // RL.SHARE.PEEK: RL.SHARE's path, nothing after it.
+    Shape {
+        name: "RL.SHARE.PEEK",
+        arity_name: "rl.share.peek",
+        prefix: &["2"],
+        infix: &["rl:share:root"],
+        fixed: &[("10", count("limit", 1, MAX)), ("1d", duration("period"))],
+        required: 2,
+        min_arity: 5,
+        short: Some("ERR syntax error: the policy is NODE limit period [BURST n] [CEIL n]"),
+        tail: &["CEIL", "9223372036854775807", "100", "1d"],
+        options: &[valued("BURST", count("BURST", 1, MAX), "10")],
+        extra: Extra::UnknownOption,
+        state: State::Tagged {
+            tag: 0xAD,
+            name: "RL.SHARE",
+            corrupt: SHARE_CORRUPT,
+        },
+    },
     Shape {
         name: "RL.POLICY",
         arity_name: "rl.policy|set",
@@ -1215,6 +1234,12 @@ pub const TAGS: &[(u8, &str)] = &[
 ];
 
 impl Shape {
+    /// Whether the command takes several keys (`numkeys` first) and
+    /// answers RL.ALL's combined reply, its errors naming the key.
+    pub fn combined(&self) -> bool {
+        matches!(self.name, "RL.ALL" | "RL.SHARE" | "RL.SHARE.PEEK")
+    }
+
     pub fn keyed(&self) -> bool {
         self.state != State::NoKey
     }

@@ -195,6 +195,66 @@ fn zero_cost_and_a_cost_above_every_burst() {
     assert_eq!(out.retry_after, RetryAfter::Never);
 }
 
+#[test]
+fn remaining_is_the_ceilings_below_an_idle_parent_and_the_assured_below_a_spent_one() {
+    let mut t = org(2, 30);
+    // Idle org: user 0 may take its ceiling's burst of 10 (the org's too).
+    let out = t.send(0, T0, 1);
+    assert_eq!(out.nodes[0].0.remaining, 9);
+    // User 1 spends the org; user 0 keeps 9 of its assured burst.
+    while t.send(1, T0, 1).allowed {}
+    let look = peek(
+        &t.nodes[..1]
+            .iter()
+            .chain(&t.nodes[2..])
+            .copied()
+            .collect::<Vec<_>>(),
+        &[t.states[0], t.states[2]],
+        Micros::new(T0),
+    );
+    assert_eq!(
+        look.nodes[0].0.remaining, 9,
+        "the assured remaining, not the ceiling's"
+    );
+    assert_eq!(look.nodes[0].0.limit, 10, "the ceiling's burst");
+    assert_eq!(look.nodes[1].0.remaining, 0);
+    assert!(look.allowed, "its assured rate still admits");
+}
+
+#[test]
+fn a_peek_charges_nothing_and_reports_the_state_as_it_is() {
+    let mut t = org(1, 30);
+    t.send(0, T0, 4);
+    let before = t.states.clone();
+    let look = peek(&t.nodes, &t.states, Micros::new(T0));
+    assert!(look.allowed && look.lender.is_none());
+    assert!(look.nodes.iter().all(|(_, w)| w.is_none()));
+    assert_eq!(look.nodes[0].0.remaining, 6);
+    assert_eq!(t.states, before);
+    while t.send(0, T0, 1).allowed {}
+    let look = peek(&t.nodes, &t.states, Micros::new(T0));
+    assert!(!look.allowed);
+    // The org frees a unit first (1/30 s), and the leaf may borrow it.
+    assert_eq!(look.retry_after, RetryAfter::After(Micros::new(33_334)));
+    assert_eq!(look.blocked_by, Some(1));
+    assert_eq!(look.nodes[0].0.remaining, 0);
+}
+
+#[test]
+fn taking_back_an_admission_gives_back_what_its_lender_was_charged() {
+    let nodes = [inner(10, 50, 10), root(30, 10)];
+    let fresh = [NodeState::default(); 2];
+    let out = decide(&nodes, &fresh, Micros::new(T0), 3);
+    assert_eq!(out.lender, Some(0));
+    let charged: Vec<NodeState> = out.nodes.iter().map(|(_, s)| s.unwrap()).collect();
+    // With the lender: the leaf's assured rate is whole again.
+    let back = refund(&nodes, &charged, Micros::new(T0), 3, Some(0));
+    assert_eq!(remaining(&nodes, &back, Micros::new(T0)), [10, 10]);
+    // Without: the ceilings only; the assured rate keeps the charge.
+    let ceilings_only = refund(&nodes, &charged, Micros::new(T0), 3, None);
+    assert_eq!(ceilings_only[0].assured, charged[0].assured);
+}
+
 fn arb_node(last: bool) -> impl Strategy<Value = Node> {
     (1u64..20, 0u64..20, 1u64..6, 1u64..6, 1u64..4).prop_map(move |(a, extra, ba, bc, p)| {
         let period = Micros::new(p * S / 3);
@@ -334,4 +394,58 @@ proptest! {
         }
         prop_assert!(got.iter().sum::<u64>() <= rate * secs + bursts, "{:?}", got);
     }
+
+    /// A node's `remaining` is the most one request through it could take:
+    /// that cost is admitted and one unit more is not.
+    #[test]
+    fn remaining_is_the_most_the_path_admits(
+        path in arb_path(),
+        steps in proptest::collection::vec((0u64..400_000, 1u64..4, 0usize..3), 1..60),
+    ) {
+        let (states, now) = history(&path, &steps);
+        let left = peek(&path, &states, now).nodes[0].0.remaining;
+        prop_assert!(left == 0 || decide(&path, &states, now, left).allowed);
+        prop_assert!(!decide(&path, &states, now, left + 1).allowed);
+    }
+
+    /// Taken back at once with its lender, an admission leaves the path
+    /// deciding every request as if it had never been.
+    #[test]
+    fn an_admission_taken_back_with_its_lender_leaves_no_trace(
+        path in arb_path(),
+        steps in proptest::collection::vec((0u64..400_000, 1u64..4, 0usize..3), 1..60),
+        cost in 1u64..4,
+    ) {
+        let (states, now) = history(&path, &steps);
+        let out = decide(&path, &states, now, cost);
+        if out.allowed {
+            let charged: Vec<NodeState> = (out.nodes.iter().zip(&states))
+                .map(|((_, new), old)| new.unwrap_or(*old))
+                .collect();
+            let back = refund(&path, &charged, now, cost, out.lender);
+            for c in 1..5 {
+                let (a, b) = (decide(&path, &states, now, c), decide(&path, &back, now, c));
+                prop_assert_eq!((a.allowed, a.retry_after, a.lender), (b.allowed, b.retry_after, b.lender));
+            }
+        }
+    }
+
+}
+
+/// The states and the time after `steps` of traffic entering at any node
+/// of `path` (a sibling's), as in the property tests.
+fn history(path: &[Node], steps: &[(u64, u64, usize)]) -> (Vec<NodeState>, Micros) {
+    let mut states = vec![NodeState::default(); path.len()];
+    let mut now = T0;
+    for &(dt, c, from) in steps {
+        now += dt;
+        let from = from.min(path.len() - 1);
+        let out = decide(&path[from..], &states[from..], Micros::new(now), c);
+        for (k, (_, new)) in out.nodes.iter().enumerate() {
+            if let Some(s) = new {
+                states[from + k] = *s;
+            }
+        }
+    }
+    (states, Micros::new(now))
 }

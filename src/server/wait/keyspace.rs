@@ -137,12 +137,12 @@ impl ServerKeyspace {
         }
         let names = Names::new(charged.keys.iter().map(|k| k.1.as_slice()));
         let mut store = RedisStore::open(self.ctx, &names.0);
-        let undone = engine::undo(
+        let undone = engine::undo_decided(
             &mut store,
             &charged.policies,
             now,
             &charged.request,
-            &decided.leases,
+            decided,
         );
         drop(store);
         undone
