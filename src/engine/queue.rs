@@ -721,6 +721,8 @@ const MAX_LAG: Micros = crate::algorithm::MAX_HORIZON;
 mod fair;
 #[cfg(test)]
 mod fair_tests;
+#[cfg(test)]
+mod multi_tests;
 mod place;
 #[cfg(test)]
 mod tests;
