@@ -140,7 +140,10 @@ impl Keys {
         let Some((_, id)) = first else {
             panic!("nobody has a turn");
         };
-        assert!(self.q.entries[&id].due.is_some(), "the first turn is no head");
+        assert!(
+            self.q.entries[&id].due.is_some(),
+            "the first turn is no head"
+        );
     }
 }
 
@@ -179,10 +182,20 @@ fn share_paths_offered_10_to_1_share_the_root_by_weight() {
         let light_path = [node(1, Some(10)), node(10, None)];
         for s in 0..120 {
             for _ in 0..100 {
-                keys.offer(&["heavy", "org"], &heavy_path, flow("heavy", weights.0), LONG);
+                keys.offer(
+                    &["heavy", "org"],
+                    &heavy_path,
+                    flow("heavy", weights.0),
+                    LONG,
+                );
             }
             for _ in 0..10 {
-                keys.offer(&["light", "org"], &light_path, flow("light", weights.1), LONG);
+                keys.offer(
+                    &["light", "org"],
+                    &light_path,
+                    flow("light", weights.1),
+                    LONG,
+                );
             }
             keys.run_to(T0.saturating_add(Micros::new((s + 1) * S)));
             keys.check_progress();
