@@ -6,8 +6,11 @@
 //! server shell (`server::wait`) blocks clients and replies.
 //!
 //! A waiter is at the head when it is at the front of the line of every one
-//! of its keys (RL.ALL waits in the line of each of its keys): the waiter
-//! whose turn it is there. Without flows, the front is the first to arrive. Only heads are
+//! of its keys (RL.ALL and RL.SHARE wait in the line of each of their
+//! keys). Every line orders its waiters by the same turns, one per waiter
+//! (`fair`), so the waiter with the smallest turn is at the front of all
+//! its lines: while anyone waits, someone is a head, whatever the flows and
+//! the keys. Without flows, the front is the first to arrive. Only heads are
 //! decided: a head has a due time, the earliest moment its limits may admit
 //! it; at that moment it is decided for real, and admitted, or given the
 //! new due time its denial names. Every waiter has a deadline; at the

@@ -156,8 +156,8 @@ fn waiters_over_keys_in_opposite_orders_are_all_admitted() {
     // Fill both keys' seconds, then build lines where flow x is ahead on
     // "a" and flow y ahead on "b".
     for _ in 0..3 {
-        keys.offer(&["a"], &[a.clone()], flow("x", 1), LONG);
-        keys.offer(&["b"], &[b.clone()], flow("y", 1), LONG);
+        keys.offer(&["a"], std::slice::from_ref(&a), flow("x", 1), LONG);
+        keys.offer(&["b"], std::slice::from_ref(&b), flow("y", 1), LONG);
     }
     let ab = keys.offer(&["a", "b"], &[a.clone(), b.clone()], flow("y", 1), LONG);
     let ba = keys.offer(&["b", "a"], &[b.clone(), a.clone()], flow("x", 1), LONG);
