@@ -225,8 +225,8 @@ struct Entry<K, T> {
 /// The waiters of one key, in arrival order and by flow, and its plan.
 struct Line {
     ids: BTreeSet<u64>,
-    /// By flow and by turn: the waiter at its front is the only one that
-    /// may become a head (it stays the front until it leaves).
+    /// By flow and by turn: the waiter at its front (the smallest turn) is
+    /// the only one that may become a head.
     turns: Turns,
     /// The key's state once everyone in the line is admitted as planned.
     plan: Option<Vec<u8>>,
@@ -375,8 +375,9 @@ impl<K: Eq + Hash + Clone, T: Eq + Hash + Clone> Queues<K, T> {
     }
 
     /// Gives waiter `id` its turn if it is the first of its flow in every
-    /// one of its lines: it starts no earlier than any of them allows (see
-    /// `fair`), so it never goes before the front of any.
+    /// one of its lines: it starts no earlier than its flow and each of
+    /// them allow (see `fair`). A front it goes before stops being a head
+    /// until it is at the front again.
     fn give_turn(&mut self, id: u64) {
         let Some(entry) = self.entries.get(&id) else {
             return;
@@ -397,7 +398,6 @@ impl<K: Eq + Hash + Clone, T: Eq + Hash + Clone> Queues<K, T> {
         }
         let turn = (start, self.next_turn);
         self.next_turn += 1;
-        // A front it goes before is no longer a head.
         let mut passed = Vec::new();
         for key in &entry.waiter.keys {
             if let Some(line) = self.lines.get_mut(key) {
