@@ -228,6 +228,48 @@ fn all_keys_offered_10_to_1_share_the_last_key_half_and_half() {
     assert!((0.45..=0.55).contains(&share), "light share {share}");
 }
 
+/// Over a path, disconnects and timeouts (the oldest heavy waiters, fronts
+/// among them, and light ones ended at once) keep the half-and-half
+/// shares; a tenant that starts waiting behind long lines is admitted
+/// within one round.
+#[test]
+fn departures_keep_the_shares_and_a_new_flow_goes_within_a_round() {
+    let mut keys = Keys::new();
+    let path = [node(1, Some(10)), node(10, None)];
+    let mut heavy = Vec::new();
+    for s in 0..120u64 {
+        for _ in 0..100 {
+            heavy.extend(keys.offer(&["heavy", "org"], &path, flow("heavy", 1), LONG));
+        }
+        for _ in 0..10 {
+            keys.offer(&["light", "org"], &path, flow("light", 1), LONG);
+        }
+        let now = keys.now;
+        if s % 2 == 0 {
+            let light = keys.offer(&["light", "org"], &path, flow("light", 1), LONG);
+            light.and_then(|t| keys.q.time_out(&mut keys.ks, &t, now));
+            for _ in 0..30 {
+                let oldest = heavy.iter().position(|t| keys.q.by_token.contains_key(t));
+                if let Some(i) = oldest {
+                    keys.q.abandon(&heavy.remove(i), now);
+                }
+            }
+        }
+        keys.run_to(T0.saturating_add(Micros::new((s + 1) * S)));
+        keys.check_progress();
+    }
+    let share = keys.share("light", 50);
+    assert!((0.45..=0.55).contains(&share), "light share {share}");
+    // A third tenant: one of the next three admissions (the turn of each
+    // flow present, then its own) whatever the lines.
+    let before = keys.admitted.len();
+    let token = keys.offer(&["new", "org"], &path, flow("new", 1), LONG);
+    let to = keys.now.saturating_add(Micros::new(S / 10 * 3));
+    keys.run_to(to);
+    assert!(keys.admitted[before..].contains(&token.unwrap()));
+    assert!(keys.admitted.len() - before <= 3);
+}
+
 /// Waiters of one flow over keys that overlap are admitted in arrival
 /// order wherever they share a key.
 #[test]
