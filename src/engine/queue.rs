@@ -386,7 +386,7 @@ impl<K: Eq + Hash + Clone, T: Eq + Hash + Clone> Queues<K, T> {
             return;
         }
         let flow = entry.waiter.flow_name();
-        let mut start = 0;
+        let (mut start, mut now) = (0, 0);
         for key in &entry.waiter.keys {
             let Some(line) = self.lines.get(key) else {
                 return;
@@ -395,6 +395,7 @@ impl<K: Eq + Hash + Clone, T: Eq + Hash + Clone> Queues<K, T> {
                 return;
             }
             start = start.max(line.turns.earliest_start(&flow));
+            now = now.max(line.turns.virtual_time());
         }
         let turn = (start, self.next_turn);
         self.next_turn += 1;
@@ -402,6 +403,7 @@ impl<K: Eq + Hash + Clone, T: Eq + Hash + Clone> Queues<K, T> {
         for key in &entry.waiter.keys {
             if let Some(line) = self.lines.get_mut(key) {
                 let front = line.turns.front();
+                line.turns.catch_up(now);
                 line.turns.take_turn(turn, id);
                 passed.extend(front.filter(|_| line.turns.front() == Some(id)));
             }

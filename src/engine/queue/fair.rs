@@ -19,6 +19,9 @@
 //! changed once given, the waiter with the smallest turn is at the front of
 //! every one of its lines. A turn given later may be smaller than a line's
 //! front (its flow's last admission finished early): it goes first there.
+//! Lines that a waiter joins share its virtual time from then on (a line
+//! whose virtual time is behind catches up): else a line that lags would
+//! put each of its new flows before the waiter, for ever.
 //! Pure: the waiters are ids, their costs and weights are passed in; each
 //! step costs O(log) in the waiters and flows of the line.
 
@@ -92,6 +95,16 @@ impl Turns {
     /// Whether `id` is the first of `flow` here.
     pub fn is_first_of_flow(&self, flow: &FlowName, id: u64) -> bool {
         self.flows.get(flow).and_then(|f| f.ids.first()) == Some(&id)
+    }
+
+    /// The line's virtual time.
+    pub fn virtual_time(&self) -> Virtual {
+        self.now
+    }
+
+    /// The line's virtual time moves on to `at` if it is behind.
+    pub fn catch_up(&mut self, at: Virtual) {
+        self.now = self.now.max(at);
     }
 
     /// The earliest start of a turn for `flow` here: the line's virtual

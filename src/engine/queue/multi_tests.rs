@@ -270,6 +270,40 @@ fn departures_keep_the_shares_and_a_new_flow_goes_within_a_round() {
     assert!(keys.admitted.len() - before <= 3);
 }
 
+/// A waiter over a busy key (its virtual time far on) and a quiet one
+/// where a new flow starts every second: the quiet key catches up with the
+/// busy one's virtual time, so the new flows do not go before it for ever.
+#[test]
+fn a_key_behind_in_virtual_time_catches_up_with_a_waiter_over_both() {
+    let mut keys = Keys::new();
+    let (busy, quiet) = (gcra(10), gcra(1));
+    // Flow x keeps the busy key's line going: 12 a second, 10 admitted.
+    let mut second = |keys: &mut Keys, s: u64| {
+        for _ in 0..12 {
+            keys.offer(&["busy"], std::slice::from_ref(&busy), flow("x", 1), LONG);
+        }
+        keys.run_to(T0.saturating_add(Micros::new((s + 1) * S)));
+        keys.check_progress();
+    };
+    for s in 0..20 {
+        second(&mut keys, s);
+    }
+    keys.offer(&["quiet"], std::slice::from_ref(&quiet), flow("q", 1), LONG);
+    let policies = [quiet.clone(), busy.clone()];
+    let both = keys.offer(&["quiet", "busy"], &policies, flow("w", 1), LONG);
+    let names = ["n0", "n1", "n2", "n3", "n4", "n5"];
+    for (s, name) in names.into_iter().enumerate() {
+        keys.offer(
+            &["quiet"],
+            std::slice::from_ref(&quiet),
+            flow(name, 1),
+            LONG,
+        );
+        second(&mut keys, 20 + s as u64);
+    }
+    assert!(keys.admitted.contains(&both.unwrap()));
+}
+
 /// Waiters of one flow over keys that overlap are admitted in arrival
 /// order wherever they share a key.
 #[test]
