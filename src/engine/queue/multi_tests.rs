@@ -278,7 +278,7 @@ fn a_key_behind_in_virtual_time_catches_up_with_a_waiter_over_both() {
     let mut keys = Keys::new();
     let (busy, quiet) = (gcra(10), gcra(1));
     // Flow x keeps the busy key's line going: 12 a second, 10 admitted.
-    let mut second = |keys: &mut Keys, s: u64| {
+    let second = |keys: &mut Keys, s: u64| {
         for _ in 0..12 {
             keys.offer(&["busy"], std::slice::from_ref(&busy), flow("x", 1), LONG);
         }
