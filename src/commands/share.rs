@@ -1,6 +1,7 @@
 //! `RL.SHARE numkeys key [key ...] node [node ...] [COST n] [DRYRUN] [WAIT
-//! timeout [FLOW name [WEIGHT w]]]`: borrowing between limits (see `algorithm::share`). The keys
-//! are a path, leaf first and root last; every node but the root is
+//! timeout [FLOW name [WEIGHT w]]]`: borrowing between limits (see
+//! `algorithm::share`). The keys are a path, leaf first and root last;
+//! every node but the root is
 //! `limit period [BURST n] CEIL limit`, the root `limit period [BURST n]`.
 //! One decision over the path, through the same decision path as RL.ALL
 //! (`engine::decide`, which decides a path of nodes as one).
