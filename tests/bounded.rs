@@ -304,6 +304,60 @@ fn fair_waiting_costs_the_same_with_2_and_1000_flows() {
     assert!(at_1000.3 .1 <= 6, "{at_1000:?}");
 }
 
+/// Fair waiting over two keys (RL.SHARE's path, RL.ALL's tenant and org
+/// limits) with 1,000 flows: joining a new flow or one's own, leaving and
+/// an admission cost what they cost with 2 flows (one turn per waiter,
+/// O(log) in every line).
+#[test]
+fn fair_waiting_over_two_keys_costs_the_same_with_2_and_1000_flows() {
+    let share = "RL.SHARE 2 {org}:team {org} 1 100d CEIL 100000 1 1h";
+    let all = "RL.ALL 2 {org}:team {org} GCRA 1000 1h GCRA 1 1h";
+    for command in [share, all] {
+        let server = Server::start();
+        let mut ctl = server.conn();
+        clock_set(&mut ctl, 1_900_000_000 * S);
+        set_config(&mut ctl, "max-waiters-per-key", 10_000);
+        // The team's assured unit and the org's hour are used.
+        call(
+            &mut ctl,
+            &words(command)
+                .iter()
+                .map(String::as_str)
+                .collect::<Vec<_>>(),
+        )
+        .unwrap();
+        let in_flow = |i: usize| words(&format!("{command} WAIT 100d FLOW f{i} WEIGHT 3"));
+        let mut conns = add_waiters(&server, &mut ctl, 2, 2, in_flow);
+        let costs = |ctl: &mut Connection, conns: &mut Vec<Connection>, flows: usize| {
+            let n = waiting(ctl);
+            let new_flow = cost_of(ctl, |c| {
+                conns.extend(add_waiters(&server, c, 1, n + 1, |_| in_flow(flows)));
+            });
+            let same_flow = cost_of(ctl, |c| {
+                conns.extend(add_waiters(&server, c, 1, n + 2, |_| in_flow(0)));
+            });
+            let leaver = conns.pop().unwrap();
+            let leaving = cost_of(ctl, |c| {
+                drop(leaver);
+                await_waiting(c, n + 1);
+            });
+            let admission = cost_of(ctl, |c| {
+                advance(c, 3_600 * S);
+                await_waiting(c, n);
+            });
+            (new_flow, same_flow, leaving, admission)
+        };
+        let at_2 = costs(&mut ctl, &mut conns, 2);
+        let n = waiting(&mut ctl);
+        conns.extend(add_waiters(&server, &mut ctl, 998, n + 998, |i| {
+            in_flow(3 + i)
+        }));
+        let at_1000 = costs(&mut ctl, &mut conns, 1_001);
+        assert_eq!(at_2, at_1000, "{command}");
+        assert!(at_1000.3 .1 <= 6, "{command}: {at_1000:?}");
+    }
+}
+
 fn client_id(c: &mut Connection) -> i64 {
     redis::cmd("CLIENT").arg("ID").query(c).expect("CLIENT ID")
 }

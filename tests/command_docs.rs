@@ -94,9 +94,6 @@ const BUCKET: &str = "BUCKET capacity:integer refill:integer period:string";
 const MODE: &str = "[(EXACT | APPROX | BUCKETS buckets:integer)]";
 const COMMON: &str = "[COST cost:integer] [DRYRUN] [WAIT timeout:string] [FLOW flow:string] \
                       [WEIGHT weight:integer] [(FORCE | PARTIAL | REFUND refund:integer)]";
-/// RL.ALL takes no FLOW (a flow's turn on one key is not its turn on another).
-const ALL_COMMON: &str = "[COST cost:integer] [DRYRUN] [WAIT timeout:string] \
-                          [(FORCE | PARTIAL | REFUND refund:integer)]";
 const POLICY: &str = "(GCRA limit:integer period:string [BURST burst:integer] | \
                       BUCKET capacity:integer refill:integer period:string | \
                       SLIDING limit:integer window:string [(EXACT | APPROX | BUCKETS buckets:integer)] | \
@@ -137,7 +134,7 @@ fn every_command_documents_its_arguments() {
                 "numkeys:integer key:key... ({GCRA} | {BUCKET} | \
                  SLIDING limit:integer window:string {MODE} | \
                  FIXED limit:integer window:string [ALIGNED] | \
-                 CONCURRENCY limit:integer ttl:string | POLICY name:string)... {ALL_COMMON} \
+                 CONCURRENCY limit:integer ttl:string | POLICY name:string)... {COMMON} \
                  [COSTS costs:integer...]"
             ),
         ),

@@ -164,12 +164,12 @@ fn argument_cases(shape: &Shape, key: &[u8]) -> Vec<Case> {
     cases
 }
 
-/// A flow without a wait, a weight without a flow, and RL.ALL's refusal.
+/// A flow without a wait, and a weight without a flow.
 fn flow_cases(shape: &Shape, key: &[u8], valid: &[Vec<u8>]) -> Vec<Case> {
     if !shape.options.iter().any(|o| o.word == "FLOW") {
         return Vec::new();
     }
-    let mut table: Vec<(&[&str], &str)> = vec![
+    let table: Vec<(&[&str], &str)> = vec![
         (&["FLOW", "t"], "ERR syntax error: FLOW needs WAIT timeout"),
         (
             &["FLOW", "t", "WEIGHT", "2"],
@@ -181,12 +181,6 @@ fn flow_cases(shape: &Shape, key: &[u8], valid: &[Vec<u8>]) -> Vec<Case> {
             "ERR syntax error: WEIGHT needs FLOW name",
         ),
     ];
-    if shape.name == "RL.ALL" {
-        table.push((
-            &["WAIT", "1ms", "FLOW", "t"],
-            "ERR syntax error: FLOW cannot be combined with RL.ALL",
-        ));
-    }
     table
         .into_iter()
         .map(|(rest, want)| Case {

@@ -386,3 +386,74 @@ fn one_call_mixes_all_four_algorithms() {
         0
     );
 }
+
+fn strs(v: &[String]) -> Vec<&str> {
+    v.iter().map(String::as_str).collect()
+}
+
+/// One an hour: the keys' TTLs (on the wall clock) outlive the tests.
+const HOUR: u64 = 3_600 * 1_000_000;
+
+/// The clock moves an hour at a time until `n` waits have ended.
+fn hours_until(flows: &mut common::flows::Flows, n: u64) {
+    let mut ended = 0;
+    while ended < n {
+        ended += flows.advance(HOUR);
+    }
+    assert_eq!(ended, n);
+}
+
+#[test]
+fn flows_offered_10_to_1_share_the_shared_limit_half_and_half() {
+    let s = Server::start();
+    let mut flows = common::flows::Flows::new(&s);
+    clock_set(&mut flows.ctl, T0);
+    // A tenant's own limit (ample) and the org's, one an hour for all.
+    let tenant = |t| {
+        let own = format!("{{org}}:{t}");
+        let words = [
+            "RL.ALL", "2", &own, "{org}", "GCRA", "100", "1h", "GCRA", "1", "1h",
+        ];
+        words.map(String::from)
+    };
+    let (heavy, light) = (tenant("heavy"), tenant("light"));
+    assert_eq!(all(&mut flows.ctl, &strs(&heavy)[1..]).0, 1);
+    for _ in 0..6 {
+        for _ in 0..10 {
+            flows.offer(&strs(&heavy), "heavy", 1, "100d");
+        }
+        flows.offer(&strs(&light), "light", 1, "100d");
+    }
+    hours_until(&mut flows, 12);
+    assert_eq!(flows.admitted_by_flow(), [("heavy", 6), ("light", 6)]);
+}
+
+/// Waiters naming the same keys in opposite orders, each behind another
+/// flow on one key and ahead on the other: all are admitted, one an hour.
+#[test]
+fn waiters_over_keys_in_opposite_orders_are_all_admitted() {
+    let s = Server::start();
+    let mut flows = common::flows::Flows::new(&s);
+    clock_set(&mut flows.ctl, T0);
+    let one = |k: &'static str| ["RL.GCRA", k, "1", "1h"];
+    let ab = [
+        "RL.ALL", "2", "a", "b", "GCRA", "1", "1h", "GCRA", "1", "1h",
+    ];
+    let ba = [
+        "RL.ALL", "2", "b", "a", "GCRA", "1", "1h", "GCRA", "1", "1h",
+    ];
+    assert_eq!(all(&mut flows.ctl, &ab[1..]).0, 1);
+    for _ in 0..3 {
+        flows.offer(&one("a"), "x", 1, "100d");
+        flows.offer(&one("b"), "y", 1, "100d");
+    }
+    flows.offer(&ab, "y", 1, "100d");
+    flows.offer(&ba, "x", 2, "100d");
+    flows.offer(&one("a"), "z", 1, "100d");
+    hours_until(&mut flows, 9);
+    assert_eq!(
+        flows.admitted_by_flow(),
+        [("x", 4), ("y", 4), ("z", 1)],
+        "every wait admitted"
+    );
+}

@@ -464,3 +464,81 @@ fn a_peek_at_a_path_runs_under_oom_and_breaks_no_watch() {
         .query(&mut c)
         .unwrap();
 }
+
+/// One admission an hour: the keys' TTLs (on the wall clock) outlive the
+/// tests.
+const HOUR: u64 = 3_600 * 1_000_000;
+
+/// Tenant `t`'s path under one root: an assured one per 100 hours (used
+/// up first), borrowing up to one an hour; the root one an hour for all:
+/// the root is what the tenants share.
+fn tenant(t: &str) -> Vec<String> {
+    let leaf = format!("{{org}}:{t}");
+    let words = [
+        "RL.SHARE", "2", &leaf, "{org}", "1", "100h", "CEIL", "100", "1", "1h",
+    ];
+    words.iter().map(|s| s.to_string()).collect()
+}
+
+/// The clock moves an hour at a time until `n` waits have ended.
+fn hours_until(flows: &mut common::flows::Flows, n: u64) {
+    let mut ended = 0;
+    while ended < n {
+        ended += flows.advance(HOUR);
+    }
+    assert_eq!(ended, n);
+}
+
+#[test]
+fn flows_offered_10_to_1_share_the_root_half_and_half() {
+    let s = Server::start();
+    let mut flows = common::flows::Flows::new(&s);
+    clock_set(&mut flows.ctl, T0);
+    let (heavy, light) = (tenant("heavy"), tenant("light"));
+    assert_eq!(share(&mut flows.ctl, &strs(&heavy)[1..]).0, 1);
+    assert_eq!(share(&mut flows.ctl, &strs(&light)[1..]).0, 1);
+    for _ in 0..6 {
+        for _ in 0..10 {
+            flows.offer(&strs(&heavy), "heavy", 1, "100d");
+        }
+        flows.offer(&strs(&light), "light", 1, "100d");
+    }
+    hours_until(&mut flows, 12);
+    assert_eq!(flows.admitted_by_flow(), [("heavy", 6), ("light", 6)]);
+}
+
+#[test]
+fn weights_3_to_1_share_the_root_three_quarters_and_one_quarter() {
+    let s = Server::start();
+    let mut flows = common::flows::Flows::new(&s);
+    clock_set(&mut flows.ctl, T0);
+    // One leaf for both flows, borrowing up to the root's rate.
+    let path = [
+        "RL.SHARE",
+        "2",
+        "{org}:team",
+        "{org}",
+        "1",
+        "1h",
+        "CEIL",
+        "4",
+        "4",
+        "1h",
+    ];
+    assert_eq!(share(&mut flows.ctl, &path[1..]).0, 1);
+    for _ in 0..3 {
+        assert_eq!(share(&mut flows.ctl, &path[1..]).0, 1);
+    }
+    for _ in 0..4 {
+        for _ in 0..10 {
+            flows.offer(&path, "heavy", 3, "1d");
+        }
+        flows.offer(&path, "light", 1, "1d");
+    }
+    // Four an hour: 16 in four hours, 12 of them the heavy flow's.
+    hours_until(&mut flows, 16);
+    let counts = flows.admitted_by_flow();
+    assert_eq!(counts[0].0, "heavy");
+    assert!((11..=13).contains(&counts[0].1), "{counts:?}");
+    assert_eq!(counts[0].1 + counts[1].1, 16);
+}

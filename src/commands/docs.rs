@@ -2,7 +2,7 @@
 //! here; `server::register` hands it to Redis.
 
 use super::definition::{CommandDef, Grammar, RegistryOp};
-use super::grammar::{Opt, Param, Parse, PolicyDef, COMMON, FLOW_OPTIONS};
+use super::grammar::{Opt, Param, Parse, PolicyDef, COMMON};
 use super::named::{OR, POLICY, SHADOW};
 use super::table::POLICIES;
 
@@ -191,12 +191,7 @@ pub fn arguments(command: &CommandDef) -> Vec<DocArg> {
                 key().multiple(),
                 policy_or_named(policies).multiple(),
             ];
-            let common: Vec<Opt> = COMMON
-                .iter()
-                .filter(|o| !FLOW_OPTIONS.contains(&o.token))
-                .copied()
-                .collect();
-            out.extend(options(&common));
+            out.extend(options(&COMMON));
             out.push(
                 DocArg::new("costs", DocType::Integer)
                     .with_token("COSTS")

@@ -311,9 +311,6 @@ const FORCE: usize = 5;
 const PARTIAL: usize = 6;
 const REFUND: usize = 7;
 
-/// The common options that only waiting takes: a request's flow.
-pub const FLOW_OPTIONS: [&str; 2] = ["FLOW", "WEIGHT"];
-
 /// The common options as given: their values, and the bytes of `FLOW`.
 struct Common<'a> {
     values: [Option<u64>; COMMON.len()],

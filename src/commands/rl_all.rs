@@ -5,9 +5,7 @@
 //! decision path as a single-key command (`engine::decide`).
 
 use super::definition::{CommandDef, Grammar};
-use super::grammar::{
-    parse_common_with, policy_named, unknown_policy, PerKey, PolicyDef, FLOW_OPTIONS,
-};
+use super::grammar::{parse_common_with, policy_named, unknown_policy, PerKey, PolicyDef};
 use super::{named, Host, Reply, Shape};
 use crate::algorithm::limits::MAX_COUNT;
 use crate::commands::args;
@@ -90,14 +88,6 @@ pub fn parse<A: AsRef<[u8]>>(policies_allowed: &Policies, args: &[A]) -> Result<
     }
     let (tail, per_key) = take_costs(tail, numkeys)?;
     let request = parse_common_with(&tail, per_key)?;
-    // A waiter of RL.ALL waits in the line of each of its keys; a flow's
-    // turn on one key is not its turn on another.
-    if request.flow.is_some() {
-        return Err(Error::Combination {
-            option: FLOW_OPTIONS[0],
-            with: NAME,
-        });
-    }
     // A common option one of the policies does not take (CONCURRENCY takes
     // no FORCE, PARTIAL or REFUND).
     if let Some(token) = request.charge.token().filter(|t| refused.contains(t)) {
@@ -307,15 +297,14 @@ mod tests {
     }
 
     #[test]
-    fn takes_wait_but_no_flow() {
+    fn takes_wait_and_flow() {
         let wait = p(&["1", "a", "GCRA", "10", "1s", "WAIT", "1s"]).unwrap();
         assert!(wait.request.wait.is_some());
-        let flow = ["1", "a", "GCRA", "10", "1s", "WAIT", "1s", "FLOW", "t"];
-        let refused = Error::Combination {
-            option: "FLOW",
-            with: "RL.ALL",
-        };
-        assert_eq!(p(&flow).err(), Some(refused));
+        let flow = [
+            "1", "a", "GCRA", "10", "1s", "WAIT", "1s", "FLOW", "t", "WEIGHT", "2",
+        ];
+        let flow = p(&flow).unwrap().request.flow.unwrap();
+        assert_eq!((&flow.name[..], flow.weight), (&b"t"[..], 2));
     }
 
     #[test]

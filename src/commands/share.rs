@@ -1,6 +1,7 @@
 //! `RL.SHARE numkeys key [key ...] node [node ...] [COST n] [DRYRUN] [WAIT
-//! timeout]`: borrowing between limits (see `algorithm::share`). The keys
-//! are a path, leaf first and root last; every node but the root is
+//! timeout [FLOW name [WEIGHT w]]]`: borrowing between limits (see
+//! `algorithm::share`). The keys are a path, leaf first and root last;
+//! every node but the root is
 //! `limit period [BURST n] CEIL limit`, the root `limit period [BURST n]`.
 //! One decision over the path, through the same decision path as RL.ALL
 //! (`engine::decide`, which decides a path of nodes as one).
@@ -163,6 +164,10 @@ mod tests {
         };
         assert!(leaf.ceiling.is_some());
         assert!(p(&["1", "o", "100", "1s", "WAIT", "1s"]).is_ok());
+        let flow = p(&[
+            "1", "o", "100", "1s", "WAIT", "1s", "FLOW", "t", "WEIGHT", "3",
+        ]);
+        assert_eq!(flow.unwrap().request.flow.map(|f| f.weight), Some(3));
     }
 
     #[test]
@@ -216,7 +221,7 @@ mod tests {
                 crate::algorithm::limits::MAX_COUNT
             )
         );
-        for refused in ["FORCE", "PARTIAL", "REFUND", "FLOW"] {
+        for refused in ["FORCE", "PARTIAL", "REFUND"] {
             assert_eq!(
                 msg(&["1", "o", "10", "1s", refused, "1"]),
                 format!("ERR syntax error: {refused} cannot be combined with RL.SHARE")

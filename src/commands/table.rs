@@ -191,8 +191,8 @@ pub const SHARE_NODE: PolicyDef = PolicyDef {
         Opt::integer("CEIL", 1, MAX_COUNT),
     ],
     // A debt, a partial grant or a refund would need to know which node
-    // lent; a flow's turn on one key is not its turn on another.
-    refuses: &["FORCE", "PARTIAL", "REFUND", "FLOW", "WEIGHT"],
+    // lent.
+    refuses: &["FORCE", "PARTIAL", "REFUND"],
     build: build_share_node,
 };
 

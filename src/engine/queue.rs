@@ -6,8 +6,11 @@
 //! server shell (`server::wait`) blocks clients and replies.
 //!
 //! A waiter is at the head when it is at the front of the line of every one
-//! of its keys (RL.ALL waits in the line of each of its keys): the waiter
-//! whose turn it is there. Without flows, the front is the first to arrive. Only heads are
+//! of its keys (RL.ALL and RL.SHARE wait in the line of each of their
+//! keys). Every line orders its waiters by the same turns, one per waiter
+//! (`fair`), so the waiter with the smallest turn is at the front of all
+//! its lines: while anyone waits, someone is a head, whatever the flows and
+//! the keys. Without flows, the front is the first to arrive. Only heads are
 //! decided: a head has a due time, the earliest moment its limits may admit
 //! it; at that moment it is decided for real, and admitted, or given the
 //! new due time its denial names. Every waiter has a deadline; at the
@@ -45,7 +48,7 @@ use crate::engine::error::Error;
 use crate::engine::store::MemoryStore;
 use crate::engine::{self, Charge, Flow, KeyError, Outcome, PerLimit, Request};
 use crate::policy::Policy;
-use fair::{FlowName, Share, Turns};
+use fair::{FlowName, Share, Turn, Turns};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::hash::Hash;
 
@@ -214,14 +217,16 @@ struct Entry<K, T> {
     planned: Micros,
     /// The leases its planned admission holds in the plans.
     planned_leases: PerLimit<Option<Option<LeaseId>>>,
+    /// Its place in the order of all its lines, once it is the first of
+    /// its flow in each (see `fair`).
+    turn: Option<Turn>,
 }
 
 /// The waiters of one key, in arrival order and by flow, and its plan.
 struct Line {
     ids: BTreeSet<u64>,
-    /// The waiter whose turn it is: the only one that may become a head
-    /// (chosen when the one before leaves, kept until it leaves).
-    front: Option<u64>,
+    /// By flow and by turn: the waiter at its front (the smallest turn) is
+    /// the only one that may become a head.
     turns: Turns,
     /// The key's state once everyone in the line is admitted as planned.
     plan: Option<Vec<u8>>,
@@ -234,6 +239,8 @@ struct Line {
 /// Every waiter, in arrival order, and the line of each key.
 pub struct Queues<K, T> {
     next_id: u64,
+    /// The order turns are given in.
+    next_turn: u64,
     entries: BTreeMap<u64, Entry<K, T>>,
     lines: HashMap<K, Line>,
     /// Heads by due time, then arrival.
@@ -246,6 +253,7 @@ impl<K, T> Default for Queues<K, T> {
     fn default() -> Self {
         Queues {
             next_id: 0,
+            next_turn: 0,
             entries: BTreeMap::new(),
             lines: HashMap::new(),
             dues: BTreeSet::new(),
@@ -322,7 +330,6 @@ impl<K: Eq + Hash + Clone, T: Eq + Hash + Clone> Queues<K, T> {
                 let plan = keyspace.value(key).ok().flatten();
                 let line = Line {
                     ids: BTreeSet::new(),
-                    front: None,
                     turns: Turns::default(),
                     plan,
                     planned_until: place.planned,
@@ -349,10 +356,7 @@ impl<K: Eq + Hash + Clone, T: Eq + Hash + Clone> Queues<K, T> {
         for key in &waiter.keys {
             if let Some(line) = self.lines.get_mut(key) {
                 line.ids.insert(id);
-                line.turns.join(&flow, id, waiter.share_on(key));
-                if line.front.is_none() {
-                    line.front = line.turns.next();
-                }
+                line.turns.join(&flow, id);
                 line.planned_until = line.planned_until.max(place.planned);
             }
         }
@@ -363,9 +367,60 @@ impl<K: Eq + Hash + Clone, T: Eq + Hash + Clone> Queues<K, T> {
             due: None,
             planned: place.planned,
             planned_leases,
+            turn: None,
         };
         self.entries.insert(id, entry);
+        self.give_turn(id);
         self.promote(id, place.due);
+    }
+
+    /// Gives waiter `id` its turn if it is the first of its flow in every
+    /// one of its lines: it starts no earlier than its flow and each of
+    /// them allow (see `fair`). A front it goes before stops being a head
+    /// until it is at the front again.
+    fn give_turn(&mut self, id: u64) {
+        let Some(entry) = self.entries.get(&id) else {
+            return;
+        };
+        if entry.turn.is_some() {
+            return;
+        }
+        let flow = entry.waiter.flow_name();
+        let (mut start, mut now) = (0, 0);
+        for key in &entry.waiter.keys {
+            let Some(line) = self.lines.get(key) else {
+                return;
+            };
+            if !line.turns.is_first_of_flow(&flow, id) {
+                return;
+            }
+            start = start.max(line.turns.earliest_start(&flow));
+            now = now.max(line.turns.virtual_time());
+        }
+        let turn = (start, self.next_turn);
+        self.next_turn += 1;
+        let mut passed = Vec::new();
+        for key in &entry.waiter.keys {
+            if let Some(line) = self.lines.get_mut(key) {
+                let front = line.turns.front();
+                line.turns.catch_up(now);
+                line.turns.take_turn(turn, id);
+                passed.extend(front.filter(|_| line.turns.front() == Some(id)));
+            }
+        }
+        if let Some(entry) = self.entries.get_mut(&id) {
+            entry.turn = Some(turn);
+        }
+        for front in passed {
+            self.demote(front);
+        }
+    }
+
+    /// `id` is no longer at the front of all its lines: not a head.
+    fn demote(&mut self, id: u64) {
+        if let Some(due) = self.entries.get_mut(&id).and_then(|e| e.due.take()) {
+            self.dues.remove(&(due, id));
+        }
     }
 
     /// Runs `f` over a store holding the plans of `keys` (every key must
@@ -388,7 +443,7 @@ impl<K: Eq + Hash + Clone, T: Eq + Hash + Clone> Queues<K, T> {
     /// deleted): the waiter at the front of its line, if it is a head, is due at
     /// `at` rather than later.
     pub fn wake(&mut self, key: &K, at: Micros) {
-        let Some(front) = self.lines.get(key).and_then(|l| l.front) else {
+        let Some(front) = self.lines.get(key).and_then(|l| l.turns.front()) else {
             return;
         };
         let due = self.entries.get(&front).and_then(|e| e.due);
@@ -421,7 +476,7 @@ impl<K: Eq + Hash + Clone, T: Eq + Hash + Clone> Queues<K, T> {
             .waiter
             .keys
             .iter()
-            .all(|k| self.lines.get(k).and_then(|l| l.front) == Some(id));
+            .all(|k| self.lines.get(k).and_then(|l| l.turns.front()) == Some(id));
         if first_everywhere {
             work::one(Work::Waiters);
             self.set_due(id, due);
@@ -464,31 +519,28 @@ impl<K: Eq + Hash + Clone, T: Eq + Hash + Clone> Queues<K, T> {
                 engine::undo(store, &waiter.policies, until, &request, leases)
             });
         }
+        // The next of its flow in each line may now have its turn; the
+        // fronts of its lines, and those given their turn, may be heads.
         let mut next = Vec::new();
         let flow = waiter.flow_name();
-        let entries = &self.entries;
         for key in &waiter.keys {
             if let Some(line) = self.lines.get_mut(key) {
                 line.ids.remove(&id);
-                let share_of = |next: u64| {
-                    entries
-                        .get(&next)
-                        .map_or(Share { cost: 0, weight: 1 }, |e| e.waiter.share_on(key))
-                };
-                line.turns.leave(&flow, id, admitted, share_of);
-                if line.front == Some(id) {
-                    line.front = line.turns.next();
-                }
-                match line.front {
-                    Some(front) => next.push(front),
-                    None => {
-                        self.lines.remove(key);
-                    }
+                let used = admitted.then(|| waiter.share_on(key));
+                next.extend(line.turns.leave(&flow, id, entry.turn, used));
+                if line.ids.is_empty() {
+                    self.lines.remove(key);
                 }
             }
         }
-        for front in next {
-            self.promote(front, at);
+        for &first in &next {
+            self.give_turn(first);
+        }
+        for key in &waiter.keys {
+            next.extend(self.lines.get(key).and_then(|l| l.turns.front()));
+        }
+        for candidate in next {
+            self.promote(candidate, at);
         }
         Some(waiter)
     }
@@ -674,6 +726,8 @@ const MAX_LAG: Micros = crate::algorithm::MAX_HORIZON;
 mod fair;
 #[cfg(test)]
 mod fair_tests;
+#[cfg(test)]
+mod multi_tests;
 mod place;
 #[cfg(test)]
 mod tests;

@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 pub mod blocking;
+pub mod flows;
 pub mod topology;
 pub mod workload;
 

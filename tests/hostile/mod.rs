@@ -1143,6 +1143,8 @@ pub const SHAPES: &[Shape] = &[
             COST,
             DRYRUN,
             WAIT,
+            FLOW,
+            WEIGHT,
         ],
         extra: Extra::UnknownOption,
         state: State::Tagged {

@@ -1,0 +1,86 @@
+//! Fair waiting with any command: clients of named flows start waiting
+//! one after another, time moves on the manual clock, and the replies
+//! tell how many of each flow were admitted.
+
+use super::blocking::{await_waiting, send, waiting};
+use super::{advance, Server};
+use redis::{Connection, Value};
+
+/// A waiting client and its flow.
+struct Waiter {
+    conn: Connection,
+    id: i64,
+    flow: &'static str,
+}
+
+/// Clients waiting on one server, in the order they started.
+pub struct Flows<'s> {
+    server: &'s Server,
+    pub ctl: Connection,
+    waiters: Vec<Waiter>,
+    waiting: u64,
+}
+
+impl<'s> Flows<'s> {
+    pub fn new(server: &'s Server) -> Flows<'s> {
+        Flows {
+            server,
+            ctl: server.conn(),
+            waiters: Vec::new(),
+            waiting: 0,
+        }
+    }
+
+    /// A client sends `command` with `WAIT wait FLOW flow WEIGHT weight`
+    /// appended, and waits after every other.
+    pub fn offer(&mut self, command: &[&str], flow: &'static str, weight: u64, wait: &str) {
+        let mut conn = self.server.conn();
+        let id: i64 = redis::cmd("CLIENT").arg("ID").query(&mut conn).unwrap();
+        let weight = weight.to_string();
+        let mut args = command.to_vec();
+        args.extend(["WAIT", wait, "FLOW", flow, "WEIGHT", &weight]);
+        send(&mut conn, &args);
+        self.waiters.push(Waiter { conn, id, flow });
+        self.waiting += 1;
+        await_waiting(&mut self.ctl, self.waiting);
+    }
+
+    /// The clock moves `us` on (the waits due by then end before it
+    /// replies): how many waits ended.
+    pub fn advance(&mut self, us: u64) -> u64 {
+        advance(&mut self.ctl, us);
+        let before = self.waiting;
+        self.waiting = waiting(&mut self.ctl);
+        before - self.waiting
+    }
+
+    /// Ends every wait still going (CLIENT UNBLOCK) and reads every reply:
+    /// how many of each flow were admitted, in order of the flows' first
+    /// waiters.
+    pub fn admitted_by_flow(mut self) -> Vec<(&'static str, usize)> {
+        for w in &self.waiters {
+            let _: i64 = redis::cmd("CLIENT")
+                .arg("UNBLOCK")
+                .arg(w.id)
+                .query(&mut self.ctl)
+                .unwrap();
+        }
+        await_waiting(&mut self.ctl, 0);
+        let mut counts: Vec<(&'static str, usize)> = Vec::new();
+        for w in &mut self.waiters {
+            if counts.iter().all(|c| c.0 != w.flow) {
+                counts.push((w.flow, 0));
+            }
+            // A decision's first field (or a combined reply's) is whether
+            // it was admitted.
+            let allowed = match w.conn.recv_response().expect("reply") {
+                Value::Array(items) => items.first() == Some(&Value::Int(1)),
+                other => panic!("not a decision: {other:?}"),
+            };
+            if allowed {
+                counts.iter_mut().find(|c| c.0 == w.flow).unwrap().1 += 1;
+            }
+        }
+        counts
+    }
+}
