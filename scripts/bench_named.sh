@@ -6,9 +6,10 @@
 #   scripts/bench_named.sh            # ROUNDS alternations of each case
 #
 # Knobs: ROUNDS (7), REQUESTS (1000000 per run), MODULE, ONLY (the cases
-# whose name holds it). Prints, per case,
-# the median requests per second and CPU microseconds per request of each
-# side and their ratios (named / literal), and every pair.
+# whose name holds it). Prints, per case, the median requests per second
+# and CPU microseconds per request of each side, the median of the
+# back-to-back pairs' ratios (named / literal: what a run's load shifts
+# least), and every pair's throughput ratio.
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
@@ -45,21 +46,23 @@ printf '|---|---:|---:|---:|---:|---:|---:|---|\n'
 while IFS='|' read -r name range named literal; do
     [[ -n "${ONLY:-}" && "$name" != *"$ONLY"* ]] && continue
     pairs= ; rr= ; cr=
-    named_rps=() literal_rps=() named_cpu=() literal_cpu=()
+    named_rps=() literal_rps=() named_cpu=() literal_cpu=() rps_ratios=() cpu_ratios=()
     for _ in $(seq 1 "$ROUNDS"); do
         # shellcheck disable=SC2086 # words of the commands
         read -r nr nc <<<"$(run $range $named)"
         # shellcheck disable=SC2086
         read -r lr lc <<<"$(run $range $literal)"
         named_rps+=("$nr") literal_rps+=("$lr") named_cpu+=("$nc") literal_cpu+=("$lc")
-        pairs+=$(printf '%.2f ' "$(echo "$nr / $lr" | bc -l)")
+        rps_ratios+=("$(echo "$nr / $lr" | bc -l)")
+        cpu_ratios+=("$(echo "$nc / $lc" | bc -l)")
+        pairs+=$(printf '%.2f ' "${rps_ratios[-1]}")
     done
     nr=$(printf '%s\n' "${named_rps[@]}" | median)
     lr=$(printf '%s\n' "${literal_rps[@]}" | median)
     nc=$(printf '%s\n' "${named_cpu[@]}" | median)
     lc=$(printf '%s\n' "${literal_cpu[@]}" | median)
-    rr=$(printf '%.3f' "$(echo "$nr / $lr" | bc -l)")
-    cr=$(printf '%.3f' "$(echo "$nc / $lc" | bc -l)")
+    rr=$(printf '%.3f' "$(printf '%s\n' "${rps_ratios[@]}" | median)")
+    cr=$(printf '%.3f' "$(printf '%s\n' "${cpu_ratios[@]}" | median)")
     printf '| %s | %.0f | %.0f | %s | %.3f | %.3f | %s | %s|\n' "$name" "$nr" "$lr" "$rr" "$nc" "$lc" "$cr" "$pairs"
 done <<'CASES'
 one hot key, allowed||RL.CHECK k big|RL.GCRA k 1000000000 1s
