@@ -6,7 +6,10 @@
 //!   as they can against `RL.GCRA 2000 1s BURST 100`, in blocks of k = 20
 //!   that queue on the server once the key is contended
 //!   (`BlockLease::queued`, up to [`QUEUE_TIMEOUT`]); `polling` instead of
-//!   `leasing` runs the same with blocks that only poll (`PARTIAL`);
+//!   `leasing` runs the same with blocks that only poll (`PARTIAL`). At
+//!   the end each worker leaves the line (`CLIENT UNBLOCK`, as a process
+//!   that stops leaves it: its last call is counted and admits nothing)
+//!   and refunds what it holds;
 //! - **the deny cache**: one key offered 10× its limit (1,000 requests a
 //!   second against 100 a second) through the tower layer, with and
 //!   without the cache.

@@ -27,8 +27,9 @@
 //!
 //! **Queued blocks.** Pacing cannot know when the others call: with many
 //! hungry processes some calls still come back short. A lease made
-//! [`BlockLease::queued`] stops polling once the key is contended (a block
-//! came back short or denied): it queues for the next whole block on the
+//! [`BlockLease::queued`] queues from its first call, and again whenever
+//! the key is contended (a block came back short or denied), for the next
+//! whole block on the
 //! server (`COST k WAIT timeout`, first come first served among the
 //! processes), so every call gets `k` units and nobody is denied while the
 //! line moves. A queued block that leaves whole blocks unused on the server
@@ -36,7 +37,10 @@
 //! call holds its connection until it is answered: it needs a connection
 //! of its own (see [`LeasedLimit::queue_on`]). A queued call denied (its
 //! place in the line lies beyond `timeout`, or the line is full) calls
-//! again when its place would be within `timeout`.
+//! again when its place would be within `timeout`. The server admits a
+//! queued block whether or not its caller still waits: the async shell
+//! sends it from a task of its own, so that the block lands in the lease
+//! (for the next requests, or an idle refund) even if its caller gave up.
 //!
 //! **Bounds.** Units are charged on the server when leased, so the server
 //! never admits more than its limit; what a process admits later from its
