@@ -109,8 +109,6 @@ pub struct BlockLease {
     queue: Option<Duration>,
     /// Others use the key: the next call queues (when `queue` is set).
     contended: bool,
-    /// The call in flight queued (rather than asked for what fits).
-    queued_call: bool,
 }
 
 impl BlockLease {
@@ -139,7 +137,6 @@ impl BlockLease {
             asked: 0,
             queue: None,
             contended: false,
-            queued_call: false,
         }
     }
 
@@ -213,9 +210,8 @@ impl BlockLease {
             return Step::Deny { until };
         }
         self.asked = self.block();
-        self.queued_call = self.queues();
         match self.queue {
-            Some(timeout) if self.queued_call => Step::Queue {
+            Some(timeout) if self.contended => Step::Queue {
                 units: self.asked,
                 timeout,
             },
@@ -223,12 +219,9 @@ impl BlockLease {
         }
     }
 
-    /// The store's reply to [`Step::Ask`] or [`Step::Queue`] at `now`: whether the request is
+    /// The store's reply to [`Step::Ask`] at `now`: whether the request is
     /// admitted (it takes one of the units granted).
     pub fn on_reply(&mut self, now: Instant, reply: &Decision) -> bool {
-        if std::mem::take(&mut self.queued_call) {
-            return self.on_queued_reply(now, reply);
-        }
         let asked = self.asked.max(1);
         let granted = if reply.allowed {
             reply.granted.unwrap_or(asked).min(asked)
@@ -261,8 +254,10 @@ impl BlockLease {
         true
     }
 
-    fn on_queued_reply(&mut self, now: Instant, reply: &Decision) -> bool {
-        let asked = self.asked.max(1);
+    /// The store's reply to [`Step::Queue`] for `units` at `now`: whether
+    /// the request is admitted (it takes one of the units).
+    pub fn on_queued_reply(&mut self, now: Instant, units: u64, reply: &Decision) -> bool {
+        let asked = units.max(1);
         self.last_call = Some(now);
         if reply.allowed {
             let (_, high) = band(asked, reply.limit);
@@ -432,7 +427,7 @@ where
             let _turn = turn;
             commands.fetch_add(1, Ordering::Relaxed);
             let reply = client.send(&call).await?;
-            Ok(locked(&lease).on_reply(Instant::now(), &reply))
+            Ok(locked(&lease).on_queued_reply(Instant::now(), units, &reply))
         });
         queued
             .await
@@ -545,17 +540,21 @@ impl<C: redis::ConnectionLike> BlockingLeasedLimit<C> {
     }
 
     fn acquire_with(&mut self, clock: impl Fn() -> Instant, now: Instant) -> Result<bool, Error> {
-        let call = match self.lease.step(now) {
+        let (call, queued) = match self.lease.step(now) {
             Step::Admit => return Ok(true),
             Step::Deny { .. } => return Ok(false),
-            Step::Ask(k) => self.call.clone().charge(Charge::Partial(k)),
-            Step::Queue { units, timeout } => {
-                self.call.clone().charge(Charge::Cost(units)).wait(timeout)
-            }
+            Step::Ask(k) => (self.call.clone().charge(Charge::Partial(k)), None),
+            Step::Queue { units, timeout } => (
+                self.call.clone().charge(Charge::Cost(units)).wait(timeout),
+                Some(units),
+            ),
         };
         self.commands += 1;
         let reply = call.query(&mut self.conn)?;
-        Ok(self.lease.on_reply(clock(), &reply))
+        Ok(match queued {
+            Some(units) => self.lease.on_queued_reply(clock(), units, &reply),
+            None => self.lease.on_reply(clock(), &reply),
+        })
     }
 
     /// Gives the unused units back if the key was idle for `idle`.
@@ -699,7 +698,7 @@ mod tests {
         };
         assert_eq!(l.step(t), queue, "queues from the first call");
         // Admitted when the whole block fits; nothing is left: contended.
-        assert!(l.on_reply(t, &reply(true, 4, None)));
+        assert!(l.on_queued_reply(t, 4, &reply(true, 4, None)));
         assert_eq!(l.held(), 3);
         for _ in 0..3 {
             assert_eq!(l.step(t), Step::Admit);
@@ -711,7 +710,7 @@ mod tests {
             remaining: 12,
             ..reply(true, 4, None)
         };
-        assert!(l.on_reply(t, &plenty));
+        assert!(l.on_queued_reply(t, 4, &plenty));
         for _ in 0..3 {
             l.step(t);
         }
@@ -730,12 +729,12 @@ mod tests {
         let t = Instant::now();
         l.step(t);
         // The line's plan admits it in 1.5 s: beyond its 1 s.
-        assert!(!l.on_reply(t, &reply(false, 0, Some(1500))));
+        assert!(!l.on_queued_reply(t, 4, &reply(false, 0, Some(1500))));
         assert_eq!(l.step(t), Step::Deny { until: t + ms(500) });
         let later = t + ms(500);
         assert!(matches!(l.step(later), Step::Queue { .. }));
         // A block that can never be admitted at once: polls instead.
-        assert!(!l.on_reply(later, &reply(false, 0, None)));
+        assert!(!l.on_queued_reply(later, 4, &reply(false, 0, None)));
         assert_eq!(l.step(later), Step::Ask(4));
     }
 
@@ -748,7 +747,7 @@ mod tests {
         assert!(matches!(l.step(t), Step::Queue { .. }));
         assert!(matches!(l.step(t), Step::Queue { .. }));
         assert!(matches!(l.step_again(t), Step::Queue { .. }));
-        assert!(l.on_reply(t, &reply(true, 4, None)));
+        assert!(l.on_queued_reply(t, 4, &reply(true, 4, None)));
         assert_eq!(l.step_again(t), Step::Admit);
         assert_eq!(l.held(), 2);
     }
@@ -775,19 +774,21 @@ mod tests {
             let (mut granted, mut admitted, mut refunded) = (0u64, 0u64, 0u64);
             for i in 0..20_000u64 {
                 let t = t0 + Duration::from_micros(i * 37);
-                let m = match l.step(t) {
-                    Step::Admit => {
-                        admitted += 1;
-                        None
+                match l.step(t) {
+                    Step::Admit => admitted += 1,
+                    Step::Deny { .. } => {}
+                    Step::Ask(k) => {
+                        let m = (i % 7).min(k);
+                        granted += m;
+                        admitted += u64::from(l.on_reply(t, &reply(m > 0, m, Some(1))));
                     }
-                    Step::Deny { .. } => None,
-                    Step::Ask(k) => Some((i % 7).min(k)),
                     // A queued call gets the whole block or nothing.
-                    Step::Queue { units, .. } => Some(if i % 7 == 0 { 0 } else { units }),
-                };
-                if let Some(m) = m {
-                    granted += m;
-                    admitted += u64::from(l.on_reply(t, &reply(m > 0, m, Some(1))));
+                    Step::Queue { units, .. } => {
+                        let m = if i % 7 == 0 { 0 } else { units };
+                        granted += m;
+                        let r = reply(m > 0, m, Some(1));
+                        admitted += u64::from(l.on_queued_reply(t, units, &r));
+                    }
                 }
                 if i % 1000 == 999 {
                     refunded += l.take_if_idle(t, Duration::ZERO).unwrap_or(0);
