@@ -1,24 +1,33 @@
 //! Block leasing from the client library against a real server with the
-//! manual clock: blocks taken with PARTIAL, admitted locally, the rest
-//! returned with REFUND; the store sees one command per block.
+//! manual clock, on a clock of the test's own for the client (`acquire_at`):
+//! blocks taken with PARTIAL, admitted locally, the rest returned with
+//! REFUND; the store sees one command per block. A queued lease waits in
+//! the server's line for whole blocks.
 
 mod common;
 
+use common::blocking::await_waiting;
 use common::*;
+use redis_ratelimit_client::blocks::MAX_GAP;
 use redis_ratelimit_client::{BlockLease, BlockingLeasedLimit, Gcra};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 type Lease = BlockingLeasedLimit<redis::Connection>;
 
-fn lease(s: &Server, key: &str, block: u64) -> Lease {
-    let policy = Gcra::new(10, Duration::from_secs(10));
-    BlockingLeasedLimit::new(s.conn(), key, policy, BlockLease::fixed(block))
+/// One unit a second, bursts of 10.
+fn policy() -> Gcra {
+    Gcra::new(10, Duration::from_secs(10))
 }
 
-fn peek(c: &mut redis::Connection, key: &str) -> Vec<i64> {
-    cmd(&["RL.PEEK", key, "GCRA", "10", "10s"])
+fn lease(s: &Server, key: &str, block: BlockLease) -> Lease {
+    BlockingLeasedLimit::new(s.conn(), key, policy(), block)
+}
+
+fn remaining(c: &mut redis::Connection, key: &str) -> i64 {
+    let d: Vec<i64> = cmd(&["RL.PEEK", key, "GCRA", "10", "10s"])
         .query(c)
-        .unwrap()
+        .unwrap();
+    d[2]
 }
 
 #[test]
@@ -26,44 +35,82 @@ fn a_lease_takes_blocks_admits_locally_and_returns_the_rest() {
     let s = Server::start();
     let mut c = s.conn();
     clock_set(&mut c, T0);
-    let mut a = lease(&s, "l", 4);
-    let mut b = lease(&s, "l", 4);
+    let t = Instant::now();
+    let mut a = lease(&s, "l", BlockLease::fixed(4));
+    let mut b = lease(&s, "l", BlockLease::fixed(4));
     // One command takes a block of 4; three more are admitted locally.
     for _ in 0..4 {
-        assert!(a.acquire().unwrap());
+        assert!(a.acquire_at(t).unwrap());
     }
     assert_eq!(a.commands, 1);
-    assert_eq!(peek(&mut c, "l")[2], 6);
+    assert_eq!(remaining(&mut c, "l"), 6);
     // The second manager takes 4, then a partial block of the last 2.
     for _ in 0..6 {
-        assert!(b.acquire().unwrap());
+        assert!(b.acquire_at(t).unwrap());
     }
     assert_eq!(b.commands, 2);
-    assert_eq!(peek(&mut c, "l")[2], 0);
+    assert_eq!(remaining(&mut c, "l"), 0);
     // Nothing left: denied, and then answered locally until due.
-    assert!(!a.acquire().unwrap());
-    assert!(!a.acquire().unwrap());
+    assert!(!a.acquire_at(t).unwrap());
+    assert!(!a.acquire_at(t).unwrap());
     assert_eq!(a.commands, 2);
     // A second later one unit has accrued: a (new) manager's block of 4
-    // takes it. (`a` paces itself on the real clock: not tested here.)
+    // takes it.
     advance(&mut c, SECOND);
-    let mut d = lease(&s, "l", 4);
-    assert!(d.acquire().unwrap());
+    let mut d = lease(&s, "l", BlockLease::fixed(4));
+    assert!(d.acquire_at(t).unwrap());
     // One of 4 and the key empty: answered locally until a block could
-    // have accrued, without asking the store.
-    assert!(!d.acquire().unwrap());
-    assert!(!d.acquire().unwrap());
+    // have accrued (4 s), or at most `MAX_GAP`, without asking the store...
+    assert_eq!(MAX_GAP, Duration::from_secs(1));
+    assert!(!d.acquire_at(t).unwrap());
+    assert!(!d.acquire_at(t + Duration::from_millis(999)).unwrap());
     assert_eq!(d.commands, 1, "the later answers were local");
-    assert_eq!(peek(&mut c, "l")[2], 0);
-    // Unused units go back: take a block, spend one, return three. (A
-    // new manager: `b`, which got a short block, paces itself on the real
-    // clock.)
-    advance(&mut c, 10 * SECOND);
-    let mut e = lease(&s, "l", 4);
-    assert!(e.acquire().unwrap());
-    assert_eq!(peek(&mut c, "l")[2], 6);
-    e.refund_all().unwrap();
-    assert_eq!(peek(&mut c, "l")[2], 9);
-    e.refund_all().unwrap();
-    assert_eq!(e.commands, 2, "nothing held, nothing sent");
+    assert_eq!(remaining(&mut c, "l"), 0);
+    // ...then it asks again, and a whole block has accrued.
+    advance(&mut c, 4 * SECOND);
+    assert!(d.acquire_at(t + MAX_GAP).unwrap());
+    assert_eq!(d.commands, 2);
+    assert_eq!(d.lease().held(), 3);
+    // Unused units go back: take a block, spend one, return three.
+    d.refund_all().unwrap();
+    assert_eq!(remaining(&mut c, "l"), 3);
+    d.refund_all().unwrap();
+    assert_eq!(d.commands, 3, "nothing held, nothing sent");
+}
+
+#[test]
+fn a_queued_lease_waits_in_line_for_whole_blocks_one_command_each() {
+    let s = Server::start();
+    let mut c = s.conn();
+    clock_set(&mut c, T0);
+    let t = Instant::now();
+    let queued = || BlockLease::fixed(4).queued(Duration::from_secs(60));
+    let mut a = lease(&s, "q", queued());
+    let mut b = lease(&s, "q", queued());
+    // Whole blocks at once while they fit: 10 - 4 - 4 leaves 2.
+    assert!(a.acquire_at(t).unwrap());
+    assert!(b.acquire_at(t).unwrap());
+    assert_eq!(remaining(&mut c, "q"), 2);
+    for _ in 0..3 {
+        assert!(a.acquire_at(t).unwrap());
+    }
+    // `a`'s block is spent: its next call waits in line for 4 units,
+    // two of which have yet to accrue.
+    let waiter = std::thread::spawn(move || {
+        let admitted = a.acquire_at(t).unwrap();
+        (admitted, a)
+    });
+    await_waiting(&mut c, 1);
+    advance(&mut c, SECOND);
+    assert_eq!(blocking::waiting(&mut c), 1, "3 of 4 units: still waiting");
+    advance(&mut c, SECOND);
+    let (admitted, mut a) = waiter.join().unwrap();
+    assert!(admitted, "the whole block came");
+    assert_eq!((a.commands, a.lease().held()), (2, 3));
+    assert_eq!(remaining(&mut c, "q"), 0);
+    // Leaving (at shutdown) gives the rest back.
+    a.refund_all().unwrap();
+    b.refund_all().unwrap();
+    assert_eq!(remaining(&mut c, "q"), 6);
+    assert_eq!((a.commands, b.commands), (3, 2));
 }

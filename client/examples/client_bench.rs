@@ -3,7 +3,13 @@
 //!
 //! - **leasing**: `P` workers (threads, each with its own connection and
 //!   leased limit, as separate processes would be) admit requests as fast
-//!   as they can against `RL.GCRA 2000 1s BURST 100`, in blocks of k = 20;
+//!   as they can against `RL.GCRA 2000 1s BURST 100`, in blocks of k = 20
+//!   that queue on the server once the key is contended
+//!   (`BlockLease::queued`, up to [`QUEUE_TIMEOUT`]); `polling` instead of
+//!   `leasing` runs the same with blocks that only poll (`PARTIAL`). At
+//!   the end each worker leaves the line (`CLIENT UNBLOCK`, as a process
+//!   that stops leaves it: its last call is counted and admits nothing)
+//!   and refunds what it holds;
 //! - **the deny cache**: one key offered 10× its limit (1,000 requests a
 //!   second against 100 a second) through the tower layer, with and
 //!   without the cache.
@@ -14,7 +20,7 @@
 //! ```
 //!
 //! The first argument is the seconds per run (default 5), the second
-//! `leasing`, `deny` or `degraded` to run one part only, the third the
+//! `leasing`, `polling`, `deny` or `degraded` to run one part only, the third the
 //! numbers of leasing workers to run (`1,50`); `REDIS_URL` (default
 //! `redis://127.0.0.1:6379/`) the server.
 
@@ -25,6 +31,9 @@ use redis_ratelimit_client::{connect, BlockLease, BlockingLeasedLimit, Client, G
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 use tower_service::Service;
+
+/// How long a queued block may wait in line on the server.
+const QUEUE_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// How many times the server has run `command` (lower case).
 fn server_calls(url: &str, command: &str) -> u64 {
@@ -65,23 +74,39 @@ fn most_in_a_second(times: &[Instant]) -> u64 {
 
 /// Leasing: `workers` threads, each with its own connection and leased
 /// limit (as separate processes would be), admitting as fast as they can.
-fn leasing(url: &str, workers: usize, k: u64, secs: u64) -> Leasing {
+fn leasing(url: &str, workers: usize, k: u64, queued: bool, secs: u64) -> Leasing {
     let key = format!("bench:lease:{workers}:{k}:{}", std::process::id());
     let policy = Gcra::new(2000, Duration::from_secs(1)).burst(100);
-    let barrier = Arc::new(Barrier::new(workers));
+    // The workers and this thread.
+    let barrier = Arc::new(Barrier::new(workers + 1));
+    let ids = Arc::new(std::sync::Mutex::new(Vec::new()));
     let before = server_calls(url, "rl.gcra");
+    let end = Arc::new(std::sync::OnceLock::new());
     let handles: Vec<_> = (0..workers)
         .map(|_| {
             let (url, key, barrier) = (url.to_string(), key.clone(), barrier.clone());
+            let (ids, end) = (ids.clone(), end.clone());
             std::thread::spawn(move || {
-                let conn = redis::Client::open(url).unwrap().get_connection().unwrap();
-                let mut lease = BlockingLeasedLimit::new(conn, key, policy, BlockLease::fixed(k));
+                let mut conn = redis::Client::open(url).unwrap().get_connection().unwrap();
+                let id: u64 = redis::cmd("CLIENT").arg("ID").query(&mut conn).unwrap();
+                ids.lock().unwrap().push(id);
+                let mut block = BlockLease::fixed(k);
+                // A block of one is no block: the row to compare with.
+                if queued && k > 1 {
+                    block = block.queued(QUEUE_TIMEOUT);
+                }
+                let mut lease = BlockingLeasedLimit::new(conn, key, policy, block);
                 let mut admitted = Vec::new();
                 barrier.wait();
-                let end = Instant::now() + Duration::from_secs(secs);
+                let end: Instant = *end.wait();
                 while Instant::now() < end {
                     if lease.acquire().unwrap() {
-                        admitted.push(Instant::now());
+                        // A queued block may come after the end: the run
+                        // counts what came within it.
+                        let now = Instant::now();
+                        if now < end {
+                            admitted.push(now);
+                        }
                     } else if let Some(t) = lease.lease().blocked_until() {
                         std::thread::sleep(t.min(end).saturating_duration_since(Instant::now()));
                     }
@@ -91,6 +116,24 @@ fn leasing(url: &str, workers: usize, k: u64, secs: u64) -> Leasing {
             })
         })
         .collect();
+    barrier.wait();
+    let stop = Instant::now() + Duration::from_secs(secs);
+    let _ = end.set(stop);
+    // At the end each worker leaves the line, as a process that stops
+    // does (its queued call is denied; it holds nothing while it waits),
+    // and refunds what it holds.
+    std::thread::sleep(stop.saturating_duration_since(Instant::now()));
+    let mut c = redis::Client::open(url).unwrap().get_connection().unwrap();
+    while !handles.iter().all(|h| h.is_finished()) {
+        for id in ids.lock().unwrap().iter() {
+            let _: redis::Value = redis::cmd("CLIENT")
+                .arg("UNBLOCK")
+                .arg(id)
+                .query(&mut c)
+                .unwrap();
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
     let mut times: Vec<Instant> = handles
         .into_iter()
         .flat_map(|h| h.join().unwrap())
@@ -240,7 +283,10 @@ fn main() {
         .unwrap_or(5);
     let only = std::env::args().nth(2).unwrap_or_default();
     if only.is_empty() || only == "leasing" {
-        leasing_rows(&url, secs);
+        leasing_rows(&url, secs, true);
+    }
+    if only == "polling" {
+        leasing_rows(&url, secs, false);
     }
     if only.is_empty() || only == "deny" {
         deny_rows(&url, secs);
@@ -253,8 +299,13 @@ fn main() {
     }
 }
 
-fn leasing_rows(url: &str, secs: u64) {
-    println!("leasing, RL.GCRA 2000 1s BURST 100, {secs} s per row (server-side counts)");
+fn leasing_rows(url: &str, secs: u64, queued: bool) {
+    let how = if queued {
+        "queued when contended"
+    } else {
+        "polling"
+    };
+    println!("leasing ({how}), RL.GCRA 2000 1s BURST 100, {secs} s per row (server-side counts)");
     println!(
         "{:>3} {:>3} | {:>9} {:>9} {:>12} {:>8} {:>14} {:>9}",
         "P", "k", "admitted", "RL.GCRA", "per admitted", "÷ limit", "most in 1 s", "over"
@@ -270,7 +321,7 @@ fn leasing_rows(url: &str, secs: u64) {
         if !only_p.is_empty() && !only_p.contains(&workers) {
             continue;
         }
-        let run = leasing(url, workers, k, secs);
+        let run = leasing(url, workers, k, queued, secs);
         println!(
             "{workers:>3} {k:>3} | {:>9} {:>9} {:>12.4} {:>8.3} {:>14} {:>9}",
             run.admitted,

@@ -25,6 +25,23 @@
 //! leaves less than one block lengthens it by a twentieth. Spacing is at
 //! most [`MAX_GAP`].
 //!
+//! **Queued blocks.** Pacing cannot know when the others call: with many
+//! hungry processes some calls still come back short. A lease made
+//! [`BlockLease::queued`] queues from its first call, and again whenever
+//! the key is contended (a block came back short or denied), for the next
+//! whole block on the
+//! server (`COST k WAIT timeout`, first come first served among the
+//! processes), so every call gets `k` units and nobody is denied while the
+//! line moves. A queued block that leaves whole blocks unused on the server
+//! says the key is no longer contended, and the lease polls again. A queued
+//! call holds its connection until it is answered: it needs a connection
+//! of its own (see [`LeasedLimit::queue_on`]). A queued call denied (its
+//! place in the line lies beyond `timeout`, or the line is full) calls
+//! again when its place would be within `timeout`. The server admits a
+//! queued block whether or not its caller still waits: the async shell
+//! sends it from a task of its own, so that the block lands in the lease
+//! (for the next requests, or an idle refund) even if its caller gave up.
+//!
 //! **Bounds.** Units are charged on the server when leased, so the server
 //! never admits more than its limit; what a process admits later from its
 //! block can exceed the limit in some window by at most what is leased out
@@ -52,6 +69,9 @@ pub enum Step {
     /// Ask the store for this many units (`COST n PARTIAL`), then
     /// [`BlockLease::on_reply`].
     Ask(u64),
+    /// Queue on the server for a whole block of `units` for up to
+    /// `timeout` (`COST units WAIT timeout`), then [`BlockLease::on_reply`].
+    Queue { units: u64, timeout: Duration },
 }
 
 /// The time `units` take to accrue on an empty key, from a reply that
@@ -85,6 +105,10 @@ pub struct BlockLease {
     recent: f64,
     recent_at: Option<Instant>,
     asked: u64,
+    /// How long a queued call may wait; `None`: never queue.
+    queue: Option<Duration>,
+    /// Others use the key: the next call queues (when `queue` is set).
+    contended: bool,
 }
 
 impl BlockLease {
@@ -111,7 +135,31 @@ impl BlockLease {
             recent: 0.0,
             recent_at: None,
             asked: 0,
+            queue: None,
+            contended: false,
         }
+    }
+
+    /// Once the key is contended, queues on the server for whole blocks,
+    /// waiting up to `timeout` in line (see the module's documentation).
+    /// The caller of a queued step waits that long at most.
+    pub fn queued(mut self, timeout: Duration) -> BlockLease {
+        self.queue = Some(timeout);
+        // Queues from the first call, until a block says the key is not
+        // contended.
+        self.contended = true;
+        self
+    }
+
+    /// The same lease without queueing.
+    pub(crate) fn unqueued(mut self) -> BlockLease {
+        self.queue = None;
+        self
+    }
+
+    /// Whether the next call queues.
+    pub fn queues(&self) -> bool {
+        self.contended && self.queue.is_some()
     }
 
     /// The block the next call asks for.
@@ -147,6 +195,13 @@ impl BlockLease {
     pub fn step(&mut self, now: Instant) -> Step {
         self.count_request(now);
         self.last_used = Some(now);
+        self.step_again(now)
+    }
+
+    /// The step of a request already counted by [`BlockLease::step`] that
+    /// waited while another request's call was out: a unit of the block
+    /// that call brought, or the call to make now.
+    pub fn step_again(&mut self, now: Instant) -> Step {
         if self.held > 0 {
             self.held -= 1;
             return Step::Admit;
@@ -155,7 +210,13 @@ impl BlockLease {
             return Step::Deny { until };
         }
         self.asked = self.block();
-        Step::Ask(self.asked)
+        match self.queue {
+            Some(timeout) if self.contended => Step::Queue {
+                units: self.asked,
+                timeout,
+            },
+            _ => Step::Ask(self.asked),
+        }
     }
 
     /// The store's reply to [`Step::Ask`] at `now`: whether the request is
@@ -180,11 +241,48 @@ impl BlockLease {
         } else {
             now.checked_add(self.gap)
         };
+        if granted < asked && self.queue.is_some() {
+            // Contended: queue for the next block at once instead of
+            // polling; the server paces the line.
+            self.contended = true;
+            self.next_call = Some(now);
+        }
         if granted == 0 {
             return false;
         }
         self.held = granted - 1;
         true
+    }
+
+    /// The store's reply to [`Step::Queue`] for `units` at `now`: whether
+    /// the request is admitted (it takes one of the units).
+    pub fn on_queued_reply(&mut self, now: Instant, units: u64, reply: &Decision) -> bool {
+        let asked = units.max(1);
+        self.last_call = Some(now);
+        if reply.allowed {
+            let (_, high) = band(asked, reply.limit);
+            // Whole blocks left unused: nobody else is waiting for them.
+            self.contended = reply.remaining < high;
+            self.next_call = Some(now);
+            self.held = asked - 1;
+            return true;
+        }
+        match (reply.retry_after, self.queue) {
+            // Its place lay beyond the timeout (or the line was full):
+            // call again when it would be within it, and not before a
+            // block could accrue.
+            (Some(wait), Some(timeout)) => {
+                let until = wait.saturating_sub(timeout).max(accrual(reply, asked));
+                self.next_call = now.checked_add(until.min(MAX_GAP));
+            }
+            // A block that can never be admitted at once: poll for what
+            // fits instead.
+            _ => {
+                self.contended = false;
+                self.next_call = now.checked_add(self.gap);
+            }
+        }
+        false
     }
 
     /// The spacing after a call `since` the previous one that got `granted`
@@ -247,15 +345,25 @@ impl BlockLease {
 /// (`Arc`) between the tasks that use the key.
 pub struct LeasedLimit<C = redis::aio::ConnectionManager> {
     client: Client<C>,
+    /// Where queued calls go: a connection of their own.
+    queue_client: Option<Client<C>>,
+    /// One queued call at a time: the requests behind it take units of the
+    /// block it brings.
+    turn: Arc<tokio::sync::Mutex<()>>,
     call: Decide,
-    lease: Mutex<BlockLease>,
-    commands: AtomicU64,
+    lease: Arc<Mutex<BlockLease>>,
+    commands: Arc<AtomicU64>,
 }
 
 impl<C> LeasedLimit<C>
 where
     C: redis::aio::ConnectionLike + Clone + Send + Sync + 'static,
 {
+    /// Leases `key` under `policy` over `client`. A [`BlockLease::queued`]
+    /// lease sends its queued calls over `client` too unless given a
+    /// connection of their own ([`LeasedLimit::queue_on`]): a queued call
+    /// holds its connection (every call behind it on a shared connection
+    /// waits as long).
     pub fn new(
         client: Client<C>,
         key: impl Into<String>,
@@ -264,28 +372,80 @@ where
     ) -> LeasedLimit<C> {
         LeasedLimit {
             client,
+            queue_client: None,
+            turn: Arc::new(tokio::sync::Mutex::new(())),
             call: Decide::new(key, policy),
-            lease: Mutex::new(lease),
-            commands: AtomicU64::new(0),
+            lease: Arc::new(Mutex::new(lease)),
+            commands: Arc::new(AtomicU64::new(0)),
         }
     }
 
-    fn lease(&self) -> std::sync::MutexGuard<'_, BlockLease> {
-        // Each change to the state is whole: a poisoned lock is usable.
-        self.lease.lock().unwrap_or_else(|p| p.into_inner())
+    /// Sends the queued calls over `client`, a connection used by nothing
+    /// else (e.g. another [`crate::connect`]): the other calls and the
+    /// refunds never wait behind a queued block. The client's timeout is
+    /// added to the lease's queue timeout.
+    pub fn queue_on(mut self, client: Client<C>) -> LeasedLimit<C> {
+        self.queue_client = Some(client);
+        self
     }
 
-    /// Admits one request, locally when it can.
+    fn lease(&self) -> std::sync::MutexGuard<'_, BlockLease> {
+        locked(&self.lease)
+    }
+
+    /// Admits one request, locally when it can. With a queued lease on a
+    /// contended key, it may wait for its block (up to the lease's queue
+    /// timeout, plus the time of the queued call before it).
     pub async fn acquire(&self) -> Result<bool, Error> {
         let step = self.lease().step(Instant::now());
-        let k = match step {
+        match step {
+            Step::Admit => Ok(true),
+            Step::Deny { .. } => Ok(false),
+            Step::Ask(k) => self.ask(&self.client, Charge::Partial(k), None).await,
+            Step::Queue { .. } => self.queue().await,
+        }
+    }
+
+    /// Takes the turn to queue, then a unit of the block the call before
+    /// brought, or queues for the next block.
+    async fn queue(&self) -> Result<bool, Error> {
+        let turn = Arc::clone(&self.turn).lock_owned().await;
+        let step = self.lease().step_again(Instant::now());
+        let (units, timeout) = match step {
             Step::Admit => return Ok(true),
             Step::Deny { .. } => return Ok(false),
-            Step::Ask(k) => k,
+            Step::Ask(k) => return self.ask(&self.client, Charge::Partial(k), None).await,
+            Step::Queue { units, timeout } => (units, timeout),
         };
-        let call = self.call.clone().charge(Charge::Partial(k));
+        let client = self.queue_client.clone().unwrap_or(self.client.clone());
+        let call = self.call.clone().charge(Charge::Cost(units)).wait(timeout);
+        let (lease, commands) = (Arc::clone(&self.lease), Arc::clone(&self.commands));
+        // A task of its own: a caller that gives up (its future dropped)
+        // does not lose the block, which the server admits anyway; it
+        // lands in the lease for the next requests or an idle refund.
+        let queued = tokio::spawn(async move {
+            let _turn = turn;
+            commands.fetch_add(1, Ordering::Relaxed);
+            let reply = client.send(&call).await?;
+            Ok(locked(&lease).on_queued_reply(Instant::now(), units, &reply))
+        });
+        queued
+            .await
+            .map_err(|e| Error::Reply(format!("queued call: {e}")))?
+    }
+
+    async fn ask(
+        &self,
+        client: &Client<C>,
+        charge: Charge,
+        wait: Option<Duration>,
+    ) -> Result<bool, Error> {
+        let mut call = self.call.clone().charge(charge);
+        if let Some(timeout) = wait {
+            call = call.wait(timeout);
+        }
         self.commands.fetch_add(1, Ordering::Relaxed);
-        let reply = self.client.send(&call).await?;
+        let reply = client.send(&call).await?;
         Ok(self.lease().on_reply(Instant::now(), &reply))
     }
 
@@ -338,7 +498,13 @@ where
     }
 }
 
-/// The same over a blocking connection (one per thread).
+fn locked(lease: &Mutex<BlockLease>) -> std::sync::MutexGuard<'_, BlockLease> {
+    // Each change to the state is whole: a poisoned lock is usable.
+    lease.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// The same over a blocking connection (one per thread; a queued call
+/// blocks the thread until its block comes or its timeout passes).
 pub struct BlockingLeasedLimit<C: redis::ConnectionLike> {
     conn: C,
     call: Decide,
@@ -364,18 +530,31 @@ impl<C: redis::ConnectionLike> BlockingLeasedLimit<C> {
 
     /// Admits one request, locally when it can.
     pub fn acquire(&mut self) -> Result<bool, Error> {
-        let k = match self.lease.step(Instant::now()) {
+        self.acquire_with(Instant::now, Instant::now())
+    }
+
+    /// [`BlockingLeasedLimit::acquire`] on a clock of the caller's: the
+    /// request and the store's reply both at `now`.
+    pub fn acquire_at(&mut self, now: Instant) -> Result<bool, Error> {
+        self.acquire_with(|| now, now)
+    }
+
+    fn acquire_with(&mut self, clock: impl Fn() -> Instant, now: Instant) -> Result<bool, Error> {
+        let (call, queued) = match self.lease.step(now) {
             Step::Admit => return Ok(true),
             Step::Deny { .. } => return Ok(false),
-            Step::Ask(k) => k,
+            Step::Ask(k) => (self.call.clone().charge(Charge::Partial(k)), None),
+            Step::Queue { units, timeout } => (
+                self.call.clone().charge(Charge::Cost(units)).wait(timeout),
+                Some(units),
+            ),
         };
         self.commands += 1;
-        let reply = self
-            .call
-            .clone()
-            .charge(Charge::Partial(k))
-            .query(&mut self.conn)?;
-        Ok(self.lease.on_reply(Instant::now(), &reply))
+        let reply = call.query(&mut self.conn)?;
+        Ok(match queued {
+            Some(units) => self.lease.on_queued_reply(clock(), units, &reply),
+            None => self.lease.on_reply(clock(), &reply),
+        })
     }
 
     /// Gives the unused units back if the key was idle for `idle`.
@@ -509,6 +688,71 @@ mod tests {
     }
 
     #[test]
+    fn a_queued_lease_queues_for_whole_blocks_until_one_leaves_blocks_unused() {
+        let second = Duration::from_secs(1);
+        let mut l = BlockLease::fixed(4).queued(second);
+        let t = Instant::now();
+        let queue = Step::Queue {
+            units: 4,
+            timeout: second,
+        };
+        assert_eq!(l.step(t), queue, "queues from the first call");
+        // Admitted when the whole block fits; nothing is left: contended.
+        assert!(l.on_queued_reply(t, 4, &reply(true, 4, None)));
+        assert_eq!(l.held(), 3);
+        for _ in 0..3 {
+            assert_eq!(l.step(t), Step::Admit);
+        }
+        assert_eq!(l.step(t), queue);
+        // A block that leaves three blocks (band(4, 100): 12) unused: the
+        // key is not contended, the next call polls.
+        let plenty = Decision {
+            remaining: 12,
+            ..reply(true, 4, None)
+        };
+        assert!(l.on_queued_reply(t, 4, &plenty));
+        for _ in 0..3 {
+            l.step(t);
+        }
+        assert_eq!(l.step(t), Step::Ask(4));
+        // A short block: contended again, and the next block is queued for
+        // at once, not paced.
+        assert!(l.on_reply(t, &reply(true, 2, None)));
+        assert_eq!(l.step(t), Step::Admit);
+        assert_eq!(l.step(t), queue);
+    }
+
+    #[test]
+    fn a_queued_call_denied_calls_again_when_its_place_would_be_within_the_timeout() {
+        let ms = Duration::from_millis;
+        let mut l = BlockLease::fixed(4).queued(ms(1000));
+        let t = Instant::now();
+        l.step(t);
+        // The line's plan admits it in 1.5 s: beyond its 1 s.
+        assert!(!l.on_queued_reply(t, 4, &reply(false, 0, Some(1500))));
+        assert_eq!(l.step(t), Step::Deny { until: t + ms(500) });
+        let later = t + ms(500);
+        assert!(matches!(l.step(later), Step::Queue { .. }));
+        // A block that can never be admitted at once: polls instead.
+        assert!(!l.on_queued_reply(later, 4, &reply(false, 0, None)));
+        assert_eq!(l.step(later), Step::Ask(4));
+    }
+
+    #[test]
+    fn a_request_that_waited_for_anothers_call_takes_a_unit_of_its_block() {
+        let mut l = BlockLease::fixed(4).queued(Duration::from_secs(1));
+        let t = Instant::now();
+        // Two requests find the block spent; the first one's call brings
+        // a block, the second takes a unit of it without a call.
+        assert!(matches!(l.step(t), Step::Queue { .. }));
+        assert!(matches!(l.step(t), Step::Queue { .. }));
+        assert!(matches!(l.step_again(t), Step::Queue { .. }));
+        assert!(l.on_queued_reply(t, 4, &reply(true, 4, None)));
+        assert_eq!(l.step_again(t), Step::Admit);
+        assert_eq!(l.held(), 2);
+    }
+
+    #[test]
     fn idle_units_go_back_once() {
         let mut l = BlockLease::fixed(10);
         let t = Instant::now();
@@ -525,25 +769,33 @@ mod tests {
 
     #[test]
     fn what_is_held_never_exceeds_what_was_granted_at_a_thousand_times_the_block() {
-        let mut l = BlockLease::fixed(20);
-        let t0 = Instant::now();
-        let (mut granted, mut admitted, mut refunded) = (0u64, 0u64, 0u64);
-        for i in 0..20_000u64 {
-            let t = t0 + Duration::from_micros(i * 37);
-            match l.step(t) {
-                Step::Admit => admitted += 1,
-                Step::Deny { .. } => {}
-                Step::Ask(k) => {
-                    let m = (i % 7).min(k);
-                    granted += m;
-                    admitted += u64::from(l.on_reply(t, &reply(m > 0, m, Some(1))));
+        for mut l in [BlockLease::fixed(20), BlockLease::fixed(20).queued(MAX_GAP)] {
+            let t0 = Instant::now();
+            let (mut granted, mut admitted, mut refunded) = (0u64, 0u64, 0u64);
+            for i in 0..20_000u64 {
+                let t = t0 + Duration::from_micros(i * 37);
+                match l.step(t) {
+                    Step::Admit => admitted += 1,
+                    Step::Deny { .. } => {}
+                    Step::Ask(k) => {
+                        let m = (i % 7).min(k);
+                        granted += m;
+                        admitted += u64::from(l.on_reply(t, &reply(m > 0, m, Some(1))));
+                    }
+                    // A queued call gets the whole block or nothing.
+                    Step::Queue { units, .. } => {
+                        let m = if i % 7 == 0 { 0 } else { units };
+                        granted += m;
+                        let r = reply(m > 0, m, Some(1));
+                        admitted += u64::from(l.on_queued_reply(t, units, &r));
+                    }
                 }
+                if i % 1000 == 999 {
+                    refunded += l.take_if_idle(t, Duration::ZERO).unwrap_or(0);
+                }
+                assert!(l.held() <= 20);
+                assert_eq!(admitted + l.held() + refunded, granted);
             }
-            if i % 1000 == 999 {
-                refunded += l.take_if_idle(t, Duration::ZERO).unwrap_or(0);
-            }
-            assert!(l.held() <= 20);
-            assert_eq!(admitted + l.held() + refunded, granted);
         }
     }
 }

@@ -8,7 +8,7 @@ mod common;
 mod support;
 
 use common::*;
-use redis_ratelimit_client::{BlockLease, Command, Gcra, LeasedLimit, Peek};
+use redis_ratelimit_client::{BlockLease, Charge, Command, Decide, Gcra, LeasedLimit, Peek};
 use std::time::Duration;
 use support::*;
 
@@ -94,5 +94,51 @@ fn an_idle_key_gives_its_block_back_by_itself() {
         }
         assert_eq!(hot.held(), 0);
         refunder.abort();
+    });
+}
+
+#[test]
+fn a_queued_lease_waits_on_its_own_connection_and_shares_the_block_it_brings() {
+    let s = Server::start();
+    let mut c = s.conn();
+    clock_set(&mut c, T0);
+    // One unit a second, bursts of 10.
+    let policy = Gcra::new(10, Duration::from_secs(10));
+    block_on(async {
+        let shared = client(&s, Protocol::Resp2);
+        let lease = BlockLease::fixed(4).queued(Duration::from_secs(60));
+        let hot = std::sync::Arc::new(
+            LeasedLimit::new(shared.clone(), "q", policy, lease)
+                .queue_on(client(&s, Protocol::Resp2)),
+        );
+        for _ in 0..4 {
+            assert!(hot.acquire().await.unwrap());
+        }
+        // Someone else takes the other 6: the next block must accrue.
+        let rest = Decide::new("q", policy).charge(Charge::Cost(6));
+        assert!(shared.send(&rest).await.unwrap().allowed);
+        let requests: Vec<_> = (0..2)
+            .map(|_| {
+                let hot = hot.clone();
+                tokio::spawn(async move { hot.acquire().await.unwrap() })
+            })
+            .collect();
+        // One queued call for both requests (bounded wait for it to arrive).
+        let mut polls = 0;
+        while blocking::waiting(&mut c) != 1 {
+            polls += 1;
+            assert!(polls < 10_000, "the queued call never arrived");
+            tokio::task::yield_now().await;
+        }
+        // The shared connection is not held by the waiting call.
+        let peek = shared.send(&Peek::new("q", policy)).await.unwrap();
+        assert_eq!(peek.remaining, 0);
+        advance(&mut c, 4 * SECOND);
+        for r in requests {
+            assert!(r.await.unwrap(), "both admitted from the one block");
+        }
+        assert_eq!((hot.commands(), hot.held()), (2, 2));
+        hot.refund_all().await.unwrap();
+        assert_eq!(Peek::new("q", policy).query(&mut c).unwrap().remaining, 2);
     });
 }

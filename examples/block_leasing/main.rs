@@ -2,7 +2,9 @@
 //! each with its own connection and its own leased limit, as separate
 //! processes would be) offer requests at fixed intervals, together 1.2× the
 //! limit of one GCRA limit, and admit them from blocks of `k` taken with
-//! `PARTIAL`; a denied request is dropped. Every 400 ms of work each worker
+//! `PARTIAL` (`20q`: blocks of 20 queued for on the server while the key
+//! is contended, `COST 20 WAIT 1s`; the worker's requests wait meanwhile);
+//! a denied request is dropped. Every 400 ms of work each worker
 //! goes idle for 100 ms, and gives its unused units back with `REFUND` once
 //! idle for 50 ms (and at the end). For every `P` and `k` it reports store
 //! commands per admitted request (counted by the client, and by the
@@ -12,7 +14,7 @@
 //!
 //! ```sh
 //! make run                                         # redis-server with the module, port 6379
-//! cargo run --release --example block_leasing       # P in 1,10,50; k in 1,5,20,≤20; 3 s each
+//! cargo run --release --example block_leasing       # P in 1,10,50; k in 1,5,20,≤20,20q; 3 s each
 //! cargo run --release --example block_leasing -- 2000 3  # limit per second, seconds per run
 //! ```
 //!
@@ -26,6 +28,8 @@ use std::time::{Duration, Instant};
 const BUSY: Duration = Duration::from_millis(400);
 const IDLE: Duration = Duration::from_millis(100);
 const REFUND_WHEN_IDLE: Duration = Duration::from_millis(50);
+/// How long a queued block may wait in the server's line.
+const QUEUE_TIMEOUT: Duration = Duration::from_secs(1);
 /// What all workers together offer, as a multiple of the limit.
 const OFFERED: f64 = 1.2;
 
@@ -54,11 +58,13 @@ fn server_calls(url: &str) -> u64 {
         .unwrap_or(0)
 }
 
-/// A block size: fixed, or adaptive up to a maximum.
+/// A block size: fixed, or adaptive up to a maximum; or fixed and queued
+/// on the server while the key is contended.
 #[derive(Clone, Copy)]
 enum Block {
     Fixed(u64),
     Adaptive(u64),
+    Queued(u64),
 }
 
 impl Block {
@@ -66,12 +72,13 @@ impl Block {
         match self {
             Block::Fixed(k) => BlockLease::fixed(k),
             Block::Adaptive(max) => BlockLease::adaptive(max),
+            Block::Queued(k) => BlockLease::fixed(k).queued(QUEUE_TIMEOUT),
         }
     }
 
     fn max(self) -> u64 {
         match self {
-            Block::Fixed(k) | Block::Adaptive(k) => k,
+            Block::Fixed(k) | Block::Adaptive(k) | Block::Queued(k) => k,
         }
     }
 
@@ -79,6 +86,7 @@ impl Block {
         match self {
             Block::Fixed(k) => k.to_string(),
             Block::Adaptive(max) => format!("≤{max}"),
+            Block::Queued(k) => format!("{k}q"),
         }
     }
 }
@@ -200,6 +208,7 @@ fn main() {
             Block::Fixed(5),
             Block::Fixed(20),
             Block::Adaptive(20),
+            Block::Queued(20),
         ] {
             let (k, kp) = (block.label(), block.max() as usize * workers);
             let r = run(&url, limit, burst, workers, block, secs);

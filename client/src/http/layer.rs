@@ -229,7 +229,7 @@ where
         let policies: Vec<_> = self
             .limits
             .iter()
-            .map(|l| l.lease.clone().map(|lease| (l.policy, lease)))
+            .map(|l| l.lease.clone().map(|lease| (l.policy, lease.unqueued())))
             .collect();
         self.leases = policies.iter().any(Option::is_some).then(|| {
             Arc::new(Leases::new(

@@ -125,7 +125,8 @@ where
             let verdict = match step {
                 Step::Admit => Ok(self.held_decision(&slot)),
                 Step::Deny { until } => Err(self.local_denial(&slot, until - now)),
-                Step::Ask(k) => {
+                // The layer's leases never queue (see `HttpLimit::leased`).
+                Step::Ask(k) | Step::Queue { units: k, .. } => {
                     let call = Decide::new(key.clone(), *policy).charge(Charge::Partial(k));
                     match self.client.send(&call).await {
                         Ok(reply) => self.on_reply(&slot, &reply),

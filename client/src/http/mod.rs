@@ -97,7 +97,11 @@ impl HttpLimit {
     /// idle ([`RateLimitLayer::refund_when_idle`]), at shutdown
     /// ([`RateLimitLayer::refund_all`]) and when the layer is dropped.
     /// `lease` is the policy each key starts with, e.g.
-    /// `BlockLease::fixed(20)`.
+    /// `BlockLease::fixed(20)`. The layer's calls share one connection,
+    /// which a queued call would hold: its leases take what fits
+    /// (`PARTIAL`) and never queue ([`BlockLease::queued`] is ignored
+    /// here; [`crate::LeasedLimit::queue_on`] queues on a connection of
+    /// its own).
     pub fn leased(mut self, lease: BlockLease) -> HttpLimit {
         self.lease = Some(lease);
         self
