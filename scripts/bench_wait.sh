@@ -20,7 +20,9 @@
 # fair: CLIENTS (200) clients on one key at 50/s for FAIR_SECONDS (10),
 # every 11th light (offered load 10:1), with WAIT 30s, then with WAIT 30s
 # FLOW light|heavy: each group's share and time to admission, and server
-# CPU per admission.
+# CPU per admission. With CALLGRIND=1, the server runs under callgrind and
+# each mode also prints the server's instructions per admission (counted
+# from before the clients connect to after the last reply).
 # Prints the machine, the load (`uptime`) before and after, and the figures
 # (also saved under target/bench-wait/). Knobs: MODULE (the .so).
 set -euo pipefail
@@ -47,6 +49,19 @@ BENCH=$PWD/target/release/examples/wait_bench
 ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
 mkdir -p "$OUT"
 
+# instructions_per_admission DIR REPORT: the server's instructions in the
+# callgrind dump written to DIR, over the admissions REPORT counts.
+instructions_per_admission() {
+    local dump total admitted
+    for _ in $(seq 1 100); do
+        dump=$(find "$1" -maxdepth 1 -name 'callgrind.out.*.*' | head -n 1)
+        [ -n "$dump" ] && total=$(callgrind_annotate "$dump" 2>/dev/null | awk '/PROGRAM TOTALS/ {gsub(",", "", $1); print $1}') && [ -n "$total" ] && break
+        sleep 0.1
+    done
+    admitted=$(awk '/^admitted:/ {print $2}' "$2")
+    echo "server instructions: $total in all, $((total / admitted)) per admitted request"
+}
+
 {
     echo "date: $(date -u '+%Y-%m-%d %H:%M:%S UTC')"
     echo "commit: $(git rev-parse --short HEAD)"
@@ -55,9 +70,19 @@ mkdir -p "$OUT"
     if [ "$BENCH_ONLY" = fair ]; then
         for mode in wait fair; do
             echo
+            if [ "${CALLGRIND:-0}" = 1 ]; then
+                rm -f "$OUT"/callgrind.out.*
+                SERVER_PREFIX=(valgrind --tool=callgrind --callgrind-out-file="$OUT/callgrind.out.%p")
+            fi
             start_server
-            "$BENCH" contend "127.0.0.1:$PORT" "$mode" "$CLIENTS" "$FAIR_SECONDS"
+            [ "${CALLGRIND:-0}" = 1 ] && callgrind_control -z "$SERVER_PID" >/dev/null 2>&1
+            "$BENCH" contend "127.0.0.1:$PORT" "$mode" "$CLIENTS" "$FAIR_SECONDS" | tee "$OUT/fair-$mode.txt"
+            if [ "${CALLGRIND:-0}" = 1 ]; then
+                callgrind_control -d "$mode" "$SERVER_PID" >/dev/null 2>&1
+                instructions_per_admission "$OUT" "$OUT/fair-$mode.txt"
+            fi
             stop_server
+            SERVER_PREFIX=()
         done
     fi
     if [ "$BENCH_ONLY" = all ] || [ "$BENCH_ONLY" = contend ]; then
