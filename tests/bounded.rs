@@ -263,6 +263,36 @@ fn past_the_bounds_on_waiters_a_wait_is_denied_at_once() {
     assert_eq!(bounds.len(), 6, "{bounds:?}");
 }
 
+/// The work (decisions, waiters) of a waiter joining flow `flows` (a new
+/// one), one joining flow 0 (its own), one of `conns` leaving, and an
+/// admission (the clock moved an hour), with `in_flow(i)` the waiting call
+/// in flow `i`.
+fn flow_costs(
+    server: &Server,
+    ctl: &mut Connection,
+    conns: &mut Vec<Connection>,
+    in_flow: &dyn Fn(usize) -> Vec<String>,
+    flows: usize,
+) -> [(u64, u64); 4] {
+    let n = waiting(ctl);
+    let new_flow = cost_of(ctl, |c| {
+        conns.extend(add_waiters(server, c, 1, n + 1, |_| in_flow(flows)));
+    });
+    let same_flow = cost_of(ctl, |c| {
+        conns.extend(add_waiters(server, c, 1, n + 2, |_| in_flow(0)));
+    });
+    let leaver = conns.pop().unwrap();
+    let leaving = cost_of(ctl, |c| {
+        drop(leaver);
+        await_waiting(c, n + 1);
+    });
+    let admission = cost_of(ctl, |c| {
+        advance(c, 3_600 * S);
+        await_waiting(c, n);
+    });
+    [new_flow, same_flow, leaving, admission]
+}
+
 /// Fair waiting with 1,000 flows on one key: a waiter joining a new flow
 /// or its own, one leaving, and an admission cost what they cost with 2
 /// flows (the turns are kept by virtual time, O(log flows)).
@@ -275,33 +305,14 @@ fn fair_waiting_costs_the_same_with_2_and_1000_flows() {
     call(&mut ctl, &["RL.GCRA", "k", "1", "1h"]).unwrap();
     let in_flow = |i: usize| words(&format!("RL.GCRA k 1 1h WAIT 100d FLOW f{i} WEIGHT 3"));
     let mut conns = add_waiters(&server, &mut ctl, 2, 2, in_flow);
-    let costs = |ctl: &mut Connection, conns: &mut Vec<Connection>, flows: usize| {
-        let n = waiting(ctl);
-        let new_flow = cost_of(ctl, |c| {
-            conns.extend(add_waiters(&server, c, 1, n + 1, |_| in_flow(flows)));
-        });
-        let same_flow = cost_of(ctl, |c| {
-            conns.extend(add_waiters(&server, c, 1, n + 2, |_| in_flow(0)));
-        });
-        let leaver = conns.pop().unwrap();
-        let leaving = cost_of(ctl, |c| {
-            drop(leaver);
-            await_waiting(c, n + 1);
-        });
-        let admission = cost_of(ctl, |c| {
-            advance(c, 3_600 * S);
-            await_waiting(c, n);
-        });
-        (new_flow, same_flow, leaving, admission)
-    };
-    let at_2 = costs(&mut ctl, &mut conns, 2);
+    let at_2 = flow_costs(&server, &mut ctl, &mut conns, &in_flow, 2);
     let n = waiting(&mut ctl);
     conns.extend(add_waiters(&server, &mut ctl, 998, n + 998, |i| {
         in_flow(3 + i)
     }));
-    let at_1000 = costs(&mut ctl, &mut conns, 1_001);
+    let at_1000 = flow_costs(&server, &mut ctl, &mut conns, &in_flow, 1_001);
     assert_eq!(at_2, at_1000);
-    assert!(at_1000.3 .1 <= 6, "{at_1000:?}");
+    assert!(at_1000[3].1 <= 6, "{at_1000:?}");
 }
 
 /// Fair waiting over two keys (RL.SHARE's path, RL.ALL's tenant and org
@@ -328,33 +339,14 @@ fn fair_waiting_over_two_keys_costs_the_same_with_2_and_1000_flows() {
         .unwrap();
         let in_flow = |i: usize| words(&format!("{command} WAIT 100d FLOW f{i} WEIGHT 3"));
         let mut conns = add_waiters(&server, &mut ctl, 2, 2, in_flow);
-        let costs = |ctl: &mut Connection, conns: &mut Vec<Connection>, flows: usize| {
-            let n = waiting(ctl);
-            let new_flow = cost_of(ctl, |c| {
-                conns.extend(add_waiters(&server, c, 1, n + 1, |_| in_flow(flows)));
-            });
-            let same_flow = cost_of(ctl, |c| {
-                conns.extend(add_waiters(&server, c, 1, n + 2, |_| in_flow(0)));
-            });
-            let leaver = conns.pop().unwrap();
-            let leaving = cost_of(ctl, |c| {
-                drop(leaver);
-                await_waiting(c, n + 1);
-            });
-            let admission = cost_of(ctl, |c| {
-                advance(c, 3_600 * S);
-                await_waiting(c, n);
-            });
-            (new_flow, same_flow, leaving, admission)
-        };
-        let at_2 = costs(&mut ctl, &mut conns, 2);
+        let at_2 = flow_costs(&server, &mut ctl, &mut conns, &in_flow, 2);
         let n = waiting(&mut ctl);
         conns.extend(add_waiters(&server, &mut ctl, 998, n + 998, |i| {
             in_flow(3 + i)
         }));
-        let at_1000 = costs(&mut ctl, &mut conns, 1_001);
+        let at_1000 = flow_costs(&server, &mut ctl, &mut conns, &in_flow, 1_001);
         assert_eq!(at_2, at_1000, "{command}");
-        assert!(at_1000.3 .1 <= 6, "{command}: {at_1000:?}");
+        assert!(at_1000[3].1 <= 6, "{command}: {at_1000:?}");
     }
 }
 

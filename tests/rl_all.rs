@@ -394,15 +394,6 @@ fn strs(v: &[String]) -> Vec<&str> {
 /// One an hour: the keys' TTLs (on the wall clock) outlive the tests.
 const HOUR: u64 = 3_600 * 1_000_000;
 
-/// The clock moves an hour at a time until `n` waits have ended.
-fn hours_until(flows: &mut common::flows::Flows, n: u64) {
-    let mut ended = 0;
-    while ended < n {
-        ended += flows.advance(HOUR);
-    }
-    assert_eq!(ended, n);
-}
-
 #[test]
 fn flows_offered_10_to_1_share_the_shared_limit_half_and_half() {
     let s = Server::start();
@@ -418,13 +409,8 @@ fn flows_offered_10_to_1_share_the_shared_limit_half_and_half() {
     };
     let (heavy, light) = (tenant("heavy"), tenant("light"));
     assert_eq!(all(&mut flows.ctl, &strs(&heavy)[1..]).0, 1);
-    for _ in 0..6 {
-        for _ in 0..10 {
-            flows.offer(&strs(&heavy), "heavy", 1, "100d");
-        }
-        flows.offer(&strs(&light), "light", 1, "100d");
-    }
-    hours_until(&mut flows, 12);
+    flows.offer_ten_to_one(&strs(&heavy), &strs(&light), 6);
+    flows.advance_until_ended(HOUR, 12);
     assert_eq!(flows.admitted_by_flow(), [("heavy", 6), ("light", 6)]);
 }
 
@@ -450,7 +436,7 @@ fn waiters_over_keys_in_opposite_orders_are_all_admitted() {
     flows.offer(&ab, "y", 1, "100d");
     flows.offer(&ba, "x", 2, "100d");
     flows.offer(&one("a"), "z", 1, "100d");
-    hours_until(&mut flows, 9);
+    flows.advance_until_ended(HOUR, 9);
     assert_eq!(
         flows.admitted_by_flow(),
         [("x", 4), ("y", 4), ("z", 1)],

@@ -123,27 +123,7 @@ fn a_three_level_path_and_a_user_within_its_assured_rate_despite_a_busy_team() {
     let s = Server::start();
     let mut c = s.conn();
     clock_set(&mut c, T0);
-    let path = |u: &str| -> Vec<String> {
-        [
-            "3",
-            &format!("{{o}}:u:{u}"),
-            "{o}:team",
-            "{o}",
-            "5",
-            "1m",
-            "CEIL",
-            "100",
-            "10",
-            "1m",
-            "CEIL",
-            "20",
-            "20",
-            "1m",
-        ]
-        .iter()
-        .map(|s| s.to_string())
-        .collect()
-    };
+    let path = three_levels;
     let (a, b) = (path("a"), path("b"));
     // User a takes the team's ceiling of 20.
     let mut n = 0;
@@ -480,15 +460,6 @@ fn tenant(t: &str) -> Vec<String> {
     words.iter().map(|s| s.to_string()).collect()
 }
 
-/// The clock moves an hour at a time until `n` waits have ended.
-fn hours_until(flows: &mut common::flows::Flows, n: u64) {
-    let mut ended = 0;
-    while ended < n {
-        ended += flows.advance(HOUR);
-    }
-    assert_eq!(ended, n);
-}
-
 #[test]
 fn flows_offered_10_to_1_share_the_root_half_and_half() {
     let s = Server::start();
@@ -497,13 +468,8 @@ fn flows_offered_10_to_1_share_the_root_half_and_half() {
     let (heavy, light) = (tenant("heavy"), tenant("light"));
     assert_eq!(share(&mut flows.ctl, &strs(&heavy)[1..]).0, 1);
     assert_eq!(share(&mut flows.ctl, &strs(&light)[1..]).0, 1);
-    for _ in 0..6 {
-        for _ in 0..10 {
-            flows.offer(&strs(&heavy), "heavy", 1, "100d");
-        }
-        flows.offer(&strs(&light), "light", 1, "100d");
-    }
-    hours_until(&mut flows, 12);
+    flows.offer_ten_to_one(&strs(&heavy), &strs(&light), 6);
+    flows.advance_until_ended(HOUR, 12);
     assert_eq!(flows.admitted_by_flow(), [("heavy", 6), ("light", 6)]);
 }
 
@@ -536,7 +502,7 @@ fn weights_3_to_1_share_the_root_three_quarters_and_one_quarter() {
         flows.offer(&path, "light", 1, "1d");
     }
     // Four an hour: 16 in four hours, 12 of them the heavy flow's.
-    hours_until(&mut flows, 16);
+    flows.advance_until_ended(HOUR, 16);
     let counts = flows.admitted_by_flow();
     assert_eq!(counts[0].0, "heavy");
     assert!((11..=13).contains(&counts[0].1), "{counts:?}");

@@ -54,6 +54,27 @@ impl<'s> Flows<'s> {
         before - self.waiting
     }
 
+    /// The clock moves `step` at a time until exactly `n` waits have ended.
+    pub fn advance_until_ended(&mut self, step: u64, n: u64) {
+        let mut ended = 0;
+        while ended < n {
+            ended += self.advance(step);
+        }
+        assert_eq!(ended, n);
+    }
+
+    /// Offered 10:1: `rounds` times, ten clients of flow `heavy` with
+    /// `heavy_call`, then one of flow `light` with `light_call`, all of
+    /// weight 1 waiting up to 100 days.
+    pub fn offer_ten_to_one(&mut self, heavy_call: &[&str], light_call: &[&str], rounds: usize) {
+        for _ in 0..rounds {
+            for _ in 0..10 {
+                self.offer(heavy_call, "heavy", 1, "100d");
+            }
+            self.offer(light_call, "light", 1, "100d");
+        }
+    }
+
     /// Ends every wait still going (CLIENT UNBLOCK) and reads every reply:
     /// how many of each flow were admitted, in order of the flows' first
     /// waiters.
