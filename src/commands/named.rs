@@ -15,7 +15,7 @@ use super::table::POLICIES;
 use super::{Host, Reply};
 use crate::engine::error::{printable, Error};
 use crate::engine::gate::Gated;
-use crate::engine::registry::{self, Entry};
+use crate::engine::registry::{self, Entry, Handle};
 use crate::engine::Verdict;
 use crate::policy::Policy;
 use smallvec::SmallVec;
@@ -72,19 +72,31 @@ pub fn is_policy_word(word: &[u8]) -> bool {
     is(word, POLICY)
 }
 
+/// A registered policy as RL.ALL and RL.PEEK take it.
+pub struct Named {
+    pub policy: Policy,
+    /// The common options it refuses.
+    pub refuses: &'static [&'static str],
+    /// Where it sits, to count the call that uses it.
+    pub handle: Handle,
+}
+
 /// The registered policy `name` for RL.ALL (`enforced`: a SHADOW one is
-/// refused there, where one limit's denial denies all) or RL.PEEK: the
-/// policy and the common options it refuses.
-pub fn lookup(name: &[u8], enforced: bool) -> Result<(Policy, &'static [&'static str]), Error> {
+/// refused there, where one limit's denial denies all) or RL.PEEK.
+pub fn lookup(name: &[u8], enforced: bool) -> Result<Named, Error> {
     registry::enabled()?;
     registry::with(|r| {
-        let entry = r
-            .get(name)
+        let (handle, entry) = r
+            .find(name)
             .ok_or_else(|| Error::NoSuchPolicy(printable(name)))?;
         if enforced && entry.shadow {
             return Err(Error::ShadowInAll(printable(name)));
         }
-        Ok((entry.policy.clone(), entry.refuses))
+        Ok(Named {
+            policy: entry.policy.clone(),
+            refuses: entry.refuses,
+            handle,
+        })
     })
 }
 

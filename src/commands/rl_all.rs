@@ -11,7 +11,7 @@ use crate::algorithm::limits::MAX_COUNT;
 use crate::commands::args;
 use crate::engine::error::Error;
 use crate::engine::gate::Gated;
-use crate::engine::registry;
+use crate::engine::registry::{self, Handle};
 use crate::engine::Request;
 use crate::engine::Verdict;
 use crate::policy::Policy;
@@ -24,9 +24,9 @@ pub struct Call {
     pub numkeys: usize,
     pub policies: Vec<Policy>,
     pub request: Request,
-    /// The limits given as `POLICY name`: the limit's index and where its
-    /// name is among the arguments parsed, for the policy's statistics.
-    pub named: SmallVec<[(usize, usize); 4]>,
+    /// The limits given as `POLICY name`: the limit's index and where the
+    /// policy sits in the registry, for its statistics.
+    pub named: SmallVec<[(usize, Handle); 4]>,
 }
 
 /// The policies RL.ALL takes.
@@ -48,10 +48,10 @@ pub fn parse<A: AsRef<[u8]>>(policies_allowed: &Policies, args: &[A]) -> Result<
         // `POLICY name`: a registered policy, parsed when it was defined.
         if let Some([word, name, ..]) = tail.get(..2) {
             if named::is_policy_word(word.as_ref()) {
-                let (policy, refuses) = named::lookup(name.as_ref(), true)?;
-                named.push((policies.len(), args.len() - tail.len() + 1));
-                policies.push(policy);
-                refused.extend(refuses);
+                let found = named::lookup(name.as_ref(), true)?;
+                named.push((policies.len(), found.handle));
+                policies.push(found.policy);
+                refused.extend(found.refuses);
                 tail = &tail[2..];
                 continue;
             }
@@ -211,7 +211,7 @@ pub fn run<H: Host>(command: &CommandDef, host: &mut H, args: &[H::Arg]) -> Resu
     if !call.named.is_empty() {
         let now = host.now();
         registry::with(|r| {
-            for &(limit, name) in &call.named {
+            for &(limit, handle) in &call.named {
                 let (verdict, denied_key) = match &gated {
                     Gated::Blocked => (Verdict::Waiting, None),
                     Gated::Now(d) if d.allowed => (Verdict::Allowed, None),
@@ -222,9 +222,7 @@ pub fn run<H: Host>(command: &CommandDef, host: &mut H, args: &[H::Arg]) -> Resu
                         (Verdict::Denied, keys.get(limit).filter(|_| own))
                     }
                 };
-                if let Some(name) = rest.get(name) {
-                    r.record(name.as_ref(), verdict, denied_key.map(AsRef::as_ref), now);
-                }
+                r.record_at(handle, verdict, denied_key.map(AsRef::as_ref), now);
             }
         });
     }

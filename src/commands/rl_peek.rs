@@ -23,7 +23,7 @@ pub fn parse<A: AsRef<[u8]>>(
     // enforcing it would answer).
     if named::is_policy_word(keyword.as_ref()) {
         return match rest {
-            [name] => Ok(named::lookup(name.as_ref(), false)?.0),
+            [name] => Ok(named::lookup(name.as_ref(), false)?.policy),
             [] => Err(Error::MissingValue(named::POLICY)),
             [_, extra, ..] => Err(Error::UnknownOption(printable(extra.as_ref()))),
         };

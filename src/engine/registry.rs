@@ -135,7 +135,13 @@ const ENCODING_VERSION: u8 = 1;
 
 impl Registry {
     pub fn get(&self, name: &[u8]) -> Option<&Entry> {
-        self.slot_of(name).map(|i| &self.slots[i].entry)
+        self.find(name).map(|(_, entry)| entry)
+    }
+
+    /// The policy `name` and where it sits, to count the call that uses it.
+    pub fn find(&self, name: &[u8]) -> Option<(Handle, &Entry)> {
+        self.slot_of(name)
+            .map(|i| (Handle(i), &self.slots[i].entry))
     }
 
     fn slot_of(&self, name: &[u8]) -> Option<usize> {
@@ -207,20 +213,8 @@ impl Registry {
         }
     }
 
-    /// Counts one use of the defined policy `name` ([`PolicyStats::record`]).
-    pub fn record(
-        &mut self,
-        name: &[u8],
-        verdict: Verdict,
-        denied_key: Option<&[u8]>,
-        now: Micros,
-    ) {
-        if let Some(i) = self.slot_of(name) {
-            self.record_at(Handle(i), verdict, denied_key, now);
-        }
-    }
-
-    /// Counts one use of the policy found at `handle`.
+    /// Counts one use of the policy found at `handle`
+    /// ([`PolicyStats::record`]).
     pub fn record_at(
         &mut self,
         handle: Handle,
@@ -460,10 +454,8 @@ pub fn first_defined<'r, A: AsRef<[u8]>>(
     registry: &'r Registry,
     names: &[A],
 ) -> Result<(Handle, &'r Entry), Error> {
-    for name in names {
-        if let Some(i) = registry.slot_of(name.as_ref()) {
-            return Ok((Handle(i), &registry.slots[i].entry));
-        }
+    if let Some(found) = names.iter().find_map(|n| registry.find(n.as_ref())) {
+        return Ok(found);
     }
     let quoted: Vec<String> = names
         .iter()
@@ -589,18 +581,25 @@ mod tests {
         );
     }
 
+    /// Counts one use of `name`, if it is defined.
+    fn record(r: &mut Registry, name: &[u8], verdict: Verdict, key: Option<&[u8]>, now: Micros) {
+        if let Some((handle, _)) = r.find(name) {
+            r.record_at(handle, verdict, key, now);
+        }
+    }
+
     #[test]
     fn counts_follow_the_name() {
         let mut r = Registry::default();
         let now = Micros::new(1);
         r.set(b"p", entry("FIXED 1 1s")).unwrap();
-        r.record(b"p", Verdict::Allowed, None, now);
-        r.record(b"p", Verdict::Denied, Some(b"k"), now);
-        r.record(b"p", Verdict::ShadowDenied, Some(b"j"), now);
-        r.record(b"p", Verdict::Waiting, None, now);
+        record(&mut r, b"p", Verdict::Allowed, None, now);
+        record(&mut r, b"p", Verdict::Denied, Some(b"k"), now);
+        record(&mut r, b"p", Verdict::ShadowDenied, Some(b"j"), now);
+        record(&mut r, b"p", Verdict::Waiting, None, now);
         // Denied in RL.ALL by another limit: not among this one's keys.
-        r.record(b"p", Verdict::Denied, None, now);
-        r.record(b"gone", Verdict::Allowed, None, now);
+        record(&mut r, b"p", Verdict::Denied, None, now);
+        record(&mut r, b"gone", Verdict::Allowed, None, now);
         let s = r.stats(b"p").unwrap();
         let counts = (s.calls, s.allowed, s.denied, s.shadow_denied, s.waits);
         assert_eq!(counts, (5, 2, 2, 1, 1));
@@ -625,7 +624,7 @@ mod tests {
             let name = format!("p{i:04}");
             r.set(name.as_bytes(), entry("FIXED 1 1s")).unwrap();
             for _ in 0..calls(i) {
-                r.record(name.as_bytes(), Verdict::Denied, None, now);
+                record(&mut r, name.as_bytes(), Verdict::Denied, None, now);
             }
         }
         let mut want: Vec<(u64, String)> =
