@@ -168,3 +168,98 @@ pub fn log_warning(ctx: Ctx, message: &str) {
     // strings are NUL-terminated and the format is "%s".
     unsafe { api!(RedisModule_Log)(ctx.0, c"warning".as_ptr(), c"%s".as_ptr(), text.as_ptr()) };
 }
+
+/// Whether writes are paused (CLIENT PAUSE WRITE, a failover): nothing may
+/// be propagated until they resume.
+pub fn writes_paused() -> bool {
+    // SAFETY: no arguments.
+    unsafe { api!(RedisModule_AvoidReplicaTraffic)() != 0 }
+}
+
+/// While writes are paused, a timer that would write looks again this much
+/// later.
+pub const PAUSED_RETRY_MS: u64 = 10;
+
+/// Redis strings made by the module (key names, command arguments), freed
+/// on drop.
+pub struct OwnedStrings(pub Vec<Arg>);
+
+impl OwnedStrings {
+    pub fn new<'a>(bytes: impl Iterator<Item = &'a [u8]>) -> OwnedStrings {
+        OwnedStrings(
+            bytes
+                .map(|b| {
+                    // SAFETY: with no context the string is not auto-freed;
+                    // `drop` frees it. Redis copies the bytes.
+                    Arg(unsafe {
+                        api!(RedisModule_CreateString)(
+                            std::ptr::null_mut(),
+                            b.as_ptr().cast(),
+                            b.len(),
+                        )
+                    })
+                })
+                .collect(),
+        )
+    }
+}
+
+impl Drop for OwnedStrings {
+    fn drop(&mut self) {
+        for s in &self.0 {
+            // SAFETY: created in `OwnedStrings::new`, freed once.
+            unsafe { api!(RedisModule_FreeString)(std::ptr::null_mut(), s.0) };
+        }
+    }
+}
+
+/// A reply of `RedisModule_Call`, freed on drop.
+pub struct CallReply(*mut raw::RedisModuleCallReply);
+
+impl CallReply {
+    /// # Safety
+    /// `reply` is NULL or a reply `RedisModule_Call` returned, freed
+    /// nowhere else.
+    pub unsafe fn new(reply: *mut raw::RedisModuleCallReply) -> Option<CallReply> {
+        (!reply.is_null()).then_some(CallReply(reply))
+    }
+
+    /// An integer reply's value.
+    pub fn integer(&self) -> Option<i64> {
+        // SAFETY: a live reply.
+        unsafe {
+            (api!(RedisModule_CallReplyType)(self.0) == raw::REDISMODULE_REPLY_INTEGER as c_int)
+                .then(|| api!(RedisModule_CallReplyInteger)(self.0))
+        }
+    }
+
+    /// A string reply's bytes.
+    pub fn bytes(&self) -> Option<Vec<u8>> {
+        reply_bytes(self.0)
+    }
+
+    /// The bytes of element `index` of an array reply.
+    pub fn element_bytes(&self, index: usize) -> Option<Vec<u8>> {
+        // SAFETY: a live reply; the element belongs to it (not freed alone).
+        let element = unsafe { api!(RedisModule_CallReplyArrayElement)(self.0, index) };
+        (!element.is_null()).then(|| reply_bytes(element)).flatten()
+    }
+}
+
+impl Drop for CallReply {
+    fn drop(&mut self) {
+        // SAFETY: a reply freed only here.
+        unsafe { api!(RedisModule_FreeCallReply)(self.0) };
+    }
+}
+
+/// The bytes of a live, non-NULL string reply (copied).
+fn reply_bytes(reply: *mut raw::RedisModuleCallReply) -> Option<Vec<u8>> {
+    let mut len = 0usize;
+    // SAFETY: `reply` is live; the pointer and length are read before it
+    // can be freed.
+    unsafe {
+        let ptr = api!(RedisModule_CallReplyStringPtr)(reply, &mut len);
+        (!ptr.is_null()).then(|| std::slice::from_raw_parts(ptr.cast::<u8>(), len).to_vec())
+    }
+}

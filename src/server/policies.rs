@@ -10,7 +10,7 @@
 //! into the AOF part that follows the rewritten base (and to replicas,
 //! where it changes nothing): a restart from the rewritten AOF replays them.
 
-use super::ffi::{api, log_warning, Ctx};
+use super::ffi::{api, log_warning, writes_paused, CallReply, Ctx, OwnedStrings, PAUSED_RETRY_MS};
 use crate::commands::named::parse_definition;
 use crate::engine::registry;
 use redis_module::raw;
@@ -87,20 +87,17 @@ extern "C" fn on_fork(
     }));
 }
 
-/// While writes are paused (CLIENT PAUSE, a failover) nothing may be
-/// propagated: look again this much later.
-const PAUSED_RETRY_MS: i64 = 10;
-
-fn start_timer(ctx: Ctx, delay_ms: i64) {
+fn start_timer(ctx: Ctx, delay_ms: u64) {
+    let delay = i64::try_from(delay_ms).unwrap_or(i64::MAX);
     // SAFETY: ctx is a live context; the callback takes no data.
-    unsafe { api!(RedisModule_CreateTimer)(ctx.0, delay_ms, Some(on_timer), std::ptr::null_mut()) };
+    unsafe { api!(RedisModule_CreateTimer)(ctx.0, delay, Some(on_timer), std::ptr::null_mut()) };
 }
 
 extern "C" fn on_timer(ctx: *mut raw::RedisModuleCtx, _data: *mut c_void) {
     let ctx = Ctx(ctx);
     let _ = catch_unwind(AssertUnwindSafe(|| {
-        // SAFETY: no arguments.
-        if unsafe { api!(RedisModule_AvoidReplicaTraffic)() } != 0 {
+        // Nothing may be propagated while writes are paused.
+        if writes_paused() {
             start_timer(ctx, PAUSED_RETRY_MS);
             return;
         }
@@ -115,26 +112,18 @@ extern "C" fn on_timer(ctx: *mut raw::RedisModuleCtx, _data: *mut c_void) {
 
 /// Sends `RL.POLICY words...` to the AOF and replicas.
 fn replicate_policy_command(ctx: Ctx, words: &[&[u8]]) {
-    let argv: Vec<*mut raw::RedisModuleString> = words
-        .iter()
-        // SAFETY: ctx is live; Redis copies the bytes.
-        .map(|w| unsafe { api!(RedisModule_CreateString)(ctx.0, w.as_ptr().cast(), w.len()) })
-        .collect();
-    // SAFETY: `v` takes an array of `argv.len()` strings, alive for the
-    // call; Redis copies them.
+    let argv = OwnedStrings::new(words.iter().copied());
+    // SAFETY: `v` takes an array of `argv.0.len()` strings (an `Arg` is a
+    // transparent string pointer), alive for the call; Redis copies them.
     unsafe {
         api!(RedisModule_Replicate)(
             ctx.0,
             c"RL.POLICY".as_ptr(),
             c"v".as_ptr(),
-            argv.as_ptr(),
-            argv.len(),
+            argv.0.as_ptr(),
+            argv.0.len(),
         )
     };
-    for s in argv {
-        // SAFETY: created above, freed once.
-        unsafe { api!(RedisModule_FreeString)(ctx.0, s) };
-    }
 }
 
 /// Whether the child just born rewrites the AOF, and without the preamble.
@@ -159,30 +148,18 @@ fn rewriting_aof_without_preamble(ctx: Ctx) -> bool {
 
 /// Whether the server configuration `name` reads `value`.
 fn config_is(ctx: Ctx, name: &std::ffi::CStr, value: &[u8]) -> bool {
-    // SAFETY: ctx is live; `cc` takes two NUL-terminated strings; the reply
-    // and its elements are read before the reply is freed.
-    unsafe {
-        let reply = api!(RedisModule_Call)(
+    // SAFETY: ctx is live; `cc` takes two NUL-terminated strings.
+    let reply = unsafe {
+        CallReply::new(api!(RedisModule_Call)(
             ctx.0,
             c"CONFIG".as_ptr(),
             c"cc".as_ptr(),
             c"GET".as_ptr(),
             name.as_ptr(),
-        );
-        if reply.is_null() {
-            return false;
-        }
-        let element = api!(RedisModule_CallReplyArrayElement)(reply, 1);
-        let mut len = 0usize;
-        let found = if element.is_null() {
-            false
-        } else {
-            let ptr = api!(RedisModule_CallReplyStringPtr)(element, &mut len);
-            !ptr.is_null() && std::slice::from_raw_parts(ptr.cast::<u8>(), len) == value
-        };
-        api!(RedisModule_FreeCallReply)(reply);
-        found
-    }
+        ))
+    };
+    // The reply is [name, value].
+    reply.and_then(|r| r.element_bytes(1)).as_deref() == Some(value)
 }
 
 unsafe extern "C" fn no_value_load(_rdb: *mut raw::RedisModuleIO, _encver: c_int) -> *mut c_void {

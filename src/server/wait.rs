@@ -413,19 +413,15 @@ fn stop_timer(ctx: Ctx, state: &mut State) {
     }
 }
 
-/// While clients are paused (CLIENT PAUSE, a failover) nothing may be
-/// written: look again this much later.
-const PAUSED_RETRY_MS: u64 = 10;
-
 extern "C" fn on_timer(ctx: *mut raw::RedisModuleCtx, _data: *mut c_void) {
     let ctx = Ctx(ctx);
     let _ = catch_unwind(AssertUnwindSafe(|| {
         with_state(|state| {
             state.timer = None;
-            // SAFETY: no arguments.
-            if unsafe { api!(RedisModule_AvoidReplicaTraffic)() } != 0 {
+            // While writes are paused nothing may be written.
+            if ffi::writes_paused() {
                 let now = clock::now();
-                start_timer(ctx, state, PAUSED_RETRY_MS, now);
+                start_timer(ctx, state, ffi::PAUSED_RETRY_MS, now);
                 return;
             }
             let now = clock::now();

@@ -10,7 +10,7 @@ use crate::engine::store::Store;
 use crate::engine::{self, KeyError, Outcome, Request};
 use crate::policy::Policy;
 use crate::server::cluster_nodes::{serving, Serving};
-use crate::server::ffi::{api, Arg, Ctx};
+use crate::server::ffi::{api, Arg, CallReply, Ctx, OwnedStrings};
 use crate::server::key::RedisStore;
 use redis_module::raw;
 use std::ffi::c_int;
@@ -49,78 +49,37 @@ impl Drop for ServerKeyspace {
     }
 }
 
-/// Key names as Redis strings, freed on drop.
-struct Names(Vec<Arg>);
-
-impl Names {
-    fn new<'a>(names: impl Iterator<Item = &'a [u8]>) -> Names {
-        Names(names.map(create_string).collect())
-    }
-}
-
-fn create_string(bytes: &[u8]) -> Arg {
-    // SAFETY: with no context the string is not auto-freed; `Names` frees
-    // it on drop.
-    Arg(unsafe {
-        api!(RedisModule_CreateString)(std::ptr::null_mut(), bytes.as_ptr().cast(), bytes.len())
-    })
-}
-
-impl Drop for Names {
-    fn drop(&mut self) {
-        for name in &self.0 {
-            // SAFETY: created in `Names::new`, freed once.
-            unsafe { api!(RedisModule_FreeString)(std::ptr::null_mut(), name.0) };
-        }
-    }
-}
-
 impl ServerKeyspace {
     /// `CLUSTER KEYSLOT key`.
     fn keyslot(&self, name: Arg) -> Option<u16> {
         // SAFETY: ctx is live; the format's arguments are a C string and a
-        // Redis string; the reply is freed once.
-        unsafe {
-            let reply = api!(RedisModule_Call)(
+        // Redis string.
+        let reply = unsafe {
+            CallReply::new(api!(RedisModule_Call)(
                 self.ctx.0,
                 c"CLUSTER".as_ptr(),
                 c"cs".as_ptr(),
                 c"KEYSLOT".as_ptr(),
                 name.0,
-            );
-            if reply.is_null() {
-                return None;
-            }
-            let slot = (api!(RedisModule_CallReplyType)(reply)
-                == raw::REDISMODULE_REPLY_INTEGER as c_int)
-                .then(|| api!(RedisModule_CallReplyInteger)(reply));
-            api!(RedisModule_FreeCallReply)(reply);
-            slot.and_then(|s| u16::try_from(s).ok())
-        }
+            ))
+        }?;
+        reply.integer().and_then(|s| u16::try_from(s).ok())
     }
 
     /// `CLUSTER NODES`, the text.
     fn cluster_nodes(&self) -> Option<String> {
-        // SAFETY: as above; the string is copied before the reply is freed.
-        unsafe {
-            let reply = api!(RedisModule_Call)(
+        // SAFETY: ctx is live; the format's argument is a C string.
+        let reply = unsafe {
+            CallReply::new(api!(RedisModule_Call)(
                 self.ctx.0,
                 c"CLUSTER".as_ptr(),
                 c"c".as_ptr(),
                 c"NODES".as_ptr(),
-            );
-            if reply.is_null() {
-                return None;
-            }
-            let mut len = 0usize;
-            let ptr = api!(RedisModule_CallReplyStringPtr)(reply, &mut len);
-            let text = (!ptr.is_null()).then(|| {
-                let bytes = std::slice::from_raw_parts(ptr.cast::<u8>(), len);
-                String::from_utf8_lossy(bytes).into_owned()
-            });
-            api!(RedisModule_FreeCallReply)(reply);
-            text
-        }
+            ))
+        }?;
+        reply
+            .bytes()
+            .map(|b| String::from_utf8_lossy(&b).into_owned())
     }
 }
 
@@ -135,7 +94,7 @@ impl ServerKeyspace {
         if let Some((db, _)) = charged.keys.first() {
             self.select(*db);
         }
-        let names = Names::new(charged.keys.iter().map(|k| k.1.as_slice()));
+        let names = OwnedStrings::new(charged.keys.iter().map(|k| k.1.as_slice()));
         let mut store = RedisStore::open(self.ctx, &names.0);
         let undone = engine::undo_decided(
             &mut store,
@@ -163,7 +122,7 @@ impl Keyspace<KeyName> for ServerKeyspace {
             return true;
         };
         self.select(*db);
-        let names = Names::new(keys.iter().map(|k| k.1.as_slice()));
+        let names = OwnedStrings::new(keys.iter().map(|k| k.1.as_slice()));
         let (Some(slot), Some(nodes)) = (self.keyslot(names.0[0]), self.cluster_nodes()) else {
             return false;
         };
@@ -186,7 +145,7 @@ impl Keyspace<KeyName> for ServerKeyspace {
 
     fn small_value(&mut self, key: &KeyName, max: usize) -> Result<Option<Option<Vec<u8>>>, Error> {
         self.select(key.0);
-        let names = Names::new(std::iter::once(key.1.as_slice()));
+        let names = OwnedStrings::new(std::iter::once(key.1.as_slice()));
         let store = RedisStore::open(self.ctx, &names.0);
         // Read in place; copied only if small enough.
         let value = store
@@ -206,7 +165,7 @@ impl Keyspace<KeyName> for ServerKeyspace {
         if let Some((db, _)) = keys.first() {
             self.select(*db);
         }
-        let names = Names::new(keys.iter().map(|k| k.1.as_slice()));
+        let names = OwnedStrings::new(keys.iter().map(|k| k.1.as_slice()));
         let mut store = RedisStore::open(self.ctx, &names.0);
         let decided = engine::decide(&mut store, policies, at, request);
         drop(store);
