@@ -456,6 +456,48 @@ fn a_rewrite_without_preamble_while_writes_are_paused_keeps_the_policies() {
     assert_eq!(text(&mut c, &["RL.POLICY", "DIGEST"]), digest);
 }
 
+/// 2,000 policies (1,000 times the two of the test above): a rewrite without
+/// the preamble writes them all again, at most 100 per timer tick (each
+/// tick's writes reach the AOF as one MULTI … EXEC), and a restart holds
+/// the same policies.
+#[test]
+fn a_rewrite_without_preamble_writes_many_policies_a_bounded_number_per_tick() {
+    let config = Config::default()
+        .with_policies()
+        .arg("appendonly", "yes")
+        .arg("aof-use-rdb-preamble", "no");
+    let s = Server::with(config);
+    let mut c = s.conn();
+    let mut pipe = redis::pipe();
+    for i in 0..2_000 {
+        pipe.cmd("RL.POLICY")
+            .arg("SET")
+            .arg(format!("p{i:04}"))
+            .arg("GCRA")
+            .arg(10 + i)
+            .arg("1s")
+            .ignore();
+    }
+    let () = pipe.query(&mut c).unwrap();
+    let digest = text(&mut c, &["RL.POLICY", "DIGEST"]);
+    let _: Value = call(&mut c, &["BGREWRITEAOF"]).unwrap();
+    rewrite_done(&mut c);
+    common::topology::wait_until("the policies in the AOF after the rewrite", 30, || {
+        live_incremental_aof(&s).matches("RL.POLICY").count() == 2_000
+    });
+    let aof = live_incremental_aof(&s);
+    let per_tick: Vec<usize> = aof
+        .split("MULTI")
+        .map(|tick| tick.matches("RL.POLICY").count())
+        .filter(|&n| n > 0)
+        .collect();
+    assert_eq!(per_tick.iter().sum::<usize>(), 2_000);
+    assert!(per_tick.iter().all(|&n| n <= 100), "{per_tick:?}");
+    let s = s.restart();
+    let mut c = s.conn();
+    assert_eq!(text(&mut c, &["RL.POLICY", "DIGEST"]), digest);
+}
+
 /// The incremental AOF files the manifest lists as live (not history).
 fn live_incremental_aof(s: &Server) -> String {
     let dir = s.dir.join("appendonlydir");

@@ -330,16 +330,9 @@ impl Registry {
         format!("{hash:016x}")
     }
 
-    pub fn is_empty(&self) -> bool {
-        self.slots.is_empty()
-    }
-
-    /// Every name and definition, in name order.
-    pub fn definitions(&self) -> Vec<(Vec<u8>, Vec<u8>)> {
-        self.sorted()
-            .into_iter()
-            .map(|(name, entry)| (name.to_vec(), entry.definition.clone()))
-            .collect()
+    /// Every name, in no order (a copy: O(policies), no sorting).
+    pub fn owned_names(&self) -> Vec<Vec<u8>> {
+        self.slots.iter().map(|s| s.name.clone()).collect()
     }
 
     /// Every name and definition in a versioned byte string (the RDB's

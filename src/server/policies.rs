@@ -9,6 +9,9 @@
 //! rewrite starts, every policy is written once more as `RL.POLICY SET`
 //! into the AOF part that follows the rewritten base (and to replicas,
 //! where it changes nothing): a restart from the rewritten AOF replays them.
+//! [`POLICIES_PER_TICK`] at a time, from a timer, so that 10,000 policies
+//! do not hold the server up at once; each is written as it is when its
+//! turn comes (one deleted meanwhile is not: its `DEL` is in the AOF).
 
 use super::ffi::{api, log_warning, writes_paused, CallReply, Ctx, OwnedStrings, PAUSED_RETRY_MS};
 use crate::commands::named::parse_definition;
@@ -16,6 +19,7 @@ use crate::engine::registry;
 use redis_module::raw;
 use std::ffi::{c_int, c_void};
 use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::{Mutex, MutexGuard};
 
 /// The data type's name (nine characters, as Redis requires) and version.
 const TYPE_NAME: &std::ffi::CStr = c"rl-policy";
@@ -81,10 +85,38 @@ extern "C" fn on_fork(
     }
     let ctx = Ctx(ctx);
     let _ = catch_unwind(AssertUnwindSafe(|| {
-        if rewriting_aof_without_preamble(ctx) && !registry::with(|r| r.is_empty()) {
+        if !rewriting_aof_without_preamble(ctx) {
+            return;
+        }
+        // Only the newest rewritten base counts: what an earlier rewrite
+        // had left to write starts over.
+        let mut rewrite = rewrite();
+        rewrite.names = registry::with(|r| r.owned_names());
+        if !rewrite.names.is_empty() && !rewrite.armed {
+            rewrite.armed = true;
             start_timer(ctx, 0);
         }
     }));
+}
+
+/// The policies written again after a rewrite, per timer tick.
+const POLICIES_PER_TICK: usize = 100;
+
+/// The names of the policies still to write after an AOF rewrite began,
+/// and whether a timer is armed to write them.
+struct Rewrite {
+    names: Vec<Vec<u8>>,
+    armed: bool,
+}
+
+static REWRITE: Mutex<Rewrite> = Mutex::new(Rewrite {
+    names: Vec::new(),
+    armed: false,
+});
+
+fn rewrite() -> MutexGuard<'static, Rewrite> {
+    // Each change to it is whole: a poisoned lock is usable.
+    REWRITE.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 fn start_timer(ctx: Ctx, delay_ms: u64) {
@@ -96,16 +128,28 @@ fn start_timer(ctx: Ctx, delay_ms: u64) {
 extern "C" fn on_timer(ctx: *mut raw::RedisModuleCtx, _data: *mut c_void) {
     let ctx = Ctx(ctx);
     let _ = catch_unwind(AssertUnwindSafe(|| {
+        let mut rewrite = rewrite();
         // Nothing may be propagated while writes are paused.
         if writes_paused() {
             start_timer(ctx, PAUSED_RETRY_MS);
             return;
         }
-        let definitions = registry::with(|r| r.definitions());
-        for (name, definition) in &definitions {
+        for _ in 0..POLICIES_PER_TICK {
+            let Some(name) = rewrite.names.pop() else {
+                break;
+            };
+            let Some(definition) = registry::with(|r| r.get(&name).map(|e| e.definition.clone()))
+            else {
+                continue;
+            };
             let mut words = vec![&b"SET"[..], name.as_slice()];
             words.extend(definition.split(|b| *b == b' '));
             replicate_policy_command(ctx, &words);
+        }
+        if rewrite.names.is_empty() {
+            rewrite.armed = false;
+        } else {
+            start_timer(ctx, 0);
         }
     }));
 }
