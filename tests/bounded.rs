@@ -165,6 +165,48 @@ fn arrivals_cost_the_same_behind_10_and_2000_waiters() {
     }
 }
 
+/// A look behind a line of 2,000 waiters (RL.PEEK on a key, RL.SHARE.PEEK
+/// on a path) costs what it costs behind 10: it is answered on the plans.
+#[test]
+fn looks_cost_the_same_behind_10_and_2000_waiters() {
+    let cases: [(&str, &str); 2] = [
+        ("RL.GCRA {k}a 1 1h", "RL.PEEK {k}a GCRA 1 1h"),
+        (
+            "RL.SHARE 2 {k}a {k}b 1 1h CEIL 1 1 1h",
+            "RL.SHARE.PEEK 2 {k}a {k}b 1 1h CEIL 1 1 1h",
+        ),
+    ];
+    for (decide_text, look_text) in cases {
+        let server = Server::start();
+        let mut ctl = server.conn();
+        clock_set(&mut ctl, 1_900_000_000 * S);
+        set_config(&mut ctl, "max-waiters-per-key", 10_000);
+        let decide = words(decide_text);
+        let d: Vec<&str> = decide.iter().map(String::as_str).collect();
+        call(&mut ctl, &d).unwrap();
+        let waiting_call = |_| {
+            let mut v = decide.clone();
+            v.extend(words("WAIT 100d"));
+            v
+        };
+        let look = words(look_text);
+        let l: Vec<&str> = look.iter().map(String::as_str).collect();
+        let _ten = add_waiters(&server, &mut ctl, 10, 10, waiting_call);
+        let at_10 = cost_of(&mut ctl, |c| {
+            call(c, &l).unwrap();
+        });
+        let _rest = add_waiters(&server, &mut ctl, 1_990, 2_000, waiting_call);
+        let at_2000 = cost_of(&mut ctl, |c| {
+            call(c, &l).unwrap();
+        });
+        assert_eq!(at_10, at_2000, "{look_text}");
+        assert!(
+            at_2000.0 <= 24 && at_2000.1 <= 3,
+            "{look_text}: {at_2000:?}"
+        );
+    }
+}
+
 /// 2,000 waiters over 2,000 keys: an arrival on one more key costs what
 /// it costs with one waiter in the server.
 #[test]
