@@ -163,7 +163,7 @@ pub struct Outcome {
     /// or a dry run).
     pub leases: PerLimit<Option<Option<LeaseId>>>,
     /// RL.SHARE, admitted: the node whose assured rate the request used
-    /// (what taking the admission back gives back; see [`undo_decided`]).
+    /// (what taking the admission back gives back; see [`undo`]).
     /// Kept for the first 65,536 nodes of a path, so that an outcome stays
     /// as small as without it; beyond them, `None` (an undo then gives back
     /// the ceilings only, the stricter side).
@@ -275,46 +275,18 @@ pub fn decide<S: Store>(
 }
 
 /// Takes back an admission of `request` (its client went away before the
-/// reply could reach it, or it was only planned): the cost refunded to
-/// every rate limit, each of `leases` given back to its concurrency limit.
-/// An RL.SHARE path's lender is not known here: only its ceilings are
-/// given back (see [`undo_decided`]).
+/// reply could reach it, or it was only planned), given what its outcome
+/// held (`Outcome::leases`, `Outcome::lender`): the cost refunded to every
+/// rate limit, each of `leases` given back to its concurrency limit, and on
+/// an RL.SHARE path the assured rates of `lender` and its ancestors as well
+/// as the ceilings (without a lender, the ceilings only: the stricter side).
 pub fn undo<S: Store>(
     store: &mut S,
     policies: &[Policy],
     now: Micros,
     request: &Request,
     leases: &[Option<Option<LeaseId>>],
-) -> Result<(), KeyError> {
-    undo_lent(store, policies, now, request, leases, None)
-}
-
-/// Takes back the admission `decided` of `request` ([`undo`]), knowing all
-/// it charged: its leases, and for RL.SHARE the node that lent.
-pub fn undo_decided<S: Store>(
-    store: &mut S,
-    policies: &[Policy],
-    now: Micros,
-    request: &Request,
-    decided: &Outcome,
-) -> Result<(), KeyError> {
-    undo_lent(
-        store,
-        policies,
-        now,
-        request,
-        &decided.leases,
-        decided.lender.map(usize::from),
-    )
-}
-
-fn undo_lent<S: Store>(
-    store: &mut S,
-    policies: &[Policy],
-    now: Micros,
-    request: &Request,
-    leases: &[Option<Option<LeaseId>>],
-    lender: Option<usize>,
+    lender: Option<u16>,
 ) -> Result<(), KeyError> {
     let refund = Request {
         charge: Charge::Refund,
@@ -323,7 +295,7 @@ fn undo_lent<S: Store>(
         ..request.clone()
     };
     match share::path(policies) {
-        Some(path) => share::decide(store, &path, now, refund, lender)?,
+        Some(path) => share::decide(store, &path, now, refund, lender.map(usize::from))?,
         None => decide(store, policies, now, refund)?,
     };
     for (key, lease) in leases.iter().enumerate() {

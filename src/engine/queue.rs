@@ -217,6 +217,9 @@ struct Entry<K, T> {
     planned: Micros,
     /// The leases its planned admission holds in the plans.
     planned_leases: PerLimit<Option<Option<LeaseId>>>,
+    /// On an RL.SHARE path, the node whose assured rate its planned
+    /// admission uses in the plans.
+    planned_lender: Option<u16>,
     /// Its place in the order of all its lines, once it is the first of
     /// its flow in each (see `fair`).
     turn: Option<Turn>,
@@ -348,9 +351,9 @@ impl<K: Eq + Hash + Clone, T: Eq + Hash + Clone> Queues<K, T> {
                 waiter.request(Charge::Normal),
             )
         });
-        let planned_leases = match planned {
-            Some(Ok(decided)) => decided.leases,
-            _ => PerLimit::new(),
+        let (planned_leases, planned_lender) = match planned {
+            Some(Ok(decided)) => (decided.leases, decided.lender),
+            _ => (PerLimit::new(), None),
         };
         let flow = waiter.flow_name();
         for key in &waiter.keys {
@@ -367,6 +370,7 @@ impl<K: Eq + Hash + Clone, T: Eq + Hash + Clone> Queues<K, T> {
             due: None,
             planned: place.planned,
             planned_leases,
+            planned_lender,
             turn: None,
         };
         self.entries.insert(id, entry);
@@ -512,11 +516,11 @@ impl<K: Eq + Hash + Clone, T: Eq + Hash + Clone> Queues<K, T> {
                 .max()
                 .unwrap_or(at);
             // Its planned admission leaves the plans: units refunded,
-            // planned leases given back.
-            let leases = &entry.planned_leases;
+            // planned leases and assured rates given back.
+            let (leases, lender) = (&entry.planned_leases, entry.planned_lender);
             let _ = self.on_plans(&waiter.keys, |store| {
                 let request = waiter.request(Charge::Normal);
-                engine::undo(store, &waiter.policies, until, &request, leases)
+                engine::undo(store, &waiter.policies, until, &request, leases, lender)
             });
         }
         // The next of its flow in each line may now have its turn; the

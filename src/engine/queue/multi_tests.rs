@@ -399,3 +399,80 @@ proptest! {
         assert_in_flow_order(&keys);
     }
 }
+
+/// A waiter on a three-level path that leaves before its admission takes
+/// back from the plans all that its planned admission charged there: the
+/// assured rate it borrowed from the middle node too. From its planned
+/// time on, the plans answer as before it came.
+#[test]
+fn a_waiter_leaving_gives_its_lenders_planned_charge_back() {
+    let (mut q, mut ks) = (Q::new(), Ks::default());
+    let node = |rate: u64, period_s: u64, ceil: Option<u64>| {
+        Policy::Share(Node {
+            assured: Schedule::new(rate, rate, Micros::new(period_s * S)).unwrap(),
+            ceiling: ceil.map(|c| Schedule::new(c, c, Micros::new(S)).unwrap()),
+        })
+    };
+    // A user assured 1 per 100 s up to 1 a second, in a team assured 10 a
+    // second, in an org of 100 a second: the user waits on its ceiling, and
+    // beyond its own unit borrows the team's assured rate.
+    let keys = ["u", "t", "o"];
+    let path = [
+        node(1, 100, Some(1)),
+        node(10, 1, Some(100)),
+        node(100, 1, None),
+    ];
+    // Requests without WAIT until one is denied.
+    let use_up = |q: &mut Q, ks: &mut Ks| {
+        while let Arrival::Now(d) = q.arrive(ks, &keys, &path, T0, Request::default()).unwrap() {
+            if !d.allowed {
+                break;
+            }
+        }
+    };
+    use_up(&mut q, &mut ks);
+    let waiting = Request {
+        wait: Some(LONG),
+        ..Request::default()
+    };
+    let join = |q: &mut Q, ks: &mut Ks, token: u32| {
+        let Arrival::Wait(place) = q.arrive(ks, &keys, &path, T0, waiting.clone()).unwrap() else {
+            panic!("waits");
+        };
+        let waiter = Waiter {
+            keys: keys.to_vec(),
+            policies: path.to_vec(),
+            cost: 1,
+            costs: None,
+            since: T0,
+            deadline: T0.saturating_add(LONG),
+            flow: None,
+            token,
+        };
+        q.enqueue(ks, waiter, place);
+        place.planned
+    };
+    // What each node would admit on the plans at `at`.
+    let look = |q: &Q, at: Micros| {
+        let mut store = MemoryStore::new(keys.len());
+        for (slot, key) in store.values.iter_mut().zip(keys) {
+            *slot = q.lines[key].plan.clone();
+        }
+        let peek = Request {
+            charge: Charge::Peek,
+            ..Request::default()
+        };
+        engine::decide(&mut store, &path, at, peek)
+            .unwrap()
+            .decisions
+    };
+    join(&mut q, &mut ks, 0);
+    let planned = join(&mut q, &mut ks, 1);
+    assert_eq!(q.entries.values().last().unwrap().planned_lender, Some(1));
+    assert!(q.abandon(&1, T0).is_some());
+    // The same line with the first waiter alone.
+    let (mut alone, mut ks_alone) = (Q::new(), Ks::default());
+    use_up(&mut alone, &mut ks_alone);
+    join(&mut alone, &mut ks_alone, 0);
+    assert_eq!(look(&q, planned), look(&alone, planned));
+}

@@ -96,12 +96,13 @@ impl ServerKeyspace {
         }
         let names = OwnedStrings::new(charged.keys.iter().map(|k| k.1.as_slice()));
         let mut store = RedisStore::open(self.ctx, &names.0);
-        let undone = engine::undo_decided(
+        let undone = engine::undo(
             &mut store,
             &charged.policies,
             now,
             &charged.request,
-            decided,
+            &decided.leases,
+            decided.lender,
         );
         drop(store);
         undone
