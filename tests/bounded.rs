@@ -100,6 +100,19 @@ fn lease_waiters_cost_the_same_at_20_and_at_2000() {
     assert_eq!(waiting(&mut ctl), 0);
 }
 
+/// A manual-clock server taking 10,000 waiters on a key, where `call_text`
+/// has been sent once (spending the limits it names); its words.
+fn spent(call_text: &str) -> (Server, Connection, Vec<String>) {
+    let server = Server::start();
+    let mut ctl = server.conn();
+    clock_set(&mut ctl, 1_900_000_000 * S);
+    set_config(&mut ctl, "max-waiters-per-key", 10_000);
+    let args = words(call_text);
+    let a: Vec<&str> = args.iter().map(String::as_str).collect();
+    call(&mut ctl, &a).unwrap();
+    (server, ctl, args)
+}
+
 /// Arrivals on a key with a line of 2,000 waiters cost what they cost
 /// behind 10, for every limit that can wait, and RL.ALL over two keys.
 #[test]
@@ -111,13 +124,8 @@ fn arrivals_cost_the_same_behind_10_and_2000_waiters() {
         ("RL.ALL 2 {k}a {k}b GCRA 1 1h GCRA 1000 1h", ""),
     ];
     for (call_text, _) in cases {
-        let server = Server::start();
-        let mut ctl = server.conn();
-        clock_set(&mut ctl, 1_900_000_000 * S);
-        set_config(&mut ctl, "max-waiters-per-key", 10_000);
-        let args = words(call_text);
+        let (server, mut ctl, args) = spent(call_text);
         let a: Vec<&str> = args.iter().map(String::as_str).collect();
-        call(&mut ctl, &a).unwrap();
         let waiting_call = |_| {
             let mut v = args.clone();
             v.extend(words("WAIT 100d"));
@@ -177,13 +185,7 @@ fn looks_cost_the_same_behind_10_and_2000_waiters() {
         ),
     ];
     for (decide_text, look_text) in cases {
-        let server = Server::start();
-        let mut ctl = server.conn();
-        clock_set(&mut ctl, 1_900_000_000 * S);
-        set_config(&mut ctl, "max-waiters-per-key", 10_000);
-        let decide = words(decide_text);
-        let d: Vec<&str> = decide.iter().map(String::as_str).collect();
-        call(&mut ctl, &d).unwrap();
+        let (server, mut ctl, decide) = spent(decide_text);
         let waiting_call = |_| {
             let mut v = decide.clone();
             v.extend(words("WAIT 100d"));

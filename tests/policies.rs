@@ -416,6 +416,15 @@ fn the_registry_survives_rdb_restarts_debug_reload_and_aof_restarts() {
     }
 }
 
+/// A server with policies and an AOF without the RDB preamble.
+fn aof_without_preamble() -> Server {
+    let config = Config::default()
+        .with_policies()
+        .arg("appendonly", "yes")
+        .arg("aof-use-rdb-preamble", "no");
+    Server::with(config)
+}
+
 /// Waits for the running AOF rewrite to end, and checks it succeeded.
 fn rewrite_done(c: &mut redis::Connection) {
     common::topology::wait_until("the AOF rewrite", 30, || {
@@ -427,11 +436,7 @@ fn rewrite_done(c: &mut redis::Connection) {
 
 #[test]
 fn a_rewrite_without_preamble_while_writes_are_paused_keeps_the_policies() {
-    let config = Config::default()
-        .with_policies()
-        .arg("appendonly", "yes")
-        .arg("aof-use-rdb-preamble", "no");
-    let s = Server::with(config);
+    let s = aof_without_preamble();
     let mut c = s.conn();
     ok(
         &mut c,
@@ -462,11 +467,7 @@ fn a_rewrite_without_preamble_while_writes_are_paused_keeps_the_policies() {
 /// the same policies.
 #[test]
 fn a_rewrite_without_preamble_writes_many_policies_a_bounded_number_per_tick() {
-    let config = Config::default()
-        .with_policies()
-        .arg("appendonly", "yes")
-        .arg("aof-use-rdb-preamble", "no");
-    let s = Server::with(config);
+    let s = aof_without_preamble();
     let mut c = s.conn();
     let mut pipe = redis::pipe();
     for i in 0..2_000 {
