@@ -3,11 +3,13 @@
 
 MODULE  := target/release/libredis_ratelimit.so
 PORT    ?= 6379
+ARGS    ?=
+VERSION := $(shell sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -n 1)
 PREFIX  ?= /usr/local
 MODULEDIR ?= $(PREFIX)/lib/redis/modules
 SUDO    := $(shell [ "$$(id -u)" -eq 0 ] || echo sudo)
 
-.PHONY: run test test-valkey build install deps deps-valkey lint unit bench bench-wait bench-stall demo fuzz clean
+.PHONY: run test test-valkey build install dist test-dist deps deps-valkey lint unit bench bench-wait bench-stall demo fuzz clean
 
 ## Install what a fresh Debian machine lacks (redis-server, libclang for bindgen).
 deps:
@@ -28,14 +30,25 @@ install: build
 	echo "Installed $$dest/libredis_ratelimit.so. Add to redis.conf:" && \
 	echo "  loadmodule $(MODULEDIR)/libredis_ratelimit.so"
 
+## The release tarball in dist/: the module (linked for glibc 2.17 and
+## newer), README, LICENSE, CHANGELOG, ratelimit.conf and SHA-256 sums.
+dist: deps
+	./scripts/dist.sh
+
+## Extract the tarball and load its module into a plain redis-server.
+test-dist: dist
+	./scripts/test_dist.sh
+
 ## Start redis-server in the foreground with the module loaded (real clock).
+## ARGS are the module's arguments: `make run ARGS="policies on"`.
 run: build
-	redis-server redis.conf --port $(PORT)
+	sed 's|^loadmodule .*|& $(ARGS)|' redis.conf | redis-server - --port $(PORT)
 
 ## Formatting, lints, unit and property tests, and integration tests
 ## against real redis-server processes.
 test: deps lint
 	cargo test --workspace
+	$(MAKE) test-dist
 
 ## The same suite against Valkey 8 (from Debian's bookworm-backports suite,
 ## enabled from the machine's own Debian source if it is missing).
