@@ -48,28 +48,46 @@ class Server:
         self.manual_clock = manual_clock
         self.extra = extra
         self.dir = Path(tempfile.mkdtemp(prefix="rl-py-"))
-        self.port = free_port()
         self.process: subprocess.Popen[bytes] | None = None
-        self.start()
+        for attempt in range(5):  # another process may take the free port first
+            self.port = free_port()
+            try:
+                self.start()
+                return
+            except RuntimeError:
+                if attempt == 4:
+                    raise
 
     def start(self) -> None:
         args = [
             os.environ.get("RL_SERVER", "redis-server"),
-            "--port", str(self.port), "--bind", "127.0.0.1", "--dir", str(self.dir),
-            "--save", "", "--appendonly", "no", "--logfile", "redis.log",
-            "--loadmodule", str(module_path()),
+            "--port",
+            str(self.port),
+            "--bind",
+            "127.0.0.1",
+            "--dir",
+            str(self.dir),
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--logfile",
+            "redis.log",
+            "--loadmodule",
+            str(module_path()),
         ]
         if self.manual_clock:
             args += ["clock", "manual"]
         args += ["policies", "on", *self.extra]
         self.process = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + 20
         while True:
             try:
                 redis.Redis(port=self.port, socket_timeout=1).ping()
                 return
             except redis.ConnectionError:
                 if self.process.poll() is not None or time.monotonic() > deadline:
+                    self.stop()
                     log = (self.dir / "redis.log").read_text(errors="replace")
                     raise RuntimeError(f"redis-server did not start:\n{log}") from None
                 time.sleep(0.01)  # waiting for the process to listen, not for a result

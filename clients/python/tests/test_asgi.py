@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+from typing import Any
 
 import httpx
 import pytest
@@ -30,7 +31,7 @@ async def hello(_: object) -> PlainTextResponse:
     return PlainTextResponse("hello")
 
 
-def starlette_app(limiter: AsyncRateLimiter, **options: object) -> Starlette:
+def starlette_app(limiter: AsyncRateLimiter, **options: Any) -> Starlette:
     middleware = Middleware(
         RateLimitMiddleware, limiter=limiter, limits=LIMITS, key=header_key("x-api-key"), **options
     )
@@ -79,7 +80,9 @@ async def test_fifty_requests_in_flight_on_one_key(http: httpx.AsyncClient) -> N
 
 async def test_wait_queues_on_the_server(arl: AsyncRateLimiter) -> None:
     app = starlette_app(arl, wait="1h")
-    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t") as http:
+    async with httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=app), base_url="http://t"
+    ) as http:
         alice = {"x-api-key": "alice"}
         for _ in range(2):
             assert (await http.get("/hello", headers=alice)).status_code == 200
@@ -92,10 +95,12 @@ async def test_wait_queues_on_the_server(arl: AsyncRateLimiter) -> None:
 
 
 async def test_a_command_error_is_not_failed_open(arl: AsyncRateLimiter) -> None:
-    await arl.client.set("rl:key:eve", "not a limiter")
+    await arl.client.execute_command("SET", "rl:key:eve", "not a limiter")
     app = starlette_app(arl)
-    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t") as http:
-        with pytest.raises(CommandError, match="^WRONGTYPE key 1 holds a string"):
+    async with httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=app), base_url="http://t"
+    ) as http:
+        with pytest.raises(CommandError, match=r"^WRONGTYPE key 1 holds a string"):
             await http.get("/hello", headers={"x-api-key": "eve"})
 
 
@@ -133,8 +138,12 @@ async def test_fastapi(arl: AsyncRateLimiter) -> None:
     app.add_middleware(
         RateLimitMiddleware, limiter=arl, limits=LIMITS[:1], key=header_key("x-api-key")
     )
-    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t") as http:
-        codes = [(await http.get("/items", headers={"x-api-key": "k"})).status_code for _ in range(3)]
+    async with httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=app), base_url="http://t"
+    ) as http:
+        codes = [
+            (await http.get("/items", headers={"x-api-key": "k"})).status_code for _ in range(3)
+        ]
     assert codes == [200, 200, 429]
 
 
@@ -144,10 +153,16 @@ async def test_litestar(arl: AsyncRateLimiter) -> None:
         return {"n": 1}
 
     middleware = DefineMiddleware(
-        RateLimitMiddleware, limiter=arl, limits=LIMITS[:1], key=header_key("x-api-key")
+        RateLimitMiddleware,  # type: ignore[arg-type]  # Litestar's own ASGI types
+        limiter=arl,
+        limits=LIMITS[:1],
+        key=header_key("x-api-key"),
     )
     app = Litestar(route_handlers=[items], middleware=[middleware])
-    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t") as http:
+    async with httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=app),  # type: ignore[arg-type]
+        base_url="http://t",
+    ) as http:
         responses = [await http.get("/items", headers={"x-api-key": "k"}) for _ in range(3)]
     assert [r.status_code for r in responses] == [200, 200, 429]
     assert responses[0].headers["ratelimit"] == '"per-key";r=1;t=30'

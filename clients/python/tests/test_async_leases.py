@@ -17,12 +17,19 @@ JOB = Policy.concurrency(1, "30s")
 
 async def test_async_calls(arl: AsyncRateLimiter) -> None:
     d = await arl.gcra("api:42", 100, "1m", burst=20)
-    assert (d.allowed, d.limit, d.remaining, d.reset_after) == (True, 20, 19, timedelta(milliseconds=600))
+    assert (d.allowed, d.limit, d.remaining, d.reset_after) == (
+        True,
+        20,
+        19,
+        timedelta(milliseconds=600),
+    )
     assert (await arl.bucket("b", 100, 10, "1s", cost=60)).remaining == 40
     assert (await arl.sliding("s", 5, "15m")).remaining == 4
     assert (await arl.fixed("f", 3, "1m", aligned=True)).remaining == 2
     assert (await arl.sketch("sk", "ip", 10, "1m")).remaining == 9
-    d = await arl.all([("{o}u", Policy.gcra(10, "1s")), ("{o}", Policy.sliding(5, "1s", mode="approx"))])
+    d = await arl.all(
+        [("{o}u", Policy.gcra(10, "1s")), ("{o}", Policy.sliding(5, "1s", mode="approx"))]
+    )
     assert [x.remaining for x in d.limits] == [9, 4]
     path = [("{p}u", Node(10, "1s", ceil=50)), ("{p}", Node(100, "1s"))]
     assert (await arl.share(path)).limits[0].remaining == 49

@@ -11,13 +11,19 @@ from redis_ratelimit.policy import Quota
 
 from .conftest import Server
 
-ms = lambda n: timedelta(milliseconds=n)  # noqa: E731
+
+def ms(n: int) -> timedelta:
+    return timedelta(milliseconds=n)
 
 
 def test_gcra(rl: RateLimiter) -> None:
     d = rl.gcra("api:42", 100, "1m", burst=20)
     assert (d.allowed, d.limit, d.remaining, d.retry_after, d.reset_after) == (
-        True, 20, 19, None, ms(600),
+        True,
+        20,
+        19,
+        None,
+        ms(600),
     )
     assert rl.gcra("api:42", 100, timedelta(minutes=1), burst=20, cost=19).remaining == 0
     denied = rl.gcra("api:42", 100, "1m", burst=20)
@@ -71,8 +77,10 @@ def test_all(rl: RateLimiter) -> None:
     assert d.allowed and d.blocked_by is None and d.retry_after is None
     assert [(x.remaining, x.reset_after) for x in d.limits] == [(9, ms(100)), (14, ms(67))]
     assert (d.limit, d.remaining) == (10, 9)
-    d = rl.all([("{u:1}:req", Policy.gcra(100, "1m")), ("{u:1}:bytes", Policy.fixed(1048576, "1m"))],
-               costs=[1, 300_000])
+    d = rl.all(
+        [("{u:1}:req", Policy.gcra(100, "1m")), ("{u:1}:bytes", Policy.fixed(1048576, "1m"))],
+        costs=[1, 300_000],
+    )
     assert [x.remaining for x in d.limits] == [99, 748_576]
     tight = Policy.fixed(1, "1m", name="tight")
     assert rl.all([("{a}1", user), ("{a}2", tight)]).allowed
@@ -82,9 +90,13 @@ def test_all(rl: RateLimiter) -> None:
 
 
 def test_all_with_a_lease_and_partial(rl: RateLimiter) -> None:
-    d = rl.all([("{u:7}:rate", Policy.gcra(100, "1m")), ("{u:7}:inflight", Policy.concurrency(5, "30s"))])
+    d = rl.all(
+        [("{u:7}:rate", Policy.gcra(100, "1m")), ("{u:7}:inflight", Policy.concurrency(5, "30s"))]
+    )
     assert d.lease is not None and len(d.lease) == 44 and d.limits[1].lease == d.lease
-    d = rl.all([("{p}1", Policy.gcra(5, "1s")), ("{p}2", Policy.gcra(3, "1s"))], cost=4, partial=True)
+    d = rl.all(
+        [("{p}1", Policy.gcra(5, "1s")), ("{p}2", Policy.gcra(3, "1s"))], cost=4, partial=True
+    )
     assert (d.allowed, d.granted) == (True, 3)
 
 
@@ -107,7 +119,7 @@ def test_check_and_shadow(rl: RateLimiter) -> None:
     d = rl.check("user:10", "plan:lease")
     assert d.lease is not None and not d.shadow_denied
     assert rl.check("user:10", "plan:lease").shadow_denied
-    with pytest.raises(CommandError, match="^ERR none of the policies 'a', 'b' is defined$"):
+    with pytest.raises(CommandError, match=r"^ERR none of the policies 'a', 'b' is defined$"):
         rl.check("k", "a", "b")
     assert rl.peek("user:42", Policy.named("plan:free")).remaining == 2
 
@@ -122,14 +134,18 @@ def test_leases(rl: RateLimiter) -> None:
     assert rl.release("gpu:t7", d.lease)
     assert not rl.release("gpu:t7", d.lease)
     assert not rl.renew("gpu:t7", d.lease, "30s")
-    with pytest.raises(CommandError, match="^ERR lease must be 44 lowercase hex digits"):
+    with pytest.raises(CommandError, match=r"^ERR lease must be 44 lowercase hex digits"):
         rl.release("gpu:t7", "nope")
 
 
 def test_throttle(rl: RateLimiter) -> None:
     d = rl.throttle("user123", 15, 30, 60)
     assert (d.allowed, d.limit, d.remaining, d.retry_after, d.reset_after) == (
-        True, 16, 15, None, timedelta(seconds=2),
+        True,
+        16,
+        15,
+        None,
+        timedelta(seconds=2),
     )
 
 
@@ -148,9 +164,11 @@ def test_errors_keep_the_servers_message(rl: RateLimiter) -> None:
     with pytest.raises(WrongTypeError) as w:
         rl.bucket("k", 1, 1, "1s")
     assert str(w.value) == "WRONGTYPE key holds RL.GCRA state, not RL.BUCKET state"
-    with pytest.raises(CommandError, match="^ERR syntax error: FORCE, PARTIAL and REFUND are mutually exclusive$"):
+    with pytest.raises(
+        CommandError, match=r"^ERR syntax error: FORCE, PARTIAL and REFUND are mutually exclusive$"
+    ):
         rl.gcra("k", 1, "1s", cost=1, force=True, partial=True)
-    with pytest.raises(CommandError, match="^ERR syntax error: FLOW needs WAIT timeout$"):
+    with pytest.raises(CommandError, match=r"^ERR syntax error: FLOW needs WAIT timeout$"):
         rl.gcra("k", 1, "1s", flow="tenant")
 
 
@@ -160,8 +178,12 @@ def test_decisions_are_the_same_from_resp2_and_resp3(fresh: Server) -> None:
         lambda r, k: r.gcra(k, 10, "1s", cost=3),
         lambda r, k: r.gcra(k, 10, "1s", cost=30, partial=True),
         lambda r, k: r.acquire(k + ":c", 2, "10s"),
-        lambda r, k: r.all([("{" + k + "}a", Policy.gcra(1, "1s")), ("{" + k + "}b", Policy.concurrency(1, "5s"))]),
-        lambda r, k: r.all([("{" + k + "}a", Policy.gcra(1, "1s")), ("{" + k + "}b", Policy.concurrency(1, "5s"))]),
+        lambda r, k: r.all(
+            [("{" + k + "}a", Policy.gcra(1, "1s")), ("{" + k + "}b", Policy.concurrency(1, "5s"))]
+        ),
+        lambda r, k: r.all(
+            [("{" + k + "}a", Policy.gcra(1, "1s")), ("{" + k + "}b", Policy.concurrency(1, "5s"))]
+        ),
         lambda r, k: r.share([(k + "{s}u", Node(1, "1s", ceil=2)), (k + "{s}", Node(5, "1s"))]),
         lambda r, k: r.throttle(k + ":t", 5, 10, 60),
         lambda r, k: r.sketch(k + ":sk", "ip", 10, "1m"),

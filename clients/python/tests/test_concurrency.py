@@ -80,10 +80,14 @@ def test_cluster_client(cluster: Server, protocol: int) -> None:
 
 
 async def test_async_cluster_client(cluster: Server, protocol: int) -> None:
-    client = redis.asyncio.cluster.RedisCluster(host="127.0.0.1", port=cluster.port, protocol=protocol)
+    client = redis.asyncio.cluster.RedisCluster(
+        host="127.0.0.1", port=cluster.port, protocol=protocol
+    )
     arl = AsyncRateLimiter(client)
     key = f"a{protocol}"
-    d = await arl.all([(f"{{{key}}}:u", Policy.gcra(10, "1s")), (f"{{{key}}}", Policy.gcra(15, "1s"))])
+    d = await arl.all(
+        [(f"{{{key}}}:u", Policy.gcra(10, "1s")), (f"{{{key}}}", Policy.gcra(15, "1s"))]
+    )
     assert [x.remaining for x in d.limits] == [9, 14]
     decisions = await asyncio.gather(*(arl.decide(key, LIMIT) for _ in range(IN_FLIGHT)))
     assert sum(d.allowed for d in decisions) == 10

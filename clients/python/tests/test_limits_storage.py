@@ -47,7 +47,9 @@ def test_strategies_decide_with_one_command_per_hit(fresh: Server, strategy: str
     assert hits == [True, True, True, False, False]
     assert not limiter.test(item, "alice")
     assert limiter.get_window_stats(item, "alice").remaining == 0
-    counter.execute_command("RL.CLOCK", "ADVANCE", 60_000_000 * (2 if strategy == "sliding-window-counter" else 1))
+    counter.execute_command(
+        "RL.CLOCK", "ADVANCE", 60_000_000 * (2 if strategy == "sliding-window-counter" else 1)
+    )
     assert limiter.test(item, "alice")
     assert limiter.hit(item, "alice")
     limiter.clear(item, "alice")
@@ -118,7 +120,9 @@ def test_flask_limiter(fresh: Server, strategy: str) -> None:
 
 @pytest.mark.parametrize("strategy", STRATEGY_NAMES)
 async def test_slowapi(fresh: Server, strategy: str) -> None:
-    limiter = SlowLimiter(key_func=lambda request: "client", storage_uri=fresh.url, strategy=strategy)
+    limiter = SlowLimiter(
+        key_func=lambda request: "client", storage_uri=fresh.url, strategy=strategy
+    )
     app = FastAPI()
     app.state.limiter = limiter
     app.add_exception_handler(RateLimitExceeded, _rate_limit_exceeded_handler)  # type: ignore[arg-type]
@@ -128,13 +132,17 @@ async def test_slowapi(fresh: Server, strategy: str) -> None:
     async def index(request: Request) -> dict[str, str]:
         return {"ok": "yes"}
 
-    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t") as http:
+    async with httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=app), base_url="http://t"
+    ) as http:
         codes = [(await http.get("/")).status_code for _ in range(3)]
     assert codes == [200, 200, 429]
 
 
 async def test_slowapi_in_flight(fresh: Server) -> None:
-    limiter = SlowLimiter(key_func=lambda request: "hot", storage_uri=fresh.url, strategy="moving-window")
+    limiter = SlowLimiter(
+        key_func=lambda request: "hot", storage_uri=fresh.url, strategy="moving-window"
+    )
     app = FastAPI()
     app.state.limiter = limiter
     app.add_exception_handler(RateLimitExceeded, _rate_limit_exceeded_handler)  # type: ignore[arg-type]
@@ -144,6 +152,8 @@ async def test_slowapi_in_flight(fresh: Server) -> None:
     async def index(request: Request) -> dict[str, str]:
         return {"ok": "yes"}
 
-    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t") as http:
+    async with httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=app), base_url="http://t"
+    ) as http:
         responses = await asyncio.gather(*(http.get("/") for _ in range(50)))
     assert sorted(r.status_code for r in responses) == [200] * 10 + [429] * 40

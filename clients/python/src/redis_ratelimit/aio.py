@@ -12,8 +12,8 @@ import redis.exceptions
 
 from . import _commands
 from ._commands import Options
-from .decision import Decision, parse_all, parse_decision, parse_throttle
 from .client import renew_interval
+from .decision import Decision, parse_all, parse_decision, parse_throttle
 from .errors import LimitExceeded, server_error
 from .policy import Duration, Node, Policy, duration_ms, duration_word
 
@@ -45,7 +45,9 @@ class AsyncRateLimiter:
         except redis.exceptions.ResponseError as e:
             raise server_error(e) from None
 
-    async def decide(self, key: str | bytes, policy: Policy, **options: Unpack[Options]) -> Decision:
+    async def decide(
+        self, key: str | bytes, policy: Policy, **options: Unpack[Options]
+    ) -> Decision:
         """Decides one request on ``key`` under ``policy`` with its single-key command."""
         args, partial = _commands.decide(key, policy, options)
         return parse_decision(await self._run(args), policy, partial)
@@ -166,8 +168,10 @@ class AsyncRateLimiter:
     async def throttle(
         self, key: str | bytes, max_burst: int, count: int, period: int, quantity: int = 1
     ) -> Decision:
-        """``CL.THROTTLE`` (redis-cell): ``count`` per ``period`` seconds, bursts of ``max_burst + 1``."""
-        return parse_throttle(await self._run(("CL.THROTTLE", key, max_burst, count, period, quantity)))
+        """``CL.THROTTLE`` (redis-cell): ``count`` per ``period`` s, bursts of ``max_burst + 1``."""
+        return parse_throttle(
+            await self._run(("CL.THROTTLE", key, max_burst, count, period, quantity))
+        )
 
     async def clock(self) -> int:
         """``RL.CLOCK``: the limiter's time, microseconds since the epoch."""
@@ -253,7 +257,9 @@ class AsyncLease:
 
     async def __aenter__(self) -> AsyncLease:
         """Acquires the lease and starts renewing it."""
-        acquiring = asyncio.ensure_future(self.limiter.decide(self.key, self.policy, **self.options))
+        acquiring = asyncio.ensure_future(
+            self.limiter.decide(self.key, self.policy, **self.options)
+        )
         try:
             decision = await asyncio.shield(acquiring)
         except asyncio.CancelledError:

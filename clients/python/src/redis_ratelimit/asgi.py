@@ -32,7 +32,7 @@ Send = Callable[[Message], Awaitable[None]]
 """The ASGI send channel."""
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 """An ASGI application."""
-KeyFunc = Callable[[Scope], "str | None | Awaitable[str | None]"]
+KeyFunc = Callable[[Scope], "str | Awaitable[str | None] | None"]
 """What a request is limited by; ``None`` lets the request through unlimited."""
 
 UNAVAILABLE = json.dumps(
@@ -144,7 +144,9 @@ class RateLimitMiddleware:
         if client is None:
             await self.app(scope, receive, send)
             return
-        pairs = [(limit.key_for(client), p) for limit, p in zip(self.limits, self._policies)]
+        pairs = [
+            (limit.key_for(client), p) for limit, p in zip(self.limits, self._policies, strict=True)
+        ]
         try:
             decision = await asyncio.wait_for(
                 self.limiter.all(pairs, **self._options), self._timeout

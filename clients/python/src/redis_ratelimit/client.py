@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections.abc import Sequence
 from types import TracebackType
@@ -164,7 +165,7 @@ class RateLimiter:
     def throttle(
         self, key: str | bytes, max_burst: int, count: int, period: int, quantity: int = 1
     ) -> Decision:
-        """``CL.THROTTLE`` (redis-cell): ``count`` per ``period`` seconds, bursts of ``max_burst + 1``."""
+        """``CL.THROTTLE`` (redis-cell): ``count`` per ``period`` s, bursts of ``max_burst + 1``."""
         return parse_throttle(self._run(("CL.THROTTLE", key, max_burst, count, period, quantity)))
 
     def clock(self) -> int:
@@ -271,7 +272,5 @@ class Lease:
         self._stop.set()
         if self._renewer is not None:
             self._renewer.join()
-        try:
+        with contextlib.suppress(redis.exceptions.ConnectionError, redis.exceptions.TimeoutError):
             self.limiter.release(self.key, self.id)
-        except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError):
-            pass

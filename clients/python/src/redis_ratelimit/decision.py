@@ -66,8 +66,7 @@ class Decision:
         """
         decisions = self.limits or (self,)
         named = [
-            (names[i] if names is not None else _label(d, i), d)
-            for i, d in enumerate(decisions)
+            (names[i] if names is not None else _label(d, i), d) for i, d in enumerate(decisions)
         ]
         rated = [(n, d, d.policy.quota) for n, d in named if d.policy and d.policy.quota]
         fields: dict[str, str] = {}
@@ -105,8 +104,11 @@ class Decision:
         return json.dumps(self.problem(names), separators=(",", ":")).encode()
 
     def _deciding(self) -> tuple[int, int] | None:
-        """On a denial with a known wait: the limit with the longest wait and
-        that wait in ms, never shorter than any denying limit's own."""
+        """On a denial with a known wait: the deciding limit and the wait in ms.
+
+        The deciding limit has the longest wait; the wait is never shorter
+        than any denying limit's own.
+        """
         if self.allowed or self.retry_after is None:
             return None
         wait = _ms(self.retry_after)
@@ -212,10 +214,7 @@ def parse_all(reply: Any, policies: Sequence[Policy | None], partial: bool) -> D
     else:
         allowed, blocked, retry, *replies = reply
     limits = tuple(parse_decision(r, p, partial) for r, p in zip(replies, policies, strict=True))
-    if blocked >= 0:
-        tight = limits[blocked]
-    else:
-        tight = min(limits, key=lambda d: d.remaining)
+    tight = limits[blocked] if blocked >= 0 else min(limits, key=lambda d: d.remaining)
     return Decision(
         bool(allowed),
         tight.limit,

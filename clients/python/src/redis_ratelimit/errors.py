@@ -42,7 +42,7 @@ class WrongTypeError(CommandError):
     """The key holds another type, or another limiter's state (``WRONGTYPE``)."""
 
 
-class LimitExceeded(RateLimitError):  # noqa: N818 - names what happened, as the HTTP status does
+class LimitExceeded(RateLimitError):
     """A lease or a block of work was denied: the decision says how long to wait."""
 
     decision: Decision

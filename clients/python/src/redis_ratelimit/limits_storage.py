@@ -1,4 +1,4 @@
-"""A ``limits`` storage on the module: Flask-Limiter and slowapi by a storage URI.
+r"""A ``limits`` storage on the module: Flask-Limiter and slowapi by a storage URI.
 
 Importing this module registers ``redis+ratelimit://`` (also
 ``rediss+ratelimit://`` and ``redis+ratelimit+unix://``) and
@@ -134,7 +134,11 @@ class RateLimitStorage(_Commands, Storage, MovingWindowSupport, SlidingWindowCou
     ``client`` uses a client of your own instead.
     """
 
-    STORAGE_SCHEME = ["redis+ratelimit", "rediss+ratelimit", "redis+ratelimit+unix"]
+    STORAGE_SCHEME = [  # noqa: RUF012 - limits declares it a plain list
+        "redis+ratelimit",
+        "rediss+ratelimit",
+        "redis+ratelimit+unix",
+    ]
     """The URI schemes this storage is registered under."""
 
     def __init__(
@@ -158,7 +162,7 @@ class RateLimitStorage(_Commands, Storage, MovingWindowSupport, SlidingWindowCou
 
     def _run(self, args: tuple[Any, ...]) -> Any:
         try:
-            return self.storage.execute_command(*args)
+            return self.storage.execute_command(*args)  # type: ignore[no-untyped-call]
         except redis.exceptions.ResponseError as e:
             raise server_error(e) from None
 
@@ -246,7 +250,7 @@ class AsyncRateLimitStorage(
 ):
     """The ``limits`` storage for ``async+redis+ratelimit://`` URIs (redis-py asyncio)."""
 
-    STORAGE_SCHEME = [
+    STORAGE_SCHEME = [  # noqa: RUF012 - limits declares it a plain list
         "async+redis+ratelimit",
         "async+rediss+ratelimit",
         "async+redis+ratelimit+unix",
@@ -276,7 +280,7 @@ class AsyncRateLimitStorage(
 
     async def _run(self, args: tuple[Any, ...]) -> Any:
         try:
-            return await self.storage.execute_command(*args)
+            return await self.storage.execute_command(*args)  # type: ignore[no-untyped-call]
         except redis.exceptions.ResponseError as e:
             raise server_error(e) from None
 

@@ -107,26 +107,20 @@ class Policy:
         return Policy(self.words, self.command, self.quota, name, self.single)
 
     @staticmethod
-    def gcra(
-        limit: int, period: Duration, *, burst: int | None = None, name: str = ""
-    ) -> Policy:
-        """A sustained ``limit`` per ``period``, bursts of ``burst`` (default ``limit``): RL.GCRA."""
-        words = ("GCRA", str(limit), duration_word(period))
+    def gcra(limit: int, period: Duration, *, burst: int | None = None, name: str = "") -> Policy:
+        """A sustained ``limit`` per ``period``, bursts of ``burst`` (default ``limit``)."""
+        words: tuple[str, ...] = ("GCRA", str(limit), duration_word(period))
         if burst is not None:
             words += ("BURST", str(burst))
         quota = Quota.of_rate(limit, duration_ms(period))
         return Policy(words, "RL.GCRA", quota, name, words[1:])
 
-
     @staticmethod
-    def bucket(
-        capacity: int, refill: int, period: Duration, *, name: str = ""
-    ) -> Policy:
+    def bucket(capacity: int, refill: int, period: Duration, *, name: str = "") -> Policy:
         """A token bucket of ``capacity``, refilled by ``refill`` per ``period``: RL.BUCKET."""
         words = ("BUCKET", str(capacity), str(refill), duration_word(period))
         quota = Quota.of_rate(refill, duration_ms(period))
         return Policy(words, "RL.BUCKET", quota, name, words[1:])
-
 
     @staticmethod
     def sliding(
@@ -142,7 +136,7 @@ class Policy:
         ``mode="exact"`` (a log), ``"approx"`` (the two-window estimate), or
         ``buckets=n`` sub-windows.
         """
-        words = ("SLIDING", str(limit), duration_word(window))
+        words: tuple[str, ...] = ("SLIDING", str(limit), duration_word(window))
         if buckets is not None:
             words += ("BUCKETS", str(buckets))
         else:
@@ -150,25 +144,20 @@ class Policy:
         quota = Quota.of_rate(limit, duration_ms(window))
         return Policy(words, "RL.SLIDING", quota, name, words[1:])
 
-
     @staticmethod
-    def fixed(
-        limit: int, window: Duration, *, aligned: bool = False, name: str = ""
-    ) -> Policy:
+    def fixed(limit: int, window: Duration, *, aligned: bool = False, name: str = "") -> Policy:
         """A count per window, from the first request or ``aligned`` to the epoch: RL.FIXED."""
-        words = ("FIXED", str(limit), duration_word(window))
+        words: tuple[str, ...] = ("FIXED", str(limit), duration_word(window))
         if aligned:
             words += ("ALIGNED",)
         quota = Quota.of_rate(limit, duration_ms(window))
         return Policy(words, "RL.FIXED", quota, name, words[1:])
-
 
     @staticmethod
     def concurrency(limit: int, ttl: Duration, *, name: str = "") -> Policy:
         """At most ``limit`` held at once, each lease ending after ``ttl``: RL.ACQUIRE."""
         words = ("CONCURRENCY", str(limit), duration_word(ttl))
         return Policy(words, "RL.ACQUIRE", None, name, words[1:])
-
 
     @staticmethod
     def named(policy: str, *fallbacks: str, name: str = "") -> Policy:
