@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from functools import partial
 
 from redis_ratelimit import Policy, RateLimiter
 from redis_ratelimit._commands import decide
@@ -45,8 +46,8 @@ def main() -> None:
     for label, reply in (("RESP2", RESP2), ("RESP3", RESP3)):
 
         def layer(reply: object = reply) -> object:
-            args, partial = decide("rl:user:42", POLICY, {})
-            return parse_decision(reply, POLICY, partial)
+            _args, partially = decide("rl:user:42", POLICY, {})
+            return parse_decision(reply, POLICY, partially)
 
         best = min(cpu_per_call(layer, n) for _ in range(5))
         print(f"typed layer alone, {label}: {best * 1e6:.2f} us per call (best of 5 x {n:,})")
@@ -60,8 +61,8 @@ def main() -> None:
             typed, raw = [], []
             rounds, per_round = 10, 2_000
             for _ in range(rounds):
-                typed.append(cpu_per_call(lambda: rl.decide("rl:user:42", POLICY), per_round))
-                raw.append(cpu_per_call(lambda: client.execute_command(*raw_args), per_round))
+                typed.append(cpu_per_call(partial(rl.decide, "rl:user:42", POLICY), per_round))
+                raw.append(cpu_per_call(partial(client.execute_command, *raw_args), per_round))
             typed.sort()
             raw.sort()
             median_typed, median_raw = typed[rounds // 2], raw[rounds // 2]
