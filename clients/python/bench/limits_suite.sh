@@ -39,11 +39,35 @@ PY
 # Every parametrisation over storages becomes this storage alone.
 cat >> "$src/tests/utils.py" <<PY
 
-OURS = pytest.param("redis+ratelimit://localhost:$port", {}, lf("redis_basic"), id="redis+ratelimit")
-OURS_ASYNC = pytest.param("async+redis+ratelimit://localhost:$port", {}, lf("redis_basic"), id="async+redis+ratelimit")
+OURS = pytest.param("redis+ratelimit://localhost:$port", {}, lf("redis_basic"), id="redis_ratelimit")
+OURS_ASYNC = pytest.param("async+redis+ratelimit://localhost:$port", {}, lf("redis_basic"), id="async_redis_ratelimit")
 all_storage = moving_window_storage = sliding_window_counter_storage = pytest.mark.parametrize("uri, args, fixture", [OURS])
 async_all_storage = async_moving_window_storage = async_sliding_window_counter_storage = pytest.mark.parametrize("uri, args, fixture", [OURS_ASYNC])
 PY
+# The storage tests name their storages themselves: the plain Redis one
+# becomes this storage, and only it runs.
+"$py" - "$src" "$port" <<'PY'
+import sys
+src, port = sys.argv[1], sys.argv[2]
+for path, scheme, cls in [
+    ("tests/test_storage.py", "redis", "RateLimitStorage"),
+    ("tests/aio/test_storage.py", "async+redis", "AsyncRateLimitStorage"),
+]:
+    with open(f"{src}/{path}") as f:
+        text = f.read()
+    old = f'"{scheme}://localhost:7379",\n            {{}},\n            RedisStorage,'
+    new = f'"{scheme}+ratelimit://localhost:{port}",\n            {{}},\n            {cls},'
+    assert old in text, path
+    text = text.replace(old, new).replace('id="redis",', 'id="redis_ratelimit",')
+    text = text.replace(
+        "from __future__ import annotations\n",
+        "from __future__ import annotations\n"
+        "from redis_ratelimit.limits_storage import AsyncRateLimitStorage, RateLimitStorage\n",
+    )
+    with open(f"{src}/{path}", "w") as f:
+        f.write(text)
+PY
 cd "$src"
 "$py" -m pytest -p no:cacheprovider -o addopts="" -o filterwarnings="" -m "not benchmark" -q -rfE \
+    -k "not TestConcreteStorages or redis_ratelimit" \
     tests/test_strategy.py tests/aio/test_strategy.py tests/test_storage.py tests/aio/test_storage.py "$@"

@@ -157,20 +157,28 @@ def _normal(m: Mapping[Any, Any]) -> Mapping[str, Any]:
     return m
 
 
+_FIELDS = ("allowed", "limit", "remaining", "retry_after_ms", "reset_after_ms")
+_BYTE_FIELDS = tuple(f.encode() for f in _FIELDS)
+
+
 def parse_decision(reply: Any, policy: Policy | None, partial: bool) -> Decision:
     """A single-key command's reply (RL.GCRA ... RL.ACQUIRE, RL.CHECK, RL.PEEK)."""
     if isinstance(reply, Mapping):
-        m = _normal(reply)
-        retry = m["retry_after_ms"]
+        names = _BYTE_FIELDS if b"allowed" in reply else _FIELDS
+        allowed, limit, remaining, retry, reset = (reply[n] for n in names)
+        if len(reply) == 5:
+            extra: Mapping[str, Any] = {}
+        else:
+            extra = _normal(reply)
         return Decision(
-            bool(m["allowed"]),
-            m["limit"],
-            m["remaining"],
+            bool(allowed),
+            limit,
+            remaining,
             None if retry < 0 else _duration(retry),
-            _duration(m["reset_after_ms"]),
-            m.get("granted"),
-            _text(m.get("lease")),
-            bool(m.get("shadow_denied", False)),
+            _duration(reset),
+            extra.get("granted"),
+            _text(extra.get("lease")),
+            bool(extra.get("shadow_denied", False)),
             None,
             (),
             policy,

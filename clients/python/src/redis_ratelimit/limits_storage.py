@@ -28,6 +28,7 @@ from limits.aio.storage import SlidingWindowCounterSupport as AsyncSlidingWindow
 from limits.aio.storage import Storage as AsyncStorage
 from limits.limits import TIME_TYPES
 from limits.storage import MovingWindowSupport, SlidingWindowCounterSupport, Storage
+from limits.storage.base import TimestampedSlidingWindow
 
 from .decision import Decision, parse_decision
 from .errors import server_error
@@ -121,12 +122,37 @@ def _decision(reply: Any) -> Decision:
     return parse_decision(reply, None, False)
 
 
+def sliding_window(reply: Any, expiry: float) -> tuple[int, float, int, float]:
+    """``get_sliding_window``'s tuple from an ``RL.PEEK ... APPROX`` at the largest limit.
+
+    The module weighs the previous window itself, so one look gives the
+    weighted count (rounded up) and, in ``reset_after``, where the aligned
+    window stands: a key with a count in the current window is full again
+    at the end of the next one (more than a window away), a key with only a
+    previous count at the end of this one. The first reads as the current
+    window (its TTL that reset), the second as a previous window of the
+    count that weighs as much now, so that ``limits`` computes its reset
+    from it as for its own aligned storages.
+    """
+    d = _decision(reply)
+    count = COUNTER - d.remaining
+    if count <= 0:
+        return 0, 0.0, 0, 0.0
+    reset = d.reset_after.total_seconds()
+    if reset > expiry:
+        return 0, 0.0, count, reset
+    previous = int(count * expiry // reset) if reset > 0 else count
+    return previous, reset, 0, 0.0
+
+
 def _seconds(d: Decision) -> float:
     wait = d.retry_after if d.retry_after is not None else d.reset_after
     return wait.total_seconds()
 
 
-class RateLimitStorage(_Commands, Storage, MovingWindowSupport, SlidingWindowCounterSupport):
+class RateLimitStorage(
+    _Commands, Storage, MovingWindowSupport, SlidingWindowCounterSupport, TimestampedSlidingWindow
+):
     """The ``limits`` storage for ``redis+ratelimit://`` URIs (blocking redis-py).
 
     ``uri`` is a Redis URL with ``+ratelimit`` after its scheme; ``options``
@@ -228,17 +254,8 @@ class RateLimitStorage(_Commands, Storage, MovingWindowSupport, SlidingWindowCou
         return _decision(self._run(args)).allowed
 
     def get_sliding_window(self, key: str, expiry: int) -> tuple[int, float, int, float]:
-        """The window as ``limits`` reads it: the weighted count as the current one.
-
-        The module keeps the two windows' counts and weighs them itself, so
-        the previous window reads 0 and the current one the weighted count
-        (rounded up); its TTL is the time until one unit frees.
-        """
-        count = COUNTER - _decision(self._run(self.sliding_args(key, COUNTER, expiry))).remaining
-        if count <= 0:
-            return 0, 0.0, 0, 0.0
-        one = _decision(self._run(self.sliding_args(key, count, expiry)))
-        return 0, 0.0, count, _seconds(one)
+        """The window as ``limits`` reads it, from one RL.PEEK (see :func:`sliding_window`)."""
+        return sliding_window(self._run(self.sliding_args(key, COUNTER, expiry)), expiry)
 
     def clear_sliding_window(self, key: str, expiry: int) -> None:
         """Resets one sliding-window-counter limit (DEL)."""
@@ -246,7 +263,11 @@ class RateLimitStorage(_Commands, Storage, MovingWindowSupport, SlidingWindowCou
 
 
 class AsyncRateLimitStorage(
-    _Commands, AsyncStorage, AsyncMovingWindowSupport, AsyncSlidingWindowCounterSupport
+    _Commands,
+    AsyncStorage,
+    AsyncMovingWindowSupport,
+    AsyncSlidingWindowCounterSupport,
+    TimestampedSlidingWindow,
 ):
     """The ``limits`` storage for ``async+redis+ratelimit://`` URIs (redis-py asyncio)."""
 
@@ -347,13 +368,8 @@ class AsyncRateLimitStorage(
         return _decision(await self._run(args)).allowed
 
     async def get_sliding_window(self, key: str, expiry: int) -> tuple[int, float, int, float]:
-        """The window as ``limits`` reads it (see :meth:`RateLimitStorage.get_sliding_window`)."""
-        args = self.sliding_args(key, COUNTER, expiry)
-        count = COUNTER - _decision(await self._run(args)).remaining
-        if count <= 0:
-            return 0, 0.0, 0, 0.0
-        one = _decision(await self._run(self.sliding_args(key, count, expiry)))
-        return 0, 0.0, count, _seconds(one)
+        """The window as ``limits`` reads it, from one RL.PEEK (see :func:`sliding_window`)."""
+        return sliding_window(await self._run(self.sliding_args(key, COUNTER, expiry)), expiry)
 
     async def clear_sliding_window(self, key: str, expiry: int) -> None:
         """Resets one sliding-window-counter limit (DEL)."""
