@@ -5,6 +5,7 @@
 # `make test-python`; installs the suite's own test plugins into it.
 #
 #   clients/python/bench/limits_suite.sh
+#   RL_SERVER_ARGS="--ratelimit.max-log-entries 1000000" clients/python/bench/limits_suite.sh -k huge_cost
 set -euo pipefail
 here="$(cd "$(dirname "$0")/.." && pwd)"
 repo="$(cd "$here/../.." && pwd)"
@@ -18,7 +19,7 @@ tar xzf "$work/limits-$version.tar.gz" -C "$work"
 src="$work/limits-$version"
 port="$("$py" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
 redis-server --port "$port" --save '' --daemonize yes --pidfile "$work/redis.pid" --dir "$work" \
-    --loadmodule "${RL_MODULE:-$repo/target/debug/libredis_ratelimit.so}" >/dev/null
+    --loadmodule "${RL_MODULE:-$repo/target/debug/libredis_ratelimit.so}" ${RL_SERVER_ARGS:-} >/dev/null
 until redis-cli -p "$port" ping >/dev/null 2>&1; do sleep 0.05; done
 
 # Their conftest starts docker services: keep only the plain Redis client,

@@ -214,3 +214,23 @@ def test_quota_and_headers() -> None:
     assert Policy.concurrency(5, "30s").quota is None
     with pytest.raises(ValueError, match="whole number of milliseconds"):
         Policy.gcra(1, timedelta(microseconds=1500))
+
+
+def test_headers_on_a_denial_name_the_longest_wait() -> None:
+    per_key, glob = Policy.gcra(3, "30s", name="per-key"), Policy.gcra(5, "1m", name="global")
+
+    def denied(wait_ms: int, policy: Policy) -> Decision:
+        return Decision(False, 3, 0, ms(wait_ms), ms(90_000), policy=policy)
+
+    for waits, name in [((2_000, 9_500), "global"), ((9_500, 2_000), "per-key")]:
+        limits = (denied(waits[0], per_key), denied(waits[1], glob))
+        d = Decision(False, 3, 0, ms(9_500), ms(90_000), blocked_by=0, limits=limits)
+        fields = d.headers()
+        assert fields["Retry-After"] == "10"
+        assert fields["RateLimit"] == f'"{name}";r=0;t=10'
+        assert fields["RateLimit-Policy"] == '"per-key";q=3;w=30, "global";q=5;w=60'
+        assert d.problem()["violated-policies"] == ["per-key", "global"]
+    # Retry-After is never shorter than a denying limit's own wait.
+    limits = (denied(3_001, per_key), denied(500, glob))
+    d = Decision(False, 3, 0, ms(1_000), ms(90_000), blocked_by=0, limits=limits)
+    assert d.headers()["Retry-After"] == "4"

@@ -122,17 +122,22 @@ def _decision(reply: Any) -> Decision:
     return parse_decision(reply, None, False)
 
 
-def sliding_window(reply: Any, expiry: float) -> tuple[int, float, int, float]:
+Window = tuple[int, float, int, float]
+"""``get_sliding_window``'s reply: previous count and TTL, current count and TTL."""
+
+
+def sliding_window(reply: Any, expiry: float) -> Window | tuple[int, float]:
     """``get_sliding_window``'s tuple from an ``RL.PEEK ... APPROX`` at the largest limit.
 
     The module weighs the previous window itself, so one look gives the
     weighted count (rounded up) and, in ``reset_after``, where the aligned
     window stands: a key with a count in the current window is full again
     at the end of the next one (more than a window away), a key with only a
-    previous count at the end of this one. The first reads as the current
-    window (its TTL that reset), the second as a previous window of the
-    count that weighs as much now, so that ``limits`` computes its reset
-    from it as for its own aligned storages.
+    previous count at the end of this one. The second reads as a previous
+    window of the count that weighs as much now, so that ``limits``
+    computes its reset from it as for its own aligned storages. The first
+    reads as the current window, and needs a second look (the count and
+    when the window ends are returned for :func:`sliding_reset`).
     """
     d = _decision(reply)
     count = COUNTER - d.remaining
@@ -140,9 +145,20 @@ def sliding_window(reply: Any, expiry: float) -> tuple[int, float, int, float]:
         return 0, 0.0, 0, 0.0
     reset = d.reset_after.total_seconds()
     if reset > expiry:
-        return 0, 0.0, count, reset
+        return count, reset
     previous = int(count * expiry // reset) if reset > 0 else count
     return previous, reset, 0, 0.0
+
+
+def sliding_reset(count: int, reset: float, reply: Any, expiry: float) -> Window:
+    """The current window's reading, given when one unit frees (RL.PEEK at ``count``).
+
+    ``limits`` resets at the earlier of the previous window's next unit and
+    the end of the current window: a unit freed before the window ends is
+    the reset, else the window's end (``reset`` modulo the window).
+    """
+    frees = _seconds(_decision(reply))
+    return 0, 0.0, count, frees if frees < reset - expiry else reset
 
 
 def _seconds(d: Decision) -> float:
@@ -254,8 +270,12 @@ class RateLimitStorage(
         return _decision(self._run(args)).allowed
 
     def get_sliding_window(self, key: str, expiry: int) -> tuple[int, float, int, float]:
-        """The window as ``limits`` reads it, from one RL.PEEK (see :func:`sliding_window`)."""
-        return sliding_window(self._run(self.sliding_args(key, COUNTER, expiry)), expiry)
+        """The window as ``limits`` reads it, from one or two RL.PEEKs (:func:`sliding_window`)."""
+        window = sliding_window(self._run(self.sliding_args(key, COUNTER, expiry)), expiry)
+        if len(window) == 4:
+            return window
+        count, reset = window
+        return sliding_reset(count, reset, self._run(self.sliding_args(key, count, expiry)), expiry)
 
     def clear_sliding_window(self, key: str, expiry: int) -> None:
         """Resets one sliding-window-counter limit (DEL)."""
@@ -368,8 +388,13 @@ class AsyncRateLimitStorage(
         return _decision(await self._run(args)).allowed
 
     async def get_sliding_window(self, key: str, expiry: int) -> tuple[int, float, int, float]:
-        """The window as ``limits`` reads it, from one RL.PEEK (see :func:`sliding_window`)."""
-        return sliding_window(await self._run(self.sliding_args(key, COUNTER, expiry)), expiry)
+        """The window as ``limits`` reads it, from one or two RL.PEEKs (:func:`sliding_window`)."""
+        window = sliding_window(await self._run(self.sliding_args(key, COUNTER, expiry)), expiry)
+        if len(window) == 4:
+            return window
+        count, reset = window
+        reply = await self._run(self.sliding_args(key, count, expiry))
+        return sliding_reset(count, reset, reply, expiry)
 
     async def clear_sliding_window(self, key: str, expiry: int) -> None:
         """Resets one sliding-window-counter limit (DEL)."""
