@@ -58,19 +58,23 @@ def main() -> None:
             client = server.client(protocol)
             rl = RateLimiter(client)
             raw_args = ("RL.GCRA", "rl:user:42", "1000000000", "1s")
-            typed, raw = [], []
-            rounds, per_round = 10, 2_000
+            typed, raw, gaps = [], [], []
+            rounds, per_round = 40, 1_000
             for _ in range(rounds):
-                typed.append(cpu_per_call(partial(rl.decide, "rl:user:42", POLICY), per_round))
-                raw.append(cpu_per_call(partial(client.execute_command, *raw_args), per_round))
-            typed.sort()
-            raw.sort()
-            median_typed, median_raw = typed[rounds // 2], raw[rounds // 2]
+                t = cpu_per_call(partial(rl.decide, "rl:user:42", POLICY), per_round)
+                r = cpu_per_call(partial(client.execute_command, *raw_args), per_round)
+                typed.append(t)
+                raw.append(r)
+                gaps.append(t - r)
+            for xs in (typed, raw, gaps):
+                xs.sort()
+            mid = rounds // 2
             print(
-                f"end to end, RESP{protocol}: typed {median_typed * 1e6:.1f} us, "
-                f"raw execute_command {median_raw * 1e6:.1f} us of client CPU per call "
-                f"(median of {rounds} rounds x {per_round:,}); "
-                f"difference {(median_typed - median_raw) * 1e6:.1f} us"
+                f"end to end, RESP{protocol}: typed {typed[mid] * 1e6:.1f} us, "
+                f"raw execute_command {raw[mid] * 1e6:.1f} us of client CPU per call; "
+                f"typed minus raw, median of {rounds} back-to-back rounds of {per_round:,}: "
+                f"{gaps[mid] * 1e6:.1f} us (quartiles {gaps[rounds // 4] * 1e6:.1f} to "
+                f"{gaps[3 * rounds // 4] * 1e6:.1f})"
             )
             client.close()
     finally:
