@@ -13,7 +13,7 @@ import redis.exceptions
 from . import _commands
 from ._commands import Options
 from .decision import Decision, parse_all, parse_decision, parse_throttle
-from .errors import LimitExceeded, server_error
+from .errors import CommandError, LimitExceeded, server_error
 from .policy import Duration, Node, Policy, duration_ms, duration_word
 
 
@@ -255,8 +255,10 @@ class Lease:
         while not self._stop.wait(self.interval):
             try:
                 held = self.limiter.renew(self.key, self.id, self.ttl)
-            except redis.exceptions.ConnectionError:
+            except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError):
                 continue  # the server may come back before the TTL passes
+            except CommandError:
+                held = False  # e.g. the key was replaced: the lease is gone
             if not held:
                 self.lost = True
                 return

@@ -37,6 +37,10 @@ class CommandError(RateLimitError, redis.exceptions.ResponseError):
         """The server's message, prefix included."""
         return str(self.args[0])
 
+    def __repr__(self) -> str:
+        """The class and the server's message (redis-py's errors say only ``server:Class``)."""
+        return f"{type(self).__name__}({self.message!r})"
+
 
 class WrongTypeError(CommandError):
     """The key holds another type, or another limiter's state (``WRONGTYPE``)."""

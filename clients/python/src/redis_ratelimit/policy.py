@@ -47,12 +47,17 @@ def duration_ms(d: Duration) -> int:
     Raises ``ValueError`` for words the module would refuse.
     """
     word = duration_word(d).strip().lower()
+    ms = None
     for unit in ("ms", "s", "m", "h", "d"):
         if word.endswith(unit) and word[: -len(unit)].isdigit():
-            return int(word[: -len(unit)]) * _UNIT_MS[unit]
-    if word.isdigit():
-        return int(word) * 1000
-    raise ValueError(f"not a duration: {word!r}")
+            ms = int(word[: -len(unit)]) * _UNIT_MS[unit]
+            break
+    else:
+        if word.isdigit():
+            ms = int(word) * 1000
+    if not ms:
+        raise ValueError(f"a duration is a positive integer with an optional unit: {word!r}")
+    return ms
 
 
 @dataclass(frozen=True, slots=True)
