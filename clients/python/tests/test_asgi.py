@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -32,6 +33,8 @@ async def hello(_: object) -> PlainTextResponse:
 
 
 def starlette_app(limiter: AsyncRateLimiter, **options: Any) -> Starlette:
+    # A timeout no loaded machine reaches, unless a test is about timeouts.
+    options.setdefault("timeout", 10.0)
     middleware = Middleware(
         RateLimitMiddleware, limiter=limiter, limits=LIMITS, key=header_key("x-api-key"), **options
     )
@@ -107,9 +110,9 @@ async def test_a_command_error_is_not_failed_open(arl: AsyncRateLimiter) -> None
 @pytest.mark.parametrize("fail_open", [True, False])
 async def test_redis_unavailable(fail_open: bool) -> None:
     server = Server()
-    client = server.aclient(socket_timeout=1)
+    client = server.aclient(socket_timeout=10)
     try:
-        app = starlette_app(AsyncRateLimiter(client), fail_open=fail_open, timeout=0.5)
+        app = starlette_app(AsyncRateLimiter(client), fail_open=fail_open)
         transport = httpx.ASGITransport(app=app)
         async with httpx.AsyncClient(transport=transport, base_url="http://t") as http:
             alice = {"x-api-key": "alice"}
@@ -167,3 +170,46 @@ async def test_litestar(arl: AsyncRateLimiter) -> None:
     assert [r.status_code for r in responses] == [200, 200, 429]
     assert responses[0].headers["ratelimit"] == '"per-key";r=1;t=30'
     assert responses[2].headers["retry-after"] == "30"
+
+
+@pytest.mark.parametrize("fail_open", [True, False])
+async def test_a_server_that_does_not_answer_in_time(
+    arl: AsyncRateLimiter, fail_open: bool
+) -> None:
+    """Writes paused on the server: the decision waits past the timeout."""
+    app = starlette_app(arl, fail_open=fail_open, timeout=0.2)
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://t") as http:
+        await arl.client.execute_command("CLIENT", "PAUSE", 60_000, "WRITE")
+        try:
+            slow = await http.get("/hello", headers={"x-api-key": "alice"})
+        finally:
+            await arl.client.execute_command("CLIENT", "UNPAUSE")
+        assert slow.status_code == (200 if fail_open else 503)
+        assert "ratelimit" not in slow.headers
+
+
+async def test_a_request_that_gives_up_while_queued_is_not_charged(arl: AsyncRateLimiter) -> None:
+    app = starlette_app(arl, wait="1h")
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://t") as http:
+        alice = {"x-api-key": "alice"}
+        for _ in range(2):
+            assert (await http.get("/hello", headers=alice)).status_code == 200
+        queued = asyncio.create_task(http.get("/hello", headers=alice))
+        await _until_waiting(arl, 1)
+        queued.cancel()  # the client went away: its RL.ALL connection closes
+        with pytest.raises(asyncio.CancelledError):
+            await queued
+        await _until_waiting(arl, 0)
+        await arl.advance_clock(30_000_000)
+        first = await http.get("/hello", headers=alice)  # the slot the leaver did not take
+        assert first.status_code == 200
+        assert first.headers["ratelimit"].startswith('"per-key";r=0;')
+
+
+async def _until_waiting(arl: AsyncRateLimiter, n: int) -> None:
+    deadline = time.monotonic() + 10
+    while (await arl.client.execute_command("INFO", "ratelimit"))["ratelimit_waiting"] != n:
+        assert time.monotonic() < deadline, f"never {n} waiting"
+        await asyncio.sleep(0.002)
