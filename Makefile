@@ -42,8 +42,8 @@ PYTHON  ?= python3
 PYVENV  := clients/python/.venv
 
 ## The Python client (clients/python): ruff, mypy --strict and pytest against
-## real redis-server processes loaded with the debug module, in a venv of its
-## own with the versions pinned in clients/python/pyproject.toml.
+## real redis-server processes loaded with the debug module, then its wheel,
+## in a venv of its own with the versions pinned in clients/python/pyproject.toml.
 test-python: deps
 	cargo build -p redis-ratelimit --lib
 	@$(PYTHON) -c 'import ensurepip, venv' 2>/dev/null || { $(SUDO) apt-get update -qq && \
@@ -51,7 +51,8 @@ test-python: deps
 	@[ -x $(PYVENV)/bin/python ] || $(PYTHON) -m venv $(PYVENV)
 	$(PYVENV)/bin/pip install -q --disable-pip-version-check -e 'clients/python[test]'
 	cd clients/python && .venv/bin/ruff format --check . && .venv/bin/ruff check . && \
-		.venv/bin/mypy && .venv/bin/pytest -q
+		.venv/bin/mypy && .venv/bin/pytest -q && \
+		.venv/bin/python -m build --wheel --outdir dist . >/dev/null && ls dist/*.whl
 
 ## The same suite against Valkey 8 (from Debian's bookworm-backports suite,
 ## enabled from the machine's own Debian source if it is missing).
