@@ -144,3 +144,14 @@ def test_the_server_stopped_and_restarted() -> None:
         assert rl.gcra("k", 2, "1m").remaining == 1  # a new server: state was not saved
     finally:
         server.remove()
+
+
+async def test_fair_waiting_options(arl: AsyncRateLimiter) -> None:
+    assert (await arl.gcra("fair", 1, "1s")).allowed
+    waiting = asyncio.create_task(arl.gcra("fair", 1, "1s", wait="1h", flow="tenant", weight=3))
+    deadline = time.monotonic() + 10
+    while not (await arl.client.execute_command("INFO", "ratelimit"))["ratelimit_waiting"]:
+        assert time.monotonic() < deadline, "the FLOW request never waited"
+        await asyncio.sleep(0.002)
+    await arl.advance_clock(1_000_000)
+    assert (await waiting).allowed

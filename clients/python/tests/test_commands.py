@@ -170,6 +170,8 @@ def test_errors_keep_the_servers_message(rl: RateLimiter) -> None:
         rl.gcra("k", 1, "1s", cost=1, force=True, partial=True)
     with pytest.raises(CommandError, match=r"^ERR syntax error: FLOW needs WAIT timeout$"):
         rl.gcra("k", 1, "1s", flow="tenant")
+    with pytest.raises(CommandError, match=r"^ERR syntax error: WEIGHT needs FLOW name$"):
+        rl.gcra("k", 1, "1s", wait="1s", weight=2)
 
 
 def test_decisions_are_the_same_from_resp2_and_resp3(fresh: Server) -> None:

@@ -37,16 +37,11 @@ def add_options(args: list[Any], options: Options) -> bool:
         args.append("DRYRUN")
     if "wait" in options:
         args += ("WAIT", duration_word(options["wait"]))
-        if "flow" in options:
-            args += ("FLOW", options["flow"])
-            if "weight" in options:
-                args += ("WEIGHT", options["weight"])
-    elif "flow" in options or "weight" in options:
-        # The server names what is missing.
-        if "flow" in options:
-            args += ("FLOW", options["flow"])
-        if "weight" in options:
-            args += ("WEIGHT", options["weight"])
+    # FLOW and WEIGHT go as given: the server names what is missing.
+    if "flow" in options:
+        args += ("FLOW", options["flow"])
+    if "weight" in options:
+        args += ("WEIGHT", options["weight"])
     if options.get("force"):
         args.append("FORCE")
     partial = bool(options.get("partial"))
