@@ -9,7 +9,7 @@ PREFIX  ?= /usr/local
 MODULEDIR ?= $(PREFIX)/lib/redis/modules
 SUDO    := $(shell [ "$$(id -u)" -eq 0 ] || echo sudo)
 
-.PHONY: run test test-valkey build install dist test-dist deps deps-valkey lint unit bench bench-wait bench-stall demo fuzz clean
+.PHONY: run test test-python test-valkey build install dist test-dist deps deps-valkey lint unit bench bench-wait bench-stall demo fuzz clean
 
 ## Install what a fresh Debian machine lacks (redis-server, libclang for bindgen).
 deps:
@@ -49,6 +49,23 @@ run: build
 test: deps lint
 	cargo test --workspace
 	$(MAKE) test-dist
+	$(MAKE) test-python
+
+PYTHON  ?= python3
+PYVENV  := clients/python/.venv
+
+## The Python client (clients/python): ruff, mypy --strict and pytest against
+## real redis-server processes loaded with the debug module, then its wheel,
+## in a venv of its own with the versions pinned in clients/python/pyproject.toml.
+test-python: deps
+	cargo build -p redis-ratelimit --lib
+	@$(PYTHON) -c 'import ensurepip, venv' 2>/dev/null || { $(SUDO) apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq python3-venv; }
+	@[ -x $(PYVENV)/bin/python ] || $(PYTHON) -m venv $(PYVENV)
+	$(PYVENV)/bin/pip install -q --disable-pip-version-check -e 'clients/python[test]'
+	cd clients/python && .venv/bin/ruff format --check . && .venv/bin/ruff check . && \
+		.venv/bin/mypy && .venv/bin/pytest -q && \
+		.venv/bin/python -m build --wheel --outdir dist . >/dev/null && ls dist/*.whl
 
 ## The same suite against Valkey 8 (from Debian's bookworm-backports suite,
 ## enabled from the machine's own Debian source if it is missing).

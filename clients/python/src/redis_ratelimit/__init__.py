@@ -1,0 +1,30 @@
+"""Typed Python calls for the redis-ratelimit Redis module.
+
+``RateLimiter`` (blocking) and ``AsyncRateLimiter`` (asyncio) wrap a
+redis-py client; every decision comes back as a :class:`Decision`, the same
+from RESP2 and RESP3. The ASGI middleware is in :mod:`redis_ratelimit.asgi`;
+the ``limits`` storage (``redis+ratelimit://``) in
+:mod:`redis_ratelimit.limits_storage`.
+"""
+
+from .aio import AsyncLease, AsyncRateLimiter
+from .client import Lease, RateLimiter
+from .decision import Decision
+from .errors import CommandError, LimitExceeded, RateLimitError, WrongTypeError
+from .policy import Duration, Node, Policy, Quota
+
+__all__ = [
+    "AsyncLease",
+    "AsyncRateLimiter",
+    "CommandError",
+    "Decision",
+    "Duration",
+    "Lease",
+    "LimitExceeded",
+    "Node",
+    "Policy",
+    "Quota",
+    "RateLimitError",
+    "RateLimiter",
+    "WrongTypeError",
+]

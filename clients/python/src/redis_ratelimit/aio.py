@@ -1,0 +1,310 @@
+"""Typed calls over redis-py's asyncio client (``redis.asyncio.Redis`` or ``RedisCluster``)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Sequence
+from types import TracebackType
+from typing import Any, Literal, Protocol, Unpack
+
+import redis.exceptions
+
+from . import _commands
+from ._commands import Options
+from .client import renew_interval
+from .decision import Decision, parse_all, parse_decision, parse_throttle
+from .errors import CommandError, LimitExceeded, server_error
+from .policy import Duration, Node, Policy, duration_ms, duration_word
+
+
+class AsyncClient(Protocol):
+    """What the limiter needs of a client: ``redis.asyncio.Redis``, ``...cluster.RedisCluster``."""
+
+    async def execute_command(self, *args: Any, **options: Any) -> Any:
+        """Sends one command and returns its reply."""
+
+
+class AsyncRateLimiter:
+    """The module's commands as typed calls on an asyncio redis-py client.
+
+    Works with RESP2 and RESP3 connections alike (``protocol=2`` or ``3``)
+    and with ``decode_responses`` on or off; in a cluster, the keys of one
+    ``RL.ALL`` or ``RL.SHARE`` must share a hash slot (``{tag}``). A server
+    error is raised as :class:`~redis_ratelimit.CommandError` with the
+    server's message; connection errors and timeouts are redis-py's own.
+    """
+
+    def __init__(self, client: AsyncClient) -> None:
+        """A limiter sending its commands through ``client``."""
+        self.client = client
+
+    async def _run(self, args: Sequence[Any]) -> Any:
+        try:
+            return await self.client.execute_command(*args)
+        except redis.exceptions.ResponseError as e:
+            raise server_error(e) from None
+
+    async def decide(
+        self, key: str | bytes, policy: Policy, **options: Unpack[Options]
+    ) -> Decision:
+        """Decides one request on ``key`` under ``policy`` with its single-key command."""
+        args, partial = _commands.decide(key, policy, options)
+        return parse_decision(await self._run(args), policy, partial)
+
+    async def gcra(
+        self,
+        key: str | bytes,
+        limit: int,
+        period: Duration,
+        *,
+        burst: int | None = None,
+        **options: Unpack[Options],
+    ) -> Decision:
+        """``RL.GCRA``: a sustained ``limit`` per ``period``, bursts of ``burst``."""
+        return await self.decide(key, Policy.gcra(limit, period, burst=burst), **options)
+
+    async def bucket(
+        self,
+        key: str | bytes,
+        capacity: int,
+        refill: int,
+        period: Duration,
+        **options: Unpack[Options],
+    ) -> Decision:
+        """``RL.BUCKET``: ``capacity`` tokens, ``refill`` more per ``period``."""
+        return await self.decide(key, Policy.bucket(capacity, refill, period), **options)
+
+    async def sliding(
+        self,
+        key: str | bytes,
+        limit: int,
+        window: Duration,
+        *,
+        mode: Literal["exact", "approx"] = "exact",
+        buckets: int | None = None,
+        **options: Unpack[Options],
+    ) -> Decision:
+        """``RL.SLIDING``: at most ``limit`` in any ``window`` (``mode`` exact or approx)."""
+        policy = Policy.sliding(limit, window, mode=mode, buckets=buckets)
+        return await self.decide(key, policy, **options)
+
+    async def fixed(
+        self,
+        key: str | bytes,
+        limit: int,
+        window: Duration,
+        *,
+        aligned: bool = False,
+        **options: Unpack[Options],
+    ) -> Decision:
+        """``RL.FIXED``: ``limit`` per window, from the first request or ``aligned``."""
+        return await self.decide(key, Policy.fixed(limit, window, aligned=aligned), **options)
+
+    async def sketch(
+        self,
+        key: str | bytes,
+        item: str | bytes,
+        limit: int,
+        window: Duration,
+        *,
+        width: int | None = None,
+        depth: int | None = None,
+        cost: int | None = None,
+        dryrun: bool = False,
+    ) -> Decision:
+        """``RL.SKETCH``: ``limit`` per ``window`` for each ``item``, in one sketch at ``key``."""
+        args = _commands.sketch(key, item, limit, window, width, depth, cost, dryrun)
+        return parse_decision(await self._run(args), None, False)
+
+    async def all(
+        self,
+        limits: Sequence[tuple[str | bytes, Policy]],
+        *,
+        costs: Sequence[int] | None = None,
+        refund_costs: Sequence[int] | None = None,
+        **options: Unpack[Options],
+    ) -> Decision:
+        """``RL.ALL``: every ``(key, policy)`` admits, all charged, or none changes."""
+        args, partial = _commands.all_limits(limits, costs, refund_costs, options)
+        return parse_all(await self._run(args), [p for _, p in limits], partial)
+
+    async def share(
+        self, path: Sequence[tuple[str | bytes, Node]], **options: Unpack[Options]
+    ) -> Decision:
+        """``RL.SHARE``: limits along a path, leaf first, lending unused capacity."""
+        args = _commands.share("RL.SHARE", path, options)
+        return parse_all(await self._run(args), [None] * len(path), False)
+
+    async def share_peek(self, path: Sequence[tuple[str | bytes, Node]]) -> Decision:
+        """``RL.SHARE.PEEK``: what one unit at the leaf would get now, changing nothing."""
+        args = _commands.share("RL.SHARE.PEEK", path, None)
+        return parse_all(await self._run(args), [None] * len(path), False)
+
+    async def check(
+        self, key: str | bytes, name: str, *fallbacks: str, **options: Unpack[Options]
+    ) -> Decision:
+        """``RL.CHECK``: decides under the first defined of the named policies."""
+        return await self.decide(key, Policy.named(name, *fallbacks), **options)
+
+    async def peek(self, key: str | bytes, policy: Policy) -> Decision:
+        """``RL.PEEK``: a look at a limiter that changes nothing."""
+        return parse_decision(await self._run(("RL.PEEK", key, *policy.words)), policy, False)
+
+    async def acquire(
+        self, key: str | bytes, limit: int, ttl: Duration, **options: Unpack[Options]
+    ) -> Decision:
+        """``RL.ACQUIRE``: a lease of ``cost`` units of ``limit``, ending after ``ttl``."""
+        return await self.decide(key, Policy.concurrency(limit, ttl), **options)
+
+    async def release(self, key: str | bytes, lease: str) -> bool:
+        """``RL.RELEASE``: true if the lease was held (not expired, not released)."""
+        return bool(await self._run(("RL.RELEASE", key, lease)))
+
+    async def renew(self, key: str | bytes, lease: str, ttl: Duration) -> bool:
+        """``RL.RENEW``: the lease now ends ``ttl`` from now; false if it had ended."""
+        return bool(await self._run(("RL.RENEW", key, lease, duration_word(ttl))))
+
+    async def throttle(
+        self, key: str | bytes, max_burst: int, count: int, period: int, quantity: int = 1
+    ) -> Decision:
+        """``CL.THROTTLE`` (redis-cell): ``count`` per ``period`` s, bursts of ``max_burst + 1``."""
+        return parse_throttle(
+            await self._run(("CL.THROTTLE", key, max_burst, count, period, quantity))
+        )
+
+    async def clock(self) -> int:
+        """``RL.CLOCK``: the limiter's time, microseconds since the epoch."""
+        return int(await self._run(("RL.CLOCK",)))
+
+    async def set_clock(self, us: int) -> int:
+        """``RL.CLOCK SET``: sets a manual clock (module loaded with ``clock manual``)."""
+        return int(await self._run(("RL.CLOCK", "SET", us)))
+
+    async def advance_clock(self, by: Duration | int) -> int:
+        """``RL.CLOCK ADVANCE``: moves a manual clock by ``by`` (an int is microseconds)."""
+        us = by if isinstance(by, int) else duration_ms(by) * 1000
+        return int(await self._run(("RL.CLOCK", "ADVANCE", us)))
+
+    def lease(
+        self,
+        key: str | bytes,
+        limit: int,
+        ttl: Duration,
+        *,
+        renew_every: Duration | None = None,
+        **options: Unpack[Options],
+    ) -> AsyncLease:
+        """A concurrency lease as a context manager: held in the body, released on exit.
+
+        While the body runs a task renews it every ``renew_every`` (a
+        third of ``ttl`` by default). Entering raises
+        :class:`~redis_ratelimit.LimitExceeded` when it is denied (with
+        ``wait=``, after waiting up to that long on the server).
+        """
+        return AsyncLease(self, key, limit, ttl, renew_every, options)
+
+
+# Tasks that finish a lease whose holder was cancelled (a release), kept
+# referenced until done.
+_background: set[asyncio.Task[Any]] = set()
+
+
+def _in_background(task: asyncio.Task[Any]) -> asyncio.Task[Any]:
+    _background.add(task)
+    task.add_done_callback(_background.discard)
+    return task
+
+
+class AsyncLease:
+    """A held concurrency lease (see :meth:`AsyncRateLimiter.lease`).
+
+    Cancellation-safe: a task cancelled while acquiring lets the acquire
+    finish in the background and releases what it got; one cancelled in the
+    body (or while releasing) still releases, shielded from the
+    cancellation, which then goes on.
+    """
+
+    def __init__(
+        self,
+        limiter: AsyncRateLimiter,
+        key: str | bytes,
+        limit: int,
+        ttl: Duration,
+        renew_every: Duration | None,
+        options: Options,
+    ) -> None:
+        """A lease to take on entry; use :meth:`AsyncRateLimiter.lease`."""
+        self.limiter = limiter
+        self.key = key
+        self.ttl = ttl
+        self.policy = Policy.concurrency(limit, ttl)
+        self.options = options
+        self.interval = renew_interval(ttl, renew_every)
+        self.decision: Decision | None = None
+        self.renewals = 0
+        """How many renewals the server accepted."""
+        self.lost = False
+        """True once a renewal found the lease ended (its TTL passed first)."""
+        self._renewer: asyncio.Task[None] | None = None
+
+    @property
+    def id(self) -> str:
+        """The lease's id, as RL.ACQUIRE returned it."""
+        if self.decision is None or self.decision.lease is None:
+            raise RuntimeError("the lease is not held")
+        return self.decision.lease
+
+    async def __aenter__(self) -> AsyncLease:
+        """Acquires the lease and starts renewing it."""
+        acquiring = asyncio.ensure_future(
+            self.limiter.decide(self.key, self.policy, **self.options)
+        )
+        try:
+            decision = await asyncio.shield(acquiring)
+        except asyncio.CancelledError:
+            acquiring.add_done_callback(self._release_orphan)
+            raise
+        if not decision.allowed or decision.lease is None:
+            raise LimitExceeded(decision)
+        self.decision = decision
+        self._renewer = asyncio.create_task(self._renew())
+        return self
+
+    def _release_orphan(self, acquiring: asyncio.Future[Decision]) -> None:
+        """Releases what an acquire whose caller was cancelled got."""
+        if acquiring.cancelled() or acquiring.exception() is not None:
+            return
+        lease = acquiring.result().lease
+        if lease is not None:
+            _in_background(asyncio.ensure_future(self._release(lease)))
+
+    async def _renew(self) -> None:
+        while True:
+            await asyncio.sleep(self.interval)
+            try:
+                held = await self.limiter.renew(self.key, self.id, self.ttl)
+            except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError):
+                continue  # the server may come back before the TTL passes
+            except CommandError:
+                held = False  # e.g. the key was replaced: the lease is gone
+            if not held:
+                self.lost = True
+                return
+            self.renewals += 1
+
+    async def _release(self, lease: str) -> None:
+        with contextlib.suppress(redis.exceptions.ConnectionError, redis.exceptions.TimeoutError):
+            await self.limiter.release(self.key, lease)
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        """Stops renewing and releases the lease, even when cancelled."""
+        if self._renewer is not None:
+            self._renewer.cancel()  # a renewal in flight after the release finds nothing
+        releasing = _in_background(asyncio.ensure_future(self._release(self.id)))
+        await asyncio.shield(releasing)

@@ -1,0 +1,186 @@
+"""ASGI middleware (Starlette, FastAPI, Litestar): several limits in one RL.ALL per request.
+
+Each request is keyed (by a header, the client's address, the path, or a
+function of the scope), decided under every limit at once, all or nothing,
+and answered as the README's client contract says: ``RateLimit-Policy`` and
+``RateLimit`` on every response, and on a denial ``429`` with
+``Retry-After`` and an ``application/problem+json`` body naming the limits
+that denied.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import json
+from collections.abc import Awaitable, Callable, MutableMapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import redis.exceptions
+
+from .aio import AsyncRateLimiter
+from .policy import Duration, Policy, duration_ms
+
+Scope = MutableMapping[str, Any]
+"""An ASGI connection scope."""
+Message = MutableMapping[str, Any]
+"""An ASGI event."""
+Receive = Callable[[], Awaitable[Message]]
+"""The ASGI receive channel."""
+Send = Callable[[Message], Awaitable[None]]
+"""The ASGI send channel."""
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+"""An ASGI application."""
+KeyFunc = Callable[[Scope], "str | Awaitable[str | None] | None"]
+"""What a request is limited by; ``None`` lets the request through unlimited."""
+
+UNAVAILABLE = json.dumps(
+    {"type": "about:blank", "title": "Service Unavailable", "status": 503},
+    separators=(",", ":"),
+).encode()
+
+
+def header_key(name: str) -> KeyFunc:
+    """Limits by a request header (``x-api-key``); requests without it are not limited."""
+    wanted = name.lower().encode("latin-1")
+
+    def key(scope: Scope) -> str | None:
+        for field, value in scope.get("headers", ()):
+            if field == wanted:
+                return bytes(value).decode("latin-1")
+        return None
+
+    return key
+
+
+def client_address(scope: Scope) -> str | None:
+    """Limits by the client's address as the server saw it (behind a proxy, use a header)."""
+    client = scope.get("client")
+    return str(client[0]) if client else None
+
+
+def path_key(scope: Scope) -> str:
+    """Limits by the request's path: one limit per endpoint, for everyone."""
+    return str(scope.get("path", ""))
+
+
+@dataclass(frozen=True, slots=True)
+class HttpLimit:
+    """One limit of the middleware: its header name, its policy and where its keys live.
+
+    A per-client limit is keyed ``prefix + key`` (the key function's value); a
+    ``shared`` one is the single key ``prefix``, counted for everyone. In a
+    cluster all of a request's keys share a slot: use a hash tag.
+    """
+
+    name: str
+    """The name in ``RateLimit``, ``RateLimit-Policy`` and the problem body."""
+    policy: Policy
+    """What is allowed."""
+    prefix: str = "rl:"
+    """The key prefix (per client), or the key (``shared``)."""
+    shared: bool = False
+    """One key for every client."""
+
+    def key_for(self, client: str) -> str:
+        """The Redis key of this limit for ``client``."""
+        return self.prefix if self.shared else self.prefix + client
+
+
+class RateLimitMiddleware:
+    """Pure ASGI middleware deciding every HTTP request under ``limits`` in one ``RL.ALL``.
+
+    - ``key``: what a request is limited by (default: the client address);
+      ``None`` lets a request through unlimited.
+    - ``wait``: queue a request on the server (``WAIT``) up to this long
+      before answering 429.
+    - ``timeout``: the longest the middleware waits for Redis (added to
+      ``wait``), in seconds.
+    - ``fail_open``: when Redis is unavailable (a connection error or the
+      timeout), let requests through (the default) or answer ``503``. A
+      command error (a key of the wrong type, a bad policy) is never
+      failed open: it propagates as the application's error.
+    """
+
+    def __init__(
+        self,
+        app: ASGIApp,
+        limiter: AsyncRateLimiter,
+        limits: Sequence[HttpLimit],
+        *,
+        key: KeyFunc = client_address,
+        cost: int = 1,
+        wait: Duration | None = None,
+        timeout: float = 0.5,
+        fail_open: bool = True,
+    ) -> None:
+        """Wraps ``app``; see the class for the parameters."""
+        if not limits:
+            raise ValueError("the middleware needs at least one limit")
+        self.app = app
+        self.limiter = limiter
+        self.limits = tuple(limits)
+        self.key = key
+        self.fail_open = fail_open
+        self._policies = tuple(limit.policy.with_name(limit.name) for limit in self.limits)
+        self._names = tuple(limit.name for limit in self.limits)
+        self._options: dict[str, Any] = {}
+        if cost != 1:
+            self._options["cost"] = cost
+        self._timeout = timeout
+        if wait is not None:
+            self._options["wait"] = wait
+            self._timeout += duration_ms(wait) / 1000
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Decides an HTTP request, then answers 429 or runs the app with the header fields."""
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        client = self.key(scope)
+        if inspect.isawaitable(client):
+            client = await client
+        if client is None:
+            await self.app(scope, receive, send)
+            return
+        pairs = [
+            (limit.key_for(client), p) for limit, p in zip(self.limits, self._policies, strict=True)
+        ]
+        try:
+            decision = await asyncio.wait_for(
+                self.limiter.all(pairs, **self._options), self._timeout
+            )
+        except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, TimeoutError):
+            if self.fail_open:
+                await self.app(scope, receive, send)
+            else:
+                await _respond(send, 503, [(b"retry-after", b"1")], UNAVAILABLE)
+            return
+        fields = [
+            (name.lower().encode(), value.encode())
+            for name, value in decision.headers(self._names).items()
+        ]
+        if not decision.allowed:
+            await _respond(send, 429, fields, decision.problem_json(self._names))
+            return
+        await self.app(scope, receive, _with_fields(send, fields))
+
+
+def _with_fields(send: Send, fields: list[tuple[bytes, bytes]]) -> Send:
+    async def sending(message: Message) -> None:
+        if message["type"] == "http.response.start":
+            message["headers"] = [*message.get("headers", ()), *fields]
+        await send(message)
+
+    return sending
+
+
+async def _respond(send: Send, status: int, fields: list[tuple[bytes, bytes]], body: bytes) -> None:
+    headers = [
+        *fields,
+        (b"content-type", b"application/problem+json"),
+        (b"content-length", str(len(body)).encode()),
+    ]
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})

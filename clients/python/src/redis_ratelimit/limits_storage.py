@@ -1,0 +1,401 @@
+r"""A ``limits`` storage on the module: Flask-Limiter and slowapi by a storage URI.
+
+Importing this module registers ``redis+ratelimit://`` (also
+``rediss+ratelimit://`` and ``redis+ratelimit+unix://``) and
+``async+redis+ratelimit://`` with ``limits``::
+
+    import redis_ratelimit.limits_storage  # noqa: F401
+    limiter = Limiter(get_remote_address, app=app, storage_uri="redis+ratelimit://localhost:6379")
+
+Each hit is one module command, decided atomically on the server with the
+server's clock: the fixed window ``RL.FIXED`` (as a counter, so that a hit
+over the limit still counts, as ``limits`` expects), the moving window
+``RL.SLIDING ... EXACT`` and the sliding window counter ``RL.SLIDING ...
+APPROX``. The reads behind ``test`` and ``get_window_stats`` are
+``RL.PEEK``\\ s, which change nothing.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import redis
+import redis.asyncio
+import redis.exceptions
+from limits.aio.storage import MovingWindowSupport as AsyncMovingWindowSupport
+from limits.aio.storage import SlidingWindowCounterSupport as AsyncSlidingWindowCounterSupport
+from limits.aio.storage import Storage as AsyncStorage
+from limits.limits import TIME_TYPES
+from limits.storage import MovingWindowSupport, SlidingWindowCounterSupport, Storage
+from limits.storage.base import TimestampedSlidingWindow
+
+from .decision import Decision, parse_decision
+from .errors import server_error
+
+COUNTER = 9223372036854775807
+"""The fixed window's limit: the largest count, so that RL.FIXED counts every hit."""
+FOREVER = "36500d"
+"""A window for keys whose window cannot be read from the key (it expires at its own end)."""
+PREFIX = "LIMITS:RL"
+"""The default key prefix: not that of ``limits``' Redis storage (``LIMITS``),
+whose plain integers this storage's commands would refuse (``WRONGTYPE``)."""
+
+_SECONDS = {t.name: t.seconds for t in TIME_TYPES.values()}
+
+
+def redis_url(uri: str) -> str:
+    """The redis-py URL for a storage URI (``redis+ratelimit://h:p/0`` is ``redis://h:p/0``)."""
+    scheme, rest = uri.split("://", 1)
+    scheme = scheme.removeprefix("async+")
+    base = {
+        "redis+ratelimit": "redis",
+        "rediss+ratelimit": "rediss",
+        "redis+ratelimit+unix": "unix",
+    }.get(scheme)
+    if base is None:
+        raise ValueError(f"not a redis+ratelimit storage URI: {uri}")
+    return f"{base}://{rest}"
+
+
+def window_of(key: str) -> str:
+    """The window of a ``limits`` key (``.../10/2/minute`` is 120 s), else :data:`FOREVER`."""
+    parts = key.rsplit("/", 2)
+    if len(parts) == 3 and parts[1].isdigit() and parts[2] in _SECONDS:
+        return f"{int(parts[1]) * _SECONDS[parts[2]]}s"
+    return FOREVER
+
+
+def seconds(expiry: float) -> str:
+    """An expiry in seconds as the module's word (whole seconds, else milliseconds)."""
+    if float(expiry).is_integer():
+        return f"{int(expiry)}s"
+    return f"{round(expiry * 1000)}ms"
+
+
+class _Commands:
+    """The storage's commands and how their replies read, for both storages."""
+
+    key_prefix: str
+
+    def prefixed(self, key: str) -> str:
+        return f"{self.key_prefix}:{key}"
+
+    def incr_args(self, key: str, expiry: float, amount: int) -> tuple[Any, ...]:
+        return ("RL.FIXED", self.prefixed(key), COUNTER, seconds(expiry), "COST", amount)
+
+    def get_args(self, key: str) -> tuple[Any, ...]:
+        return ("RL.PEEK", self.prefixed(key), "FIXED", COUNTER, window_of(key))
+
+    def moving_args(self, key: str, limit: int, expiry: float) -> tuple[Any, ...]:
+        return ("RL.PEEK", self.prefixed(key), "SLIDING", limit, seconds(expiry), "EXACT")
+
+    def acquire_args(self, key: str, limit: int, expiry: float, amount: int) -> tuple[Any, ...]:
+        return (
+            "RL.SLIDING",
+            self.prefixed(key),
+            limit,
+            seconds(expiry),
+            "EXACT",
+            "COST",
+            amount,
+        )
+
+    def sliding_args(self, key: str, limit: int, expiry: float) -> tuple[Any, ...]:
+        return ("RL.PEEK", self.prefixed(key), "SLIDING", limit, seconds(expiry), "APPROX")
+
+    def acquire_sliding_args(
+        self, key: str, limit: int, expiry: float, amount: int
+    ) -> tuple[Any, ...]:
+        return (
+            "RL.SLIDING",
+            self.prefixed(key),
+            limit,
+            seconds(expiry),
+            "APPROX",
+            "COST",
+            amount,
+        )
+
+
+def _decision(reply: Any) -> Decision:
+    return parse_decision(reply, None, False)
+
+
+Window = tuple[int, float, int, float]
+"""``get_sliding_window``'s reply: previous count and TTL, current count and TTL."""
+
+
+def sliding_window(reply: Any, expiry: float) -> Window | tuple[int, float]:
+    """``get_sliding_window``'s tuple from an ``RL.PEEK ... APPROX`` at the largest limit.
+
+    The module weighs the previous window itself, so one look gives the
+    weighted count (rounded up) and, in ``reset_after``, where the aligned
+    window stands: a key with a count in the current window is full again
+    at the end of the next one (more than a window away), a key with only a
+    previous count at the end of this one. The second reads as a previous
+    window of the count that weighs as much now, so that ``limits``
+    computes its reset from it as for its own aligned storages. The first
+    reads as the current window, and needs a second look (the count and
+    when the window ends are returned for :func:`sliding_reset`).
+    """
+    d = _decision(reply)
+    count = COUNTER - d.remaining
+    if count <= 0:
+        return 0, 0.0, 0, 0.0
+    reset = d.reset_after.total_seconds()
+    if reset > expiry:
+        return count, reset
+    previous = int(count * expiry // reset) if reset > 0 else count
+    return previous, reset, 0, 0.0
+
+
+def sliding_reset(count: int, reset: float, reply: Any, expiry: float) -> Window:
+    """The current window's reading, given when one unit frees (RL.PEEK at ``count``).
+
+    ``limits`` resets at the earlier of the previous window's next unit and
+    the end of the current window: a unit freed before the window ends is
+    the reset, else the window's end (``reset`` modulo the window).
+    """
+    frees = _seconds(_decision(reply))
+    return 0, 0.0, count, frees if frees < reset - expiry else reset
+
+
+def _seconds(d: Decision) -> float:
+    wait = d.retry_after if d.retry_after is not None else d.reset_after
+    return wait.total_seconds()
+
+
+class RateLimitStorage(
+    _Commands, Storage, MovingWindowSupport, SlidingWindowCounterSupport, TimestampedSlidingWindow
+):
+    """The ``limits`` storage for ``redis+ratelimit://`` URIs (blocking redis-py).
+
+    ``uri`` is a Redis URL with ``+ratelimit`` after its scheme; ``options``
+    go to :func:`redis.from_url` (``protocol=2``, ``socket_timeout=``, ...).
+    ``client`` uses a client of your own instead.
+    """
+
+    STORAGE_SCHEME = [  # noqa: RUF012 - limits declares it a plain list
+        "redis+ratelimit",
+        "rediss+ratelimit",
+        "redis+ratelimit+unix",
+    ]
+    """The URI schemes this storage is registered under."""
+
+    def __init__(
+        self,
+        uri: str = "redis+ratelimit://localhost:6379",
+        *,
+        key_prefix: str = PREFIX,
+        wrap_exceptions: bool = False,
+        client: redis.Redis | None = None,
+        **options: Any,
+    ) -> None:
+        """A storage on the server at ``uri``, its keys under ``key_prefix``."""
+        super().__init__(uri, wrap_exceptions=wrap_exceptions)
+        self.key_prefix = key_prefix
+        self.storage = client if client is not None else redis.from_url(redis_url(uri), **options)
+
+    @property
+    def base_exceptions(self) -> type[Exception] | tuple[type[Exception], ...]:
+        """redis-py's errors, which ``wrap_exceptions`` turns into ``StorageError``."""
+        return redis.exceptions.RedisError
+
+    def _run(self, args: tuple[Any, ...]) -> Any:
+        try:
+            return self.storage.execute_command(*args)  # type: ignore[no-untyped-call]
+        except redis.exceptions.ResponseError as e:
+            raise server_error(e) from None
+
+    def incr(self, key: str, expiry: int, amount: int = 1) -> int:
+        """Counts ``amount`` in the key's fixed window of ``expiry`` seconds: one RL.FIXED."""
+        return COUNTER - _decision(self._run(self.incr_args(key, expiry, amount))).remaining
+
+    def get(self, key: str) -> int:
+        """The count in the key's current fixed window (RL.PEEK)."""
+        return COUNTER - _decision(self._run(self.get_args(key))).remaining
+
+    def get_expiry(self, key: str) -> float:
+        """When the key's fixed window ends, as a UNIX time."""
+        window = window_of(key)
+        if window == FOREVER:
+            ttl = int(self._run(("PTTL", self.prefixed(key))))
+            return time.time() + max(ttl, 0) / 1000
+        d = _decision(self._run(("RL.PEEK", self.prefixed(key), "FIXED", COUNTER, window)))
+        return time.time() + d.reset_after.total_seconds()
+
+    def check(self) -> bool:
+        """Whether the server answers."""
+        try:
+            return bool(self.storage.ping())
+        except redis.exceptions.RedisError:
+            return False
+
+    def reset(self) -> int | None:
+        """Deletes every key under the prefix (SCAN and UNLINK, 1,000 at a time)."""
+        deleted = 0
+        batch: list[Any] = []
+        for key in self.storage.scan_iter(match=self.prefixed("*"), count=1000):
+            batch.append(key)
+            if len(batch) == 1000:
+                deleted += int(self.storage.unlink(*batch))
+                batch.clear()
+        if batch:
+            deleted += int(self.storage.unlink(*batch))
+        return deleted
+
+    def clear(self, key: str) -> None:
+        """Resets one limit (DEL)."""
+        self.storage.delete(self.prefixed(key))
+
+    def acquire_entry(self, key: str, limit: int, expiry: int, amount: int = 1) -> bool:
+        """A moving-window hit: one RL.SLIDING ... EXACT."""
+        return _decision(self._run(self.acquire_args(key, limit, expiry, amount))).allowed
+
+    def get_moving_window(self, key: str, limit: int, expiry: int) -> tuple[float, int]:
+        """The moving window's start (its oldest entry's time) and its entries."""
+        now = time.time()
+        count = limit - _decision(self._run(self.moving_args(key, limit, expiry))).remaining
+        if count <= 0:
+            return now, 0
+        oldest = _decision(self._run(self.moving_args(key, count, expiry)))
+        return now + _seconds(oldest) - expiry, count
+
+    def acquire_sliding_window_entry(
+        self, key: str, limit: int, expiry: int, amount: int = 1
+    ) -> bool:
+        """A sliding-window-counter hit: one RL.SLIDING ... APPROX."""
+        args = self.acquire_sliding_args(key, limit, expiry, amount)
+        return _decision(self._run(args)).allowed
+
+    def get_sliding_window(self, key: str, expiry: int) -> tuple[int, float, int, float]:
+        """The window as ``limits`` reads it, from one or two RL.PEEKs (:func:`sliding_window`)."""
+        window = sliding_window(self._run(self.sliding_args(key, COUNTER, expiry)), expiry)
+        if len(window) == 4:
+            return window
+        count, reset = window
+        return sliding_reset(count, reset, self._run(self.sliding_args(key, count, expiry)), expiry)
+
+    def clear_sliding_window(self, key: str, expiry: int) -> None:
+        """Resets one sliding-window-counter limit (DEL)."""
+        self.clear(key)
+
+
+class AsyncRateLimitStorage(
+    _Commands,
+    AsyncStorage,
+    AsyncMovingWindowSupport,
+    AsyncSlidingWindowCounterSupport,
+    TimestampedSlidingWindow,
+):
+    """The ``limits`` storage for ``async+redis+ratelimit://`` URIs (redis-py asyncio)."""
+
+    STORAGE_SCHEME = [  # noqa: RUF012 - limits declares it a plain list
+        "async+redis+ratelimit",
+        "async+rediss+ratelimit",
+        "async+redis+ratelimit+unix",
+    ]
+    """The URI schemes this storage is registered under."""
+
+    def __init__(
+        self,
+        uri: str = "async+redis+ratelimit://localhost:6379",
+        *,
+        key_prefix: str = PREFIX,
+        wrap_exceptions: bool = False,
+        client: redis.asyncio.Redis | None = None,
+        **options: Any,
+    ) -> None:
+        """A storage on the server at ``uri``, its keys under ``key_prefix``."""
+        super().__init__(uri, wrap_exceptions=wrap_exceptions)
+        self.key_prefix = key_prefix
+        self.storage = (
+            client if client is not None else redis.asyncio.from_url(redis_url(uri), **options)
+        )
+
+    @property
+    def base_exceptions(self) -> type[Exception] | tuple[type[Exception], ...]:
+        """redis-py's errors, which ``wrap_exceptions`` turns into ``StorageError``."""
+        return redis.exceptions.RedisError
+
+    async def _run(self, args: tuple[Any, ...]) -> Any:
+        try:
+            return await self.storage.execute_command(*args)  # type: ignore[no-untyped-call]
+        except redis.exceptions.ResponseError as e:
+            raise server_error(e) from None
+
+    async def incr(self, key: str, expiry: int, amount: int = 1) -> int:
+        """Counts ``amount`` in the key's fixed window of ``expiry`` seconds: one RL.FIXED."""
+        return COUNTER - _decision(await self._run(self.incr_args(key, expiry, amount))).remaining
+
+    async def get(self, key: str) -> int:
+        """The count in the key's current fixed window (RL.PEEK)."""
+        return COUNTER - _decision(await self._run(self.get_args(key))).remaining
+
+    async def get_expiry(self, key: str) -> float:
+        """When the key's fixed window ends, as a UNIX time."""
+        window = window_of(key)
+        if window == FOREVER:
+            ttl = int(await self._run(("PTTL", self.prefixed(key))))
+            return time.time() + max(ttl, 0) / 1000
+        args = ("RL.PEEK", self.prefixed(key), "FIXED", COUNTER, window)
+        d = _decision(await self._run(args))
+        return time.time() + d.reset_after.total_seconds()
+
+    async def check(self) -> bool:
+        """Whether the server answers."""
+        try:
+            return bool(await self.storage.ping())
+        except redis.exceptions.RedisError:
+            return False
+
+    async def reset(self) -> int | None:
+        """Deletes every key under the prefix (SCAN and UNLINK, 1,000 at a time)."""
+        deleted = 0
+        batch: list[Any] = []
+        async for key in self.storage.scan_iter(match=self.prefixed("*"), count=1000):
+            batch.append(key)
+            if len(batch) == 1000:
+                deleted += int(await self.storage.unlink(*batch))
+                batch.clear()
+        if batch:
+            deleted += int(await self.storage.unlink(*batch))
+        return deleted
+
+    async def clear(self, key: str) -> None:
+        """Resets one limit (DEL)."""
+        await self.storage.delete(self.prefixed(key))
+
+    async def acquire_entry(self, key: str, limit: int, expiry: int, amount: int = 1) -> bool:
+        """A moving-window hit: one RL.SLIDING ... EXACT."""
+        return _decision(await self._run(self.acquire_args(key, limit, expiry, amount))).allowed
+
+    async def get_moving_window(self, key: str, limit: int, expiry: int) -> tuple[float, int]:
+        """The moving window's start (its oldest entry's time) and its entries."""
+        now = time.time()
+        count = limit - _decision(await self._run(self.moving_args(key, limit, expiry))).remaining
+        if count <= 0:
+            return now, 0
+        oldest = _decision(await self._run(self.moving_args(key, count, expiry)))
+        return now + _seconds(oldest) - expiry, count
+
+    async def acquire_sliding_window_entry(
+        self, key: str, limit: int, expiry: int, amount: int = 1
+    ) -> bool:
+        """A sliding-window-counter hit: one RL.SLIDING ... APPROX."""
+        args = self.acquire_sliding_args(key, limit, expiry, amount)
+        return _decision(await self._run(args)).allowed
+
+    async def get_sliding_window(self, key: str, expiry: int) -> tuple[int, float, int, float]:
+        """The window as ``limits`` reads it, from one or two RL.PEEKs (:func:`sliding_window`)."""
+        window = sliding_window(await self._run(self.sliding_args(key, COUNTER, expiry)), expiry)
+        if len(window) == 4:
+            return window
+        count, reset = window
+        reply = await self._run(self.sliding_args(key, count, expiry))
+        return sliding_reset(count, reset, reply, expiry)
+
+    async def clear_sliding_window(self, key: str, expiry: int) -> None:
+        """Resets one sliding-window-counter limit (DEL)."""
+        await self.clear(key)
