@@ -46,5 +46,5 @@ def test_the_readme_example_limits_to_100_per_minute_with_retry_after(
     status, headers = check("alice")
     assert status == 429
     assert headers["Retry-After"] == "1"  # 600 ms, rounded up
-    assert 'q=100;w=60' in headers["RateLimit-Policy"]
+    assert "q=100;w=60" in headers["RateLimit-Policy"]
     assert check("bob")[0] == 200  # one key per API key
