@@ -125,9 +125,9 @@ impl Kind {
     /// The kind whose state `value` holds, by its tag.
     pub fn of(value: &[u8]) -> Option<Kind> {
         let tag = *value.first()?;
-        Kind::ALL.into_iter().find(|k| {
-            k.tag() == tag || k.earlier_tag() == Some(tag) || k.paced_tag() == Some(tag)
-        })
+        Kind::ALL
+            .into_iter()
+            .find(|k| k.tag() == tag || k.earlier_tag() == Some(tag) || k.paced_tag() == Some(tag))
     }
 }
 
@@ -281,7 +281,10 @@ pub fn decode_paced(value: &[u8], kind: Kind) -> Result<(Tat, Option<Pace>), Sta
     if interval_ticks == 0 || den == 0 {
         return Err(corrupt);
     }
-    let pace = Pace { interval_ticks, den };
+    let pace = Pace {
+        interval_ticks,
+        den,
+    };
     if rest.is_empty() {
         return Ok((Tat::whole(whole), Some(pace)));
     }

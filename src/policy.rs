@@ -10,6 +10,7 @@
 use crate::algorithm::concurrency::{Concurrency, LeaseId};
 use crate::algorithm::fixed_window::FixedWindow;
 use crate::algorithm::gcra::Gcra;
+use crate::algorithm::schedule::Schedule;
 use crate::algorithm::share::Node;
 use crate::algorithm::sketch::Sketch;
 use crate::algorithm::sliding_approx::SlidingApprox;
@@ -18,7 +19,6 @@ use crate::algorithm::sliding_subwindows::SlidingSubwindows;
 use crate::algorithm::token_bucket::TokenBucket;
 use crate::algorithm::{Decision, Micros};
 use crate::codec::lease;
-use crate::algorithm::schedule::Schedule;
 use crate::codec::{Kind, Patch, StateError};
 use carry::Carrying;
 use std::sync::Arc;

@@ -120,7 +120,10 @@ fn an_async_load_swaps_the_registry_in_only_when_it_succeeds() {
 #[test]
 fn a_full_sync_from_a_primary_without_policies_leaves_none() {
     let a = primary();
-    ok(&mut a.conn(), &["RL.POLICY", "SET", "a", "FIXED", "5", "1h"]);
+    ok(
+        &mut a.conn(),
+        &["RL.POLICY", "SET", "a", "FIXED", "5", "1h"],
+    );
     let b = primary();
     let replica = Server::with(
         replica_config(&a)

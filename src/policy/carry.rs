@@ -206,3 +206,78 @@ impl Limiter for Carrying<'_> {
         Ok(out)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::algorithm::fixed_window::FixedWindow;
+    use crate::algorithm::gcra::Gcra;
+    use crate::algorithm::sliding_log::SlidingLog;
+    use crate::algorithm::token_bucket::TokenBucket;
+    use crate::algorithm::Micros;
+    use crate::codec::Kind;
+    use crate::policy::{Policy, StateWrite};
+
+    const HOUR: Micros = Micros::from_secs(3_600);
+
+    /// Decides `n` requests of one unit on `state`; how many were admitted.
+    fn admit(p: &Policy, state: &mut Option<Vec<u8>>, now: Micros, n: u64) -> u64 {
+        let mut admitted = 0;
+        for _ in 0..n {
+            let out = p.decide(state.as_deref(), now, 1).unwrap();
+            if let Some(w) = &out.write {
+                w.apply_to(state);
+            }
+            admitted += u64::from(out.decision.allowed);
+        }
+        admitted
+    }
+
+    fn gcra(n: u64) -> Policy {
+        Policy::Gcra(Gcra::new(n, HOUR, n).unwrap()).named()
+    }
+
+    #[test]
+    fn a_named_schedule_writes_its_pace_and_carries_units_across_a_change() {
+        let now = Micros::from_secs(1_000);
+        let mut state = None;
+        assert_eq!(admit(&gcra(2), &mut state, now, 3), 2);
+        assert_eq!(state.as_ref().map(|v| v[0]), Some(0xAE));
+        assert_eq!(admit(&gcra(4), &mut state, now, 3), 2);
+        // To a bucket of the same pace: the four used stay used.
+        let bucket = Policy::Bucket(TokenBucket::new(6, 4, HOUR).unwrap()).named();
+        assert_eq!(admit(&bucket, &mut state, now, 3), 2);
+        assert_eq!(state.as_ref().map(|v| v[0]), Some(0xAF));
+        // A literal GCRA reads the bucket's state as another kind.
+        let literal = Policy::Gcra(Gcra::new(4, HOUR, 4).unwrap());
+        assert!(literal.decide(state.as_deref(), now, 1).is_err());
+    }
+
+    #[test]
+    fn another_algorithm_restarts_and_its_first_write_is_the_whole_value() {
+        let now = Micros::from_secs(1_000);
+        let fixed = Policy::Fixed(FixedWindow::new(3, HOUR, false)).named();
+        let mut state = None;
+        assert_eq!(admit(&fixed, &mut state, now, 3), 3);
+        // A sliding log writes patches; on a restart it writes its whole
+        // state in place of the window's.
+        let log = Policy::SlidingLog(SlidingLog::new(3, HOUR)).named();
+        let out = log.decide(state.as_deref(), now, 1).unwrap();
+        assert!(out.decision.allowed);
+        assert_eq!(out.decision.remaining, 2);
+        let Some(StateWrite::Value(v)) = &out.write else {
+            panic!("{:?}", out.write)
+        };
+        assert_eq!(Kind::of(v), Some(Kind::SlidingLog));
+        out.write.unwrap().apply_to(&mut state);
+        assert_eq!(admit(&log, &mut state, now, 3), 2);
+        // A denial, a look or a refund with nothing to give back writes
+        // nothing: the old state stays until the key's next write.
+        let mut state = None;
+        assert_eq!(admit(&fixed, &mut state, now, 1), 1);
+        let before = state.clone();
+        let g = gcra(1);
+        assert!(g.decision(state.as_deref(), now, 2).is_ok());
+        assert_eq!(g.admittable(state.as_deref(), now, 5), Ok(1));
+        assert_eq!(state, before);
+    }
+}
