@@ -52,26 +52,24 @@ impl Carrying<'_> {
         self.0.schedule()
     }
 
-    /// The stored value as the policy's algorithm reads it.
-    fn input<'v>(&self, stored: Option<&'v [u8]>, now: Micros) -> Input<'v> {
+    /// The stored value as the policy's algorithm reads it. A schedule's
+    /// state that cannot be read is corrupt, whichever of the two wrote it.
+    fn input<'v>(&self, stored: Option<&'v [u8]>, now: Micros) -> Result<Input<'v>, StateError> {
         let (Some(schedule), Some(value)) = (self.schedule(), stored) else {
-            return Input::Same(stored);
+            return Ok(Input::Same(stored));
         };
         let from = match Kind::of(value) {
             Some(k @ (Kind::Gcra | Kind::Bucket)) => k,
-            _ => return Input::Same(stored),
+            _ => return Ok(Input::Same(stored)),
         };
-        let Ok((tat, pace)) = codec::decode_paced(value, from) else {
-            // Corrupt: the algorithm reports it.
-            return Input::Same(stored);
-        };
+        let (tat, pace) = codec::decode_paced(value, from)?;
         if from == self.0.kind() && pace.is_none_or(|p| p == schedule.pace()) {
-            return Input::Same(stored);
+            return Ok(Input::Same(stored));
         }
         let tat = pace.map_or(tat, |p| schedule.carry(tat, p, now));
         let mut buf = [0; TAT_MAX_LEN];
         let n = codec::encode_tat(self.0.kind(), tat, &mut buf);
-        Input::Converted(Some(buf[..n].to_vec()))
+        Ok(Input::Converted(Some(buf[..n].to_vec())))
     }
 
     /// Runs `op` on the stored value as the policy reads it: converted, or
@@ -84,9 +82,9 @@ impl Carrying<'_> {
         op: impl Fn(Option<&[u8]>) -> Result<T, E>,
     ) -> Result<(T, Input<'_>), E>
     where
-        T: Sized,
+        E: From<StateError>,
     {
-        let input = self.input(stored, now);
+        let input = self.input(stored, now)?;
         match op(input.value()) {
             Err(e) if other_kind(&e) && matches!(input, Input::Same(Some(_))) => {
                 Ok((op(None)?, Input::Converted(None)))
