@@ -266,6 +266,57 @@ pub fn encode_paced(kind: Kind, tat: Tat, pace: Pace, buf: &mut [u8; PACED_MAX_L
     len
 }
 
+/// A pace as layout v2 writes it: `interval_ticks` and `den`, varints.
+fn pace_bytes(pace: Pace) -> ([u8; 20], usize) {
+    let mut buf = [0; 20];
+    let mut n = put_varint(&mut buf, pace.interval_ticks.max(1));
+    n += put_varint(&mut buf[n..], pace.den.max(1));
+    (buf, n)
+}
+
+/// Whether `value` is a layout-v2 state of `kind` written at `pace` (its
+/// TAT and fraction unchecked): read as it is, with no conversion.
+pub fn is_paced_at(value: &[u8], kind: Kind, pace: Pace) -> bool {
+    let (bytes, n) = pace_bytes(pace);
+    kind.paced_tag() == value.first().copied()
+        && value
+            .get(9..)
+            .is_some_and(|tail| tail.starts_with(&bytes[..n]))
+}
+
+/// A layout-v1 state of `kind` as layout v2 at `pace` (what a named
+/// schedule stores), written into `buf` without decoding the TAT; the
+/// length, or `None` when `value` is not a v1 state whose fraction is in
+/// `pace.den`ths.
+pub fn repace(
+    value: &[u8],
+    kind: Kind,
+    pace: Pace,
+    buf: &mut [u8; PACED_MAX_LEN],
+) -> Option<usize> {
+    let paced_tag = kind.paced_tag()?;
+    if value.first() != Some(&kind.tag()) {
+        return None;
+    }
+    let (whole, fraction) = (value.get(1..9)?, &value[9..]);
+    // The fraction's numerator, as its varint bytes.
+    let mut num: &[u8] = &[];
+    if !fraction.is_empty() {
+        let (_, after_num) = get_varint(fraction)?;
+        match get_varint(after_num) {
+            Some((den, [])) if den == pace.den => {}
+            _ => return None,
+        }
+        num = &fraction[..fraction.len() - after_num.len()];
+    }
+    let (bytes, n) = pace_bytes(pace);
+    buf[0] = paced_tag;
+    buf[1..9].copy_from_slice(whole);
+    buf[9..9 + n].copy_from_slice(&bytes[..n]);
+    buf[9 + n..9 + n + num.len()].copy_from_slice(num);
+    Some(9 + n + num.len())
+}
+
 /// A schedule's TAT and, in layout v2, the pace it was written at
 /// (`None`: layout v1, which does not record it).
 pub fn decode_paced(value: &[u8], kind: Kind) -> Result<(Tat, Option<Pace>), StateError> {
@@ -419,6 +470,46 @@ mod tests {
                 "{bad:?}"
             );
         }
+    }
+
+    #[test]
+    fn repacing_a_v1_state_is_encoding_it_paced() {
+        let pace = Pace {
+            interval_ticks: 1_000_000,
+            den: 3,
+        };
+        for tat in [
+            Tat::whole(Micros::new(9)),
+            Tat {
+                whole: Micros::new(7),
+                frac_num: 2,
+                frac_den: 3,
+            },
+        ] {
+            let mut v1 = [0; TAT_MAX_LEN];
+            let n = encode_tat(Kind::Bucket, tat, &mut v1);
+            let mut buf = [0; PACED_MAX_LEN];
+            let len = repace(&v1[..n], Kind::Bucket, pace, &mut buf).unwrap();
+            let value = buf[..len].to_vec();
+            let mut paced = [0; PACED_MAX_LEN];
+            let m = encode_paced(Kind::Bucket, tat, pace, &mut paced);
+            assert_eq!(value, paced[..m]);
+            assert!(is_paced_at(&value, Kind::Bucket, pace));
+            assert!(!is_paced_at(&value, Kind::Gcra, pace));
+            let other = Pace { den: 7, ..pace };
+            assert!(!is_paced_at(&value, Kind::Bucket, other));
+            // Not v1 (already paced), or a fraction in other units: no.
+            assert_eq!(repace(&value, Kind::Bucket, pace, &mut buf), None);
+        }
+        let tat = Tat {
+            whole: Micros::new(7),
+            frac_num: 1,
+            frac_den: 2,
+        };
+        let mut v1 = [0; TAT_MAX_LEN];
+        let n = encode_tat(Kind::Gcra, tat, &mut v1);
+        let mut buf = [0; PACED_MAX_LEN];
+        assert_eq!(repace(&v1[..n], Kind::Gcra, pace, &mut buf), None);
     }
 
     #[test]

@@ -58,6 +58,12 @@ impl Carrying<'_> {
         let (Some(schedule), Some(value)) = (self.schedule(), stored) else {
             return Ok(Input::Same(stored));
         };
+        // Its own state, written by a literal call or at its own pace: as
+        // it is (the common case, checked without decoding).
+        let kind = self.0.kind();
+        if value.first() == Some(&kind.tag()) || codec::is_paced_at(value, kind, schedule.pace()) {
+            return Ok(Input::Same(stored));
+        }
         let from = match Kind::of(value) {
             Some(k @ (Kind::Gcra | Kind::Bucket)) => k,
             _ => return Ok(Input::Same(stored)),
@@ -99,15 +105,17 @@ impl Carrying<'_> {
     fn output(&self, input: &Input<'_>, write: Option<StateWrite>) -> Option<StateWrite> {
         let write = write?;
         if let Some(schedule) = self.schedule() {
+            let (kind, pace) = (self.0.kind(), schedule.pace());
             return Some(match write {
-                StateWrite::Value(v) => match codec::decode_tat(&v, self.0.kind()) {
-                    Ok(tat) => {
-                        let mut buf = [0; PACED_MAX_LEN];
-                        let n = codec::encode_paced(self.0.kind(), tat, schedule.pace(), &mut buf);
-                        StateWrite::Value(buf[..n].to_vec())
-                    }
-                    Err(_) => StateWrite::Value(v),
-                },
+                StateWrite::Value(v) => {
+                    let mut buf = [0; PACED_MAX_LEN];
+                    let len = codec::repace(&v, kind, pace, &mut buf).or_else(|| {
+                        // A fraction in other units: decoded and encoded.
+                        let tat = codec::decode_tat(&v, kind).ok()?;
+                        Some(codec::encode_paced(kind, tat, pace, &mut buf))
+                    });
+                    StateWrite::Value(len.map_or(v, |n| buf[..n].to_vec()))
+                }
                 other => other,
             });
         }
