@@ -66,9 +66,9 @@ fn an_async_load_swaps_the_registry_in_only_when_it_succeeds() {
     wait_link_up(&replica);
     let mut rc = replica.conn();
     assert_eq!(names(&mut rc), ["old"]);
-    // Keys that take the primary a while to save (10 ms each), then a full
+    // Keys that take the primary 10 s to save (10 ms each), then a full
     // sync with the same replication id: the replica loads asynchronously.
-    ok(&mut pc, &["DEBUG", "POPULATE", "400", "key", "2000"]);
+    ok(&mut pc, &["DEBUG", "POPULATE", "1000", "key", "2000"]);
     ok(&mut pc, &["CONFIG", "SET", "rdb-key-save-delay", "10000"]);
     let _: Value = redis::pipe()
         .atomic()
