@@ -2,7 +2,9 @@
 //! a module data type with only auxiliary-data callbacks, saved before the
 //! keys, as Redis saves its functions. Registered only when the module is
 //! loaded with `policies on`: Redis refuses `MODULE UNLOAD` for a module
-//! with a data type, and an RDB holding the data needs the module to load.
+//! with a data type, and an RDB holding the data needs the module to load
+//! (where the server saves through `aux_save2`, an empty registry writes
+//! none, so such an RDB loads anywhere).
 //!
 //! Replicas load their primary's RDB diskless (`repl-diskless-load`): the
 //! type declares that it handles read errors, and a load reads the saved
