@@ -1,14 +1,18 @@
 //! The state codec: how limiter state is laid out in a plain Redis string.
 //!
 //! Every value starts with one tag byte that names the algorithm and the
-//! layout version. Tags live in `0xA1..=0xAF`: bytes that no UTF-8 text and no
-//! decimal number can start with, so a value written by anyone else is never
-//! mistaken for ours. A later layout of an algorithm gets a new tag; the
-//! earlier one is still read (0xA3, the sliding log's first layout).
+//! layout version. Tags live in `0xA1..=0xAF`: bytes that no UTF-8 text and
+//! no decimal number can start with, so a value written by anyone else is
+//! never mistaken for ours. A later layout of an algorithm gets a new tag;
+//! the earlier one is still read (0xA3, the sliding log's first layout).
+//! All fifteen are taken: a further layout needs a second tag byte.
 //!
 //! Layout v1 of the schedule algorithms (GCRA, token bucket), little-endian:
 //! `tag, tat_whole_us: u64 [, frac_num: varint, frac_den: varint]`; the
 //! fraction is present only when the TAT is not a whole microsecond.
+//! Layout v2 (tags 0xAE, 0xAF; [`encode_paced`]), written by named
+//! policies, adds the pace the TAT was written at, so that a changed
+//! definition knows the units used. Both are read by both.
 //!
 //! The window limiters' layouts (RL.SLIDING, RL.FIXED) are in [`window`],
 //! but for the sliding log's (RL.SLIDING EXACT), in [`sliding_log`];
@@ -26,7 +30,7 @@ pub mod sliding_log;
 mod stored_props;
 pub mod window;
 
-use crate::algorithm::schedule::Tat;
+use crate::algorithm::schedule::{Pace, Tat};
 use crate::algorithm::Micros;
 
 /// The algorithms whose state the module stores, one tag each.
@@ -108,12 +112,22 @@ impl Kind {
         }
     }
 
+    /// The tag of the layout that also records the schedule's pace
+    /// (layout v2 of GCRA and the token bucket, written by named policies).
+    pub const fn paced_tag(self) -> Option<u8> {
+        match self {
+            Kind::Gcra => Some(0xAE),
+            Kind::Bucket => Some(0xAF),
+            _ => None,
+        }
+    }
+
     /// The kind whose state `value` holds, by its tag.
     pub fn of(value: &[u8]) -> Option<Kind> {
         let tag = *value.first()?;
         Kind::ALL
             .into_iter()
-            .find(|k| k.tag() == tag || k.earlier_tag() == Some(tag))
+            .find(|k| k.tag() == tag || k.earlier_tag() == Some(tag) || k.paced_tag() == Some(tag))
     }
 }
 
@@ -231,8 +245,119 @@ pub fn encode_tat(kind: Kind, tat: Tat, buf: &mut [u8; TAT_MAX_LEN]) -> usize {
     len
 }
 
-pub fn decode_tat(value: &[u8], kind: Kind) -> Result<Tat, StateError> {
+/// Longest encoding of a paced TAT: tag, 8 bytes, three 10-byte varints.
+pub const PACED_MAX_LEN: usize = 1 + 8 + 10 + 10 + 10;
+
+/// Encodes a TAT and the pace it was written at under `kind`'s paced tag
+/// (layout v2: `tag, tat_whole_us: u64, interval_ticks: varint, den:
+/// varint [, frac_num: varint]`, the fraction in `den`ths of a µs) into
+/// `buf`; returns the length used.
+pub fn encode_paced(kind: Kind, tat: Tat, pace: Pace, buf: &mut [u8; PACED_MAX_LEN]) -> usize {
+    let den = pace.den.max(1);
+    let tat = tat.with_den(den);
+    buf[0] = kind.paced_tag().unwrap_or(kind.tag());
+    buf[1..9].copy_from_slice(&tat.whole.as_u64().to_le_bytes());
+    let mut len = 9;
+    len += put_varint(&mut buf[len..], pace.interval_ticks.max(1));
+    len += put_varint(&mut buf[len..], den);
+    if tat.frac_num != 0 {
+        len += put_varint(&mut buf[len..], tat.frac_num);
+    }
+    len
+}
+
+/// A pace as layout v2 writes it: `interval_ticks` and `den`, varints.
+fn pace_bytes(pace: Pace) -> ([u8; 20], usize) {
+    let mut buf = [0; 20];
+    let mut n = put_varint(&mut buf, pace.interval_ticks.max(1));
+    n += put_varint(&mut buf[n..], pace.den.max(1));
+    (buf, n)
+}
+
+/// Whether `value` is a layout-v2 state of `kind` written at `pace` (its
+/// TAT and fraction unchecked): read as it is, with no conversion.
+pub fn is_paced_at(value: &[u8], kind: Kind, pace: Pace) -> bool {
+    let (bytes, n) = pace_bytes(pace);
+    kind.paced_tag() == value.first().copied()
+        && value
+            .get(9..)
+            .is_some_and(|tail| tail.starts_with(&bytes[..n]))
+}
+
+/// A layout-v1 state of `kind` as layout v2 at `pace` (what a named
+/// schedule stores), written into `buf` without decoding the TAT; the
+/// length, or `None` when `value` is not a v1 state whose fraction is in
+/// `pace.den`ths.
+pub fn repace(
+    value: &[u8],
+    kind: Kind,
+    pace: Pace,
+    buf: &mut [u8; PACED_MAX_LEN],
+) -> Option<usize> {
+    let paced_tag = kind.paced_tag()?;
+    if value.first() != Some(&kind.tag()) {
+        return None;
+    }
+    let (whole, fraction) = (value.get(1..9)?, &value[9..]);
+    // The fraction's numerator, as its varint bytes.
+    let mut num: &[u8] = &[];
+    if !fraction.is_empty() {
+        let (_, after_num) = get_varint(fraction)?;
+        match get_varint(after_num) {
+            Some((den, [])) if den == pace.den => {}
+            _ => return None,
+        }
+        num = &fraction[..fraction.len() - after_num.len()];
+    }
+    let (bytes, n) = pace_bytes(pace);
+    buf[0] = paced_tag;
+    buf[1..9].copy_from_slice(whole);
+    buf[9..9 + n].copy_from_slice(&bytes[..n]);
+    buf[9 + n..9 + n + num.len()].copy_from_slice(num);
+    Some(9 + n + num.len())
+}
+
+/// A schedule's TAT and, in layout v2, the pace it was written at
+/// (`None`: layout v1, which does not record it).
+pub fn decode_paced(value: &[u8], kind: Kind) -> Result<(Tat, Option<Pace>), StateError> {
     let body = body(value, kind)?;
+    if kind.paced_tag() != value.first().copied() {
+        return decode_v1(body, kind).map(|tat| (tat, None));
+    }
+    let corrupt = StateError::Corrupt(kind);
+    let (whole, rest) = body.split_first_chunk::<8>().ok_or(corrupt)?;
+    let whole = Micros::new(u64::from_le_bytes(*whole));
+    let (interval_ticks, rest) = get_varint(rest).ok_or(corrupt)?;
+    let (den, rest) = get_varint(rest).ok_or(corrupt)?;
+    if interval_ticks == 0 || den == 0 {
+        return Err(corrupt);
+    }
+    let pace = Pace {
+        interval_ticks,
+        den,
+    };
+    if rest.is_empty() {
+        return Ok((Tat::whole(whole), Some(pace)));
+    }
+    let (frac_num, rest) = get_varint(rest).ok_or(corrupt)?;
+    if !rest.is_empty() || frac_num == 0 || den <= frac_num {
+        return Err(corrupt);
+    }
+    let tat = Tat {
+        whole,
+        frac_num,
+        frac_den: den,
+    };
+    Ok((tat, Some(pace)))
+}
+
+/// A schedule's TAT, in either layout.
+pub fn decode_tat(value: &[u8], kind: Kind) -> Result<Tat, StateError> {
+    decode_paced(value, kind).map(|(tat, _)| tat)
+}
+
+/// Layout v1's body: the TAT alone.
+fn decode_v1(body: &[u8], kind: Kind) -> Result<Tat, StateError> {
     let corrupt = StateError::Corrupt(kind);
     let (whole, rest) = body.split_first_chunk::<8>().ok_or(corrupt)?;
     let whole = Micros::new(u64::from_le_bytes(*whole));
@@ -295,6 +420,96 @@ mod tests {
         assert_eq!(n, 9);
         assert_eq!(buf[0], 0xA1);
         assert_eq!(decode_tat(&buf[..n], Kind::Gcra), Ok(tat));
+    }
+
+    #[test]
+    fn a_paced_tat_round_trips_and_reads_as_a_tat() {
+        let mut buf = [0; PACED_MAX_LEN];
+        // GCRA 100 1m: 600,000 µs a unit, whole.
+        let pace = Pace {
+            interval_ticks: 600_000,
+            den: 1,
+        };
+        let tat = Tat::whole(Micros::new(42));
+        let n = encode_paced(Kind::Gcra, tat, pace, &mut buf);
+        assert_eq!((n, buf[0]), (13, 0xAE));
+        assert_eq!(decode_paced(&buf[..n], Kind::Gcra), Ok((tat, Some(pace))));
+        assert_eq!(decode_tat(&buf[..n], Kind::Gcra), Ok(tat));
+        assert_eq!(Kind::of(&buf[..n]), Some(Kind::Gcra));
+        assert_eq!(
+            decode_paced(&buf[..n], Kind::Bucket),
+            Err(StateError::OtherKind(Kind::Gcra))
+        );
+        // A fraction is in the pace's denominator.
+        let pace = Pace {
+            interval_ticks: 1_000_000,
+            den: 3,
+        };
+        let tat = Tat {
+            whole: Micros::new(7),
+            frac_num: 2,
+            frac_den: 3,
+        };
+        let n = encode_paced(Kind::Bucket, tat, pace, &mut buf);
+        assert_eq!(buf[0], 0xAF);
+        assert_eq!(decode_paced(&buf[..n], Kind::Bucket), Ok((tat, Some(pace))));
+        // Layout v1 reads with no pace.
+        let mut v1 = [0; TAT_MAX_LEN];
+        let n = encode_tat(Kind::Gcra, tat, &mut v1);
+        assert_eq!(decode_paced(&v1[..n], Kind::Gcra), Ok((tat, None)));
+        // Corrupt: no pace, a zero pace, an improper fraction, a tail.
+        for bad in [
+            &[0xAE, 0, 0, 0, 0, 0, 0, 0, 0][..],
+            &[0xAE, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1],
+            &[0xAE, 0, 0, 0, 0, 0, 0, 0, 0, 5, 3, 3],
+            &[0xAE, 0, 0, 0, 0, 0, 0, 0, 0, 5, 3, 1, 0],
+        ] {
+            assert_eq!(
+                decode_paced(bad, Kind::Gcra),
+                Err(StateError::Corrupt(Kind::Gcra)),
+                "{bad:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn repacing_a_v1_state_is_encoding_it_paced() {
+        let pace = Pace {
+            interval_ticks: 1_000_000,
+            den: 3,
+        };
+        for tat in [
+            Tat::whole(Micros::new(9)),
+            Tat {
+                whole: Micros::new(7),
+                frac_num: 2,
+                frac_den: 3,
+            },
+        ] {
+            let mut v1 = [0; TAT_MAX_LEN];
+            let n = encode_tat(Kind::Bucket, tat, &mut v1);
+            let mut buf = [0; PACED_MAX_LEN];
+            let len = repace(&v1[..n], Kind::Bucket, pace, &mut buf).unwrap();
+            let value = buf[..len].to_vec();
+            let mut paced = [0; PACED_MAX_LEN];
+            let m = encode_paced(Kind::Bucket, tat, pace, &mut paced);
+            assert_eq!(value, paced[..m]);
+            assert!(is_paced_at(&value, Kind::Bucket, pace));
+            assert!(!is_paced_at(&value, Kind::Gcra, pace));
+            let other = Pace { den: 7, ..pace };
+            assert!(!is_paced_at(&value, Kind::Bucket, other));
+            // Not v1 (already paced), or a fraction in other units: no.
+            assert_eq!(repace(&value, Kind::Bucket, pace, &mut buf), None);
+        }
+        let tat = Tat {
+            whole: Micros::new(7),
+            frac_num: 1,
+            frac_den: 2,
+        };
+        let mut v1 = [0; TAT_MAX_LEN];
+        let n = encode_tat(Kind::Gcra, tat, &mut v1);
+        let mut buf = [0; PACED_MAX_LEN];
+        assert_eq!(repace(&v1[..n], Kind::Gcra, pace, &mut buf), None);
     }
 
     #[test]

@@ -10,6 +10,7 @@
 use crate::algorithm::concurrency::{Concurrency, LeaseId};
 use crate::algorithm::fixed_window::FixedWindow;
 use crate::algorithm::gcra::Gcra;
+use crate::algorithm::schedule::Schedule;
 use crate::algorithm::share::Node;
 use crate::algorithm::sketch::Sketch;
 use crate::algorithm::sliding_approx::SlidingApprox;
@@ -19,7 +20,10 @@ use crate::algorithm::token_bucket::TokenBucket;
 use crate::algorithm::{Decision, Micros};
 use crate::codec::lease;
 use crate::codec::{Kind, Patch, StateError};
+use carry::Carrying;
+use std::sync::Arc;
 
+mod carry;
 mod concurrency;
 mod fixed_window;
 mod gcra;
@@ -57,6 +61,10 @@ pub enum Policy {
     Concurrency(Concurrency),
     /// A node of an RL.SHARE path (decided with its path in the engine).
     Share(Node),
+    /// A policy defined by name (`RL.POLICY SET`): it decides on a key's
+    /// state written under an earlier definition by the rules of
+    /// [`carry`] (never a wrong-kind error).
+    Named(Arc<Policy>),
 }
 
 /// How a decision changes the stored value.
@@ -113,6 +121,10 @@ macro_rules! with_limiter {
             }
             Policy::Concurrency($l) => $body,
             Policy::Share($l) => $body,
+            Policy::Named(named) => {
+                let $l = &Carrying(named);
+                $body
+            }
         }
     };
 }
@@ -193,7 +205,28 @@ impl Policy {
     pub fn for_key<'a>(self, name: impl FnOnce() -> &'a [u8]) -> Policy {
         match self {
             Policy::Concurrency(c) => Policy::Concurrency(c.for_key(lease::key_check(name()))),
+            Policy::Named(named) if named.holds_leases() => {
+                Policy::Named(Arc::new((*named).clone().for_key(name)))
+            }
             other => other,
+        }
+    }
+
+    /// This policy as one defined by name ([`Policy::Named`]).
+    pub fn named(self) -> Policy {
+        match self {
+            named @ Policy::Named(_) => named,
+            other => Policy::Named(Arc::new(other)),
+        }
+    }
+
+    /// The schedule of GCRA and BUCKET.
+    pub fn schedule(&self) -> Option<&Schedule> {
+        match self {
+            Policy::Gcra(g) => Some(g.schedule()),
+            Policy::Bucket(b) => Some(b.schedule()),
+            Policy::Named(named) => named.schedule(),
+            _ => None,
         }
     }
 }

@@ -247,7 +247,11 @@ fn check_by_name_replies_as_the_literal_command() {
         );
         assert_eq!(named, literal, "call {i}");
     }
-    assert_eq!(get_bytes(&mut c, "lit"), get_bytes(&mut c, "named"));
+    // The same time; the key decided by name records its rate as well.
+    let lit = get_bytes(&mut c, "lit").unwrap();
+    let named = get_bytes(&mut c, "named").unwrap();
+    assert_eq!(lit[1..9], named[1..9]);
+    assert_eq!((lit[0], named[0]), (0xA1, 0xAE));
     // A per-customer override, once defined, comes first.
     ok(
         &mut c,
@@ -278,18 +282,19 @@ fn a_live_change_applies_to_the_next_call_with_the_state_kept() {
     // A cut below what was spent admits nothing until the window ends.
     ok(&mut c, &["RL.POLICY", "SET", "api", "FIXED", "2", "1h"]);
     assert_eq!(decide(&mut c, &["RL.CHECK", "k", "api"])[..3], [0, 2, 0]);
-    // Another algorithm on the old state: WRONGTYPE, as with the literal.
+    // Another algorithm on the old state: the key restarts under it.
     ok(&mut c, &["RL.POLICY", "SET", "api", "GCRA", "2", "1h"]);
-    let e = err(&mut c, &["RL.CHECK", "k", "api"]);
-    assert!(e.starts_with("WRONGTYPE"), "{e}");
-    // GCRA keeps its state, a time: what was spent is an hour of debt
-    // under either rate, which a raise pays off faster.
+    assert_eq!(decide(&mut c, &["RL.CHECK", "k", "api"])[..3], [1, 2, 1]);
+    // GCRA keeps the units used: two spent of 2 an hour, raised to 4 an
+    // hour, leave two more at once.
     ok(&mut c, &["RL.POLICY", "SET", "g", "GCRA", "2", "1h"]);
     assert_eq!(decide(&mut c, &["RL.CHECK", "gk", "g"])[..3], [1, 2, 1]);
     assert_eq!(decide(&mut c, &["RL.CHECK", "gk", "g"])[..3], [1, 2, 0]);
     ok(&mut c, &["RL.POLICY", "SET", "g", "GCRA", "4", "1h"]);
+    assert_eq!(decide(&mut c, &["RL.CHECK", "gk", "g"])[..3], [1, 4, 1]);
+    assert_eq!(decide(&mut c, &["RL.CHECK", "gk", "g"])[..3], [1, 4, 0]);
     assert_eq!(decide(&mut c, &["RL.CHECK", "gk", "g"])[..3], [0, 4, 0]);
-    // A quarter hour frees one unit at the new rate (half an hour at the old).
+    // A quarter hour frees one unit at the new rate.
     advance(&mut c, 900_000_000);
     assert_eq!(decide(&mut c, &["RL.CHECK", "gk", "g"])[..3], [1, 4, 0]);
     // Leases held are never revoked by a cut; none is admitted until enough end.
@@ -904,23 +909,30 @@ fn stats_list_the_true_top_ten_of_a_zipf_stream() {
 
 /// The measured answer to "a fixed window raised mid-window grants the
 /// new limit on top of what was spent": 100 of 100 spent, half the window
-/// on, raised to 200: each algorithm admits 100 more, not 200. FIXED keeps
-/// the window's count (200 - 100); GCRA and BUCKET keep the spent credit,
-/// half an hour of it refilled at the new rate of 200 an hour.
+/// on, raised to 200: no algorithm grants 200. FIXED keeps the window's
+/// count and admits 100 more (200 - 100); GCRA and BUCKET keep the units
+/// still used, 50 (half drained in the half hour at 100 an hour), and
+/// admit 150 (200 - 50).
 #[test]
 fn a_raise_mid_window_admits_the_difference_not_the_new_limit() {
     let s = policies();
     let mut c = s.conn();
-    let specs: [(&str, &[&str], &[&str]); 3] = [
-        ("FIXED", &["FIXED", "100", "1h"], &["FIXED", "200", "1h"]),
-        ("GCRA", &["GCRA", "100", "1h"], &["GCRA", "200", "1h"]),
+    let specs: [(&str, &[&str], &[&str], i64); 3] = [
+        (
+            "FIXED",
+            &["FIXED", "100", "1h"],
+            &["FIXED", "200", "1h"],
+            100,
+        ),
+        ("GCRA", &["GCRA", "100", "1h"], &["GCRA", "200", "1h"], 150),
         (
             "BUCKET",
             &["BUCKET", "100", "100", "1h"],
             &["BUCKET", "200", "200", "1h"],
+            150,
         ),
     ];
-    for (name, before, after) in specs {
+    for (name, before, after, more) in specs {
         clock_set(&mut c, 3_600_000_000_000);
         let key = format!("raise:{name}");
         let define = |c: &mut redis::Connection, spec: &[&str]| {
@@ -937,7 +949,7 @@ fn a_raise_mid_window_admits_the_difference_not_the_new_limit() {
         assert_eq!(admitted(&mut c, 150), 100, "{name} before");
         advance(&mut c, 1_800_000_000);
         define(&mut c, after);
-        assert_eq!(admitted(&mut c, 300), 100, "{name} raised");
+        assert_eq!(admitted(&mut c, 300), more, "{name} raised");
     }
 }
 

@@ -46,6 +46,16 @@ impl Tat {
         whole.saturating_add(frac)
     }
 
+    /// The same time with its fraction in `den`ths of a µs (rounded up,
+    /// as [`Tat::to_ticks`] rounds).
+    pub fn with_den(self, den: u64) -> Tat {
+        let den = den.max(1);
+        if self.frac_num == 0 || self.frac_den == den {
+            return self;
+        }
+        Tat::from_ticks(self.to_ticks(den), den)
+    }
+
     fn from_ticks(ticks: u128, den: u64) -> Tat {
         let den128 = u128::from(den);
         let frac_num = (ticks % den128) as u64;
@@ -137,6 +147,56 @@ impl Schedule {
     }
 }
 
+/// A schedule's pace: its emission interval, `interval_ticks / den` µs
+/// (reduced). What a stored TAT needs besides itself to say how many units
+/// it holds: the units used are the backlog over the interval.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Pace {
+    pub interval_ticks: u64,
+    /// Ticks per microsecond; at least 1.
+    pub den: u64,
+}
+
+impl Schedule {
+    /// The pace this schedule emits at.
+    pub fn pace(&self) -> Pace {
+        Pace {
+            interval_ticks: self.interval_ticks,
+            den: self.den,
+        }
+    }
+
+    /// `tat`, written at the pace `from`, as this schedule's TAT holding
+    /// the same units used at `now`: the backlog is rescaled from one
+    /// interval to the other, rounded up (never a fraction of a unit
+    /// given away), and capped at [`MAX_HORIZON`]. A TAT already past
+    /// (nothing used) is kept as it is. Used units then drain at this
+    /// schedule's rate.
+    pub fn carry(&self, tat: Tat, from: Pace, now: Micros) -> Tat {
+        let (from_den, from_interval) = (from.den.max(1), from.interval_ticks.max(1));
+        if from == self.pace() {
+            return tat;
+        }
+        let now_from = u128::from(now.as_u64()) * u128::from(from_den);
+        let backlog = tat.to_ticks(from_den).saturating_sub(now_from);
+        if backlog == 0 {
+            return tat;
+        }
+        let (whole, part) = (
+            backlog / u128::from(from_interval),
+            backlog % u128::from(from_interval),
+        );
+        let to = u128::from(self.interval_ticks);
+        let horizon = u128::from(MAX_HORIZON.as_u64()) * u128::from(self.den);
+        let rescaled = whole
+            .checked_mul(to)
+            .and_then(|w| w.checked_add(div_ceil_u128(part * to, u128::from(from_interval))))
+            .map_or(horizon, |b| b.min(horizon));
+        let now_to = u128::from(now.as_u64()) * u128::from(self.den);
+        Tat::from_ticks(now_to + rescaled, self.den)
+    }
+}
+
 impl Schedule {
     /// The TAT in ticks as a decision at `now` (in ticks) sees it.
     ///
@@ -196,6 +256,58 @@ mod tests {
             *state = Some(t);
         }
         d
+    }
+
+    #[test]
+    fn a_changed_pace_carries_the_units_used() {
+        let hour = us(3_600 * SECOND);
+        let two = Schedule::new(2, 2, hour).unwrap();
+        let four = Schedule::new(4, 4, hour).unwrap();
+        // Two admitted under 2 per hour: raised to 4, two more at once.
+        let mut st = None;
+        assert!(run(&two, &mut st, 0, 1).allowed);
+        assert!(run(&two, &mut st, 0, 1).allowed);
+        let mut raised = Some(four.carry(st.unwrap(), two.pace(), us(0)));
+        assert_eq!(run(&four, &mut raised, 0, 0).remaining, 2);
+        assert!(run(&four, &mut raised, 0, 1).allowed);
+        assert!(run(&four, &mut raised, 0, 1).allowed);
+        assert!(!run(&four, &mut raised, 0, 1).allowed);
+        // Three used under 4 per hour, cut to 2: denied until one is left
+        // (1.5 h of backlog at 30 min a unit drains to 1 in an hour).
+        let mut st = None;
+        for _ in 0..3 {
+            assert!(run(&four, &mut st, 0, 1).allowed);
+        }
+        let mut cut = Some(two.carry(st.unwrap(), four.pace(), us(0)));
+        let d = run(&two, &mut cut, 0, 1);
+        assert!(!d.allowed);
+        assert_eq!(d.retry_after, RetryAfter::After(us(3_600 * SECOND)));
+        assert!(run(&two, &mut cut, 3_600 * SECOND, 1).allowed);
+        // The same pace, or nothing used: the TAT as it was.
+        let t = Tat::whole(us(5));
+        assert_eq!(two.carry(t, two.pace(), us(9)), t);
+        assert_eq!(four.carry(t, two.pace(), us(9)), t);
+    }
+
+    #[test]
+    fn carrying_rounds_up_and_caps_at_the_horizon() {
+        let third = Schedule::new(3, 3, us(SECOND)).unwrap();
+        let whole = Schedule::new(1, 1, us(SECOND)).unwrap();
+        // Half a unit used at 1 per second is half a unit at 3 per second.
+        let t = Tat::whole(us(500_000));
+        let carried = third.carry(t, whole.pace(), us(0));
+        assert_eq!(carried.to_ticks(3), 500_000);
+        // A third of a unit at 3 µs a unit is 2/3 µs at 2 µs a unit: 1 µs.
+        let three = Schedule::new(1, 1, us(3)).unwrap();
+        let two = Schedule::new(1, 1, us(2)).unwrap();
+        let carried = two.carry(Tat::whole(us(1)), three.pace(), us(0));
+        assert_eq!(carried, Tat::whole(us(1)));
+        // A backlog beyond what the new interval can hold is capped.
+        let fast = Schedule::new(1, 1_000_000, us(1)).unwrap();
+        let slow = Schedule::new(1, 1, MAX_HORIZON).unwrap();
+        let far = Tat::whole(us(1_000_000));
+        let capped = slow.carry(far, fast.pace(), us(0));
+        assert_eq!(capped.whole, MAX_HORIZON);
     }
 
     #[test]

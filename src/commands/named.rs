@@ -56,7 +56,8 @@ pub fn parse_definition<A: AsRef<[u8]>>(
     }
     Ok(Entry {
         definition: text,
-        policy,
+        // Decides on state written under an earlier definition of its name.
+        policy: policy.named(),
         shadow,
         keyword: definition.keyword,
         refuses: definition.refuses,

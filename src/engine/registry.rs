@@ -191,6 +191,10 @@ impl Registry {
         true
     }
 
+    pub fn is_empty(&self) -> bool {
+        self.slots.is_empty()
+    }
+
     pub fn clear(&mut self) {
         self.by_name.clear();
         self.slots.clear();

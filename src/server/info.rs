@@ -8,6 +8,7 @@
 //! ratelimit_waiting:0
 //! ratelimit_waits:started=3,admitted=2,timed_out=1,abandoned=0,waited_us=1500000
 //! ratelimit_policies:defined=2,calls=7,allowed=5,denied=1,shadow_denied=1,waits=0,listed=2,unlisted=0
+//! ratelimit_policies_rdb:when_defined
 //! ratelimit_policy_1:name=plan:free,calls=6,allowed=4,denied=1,shadow_denied=1,waits=0
 //! ratelimit_policy_2:name=a%20b,calls=1,allowed=1,denied=0,shadow_denied=0,waits=0
 //! ratelimit_rl_gcra:calls=12,allowed=10,denied=2,errors=0
@@ -137,6 +138,15 @@ extern "C" fn info(ctx: *mut raw::RedisModuleInfoCtx, _for_crash_report: c_int) 
                     (c"unlisted", (defined as u64).saturating_sub(listed_count)),
                 ],
             );
+            // Whether an RDB saved with no policy loads without the module.
+            let rdb = if super::policies::empty_rdb_needs_no_module() {
+                c"when_defined"
+            } else {
+                c"always"
+            };
+            if registry::enabled().is_ok() {
+                api!(RedisModule_InfoAddFieldCString)(ctx, c"policies_rdb".as_ptr(), rdb.as_ptr());
+            }
             for (rank, (name, counts)) in listed.iter().enumerate() {
                 let (Ok(field), Ok(name)) = (
                     CString::new(format!("policy_{}", rank + 1)),

@@ -150,10 +150,16 @@ fn on_load(ctx: &Context, args: &[RedisString]) -> Status {
     }
     // Denied requests must not invalidate WATCH: signal modified keys
     // ourselves, only when we write. And a replica may load its primary's
-    // data while serving the old (`repl-diskless-load swapdb`): the module
-    // keeps no state bound to the dataset, only plain strings in it.
-    let options = raw::REDISMODULE_OPTION_NO_IMPLICIT_SIGNAL_MODIFIED
+    // data while serving the old (`repl-diskless-load swapdb`): limiter
+    // state is plain strings in the dataset, and the named policies'
+    // registry is staged until the load ends (`policies`). Their data type
+    // handles read errors (an aux load that fails part-way changes
+    // nothing), so replicas keep diskless loading.
+    let mut options = raw::REDISMODULE_OPTION_NO_IMPLICIT_SIGNAL_MODIFIED
         | raw::REDISMODULE_OPTIONS_HANDLE_REPL_ASYNC_LOAD;
+    if with_policies {
+        options |= raw::REDISMODULE_OPTIONS_HANDLE_IO_ERRORS;
+    }
     // SAFETY: during OnLoad with its context.
     unsafe { raw::RedisModule_SetModuleOptions.expect("checked above")(ctx.ctx, options as c_int) };
     clock::init(manual);

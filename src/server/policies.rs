@@ -2,7 +2,19 @@
 //! a module data type with only auxiliary-data callbacks, saved before the
 //! keys, as Redis saves its functions. Registered only when the module is
 //! loaded with `policies on`: Redis refuses `MODULE UNLOAD` for a module
-//! with a data type, and an RDB holding the data needs the module to load.
+//! with a data type, and an RDB holding the data needs the module to load
+//! (where the server saves through `aux_save2`, an empty registry writes
+//! none, so such an RDB loads anywhere).
+//!
+//! Replicas load their primary's RDB diskless (`repl-diskless-load`): the
+//! type declares that it handles read errors, and a load reads the saved
+//! registry into a staging copy that replaces the live one only when the
+//! load succeeds (`LOADING_ENDED`, or `REPL_ASYNC_LOAD_COMPLETED` when the
+//! replica served its old data meanwhile); a load that fails or is aborted
+//! part-way leaves the registry it had. An RDB with no registry in it (an
+//! empty one is not written where the server offers `aux_save2`) loads as
+//! no policies. An AOF loads in place: its commands after the preamble
+//! change the registry as they replay.
 //!
 //! An AOF rewrite without the RDB preamble (`aof-use-rdb-preamble no`)
 //! writes keys only: module auxiliary data has no AOF form. So when such a
@@ -47,7 +59,10 @@ pub fn register(ctx: Ctx) -> Result<(), String> {
         free_effort2: None,
         unlink2: None,
         copy2: None,
-        aux_save2: None,
+        // Where the server offers it (Redis 7.2+, Valkey), used in place of
+        // `aux_save`: an empty registry writes nothing, so that the RDB
+        // loads on a server without the module.
+        aux_save2: Some(aux_save_unless_empty),
     };
     // SAFETY: during OnLoad with its context; Redis copies the methods.
     let created = unsafe {
@@ -68,7 +83,88 @@ pub fn register(ctx: Ctx) -> Result<(), String> {
     if status != raw::REDISMODULE_OK as c_int {
         return Err("cannot subscribe to fork events".into());
     }
+    for id in [
+        raw::REDISMODULE_EVENT_LOADING,
+        raw::REDISMODULE_EVENT_REPL_ASYNC_LOAD,
+    ] {
+        let event = raw::RedisModuleEvent { id, dataver: 1 };
+        // SAFETY: as above.
+        let status =
+            unsafe { api!(RedisModule_SubscribeToServerEvent)(ctx.0, event, Some(on_loading)) };
+        if status != raw::REDISMODULE_OK as c_int {
+            return Err("cannot subscribe to loading events".into());
+        }
+    }
     Ok(())
+}
+
+/// Whether the server saves through `aux_save2`, so that an empty registry
+/// writes no auxiliary data (its type methods are version 5 or later).
+pub fn empty_rdb_needs_no_module() -> bool {
+    // SAFETY: reading a pointer written by RedisModule_Init.
+    let Some(version) = (unsafe { raw::RedisModule_GetTypeMethodVersion }) else {
+        return false;
+    };
+    // SAFETY: takes no arguments.
+    (unsafe { version() }) >= 5
+}
+
+/// The registry read from an RDB being loaded, until the load ends.
+struct Staging {
+    /// `Some` while an RDB or a replica's sync loads: what replaces the
+    /// registry if the load succeeds (no policies unless the RDB has some).
+    /// `None`: an AOF loads (its preamble's registry applies at once), or
+    /// nothing loads.
+    staged: Option<Vec<(Vec<u8>, registry::Entry)>>,
+}
+
+static STAGING: Mutex<Staging> = Mutex::new(Staging { staged: None });
+
+fn staging() -> MutexGuard<'static, Staging> {
+    // Each change to it is whole: a poisoned lock is usable.
+    STAGING.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Loading and async-loading events: when to stage, commit or discard.
+extern "C" fn on_loading(
+    _ctx: *mut raw::RedisModuleCtx,
+    event: raw::RedisModuleEvent,
+    subevent: u64,
+    _data: *mut c_void,
+) {
+    let _ = catch_unwind(AssertUnwindSafe(|| {
+        let mut staging = staging();
+        let commit = |staged: Option<Vec<_>>| {
+            if let Some(entries) = staged {
+                registry::with(|r| r.replace(entries));
+            }
+        };
+        match (event.id, subevent) {
+            (raw::REDISMODULE_EVENT_LOADING, raw::REDISMODULE_SUBEVENT_LOADING_AOF_START) => {
+                staging.staged = None;
+                registry::with(|r| r.clear());
+            }
+            (raw::REDISMODULE_EVENT_LOADING, raw::REDISMODULE_SUBEVENT_LOADING_RDB_START)
+            | (raw::REDISMODULE_EVENT_LOADING, raw::REDISMODULE_SUBEVENT_LOADING_REPL_START)
+            | (
+                raw::REDISMODULE_EVENT_REPL_ASYNC_LOAD,
+                raw::REDISMODULE_SUBEVENT_REPL_ASYNC_LOAD_STARTED,
+            ) => staging.staged = Some(Vec::new()),
+            // With `swapdb`, COMPLETED comes when the loaded data is swapped
+            // in, before LOADING_ENDED (which then finds nothing staged).
+            (raw::REDISMODULE_EVENT_LOADING, raw::REDISMODULE_SUBEVENT_LOADING_ENDED)
+            | (
+                raw::REDISMODULE_EVENT_REPL_ASYNC_LOAD,
+                raw::REDISMODULE_SUBEVENT_REPL_ASYNC_LOAD_COMPLETED,
+            ) => commit(staging.staged.take()),
+            (raw::REDISMODULE_EVENT_LOADING, raw::REDISMODULE_SUBEVENT_LOADING_FAILED)
+            | (
+                raw::REDISMODULE_EVENT_REPL_ASYNC_LOAD,
+                raw::REDISMODULE_SUBEVENT_REPL_ASYNC_LOAD_ABORTED,
+            ) => staging.staged = None,
+            _ => {}
+        }
+    }));
 }
 
 /// A child process was born: if it rewrites the AOF without the RDB
@@ -219,8 +315,18 @@ unsafe extern "C" fn aux_save(rdb: *mut raw::RedisModuleIO, _when: c_int) {
     raw::save_slice(rdb, &bytes);
 }
 
-/// Replaces the registry with the one saved; an RDB that does not hold a
-/// valid one fails to load (rather than lose policies silently).
+/// `aux_save`, but nothing at all for an empty registry.
+unsafe extern "C" fn aux_save_unless_empty(rdb: *mut raw::RedisModuleIO, when: c_int) {
+    let empty = catch_unwind(|| registry::with(|r| r.is_empty())).unwrap_or(false);
+    if !empty {
+        aux_save(rdb, when);
+    }
+}
+
+/// Reads the registry saved, whole, into the staging copy (or, loading an
+/// AOF, into the registry); an RDB that does not hold a valid one, or
+/// whose read fails part-way, fails to load (rather than lose policies
+/// silently) and changes nothing.
 unsafe extern "C" fn aux_load(rdb: *mut raw::RedisModuleIO, encver: c_int, _when: c_int) -> c_int {
     let loaded = catch_unwind(AssertUnwindSafe(|| load(rdb, encver)));
     match loaded {
@@ -237,6 +343,8 @@ fn load(rdb: *mut raw::RedisModuleIO, encver: c_int) -> Result<(), String> {
     if encver != ENCODING_VERSION {
         return Err(format!("named policies saved in unknown version {encver}"));
     }
+    // With the type's HANDLE_IO_ERRORS, a failed read returns (it does not
+    // abort the server): the buffer read checks RedisModule_IsIOError.
     let buffer = raw::load_string_buffer(rdb).map_err(|e| e.to_string())?;
     let saved = registry::decode(buffer.as_ref()).ok_or("named policies saved corrupt")?;
     let mut entries = Vec::with_capacity(saved.len());
@@ -250,6 +358,10 @@ fn load(rdb: *mut raw::RedisModuleIO, encver: c_int) -> Result<(), String> {
         })?;
         entries.push((name, entry));
     }
-    registry::with(|r| r.replace(entries));
+    let mut staging = staging();
+    match staging.staged.as_mut() {
+        Some(staged) => *staged = entries,
+        None => registry::with(|r| r.replace(entries)),
+    }
     Ok(())
 }

@@ -258,6 +258,14 @@ pub enum State {
         name: &'static str,
         corrupt: &'static [&'static [u8]],
     },
+    /// A named policy's: read as the `Tagged` state of its algorithm,
+    /// but another algorithm's state restarts (no error), and GCRA and
+    /// BUCKET read each other's (corrupt ones are corrupt).
+    Named {
+        tag: u8,
+        name: &'static str,
+        corrupt: &'static [&'static [u8]],
+    },
     /// CL.THROTTLE's decimal nanoseconds.
     Cell,
     /// No key.
@@ -1119,7 +1127,7 @@ pub const SHAPES: &[Shape] = &[
             COST, DRYRUN, WAIT, FLOW, WEIGHT, CHARGES[0], CHARGES[1], CHARGES[2],
         ],
         extra: Extra::UnknownOption,
-        state: State::Tagged {
+        state: State::Named {
             tag: 0xA1,
             name: "RL.GCRA",
             corrupt: tat_corrupt!(0xA1),
@@ -1223,6 +1231,8 @@ pub const SHAPES: &[Shape] = &[
 pub const TAGS: &[(u8, &str)] = &[
     (0xA1, "RL.GCRA"),
     (0xA2, "RL.BUCKET"),
+    (0xAE, "RL.GCRA"),
+    (0xAF, "RL.BUCKET"),
     (0xA3, "RL.SLIDING EXACT"),
     (0xAB, "RL.SLIDING EXACT"),
     (0xA4, "RL.SLIDING APPROX"),
@@ -1402,6 +1412,14 @@ pub fn expected_state_error(state: State, value: &[u8]) -> Option<String> {
             Some((0xA6, found)) if tag == 0xA7 => FIXED_CORRUPT
                 .contains(&value)
                 .then(|| format!("ERR key holds corrupt {found} state")),
+            // GCRA and BUCKET read their layout that records the pace
+            // (0xAE, 0xAF: written by named policies).
+            Some((0xAE, _)) if tag == 0xA1 => {
+                (!paced_ok(value)).then(|| format!("ERR key holds corrupt {name} state"))
+            }
+            Some((0xAF, _)) if tag == 0xA2 => {
+                (!paced_ok(value)).then(|| format!("ERR key holds corrupt {name} state"))
+            }
             // RL.ACQUIRE reads its earlier layout (0xA9) and converts it.
             Some((0xA9, _)) if tag == 0xAA => corrupt
                 .contains(&value)
@@ -1413,6 +1431,28 @@ pub fn expected_state_error(state: State, value: &[u8]) -> Option<String> {
                 "WRONGTYPE key holds a string that is not {name} state"
             )),
         },
+        State::Named { tag, name, corrupt } => {
+            let tagged = State::Tagged { tag, name, corrupt };
+            match other {
+                // Its own algorithm's state (either layout): as tagged.
+                Some((t, _)) if *t == tag || *t == tag + 0x0D => {
+                    expected_state_error(tagged, value)
+                }
+                // The other schedule's: carried, unless corrupt.
+                Some((t @ (0xA1 | 0xA2 | 0xAE | 0xAF), found)) => {
+                    let readable = if *t >= 0xAE {
+                        paced_ok(value)
+                    } else {
+                        let rest = &value[1..];
+                        rest.len() == 8 || tat_v1_fraction_ok(rest)
+                    };
+                    (!readable).then(|| format!("ERR key holds corrupt {found} state"))
+                }
+                // Another algorithm's: the key restarts.
+                Some(_) => None,
+                None => expected_state_error(tagged, value),
+            }
+        }
         State::Cell => match other {
             Some((_, found)) => Some(format!(
                 "WRONGTYPE key holds {found} state, not CL.THROTTLE state"
@@ -1421,6 +1461,73 @@ pub fn expected_state_error(state: State, value: &[u8]) -> Option<String> {
             None => Some("WRONGTYPE key holds a string that is not CL.THROTTLE state".into()),
         },
     }
+}
+
+/// Whether `value` (tag 0xAE or 0xAF) is a well-formed paced schedule
+/// state: tag, 8 bytes, varints interval and den (both non-zero), and an
+/// optional fraction below den.
+fn paced_ok(value: &[u8]) -> bool {
+    fn varint(b: &[u8]) -> Option<(u64, &[u8])> {
+        let mut x: u64 = 0;
+        for (i, &byte) in b.iter().enumerate().take(10) {
+            let bits = u64::from(byte & 0x7f);
+            if i == 9 && bits > 1 {
+                return None;
+            }
+            x |= bits << (7 * i);
+            if byte & 0x80 == 0 {
+                return Some((x, &b[i + 1..]));
+            }
+        }
+        None
+    }
+    let Some(rest) = value.get(9..) else {
+        return false;
+    };
+    let Some((interval, rest)) = varint(rest) else {
+        return false;
+    };
+    let Some((den, rest)) = varint(rest) else {
+        return false;
+    };
+    if interval == 0 || den == 0 {
+        return false;
+    }
+    match varint(rest) {
+        None => rest.is_empty(),
+        Some((frac, tail)) => tail.is_empty() && frac != 0 && frac < den,
+    }
+}
+
+/// Whether `rest` (a v1 schedule state after its tag) is 8 bytes and a
+/// proper non-zero fraction as two varints.
+fn tat_v1_fraction_ok(rest: &[u8]) -> bool {
+    let mut paced = vec![0xAEu8];
+    // The same checks as a paced state with interval 1 and the fraction's
+    // denominator: 8 bytes, then num and den (den written first there).
+    let Some(tail) = rest.get(8..) else {
+        return false;
+    };
+    let mut parts = Vec::new();
+    let mut b = tail;
+    while !b.is_empty() {
+        let Some(end) = b.iter().position(|x| x & 0x80 == 0) else {
+            return false;
+        };
+        if end >= 10 {
+            return false;
+        }
+        parts.push(&b[..=end]);
+        b = &b[end + 1..];
+    }
+    let [num, den] = parts[..] else {
+        return false;
+    };
+    paced.extend_from_slice(&rest[..8]);
+    paced.push(1);
+    paced.extend_from_slice(den);
+    paced.extend_from_slice(num);
+    paced_ok(&paced)
 }
 
 /// Argument values every position gets, valid or not.
@@ -1498,7 +1605,7 @@ pub fn foreign_fixture() -> Vec<(Vec<u8>, Vec<Vec<u8>>)> {
         b"\xff\xfe\x00",
         b"\xa0\x01",
         b"\xb0",
-        b"\xaf\x00\x00\x00\x00\x00\x00\x00\x00",
+        b"\xb1\x00\x00\x00\x00\x00\x00\x00\x00",
         b"\xa8\x00\x00\x00\x00\x00\x00\x00\x00",
     ];
     for (i, v) in strings.iter().enumerate() {
