@@ -5,11 +5,12 @@ import { parseDecision } from "./reply.js";
 /** How {@link RedisRateLimitStore} is set up. */
 export interface RedisRateLimitStoreOptions {
   /**
-   * Sends one command (node-redis: `(args) => client.sendCommand(args)`;
-   * ioredis: `(args) => client.call(args[0], ...args.slice(1))`), as
-   * rate-limit-redis takes it.
+   * Sends one command, its words as arguments, exactly as rate-limit-redis
+   * takes it (node-redis: `(...args) => client.sendCommand(args)`; ioredis:
+   * `(command, ...args) => client.call(command, ...args)`), so that moving
+   * from rate-limit-redis changes only the class name.
    */
-  readonly sendCommand?: SendCommand;
+  readonly sendCommand?: (...args: string[]) => Promise<unknown>;
   /** Or a node-redis / ioredis client, used through its raw-command call. */
   readonly client?: RedisLike;
   /** Prepended to every key (default `"rl:"`, as rate-limit-redis). */
@@ -28,9 +29,11 @@ export interface RedisRateLimitStoreOptions {
  * The count every hit is admitted against: each hit is counted, as
  * express-rate-limit's stores count (it compares the count with its
  * `limit` itself, which may be a function of the request), and the
- * module's `remaining` stays an exact JavaScript number.
+ * module's `remaining` stays a number that the clients parse exactly
+ * (near 2^53 they do not).
  */
-const COUNT_LIMIT = String(Number.MAX_SAFE_INTEGER);
+const COUNT_MAX = 1e15;
+const COUNT_LIMIT = String(COUNT_MAX);
 
 /**
  * An express-rate-limit `Store` on the redis-ratelimit module: each hit
@@ -43,7 +46,7 @@ const COUNT_LIMIT = String(Number.MAX_SAFE_INTEGER);
  *
  * @example
  * ```ts
- * app.use(rateLimit({ windowMs: 60_000, limit: 100, store: new RedisRateLimitStore({ sendCommand: (args) => client.sendCommand(args) }) }));
+ * app.use(rateLimit({ windowMs: 60_000, limit: 100, store: new RedisRateLimitStore({ sendCommand: (...args) => client.sendCommand(args) }) }));
  * ```
  */
 export class RedisRateLimitStore implements Store {
@@ -60,9 +63,10 @@ export class RedisRateLimitStore implements Store {
 
   /** A store sending its commands with `options.sendCommand` or `options.client`. */
   constructor(options: RedisRateLimitStoreOptions) {
-    const client = options.sendCommand ?? options.client;
-    if (client === undefined) throw new TypeError("RedisRateLimitStore needs sendCommand or client");
-    this.sendCommand = toSendCommand(client);
+    const { sendCommand, client } = options;
+    if (sendCommand !== undefined) this.sendCommand = (args) => sendCommand(...args);
+    else if (client !== undefined) this.sendCommand = toSendCommand(client);
+    else throw new TypeError("RedisRateLimitStore needs sendCommand or client");
     this.prefix = options.prefix ?? "rl:";
     this.window = options.window ?? "fixed";
   }
@@ -81,7 +85,7 @@ export class RedisRateLimitStore implements Store {
     const [command = "", ...policy] = this.policy();
     const reply = await send(this.sendCommand, [command, this.prefix + key, ...policy, ...extra]);
     const d = parseDecision(reply, { name: "", quota: undefined }, false);
-    return { totalHits: Number.MAX_SAFE_INTEGER - d.remaining, resetTime: new Date(Date.now() + d.resetAfterMs) };
+    return { totalHits: COUNT_MAX - d.remaining, resetTime: new Date(Date.now() + d.resetAfterMs) };
   }
 
   /** Counts a hit: one `RL.FIXED` (or `RL.SLIDING`) command. */
@@ -100,7 +104,7 @@ export class RedisRateLimitStore implements Store {
     const words = command === "RL.SLIDING" ? ["SLIDING", ...policy] : ["FIXED", ...policy];
     const reply = await send(this.sendCommand, ["RL.PEEK", this.prefix + key, ...words]);
     const d = parseDecision(reply, { name: "", quota: undefined }, false);
-    const totalHits = Number.MAX_SAFE_INTEGER - d.remaining;
+    const totalHits = COUNT_MAX - d.remaining;
     if (totalHits <= 0 && d.resetAfterMs === 0) return undefined;
     return { totalHits, resetTime: new Date(Date.now() + d.resetAfterMs) };
   }
