@@ -111,7 +111,7 @@ export class Decision implements DecisionFields {
 /** `RateLimit`'s item for one limit: `t` is the wait when nothing is left, else the reset, at most `w`. */
 function item(d: Decision, described: Described): string {
   const waiting = d.remaining === 0 && d.retryAfterMs !== null && d.retryAfterMs > 0;
-  let t = ceilSeconds(waiting && d.retryAfterMs !== null ? d.retryAfterMs : d.resetAfterMs);
+  let t = ceilSeconds(waiting ? d.retryAfterMs : d.resetAfterMs);
   if (described.quota !== undefined && BigInt(t) > described.quota.w) t = Number(described.quota.w);
   return `"${described.name}";r=${d.remaining};t=${t}`;
 }

@@ -68,7 +68,9 @@ export async function withLease<T>(
   if (!decision.allowed || lease === null || lease === undefined) return { acquired: false, decision };
 
   const stop = new AbortController();
-  const onAbort = (): void => stop.abort(signal?.reason);
+  const onAbort = (): void => {
+    stop.abort(signal?.reason);
+  };
   signal?.addEventListener("abort", onAbort, { once: true });
   const every = options.renewEvery ?? Math.max(1, Number((durationMillis(options.ttl) ?? 3000n) / 3n));
   let timer: NodeJS.Timeout | undefined;
@@ -104,10 +106,13 @@ function untilAborted<T>(promise: Promise<T>, signal: AbortSignal | undefined, l
   if (signal === undefined) return promise;
   return new Promise<T>((resolve, reject) => {
     const onAbort = (): void => {
-      reject(signal.reason);
+      reject(abortReason(signal));
       promise.then(late, () => undefined);
     };
-    if (signal.aborted) return onAbort();
+    if (signal.aborted) {
+      onAbort();
+      return;
+    }
     signal.addEventListener("abort", onAbort, { once: true });
     promise.then(
       (value) => {
@@ -116,8 +121,14 @@ function untilAborted<T>(promise: Promise<T>, signal: AbortSignal | undefined, l
       },
       (error: unknown) => {
         signal.removeEventListener("abort", onAbort);
-        reject(error);
+        reject(error instanceof Error ? error : new Error(String(error)));
       },
     );
   });
+}
+
+/** The signal's reason, as an Error (`AbortSignal.abort()` gives a DOMException, itself an Error). */
+function abortReason(signal: AbortSignal): Error {
+  const reason: unknown = signal.reason;
+  return reason instanceof Error ? reason : new Error(String(reason));
 }

@@ -19,7 +19,7 @@ function fieldsOf(reply: RawReply): Fields | undefined {
     const first = reply[0];
     if (typeof first !== "string" || !FIELD_NAMES.has(first)) return undefined;
     const map = new Map<string, RawReply>();
-    for (let i = 0; i + 1 < reply.length; i += 2) map.set(String(reply[i]), reply[i + 1] ?? null);
+    for (let i = 0; i + 1 < reply.length; i += 2) map.set(typeof reply[i] === "string" ? (reply[i] as string) : "", reply[i + 1] ?? null);
     return map;
   }
   if (reply !== null && typeof reply === "object" && !(reply instanceof Uint8Array)) {
@@ -29,7 +29,8 @@ function fieldsOf(reply: RawReply): Fields | undefined {
 }
 
 function unexpected(reply: RawReply): UnexpectedReplyError {
-  return new UnexpectedReplyError(`unexpected reply: ${String(JSON.stringify(reply, (_, v: unknown) => (typeof v === "bigint" ? String(v) : v)))}`);
+  const shown = JSON.stringify(reply, (_, v: unknown) => (typeof v === "bigint" ? String(v) : v));
+  return new UnexpectedReplyError(`unexpected reply: ${shown}`);
 }
 
 function int(value: RawReply | undefined, reply: RawReply): number {

@@ -127,7 +127,9 @@ export class Ratelimit {
     if (ms <= 0) return promise;
     let timer: NodeJS.Timeout | undefined;
     const late = new Promise<T>((resolve) => {
-      timer = setTimeout(() => resolve(fallback()), ms);
+      timer = setTimeout(() => {
+        resolve(fallback());
+      }, ms);
     });
     try {
       return await Promise.race([promise, late]);
@@ -156,7 +158,7 @@ export class Ratelimit {
    * command that waits on the server (`WAIT`), first come first served, no
    * polling. The call holds its connection while it waits.
    */
-  blockUntilReady(identifier: string, timeout: number): Promise<RatelimitResponse> {
+  async blockUntilReady(identifier: string, timeout: number): Promise<RatelimitResponse> {
     if (timeout <= 0) throw new Error("timeout must be positive");
     const decision = this.limiter.decide(this.key(identifier), this.decisive(), { wait: Math.ceil(timeout) });
     const bound = this.timeout <= 0 ? 0 : this.timeout + Math.ceil(timeout);

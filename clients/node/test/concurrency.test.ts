@@ -3,18 +3,9 @@
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 import { type Decision, RateLimiter } from "redis-ratelimit";
-import { CLIENTS, type OpenClient, Server } from "./harness.js";
+import { CLIENTS, type OpenClient, Server, until } from "./harness.js";
 
 const IN_FLIGHT = 50;
-
-/** Polls `probe` until it holds: waiting for a state, bounded, never a fixed sleep. */
-export async function until(probe: () => Promise<boolean>, what: string): Promise<void> {
-  for (let i = 0; i < 1000; i++) {
-    if (await probe()) return;
-    await new Promise((r) => setImmediate(r));
-  }
-  throw new Error(`never: ${what}`);
-}
 
 describe("in flight on one key", () => {
   let server: Server;

@@ -12,8 +12,10 @@ const START_US = 1_699_920_000_000_000n;
 type Plain = Record<string, unknown>;
 
 function plain(d: Decision): Plain {
-  const { described: _described, ...fields } = d;
-  return { ...fields };
+  // Own fields only: the class's prototype and its `described` stay out.
+  const fields: Plain = Object.fromEntries(Object.entries(d));
+  delete fields.described;
+  return fields;
 }
 
 function plainAll(d: AllDecision): Plain {

@@ -130,7 +130,7 @@ function nodeRedis(RESP: 2 | 3): ClientKind {
       const client = createClient({ url, RESP });
       client.on("error", () => undefined);
       await client.connect();
-      return { redis: client, close: async () => void (await client.quit().catch(() => undefined)) };
+      return { redis: client, close: async () => client.destroy() };
     },
   };
 }
@@ -150,4 +150,14 @@ function ioredis(protocol: 2 | 3): ClientKind {
 /** Both clients in both protocols. */
 export const CLIENTS: readonly ClientKind[] = [nodeRedis(2), nodeRedis(3), ioredis(2), ioredis(3)];
 
+/** Polls `probe` until it holds: waiting for a state, bounded, never a fixed sleep. */
+export async function until(probe: () => Promise<boolean>, what: string): Promise<void> {
+  for (let i = 0; i < 1000; i++) {
+    if (await probe()) return;
+    await new Promise((r) => setImmediate(r));
+  }
+  throw new Error(`never: ${what}`);
+}
+
 export { nodeRedis, ioredis };
+
