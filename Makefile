@@ -7,7 +7,7 @@ PREFIX  ?= /usr/local
 MODULEDIR ?= $(PREFIX)/lib/redis/modules
 SUDO    := $(shell [ "$$(id -u)" -eq 0 ] || echo sudo)
 
-.PHONY: run test test-valkey build install deps deps-valkey lint unit bench bench-wait bench-stall demo fuzz clean
+.PHONY: run test test-node bench-node test-valkey build install deps deps-valkey lint unit bench bench-wait bench-stall demo fuzz clean
 
 ## Install what a fresh Debian machine lacks (redis-server, libclang for bindgen).
 deps:
@@ -36,6 +36,21 @@ run: build
 ## against real redis-server processes.
 test: deps lint
 	cargo test --workspace
+	$(MAKE) test-node
+
+## The Node package (clients/node): installed from its lockfile, built with
+## tsc (ESM and CommonJS), type-checked and linted, then its node:test
+## suites against real servers with the module (debug build).
+test-node: deps
+	cargo build
+	cd clients/node && npm ci --no-audit --no-fund && npm run build && npm run lint && \
+		npm run build:test && node --test --test-concurrency=1 build/test/*.test.js
+
+## The Node package's measurements: a typed call's client CPU beside the
+## raw command, and commands per hit beside rate-limit-redis.
+bench-node: deps
+	cargo build
+	cd clients/node && npm ci --no-audit --no-fund && npm run bench
 
 ## The same suite against Valkey 8 (from Debian's bookworm-backports suite,
 ## enabled from the machine's own Debian source if it is missing).
