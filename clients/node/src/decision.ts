@@ -69,14 +69,22 @@ export interface DecisionFields {
 
 /** One limit's decision, parsed the same from RESP2 and RESP3 replies. */
 export class Decision implements DecisionFields {
+  /** Whether the request was admitted. */
   readonly allowed: boolean;
+  /** The most that can be admitted at once (burst, capacity, window limit). */
   readonly limit: number;
+  /** Requests of cost 1 that would be admitted right now, after this one. */
   readonly remaining: number;
+  /** The wait until this request would be admitted, in ms; `null` when admitted or never. */
   readonly retryAfterMs: number | null;
+  /** Until the key is back to full, in ms (the key's TTL). */
   readonly resetAfterMs: number;
-  // Present only when the reply has them (not emitted as fields).
+  // Present only when the reply has them (declared, so not set to undefined).
+  /** With `partial`: the units granted (0 when denied). */
   declare readonly granted?: number | undefined;
+  /** A concurrency limit's lease, `null` when denied or a dry run. */
   declare readonly lease?: string | null | undefined;
+  /** A `SHADOW` named policy: whether enforcing it would have denied. */
   declare readonly shadowDenied?: boolean | undefined;
   /** The limit's name and rate, for {@link Decision.headers}. */
   readonly described: Described;
