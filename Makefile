@@ -9,7 +9,7 @@ PREFIX  ?= /usr/local
 MODULEDIR ?= $(PREFIX)/lib/redis/modules
 SUDO    := $(shell [ "$$(id -u)" -eq 0 ] || echo sudo)
 
-.PHONY: run test test-python test-valkey build install dist test-dist deps deps-valkey lint unit bench bench-wait bench-stall demo fuzz clean
+.PHONY: run test test-python test-node bench-node test-valkey build install dist test-dist deps deps-valkey lint unit bench bench-wait bench-stall demo fuzz clean
 
 ## Install what a fresh Debian machine lacks (redis-server, libclang for bindgen).
 deps:
@@ -50,6 +50,7 @@ test: deps lint
 	cargo test --workspace
 	$(MAKE) test-dist
 	$(MAKE) test-python
+	$(MAKE) test-node
 
 PYTHON  ?= python3
 PYVENV  := clients/python/.venv
@@ -66,6 +67,20 @@ test-python: deps
 	cd clients/python && .venv/bin/ruff format --check . && .venv/bin/ruff check . && \
 		.venv/bin/mypy && .venv/bin/pytest -q && \
 		.venv/bin/python -m build --wheel --outdir dist . >/dev/null && ls dist/*.whl
+
+## The Node package (clients/node): installed from its lockfile, built with
+## tsc (ESM and CommonJS), type-checked and linted, then its node:test
+## suites against real servers with the module (debug build).
+test-node: deps
+	cargo build
+	cd clients/node && npm ci --no-audit --no-fund && npm run build && npm run lint && \
+		npm run build:test && node --test --test-concurrency=1 build/test/*.test.js
+
+## The Node package's measurements: a typed call's client CPU beside the
+## raw command, and commands per hit beside rate-limit-redis.
+bench-node: deps
+	cargo build
+	cd clients/node && npm ci --no-audit --no-fund && npm run bench
 
 ## The same suite against Valkey 8 (from Debian's bookworm-backports suite,
 ## enabled from the machine's own Debian source if it is missing).

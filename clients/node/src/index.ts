@@ -1,0 +1,33 @@
+export { type RawReply, type RawMap, type SendCommand, type NodeRedisLike, type IoredisLike, type RedisLike, fromNodeRedis, fromIoredis, toSendCommand } from "./client.js";
+export { AllDecision, Decision, type DecisionFields, type Described, type Quota, type RateLimitHeaders, ceilSeconds, quotaOf } from "./decision.js";
+export { type Duration, type DurationUnit, durationArg, durationMillis } from "./duration.js";
+export { LeaseLostError, RateLimitError, ReplyError, UnexpectedReplyError, WrongTypeError } from "./errors.js";
+export { type HeldLease, type LeaseOptions, type LeaseResult, withLease } from "./lease.js";
+export {
+  type AcquireOptions,
+  type AllLimit,
+  type AllOptions,
+  type ChargeOptions,
+  type CostOptions,
+  type DecideOptions,
+  type NameOption,
+  type ShareNode,
+  type ShareOptions,
+  type SketchOptions,
+  type ThrottleParams,
+  type WaitOptions,
+  RateLimiter,
+} from "./limiter.js";
+export {
+  type BucketPolicy,
+  type ConcurrencyPolicy,
+  type Count,
+  type FixedPolicy,
+  type GcraPolicy,
+  type NamedPolicy,
+  type Policy,
+  type SlidingPolicy,
+  policyWords,
+  policyQuota,
+  rateQuota,
+} from "./policy.js";
