@@ -43,6 +43,7 @@
 
 use crate::algorithm::concurrency::LeaseId;
 use crate::algorithm::{Micros, RetryAfter};
+use crate::bounds;
 use crate::bounds::work::{self, Work};
 use crate::engine::error::Error;
 use crate::engine::store::MemoryStore;
@@ -250,6 +251,8 @@ pub struct Queues<K, T> {
     dues: BTreeSet<(Micros, u64)>,
     deadlines: BTreeSet<(Micros, u64)>,
     by_token: HashMap<T, u64>,
+    /// Flows remembered without waiters, over all lines (see `fair`).
+    remembered: usize,
 }
 
 impl<K, T> Default for Queues<K, T> {
@@ -262,6 +265,7 @@ impl<K, T> Default for Queues<K, T> {
             dues: BTreeSet::new(),
             deadlines: BTreeSet::new(),
             by_token: HashMap::new(),
+            remembered: 0,
         }
     }
 }
@@ -288,6 +292,30 @@ impl<K: Eq + Hash + Clone, T: Eq + Hash + Clone> Queues<K, T> {
     /// How many wait on `key`.
     pub fn line_len(&self, key: &K) -> usize {
         self.lines.get(key).map_or(0, |l| l.ids.len())
+    }
+
+    /// How many flows without waiters are remembered, over all lines.
+    #[cfg(test)]
+    pub fn remembered_flows(&self) -> usize {
+        self.remembered
+    }
+
+    /// Runs `f` on the turns of `key`'s line, keeping the count of
+    /// remembered flows, and forgetting the line's oldest past the bound.
+    fn on_turns<R>(&mut self, key: &K, f: impl FnOnce(&mut Turns) -> R) -> Option<R> {
+        let line = self.lines.get_mut(key)?;
+        let others = self.remembered.saturating_sub(line.turns.remembered());
+        let r = f(&mut line.turns);
+        // A step remembers at most one flow; a lowered bound drains a few
+        // at each step.
+        let bound = bounds::MAX_REMEMBERED_FLOWS.get() as usize;
+        for _ in 0..fair::FORGET_PER_STEP {
+            if others + line.turns.remembered() <= bound || !line.turns.forget_first() {
+                break;
+            }
+        }
+        self.remembered = others + line.turns.remembered();
+        Some(r)
     }
 
     /// How many of `flow` wait on `key`.
@@ -404,13 +432,14 @@ impl<K: Eq + Hash + Clone, T: Eq + Hash + Clone> Queues<K, T> {
         let turn = (start, self.next_turn);
         self.next_turn += 1;
         let mut passed = Vec::new();
-        for key in &entry.waiter.keys {
-            if let Some(line) = self.lines.get_mut(key) {
-                let front = line.turns.front();
-                line.turns.catch_up(now);
-                line.turns.take_turn(turn, id);
-                passed.extend(front.filter(|_| line.turns.front() == Some(id)));
-            }
+        for key in entry.waiter.keys.clone() {
+            let passed_front = self.on_turns(&key, |turns| {
+                let front = turns.front();
+                turns.catch_up(now);
+                turns.take_turn(turn, id);
+                front.filter(|_| turns.front() == Some(id))
+            });
+            passed.extend(passed_front.flatten());
         }
         if let Some(entry) = self.entries.get_mut(&id) {
             entry.turn = Some(turn);
@@ -528,11 +557,15 @@ impl<K: Eq + Hash + Clone, T: Eq + Hash + Clone> Queues<K, T> {
         let mut next = Vec::new();
         let flow = waiter.flow_name();
         for key in &waiter.keys {
+            let used = admitted.then(|| waiter.share_on(key));
+            let first = self.on_turns(key, |turns| turns.leave(&flow, id, entry.turn, used));
+            next.extend(first.flatten());
             if let Some(line) = self.lines.get_mut(key) {
                 line.ids.remove(&id);
-                let used = admitted.then(|| waiter.share_on(key));
-                next.extend(line.turns.leave(&flow, id, entry.turn, used));
                 if line.ids.is_empty() {
+                    // Nobody waits: the key is idle, every flow starts
+                    // afresh.
+                    self.remembered -= line.turns.remembered();
                     self.lines.remove(key);
                 }
             }
