@@ -2,7 +2,9 @@
 //! the manual clock: flows on one key share its admissions by weight,
 //! whatever the lengths of their lines; disconnects, timeouts and CLIENT
 //! UNBLOCK keep the shares; a flow past `ratelimit.max-waiters-per-flow` is
-//! denied at once; replicas see the same state.
+//! denied at once; replicas see the same state. Closed-loop clients, that
+//! re-send as soon as they are answered, get their flow's weight's share
+//! and no more, one client against a hundred.
 
 mod common;
 use common::blocking::*;
@@ -268,4 +270,67 @@ fn a_replica_sees_the_state_the_admissions_left() {
     );
     let counts = key.admitted_by_flow();
     assert_eq!(counts.iter().map(|c| c.1).sum::<usize>(), 6);
+}
+
+/// Runs closed-loop flows `(clients, flow, weight)` on `RL.GCRA k 1 1h` for
+/// `steps` admissions, one an hour: each flow's admissions.
+fn closed_loops(flows: &[(usize, &'static str, u64)], steps: usize) -> Vec<(&'static str, usize)> {
+    let server = Server::start();
+    let mut loops = common::flows::ClosedLoops::new(&server);
+    clock_set(&mut loops.ctl, T0);
+    assert_eq!(decide(&mut loops.ctl, &["RL.GCRA", "k", "1", "1h"])[0], 1);
+    for &(n, flow, weight) in flows {
+        loops.start(n, &["RL.GCRA", "k", "1", "1h"], flow, weight);
+    }
+    loops.run(steps, HOUR);
+    let counts = loops.admitted_by_flow();
+    eprintln!("closed loops {flows:?}: {counts:?}");
+    counts
+}
+
+/// Each flow's admissions are its weight over the weights of all, within
+/// 5 % of that share.
+fn assert_shares(counts: &[(&'static str, usize)], weights: &[u64]) {
+    let total: usize = counts.iter().map(|c| c.1).sum();
+    let weight: u64 = weights.iter().sum();
+    for (c, w) in counts.iter().zip(weights) {
+        let ideal = *w as f64 / weight as f64;
+        let got = c.1 as f64 / total as f64;
+        assert!(
+            (got - ideal).abs() <= 0.05 * ideal,
+            "{counts:?}: {} {got} vs {ideal}",
+            c.0
+        );
+    }
+}
+
+#[test]
+fn a_one_client_flow_that_re_sends_at_once_gets_half_against_a_hundred_clients() {
+    let counts = closed_loops(&[(100, "a", 1), (1, "b", 1)], 200);
+    assert_eq!(counts.iter().map(|c| c.1).sum::<usize>(), 200);
+    assert_shares(&counts, &[1, 1]);
+}
+
+#[test]
+fn a_one_client_flow_gets_its_weights_share_and_no_more() {
+    // Weight 8 with 50 clients against weight 1 with one.
+    let counts = closed_loops(&[(50, "a", 8), (1, "b", 1)], 360);
+    assert_shares(&counts, &[8, 1]);
+    // One client per flow, weights 1:4.
+    let counts = closed_loops(&[(1, "a", 1), (1, "b", 4)], 200);
+    assert_shares(&counts, &[1, 4]);
+}
+
+#[test]
+fn five_backlogged_flows_and_a_one_client_flow_share_by_weight() {
+    let flows = [
+        (20, "f1", 1),
+        (20, "f2", 1),
+        (20, "f3", 2),
+        (20, "f4", 4),
+        (20, "f5", 8),
+        (1, "six", 1),
+    ];
+    let counts = closed_loops(&flows, 680);
+    assert_shares(&counts, &[1, 1, 2, 4, 8, 1]);
 }
