@@ -128,3 +128,34 @@ fn a_renewal_that_shortens_a_lease_moves_the_waiter_up() {
     assert_eq!(waiting(&mut ctl), 0);
     assert_eq!(recv6(&mut w).0[0], 1);
 }
+
+/// The cut-in: a lease of one of two units held for an hour, a waiter for
+/// both; a request without WAIT for the other unit (a lease of 10 minutes)
+/// is denied, so that releasing the first lease a minute later admits the
+/// waiter at once.
+#[test]
+fn a_request_without_wait_never_cuts_into_a_concurrency_line() {
+    let server = Server::start();
+    let mut ctl = server.conn();
+    clock_set(&mut ctl, T0);
+    let (_, a) = acquire(&mut ctl, &["RL.ACQUIRE", "c", "2", "1h"]);
+    let mut w = server.conn();
+    send(&mut w, &["RL.ACQUIRE", "c", "2", "1h", "COST", "2", "WAIT", "2h"]);
+    await_waiting(&mut ctl, 1);
+    let (plain, lease) = acquire(&mut ctl, &["RL.ACQUIRE", "c", "2", "10m"]);
+    assert_eq!(plain[0], 0, "{plain:?}");
+    assert_eq!(lease, None);
+    // The same through RL.ALL with a rate limit beside it.
+    let all = call(
+        &mut ctl,
+        &["RL.ALL", "2", "r", "c", "GCRA", "10", "1s", "CONCURRENCY", "2", "10m"],
+    );
+    let Ok(Value::Array(all)) = all else {
+        panic!("{all:?}");
+    };
+    assert_eq!(all[0], Value::Int(0), "{all:?}");
+    advance(&mut ctl, MIN);
+    assert_eq!(call(&mut ctl, &["RL.RELEASE", "c", &a.unwrap()]).unwrap(), Value::Int(1));
+    assert_eq!(waiting(&mut ctl), 0);
+    assert_eq!(recv6(&mut w).0[0], 1);
+}

@@ -30,10 +30,13 @@
 //! number, and copies no value but when a line begins.
 //!
 //! The rules this gives, all conservative (never admit ahead of the line):
-//! - a request without `WAIT` on a key with waiters is admitted only if its
-//!   charge no longer counts by the time the line's first waiter is planned
-//!   (a fixed window that resets first, a log entry that expires first);
-//!   otherwise it is denied with the wait after the line;
+//! - a request without `WAIT` on a key with waiters is admitted only if it
+//!   delays none of them: on a rate limit its charge no longer counts by the
+//!   earliest moment the line may admit someone (a fixed window that resets
+//!   first, a log entry that expires first); on a concurrency limit the
+//!   units it leaves free cover every waiter's (no order of releases can
+//!   then make it delay one); otherwise it is denied with the wait after
+//!   the line;
 //! - a `WAIT` whose planned admission lies past its deadline is denied at
 //!   once with that wait (a concurrency limit waits anyway: a lease may be
 //!   released before it expires), and so is one past the operator's bounds
@@ -238,6 +241,9 @@ struct Line {
     planned_until: Micros,
     /// How late the last decided head was against its plan.
     lag: Micros,
+    /// The units its waiters ask of the key, summed (a request without
+    /// `WAIT` on a concurrency limit leaves them free).
+    asked: u128,
 }
 
 /// Every waiter, in arrival order, and the line of each key.
@@ -365,6 +371,7 @@ impl<K: Eq + Hash + Clone, T: Eq + Hash + Clone> Queues<K, T> {
                     plan,
                     planned_until: place.planned,
                     lag: Micros::ZERO,
+                    asked: 0,
                 };
                 self.lines.insert(key.clone(), line);
             }
@@ -387,6 +394,7 @@ impl<K: Eq + Hash + Clone, T: Eq + Hash + Clone> Queues<K, T> {
         for key in &waiter.keys {
             if let Some(line) = self.lines.get_mut(key) {
                 line.ids.insert(id);
+                line.asked += u128::from(waiter.share_on(key).cost);
                 line.turns.join(&flow, id);
                 line.planned_until = line.planned_until.max(place.planned);
             }
@@ -562,6 +570,9 @@ impl<K: Eq + Hash + Clone, T: Eq + Hash + Clone> Queues<K, T> {
             next.extend(first.flatten());
             if let Some(line) = self.lines.get_mut(key) {
                 line.ids.remove(&id);
+                line.asked = line
+                    .asked
+                    .saturating_sub(u128::from(waiter.share_on(key).cost));
                 if line.ids.is_empty() {
                     // Nobody waits: the key is idle, every flow starts
                     // afresh.
@@ -763,6 +774,8 @@ const MAX_LAG: Micros = crate::algorithm::MAX_HORIZON;
 mod fair;
 #[cfg(test)]
 mod fair_tests;
+#[cfg(test)]
+mod line_tests;
 #[cfg(test)]
 mod multi_tests;
 mod place;

@@ -133,10 +133,14 @@ impl<K: Eq + Hash + Clone, T: Eq + Hash + Clone> Queues<K, T> {
     }
 
     /// Whether a request without `WAIT`, admitted alone, may go ahead of
-    /// the lines of its keys: its charge must no longer count when each
-    /// line's first waiter is planned (the state then is the same with or
-    /// without it), so that it delays nobody. Checked on copies of small
-    /// values only.
+    /// the lines of its keys, delaying nobody. On a rate limit its charge
+    /// must no longer count by the earliest moment the line may admit
+    /// someone (its front's next decision, or its first waiter's planned
+    /// admission if sooner; now if the front waits on another key): the
+    /// state then is the same with or without it. On a concurrency limit,
+    /// whose releases cannot be foreseen, the units left free after it must
+    /// cover every waiter of the line: then no order of releases lets it
+    /// delay one. Checked on copies of small values only.
     fn goes_ahead<S: Keyspace<K>>(
         &self,
         keyspace: &mut S,
@@ -172,24 +176,44 @@ impl<K: Eq + Hash + Clone, T: Eq + Hash + Clone> Queues<K, T> {
         };
         engine::decide(&mut after, policies, now, charged)?;
         for (i, key) in keys.iter().enumerate() {
-            let Some(first) = self.first_planned(key) else {
+            let Some(line) = self.lines.get(key) else {
                 continue;
             };
-            // A plan running late is looked at from now.
-            let first = first.max(now);
-            let look = |value: &Option<Vec<u8>>| {
+            let look = |value: &Option<Vec<u8>>, at: Micros| {
                 policies[i]
-                    .decide(value.as_deref(), first, 0)
+                    .decide(value.as_deref(), at, 0)
                     .map(|o| (o.decision.remaining, o.decision.reset_after))
                     .ok()
             };
-            if look(&before.values[i]).is_none()
-                || look(&before.values[i]) != look(&after.values[i])
+            if policies[i].holds_leases() {
+                let free = look(&after.values[i], now).map(|l| l.0);
+                if free.is_none_or(|free| u128::from(free) < line.asked) {
+                    return Ok(false);
+                }
+                continue;
+            }
+            let first = self.next_admission(key, now);
+            if look(&before.values[i], first).is_none()
+                || look(&before.values[i], first) != look(&after.values[i], first)
             {
                 return Ok(false);
             }
         }
         Ok(true)
+    }
+
+    /// The earliest moment the line of `key` may admit someone, at or
+    /// after `now`: its front's next decision, or its first waiter's
+    /// planned admission if sooner; now if the front is not a head (it
+    /// waits on another key, and may be decided at any moment).
+    fn next_admission(&self, key: &K, now: Micros) -> Micros {
+        let front = self.lines.get(key).and_then(|l| l.turns.front());
+        let due = front.and_then(|id| self.entries.get(&id)?.due);
+        let Some(due) = due else {
+            return now;
+        };
+        let planned = self.first_planned(key).unwrap_or(due);
+        due.min(planned).max(now)
     }
 
     /// The planned admission of the first waiter on `key`.
