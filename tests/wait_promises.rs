@@ -140,7 +140,10 @@ fn a_request_without_wait_never_cuts_into_a_concurrency_line() {
     clock_set(&mut ctl, T0);
     let (_, a) = acquire(&mut ctl, &["RL.ACQUIRE", "c", "2", "1h"]);
     let mut w = server.conn();
-    send(&mut w, &["RL.ACQUIRE", "c", "2", "1h", "COST", "2", "WAIT", "2h"]);
+    send(
+        &mut w,
+        &["RL.ACQUIRE", "c", "2", "1h", "COST", "2", "WAIT", "2h"],
+    );
     await_waiting(&mut ctl, 1);
     let (plain, lease) = acquire(&mut ctl, &["RL.ACQUIRE", "c", "2", "10m"]);
     assert_eq!(plain[0], 0, "{plain:?}");
@@ -148,14 +151,28 @@ fn a_request_without_wait_never_cuts_into_a_concurrency_line() {
     // The same through RL.ALL with a rate limit beside it.
     let all = call(
         &mut ctl,
-        &["RL.ALL", "2", "r", "c", "GCRA", "10", "1s", "CONCURRENCY", "2", "10m"],
+        &[
+            "RL.ALL",
+            "2",
+            "r",
+            "c",
+            "GCRA",
+            "10",
+            "1s",
+            "CONCURRENCY",
+            "2",
+            "10m",
+        ],
     );
     let Ok(Value::Array(all)) = all else {
         panic!("{all:?}");
     };
     assert_eq!(all[0], Value::Int(0), "{all:?}");
     advance(&mut ctl, MIN);
-    assert_eq!(call(&mut ctl, &["RL.RELEASE", "c", &a.unwrap()]).unwrap(), Value::Int(1));
+    assert_eq!(
+        call(&mut ctl, &["RL.RELEASE", "c", &a.unwrap()]).unwrap(),
+        Value::Int(1)
+    );
     assert_eq!(waiting(&mut ctl), 0);
     assert_eq!(recv6(&mut w).0[0], 1);
 }

@@ -227,6 +227,9 @@ struct Entry<K, T> {
     /// Its place in the order of all its lines, once it is the first of
     /// its flow in each (see `fair`).
     turn: Option<Turn>,
+    /// How much later than the line's latest planned admission before it
+    /// its own is: the time its charge takes in the plan.
+    span: Micros,
 }
 
 /// The waiters of one key, in arrival order and by flow, and its plan.
@@ -241,9 +244,15 @@ struct Line {
     planned_until: Micros,
     /// How late the last decided head was against its plan.
     lag: Micros,
+    /// The time the waiters who left without admission took in the plan
+    /// (see [`Entry::span`]): those behind them run that much ahead of it.
+    freed: Micros,
     /// The units its waiters ask of the key, summed (a request without
     /// `WAIT` on a concurrency limit leaves them free).
     asked: u128,
+    /// How many waiters ask each cost of the key (the smallest bounds who
+    /// could take room left now, were those ahead of it to leave).
+    costs: BTreeMap<u64, usize>,
 }
 
 /// Every waiter, in arrival order, and the line of each key.
@@ -360,6 +369,9 @@ impl<K: Eq + Hash + Clone, T: Eq + Hash + Clone> Queues<K, T> {
         work::one(Work::Waiters);
         let id = self.next_id;
         self.next_id += 1;
+        let before = (waiter.keys.iter())
+            .filter_map(|k| self.lines.get(k).map(|l| l.planned_until))
+            .fold(waiter.since, Micros::max);
         for key in &waiter.keys {
             if !self.lines.contains_key(key) {
                 // An unreadable key decides nothing here: its plan is empty
@@ -371,7 +383,9 @@ impl<K: Eq + Hash + Clone, T: Eq + Hash + Clone> Queues<K, T> {
                     plan,
                     planned_until: place.planned,
                     lag: Micros::ZERO,
+                    freed: Micros::ZERO,
                     asked: 0,
+                    costs: BTreeMap::new(),
                 };
                 self.lines.insert(key.clone(), line);
             }
@@ -394,7 +408,9 @@ impl<K: Eq + Hash + Clone, T: Eq + Hash + Clone> Queues<K, T> {
         for key in &waiter.keys {
             if let Some(line) = self.lines.get_mut(key) {
                 line.ids.insert(id);
-                line.asked += u128::from(waiter.share_on(key).cost);
+                let cost = waiter.share_on(key).cost;
+                line.asked += u128::from(cost);
+                *line.costs.entry(cost).or_default() += 1;
                 line.turns.join(&flow, id);
                 line.planned_until = line.planned_until.max(place.planned);
             }
@@ -408,6 +424,7 @@ impl<K: Eq + Hash + Clone, T: Eq + Hash + Clone> Queues<K, T> {
             planned_leases,
             planned_lender,
             turn: None,
+            span: place.planned.saturating_sub(before),
         };
         self.entries.insert(id, entry);
         self.give_turn(id);
@@ -545,15 +562,20 @@ impl<K: Eq + Hash + Clone, T: Eq + Hash + Clone> Queues<K, T> {
         self.deadlines.remove(&(entry.waiter.deadline, id));
         self.by_token.remove(&entry.waiter.token);
         let waiter = entry.waiter;
-        if !admitted {
+        // On rate limits the plan keeps a charge that will not be made (its
+        // state stays as of its latest time) and the line is counted as
+        // running that much ahead of it; leases and assured rates, which
+        // the plan holds by name, are given back.
+        let gives_back =
+            waiter.policies.iter().any(Policy::holds_leases) || entry.planned_lender.is_some();
+        if !admitted && gives_back {
             let until = waiter
                 .keys
                 .iter()
                 .filter_map(|k| self.lines.get(k).map(|l| l.planned_until))
                 .max()
                 .unwrap_or(at);
-            // Its planned admission leaves the plans: units refunded,
-            // planned leases and assured rates given back.
+            // Its planned admission leaves the plans.
             let (leases, lender) = (&entry.planned_leases, entry.planned_lender);
             let _ = self.on_plans(&waiter.keys, |store| {
                 let request = waiter.request(Charge::Normal);
@@ -570,9 +592,17 @@ impl<K: Eq + Hash + Clone, T: Eq + Hash + Clone> Queues<K, T> {
             next.extend(first.flatten());
             if let Some(line) = self.lines.get_mut(key) {
                 line.ids.remove(&id);
-                line.asked = line
-                    .asked
-                    .saturating_sub(u128::from(waiter.share_on(key).cost));
+                if !admitted && !gives_back {
+                    line.freed = line.freed.saturating_add(entry.span);
+                }
+                let cost = waiter.share_on(key).cost;
+                line.asked = line.asked.saturating_sub(u128::from(cost));
+                if let Some(n) = line.costs.get_mut(&cost) {
+                    *n -= 1;
+                    if *n == 0 {
+                        line.costs.remove(&cost);
+                    }
+                }
                 if line.ids.is_empty() {
                     // Nobody waits: the key is idle, every flow starts
                     // afresh.

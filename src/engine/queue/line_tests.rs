@@ -128,7 +128,8 @@ impl Line {
             self.waiting.retain(|&t| t != e.token);
             if let Ending::Admitted(d) = e.ending {
                 self.admitted.push((e.token, e.at));
-                self.held.extend(d.leases.first().copied().flatten().flatten());
+                self.held
+                    .extend(d.leases.first().copied().flatten().flatten());
             }
         }
         self.now = to;
@@ -249,7 +250,9 @@ fn units_no_waiter_asks_for_may_be_taken_without_wait() {
     let both = [rate.clone(), slots.clone()];
     let keys = ["r", "c"];
     let now = T0;
-    let decided = q.arrive(&mut ks, &keys, &both, now, Request::default()).unwrap();
+    let decided = q
+        .arrive(&mut ks, &keys, &both, now, Request::default())
+        .unwrap();
     assert!(matches!(decided, Arrival::Now(ref d) if d.allowed));
     // One waits on the rate for a unit of the slots (2 of 3 free).
     let wait = Request {
@@ -358,11 +361,33 @@ fn told_over_truth(policy: &Policy, trials: u64, step: u64) -> (f64, f64, f64) {
     (at(0.5), at(0.99), at(1.0))
 }
 
+/// GCRA and BUCKET behind lines that shrink: what a request without
+/// `WAIT` is told is at most 1.25 times, and at least 0.8 times, when it is
+/// really admitted (at p99; the line's plan keeps the time of those who
+/// left, and the line runs that much ahead of it).
 #[test]
 fn told_over_truth_behind_lines_that_shrink() {
+    for policy in &policies()[..2] {
+        let (median, p99, worst) = told_over_truth(policy, 40, S / 20);
+        assert!(
+            p99 <= 1.25 && median >= 0.8,
+            "{policy:?}: {median} {p99} {worst}"
+        );
+    }
+}
+
+/// The benchmark: told ÷ truth for every rate algorithm, 500 trials each
+/// (`scripts/bench_told.sh`).
+#[test]
+#[ignore]
+fn bench_told_over_truth() {
     let names = ["GCRA", "BUCKET", "FIXED", "SLIDING EXACT"];
+    println!("algorithm      trials  median  p99    worst  (told / truth, lines that shrink)");
     for (name, policy) in names.iter().zip(policies()) {
-        let (median, p99, worst) = told_over_truth(&policy, 200, S / 100);
-        eprintln!("{name}: told/truth median {median:.2} p99 {p99:.2} worst {worst:.2}");
+        let (median, p99, worst) = told_over_truth(&policy, 500, S / 100);
+        println!(
+            "{name:<14} {:>6}  {median:>6.2}  {p99:>5.2}  {worst:>5.2}",
+            500
+        );
     }
 }
