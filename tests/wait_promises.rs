@@ -176,3 +176,85 @@ fn a_request_without_wait_never_cuts_into_a_concurrency_line() {
     assert_eq!(waiting(&mut ctl), 0);
     assert_eq!(recv6(&mut w).0[0], 1);
 }
+
+/// The first instant (probed every `step` µs of the manual clock) at which
+/// `probe` (a DRYRUN) is admitted, in µs from now.
+fn truth(ctl: &mut Connection, probe: &[&str], step: u64) -> u64 {
+    let mut waited = 0;
+    let allowed = |c: &mut Connection| match call(c, probe) {
+        Ok(Value::Array(v)) => v.first() == Some(&Value::Int(1)),
+        other => panic!("{other:?}"),
+    };
+    while !allowed(ctl) {
+        advance(ctl, step);
+        waited += step;
+        assert!(waited < 100 * 3_600 * S, "never admitted");
+    }
+    waited
+}
+
+/// Ten waiters on GCRA one a second; five leave mid-line (three
+/// disconnect, two by CLIENT UNBLOCK): those behind move up, and a request
+/// without WAIT is told the wait it really has, to the emission interval.
+#[test]
+fn told_behind_a_line_that_shrinks_is_when_it_is_admitted() {
+    let server = Server::start();
+    let mut ctl = server.conn();
+    clock_set(&mut ctl, T0);
+    assert_eq!(decide(&mut ctl, &["RL.GCRA", "g", "1", "1s"])[0], 1);
+    let mut waiters = Vec::new();
+    for i in 0..10 {
+        let mut w = server.conn();
+        let id = client_id(&mut w);
+        send(&mut w, &["RL.GCRA", "g", "1", "1s", "WAIT", "1h"]);
+        await_waiting(&mut ctl, i + 1);
+        waiters.push((w, id));
+    }
+    for (i, (_, id)) in waiters.iter().enumerate() {
+        match i {
+            1 | 4 | 8 => {
+                let _: i64 = cmd(&["CLIENT", "KILL", "ID", &id.to_string()])
+                    .query(&mut ctl)
+                    .unwrap();
+            }
+            2 | 6 => {
+                let _: i64 = cmd(&["CLIENT", "UNBLOCK", &id.to_string()])
+                    .query(&mut ctl)
+                    .unwrap();
+            }
+            _ => {}
+        }
+    }
+    await_waiting(&mut ctl, 5);
+    let told = decide(&mut ctl, &["RL.GCRA", "g", "1", "1s"]);
+    assert_eq!(told[0], 0);
+    let probe = ["RL.GCRA", "g", "1", "1s", "DRYRUN"];
+    let truth_ms = truth(&mut ctl, &probe, S / 10) / 1_000;
+    // Five ahead of it: 6 s (the line's first slot in 1 s, then four more,
+    // then its own).
+    assert_eq!(truth_ms, 6_000);
+    assert_eq!(told[3] as u64, truth_ms, "{told:?}");
+}
+
+/// On a concurrency key, what a request without WAIT is told behind a
+/// line is the instant by which capacity is certain: every lease held and
+/// every waiter's held to its ttl. With a release, it is admitted sooner.
+#[test]
+fn told_on_a_concurrency_key_is_when_capacity_is_certain() {
+    let server = Server::start();
+    let mut ctl = server.conn();
+    clock_set(&mut ctl, T0);
+    let (_, a) = acquire(&mut ctl, &["RL.ACQUIRE", "c", "1", "1h"]);
+    let mut w = server.conn();
+    send(&mut w, &["RL.ACQUIRE", "c", "1", "1h", "WAIT", "2h"]);
+    await_waiting(&mut ctl, 1);
+    let (told, _) = acquire(&mut ctl, &["RL.ACQUIRE", "c", "1", "1h"]);
+    assert_eq!(told[..2], [0, 1]);
+    // A's hour, then the waiter's.
+    assert_eq!(told[3], 7_200_000);
+    // Nobody releases: admitted exactly then.
+    let probe = ["RL.ACQUIRE", "c", "1", "1h", "DRYRUN"];
+    assert_eq!(truth(&mut ctl, &probe, MIN), 120 * MIN);
+    assert_eq!(recv6(&mut w).0[0], 1);
+    drop(a);
+}
