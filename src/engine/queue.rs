@@ -268,6 +268,10 @@ pub struct Queues<K, T> {
     by_token: HashMap<T, u64>,
     /// Flows remembered without waiters, over all lines (see `fair`).
     remembered: usize,
+    /// The turns of keys nobody waits on any more that still remember
+    /// flows: a client re-sending once the line emptied (several admitted
+    /// in one tick) takes up where its flow was.
+    resting: HashMap<K, Turns>,
 }
 
 impl<K, T> Default for Queues<K, T> {
@@ -281,6 +285,7 @@ impl<K, T> Default for Queues<K, T> {
             deadlines: BTreeSet::new(),
             by_token: HashMap::new(),
             remembered: 0,
+            resting: HashMap::new(),
         }
     }
 }
@@ -307,6 +312,14 @@ impl<K: Eq + Hash + Clone, T: Eq + Hash + Clone> Queues<K, T> {
     /// How many wait on `key`.
     pub fn line_len(&self, key: &K) -> usize {
         self.lines.get(key).map_or(0, |l| l.ids.len())
+    }
+
+    /// `key` admitted a request at once that could have waited: it has
+    /// room, nobody wants its turns; every flow starts afresh there.
+    pub(super) fn idle(&mut self, key: &K) {
+        if let Some(turns) = self.resting.remove(key) {
+            self.remembered = self.remembered.saturating_sub(turns.remembered());
+        }
     }
 
     /// How many flows without waiters are remembered, over all lines.
@@ -379,7 +392,7 @@ impl<K: Eq + Hash + Clone, T: Eq + Hash + Clone> Queues<K, T> {
                 let plan = keyspace.value(key).ok().flatten();
                 let line = Line {
                     ids: BTreeSet::new(),
-                    turns: Turns::default(),
+                    turns: self.resting.remove(key).unwrap_or_default(),
                     plan,
                     planned_until: place.planned,
                     lag: Micros::ZERO,
@@ -604,10 +617,13 @@ impl<K: Eq + Hash + Clone, T: Eq + Hash + Clone> Queues<K, T> {
                     }
                 }
                 if line.ids.is_empty() {
-                    // Nobody waits: the key is idle, every flow starts
-                    // afresh.
-                    self.remembered -= line.turns.remembered();
-                    self.lines.remove(key);
+                    // Nobody waits: its turns rest while they remember
+                    // flows, until the key admits a waiter at once.
+                    if let Some(line) = self.lines.remove(key) {
+                        if line.turns.remembered() > 0 {
+                            self.resting.insert(key.clone(), line.turns);
+                        }
+                    }
                 }
             }
         }

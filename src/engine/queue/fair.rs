@@ -30,9 +30,11 @@
 //! meanwhile, so it gets its weight's share and no more; a flow idle for
 //! longer than that starts at the virtual time, so it banks no credit.
 //! Remembered flows are forgotten once the virtual time passes them (a few
-//! at each step, smallest finish first), with the line when nobody waits
-//! on the key any more (the key is idle: every flow starts afresh), and,
-//! past the queue's bound on them, the smallest finish first.
+//! at each step, smallest finish first), all at once when the key admits a
+//! waiting request at once (it has room: nobody needs turns there), and,
+//! past the queue's bound on them, the smallest finish first. A line that
+//! empties keeps its turns while they remember flows (several admitted in
+//! one tick, their clients re-send after it).
 //! Pure: the waiters are ids, their costs and weights are passed in; each
 //! step costs O(log) in the waiters and flows of the line.
 

@@ -43,6 +43,11 @@ impl<K: Eq + Hash + Clone, T: Eq + Hash + Clone> Queues<K, T> {
         let room = self.len() < bounds::MAX_WAITERS.get() as usize;
         if !keys.iter().any(|k| self.has_waiters(k)) {
             let decided = keyspace.decide(keys, policies, now, plain)?;
+            if decided.allowed && timeout.is_some() {
+                for key in keys {
+                    self.idle(key);
+                }
+            }
             return Ok(match (timeout, decided.retry_after) {
                 (Some(t), RetryAfter::After(wait))
                     if !decided.allowed && room && (wait <= t || releasable) =>
