@@ -356,8 +356,16 @@ fn real_clock_shares(flows: &[(usize, &'static str, u64)]) -> Vec<f64> {
                     "RL.GCRA", "k", "100", "1s", "WAIT", "30s", "FLOW", flow, "WEIGHT", &weight,
                 ];
                 while !stop.load(Relaxed) {
-                    if decide(&mut c, &args)[0] == 1 {
-                        count.fetch_add(1, Relaxed);
+                    match call(&mut c, &args) {
+                        Ok(redis::Value::Array(v)) if v.first() == Some(&redis::Value::Int(1)) => {
+                            count.fetch_add(1, Relaxed);
+                        }
+                        Ok(_) => {}
+                        // Printed: a client that fails stops wanting service.
+                        Err(e) => {
+                            eprintln!("{flow}: {e}");
+                            return;
+                        }
                     }
                 }
             }));
