@@ -274,7 +274,13 @@ fn units_no_waiter_asks_for_may_be_taken_without_wait() {
     };
     q.enqueue(&mut ks, waiter, place);
     // A lease of one unit on the slots alone: one is left for the waiter.
-    let one = q.arrive(&mut ks, &["c"], &[slots.clone()], now, Request::default());
+    let one = q.arrive(
+        &mut ks,
+        &["c"],
+        std::slice::from_ref(&slots),
+        now,
+        Request::default(),
+    );
     assert!(matches!(one.unwrap(), Arrival::Now(ref d) if d.allowed));
     // Another would leave it none: denied.
     let two = q.arrive(&mut ks, &["c"], &[slots], now, Request::default());
