@@ -20,12 +20,16 @@
 //! Where a newcomer stands is found without looking at the waiters: each
 //! line keeps its key's state as the admissions of everyone in it will
 //! leave it (its *plan*: each waiter charged at its planned admission when
-//! it joined, given back when it leaves without admission), and the time
-//! of its latest planned admission. A newcomer is planned on the plan, at
-//! or after that time, in a bounded number of decisions. Where the real
-//! admissions run behind the plan (the state was replaced or charged behind
-//! the queue's back), the line's *lag* (how late its last head was against
-//! its plan) is added to what the plan says. So every arrival, admission,
+//! it joined), and the time of its latest planned admission. A newcomer is
+//! planned on the plan, at or after that time, in a bounded number of
+//! decisions. Where the real admissions run behind the plan (the state was
+//! replaced or charged behind the queue's back), the line's *lag* (how late
+//! its last head was against its plan) is added to what the plan says. A
+//! waiter that leaves without admission gives its leases and assured
+//! rates back to the plan; on rate limits its charge stays (the plan's
+//! state is as of its latest time) and the line's *freed* time (what its
+//! charge took in the plan) is taken off what the plan says: those behind
+//! it run that much ahead. So every arrival, admission,
 //! timeout and departure costs O(log n) in the waiters, whatever their
 //! number, and copies no value but when a line begins.
 //!
