@@ -9,7 +9,7 @@ PREFIX  ?= /usr/local
 MODULEDIR ?= $(PREFIX)/lib/redis/modules
 SUDO    := $(shell [ "$$(id -u)" -eq 0 ] || echo sudo)
 
-.PHONY: run test test-python test-node bench-node test-valkey build install dist test-dist deps deps-valkey lint unit bench bench-wait bench-stall demo fuzz clean
+.PHONY: run test test-python test-node bench-node test-valkey build install dist test-dist deps deps-valkey lint unit bench bench-wait bench-stall bench-fair demo fuzz clean
 
 ## Install what a fresh Debian machine lacks (redis-server, libclang for bindgen).
 deps:
@@ -127,6 +127,11 @@ bench-wait: build
 ## docs/performance.md#stalls).
 bench-stall: build
 	./scripts/bench_stall.sh
+
+## What waiting promises: told ÷ truth behind shrinking lines per algorithm,
+## closed-loop fair shares on the manual and the real clock.
+bench-fair:
+	./scripts/bench_fair.sh
 
 ## Replays classic traffic traces against every algorithm; writes an SVG chart.
 demo: build

@@ -83,6 +83,13 @@ pub static MAX_WAITERS_PER_FLOW: Bound = Bound::new("max-waiters-per-flow", 100,
 /// memory while it waits).
 pub static MAX_WAITERS: Bound = Bound::new("max-waiters", 10_000, 1, 1_000_000);
 
+/// Flows remembered without waiters (`WAIT … FLOW`), over all keys: a
+/// flow whose last waiter was admitted is remembered with where its
+/// admission finished, so that re-sending at once gains it nothing, until
+/// the key's virtual time passes it. Past the bound the one that finished
+/// first is forgotten.
+pub static MAX_REMEMBERED_FLOWS: Bound = Bound::new("max-remembered-flows", 10_000, 0, 1_000_000);
+
 /// Waiters admitted or timed out per event-loop iteration; the rest go on
 /// in the next one, so that other clients are served in between.
 pub static WAIT_EVENTS_PER_TICK: Bound = Bound::new("wait-events-per-tick", 100, 1, 1_000_000);
@@ -108,10 +115,11 @@ pub static MAX_POLICY_NAME: Bound = Bound::new("max-policy-name", 256, 1, 65_536
 pub static INFO_POLICIES: Bound = Bound::new("info-policies", 100, 0, 10_000);
 
 /// Every bound, in the order `CONFIG GET ratelimit.*` lists them.
-pub static ALL: [&Bound; 10] = [
+pub static ALL: [&Bound; 11] = [
     &MAX_WAITERS_PER_KEY,
     &MAX_WAITERS_PER_FLOW,
     &MAX_WAITERS,
+    &MAX_REMEMBERED_FLOWS,
     &WAIT_EVENTS_PER_TICK,
     &MAX_SKETCH_BYTES,
     &MAX_LOG_ENTRIES,

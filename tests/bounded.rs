@@ -394,6 +394,40 @@ fn fair_waiting_over_two_keys_costs_the_same_with_2_and_1000_flows() {
     }
 }
 
+/// Flows remembered after their admission (a client re-sending at once
+/// gains no turn): 1,000 one-shot flows, each admitted ahead of a
+/// backlogged one and remembered, against 1. Joining and the next
+/// admission cost the same work with 1 and 1,000 remembered.
+#[test]
+fn remembered_flows_cost_the_same_at_1_and_1000() {
+    let costs = |one_shots: usize| {
+        let server = Server::start();
+        let mut ctl = server.conn();
+        clock_set(&mut ctl, 1_900_000_000 * S);
+        call(&mut ctl, &["RL.GCRA", "k", "1", "1h"]).unwrap();
+        let backlog = |_| words("RL.GCRA k 1 1h WAIT 100d FLOW a");
+        let mut conns = add_waiters(&server, &mut ctl, 2, 2, backlog);
+        // The first of a's has its turn; each one-shot flow (weight 1000)
+        // starts at the virtual time and goes first, then is remembered.
+        for i in 0..one_shots {
+            let one = |_| words(&format!("RL.GCRA k 1 1h WAIT 100d FLOW o{i} WEIGHT 1000"));
+            conns.extend(add_waiters(&server, &mut ctl, 1, 3, one));
+            advance(&mut ctl, 3_600 * S);
+            await_waiting(&mut ctl, 2);
+        }
+        let join = cost_of(&mut ctl, |c| {
+            let one = |_| words("RL.GCRA k 1 1h WAIT 100d FLOW new WEIGHT 1000");
+            conns.extend(add_waiters(&server, c, 1, 3, one));
+        });
+        let admission = cost_of(&mut ctl, |c| {
+            advance(c, 3_600 * S);
+            await_waiting(c, 2);
+        });
+        (join, admission)
+    };
+    assert_eq!(costs(1), costs(1_000));
+}
+
 fn client_id(c: &mut Connection) -> i64 {
     redis::cmd("CLIENT").arg("ID").query(c).expect("CLIENT ID")
 }

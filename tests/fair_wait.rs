@@ -2,7 +2,9 @@
 //! the manual clock: flows on one key share its admissions by weight,
 //! whatever the lengths of their lines; disconnects, timeouts and CLIENT
 //! UNBLOCK keep the shares; a flow past `ratelimit.max-waiters-per-flow` is
-//! denied at once; replicas see the same state.
+//! denied at once; replicas see the same state. Closed-loop clients, that
+//! re-send as soon as they are answered, get their flow's weight's share
+//! and no more, one client against a hundred.
 
 mod common;
 use common::blocking::*;
@@ -268,4 +270,152 @@ fn a_replica_sees_the_state_the_admissions_left() {
     );
     let counts = key.admitted_by_flow();
     assert_eq!(counts.iter().map(|c| c.1).sum::<usize>(), 6);
+}
+
+/// Runs closed-loop flows `(clients, flow, weight)` on `RL.GCRA k 1 1h` for
+/// `steps` admissions, one an hour: each flow's admissions.
+fn closed_loops(flows: &[(usize, &'static str, u64)], steps: usize) -> Vec<(&'static str, usize)> {
+    let server = Server::start();
+    let mut loops = common::flows::ClosedLoops::new(&server);
+    clock_set(&mut loops.ctl, T0);
+    assert_eq!(decide(&mut loops.ctl, &["RL.GCRA", "k", "1", "1h"])[0], 1);
+    for &(n, flow, weight) in flows {
+        loops.start(n, &["RL.GCRA", "k", "1", "1h"], flow, weight);
+    }
+    loops.run(steps, HOUR);
+    let counts = loops.admitted_by_flow();
+    eprintln!("closed loops {flows:?}: {counts:?}");
+    counts
+}
+
+/// Each flow's admissions are its weight over the weights of all, within
+/// 5 % of that share.
+fn assert_shares(counts: &[(&'static str, usize)], weights: &[u64]) {
+    let total: usize = counts.iter().map(|c| c.1).sum();
+    let weight: u64 = weights.iter().sum();
+    for (c, w) in counts.iter().zip(weights) {
+        let ideal = *w as f64 / weight as f64;
+        let got = c.1 as f64 / total as f64;
+        assert!(
+            (got - ideal).abs() <= 0.05 * ideal,
+            "{counts:?}: {} {got} vs {ideal}",
+            c.0
+        );
+    }
+}
+
+#[test]
+fn a_one_client_flow_that_re_sends_at_once_gets_half_against_a_hundred_clients() {
+    let counts = closed_loops(&[(100, "a", 1), (1, "b", 1)], 200);
+    assert_eq!(counts.iter().map(|c| c.1).sum::<usize>(), 200);
+    assert_shares(&counts, &[1, 1]);
+}
+
+#[test]
+fn a_one_client_flow_gets_its_weights_share_and_no_more() {
+    // Weight 8 with 50 clients against weight 1 with one.
+    let counts = closed_loops(&[(50, "a", 8), (1, "b", 1)], 360);
+    assert_shares(&counts, &[8, 1]);
+    // One client per flow, weights 1:4.
+    let counts = closed_loops(&[(1, "a", 1), (1, "b", 4)], 200);
+    assert_shares(&counts, &[1, 4]);
+}
+
+#[test]
+fn five_backlogged_flows_and_a_one_client_flow_share_by_weight() {
+    let flows = [
+        (20, "f1", 1),
+        (20, "f2", 1),
+        (20, "f3", 2),
+        (20, "f4", 4),
+        (20, "f5", 8),
+        (1, "six", 1),
+    ];
+    let counts = closed_loops(&flows, 680);
+    assert_shares(&counts, &[1, 1, 2, 4, 8, 1]);
+}
+
+/// On the real clock, `RL.GCRA k 100 1s`: closed-loop clients of `flows`
+/// `(clients, flow, weight)`, each re-sending as soon as it is answered,
+/// for 5 s to settle and 10 s measured. Prints each flow's share against
+/// its ideal (its weight over the sum) and returns the ratios.
+fn real_clock_shares(flows: &[(usize, &'static str, u64)]) -> Vec<f64> {
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::Relaxed};
+    use std::sync::Arc;
+    let server = Server::with(Config::real_clock());
+    let stop = Arc::new(AtomicBool::new(false));
+    let counts: Vec<Arc<AtomicUsize>> = flows.iter().map(|_| Arc::default()).collect();
+    let mut threads = Vec::new();
+    for (i, &(n, flow, weight)) in flows.iter().enumerate() {
+        for _ in 0..n {
+            let mut c = server.conn();
+            let (stop, count) = (stop.clone(), counts[i].clone());
+            let weight = weight.to_string();
+            threads.push(std::thread::spawn(move || {
+                let args = [
+                    "RL.GCRA", "k", "100", "1s", "WAIT", "30s", "FLOW", flow, "WEIGHT", &weight,
+                ];
+                while !stop.load(Relaxed) {
+                    match call(&mut c, &args) {
+                        Ok(redis::Value::Array(v)) if v.first() == Some(&redis::Value::Int(1)) => {
+                            count.fetch_add(1, Relaxed);
+                        }
+                        Ok(_) => {}
+                        // Printed: a client that fails stops wanting service.
+                        Err(e) => {
+                            eprintln!("{flow}: {e}");
+                            return;
+                        }
+                    }
+                }
+            }));
+        }
+    }
+    std::thread::sleep(std::time::Duration::from_secs(5));
+    let start: Vec<usize> = counts.iter().map(|c| c.load(Relaxed)).collect();
+    std::thread::sleep(std::time::Duration::from_secs(10));
+    let end: Vec<usize> = counts.iter().map(|c| c.load(Relaxed)).collect();
+    stop.store(true, Relaxed);
+    for t in threads {
+        t.join().unwrap();
+    }
+    let got: Vec<usize> = end.iter().zip(&start).map(|(e, s)| e - s).collect();
+    let total: usize = got.iter().sum();
+    let weights: u64 = flows.iter().map(|f| f.2).sum();
+    println!("real clock, RL.GCRA k 100 1s, {total} admissions in 10 s:");
+    let mut ratios = Vec::new();
+    for ((clients, flow, weight), n) in flows.iter().zip(&got) {
+        let ideal = *weight as f64 / weights as f64;
+        let share = *n as f64 / total as f64;
+        println!("  {flow:<4} {clients:>3} clients, weight {weight}: {n:>5} admitted, share {share:.4}, ideal {ideal:.4}, ratio {:.3}", share / ideal);
+        ratios.push(share / ideal);
+    }
+    ratios
+}
+
+/// The real clock (`scripts/bench_fair.sh`; not in `make test`: each runs
+/// 15 s on a real clock). A one-client flow takes no more than its share
+/// (a slow machine may give it less: its client re-sends late).
+#[test]
+#[ignore]
+fn real_clock_closed_loop_shares() {
+    let six = [
+        (20, "f1", 1),
+        (20, "f2", 1),
+        (20, "f3", 2),
+        (20, "f4", 4),
+        (20, "f5", 8),
+        (1, "six", 1),
+    ];
+    let shapes: [&[(usize, &'static str, u64)]; 4] = [
+        &[(100, "a", 1), (1, "b", 1)],
+        &[(50, "a", 8), (1, "b", 1)],
+        &[(1, "a", 1), (1, "b", 4)],
+        &six,
+    ];
+    for flows in shapes {
+        let ratios = real_clock_shares(flows);
+        let one = flows.iter().position(|f| f.0 == 1).unwrap();
+        assert!(ratios[one] <= 1.05, "{flows:?}: {ratios:?}");
+    }
 }

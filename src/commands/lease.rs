@@ -1,8 +1,9 @@
 //! `RL.RELEASE key lease` and `RL.RENEW key lease ttl`: a holder gives its
 //! lease back, or keeps it longer. (`RL.ACQUIRE` is a decision command:
 //! `policy_command` with the CONCURRENCY policy.) Each writes the slots it
-//! changes in place, O(log n) of them for n leases; a release hands the
-//! freed units to the key's waiters at once.
+//! changes in place, O(log n) of them for n leases; a release (or a
+//! renewal, which may end a lease sooner) hands the freed units to the
+//! key's waiters at once.
 
 use super::definition::CommandDef;
 use super::grammar::Param;
@@ -56,6 +57,10 @@ pub fn renew<H: Host>(command: &CommandDef, host: &mut H, args: &[H::Arg]) -> Re
     let renewed = change(host, key, |header, leases, now| {
         concurrency::renew(header, leases, id, ttl, now)
     })?;
+    if renewed {
+        // A shorter lease may free its units sooner than the line expects.
+        host.key_freed(key);
+    }
     Ok(Reply::Int(i64::from(renewed)))
 }
 

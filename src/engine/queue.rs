@@ -20,20 +20,27 @@
 //! Where a newcomer stands is found without looking at the waiters: each
 //! line keeps its key's state as the admissions of everyone in it will
 //! leave it (its *plan*: each waiter charged at its planned admission when
-//! it joined, given back when it leaves without admission), and the time
-//! of its latest planned admission. A newcomer is planned on the plan, at
-//! or after that time, in a bounded number of decisions. Where the real
-//! admissions run behind the plan (the state was replaced or charged behind
-//! the queue's back), the line's *lag* (how late its last head was against
-//! its plan) is added to what the plan says. So every arrival, admission,
+//! it joined), and the time of its latest planned admission. A newcomer is
+//! planned on the plan, at or after that time, in a bounded number of
+//! decisions. Where the real admissions run behind the plan (the state was
+//! replaced or charged behind the queue's back), the line's *lag* (how late
+//! its last head was against its plan) is added to what the plan says. A
+//! waiter that leaves without admission gives its leases and assured
+//! rates back to the plan; on rate limits its charge stays (the plan's
+//! state is as of its latest time) and the line's *freed* time (what its
+//! charge took in the plan) is taken off what the plan says: those behind
+//! it run that much ahead. So every arrival, admission,
 //! timeout and departure costs O(log n) in the waiters, whatever their
 //! number, and copies no value but when a line begins.
 //!
 //! The rules this gives, all conservative (never admit ahead of the line):
-//! - a request without `WAIT` on a key with waiters is admitted only if its
-//!   charge no longer counts by the time the line's first waiter is planned
-//!   (a fixed window that resets first, a log entry that expires first);
-//!   otherwise it is denied with the wait after the line;
+//! - a request without `WAIT` on a key with waiters is admitted only if it
+//!   delays none of them: on a rate limit its charge no longer counts by the
+//!   earliest moment the line may admit someone (a fixed window that resets
+//!   first, a log entry that expires first); on a concurrency limit the
+//!   units it leaves free cover every waiter's (no order of releases can
+//!   then make it delay one); otherwise it is denied with the wait after
+//!   the line;
 //! - a `WAIT` whose planned admission lies past its deadline is denied at
 //!   once with that wait (a concurrency limit waits anyway: a lease may be
 //!   released before it expires), and so is one past the operator's bounds
@@ -43,6 +50,7 @@
 
 use crate::algorithm::concurrency::LeaseId;
 use crate::algorithm::{Micros, RetryAfter};
+use crate::bounds;
 use crate::bounds::work::{self, Work};
 use crate::engine::error::Error;
 use crate::engine::store::MemoryStore;
@@ -223,6 +231,9 @@ struct Entry<K, T> {
     /// Its place in the order of all its lines, once it is the first of
     /// its flow in each (see `fair`).
     turn: Option<Turn>,
+    /// How much later than the line's latest planned admission before it
+    /// its own is: the time its charge takes in the plan.
+    span: Micros,
 }
 
 /// The waiters of one key, in arrival order and by flow, and its plan.
@@ -237,6 +248,15 @@ struct Line {
     planned_until: Micros,
     /// How late the last decided head was against its plan.
     lag: Micros,
+    /// The time the waiters who left without admission took in the plan
+    /// (see [`Entry::span`]): those behind them run that much ahead of it.
+    freed: Micros,
+    /// The units its waiters ask of the key, summed (a request without
+    /// `WAIT` on a concurrency limit leaves them free).
+    asked: u128,
+    /// How many waiters ask each cost of the key (the smallest bounds who
+    /// could take room left now, were those ahead of it to leave).
+    costs: BTreeMap<u64, usize>,
 }
 
 /// Every waiter, in arrival order, and the line of each key.
@@ -250,6 +270,12 @@ pub struct Queues<K, T> {
     dues: BTreeSet<(Micros, u64)>,
     deadlines: BTreeSet<(Micros, u64)>,
     by_token: HashMap<T, u64>,
+    /// Flows remembered without waiters, over all lines (see `fair`).
+    remembered: usize,
+    /// The turns of keys nobody waits on any more that still remember
+    /// flows: a client re-sending once the line emptied (several admitted
+    /// in one tick) takes up where its flow was.
+    resting: HashMap<K, Turns>,
 }
 
 impl<K, T> Default for Queues<K, T> {
@@ -262,6 +288,8 @@ impl<K, T> Default for Queues<K, T> {
             dues: BTreeSet::new(),
             deadlines: BTreeSet::new(),
             by_token: HashMap::new(),
+            remembered: 0,
+            resting: HashMap::new(),
         }
     }
 }
@@ -288,6 +316,38 @@ impl<K: Eq + Hash + Clone, T: Eq + Hash + Clone> Queues<K, T> {
     /// How many wait on `key`.
     pub fn line_len(&self, key: &K) -> usize {
         self.lines.get(key).map_or(0, |l| l.ids.len())
+    }
+
+    /// `key` admitted a request at once that could have waited: it has
+    /// room, nobody wants its turns; every flow starts afresh there.
+    pub(super) fn idle(&mut self, key: &K) {
+        if let Some(turns) = self.resting.remove(key) {
+            self.remembered = self.remembered.saturating_sub(turns.remembered());
+        }
+    }
+
+    /// How many flows without waiters are remembered, over all lines.
+    #[cfg(test)]
+    pub fn remembered_flows(&self) -> usize {
+        self.remembered
+    }
+
+    /// Runs `f` on the turns of `key`'s line, keeping the count of
+    /// remembered flows, and forgetting the line's oldest past the bound.
+    fn on_turns<R>(&mut self, key: &K, f: impl FnOnce(&mut Turns) -> R) -> Option<R> {
+        let line = self.lines.get_mut(key)?;
+        let others = self.remembered.saturating_sub(line.turns.remembered());
+        let r = f(&mut line.turns);
+        // A step remembers at most one flow; a lowered bound drains a few
+        // at each step.
+        let bound = bounds::MAX_REMEMBERED_FLOWS.get() as usize;
+        for _ in 0..fair::FORGET_PER_STEP {
+            if others + line.turns.remembered() <= bound || !line.turns.forget_first() {
+                break;
+            }
+        }
+        self.remembered = others + line.turns.remembered();
+        Some(r)
     }
 
     /// How many of `flow` wait on `key`.
@@ -326,6 +386,9 @@ impl<K: Eq + Hash + Clone, T: Eq + Hash + Clone> Queues<K, T> {
         work::one(Work::Waiters);
         let id = self.next_id;
         self.next_id += 1;
+        let before = (waiter.keys.iter())
+            .filter_map(|k| self.lines.get(k).map(|l| l.planned_until))
+            .fold(waiter.since, Micros::max);
         for key in &waiter.keys {
             if !self.lines.contains_key(key) {
                 // An unreadable key decides nothing here: its plan is empty
@@ -333,10 +396,13 @@ impl<K: Eq + Hash + Clone, T: Eq + Hash + Clone> Queues<K, T> {
                 let plan = keyspace.value(key).ok().flatten();
                 let line = Line {
                     ids: BTreeSet::new(),
-                    turns: Turns::default(),
+                    turns: self.resting.remove(key).unwrap_or_default(),
                     plan,
                     planned_until: place.planned,
                     lag: Micros::ZERO,
+                    freed: Micros::ZERO,
+                    asked: 0,
+                    costs: BTreeMap::new(),
                 };
                 self.lines.insert(key.clone(), line);
             }
@@ -359,6 +425,9 @@ impl<K: Eq + Hash + Clone, T: Eq + Hash + Clone> Queues<K, T> {
         for key in &waiter.keys {
             if let Some(line) = self.lines.get_mut(key) {
                 line.ids.insert(id);
+                let cost = waiter.share_on(key).cost;
+                line.asked += u128::from(cost);
+                *line.costs.entry(cost).or_default() += 1;
                 line.turns.join(&flow, id);
                 line.planned_until = line.planned_until.max(place.planned);
             }
@@ -372,6 +441,7 @@ impl<K: Eq + Hash + Clone, T: Eq + Hash + Clone> Queues<K, T> {
             planned_leases,
             planned_lender,
             turn: None,
+            span: place.planned.saturating_sub(before),
         };
         self.entries.insert(id, entry);
         self.give_turn(id);
@@ -404,13 +474,14 @@ impl<K: Eq + Hash + Clone, T: Eq + Hash + Clone> Queues<K, T> {
         let turn = (start, self.next_turn);
         self.next_turn += 1;
         let mut passed = Vec::new();
-        for key in &entry.waiter.keys {
-            if let Some(line) = self.lines.get_mut(key) {
-                let front = line.turns.front();
-                line.turns.catch_up(now);
-                line.turns.take_turn(turn, id);
-                passed.extend(front.filter(|_| line.turns.front() == Some(id)));
-            }
+        for key in entry.waiter.keys.clone() {
+            let passed_front = self.on_turns(&key, |turns| {
+                let front = turns.front();
+                turns.catch_up(now);
+                turns.take_turn(turn, id);
+                front.filter(|_| turns.front() == Some(id))
+            });
+            passed.extend(passed_front.flatten());
         }
         if let Some(entry) = self.entries.get_mut(&id) {
             entry.turn = Some(turn);
@@ -508,15 +579,20 @@ impl<K: Eq + Hash + Clone, T: Eq + Hash + Clone> Queues<K, T> {
         self.deadlines.remove(&(entry.waiter.deadline, id));
         self.by_token.remove(&entry.waiter.token);
         let waiter = entry.waiter;
-        if !admitted {
+        // On rate limits the plan keeps a charge that will not be made (its
+        // state stays as of its latest time) and the line is counted as
+        // running that much ahead of it; leases and assured rates, which
+        // the plan holds by name, are given back.
+        let gives_back =
+            waiter.policies.iter().any(Policy::holds_leases) || entry.planned_lender.is_some();
+        if !admitted && gives_back {
             let until = waiter
                 .keys
                 .iter()
                 .filter_map(|k| self.lines.get(k).map(|l| l.planned_until))
                 .max()
                 .unwrap_or(at);
-            // Its planned admission leaves the plans: units refunded,
-            // planned leases and assured rates given back.
+            // Its planned admission leaves the plans.
             let (leases, lender) = (&entry.planned_leases, entry.planned_lender);
             let _ = self.on_plans(&waiter.keys, |store| {
                 let request = waiter.request(Charge::Normal);
@@ -528,12 +604,30 @@ impl<K: Eq + Hash + Clone, T: Eq + Hash + Clone> Queues<K, T> {
         let mut next = Vec::new();
         let flow = waiter.flow_name();
         for key in &waiter.keys {
+            let used = admitted.then(|| waiter.share_on(key));
+            let first = self.on_turns(key, |turns| turns.leave(&flow, id, entry.turn, used));
+            next.extend(first.flatten());
             if let Some(line) = self.lines.get_mut(key) {
                 line.ids.remove(&id);
-                let used = admitted.then(|| waiter.share_on(key));
-                next.extend(line.turns.leave(&flow, id, entry.turn, used));
+                if !admitted && !gives_back {
+                    line.freed = line.freed.saturating_add(entry.span);
+                }
+                let cost = waiter.share_on(key).cost;
+                line.asked = line.asked.saturating_sub(u128::from(cost));
+                if let Some(n) = line.costs.get_mut(&cost) {
+                    *n -= 1;
+                    if *n == 0 {
+                        line.costs.remove(&cost);
+                    }
+                }
                 if line.ids.is_empty() {
-                    self.lines.remove(key);
+                    // Nobody waits: its turns rest while they remember
+                    // flows, until the key admits a waiter at once.
+                    if let Some(line) = self.lines.remove(key) {
+                        if line.turns.remembered() > 0 {
+                            self.resting.insert(key.clone(), line.turns);
+                        }
+                    }
                 }
             }
         }
@@ -730,6 +824,8 @@ const MAX_LAG: Micros = crate::algorithm::MAX_HORIZON;
 mod fair;
 #[cfg(test)]
 mod fair_tests;
+#[cfg(test)]
+mod line_tests;
 #[cfg(test)]
 mod multi_tests;
 mod place;

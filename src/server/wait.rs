@@ -566,6 +566,11 @@ extern "C" fn on_disconnect(ctx: *mut raw::RedisModuleCtx, bc: *mut raw::RedisMo
                 let mut keyspace = ServerKeyspace::new(ctx);
                 let _ = keyspace.undo(&charged, now, decided);
                 drop(keyspace);
+                // What was taken back may admit the next waiters now: they
+                // are decided in the next event-loop iteration.
+                for key in &charged.keys {
+                    state.queues.wake(key, now);
+                }
                 arm(ctx, state);
             }
         });

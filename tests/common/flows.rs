@@ -105,3 +105,95 @@ impl<'s> Flows<'s> {
         counts
     }
 }
+
+/// A client that re-sends as soon as it is answered.
+struct Looping {
+    conn: Connection,
+    id: i64,
+    args: Vec<String>,
+    flow: &'static str,
+    admitted: usize,
+}
+
+/// Closed-loop clients on one server with the manual clock: each sends its
+/// command with `WAIT … FLOW flow WEIGHT w` and, as soon as it is
+/// answered, sends it again.
+pub struct ClosedLoops<'s> {
+    server: &'s Server,
+    pub ctl: Connection,
+    clients: Vec<Looping>,
+}
+
+impl<'s> ClosedLoops<'s> {
+    pub fn new(server: &'s Server) -> ClosedLoops<'s> {
+        ClosedLoops {
+            server,
+            ctl: server.conn(),
+            clients: Vec::new(),
+        }
+    }
+
+    /// `n` clients of flow `flow` (weight `weight`) start sending `command`.
+    pub fn start(&mut self, n: usize, command: &[&str], flow: &'static str, weight: u64) {
+        let weight = weight.to_string();
+        let mut args: Vec<String> = command.iter().map(|s| s.to_string()).collect();
+        args.extend(["WAIT", "100d", "FLOW", flow, "WEIGHT", &weight].map(String::from));
+        for _ in 0..n {
+            let mut conn = self.server.conn();
+            let id: i64 = redis::cmd("CLIENT").arg("ID").query(&mut conn).unwrap();
+            let words: Vec<&str> = args.iter().map(String::as_str).collect();
+            send(&mut conn, &words);
+            self.clients.push(Looping {
+                conn,
+                id,
+                args: args.clone(),
+                flow,
+                admitted: 0,
+            });
+            await_waiting(&mut self.ctl, self.clients.len() as u64);
+        }
+    }
+
+    /// The clock moves `us` on, `steps` times; after each move, every
+    /// client answered counts its admission and sends again (its reply
+    /// was written before RL.CLOCK's: the same event-loop iteration).
+    pub fn run(&mut self, steps: usize, us: u64) {
+        for _ in 0..steps {
+            advance(&mut self.ctl, us);
+            let list: String = redis::cmd("CLIENT")
+                .arg("LIST")
+                .query(&mut self.ctl)
+                .unwrap();
+            let blocked: std::collections::HashSet<i64> = list
+                .lines()
+                .filter(|l| {
+                    l.split(' ')
+                        .any(|f| f.starts_with("flags=") && f.contains('b'))
+                })
+                .filter_map(|l| l.strip_prefix("id=")?.split(' ').next()?.parse().ok())
+                .collect();
+            for c in self.clients.iter_mut().filter(|c| !blocked.contains(&c.id)) {
+                let allowed = match c.conn.recv_response().expect("reply") {
+                    Value::Array(items) => items.first() == Some(&Value::Int(1)),
+                    other => panic!("not a decision: {other:?}"),
+                };
+                c.admitted += usize::from(allowed);
+                let words: Vec<&str> = c.args.iter().map(String::as_str).collect();
+                send(&mut c.conn, &words);
+            }
+            await_waiting(&mut self.ctl, self.clients.len() as u64);
+        }
+    }
+
+    /// Admissions so far by flow, in the order the flows started.
+    pub fn admitted_by_flow(&self) -> Vec<(&'static str, usize)> {
+        let mut counts: Vec<(&'static str, usize)> = Vec::new();
+        for c in &self.clients {
+            match counts.iter_mut().find(|x| x.0 == c.flow) {
+                Some(x) => x.1 += c.admitted,
+                None => counts.push((c.flow, c.admitted)),
+            }
+        }
+        counts
+    }
+}

@@ -22,6 +22,19 @@
 //! Lines that a waiter joins share its virtual time from then on (a line
 //! whose virtual time is behind catches up): else a line that lags would
 //! put each of its new flows before the waiter, for ever.
+//!
+//! A flow whose last waiter left after an admission is *remembered* with
+//! where that admission finished until the line's virtual time passes it:
+//! a client that re-sends as soon as it is answered starts where its flow's
+//! last admission finished, behind the turns of the flows that waited
+//! meanwhile, so it gets its weight's share and no more; a flow idle for
+//! longer than that starts at the virtual time, so it banks no credit.
+//! Remembered flows are forgotten once the virtual time passes them (a few
+//! at each step, smallest finish first), all at once when the key admits a
+//! waiting request at once (it has room: nobody needs turns there), and,
+//! past the queue's bound on them, the smallest finish first. A line that
+//! empties keeps its turns while they remember flows (several admitted in
+//! one tick, their clients re-send after it).
 //! Pure: the waiters are ids, their costs and weights are passed in; each
 //! step costs O(log) in the waiters and flows of the line.
 
@@ -62,10 +75,20 @@ struct Flow {
     finish: Virtual,
 }
 
+/// Remembered flows forgotten at each step once the virtual time passes
+/// them: more than the one a step may remember, so that they drain.
+pub const FORGET_PER_STEP: usize = 2;
+
 /// The flows of one line and the turns of its waiters.
 #[derive(Default)]
 pub struct Turns {
+    /// The flows with waiters.
     flows: HashMap<FlowName, Flow>,
+    /// The flows without waiters whose last admission finished after the
+    /// virtual time: where it finished.
+    remembered: HashMap<FlowName, Virtual>,
+    /// The same, by finish.
+    by_finish: BTreeSet<(Virtual, FlowName)>,
     /// The waiters that have their turn, in turn order.
     order: BTreeSet<(Turn, u64)>,
     /// The line's virtual time: the start of the latest admitted turn.
@@ -83,13 +106,23 @@ impl Turns {
         self.flows.len()
     }
 
-    /// Waiter `id` (arriving after every other) joins `flow` at its end.
+    /// How many flows without waiters are remembered.
+    pub fn remembered(&self) -> usize {
+        self.remembered.len()
+    }
+
+    /// Waiter `id` (arriving after every other) joins `flow` at its end; a
+    /// remembered flow takes up where its last admission finished.
     pub fn join(&mut self, flow: &FlowName, id: u64) {
-        let f = self.flows.entry(flow.clone()).or_insert_with(|| Flow {
-            ids: BTreeSet::new(),
-            finish: 0,
-        });
-        f.ids.insert(id);
+        if !self.flows.contains_key(flow) {
+            let finish = self.remembered.remove(flow).unwrap_or(0);
+            self.by_finish.remove(&(finish, flow.clone()));
+            let ids = BTreeSet::new();
+            self.flows.insert(flow.clone(), Flow { ids, finish });
+        }
+        if let Some(f) = self.flows.get_mut(flow) {
+            f.ids.insert(id);
+        }
     }
 
     /// Whether `id` is the first of `flow` here.
@@ -105,14 +138,42 @@ impl Turns {
     /// The line's virtual time moves on to `at` if it is behind.
     pub fn catch_up(&mut self, at: Virtual) {
         self.now = self.now.max(at);
+        self.forget_passed();
     }
 
     /// The earliest start of a turn for `flow` here: the line's virtual
     /// time, or where the flow's last admission finished if later (a flow
-    /// that waited while others went first saves no idle time up).
+    /// that waited while others went first saves no idle time up, and one
+    /// that re-sends at once gains none).
     pub fn earliest_start(&self, flow: &FlowName) -> Virtual {
-        let finish = self.flows.get(flow).map_or(0, |f| f.finish);
+        let finish = match self.flows.get(flow) {
+            Some(f) => f.finish,
+            None => self.remembered.get(flow).copied().unwrap_or(0),
+        };
         self.now.max(finish)
+    }
+
+    /// Forgets a few remembered flows the virtual time has passed (they
+    /// would start at the virtual time anyway).
+    fn forget_passed(&mut self) {
+        for _ in 0..FORGET_PER_STEP {
+            match self.by_finish.first() {
+                Some((finish, _)) if *finish <= self.now => {
+                    self.forget_first();
+                }
+                _ => break,
+            }
+        }
+    }
+
+    /// Forgets the remembered flow whose admission finished first; whether
+    /// there was one.
+    pub fn forget_first(&mut self) -> bool {
+        let Some((_, flow)) = self.by_finish.pop_first() else {
+            return false;
+        };
+        self.remembered.remove(&flow);
+        true
     }
 
     /// Waiter `id` takes its `turn` here.
@@ -143,8 +204,14 @@ impl Turns {
         }
         let next = f.ids.first().copied();
         if next.is_none() {
+            let finish = f.finish;
             self.flows.remove(flow);
+            if finish > self.now {
+                self.remembered.insert(flow.clone(), finish);
+                self.by_finish.insert((finish, flow.clone()));
+            }
         }
+        self.forget_passed();
         next.filter(|_| was_first)
     }
 

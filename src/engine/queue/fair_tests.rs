@@ -287,3 +287,180 @@ fn a_flow_waits_out_its_timeout_where_other_flows_wait() {
     // Alone in its flow's line, a wait past the plan is denied at once.
     assert!(key.offer("a", 1, Micros::new(5 * S)).is_none());
 }
+
+/// A client that re-sends as soon as it is answered: `clients` of them in
+/// flow `flow` of weight `weight`.
+#[derive(Debug, Clone, Copy)]
+struct ClosedLoop {
+    flow: &'static str,
+    weight: u64,
+    clients: usize,
+}
+
+impl Key {
+    /// Time moves to `to` one event at a time; each admitted client of a
+    /// closed-loop flow re-sends at the instant it is answered.
+    fn run_closed_loop(&mut self, to: Micros, loops: &[ClosedLoop]) {
+        while let Some(next) = self.q.next_event().filter(|&t| t <= to) {
+            let at = next.max(self.now);
+            for e in self.q.process(&mut self.ks, self.now, at, 1) {
+                let flow = self.flows[&e.token];
+                if matches!(e.ending, Ending::Admitted(_)) {
+                    self.admitted.push((e.token, flow));
+                }
+                self.now = at;
+                if let Some(l) = loops.iter().find(|l| l.flow == flow) {
+                    self.offer(l.flow, l.weight, LONG);
+                }
+            }
+            self.now = at;
+        }
+        self.now = to;
+    }
+
+    /// Each flow's share of the admissions from the `from`-th on, against
+    /// its weight over the weights of all (every flow wants service).
+    fn shares_against_weights(
+        &self,
+        weights: &[(&'static str, u64)],
+        from: usize,
+    ) -> Vec<(f64, f64)> {
+        let total: u64 = weights.iter().map(|w| w.1).sum();
+        weights
+            .iter()
+            .map(|&(flow, w)| (self.share(flow, from), w as f64 / total as f64))
+            .collect()
+    }
+}
+
+/// `loops` closed-loop flows and `backlogged` flows (flow, weight), each of
+/// the latter offered `per_second` requests a second, for `seconds`; each
+/// flow's measured share against its ideal one.
+fn mixed(
+    loops: &[ClosedLoop],
+    backlogged: &[(&'static str, u64)],
+    seconds: u64,
+) -> Vec<(f64, f64)> {
+    let mut key = Key::new();
+    for l in loops {
+        for _ in 0..l.clients {
+            key.offer(l.flow, l.weight, LONG);
+        }
+    }
+    for s in 0..seconds {
+        for &(flow, weight) in backlogged {
+            // Enough to stay backlogged, within the flow's bound.
+            while key.waiting(flow) < 20 {
+                key.offer(flow, weight, LONG);
+            }
+        }
+        key.run_closed_loop(secs(s + 1), loops);
+    }
+    let mut weights: Vec<(&'static str, u64)> = loops.iter().map(|l| (l.flow, l.weight)).collect();
+    weights.extend_from_slice(backlogged);
+    key.shares_against_weights(&weights, 20)
+}
+
+fn within_5_percent(shares: &[(f64, f64)]) -> bool {
+    shares
+        .iter()
+        .all(|&(got, ideal)| (got - ideal).abs() <= 0.05 * ideal)
+}
+
+#[test]
+fn a_one_client_flow_that_re_sends_at_once_gets_its_weights_share_and_no_more() {
+    let one = |flow, weight| ClosedLoop {
+        flow,
+        weight,
+        clients: 1,
+    };
+    // Against a backlogged flow of 100 waiters, weights 1:1 and 8:1.
+    let shares = mixed(&[one("b", 1)], &[("a", 1)], 400);
+    assert!(within_5_percent(&shares), "{shares:?}");
+    let shares = mixed(&[one("b", 1)], &[("a", 8)], 900);
+    assert!(within_5_percent(&shares), "{shares:?}");
+    // One client per flow, weights 1:4: the weights count.
+    let shares = mixed(&[one("a", 1), one("b", 4)], &[], 500);
+    assert!(within_5_percent(&shares), "{shares:?}");
+    // Five backlogged flows (1, 1, 2, 4, 8) and a sixth of one client.
+    let five = [("f1", 1), ("f2", 1), ("f3", 2), ("f4", 4), ("f5", 8)];
+    let shares = mixed(&[one("six", 1)], &five, 1_700);
+    assert!(within_5_percent(&shares), "{shares:?}");
+}
+
+#[test]
+fn a_flow_idle_for_a_while_banks_no_credit() {
+    let mut key = Key::new();
+    for _ in 0..30 {
+        key.offer("a", 1, LONG);
+    }
+    // b is admitted once, then stays away for 10 s while a goes on.
+    key.offer("b", 1, LONG);
+    key.run_to(secs(12));
+    assert_eq!(key.waiting("b"), 0);
+    let before = key.admitted.len();
+    for _ in 0..10 {
+        key.offer("b", 1, LONG);
+    }
+    key.run_to(secs(22));
+    // Back, b alternates with a: it saved nothing up.
+    let b = key.admitted[before..].iter().filter(|a| a.1 == "b").count();
+    assert_eq!(b, 5, "{:?}", &key.admitted[before..]);
+    // Nothing is remembered past the virtual time.
+    assert!(key.q.remembered_flows() <= 1);
+}
+
+#[test]
+fn remembered_flows_are_forgotten_past_the_bound() {
+    // One backlogged flow and 10,000 one-shot flows (1,000 times a happy
+    // path's ten), each remembered after its admission: each joins at the
+    // virtual time and goes before a, so none is passed while they come.
+    // Other tests here use fewer flows than this bound.
+    bounds::MAX_REMEMBERED_FLOWS.set(5_000).unwrap();
+    let mut key = Key::new();
+    for _ in 0..20 {
+        key.offer("a", 1, LONG);
+    }
+    for i in 0..10_000 {
+        key.offer(Box::leak(format!("o{i}").into_boxed_str()), 1_000, LONG);
+        key.run_to(secs(i + 1));
+    }
+    assert!(key.waiting("a") >= 19);
+    let remembered = key.q.remembered_flows();
+    bounds::MAX_REMEMBERED_FLOWS.reset();
+    assert!((4_900..=5_000).contains(&remembered), "{remembered}");
+    // Once a's turns pass them, a few are forgotten at each step.
+    key.run_to(secs(10_019));
+    assert!(key.q.remembered_flows() <= remembered - 2 * 19);
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(24))]
+
+    /// Closed-loop flows of one to three clients and backlogged flows, any
+    /// weights from 1 to 8: every flow's share is its weight over the
+    /// weights of all, within 5 %.
+    #[test]
+    fn closed_loop_and_backlogged_flows_share_by_weight(
+        loop_weights in proptest::collection::vec((1u64..=8, 1usize..=3), 1..4),
+        backlog_weights in proptest::collection::vec(1u64..=8, 0..3),
+    ) {
+        const LOOPS: [&str; 3] = ["l0", "l1", "l2"];
+        const BACKLOGS: [&str; 3] = ["b0", "b1", "b2"];
+        let loops: Vec<ClosedLoop> = loop_weights
+            .iter()
+            .enumerate()
+            .map(|(i, &(weight, clients))| ClosedLoop { flow: LOOPS[i], weight, clients })
+            .collect();
+        let backlogged: Vec<(&'static str, u64)> = backlog_weights
+            .iter()
+            .enumerate()
+            .map(|(i, &w)| (BACKLOGS[i], w))
+            .collect();
+        let total: u64 = loop_weights.iter().map(|w| w.0).sum::<u64>() + backlog_weights.iter().sum::<u64>();
+        // Enough admissions for the smallest share to count 100 of them.
+        let seconds = 100 * total + 40;
+        let shares = mixed(&loops, &backlogged, seconds);
+        proptest::prop_assert!(within_5_percent(&shares), "{:?}", shares);
+    }
+}

@@ -43,6 +43,11 @@ impl<K: Eq + Hash + Clone, T: Eq + Hash + Clone> Queues<K, T> {
         let room = self.len() < bounds::MAX_WAITERS.get() as usize;
         if !keys.iter().any(|k| self.has_waiters(k)) {
             let decided = keyspace.decide(keys, policies, now, plain)?;
+            if decided.allowed && timeout.is_some() {
+                for key in keys {
+                    self.idle(key);
+                }
+            }
             return Ok(match (timeout, decided.retry_after) {
                 (Some(t), RetryAfter::After(wait))
                     if !decided.allowed && room && (wait <= t || releasable) =>
@@ -73,7 +78,18 @@ impl<K: Eq + Hash + Clone, T: Eq + Hash + Clone> Queues<K, T> {
                 .map(Arrival::Now);
         }
         let planned = self.plan(keyspace, keys, policies, now, &plain)?;
+        // Where waiters left, the line runs ahead of its plan.
         let lag = self.lag(keys);
+        // The plan's own times stay as they are (its state is as of them);
+        // what callers are told moves up.
+        // (Not on a concurrency limit: there the figure is the instant by
+        // which capacity is certain.)
+        let freed = if releasable {
+            Micros::ZERO
+        } else {
+            self.freed(keys)
+        };
+        let expected = |at: Micros| at.saturating_add(lag).saturating_sub(freed).max(now);
         let flow = request.flow.as_ref().map(|f| f.name.clone());
         let full = keys.iter().any(|k| {
             self.line_len(k) >= bounds::MAX_WAITERS_PER_KEY.get() as usize
@@ -85,14 +101,14 @@ impl<K: Eq + Hash + Clone, T: Eq + Hash + Clone> Queues<K, T> {
         let shared = flow.is_some() && keys.iter().any(|k| self.others_wait(k, &flow));
         if let (Some(t), Some(at)) = (timeout, planned) {
             let deadline = now.saturating_add(t);
-            if room && !full && (at.saturating_add(lag) <= deadline || releasable || shared) {
+            if room && !full && (expected(at) <= deadline || releasable || shared) {
                 return Ok(Arrival::Wait(Place {
                     due: now,
                     planned: at,
                 }));
             }
         }
-        let after = planned.map(|at| at.saturating_add(lag));
+        let after = planned.map(expected);
         self.queued_denial(keyspace, keys, policies, now, after, &request)
             .map(Arrival::Now)
     }
@@ -133,10 +149,16 @@ impl<K: Eq + Hash + Clone, T: Eq + Hash + Clone> Queues<K, T> {
     }
 
     /// Whether a request without `WAIT`, admitted alone, may go ahead of
-    /// the lines of its keys: its charge must no longer count when each
-    /// line's first waiter is planned (the state then is the same with or
-    /// without it), so that it delays nobody. Checked on copies of small
-    /// values only.
+    /// the lines of its keys, delaying nobody. On a rate limit its charge
+    /// must no longer count by the earliest moment the line may admit
+    /// someone (its front's next decision, or its first waiter's planned
+    /// admission if sooner; now if the front waits on another key), nor by
+    /// the moment the key alone could admit its cheapest waiter (were
+    /// those ahead of it to leave): the state then is the same with or
+    /// without it. On a concurrency limit,
+    /// whose releases cannot be foreseen, the units left free after it must
+    /// cover every waiter of the line: then no order of releases lets it
+    /// delay one. Checked on copies of small values only.
     fn goes_ahead<S: Keyspace<K>>(
         &self,
         keyspace: &mut S,
@@ -172,24 +194,55 @@ impl<K: Eq + Hash + Clone, T: Eq + Hash + Clone> Queues<K, T> {
         };
         engine::decide(&mut after, policies, now, charged)?;
         for (i, key) in keys.iter().enumerate() {
-            let Some(first) = self.first_planned(key) else {
+            let Some(line) = self.lines.get(key) else {
                 continue;
             };
-            // A plan running late is looked at from now.
-            let first = first.max(now);
-            let look = |value: &Option<Vec<u8>>| {
+            let look = |value: &Option<Vec<u8>>, at: Micros| {
                 policies[i]
-                    .decide(value.as_deref(), first, 0)
+                    .decide(value.as_deref(), at, 0)
                     .map(|o| (o.decision.remaining, o.decision.reset_after))
                     .ok()
             };
-            if look(&before.values[i]).is_none()
-                || look(&before.values[i]) != look(&after.values[i])
+            if policies[i].holds_leases() {
+                let free = look(&after.values[i], now).map(|l| l.0);
+                if free.is_none_or(|free| u128::from(free) < line.asked) {
+                    return Ok(false);
+                }
+                continue;
+            }
+            // Were those ahead to leave, the cheapest waiter could take
+            // room as soon as the key alone has it.
+            let cheapest = line.costs.first_key_value().map_or(0, |c| *c.0);
+            let alone = policies[i]
+                .decide(before.values[i].as_deref(), now, cheapest)
+                .map(|o| match o.decision.retry_after {
+                    _ if o.decision.allowed => now,
+                    RetryAfter::After(wait) => now.saturating_add(wait),
+                    _ => Micros::MAX,
+                })
+                .unwrap_or(now);
+            let first = self.next_admission(key, now).min(alone.max(now));
+            if look(&before.values[i], first).is_none()
+                || look(&before.values[i], first) != look(&after.values[i], first)
             {
                 return Ok(false);
             }
         }
         Ok(true)
+    }
+
+    /// The earliest moment the line of `key` may admit someone, at or
+    /// after `now`: its front's next decision, or its first waiter's
+    /// planned admission if sooner; now if the front is not a head (it
+    /// waits on another key, and may be decided at any moment).
+    fn next_admission(&self, key: &K, now: Micros) -> Micros {
+        let front = self.lines.get(key).and_then(|l| l.turns.front());
+        let due = front.and_then(|id| self.entries.get(&id)?.due);
+        let Some(due) = due else {
+            return now;
+        };
+        let planned = self.first_planned(key).unwrap_or(due);
+        due.min(planned).max(now)
     }
 
     /// The planned admission of the first waiter on `key`.
@@ -203,6 +256,15 @@ impl<K: Eq + Hash + Clone, T: Eq + Hash + Clone> Queues<K, T> {
         keys.iter()
             .filter_map(|k| self.lines.get(k).map(|l| l.planned_until))
             .max()
+            .unwrap_or(Micros::ZERO)
+    }
+
+    /// How far ahead of their plans the lines of `keys` run, for the
+    /// waiters who left them (the least of them).
+    fn freed(&self, keys: &[K]) -> Micros {
+        keys.iter()
+            .filter_map(|k| self.lines.get(k).map(|l| l.freed))
+            .min()
             .unwrap_or(Micros::ZERO)
     }
 

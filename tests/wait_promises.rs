@@ -1,0 +1,260 @@
+//! What waiting promises under the traffic callers send, on real servers
+//! with the manual clock: anything given back wakes the line at once (an
+//! admission taken back from a client killed or unblocked in its turn, a
+//! release, a renewal), nobody goes ahead of a line (a request without
+//! WAIT beside a concurrency line, waiters leaving mid-line), and the
+//! `retry_after_ms` told behind a line against when it is really admitted.
+
+mod common;
+use common::blocking::*;
+use common::*;
+use redis::{Connection, Value};
+
+const S: u64 = 1_000_000;
+const MIN: u64 = 60 * S;
+
+fn client_id(c: &mut Connection) -> i64 {
+    redis::cmd("CLIENT").arg("ID").query(c).expect("CLIENT ID")
+}
+
+/// An RL.ACQUIRE's six fields: the five integers and the lease.
+fn acquire(c: &mut Connection, args: &[&str]) -> ([i64; 5], Option<String>) {
+    reply6(redis::from_redis_value(call(c, args).unwrap()).unwrap())
+}
+
+fn reply6(v: Vec<Value>) -> ([i64; 5], Option<String>) {
+    let ints: Vec<i64> = v[..5]
+        .iter()
+        .map(|x| redis::from_redis_value(x.clone()).unwrap())
+        .collect();
+    let lease = redis::from_redis_value(v[5].clone()).ok();
+    (ints.try_into().unwrap(), lease)
+}
+
+fn recv6(c: &mut Connection) -> ([i64; 5], Option<String>) {
+    reply6(redis::from_redis_value(c.recv_response().unwrap()).unwrap())
+}
+
+/// How a client gives up in the same event-loop turn as its admission.
+#[derive(Debug, Clone, Copy)]
+enum GivesUp {
+    Killed,
+    UnblockedWithError,
+}
+
+impl GivesUp {
+    fn pipe(self, pipe: &mut redis::Pipeline, id: i64) {
+        match self {
+            GivesUp::Killed => pipe.cmd("CLIENT").arg("KILL").arg("ID").arg(id),
+            GivesUp::UnblockedWithError => pipe.cmd("CLIENT").arg("UNBLOCK").arg(id).arg("ERROR"),
+        };
+    }
+}
+
+/// `RL.ACQUIRE c 1 1h` held; W1 and W2 wait for it; one write releases it
+/// and takes W1 away, admitted in that same turn: its lease is taken back
+/// and W2 is admitted at once, with no clock move (not when the taken-back
+/// lease would have expired, an hour later).
+#[test]
+fn a_lease_taken_back_from_a_client_gone_in_its_turn_wakes_the_next_waiter() {
+    for gives_up in [GivesUp::Killed, GivesUp::UnblockedWithError] {
+        let server = Server::start();
+        let mut ctl = server.conn();
+        clock_set(&mut ctl, T0);
+        let (_, a) = acquire(&mut ctl, &["RL.ACQUIRE", "c", "1", "1h"]);
+        let mut w1 = server.conn();
+        let id1 = client_id(&mut w1);
+        send(&mut w1, &["RL.ACQUIRE", "c", "1", "1h", "WAIT", "2h"]);
+        await_waiting(&mut ctl, 1);
+        let mut w2 = server.conn();
+        send(&mut w2, &["RL.ACQUIRE", "c", "1", "1h", "WAIT", "2h"]);
+        await_waiting(&mut ctl, 2);
+        let mut pipe = redis::pipe();
+        pipe.cmd("RL.RELEASE").arg("c").arg(a.unwrap());
+        gives_up.pipe(&mut pipe, id1);
+        let _: Vec<Value> = pipe.query(&mut ctl).unwrap();
+        await_waiting(&mut ctl, 0);
+        let (r, lease) = recv6(&mut w2);
+        assert_eq!(r[0], 1, "{gives_up:?}: {r:?}");
+        assert!(lease.is_some());
+        // W2 holds the one unit; W1's was given back.
+        let peek = decide(&mut ctl, &["RL.PEEK", "c", "CONCURRENCY", "1", "1h"]);
+        assert_eq!(peek[2], 0, "{gives_up:?}: {peek:?}");
+    }
+}
+
+/// The same on GCRA: W1 admitted by a clock move and killed in that turn;
+/// its charge is refunded and W2 is admitted at once, not one emission
+/// interval later.
+#[test]
+fn a_charge_taken_back_from_a_client_gone_in_its_turn_wakes_the_next_waiter() {
+    for gives_up in [GivesUp::Killed, GivesUp::UnblockedWithError] {
+        let server = Server::start();
+        let mut ctl = server.conn();
+        clock_set(&mut ctl, T0);
+        assert_eq!(decide(&mut ctl, &["RL.GCRA", "g", "1", "1m"])[0], 1);
+        let mut w1 = server.conn();
+        let id1 = client_id(&mut w1);
+        send(&mut w1, &["RL.GCRA", "g", "1", "1m", "WAIT", "1h"]);
+        await_waiting(&mut ctl, 1);
+        let mut w2 = server.conn();
+        send(&mut w2, &["RL.GCRA", "g", "1", "1m", "WAIT", "1h"]);
+        await_waiting(&mut ctl, 2);
+        let mut pipe = redis::pipe();
+        pipe.cmd("RL.CLOCK").arg("ADVANCE").arg(MIN);
+        gives_up.pipe(&mut pipe, id1);
+        let _: Vec<Value> = pipe.query(&mut ctl).unwrap();
+        await_waiting(&mut ctl, 0);
+        assert_eq!(recv5(&mut w2)[0], 1, "{gives_up:?}");
+        // One admission in this minute: W2's.
+        assert_eq!(decide(&mut ctl, &["RL.GCRA", "g", "1", "1m"])[0], 0);
+    }
+}
+
+/// A renewal that ends a lease sooner wakes the line: the waiter is
+/// admitted when the renewed lease ends, not when the old one would have.
+#[test]
+fn a_renewal_that_shortens_a_lease_moves_the_waiter_up() {
+    let server = Server::start();
+    let mut ctl = server.conn();
+    clock_set(&mut ctl, T0);
+    let (_, a) = acquire(&mut ctl, &["RL.ACQUIRE", "c", "1", "1h"]);
+    let mut w = server.conn();
+    send(&mut w, &["RL.ACQUIRE", "c", "1", "1h", "WAIT", "2h"]);
+    await_waiting(&mut ctl, 1);
+    let renewed = call(&mut ctl, &["RL.RENEW", "c", &a.unwrap(), "1m"]).unwrap();
+    assert_eq!(renewed, Value::Int(1));
+    advance(&mut ctl, MIN);
+    assert_eq!(waiting(&mut ctl), 0);
+    assert_eq!(recv6(&mut w).0[0], 1);
+}
+
+/// The cut-in: a lease of one of two units held for an hour, a waiter for
+/// both; a request without WAIT for the other unit (a lease of 10 minutes)
+/// is denied, so that releasing the first lease a minute later admits the
+/// waiter at once.
+#[test]
+fn a_request_without_wait_never_cuts_into_a_concurrency_line() {
+    let server = Server::start();
+    let mut ctl = server.conn();
+    clock_set(&mut ctl, T0);
+    let (_, a) = acquire(&mut ctl, &["RL.ACQUIRE", "c", "2", "1h"]);
+    let mut w = server.conn();
+    send(
+        &mut w,
+        &["RL.ACQUIRE", "c", "2", "1h", "COST", "2", "WAIT", "2h"],
+    );
+    await_waiting(&mut ctl, 1);
+    let (plain, lease) = acquire(&mut ctl, &["RL.ACQUIRE", "c", "2", "10m"]);
+    assert_eq!(plain[0], 0, "{plain:?}");
+    assert_eq!(lease, None);
+    // The same through RL.ALL with a rate limit beside it.
+    let all = call(
+        &mut ctl,
+        &[
+            "RL.ALL",
+            "2",
+            "r",
+            "c",
+            "GCRA",
+            "10",
+            "1s",
+            "CONCURRENCY",
+            "2",
+            "10m",
+        ],
+    );
+    let Ok(Value::Array(all)) = all else {
+        panic!("{all:?}");
+    };
+    assert_eq!(all[0], Value::Int(0), "{all:?}");
+    advance(&mut ctl, MIN);
+    assert_eq!(
+        call(&mut ctl, &["RL.RELEASE", "c", &a.unwrap()]).unwrap(),
+        Value::Int(1)
+    );
+    assert_eq!(waiting(&mut ctl), 0);
+    assert_eq!(recv6(&mut w).0[0], 1);
+}
+
+/// The first instant (probed every `step` µs of the manual clock) at which
+/// `probe` (a DRYRUN) is admitted, in µs from now.
+fn truth(ctl: &mut Connection, probe: &[&str], step: u64) -> u64 {
+    let mut waited = 0;
+    let allowed = |c: &mut Connection| match call(c, probe) {
+        Ok(Value::Array(v)) => v.first() == Some(&Value::Int(1)),
+        other => panic!("{other:?}"),
+    };
+    while !allowed(ctl) {
+        advance(ctl, step);
+        waited += step;
+        assert!(waited < 100 * 3_600 * S, "never admitted");
+    }
+    waited
+}
+
+/// Ten waiters on GCRA one a second; five leave mid-line (three
+/// disconnect, two by CLIENT UNBLOCK): those behind move up, and a request
+/// without WAIT is told the wait it really has, to the emission interval.
+#[test]
+fn told_behind_a_line_that_shrinks_is_when_it_is_admitted() {
+    let server = Server::start();
+    let mut ctl = server.conn();
+    clock_set(&mut ctl, T0);
+    assert_eq!(decide(&mut ctl, &["RL.GCRA", "g", "1", "1s"])[0], 1);
+    let mut waiters = Vec::new();
+    for i in 0..10 {
+        let mut w = server.conn();
+        let id = client_id(&mut w);
+        send(&mut w, &["RL.GCRA", "g", "1", "1s", "WAIT", "1h"]);
+        await_waiting(&mut ctl, i + 1);
+        waiters.push((w, id));
+    }
+    for (i, (_, id)) in waiters.iter().enumerate() {
+        match i {
+            1 | 4 | 8 => {
+                let _: i64 = cmd(&["CLIENT", "KILL", "ID", &id.to_string()])
+                    .query(&mut ctl)
+                    .unwrap();
+            }
+            2 | 6 => {
+                let _: i64 = cmd(&["CLIENT", "UNBLOCK", &id.to_string()])
+                    .query(&mut ctl)
+                    .unwrap();
+            }
+            _ => {}
+        }
+    }
+    await_waiting(&mut ctl, 5);
+    let told = decide(&mut ctl, &["RL.GCRA", "g", "1", "1s"]);
+    assert_eq!(told[0], 0);
+    let probe = ["RL.GCRA", "g", "1", "1s", "DRYRUN"];
+    let truth_ms = truth(&mut ctl, &probe, S / 10) / 1_000;
+    // Five ahead of it: 6 s (the line's first slot in 1 s, then four more,
+    // then its own).
+    assert_eq!(truth_ms, 6_000);
+    assert_eq!(told[3] as u64, truth_ms, "{told:?}");
+}
+
+/// On a concurrency key, what a request without WAIT is told behind a
+/// line is the instant by which capacity is certain: every lease held and
+/// every waiter's held to its ttl. With a release, it is admitted sooner.
+#[test]
+fn told_on_a_concurrency_key_is_when_capacity_is_certain() {
+    let server = Server::start();
+    let mut ctl = server.conn();
+    clock_set(&mut ctl, T0);
+    let (_, a) = acquire(&mut ctl, &["RL.ACQUIRE", "c", "1", "1h"]);
+    let mut w = server.conn();
+    send(&mut w, &["RL.ACQUIRE", "c", "1", "1h", "WAIT", "2h"]);
+    await_waiting(&mut ctl, 1);
+    let (told, _) = acquire(&mut ctl, &["RL.ACQUIRE", "c", "1", "1h"]);
+    assert_eq!(told[..2], [0, 1]);
+    // A's hour, then the waiter's.
+    assert_eq!(told[3], 7_200_000);
+    // Nobody releases: admitted exactly then.
+    let probe = ["RL.ACQUIRE", "c", "1", "1h", "DRYRUN"];
+    assert_eq!(truth(&mut ctl, &probe, MIN), 120 * MIN);
+    assert_eq!(recv6(&mut w).0[0], 1);
+    drop(a);
+}
