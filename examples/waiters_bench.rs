@@ -24,8 +24,8 @@
 //! gap a `PING` probe saw from then until the server is a replica. Both
 //! also print the module's `ratelimit_work` counters moved meanwhile. With
 //! `CALLGRIND_PID` set (the server runs under callgrind), its counts are
-//! zeroed just before and dumped (`callgrind_control -d role`) once no
-//! client is blocked any more.
+//! zeroed just before and dumped (`callgrind_control -d role`) once the
+//! server has freed every client it unblocked.
 //! Output: `key=value` lines.
 
 use std::error::Error;
@@ -237,9 +237,13 @@ fn role(addr: &str, n: usize, rl: bool, replica: Option<&str>) -> Res<()> {
     };
     let after = work(&mut ctl)?;
     let start = Instant::now();
-    while info(&mut ctl, "clients", "blocked_clients")? != 0 {
+    // Every blocked client is answered and closed by the server: wait
+    // until it has freed them (only this tool's own connections are left).
+    while info(&mut ctl, "clients", "blocked_clients")? != 0
+        || info(&mut ctl, "clients", "connected_clients")? > 3
+    {
         if start.elapsed() > Duration::from_secs(60) {
-            return Err("clients still blocked".into());
+            return Err("clients still blocked or connected".into());
         }
         thread::sleep(Duration::from_millis(20));
     }

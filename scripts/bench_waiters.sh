@@ -13,8 +13,8 @@
 # waiter on one key (`one-key`).
 # role: ROLE_WAITERS (10000) such clients, then `REPLICAOF` (to a port where
 # nothing listens) and `FAILOVER` (to a replica started for it), the server
-# under callgrind, counted from just before the command until no client is
-# blocked any more: the role change's instructions (`REPLICAOF`'s command,
+# under callgrind, counted from just before the command until the server
+# has freed every client it unblocked: the role change's instructions (`REPLICAOF`'s command,
 # which unblocks every client, and `beforeSleep`, which frees them and,
 # in a FAILOVER, switches the role: a FAILOVER's wait for its replica and
 # the probe's commands are left out), the ratio RL ÷ BLPOP, every
