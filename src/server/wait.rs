@@ -67,6 +67,11 @@ impl Hash for Token {
 }
 
 impl Token {
+    /// The handle's address, as a number (compared, never followed).
+    fn address(&self) -> u64 {
+        self.bc as usize as u64
+    }
+
     /// The token of handle `bc` (for looking it up).
     fn of(bc: *mut raw::RedisModuleBlockedClient) -> Token {
         Token {
