@@ -96,12 +96,15 @@ cli() { redis-cli -h 127.0.0.1 -p "$PORT" "$@"; }
 callgrind_zero() { callgrind_control -z "$1" >/dev/null 2>&1; }
 
 # callgrind_dump VG_PID DIR NAME: dumps the counts since the last zero to
-# DIR/NAME.out (waiting, bounded, for the asynchronous dump) and prints the
+# DIR/NAME.out (waiting up to 60 s for the asynchronous dump) and prints the
 # instructions counted.
 callgrind_dump() {
     local pid=$1 dir=$2 name=$3 dump=
-    callgrind_control -d "$name" "$pid" >/dev/null 2>&1
-    for _ in $(seq 1 100); do
+    # The hint is prefixed: callgrind_control takes one that starts with a
+    # digit for a process.
+    callgrind_control -d "dump:$name" "$pid" >/dev/null 2>&1
+    # The dump is written asynchronously (slowly on a loaded machine).
+    for _ in $(seq 1 600); do
         dump=$(find "$dir" -maxdepth 1 -name 'callgrind.out.*.*' | head -n 1)
         [ -n "$dump" ] && callgrind_annotate "$dump" >/dev/null 2>&1 && break
         dump=
