@@ -9,7 +9,7 @@ PREFIX  ?= /usr/local
 MODULEDIR ?= $(PREFIX)/lib/redis/modules
 SUDO    := $(shell [ "$$(id -u)" -eq 0 ] || echo sudo)
 
-.PHONY: run test test-python test-node bench-node test-valkey build install dist test-dist deps deps-valkey lint unit bench bench-wait bench-stall bench-fair demo fuzz clean
+.PHONY: run test test-python test-node bench-node test-valkey build install dist test-dist deps deps-valkey lint unit bench bench-wait bench-stall bench-fair bench-overhead bench-waiters demo fuzz clean
 
 ## Install what a fresh Debian machine lacks (redis-server, libclang for bindgen).
 deps:
@@ -132,6 +132,19 @@ bench-stall: build
 ## closed-loop fair shares on the manual and the real clock.
 bench-fair:
 	./scripts/bench_fair.sh
+
+## What loading the module adds to Redis's own commands (GET, SET, INCR,
+## DEL, EXPIRE, SET PX, LPUSH), in instructions per request counted by
+## callgrind: loaded, with policies on, used, while clients wait, after
+## (see docs/performance.md#what-loading-the-module-costs).
+bench-overhead: build
+	./scripts/bench_overhead.sh
+
+## Waiters beside Redis's own blocked BLPOP clients: memory per waiter at
+## 10 to 10,000, and what a role change costs at 10,000 (callgrind).
+bench-waiters: build
+	cargo build --release --example waiters_bench
+	./scripts/bench_waiters.sh
 
 ## Replays classic traffic traces against every algorithm; writes an SVG chart.
 demo: build

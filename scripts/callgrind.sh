@@ -28,7 +28,7 @@ command -v valgrind >/dev/null || {
     echo "callgrind: valgrind is not installed" >&2
     exit 1
 }
-[ -f "$MODULE" ] || {
+[ "$MODULE" = none ] || [ -f "$MODULE" ] || {
     echo "callgrind: $MODULE is missing: cargo build --release" >&2
     exit 1
 }
@@ -65,21 +65,11 @@ for template in "$@"; do
         # Warm up (first key creation, dict growth), then count.
         # shellcheck disable=SC2086 # split the command into words
         redis-benchmark -h 127.0.0.1 -p "$PORT" -c 50 -P 16 -n "$REQUESTS" "${range[@]}" -q ${cmd//KEY/$key} >/dev/null
-        callgrind_control -z "$VG_PID" >/dev/null 2>&1
+        callgrind_zero "$VG_PID"
         # shellcheck disable=SC2086
         redis-benchmark -h 127.0.0.1 -p "$PORT" -c 50 -P 16 -n "$REQUESTS" "${range[@]}" -q ${cmd//KEY/$key} >/dev/null
         n=$((n + 1))
-        callgrind_control -d "$scenario:$n" "$VG_PID" >/dev/null 2>&1
-        # The dump is written asynchronously: wait (bounded) for it.
-        dump=
-        for _ in $(seq 1 100); do
-            dump=$(find "$OUT" -maxdepth 1 -name 'callgrind.out.*.*' | head -n 1)
-            [ -n "$dump" ] && callgrind_annotate "$dump" >/dev/null 2>&1 && break
-            dump=
-            sleep 0.1
-        done
-        [ -n "$dump" ] || { echo "callgrind: no dump for $cmd" >&2; exit 1; }
-        mv "$dump" "$OUT/$n.$scenario.out"
+        callgrind_dump "$VG_PID" "$OUT" "$n.$scenario" >/dev/null
         report=$(callgrind_annotate --threshold=100 --inclusive=yes "$OUT/$n.$scenario.out" 2>/dev/null)
         total=$(echo "$report" | awk '/PROGRAM TOTALS/ && !d {gsub(",", "", $1); print $1; d = 1}')
         inproc=$(echo "$report" | awk '/:processCommand / && !d {gsub(",", "", $1); print $1; d = 1}')

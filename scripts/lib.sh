@@ -38,13 +38,15 @@ SERVER_WORKDIR=
 
 # start_server [MODULE_ARG ...] [--option value ...]
 # Starts $RL_SERVER on a free loopback port with the module $MODULE (default:
-# the release build) loaded with the given arguments (module arguments
-# first, then any server options), no persistence, its files in a fresh
+# the release build; MODULE=none: no module) loaded with the given arguments
+# (module arguments first, then any server options), no persistence, its
+# files in a fresh
 # directory; waits up to 60 s for its PONG. Sets PORT and SERVER_PID. Every
 # server started is killed when the script exits.
 # shellcheck disable=SC2120 # the arguments are optional
 start_server() {
-    local module=${MODULE:-$PWD/target/release/libredis_ratelimit.so} dir
+    local module=${MODULE:-$PWD/target/release/libredis_ratelimit.so} dir load=()
+    [ "$module" = none ] || load=(--loadmodule "$module")
     if [ -z "$SERVER_WORKDIR" ]; then
         SERVER_WORKDIR=$(mktemp -d)
         trap stop_all_servers EXIT
@@ -53,7 +55,7 @@ start_server() {
     dir=$SERVER_WORKDIR/$PORT
     mkdir -p "$dir"
     "${SERVER_PREFIX[@]}" "$RL_SERVER" --bind 127.0.0.1 --port "$PORT" --save '' \
-        --appendonly no --dir "$dir" --loadmodule "$module" "$@" >"$dir/server.log" 2>&1 &
+        --appendonly no --dir "$dir" "${load[@]}" "$@" >"$dir/server.log" 2>&1 &
     SERVER_PID=$!
     SERVER_PIDS+=("$SERVER_PID")
     for _ in $(seq 1 600); do
@@ -87,3 +89,29 @@ stop_all_servers() {
 
 # redis-cli against the server start_server started last.
 cli() { redis-cli -h 127.0.0.1 -p "$PORT" "$@"; }
+
+# callgrind_zero VG_PID: zeroes the counts of the server running under
+# callgrind (SERVER_PREFIX=(valgrind --tool=callgrind
+# --callgrind-out-file=DIR/callgrind.out.%p)).
+callgrind_zero() { callgrind_control -z "$1" >/dev/null 2>&1; }
+
+# callgrind_dump VG_PID DIR NAME: dumps the counts since the last zero to
+# DIR/NAME.out (waiting up to 60 s for the asynchronous dump) and prints the
+# instructions counted.
+callgrind_dump() {
+    local pid=$1 dir=$2 name=$3 dump=
+    # The hint is prefixed: callgrind_control takes one that starts with a
+    # digit for a process.
+    callgrind_control -d "dump:$name" "$pid" >/dev/null 2>&1
+    # The dump is written asynchronously (slowly on a loaded machine).
+    for _ in $(seq 1 600); do
+        dump=$(find "$dir" -maxdepth 1 -name 'callgrind.out.*.*' | head -n 1)
+        [ -n "$dump" ] && callgrind_annotate "$dump" >/dev/null 2>&1 && break
+        dump=
+        sleep 0.1
+    done
+    [ -n "$dump" ] || { echo "callgrind: no dump for $name" >&2; return 1; }
+    mv "$dump" "$dir/$name.out"
+    callgrind_annotate --threshold=100 "$dir/$name.out" 2>/dev/null |
+        awk '/PROGRAM TOTALS/ && !d {gsub(",", "", $1); print $1; d = 1}'
+}

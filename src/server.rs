@@ -8,6 +8,7 @@ pub mod clock;
 mod cluster_nodes;
 mod config;
 mod ffi;
+mod heap;
 mod host;
 mod info;
 pub mod key;

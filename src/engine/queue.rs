@@ -308,6 +308,11 @@ impl<K: Eq + Hash + Clone, T: Eq + Hash + Clone> Queues<K, T> {
         self.entries.is_empty()
     }
 
+    /// Every waiter, in no particular order.
+    pub fn waiters(&self) -> impl Iterator<Item = &Waiter<K, T>> {
+        self.entries.values().map(|e| &e.waiter)
+    }
+
     /// Whether anyone waits on `key`.
     pub fn has_waiters(&self, key: &K) -> bool {
         self.lines.contains_key(key)

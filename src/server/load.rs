@@ -1,7 +1,7 @@
 //! Module load: arguments, API checks, options, commands, INFO.
 
 use super::ffi::Ctx;
-use super::{acl, clock, config, info, policies, register, wait};
+use super::{acl, clock, config, info, policies, register};
 use redis_module::{raw, redis_module, Context, RedisString, Status};
 use std::ffi::c_int;
 
@@ -10,9 +10,10 @@ redis_module! {
     // major * 10000 + minor * 100 + patch of the crate version.
     version: crate::server::version::VERSION_NUMBER,
     // Module state lives in Redis strings, allocated by Redis; the module's
-    // own allocations are transient, so the system allocator serves them
-    // and the core stays usable outside a server (tests, benches).
-    allocator: (std::alloc::System, std::alloc::System),
+    // own allocations (transient, and the wait queues) go to the system
+    // allocator, counted for INFO, and the core stays usable outside a
+    // server (tests, benches).
+    allocator: (crate::server::heap::Counted, crate::server::heap::Counted),
     data_types: [],
     init: on_load,
 }
@@ -178,10 +179,6 @@ fn on_load(ctx: &Context, args: &[RedisString]) -> Status {
         ctx.log_notice(&notice);
     }
     if let Err(e) = register::register(Ctx(ctx.ctx), &crate::commands::table::COMMANDS) {
-        ctx.log_warning(&e);
-        return Status::Err;
-    }
-    if let Err(e) = wait::subscribe(Ctx(ctx.ctx)) {
         ctx.log_warning(&e);
         return Status::Err;
     }

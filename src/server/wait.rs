@@ -32,6 +32,7 @@ use crate::policy::Policy;
 use keyspace::ServerKeyspace;
 
 mod keyspace;
+mod leaving;
 use redis_module::raw;
 use std::cell::RefCell;
 use std::ffi::{c_char, c_int, c_void};
@@ -66,6 +67,11 @@ impl Hash for Token {
 }
 
 impl Token {
+    /// The handle's address, as a number (compared, never followed).
+    fn address(&self) -> u64 {
+        self.bc as usize as u64
+    }
+
     /// The token of handle `bc` (for looking it up).
     fn of(bc: *mut raw::RedisModuleBlockedClient) -> Token {
         Token {
@@ -97,9 +103,13 @@ static WAITING: AtomicUsize = AtomicUsize::new(0);
 /// can concern a waiter, and the command filter need not read its words.
 static EVER_BLOCKED: AtomicBool = AtomicBool::new(false);
 
+/// Whether the keyspace events are subscribed ([`subscribe`]).
+static SUBSCRIBED: AtomicBool = AtomicBool::new(false);
+
 fn with_state<R>(f: impl FnOnce(&mut State) -> R) -> Option<R> {
     STATE.with(|s| {
         let mut state = s.try_borrow_mut().ok()?;
+        leaving::settle(&mut state.queues);
         let r = f(&mut state);
         WAITING.store(state.queues.len(), Relaxed);
         Some(r)
@@ -276,6 +286,9 @@ fn block(ctx: Ctx) -> *mut raw::RedisModuleBlockedClient {
         if !bc.is_null() {
             EVER_BLOCKED.store(true, Relaxed);
             api!(RedisModule_SetDisconnectCallback)(bc, Some(on_disconnect));
+            if !SUBSCRIBED.load(Relaxed) {
+                subscribe(ctx);
+            }
         }
         bc
     }
@@ -525,9 +538,10 @@ extern "C" fn on_timeout(
     raw::REDISMODULE_OK as c_int
 }
 
-/// A waiting client went away (or `CLIENT UNBLOCK id ERROR`): its place is
-/// given up; those behind it move up at once (from a timer: this context
-/// belongs to a client being freed).
+/// A waiting client went away (or `CLIENT UNBLOCK id ERROR`, or a role
+/// change ended every wait): its place is given up before the queue's
+/// next use ([`leaving`]), and a timer (this context belongs to a client
+/// being freed) lets those behind it move up at once.
 ///
 /// A client admitted in this event-loop turn, whose reply is not sent yet,
 /// also passes here when it is unblocked or disconnects before the reply:
@@ -537,21 +551,19 @@ extern "C" fn on_timeout(
 extern "C" fn on_disconnect(ctx: *mut raw::RedisModuleCtx, bc: *mut raw::RedisModuleBlockedClient) {
     let ctx = Ctx(ctx);
     let _ = catch_unwind(AssertUnwindSafe(|| {
+        // SAFETY: ctx is the disconnect context; its private data is the
+        // `Resolved` given to UnblockClient, or NULL while it still waits
+        // (a timeout or CLIENT UNBLOCK without ERROR does not come here).
+        let data = unsafe { api!(RedisModule_GetBlockedClientPrivateData)(ctx.0) };
+        if data.is_null() {
+            leaving::went(Token::of(bc), clock::now());
+            // SAFETY: the handle is ours and still waiting.
+            unsafe { api!(RedisModule_UnblockClient)(bc, std::ptr::null_mut()) };
+            settle_soon(ctx);
+            return;
+        }
         with_state(|state| {
             let now = clock::now();
-            if let Some(waiter) = state.queues.abandon(&Token::of(bc), now) {
-                stats::wait_abandoned(now.saturating_sub(waiter.since));
-                // SAFETY: the handle is ours and was in the queue.
-                unsafe { api!(RedisModule_UnblockClient)(bc, std::ptr::null_mut()) };
-                arm(ctx, state);
-                return;
-            }
-            // SAFETY: ctx is the disconnect context; its private data is
-            // the `Resolved` given to UnblockClient, or NULL.
-            let data = unsafe { api!(RedisModule_GetBlockedClientPrivateData)(ctx.0) };
-            if data.is_null() {
-                return;
-            }
             // SAFETY: every non-NULL private data is a `Resolved` from
             // `resolve`, owned by Redis until `free_privdata`.
             let resolved = unsafe { &mut *data.cast::<Resolved>() };
@@ -578,6 +590,53 @@ extern "C" fn on_disconnect(ctx: *mut raw::RedisModuleCtx, bc: *mut raw::RedisMo
 }
 
 thread_local! {
+    /// Whether the timer of [`settle_soon`] is armed.
+    static SETTLING: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Arms (once) a timer for the next event-loop iteration that takes the
+/// waiters that went away out of the queue and decides who is due.
+fn settle_soon(ctx: Ctx) {
+    if SETTLING.with(|s| s.replace(true)) {
+        return;
+    }
+    // SAFETY: ctx is a live context; the callback lives as long as the
+    // module and takes no data.
+    unsafe { api!(RedisModule_CreateTimer)(ctx.0, 0, Some(on_settle), std::ptr::null_mut()) };
+}
+
+extern "C" fn on_settle(ctx: *mut raw::RedisModuleCtx, _data: *mut c_void) {
+    SETTLING.with(|s| s.set(false));
+    let ctx = Ctx(ctx);
+    let _ = catch_unwind(AssertUnwindSafe(|| {
+        // `with_state` settles; then whoever moved up is due now.
+        with_state(|state| {
+            if ffi::writes_paused() {
+                arm(ctx, state);
+                return;
+            }
+            let now = clock::now();
+            process(ctx, state, now, now);
+        });
+    }));
+}
+
+/// The server became a replica or a primary: after a role change that
+/// ended every wait, the queue is dropped at once.
+extern "C" fn on_role_change(
+    ctx: *mut raw::RedisModuleCtx,
+    _event: raw::RedisModuleEvent,
+    subevent: u64,
+    _data: *mut c_void,
+) {
+    leaving::set_replica(subevent == raw::REDISMODULE_EVENT_REPLROLECHANGED_NOW_REPLICA);
+    let ctx = Ctx(ctx);
+    let _ = catch_unwind(AssertUnwindSafe(|| {
+        with_state(|state| arm(ctx, state));
+    }));
+}
+
+thread_local! {
     /// The client `CLIENT UNBLOCK` is unblocking now, and whether Redis
     /// replies to it itself (`ERROR`), set by the command filter.
     static UNBLOCKING: std::cell::Cell<Option<(u64, bool)>> = const { std::cell::Cell::new(None) };
@@ -600,20 +659,32 @@ fn unblocked_without_reply(ctx: Ctx) -> bool {
     client == id && !error
 }
 
+/// Whether the wake-ups are subscribed to keyspace events.
+pub fn subscribed() -> bool {
+    SUBSCRIBED.load(Relaxed)
+}
+
 /// Subscribes the line's wake-ups to the changes that may admit sooner:
 /// a key deleted, expired, evicted, renamed or overwritten by a generic
 /// command (`DEL`, `UNLINK`, `COPY`, `RESTORE`…), and `FLUSHDB`/`FLUSHALL`.
-pub fn subscribe(ctx: Ctx) -> Result<(), String> {
+/// Done when the first client blocks, not at load: Redis makes a module
+/// context for every event of a subscribed class (about 500 instructions
+/// on every `EXPIRE`, `SET … PX` and `DEL` of the server), and only a key
+/// with waiters needs them. Redis 7.0 has no way to unsubscribe, so the
+/// subscription stays once made. If Redis refuses it, the next block
+/// tries again, and the waiters' timers still admit them when due.
+fn subscribe(ctx: Ctx) {
     let types = raw::REDISMODULE_NOTIFY_GENERIC
         | raw::REDISMODULE_NOTIFY_EXPIRED
         | raw::REDISMODULE_NOTIFY_EVICTED;
-    // SAFETY: ctx is the OnLoad context; the callback lives as long as the
-    // module.
+    // SAFETY: ctx is a live context of this module; the callback lives as
+    // long as the module (which cannot unload while clients wait).
     let status = unsafe {
         api!(RedisModule_SubscribeToKeyspaceEvents)(ctx.0, types as c_int, Some(on_key_event))
     };
     if status != raw::REDISMODULE_OK as c_int {
-        return Err("cannot subscribe to keyspace events".into());
+        ffi::log_warning(ctx, "cannot subscribe to keyspace events");
+        return;
     }
     let flush = raw::RedisModuleEvent {
         id: raw::REDISMODULE_EVENT_FLUSHDB,
@@ -622,9 +693,20 @@ pub fn subscribe(ctx: Ctx) -> Result<(), String> {
     // SAFETY: as above.
     let status = unsafe { api!(RedisModule_SubscribeToServerEvent)(ctx.0, flush, Some(on_flush)) };
     if status != raw::REDISMODULE_OK as c_int {
-        return Err("cannot subscribe to FLUSHDB".into());
+        ffi::log_warning(ctx, "cannot subscribe to FLUSHDB");
     }
-    Ok(())
+    leaving::set_replica(is_replica(ctx));
+    let role = raw::RedisModuleEvent {
+        id: raw::REDISMODULE_EVENT_REPLICATION_ROLE_CHANGED,
+        dataver: 1,
+    };
+    // SAFETY: as above.
+    let status =
+        unsafe { api!(RedisModule_SubscribeToServerEvent)(ctx.0, role, Some(on_role_change)) };
+    if status != raw::REDISMODULE_OK as c_int {
+        ffi::log_warning(ctx, "cannot subscribe to role changes");
+    }
+    SUBSCRIBED.store(true, Relaxed);
 }
 
 /// A key changed behind the queue's back: the first in its line is decided
