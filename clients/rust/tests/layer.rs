@@ -3,7 +3,7 @@
 //! and an outage in both failure modes with degraded mode, ended by the
 //! server's return on the same port.
 
-#[path = "../../tests/common/mod.rs"]
+#[path = "../../../tests/common/mod.rs"]
 mod common;
 mod support;
 
