@@ -1,39 +1,51 @@
 //! Store commands per admitted request, counted by the server
-//! (`INFO commandstats`), for two client-side savings:
+//! (`INFO commandstats`), for two client-side savings, on tokio's
+//! multi-threaded runtime with `INFLIGHT` requests in flight per key and
+//! process:
 //!
-//! - **leasing**: `P` workers (threads, each with its own connection and
-//!   leased limit, as separate processes would be) admit requests as fast
-//!   as they can against `RL.GCRA 2000 1s BURST 100`, in blocks of k = 20
-//!   that queue on the server once the key is contended
-//!   (`BlockLease::queued`, up to [`QUEUE_TIMEOUT`]); `polling` instead of
-//!   `leasing` runs the same with blocks that only poll (`PARTIAL`). At
-//!   the end each worker leaves the line (`CLIENT UNBLOCK`, as a process
-//!   that stops leaves it: its last call is counted and admits nothing)
-//!   and refunds what it holds;
+//! - **leasing**: `P` processes (each its own `LeasedLimit` and
+//!   connections, as separate processes would have) with `INFLIGHT`
+//!   closed-loop workers each (a worker re-sends at once; denied locally,
+//!   it waits until the next call is due) against
+//!   `RL.GCRA 2000 1s BURST 100`, in blocks of k = 20 that queue on the
+//!   server once the key is contended (`BlockLease::queued`, up to
+//!   [`QUEUE_TIMEOUT`]); `polling` instead of `leasing` runs the same with
+//!   blocks that only poll (`PARTIAL`). At the end each process leaves the
+//!   line (`CLIENT UNBLOCK`, as a process that stops leaves it: its last
+//!   call is counted and admits nothing) and refunds what it holds;
 //! - **the deny cache**: one key offered 10× its limit (1,000 requests a
 //!   second against 100 a second) through the tower layer, with and
-//!   without the cache.
+//!   without the cache, `INFLIGHT` requests arriving at once every
+//!   `INFLIGHT` ms.
 //!
 //! ```sh
 //! redis-server --port 16400 --save "" --loadmodule target/release/libredis_ratelimit.so &
 //! cargo run --release -p redis-ratelimit-client --example client_bench -- 5
 //! ```
 //!
-//! The first argument is the seconds per run (default 5), the second
-//! `leasing`, `polling`, `deny` or `degraded` to run one part only, the third the
-//! numbers of leasing workers to run (`1,50`); `REDIS_URL` (default
-//! `redis://127.0.0.1:6379/`) the server.
+//! Arguments: the seconds per run (default 5); `leasing`, `polling`,
+//! `deny` or `degraded` to run one part only; the numbers of processes
+//! for leasing (`1,10,50`, default all); the requests in flight per key
+//! and process (default 1). `REDIS_URL` (default
+//! `redis://127.0.0.1:6379/`) names the server.
 
 use axum::routing::get;
 use axum::Router;
-use redis_ratelimit_client::http::{HeaderKey, HttpLimit, RateLimitLayer};
-use redis_ratelimit_client::{connect, BlockLease, BlockingLeasedLimit, Client, Gcra};
-use std::sync::{Arc, Barrier};
+use redis_ratelimit_client::http::{HeaderKey, HttpLimit, RedisRateLimitLayer};
+use redis_ratelimit_client::{connect, BlockLease, Client, Gcra, LeasedLimit};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tower_service::Service;
 
 /// How long a queued block may wait in line on the server.
 const QUEUE_TIMEOUT: Duration = Duration::from_secs(2);
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+}
 
 /// How many times the server has run `command` (lower case).
 fn server_calls(url: &str, command: &str) -> u64 {
@@ -72,72 +84,102 @@ fn most_in_a_second(times: &[Instant]) -> u64 {
     most as u64
 }
 
-/// Leasing: `workers` threads, each with its own connection and leased
-/// limit (as separate processes would be), admitting as fast as they can.
-fn leasing(url: &str, workers: usize, k: u64, queued: bool, secs: u64) -> Leasing {
-    let key = format!("bench:lease:{workers}:{k}:{}", std::process::id());
+/// Leasing: `processes` leased limits (each with its own connections),
+/// `inflight` closed-loop workers each, admitting as fast as they can.
+fn leasing(
+    url: &str,
+    processes: usize,
+    inflight: usize,
+    k: u64,
+    queued: bool,
+    secs: u64,
+) -> Leasing {
+    let key = format!(
+        "bench:lease:{processes}:{inflight}:{k}:{}",
+        std::process::id()
+    );
     let policy = Gcra::new(2000, Duration::from_secs(1)).burst(100);
-    // The workers and this thread.
-    let barrier = Arc::new(Barrier::new(workers + 1));
-    let ids = Arc::new(std::sync::Mutex::new(Vec::new()));
     let before = server_calls(url, "rl.gcra");
-    let end = Arc::new(std::sync::OnceLock::new());
-    let handles: Vec<_> = (0..workers)
-        .map(|_| {
-            let (url, key, barrier) = (url.to_string(), key.clone(), barrier.clone());
-            let (ids, end) = (ids.clone(), end.clone());
-            std::thread::spawn(move || {
-                let mut conn = redis::Client::open(url).unwrap().get_connection().unwrap();
-                let id: u64 = redis::cmd("CLIENT").arg("ID").query(&mut conn).unwrap();
-                ids.lock().unwrap().push(id);
-                let mut block = BlockLease::fixed(k);
-                // A block of one is no block: the row to compare with.
-                if queued && k > 1 {
-                    block = block.queued(QUEUE_TIMEOUT);
-                }
-                let mut lease = BlockingLeasedLimit::new(conn, key, policy, block);
-                let mut admitted = Vec::new();
-                barrier.wait();
-                let end: Instant = *end.wait();
-                while Instant::now() < end {
-                    if lease.acquire().unwrap() {
-                        // A queued block may come after the end: the run
-                        // counts what came within it.
-                        let now = Instant::now();
-                        if now < end {
-                            admitted.push(now);
-                        }
-                    } else if let Some(t) = lease.lease().blocked_until() {
-                        std::thread::sleep(t.min(end).saturating_duration_since(Instant::now()));
-                    }
-                }
-                lease.refund_all().unwrap();
-                admitted
-            })
-        })
-        .collect();
-    barrier.wait();
-    let stop = Instant::now() + Duration::from_secs(secs);
-    let _ = end.set(stop);
-    // At the end each worker leaves the line, as a process that stops
-    // does (its queued call is denied; it holds nothing while it waits),
-    // and refunds what it holds.
-    std::thread::sleep(stop.saturating_duration_since(Instant::now()));
-    let mut c = redis::Client::open(url).unwrap().get_connection().unwrap();
-    while !handles.iter().all(|h| h.is_finished()) {
-        for id in ids.lock().unwrap().iter() {
-            let _: redis::Value = redis::cmd("CLIENT")
-                .arg("UNBLOCK")
-                .arg(id)
-                .query(&mut c)
+    let times = runtime().block_on(async {
+        let mut ids = Vec::new();
+        let mut limits = Vec::new();
+        for _ in 0..processes {
+            let mut block = BlockLease::fixed(k);
+            // A block of one is no block: the row to compare with.
+            if queued && k > 1 {
+                block = block.queued(QUEUE_TIMEOUT);
+            }
+            let client = Client::new(connect(url).unwrap()).timeout(Duration::from_secs(1));
+            let mut queue = connect(url).unwrap();
+            let id: u64 = redis::cmd("CLIENT")
+                .arg("ID")
+                .query_async(&mut queue)
+                .await
                 .unwrap();
+            ids.push(id);
+            let queue = Client::new(queue).timeout(Duration::from_secs(1));
+            limits.push(LeasedLimit::new(client, key.clone(), policy, block).queue_on(queue));
         }
-        std::thread::sleep(Duration::from_millis(5));
-    }
-    let mut times: Vec<Instant> = handles
-        .into_iter()
-        .flat_map(|h| h.join().unwrap())
-        .collect();
+        let end = Instant::now() + Duration::from_secs(secs);
+        let mut workers = Vec::new();
+        for limit in &limits {
+            for _ in 0..inflight {
+                let limit = limit.clone();
+                workers.push(tokio::spawn(async move {
+                    let mut admitted = Vec::new();
+                    while Instant::now() < end {
+                        match limit.acquire().await {
+                            Ok(true) => {
+                                // A queued block may come after the end:
+                                // the run counts what came within it.
+                                let now = Instant::now();
+                                if now < end {
+                                    admitted.push(now);
+                                }
+                            }
+                            _ => {
+                                let due = limit.lease().blocked_until().unwrap_or(Instant::now());
+                                let due = due
+                                    .min(end)
+                                    .max(Instant::now() + Duration::from_micros(100));
+                                tokio::time::sleep_until(due.into()).await;
+                            }
+                        }
+                    }
+                    admitted
+                }));
+            }
+        }
+        // At the end each process leaves the line, as a process that stops
+        // does (its queued call is denied; it holds nothing while it
+        // waits), and refunds what it holds.
+        tokio::time::sleep_until(end.into()).await;
+        let mut c = redis::Client::open(url)
+            .unwrap()
+            .get_multiplexed_async_connection()
+            .await
+            .unwrap();
+        while !workers.iter().all(|w| w.is_finished()) {
+            for id in &ids {
+                let _: redis::Value = redis::cmd("CLIENT")
+                    .arg("UNBLOCK")
+                    .arg(id)
+                    .query_async(&mut c)
+                    .await
+                    .unwrap();
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        let mut times = Vec::new();
+        for w in workers {
+            times.extend(w.await.unwrap());
+        }
+        for limit in &limits {
+            let _ = limit.refund_all().await;
+        }
+        times
+    });
+    let mut times = times;
     times.sort();
     Leasing {
         admitted: times.len() as u64,
@@ -147,42 +189,47 @@ fn leasing(url: &str, workers: usize, k: u64, queued: bool, secs: u64) -> Leasin
 }
 
 /// The deny cache: (requests offered, admitted, the server's RL.ALL calls,
-/// round trips the cache saved).
-fn deny_cache(url: &str, cache: bool, secs: u64) -> (u64, u64, u64, u64) {
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    runtime.block_on(async {
+/// round trips the cache saved), `inflight` requests arriving at once
+/// every `inflight` ms.
+fn deny_cache(url: &str, cache: bool, inflight: usize, secs: u64) -> (u64, u64, u64, u64) {
+    runtime().block_on(async {
         let client = Client::new(connect(url).unwrap()).timeout(Duration::from_secs(1));
-        let key = format!("bench-{cache}-{}", std::process::id());
-        let mut layer =
-            RateLimitLayer::new(client, HeaderKey::new("x-api-key")).limit(HttpLimit::per_key(
-                "per-key",
-                "bench:deny:",
-                Gcra::new(100, Duration::from_secs(1)),
-            ));
+        let key = format!("bench-{cache}-{inflight}-{}", std::process::id());
+        let mut layer = RedisRateLimitLayer::builder(client, api_key()).limit(
+            HttpLimit::per_key(Gcra::new(100, Duration::from_secs(1)))
+                .name("per-key")
+                .prefix("bench:deny:"),
+        );
         if cache {
             layer = layer.deny_cache(1000);
         }
-        let mut app = Router::new()
+        let layer = layer.build().unwrap();
+        let app = Router::new()
             .route("/", get(|| async { "ok" }))
             .layer(layer.clone());
         let before = server_calls(url, "rl.all");
         let (mut offered, mut admitted) = (0u64, 0u64);
         let start = Instant::now();
-        let mut tick = tokio::time::interval(Duration::from_millis(1));
+        let mut tick = tokio::time::interval(Duration::from_millis(inflight as u64));
         while start.elapsed() < Duration::from_secs(secs) {
             tick.tick().await;
-            let request = axum::http::Request::get("/")
-                .header("x-api-key", key.as_str())
-                .body(axum::body::Body::empty())
-                .unwrap();
-            let response = app.call(request).await.unwrap();
-            offered += 1;
-            admitted += u64::from(response.status() == 200);
+            let mut wave = Vec::new();
+            for _ in 0..inflight {
+                let mut app = app.clone();
+                let request = axum::http::Request::get("/")
+                    .header("x-api-key", key.as_str())
+                    .body(axum::body::Body::empty())
+                    .unwrap();
+                wave.push(tokio::spawn(async move {
+                    app.call(request).await.unwrap().status()
+                }));
+            }
+            for r in wave {
+                offered += 1;
+                admitted += u64::from(r.await.unwrap() == 200);
+            }
         }
-        let saved = layer.deny_cache_ref().map_or(0, |c| c.round_trips_saved());
+        let saved = layer.deny_cache().map_or(0, |c| c.round_trips_saved());
         (
             offered,
             admitted,
@@ -192,26 +239,33 @@ fn deny_cache(url: &str, cache: bool, secs: u64) -> (u64, u64, u64, u64) {
     })
 }
 
+fn api_key() -> HeaderKey {
+    HeaderKey::new(axum::http::HeaderName::from_static("x-api-key"))
+}
+
 /// Degraded mode: `processes` layers (each its own connection, as
 /// separate processes would have), each offering `rate` requests a second
 /// on one key (`GCRA limit 1s`, fail-closed) for `secs`; the server is
 /// paused (`CLIENT PAUSE ... ALL`) for the middle third. Returns the
 /// admissions per second before and during the outage.
 fn degraded(url: &str, processes: usize, limit: u64, rate: u64, secs: u64) -> (f64, f64) {
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    runtime.block_on(async {
+    runtime().block_on(async {
         let key = format!("bench-degraded-{}", std::process::id());
         let policy = Gcra::new(limit, Duration::from_secs(1));
         let timeout = Duration::from_millis(50);
         let apps: Vec<Router> = (0..processes)
             .map(|_| {
                 let client = Client::new(connect(url).unwrap()).timeout(timeout);
-                let layer = RateLimitLayer::new(client, HeaderKey::new("x-api-key"))
-                    .limit(HttpLimit::per_key("per-key", "bench:degraded:", policy).fail_closed())
-                    .degraded(1000);
+                let layer = RedisRateLimitLayer::builder(client, api_key())
+                    .limit(
+                        HttpLimit::per_key(policy)
+                            .name("per-key")
+                            .prefix("bench:degraded:")
+                            .fail_closed(),
+                    )
+                    .degraded(1000)
+                    .build()
+                    .unwrap();
                 Router::new()
                     .route("/", get(|| async { "ok" }))
                     .layer(layer)
@@ -277,19 +331,19 @@ fn degraded(url: &str, processes: usize, limit: u64, rate: u64, secs: u64) -> (f
 
 fn main() {
     let url = std::env::var("REDIS_URL").unwrap_or("redis://127.0.0.1:6379/".into());
-    let secs: u64 = std::env::args()
-        .nth(1)
-        .and_then(|a| a.parse().ok())
-        .unwrap_or(5);
-    let only = std::env::args().nth(2).unwrap_or_default();
+    let arg = |i: usize| std::env::args().nth(i).unwrap_or_default();
+    let secs: u64 = arg(1).parse().unwrap_or(5);
+    let only = arg(2);
+    let only_p: Vec<usize> = arg(3).split(',').filter_map(|p| p.parse().ok()).collect();
+    let inflight: usize = arg(4).parse().unwrap_or(1).max(1);
     if only.is_empty() || only == "leasing" {
-        leasing_rows(&url, secs, true);
+        leasing_rows(&url, secs, true, &only_p, inflight);
     }
     if only == "polling" {
-        leasing_rows(&url, secs, false);
+        leasing_rows(&url, secs, false, &only_p, inflight);
     }
     if only.is_empty() || only == "deny" {
-        deny_rows(&url, secs);
+        deny_rows(&url, secs, inflight);
     }
     if only.is_empty() || only == "degraded" {
         println!();
@@ -299,31 +353,26 @@ fn main() {
     }
 }
 
-fn leasing_rows(url: &str, secs: u64, queued: bool) {
+fn leasing_rows(url: &str, secs: u64, queued: bool, only_p: &[usize], inflight: usize) {
     let how = if queued {
         "queued when contended"
     } else {
         "polling"
     };
-    println!("leasing ({how}), RL.GCRA 2000 1s BURST 100, {secs} s per row (server-side counts)");
+    println!("leasing ({how}), RL.GCRA 2000 1s BURST 100, {inflight} in flight per process, {secs} s per row (server-side counts)");
     println!(
         "{:>3} {:>3} | {:>9} {:>9} {:>12} {:>8} {:>14} {:>9}",
         "P", "k", "admitted", "RL.GCRA", "per admitted", "÷ limit", "most in 1 s", "over"
     );
     // What the limit admits over the run: the burst, then the rate.
     let limit = 100 + 2000 * secs;
-    // A third argument keeps only the rows of these P (`1,50`).
-    let only_p: Vec<usize> = std::env::args()
-        .nth(3)
-        .map(|a| a.split(',').filter_map(|p| p.parse().ok()).collect())
-        .unwrap_or_default();
-    for (workers, k) in [(1usize, 1u64), (1, 20), (10, 20), (50, 20)] {
-        if !only_p.is_empty() && !only_p.contains(&workers) {
+    for (processes, k) in [(1usize, 1u64), (1, 20), (10, 20), (50, 20)] {
+        if !only_p.is_empty() && !only_p.contains(&processes) {
             continue;
         }
-        let run = leasing(url, workers, k, queued, secs);
+        let run = leasing(url, processes, inflight, k, queued, secs);
         println!(
-            "{workers:>3} {k:>3} | {:>9} {:>9} {:>12.4} {:>8.3} {:>14} {:>9}",
+            "{processes:>3} {k:>3} | {:>9} {:>9} {:>12.4} {:>8.3} {:>14} {:>9}",
             run.admitted,
             run.calls,
             run.calls as f64 / run.admitted.max(1) as f64,
@@ -334,15 +383,15 @@ fn leasing_rows(url: &str, secs: u64, queued: bool) {
     }
 }
 
-fn deny_rows(url: &str, secs: u64) {
+fn deny_rows(url: &str, secs: u64, inflight: usize) {
     println!();
-    println!("deny cache, one key offered 10x its limit (GCRA 100 1s), {secs} s per row");
+    println!("deny cache, one key offered 10x its limit (GCRA 100 1s), {inflight} at once every {inflight} ms, {secs} s per row");
     println!(
         "{:>5} | {:>7} {:>8} {:>7} {:>11} {:>12}",
         "cache", "offered", "admitted", "RL.ALL", "per request", "saved"
     );
     for cache in [false, true] {
-        let (offered, admitted, calls, saved) = deny_cache(url, cache, secs);
+        let (offered, admitted, calls, saved) = deny_cache(url, cache, inflight, secs);
         println!(
             "{:>5} | {offered:>7} {admitted:>8} {calls:>7} {:>11.4} {saved:>12}",
             if cache { "on" } else { "off" },

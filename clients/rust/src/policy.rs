@@ -298,6 +298,54 @@ impl Policy {
     }
 }
 
+/// The largest count the server takes (every reply field fits an `i64`).
+pub const MAX_COUNT: u64 = i64::MAX as u64;
+/// The longest duration the server takes: 36,500 days.
+pub const MAX_DURATION: Duration = Duration::from_secs(36_500 * 86_400);
+
+impl Policy {
+    /// Checks the policy against the bounds the server holds its arguments
+    /// to (counts from 1 to [`MAX_COUNT`], durations from 1 ms to
+    /// [`MAX_DURATION`], 2 to 1024 sub-windows), so that a layer refuses
+    /// it when it is built rather than answering every request with the
+    /// server's error.
+    ///
+    /// ```
+    /// use redis_ratelimit_client::{Gcra, Policy};
+    /// use std::time::Duration;
+    /// assert!(Policy::from(Gcra::new(10, Duration::from_secs(1))).validate().is_ok());
+    /// assert!(Policy::from(Gcra::new(0, Duration::from_secs(1))).validate().is_err());
+    /// ```
+    pub fn validate(&self) -> Result<(), crate::Error> {
+        let bad = |what: &str| Err(crate::Error::Config(format!("{what} in policy '{self}'")));
+        let count = |n: u64| (1..=MAX_COUNT).contains(&n);
+        let duration = |d: Duration| d >= Duration::from_millis(1) && d <= MAX_DURATION;
+        let (counts, period): (&[u64], Duration) = match self {
+            Policy::Gcra(g) => (&[g.limit, g.burst.unwrap_or(1)], g.period),
+            Policy::Bucket(b) => (&[b.capacity, b.refill], b.period),
+            Policy::Sliding(s) => (&[s.limit], s.window),
+            Policy::Fixed(f) => (&[f.limit], f.window),
+            Policy::Concurrency(c) => (&[c.limit], c.ttl),
+        };
+        if !counts.iter().all(|&n| count(n)) {
+            return bad("a count outside 1 to 2^63-1");
+        }
+        if !duration(period) {
+            return bad("a duration outside 1 ms to 36,500 days");
+        }
+        if let Policy::Sliding(Sliding {
+            mode: SlidingMode::Buckets(n),
+            ..
+        }) = self
+        {
+            if !(2..=1024).contains(n) {
+                return bad("BUCKETS outside 2 to 1024");
+            }
+        }
+        Ok(())
+    }
+}
+
 impl fmt::Display for Policy {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.words().join(" "))
