@@ -69,6 +69,9 @@ struct Leasing {
     calls: u64,
     /// The most admitted in any one-second window.
     most_in_a_second: u64,
+    /// Units granted that were neither admitted (at any time, the end
+    /// included) nor refunded.
+    unused: i64,
 }
 
 /// The most of sorted `times` within any span of one second.
@@ -126,10 +129,11 @@ fn leasing(
             for _ in 0..inflight {
                 let limit = limit.clone();
                 workers.push(tokio::spawn(async move {
-                    let mut admitted = Vec::new();
+                    let (mut admitted, mut all) = (Vec::new(), 0u64);
                     while Instant::now() < end {
                         match limit.acquire().await {
                             Ok(true) => {
+                                all += 1;
                                 // A queued block may come after the end:
                                 // the run counts what came within it.
                                 let now = Instant::now();
@@ -146,7 +150,7 @@ fn leasing(
                             }
                         }
                     }
-                    admitted
+                    (admitted, all)
                 }));
             }
         }
@@ -170,21 +174,26 @@ fn leasing(
             }
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
-        let mut times = Vec::new();
+        let (mut times, mut all) = (Vec::new(), 0u64);
         for w in workers {
-            times.extend(w.await.unwrap());
+            let (admitted, n) = w.await.unwrap();
+            times.extend(admitted);
+            all += n;
         }
+        let mut unused = -(all as i64);
         for limit in &limits {
             let _ = limit.refund_all().await;
+            unused += limit.units_granted() as i64 - limit.units_refunded() as i64;
         }
-        times
+        (times, unused)
     });
-    let mut times = times;
+    let (mut times, unused) = times;
     times.sort();
     Leasing {
         admitted: times.len() as u64,
         calls: server_calls(url, "rl.gcra") - before,
         most_in_a_second: most_in_a_second(&times),
+        unused,
     }
 }
 
@@ -361,8 +370,8 @@ fn leasing_rows(url: &str, secs: u64, queued: bool, only_p: &[usize], inflight: 
     };
     println!("leasing ({how}), RL.GCRA 2000 1s BURST 100, {inflight} in flight per process, {secs} s per row (server-side counts)");
     println!(
-        "{:>3} {:>3} | {:>9} {:>9} {:>12} {:>8} {:>14} {:>9}",
-        "P", "k", "admitted", "RL.GCRA", "per admitted", "÷ limit", "most in 1 s", "over"
+        "{:>3} {:>3} | {:>9} {:>9} {:>12} {:>8} {:>14} {:>9} {:>7}",
+        "P", "k", "admitted", "RL.GCRA", "per admitted", "÷ limit", "most in 1 s", "over", "unused"
     );
     // What the limit admits over the run: the burst, then the rate.
     let limit = 100 + 2000 * secs;
@@ -372,13 +381,14 @@ fn leasing_rows(url: &str, secs: u64, queued: bool, only_p: &[usize], inflight: 
         }
         let run = leasing(url, processes, inflight, k, queued, secs);
         println!(
-            "{processes:>3} {k:>3} | {:>9} {:>9} {:>12.4} {:>8.3} {:>14} {:>9}",
+            "{processes:>3} {k:>3} | {:>9} {:>9} {:>12.4} {:>8.3} {:>14} {:>9} {:>7}",
             run.admitted,
             run.calls,
             run.calls as f64 / run.admitted.max(1) as f64,
             run.admitted as f64 / limit as f64,
             run.most_in_a_second,
             run.most_in_a_second as i64 - 2100,
+            run.unused,
         );
     }
 }

@@ -441,6 +441,9 @@ where
     call: Decide,
     state: Mutex<State>,
     commands: AtomicU64,
+    /// Units the server granted (landed in the lease) and units refunded.
+    granted: AtomicU64,
+    refunded: AtomicU64,
 }
 
 /// The lease and the call out for it, changed together.
@@ -549,6 +552,8 @@ where
                 call: Decide::new(key, policy),
                 state: State::new(lease),
                 commands: AtomicU64::new(0),
+                granted: AtomicU64::new(0),
+                refunded: AtomicU64::new(0),
             }),
         }
     }
@@ -570,6 +575,8 @@ where
                         call: old.call.clone(),
                         state: State::new(lease),
                         commands: AtomicU64::new(0),
+                        granted: AtomicU64::new(0),
+                        refunded: AtomicU64::new(0),
                     }),
                 }
             }
@@ -650,6 +657,16 @@ where
         self.shared.state().lease.held()
     }
 
+    /// Units the server granted so far (that landed in this lease).
+    pub fn units_granted(&self) -> u64 {
+        self.shared.granted.load(Ordering::Relaxed)
+    }
+
+    /// Units given back so far.
+    pub fn units_refunded(&self) -> u64 {
+        self.shared.refunded.load(Ordering::Relaxed)
+    }
+
     /// The leasing state (units held, when the next call is due).
     pub fn lease(&self) -> BlockLease {
         self.shared.state().lease.clone()
@@ -714,12 +731,12 @@ where
                 state.flight = None;
                 let lease = &mut state.lease;
                 match &reply {
-                    Ok(reply) if wait.is_some() => {
-                        lease.land_queued(Instant::now(), units, reply);
-                        None
-                    }
                     Ok(reply) => {
-                        lease.land(Instant::now(), reply);
+                        let landed = match wait {
+                            Some(_) => lease.land_queued(Instant::now(), units, reply),
+                            None => lease.land(Instant::now(), reply),
+                        };
+                        shared.granted.fetch_add(landed, Ordering::Relaxed);
                         None
                     }
                     Err(e) => {
@@ -738,6 +755,7 @@ where
             self.client
                 .send(&self.call.clone().charge(Charge::Refund(n)))
                 .await?;
+            self.refunded.fetch_add(n, Ordering::Relaxed);
         }
         Ok(())
     }
