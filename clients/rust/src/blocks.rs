@@ -631,7 +631,9 @@ where
                     return;
                 };
                 let units = shared.state().lease.take_if_idle(Instant::now(), idle);
-                let _ = shared.refund(units).await;
+                // In the background: waits for the answer however long it
+                // takes (a refund cut short by a timeout may never be sent).
+                let _ = shared.refund_untimed(units).await;
             }
         })
     }
@@ -720,7 +722,7 @@ where
                     let granted = granted(reply, units, wait.is_some());
                     if granted > 0 {
                         let refund = call.clone().charge(Charge::Refund(granted));
-                        let _ = client.send(&refund).await;
+                        let _ = client.send_untimed(&refund).await;
                     }
                 }
                 landing.finish(None);
@@ -747,6 +749,16 @@ where
             };
             landing.finish(failure);
         });
+    }
+
+    async fn refund_untimed(&self, units: Option<u64>) -> Result<(), Error> {
+        if let Some(n) = units {
+            self.commands.fetch_add(1, Ordering::Relaxed);
+            let refund = self.call.clone().charge(Charge::Refund(n));
+            self.client.send_untimed(&refund).await?;
+            self.refunded.fetch_add(n, Ordering::Relaxed);
+        }
+        Ok(())
     }
 
     async fn refund(&self, units: Option<u64>) -> Result<(), Error> {
@@ -785,7 +797,9 @@ where
         if let Ok(runtime) = tokio::runtime::Handle::try_current() {
             let (client, call) = (self.client.clone(), self.call.clone());
             runtime.spawn(async move {
-                let _ = client.send(&call.charge(Charge::Refund(units))).await;
+                let _ = client
+                    .send_untimed(&call.charge(Charge::Refund(units)))
+                    .await;
             });
         }
     }

@@ -141,11 +141,6 @@ impl Shares {
     pub fn len(&self) -> usize {
         self.by_key.len()
     }
-
-    #[cfg(test)]
-    pub fn is_empty(&self) -> bool {
-        self.by_key.is_empty()
-    }
 }
 
 #[cfg(test)]

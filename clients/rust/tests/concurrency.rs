@@ -136,7 +136,8 @@ fn a_dropped_lease_refunds_what_lands_after_it() {
         let mut polls = 0;
         while left(&mut c, "dropped", policy) != 100 {
             polls += 1;
-            assert!(polls < 5000, "never refunded");
+            let now = left(&mut c, "dropped", policy);
+            assert!(polls < 5000, "never refunded: {now} left");
             tokio::time::sleep(Duration::from_millis(1)).await;
         }
     });

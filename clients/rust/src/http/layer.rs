@@ -3,7 +3,7 @@
 //! body, `503` or admission when the store cannot answer.
 
 use super::headers::{header_fields, problem, Named};
-use super::leases::{Leases, Outcome, Taken};
+use super::leases::{Leases, Outcome};
 use super::{HttpLimit, KeyExtractor, OnStoreError};
 use crate::blocks::{Flight, MOST_WAITS};
 use crate::command::All;
@@ -127,7 +127,9 @@ where
     /// Degraded mode: while the store does not answer (a timeout or a
     /// connection error), each fail-closed limit is enforced locally at
     /// its rate times this process's share of the key's recent traffic
-    /// (tracked for up to `capacity` keys; see [`crate::degraded`]), and
+    /// (tracked for up to `capacity` keys: between two of the store's
+    /// replies on a key, what everyone used against what this process
+    /// charged; a key never answered has no share and is refused), and
     /// fail-open limits admit. A denial there is a `429` with
     /// `Retry-After`; an admission carries no `RateLimit` fields. The next
     /// answer from the store ends it.
@@ -374,7 +376,9 @@ where
                 retry_after: None,
                 limits,
             };
-            taken.map(Taken::keep);
+            if let Some(units) = taken {
+                units.keep();
+            }
             return self.serve(decision);
         }
         let mut call = All::new();
@@ -404,7 +408,9 @@ where
         };
         self.observe(&keys, &decision);
         if decision.allowed {
-            taken.map(Taken::keep);
+            if let Some(units) = taken {
+                units.keep();
+            }
             self.admitted(&keys, &asked);
             self.serve(decision)
         } else {

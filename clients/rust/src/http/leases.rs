@@ -116,7 +116,7 @@ where
                 if let Ok(runtime) = tokio::runtime::Handle::try_current() {
                     let (client, policies) = (client.clone(), policies.clone());
                     runtime.spawn(async move {
-                        let _ = send_refunds(&client, &policies, refunds).await;
+                        let _ = send_refunds(&client, &policies, refunds, false).await;
                     });
                 }
             })
@@ -202,9 +202,8 @@ where
                         .is_some_and(|l| l.land(&slot, &flight, reply));
                     let units = granted(reply, k, false);
                     if !landed && units > 0 {
-                        let _ = client
-                            .send(&call.clone().charge(Charge::Refund(units)))
-                            .await;
+                        let refund = call.clone().charge(Charge::Refund(units));
+                        let _ = client.send_untimed(&refund).await;
                     }
                     None
                 }
@@ -362,7 +361,7 @@ where
     }
 
     async fn refund(&self, refunds: Vec<(Slot, u64)>) -> Result<(), Error> {
-        send_refunds(&self.client, &self.policies, refunds).await
+        send_refunds(&self.client, &self.policies, refunds, true).await
     }
 
     /// Refunds what keys unused for `idle` hold.
@@ -397,7 +396,8 @@ where
                 let Some(leases) = leases.upgrade() else {
                     return;
                 };
-                let _ = leases.refund_idle(idle).await;
+                let refunds = leases.take_idle(Instant::now(), idle);
+                let _ = send_refunds(&leases.client, &leases.policies, refunds, false).await;
             }
         })
     }
@@ -405,10 +405,14 @@ where
 
 /// Sends `REFUND n` for each slot; the last error if any failed (a failed
 /// refund is not retried: its units stay charged until they refill).
+/// `timed`: within the client's timeout; otherwise (in the background)
+/// however long the answer takes, since a refund cut short by a timeout
+/// may never be sent.
 async fn send_refunds<C>(
     client: &Client<C>,
     policies: &Policies,
     refunds: Vec<(Slot, u64)>,
+    timed: bool,
 ) -> Result<(), Error>
 where
     C: redis::aio::ConnectionLike + Clone + Send + Sync + 'static,
@@ -419,7 +423,12 @@ where
             continue;
         };
         let call = Decide::new(key, *policy).charge(Charge::Refund(units));
-        if let Err(e) = client.send(&call).await {
+        let sent = if timed {
+            client.send(&call).await
+        } else {
+            client.send_untimed(&call).await
+        };
+        if let Err(e) = sent {
             result = Err(e);
         }
     }

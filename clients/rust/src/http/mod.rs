@@ -122,7 +122,7 @@ impl HttpLimit {
 
     /// Its name in the header fields and the problem body: a token
     /// (letters, digits, `-`, `_`, ...), checked by
-    /// [`super::Builder::build`].
+    /// [`Builder::build`].
     pub fn name(mut self, name: impl Into<String>) -> HttpLimit {
         self.name = name.into();
         self
@@ -148,8 +148,8 @@ impl HttpLimit {
     /// locally, one call out per key at a time (the requests that find
     /// the block spent wait for it), and what is left goes back with
     /// `REFUND` when the key is idle
-    /// ([`super::RedisRateLimitLayer::refund_when_idle`]), at shutdown
-    /// ([`super::RedisRateLimitLayer::refund_all`]) and when the layer is
+    /// ([`RedisRateLimitLayer::refund_when_idle`]), at shutdown
+    /// ([`RedisRateLimitLayer::refund_all`]) and when the layer is
     /// dropped. `lease` is the policy each key starts with, e.g.
     /// `BlockLease::fixed(20)`. The layer's calls share one connection,
     /// which a queued call would hold: its leases take what fits
