@@ -4,17 +4,17 @@
 //! next (`RateLimit-Policy`, `RateLimit`, `Retry-After`, `429` with a
 //! problem body), refuses requests without an `X-Api-Key` with `401`, and
 //! when Redis cannot answer in time does what each limit chose: admit (fail
-//! open) or `503` (fail closed). The error goes to the log, never to the
+//! open) or `503` (fail closed); any other store error is a `500`. The error goes to the log, never to the
 //! client. The connection reconnects by itself, with backoff.
 //!
 //! Shared with `tests/http_api.rs`, which serves it against a real server.
 
-use axum::http::StatusCode;
+use axum::http::{HeaderName, StatusCode};
 use axum::routing::get;
 use axum::Router;
 use redis::aio::ConnectionManager;
-use redis_ratelimit_client::http::{HeaderKey, HttpLimit, RateLimitLayer};
-use redis_ratelimit_client::{Client, ParsePolicyError, Policy};
+use redis_ratelimit_client::http::{HeaderKey, HttpLimit, RedisRateLimitLayer};
+use redis_ratelimit_client::{Client, Error, ParsePolicyError, Policy};
 use std::time::Duration;
 
 pub use redis_ratelimit_client::connect;
@@ -69,25 +69,33 @@ impl Limits {
 }
 
 pub struct App {
-    layer: RateLimitLayer<HeaderKey>,
+    layer: RedisRateLimitLayer<HeaderKey>,
 }
 
 impl App {
-    pub fn new(redis: ConnectionManager, limits: Limits) -> App {
+    /// The service's limiter; an error if a limit is one the server would
+    /// refuse.
+    pub fn new(redis: ConnectionManager, limits: Limits) -> Result<App, Error> {
         let (per_key, global) = (limits.per_key, limits.global);
         let client = Client::new(redis).timeout(STORE_TIMEOUT);
-        let layer = RateLimitLayer::new(client, HeaderKey::new("x-api-key"))
+        let api_key = HeaderKey::new(HeaderName::from_static("x-api-key"));
+        let layer = RedisRateLimitLayer::builder(client, api_key)
             .missing_key(StatusCode::UNAUTHORIZED, "missing X-Api-Key\n")
             .limit(
-                HttpLimit::per_key(per_key.name, "rl:key:", per_key.policy)
+                HttpLimit::per_key(per_key.policy)
+                    .name(per_key.name)
+                    .prefix("rl:key:")
                     .on_store_error(per_key.on_store_error),
             )
             .limit(
-                HttpLimit::shared(global.name, "rl:global", global.policy)
+                HttpLimit::shared(global.policy)
+                    .name(global.name)
+                    .key("rl:global")
                     .on_store_error(global.on_store_error),
             )
-            .on_error(|e| eprintln!("rate limiter unavailable: {e}"));
-        App { layer }
+            .on_error(|e| eprintln!("rate limiter: {e}"))
+            .build()?;
+        Ok(App { layer })
     }
 }
 

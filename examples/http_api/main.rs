@@ -20,7 +20,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     runtime.block_on(async {
         // Reconnects by itself: a Redis restart costs a second, not an outage.
         let redis = app::connect(&redis_url)?;
-        let router = app::router(app::App::new(redis, app::Limits::standard()?));
+        let router = app::router(app::App::new(redis, app::Limits::standard()?)?);
         let listener = tokio::net::TcpListener::bind(&listen).await?;
         println!("listening on http://{listen}/hello (send an X-Api-Key header)");
         axum::serve(listener, router).await?;

@@ -61,7 +61,7 @@ pub const RATE_WINDOW: Duration = Duration::from_millis(100);
 
 /// What to do with a request.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Step {
+pub(crate) enum Step {
     /// Admitted from the block.
     Admit,
     /// Denied locally: the block is spent and the next call is not due.
@@ -70,8 +70,17 @@ pub enum Step {
     /// [`BlockLease::on_reply`].
     Ask(u64),
     /// Queue on the server for a whole block of `units` for up to
-    /// `timeout` (`COST units WAIT timeout`), then [`BlockLease::on_reply`].
-    Queue { units: u64, timeout: Duration },
+    /// `timeout` (`COST units WAIT timeout`), then
+    /// [`BlockLease::on_queued_reply`].
+    Queue {
+        /// The block asked for.
+        units: u64,
+        /// How long it may wait in line on the server.
+        timeout: Duration,
+    },
+    /// This process has a call out for the key: wait until it lands, then
+    /// [`BlockLease::step_again`].
+    Join,
 }
 
 /// The time `units` take to accrue on an empty key, from a reply that
@@ -109,6 +118,9 @@ pub struct BlockLease {
     queue: Option<Duration>,
     /// Others use the key: the next call queues (when `queue` is set).
     contended: bool,
+    /// A call for a block is out: the requests that find the block spent
+    /// wait for it instead of sending their own.
+    in_flight: bool,
 }
 
 impl BlockLease {
@@ -137,6 +149,7 @@ impl BlockLease {
             asked: 0,
             queue: None,
             contended: false,
+            in_flight: false,
         }
     }
 
@@ -192,7 +205,7 @@ impl BlockLease {
     }
 
     /// A request at `now`.
-    pub fn step(&mut self, now: Instant) -> Step {
+    pub(crate) fn step(&mut self, now: Instant) -> Step {
         self.count_request(now);
         self.last_used = Some(now);
         self.step_again(now)
@@ -201,14 +214,18 @@ impl BlockLease {
     /// The step of a request already counted by [`BlockLease::step`] that
     /// waited while another request's call was out: a unit of the block
     /// that call brought, or the call to make now.
-    pub fn step_again(&mut self, now: Instant) -> Step {
+    pub(crate) fn step_again(&mut self, now: Instant) -> Step {
         if self.held > 0 {
             self.held -= 1;
             return Step::Admit;
         }
+        if self.in_flight {
+            return Step::Join;
+        }
         if let Some(until) = self.next_call.filter(|&t| now < t) {
             return Step::Deny { until };
         }
+        self.in_flight = true;
         self.asked = self.block();
         match self.queue {
             Some(timeout) if self.contended => Step::Queue {
@@ -219,9 +236,45 @@ impl BlockLease {
         }
     }
 
-    /// The store's reply to [`Step::Ask`] at `now`: whether the request is
-    /// admitted (it takes one of the units granted).
-    pub fn on_reply(&mut self, now: Instant, reply: &Decision) -> bool {
+    /// Whether a call is out (between [`Step::Ask`] or [`Step::Queue`]
+    /// and its reply).
+    #[cfg(test)]
+    pub(crate) fn in_flight(&self) -> bool {
+        self.in_flight
+    }
+
+    /// The store's reply to [`Step::Ask`] at `now`, for the request that
+    /// asked: whether it is admitted (it takes one of the units granted;
+    /// the rest are held).
+    pub(crate) fn on_reply(&mut self, now: Instant, reply: &Decision) -> bool {
+        self.land(now, reply);
+        self.take()
+    }
+
+    /// The store's reply to [`Step::Queue`] for `units` at `now`, for the
+    /// request that queued: whether it is admitted.
+    pub(crate) fn on_queued_reply(&mut self, now: Instant, units: u64, reply: &Decision) -> bool {
+        self.land_queued(now, units, reply);
+        self.take()
+    }
+
+    /// The call out failed (no answer): nothing was granted, the next
+    /// request may call.
+    pub(crate) fn on_failure(&mut self) {
+        self.in_flight = false;
+    }
+
+    fn take(&mut self) -> bool {
+        let some = self.held > 0;
+        self.held -= u64::from(some);
+        some
+    }
+
+    /// Lands the reply to [`Step::Ask`] at `now`: the units granted are
+    /// added to those held (the requests that waited take them with
+    /// [`BlockLease::step_again`]). Returns the units granted.
+    pub(crate) fn land(&mut self, now: Instant, reply: &Decision) -> u64 {
+        self.in_flight = false;
         let asked = self.asked.max(1);
         let granted = if reply.allowed {
             reply.granted.unwrap_or(asked).min(asked)
@@ -247,16 +300,14 @@ impl BlockLease {
             self.contended = true;
             self.next_call = Some(now);
         }
-        if granted == 0 {
-            return false;
-        }
-        self.held = granted - 1;
-        true
+        self.held = self.held.saturating_add(granted);
+        granted
     }
 
-    /// The store's reply to [`Step::Queue`] for `units` at `now`: whether
-    /// the request is admitted (it takes one of the units).
-    pub fn on_queued_reply(&mut self, now: Instant, units: u64, reply: &Decision) -> bool {
+    /// Lands the reply to [`Step::Queue`] for `units` at `now` (see
+    /// [`BlockLease::land`]). Returns the units granted.
+    pub(crate) fn land_queued(&mut self, now: Instant, units: u64, reply: &Decision) -> u64 {
+        self.in_flight = false;
         let asked = units.max(1);
         self.last_call = Some(now);
         if reply.allowed {
@@ -264,8 +315,8 @@ impl BlockLease {
             // Whole blocks left unused: nobody else is waiting for them.
             self.contended = reply.remaining < high;
             self.next_call = Some(now);
-            self.held = asked - 1;
-            return true;
+            self.held = self.held.saturating_add(asked);
+            return asked;
         }
         match (reply.retry_after, self.queue) {
             // Its place lay beyond the timeout (or the line was full):
@@ -282,7 +333,7 @@ impl BlockLease {
                 self.next_call = now.checked_add(self.gap);
             }
         }
-        false
+        0
     }
 
     /// The spacing after a call `since` the previous one that got `granted`
@@ -318,7 +369,7 @@ impl BlockLease {
 
     /// Takes the unused units back if the key was idle for `idle`: what to
     /// refund (`REFUND n`).
-    pub fn take_if_idle(&mut self, now: Instant, idle: Duration) -> Option<u64> {
+    pub(crate) fn take_if_idle(&mut self, now: Instant, idle: Duration) -> Option<u64> {
         let quiet = self
             .last_used
             .is_none_or(|t| now.saturating_duration_since(t) >= idle);
@@ -330,30 +381,154 @@ impl BlockLease {
     }
 
     /// Takes every unused unit back: what to refund.
-    pub fn take_all(&mut self) -> Option<u64> {
+    pub(crate) fn take_all(&mut self) -> Option<u64> {
         (self.held > 0).then(|| std::mem::take(&mut self.held))
     }
 
     /// Returns a unit taken by [`BlockLease::step`] for a request that was
     /// not served after all (another limit denied it).
-    pub fn put_back(&mut self) {
-        self.held += 1;
+    pub(crate) fn put_back(&mut self) {
+        self.held = self.held.saturating_add(1);
     }
 }
 
-/// A limit on one key, leased in blocks over a [`Client`]. Share it
-/// (`Arc`) between the tasks that use the key.
-pub struct LeasedLimit<C = redis::aio::ConnectionManager> {
+/// A limit on one key, leased in blocks over a [`Client`]. Cheap to
+/// clone: clones share the lease. Dropping the last clone refunds what it
+/// holds in the background.
+///
+/// One call for a block is out at a time: the requests that find the
+/// block spent while it is out wait for it and take its units; what the
+/// server granted lands in the lease even if every caller gave up.
+///
+/// ```no_run
+/// # async fn f() -> Result<(), redis_ratelimit_client::Error> {
+/// use redis_ratelimit_client::{connect, BlockLease, Client, Gcra, LeasedLimit};
+/// use std::time::Duration;
+/// let client = Client::new(connect("redis://127.0.0.1/")?);
+/// let hot = LeasedLimit::new(client, "rl:hot", Gcra::new(2000, Duration::from_secs(1)), BlockLease::fixed(20));
+/// let _refunder = hot.refund_when_idle(Duration::from_millis(200));
+/// if hot.acquire().await? { /* serve */ }
+/// hot.refund_all().await?; // at shutdown
+/// # Ok(()) }
+/// ```
+pub struct LeasedLimit<C = redis::aio::ConnectionManager>
+where
+    C: redis::aio::ConnectionLike + Clone + Send + Sync + 'static,
+{
+    shared: Arc<Shared<C>>,
+}
+
+impl<C> Clone for LeasedLimit<C>
+where
+    C: redis::aio::ConnectionLike + Clone + Send + Sync + 'static,
+{
+    fn clone(&self) -> Self {
+        LeasedLimit {
+            shared: Arc::clone(&self.shared),
+        }
+    }
+}
+
+/// What the clones of a [`LeasedLimit`] share. The calls' tasks hold it
+/// weakly: once the owner is gone, what lands is refunded.
+struct Shared<C>
+where
+    C: redis::aio::ConnectionLike + Clone + Send + Sync + 'static,
+{
     client: Client<C>,
     /// Where queued calls go: a connection of their own.
     queue_client: Option<Client<C>>,
-    /// One queued call at a time: the requests behind it take units of the
-    /// block it brings.
-    turn: Arc<tokio::sync::Mutex<()>>,
     call: Decide,
-    lease: Arc<Mutex<BlockLease>>,
-    commands: Arc<AtomicU64>,
+    state: Mutex<State>,
+    commands: AtomicU64,
+    /// Units the server granted (landed in the lease) and units refunded.
+    granted: AtomicU64,
+    refunded: AtomicU64,
 }
+
+/// The lease and the call out for it, changed together.
+struct State {
+    lease: BlockLease,
+    /// The call out, if any: what the requests that found the block spent
+    /// wait for.
+    flight: Option<Arc<Flight>>,
+}
+
+impl State {
+    fn new(lease: BlockLease) -> Mutex<State> {
+        Mutex::new(State {
+            lease,
+            flight: None,
+        })
+    }
+
+    /// A request's step (`first`: not yet counted), with the call to wait
+    /// for: the one out, or the one this step starts.
+    fn step(&mut self, now: Instant, first: bool) -> (Step, Option<Arc<Flight>>) {
+        let step = if first {
+            self.lease.step(now)
+        } else {
+            self.lease.step_again(now)
+        };
+        let flight = match step {
+            Step::Admit | Step::Deny { .. } => None,
+            Step::Join => self.flight.clone(),
+            Step::Ask(_) | Step::Queue { .. } => {
+                let flight = Flight::new();
+                self.flight = Some(Arc::clone(&flight));
+                Some(flight)
+            }
+        };
+        (step, flight)
+    }
+}
+
+/// One call for a block: done once its reply has landed (or it failed).
+pub(crate) struct Flight {
+    landed: tokio::sync::Notify,
+    done: std::sync::atomic::AtomicBool,
+    failure: Mutex<Option<Error>>,
+}
+
+impl Flight {
+    pub(crate) fn new() -> Arc<Flight> {
+        Arc::new(Flight {
+            landed: tokio::sync::Notify::new(),
+            done: std::sync::atomic::AtomicBool::new(false),
+            failure: Mutex::new(None),
+        })
+    }
+
+    /// Waits until the call has landed, for at most `bound`: its error if
+    /// it failed.
+    pub(crate) async fn wait(&self, bound: Option<Duration>) -> Result<(), Error> {
+        let landed = self.landed.notified();
+        if !self.done.load(Ordering::Acquire) {
+            match bound {
+                Some(bound) => tokio::time::timeout(bound, landed)
+                    .await
+                    .map_err(|_| Error::Timeout(bound))?,
+                None => landed.await,
+            }
+        }
+        match locked(&self.failure).as_ref() {
+            Some(e) => Err(e.clone()),
+            None => Ok(()),
+        }
+    }
+
+    /// The call has landed (`failure`: it failed): wakes those waiting.
+    pub(crate) fn finish(&self, failure: Option<Error>) {
+        *locked(&self.failure) = failure;
+        self.done.store(true, Ordering::Release);
+        self.landed.notify_waiters();
+    }
+}
+
+/// How many times a request may wait for another's call before it gives
+/// up waiting: each wait ends with units for some of those waiting, so a
+/// request still without one after this many is denied.
+pub(crate) const MOST_WAITS: usize = 64;
 
 impl<C> LeasedLimit<C>
 where
@@ -371,110 +546,219 @@ where
         lease: BlockLease,
     ) -> LeasedLimit<C> {
         LeasedLimit {
-            client,
-            queue_client: None,
-            turn: Arc::new(tokio::sync::Mutex::new(())),
-            call: Decide::new(key, policy),
-            lease: Arc::new(Mutex::new(lease)),
-            commands: Arc::new(AtomicU64::new(0)),
+            shared: Arc::new(Shared {
+                client,
+                queue_client: None,
+                call: Decide::new(key, policy),
+                state: State::new(lease),
+                commands: AtomicU64::new(0),
+                granted: AtomicU64::new(0),
+                refunded: AtomicU64::new(0),
+            }),
         }
     }
 
     /// Sends the queued calls over `client`, a connection used by nothing
     /// else (e.g. another [`crate::connect`]): the other calls and the
     /// refunds never wait behind a queued block. The client's timeout is
-    /// added to the lease's queue timeout.
+    /// added to the lease's queue timeout. Call it before cloning.
     pub fn queue_on(mut self, client: Client<C>) -> LeasedLimit<C> {
-        self.queue_client = Some(client);
+        match Arc::get_mut(&mut self.shared) {
+            Some(shared) => shared.queue_client = Some(client),
+            None => {
+                let old = Arc::clone(&self.shared);
+                let lease = old.state().lease.clone();
+                self = LeasedLimit {
+                    shared: Arc::new(Shared {
+                        client: old.client.clone(),
+                        queue_client: Some(client),
+                        call: old.call.clone(),
+                        state: State::new(lease),
+                        commands: AtomicU64::new(0),
+                        granted: AtomicU64::new(0),
+                        refunded: AtomicU64::new(0),
+                    }),
+                }
+            }
+        }
         self
     }
 
-    fn lease(&self) -> std::sync::MutexGuard<'_, BlockLease> {
-        locked(&self.lease)
-    }
-
-    /// Admits one request, locally when it can. With a queued lease on a
-    /// contended key, it may wait for its block (up to the lease's queue
-    /// timeout, plus the time of the queued call before it).
+    /// Admits one request, locally when it can. When the block is spent
+    /// and a call for the next one is out, it waits for that call (bounded
+    /// by the client's timeout, plus the queue timeout of a queued lease).
+    /// Cancellation-safe: a request dropped while it waits loses nothing;
+    /// the block lands in the lease for the next requests (or a refund).
     pub async fn acquire(&self) -> Result<bool, Error> {
-        let step = self.lease().step(Instant::now());
-        match step {
-            Step::Admit => Ok(true),
-            Step::Deny { .. } => Ok(false),
-            Step::Ask(k) => self.ask(&self.client, Charge::Partial(k), None).await,
-            Step::Queue { .. } => self.queue().await,
+        let shared = &self.shared;
+        for wait in 0..MOST_WAITS {
+            let (step, flight) = locked(&shared.state).step(Instant::now(), wait == 0);
+            match (step, flight) {
+                (Step::Admit, _) => return Ok(true),
+                (Step::Deny { .. }, _) | (_, None) => return Ok(false),
+                (Step::Join, Some(flight)) => flight.wait(shared.bound()).await?,
+                (Step::Ask(k), Some(flight)) => {
+                    shared.start(&flight, Charge::Partial(k), None, k);
+                    flight.wait(shared.bound()).await?;
+                }
+                (Step::Queue { units, timeout }, Some(flight)) => {
+                    shared.start(&flight, Charge::Cost(units), Some(timeout), units);
+                    flight.wait(shared.bound()).await?;
+                }
+            }
         }
-    }
-
-    /// Takes the turn to queue, then a unit of the block the call before
-    /// brought, or queues for the next block.
-    async fn queue(&self) -> Result<bool, Error> {
-        let turn = Arc::clone(&self.turn).lock_owned().await;
-        let step = self.lease().step_again(Instant::now());
-        let (units, timeout) = match step {
-            Step::Admit => return Ok(true),
-            Step::Deny { .. } => return Ok(false),
-            Step::Ask(k) => return self.ask(&self.client, Charge::Partial(k), None).await,
-            Step::Queue { units, timeout } => (units, timeout),
-        };
-        let client = self.queue_client.clone().unwrap_or(self.client.clone());
-        let call = self.call.clone().charge(Charge::Cost(units)).wait(timeout);
-        let (lease, commands) = (Arc::clone(&self.lease), Arc::clone(&self.commands));
-        // A task of its own: a caller that gives up (its future dropped)
-        // does not lose the block, which the server admits anyway; it
-        // lands in the lease for the next requests or an idle refund.
-        let queued = tokio::spawn(async move {
-            let _turn = turn;
-            commands.fetch_add(1, Ordering::Relaxed);
-            let reply = client.send(&call).await?;
-            Ok(locked(&lease).on_queued_reply(Instant::now(), units, &reply))
-        });
-        queued
-            .await
-            .map_err(|e| Error::Reply(format!("queued call: {e}")))?
-    }
-
-    async fn ask(
-        &self,
-        client: &Client<C>,
-        charge: Charge,
-        wait: Option<Duration>,
-    ) -> Result<bool, Error> {
-        let mut call = self.call.clone().charge(charge);
-        if let Some(timeout) = wait {
-            call = call.wait(timeout);
-        }
-        self.commands.fetch_add(1, Ordering::Relaxed);
-        let reply = client.send(&call).await?;
-        Ok(self.lease().on_reply(Instant::now(), &reply))
+        Ok(false)
     }
 
     /// Gives the unused units back if the key was idle for `idle`.
     pub async fn refund_if_idle(&self, idle: Duration) -> Result<(), Error> {
-        let units = self.lease().take_if_idle(Instant::now(), idle);
-        self.refund(units).await
+        let units = self.shared.state().lease.take_if_idle(Instant::now(), idle);
+        self.shared.refund(units).await
     }
 
     /// A task (on the current tokio runtime) that gives the unused units
     /// back whenever the key has been idle for `idle`, checking twice per
-    /// `idle`. Abort it (or drop the runtime) at shutdown, then
-    /// [`LeasedLimit::refund_all`]. A failed refund is not retried: its
-    /// units stay charged until the limit refills them.
-    pub fn refund_when_idle(self: &Arc<Self>, idle: Duration) -> tokio::task::JoinHandle<()> {
-        let limit = Arc::clone(self);
+    /// `idle`. It holds the lease weakly and ends once every clone is
+    /// dropped. A failed refund is not retried: its units stay charged
+    /// until the limit refills them.
+    pub fn refund_when_idle(&self, idle: Duration) -> tokio::task::JoinHandle<()> {
+        let shared = Arc::downgrade(&self.shared);
         let every = (idle / 2).max(Duration::from_millis(1));
         tokio::spawn(async move {
             loop {
                 tokio::time::sleep(every).await;
-                let _ = limit.refund_if_idle(idle).await;
+                let Some(shared) = shared.upgrade() else {
+                    return;
+                };
+                let units = shared.state().lease.take_if_idle(Instant::now(), idle);
+                // In the background: waits for the answer however long it
+                // takes (a refund cut short by a timeout may never be sent).
+                let _ = shared.refund_untimed(units).await;
             }
         })
     }
 
-    /// Gives every unused unit back (at shutdown).
+    /// Gives every unused unit back (at shutdown), after the call out, if
+    /// any, has landed (waiting at most the client's timeout plus the
+    /// queue timeout).
     pub async fn refund_all(&self) -> Result<(), Error> {
-        let units = self.lease().take_all();
-        self.refund(units).await
+        if let Some(flight) = self.shared.flight() {
+            let _ = flight.wait(self.shared.bound()).await;
+        }
+        let units = self.shared.state().lease.take_all();
+        self.shared.refund(units).await
+    }
+
+    /// Store commands sent so far.
+    pub fn commands(&self) -> u64 {
+        self.shared.commands.load(Ordering::Relaxed)
+    }
+
+    /// Units held and not yet used.
+    pub fn held(&self) -> u64 {
+        self.shared.state().lease.held()
+    }
+
+    /// Units the server granted so far (that landed in this lease).
+    pub fn units_granted(&self) -> u64 {
+        self.shared.granted.load(Ordering::Relaxed)
+    }
+
+    /// Units given back so far.
+    pub fn units_refunded(&self) -> u64 {
+        self.shared.refunded.load(Ordering::Relaxed)
+    }
+
+    /// The leasing state (units held, when the next call is due).
+    pub fn lease(&self) -> BlockLease {
+        self.shared.state().lease.clone()
+    }
+}
+
+impl<C> Shared<C>
+where
+    C: redis::aio::ConnectionLike + Clone + Send + Sync + 'static,
+{
+    fn state(&self) -> std::sync::MutexGuard<'_, State> {
+        locked(&self.state)
+    }
+
+    fn flight(&self) -> Option<Arc<Flight>> {
+        locked(&self.state).flight.clone()
+    }
+
+    /// How long a request waits for a call: the client's timeout, plus
+    /// the queue timeout of a queued lease.
+    fn bound(&self) -> Option<Duration> {
+        let queue = self.state().lease.queue.unwrap_or_default();
+        self.client.bound(queue)
+    }
+
+    /// Sends the call for a block from a task of its own, so that what the
+    /// server grants lands in the lease (or, once the lease is gone, is
+    /// refunded) whether or not anyone still waits for it.
+    fn start(
+        self: &Arc<Self>,
+        flight: &Arc<Flight>,
+        charge: Charge,
+        wait: Option<Duration>,
+        units: u64,
+    ) {
+        let mut call = self.call.clone().charge(charge);
+        let client = match wait {
+            Some(timeout) => {
+                call = call.wait(timeout);
+                self.queue_client.clone().unwrap_or(self.client.clone())
+            }
+            None => self.client.clone(),
+        };
+        self.commands.fetch_add(1, Ordering::Relaxed);
+        let (owner, landing) = (Arc::downgrade(self), Arc::clone(flight));
+        tokio::spawn(async move {
+            let reply = client.send_untimed(&call).await;
+            let Some(shared) = owner.upgrade() else {
+                // The lease is gone: what was granted goes back.
+                if let Ok(reply) = &reply {
+                    let granted = granted(reply, units, wait.is_some());
+                    if granted > 0 {
+                        let refund = call.clone().charge(Charge::Refund(granted));
+                        let _ = client.send_untimed(&refund).await;
+                    }
+                }
+                landing.finish(None);
+                return;
+            };
+            let failure = {
+                let mut state = shared.state();
+                state.flight = None;
+                let lease = &mut state.lease;
+                match &reply {
+                    Ok(reply) => {
+                        let landed = match wait {
+                            Some(_) => lease.land_queued(Instant::now(), units, reply),
+                            None => lease.land(Instant::now(), reply),
+                        };
+                        shared.granted.fetch_add(landed, Ordering::Relaxed);
+                        None
+                    }
+                    Err(e) => {
+                        lease.on_failure();
+                        Some(e.clone())
+                    }
+                }
+            };
+            landing.finish(failure);
+        });
+    }
+
+    async fn refund_untimed(&self, units: Option<u64>) -> Result<(), Error> {
+        if let Some(n) = units {
+            self.commands.fetch_add(1, Ordering::Relaxed);
+            let refund = self.call.clone().charge(Charge::Refund(n));
+            self.client.send_untimed(&refund).await?;
+            self.refunded.fetch_add(n, Ordering::Relaxed);
+        }
+        Ok(())
     }
 
     async fn refund(&self, units: Option<u64>) -> Result<(), Error> {
@@ -483,24 +767,47 @@ where
             self.client
                 .send(&self.call.clone().charge(Charge::Refund(n)))
                 .await?;
+            self.refunded.fetch_add(n, Ordering::Relaxed);
         }
         Ok(())
     }
+}
 
-    /// Store commands sent so far.
-    pub fn commands(&self) -> u64 {
-        self.commands.load(Ordering::Relaxed)
-    }
-
-    /// Units held and not yet used.
-    pub fn held(&self) -> u64 {
-        self.lease().held()
+/// The units a reply granted: all of a queued block or nothing; what a
+/// `PARTIAL` call says it charged.
+pub(crate) fn granted(reply: &Decision, asked: u64, queued: bool) -> u64 {
+    match (reply.allowed, queued) {
+        (false, _) => 0,
+        (true, true) => asked,
+        (true, false) => reply.granted.unwrap_or(asked).min(asked),
     }
 }
 
-fn locked(lease: &Mutex<BlockLease>) -> std::sync::MutexGuard<'_, BlockLease> {
+impl<C> Drop for Shared<C>
+where
+    C: redis::aio::ConnectionLike + Clone + Send + Sync + 'static,
+{
+    /// The last clone is gone: what it held goes back (in the background,
+    /// on the current runtime; without one the units stay charged until
+    /// they refill).
+    fn drop(&mut self) {
+        let Some(units) = locked(&self.state).lease.take_all() else {
+            return;
+        };
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            let (client, call) = (self.client.clone(), self.call.clone());
+            runtime.spawn(async move {
+                let _ = client
+                    .send_untimed(&call.charge(Charge::Refund(units)))
+                    .await;
+            });
+        }
+    }
+}
+
+fn locked<T>(lock: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     // Each change to the state is whole: a poisoned lock is usable.
-    lease.lock().unwrap_or_else(|p| p.into_inner())
+    lock.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// The same over a blocking connection (one per thread; a queued call
@@ -542,7 +849,9 @@ impl<C: redis::ConnectionLike> BlockingLeasedLimit<C> {
     fn acquire_with(&mut self, clock: impl Fn() -> Instant, now: Instant) -> Result<bool, Error> {
         let (call, queued) = match self.lease.step(now) {
             Step::Admit => return Ok(true),
-            Step::Deny { .. } => return Ok(false),
+            // Nothing is out on a blocking connection: its calls land
+            // before `acquire` returns.
+            Step::Deny { .. } | Step::Join => return Ok(false),
             Step::Ask(k) => (self.call.clone().charge(Charge::Partial(k)), None),
             Step::Queue { units, timeout } => (
                 self.call.clone().charge(Charge::Cost(units)).wait(timeout),
@@ -745,11 +1054,35 @@ mod tests {
         // Two requests find the block spent; the first one's call brings
         // a block, the second takes a unit of it without a call.
         assert!(matches!(l.step(t), Step::Queue { .. }));
-        assert!(matches!(l.step(t), Step::Queue { .. }));
-        assert!(matches!(l.step_again(t), Step::Queue { .. }));
+        assert_eq!(l.step(t), Step::Join);
         assert!(l.on_queued_reply(t, 4, &reply(true, 4, None)));
         assert_eq!(l.step_again(t), Step::Admit);
         assert_eq!(l.held(), 2);
+    }
+
+    #[test]
+    fn one_call_is_out_at_a_time_and_what_lands_adds_up() {
+        let mut l = BlockLease::fixed(4);
+        let t = Instant::now();
+        assert_eq!(l.step(t), Step::Ask(4));
+        assert!(l.in_flight());
+        // Fifty more requests while it is out: none sends a call.
+        for _ in 0..50 {
+            assert_eq!(l.step(t), Step::Join);
+        }
+        assert_eq!(l.land(t, &reply(true, 4, None)), 4);
+        assert!(!l.in_flight());
+        // The units are held, whoever takes them; a unit put back adds.
+        assert_eq!(l.step_again(t), Step::Admit);
+        l.put_back();
+        assert_eq!(l.held(), 4);
+        for _ in 0..4 {
+            assert_eq!(l.step_again(t), Step::Admit);
+        }
+        // A failed call lets the next request call.
+        assert_eq!(l.step_again(t), Step::Ask(4));
+        l.on_failure();
+        assert_eq!(l.step_again(t), Step::Ask(4));
     }
 
     #[test]
@@ -777,6 +1110,7 @@ mod tests {
                 match l.step(t) {
                     Step::Admit => admitted += 1,
                     Step::Deny { .. } => {}
+                    Step::Join => unreachable!("every call lands before the next request"),
                     Step::Ask(k) => {
                         let m = (i % 7).min(k);
                         granted += m;

@@ -3,29 +3,30 @@
 //! and an outage in both failure modes with degraded mode, ended by the
 //! server's return on the same port.
 
-#[path = "../../tests/common/mod.rs"]
+#[path = "../../../tests/common/mod.rs"]
 mod common;
 mod support;
 
+use axum::http::HeaderName;
 use axum::routing::get as route;
 use axum::Router;
 use common::blocking::waiting;
 use common::*;
-use redis_ratelimit_client::http::{HeaderKey, HttpLimit, RateLimitLayer};
-use redis_ratelimit_client::{Client, Command, Gcra, Peek};
+use redis_ratelimit_client::http::{Builder, HeaderKey, HttpLimit, RedisRateLimitLayer};
+use redis_ratelimit_client::{BlockLease, Client, Command, Gcra, Peek};
 use std::time::Duration;
 use support::*;
 
 const HOUR: Duration = Duration::from_secs(3600);
 
-fn router(layer: RateLimitLayer<HeaderKey>) -> Router {
+fn router(layer: RedisRateLimitLayer<HeaderKey>) -> Router {
     Router::new()
         .route("/", route(|| async { "ok" }))
         .layer(layer)
 }
 
-fn layer(client: Client) -> RateLimitLayer<HeaderKey> {
-    RateLimitLayer::new(client, HeaderKey::new("x-api-key"))
+fn layer(client: Client) -> Builder<HeaderKey> {
+    RedisRateLimitLayer::builder(client, HeaderKey::new(HeaderName::from_static("x-api-key")))
 }
 
 #[test]
@@ -36,8 +37,10 @@ fn the_deny_cache_saves_round_trips_and_never_admits_what_the_store_denies() {
     let policy = Gcra::new(5, 60 * Duration::from_secs(1));
     block_on(async {
         let layer = layer(client(&s, Protocol::Resp2))
-            .limit(HttpLimit::per_key("per-key", "rl:", policy))
-            .deny_cache(1000);
+            .limit(HttpLimit::per_key(policy).name("per-key").prefix("rl:"))
+            .deny_cache(1000)
+            .build()
+            .unwrap();
         let app = router(layer.clone());
         let before = calls(&mut c, "rl.all");
         // One key offered 10 times its limit.
@@ -58,7 +61,7 @@ fn the_deny_cache_saves_round_trips_and_never_admits_what_the_store_denies() {
         assert_eq!(statuses.iter().filter(|&&s| s == 200).count(), 5);
         // Five admitted and one denied by the store; the rest were local.
         assert_eq!(calls(&mut c, "rl.all") - before, 6);
-        assert_eq!(layer.deny_cache_ref().unwrap().round_trips_saved(), 44);
+        assert_eq!(layer.deny_cache().unwrap().round_trips_saved(), 44);
         // Another key is not affected.
         assert_eq!(get(&app, Some("bob")).await.status, 200);
     });
@@ -71,8 +74,14 @@ fn wait_queues_on_the_server_instead_of_denying() {
     clock_set(&mut c, T0);
     block_on(async {
         let layer = layer(client(&s, Protocol::Resp3))
-            .limit(HttpLimit::per_key("per-key", "rl:", Gcra::new(1, HOUR)))
-            .wait(2 * HOUR);
+            .limit(
+                HttpLimit::per_key(Gcra::new(1, HOUR))
+                    .name("per-key")
+                    .prefix("rl:"),
+            )
+            .wait(2 * HOUR)
+            .build()
+            .unwrap();
         let app = router(layer);
         assert_eq!(get(&app, Some("alice")).await.status, 200);
         let waiter = tokio::spawn({
@@ -91,8 +100,14 @@ fn wait_queues_on_the_server_instead_of_denying() {
         assert_eq!(r.headers["ratelimit"], "\"per-key\";r=0;t=3600");
         // Beyond the bound: denied at once.
         let layer = self::layer(client(&s, Protocol::Resp2))
-            .limit(HttpLimit::per_key("per-key", "rl:", Gcra::new(1, HOUR)))
-            .wait(Duration::from_secs(1));
+            .limit(
+                HttpLimit::per_key(Gcra::new(1, HOUR))
+                    .name("per-key")
+                    .prefix("rl:"),
+            )
+            .wait(Duration::from_secs(1))
+            .build()
+            .unwrap();
         let r = get(&router(layer), Some("alice")).await;
         assert_eq!((r.status, r.headers["retry-after"].as_str()), (429, "3600"));
     });
@@ -122,11 +137,26 @@ fn an_outage_admits_fail_open_limits_and_enforces_fail_closed_ones_at_their_shar
         let client = client(&s, Protocol::Resp2).timeout(Duration::from_millis(300));
         let closed = router(
             layer(client.clone())
-                .limit(HttpLimit::per_key("plan", "rl:plan:", policy).fail_closed())
-                .degraded(100),
+                .limit(
+                    HttpLimit::per_key(policy)
+                        .name("plan")
+                        .prefix("rl:plan:")
+                        .fail_closed(),
+                )
+                .degraded(100)
+                .build()
+                .unwrap(),
         );
         let open = router(
-            layer(client).limit(HttpLimit::per_key("safety", "rl:safety:", policy).fail_open()),
+            layer(client)
+                .limit(
+                    HttpLimit::per_key(policy)
+                        .name("safety")
+                        .prefix("rl:safety:")
+                        .fail_open(),
+                )
+                .build()
+                .unwrap(),
         );
         // This process sends 1 of every 3 requests on alice's key; another
         // process (this connection) the other 2, before each of ours.
@@ -193,8 +223,14 @@ fn a_server_that_does_not_answer_in_time_is_an_outage_too() {
         let client = client(&s, Protocol::Resp2).timeout(Duration::from_millis(200));
         let closed = router(
             layer(client)
-                .limit(HttpLimit::per_key("plan", "rl:plan:", Gcra::new(30, HOUR)))
-                .degraded(100),
+                .limit(
+                    HttpLimit::per_key(Gcra::new(30, HOUR))
+                        .name("plan")
+                        .prefix("rl:plan:"),
+                )
+                .degraded(100)
+                .build()
+                .unwrap(),
         );
         let r = get(&closed, Some("alice")).await;
         assert!(r.headers["ratelimit"].starts_with("\"plan\";r=29;"));
@@ -229,10 +265,15 @@ fn a_leased_limit_admits_from_blocks_and_gives_back_what_is_left() {
         // Three processes, each with its own layer and connection.
         let layers: Vec<_> = (0..3)
             .map(|_| {
-                layer(client(&s, Protocol::Resp2)).limit(
-                    HttpLimit::shared("hot", "rl:hot", policy)
-                        .leased(redis_ratelimit_client::BlockLease::fixed(20)),
-                )
+                layer(client(&s, Protocol::Resp2))
+                    .limit(
+                        HttpLimit::shared(policy)
+                            .name("hot")
+                            .key("rl:hot")
+                            .leased(BlockLease::fixed(20)),
+                    )
+                    .build()
+                    .unwrap()
             })
             .collect();
         let apps: Vec<_> = layers.iter().map(|l| router(l.clone())).collect();
@@ -281,11 +322,19 @@ fn a_leased_limit_with_an_asked_one_puts_its_unit_back_when_the_other_denies() {
     let shared = Gcra::new(100, HOUR);
     block_on(async {
         let layer = layer(client(&s, Protocol::Resp3))
-            .limit(HttpLimit::per_key("per-key", "rl:k:", Gcra::new(2, HOUR)))
             .limit(
-                HttpLimit::shared("global", "rl:global", shared)
-                    .leased(redis_ratelimit_client::BlockLease::fixed(10)),
-            );
+                HttpLimit::per_key(Gcra::new(2, HOUR))
+                    .name("per-key")
+                    .prefix("rl:k:"),
+            )
+            .limit(
+                HttpLimit::shared(shared)
+                    .name("global")
+                    .key("rl:global")
+                    .leased(BlockLease::fixed(10)),
+            )
+            .build()
+            .unwrap();
         let app = router(layer.clone());
         let statuses: Vec<u16> = {
             let mut v = Vec::new();

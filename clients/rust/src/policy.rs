@@ -7,6 +7,7 @@ use std::time::Duration;
 
 /// A sustained `limit` per `period`, up to `burst` at once (`RL.GCRA`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Gcra {
     pub limit: u64,
     pub period: Duration,
@@ -31,6 +32,7 @@ impl Gcra {
 
 /// A token bucket of `capacity`, gaining `refill` per `period` (`RL.BUCKET`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Bucket {
     pub capacity: u64,
     pub refill: u64,
@@ -49,6 +51,7 @@ impl Bucket {
 
 /// How `RL.SLIDING` counts its window.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum SlidingMode {
     /// A log of admissions: never more than `limit` in any window.
     #[default]
@@ -62,6 +65,7 @@ pub enum SlidingMode {
 /// At most `limit` per `window`, counted over the window that ends now
 /// (`RL.SLIDING`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Sliding {
     pub limit: u64,
     pub window: Duration,
@@ -91,6 +95,7 @@ impl Sliding {
 /// A count per fixed window, from the first request or `aligned` to the
 /// epoch (`RL.FIXED`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Fixed {
     pub limit: u64,
     pub window: Duration,
@@ -115,6 +120,7 @@ impl Fixed {
 /// At most `limit` units held at once, each lease ending after `ttl`
 /// unless released or renewed (`RL.ACQUIRE`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Concurrency {
     pub limit: u64,
     pub ttl: Duration,
@@ -131,6 +137,7 @@ impl Concurrency {
 /// `"GCRA 10 1s BURST 20".parse::<Policy>()` reads the command's own
 /// words (for configuration files).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Policy {
     Gcra(Gcra),
     Bucket(Bucket),
@@ -298,6 +305,54 @@ impl Policy {
     }
 }
 
+/// The largest count the server takes (every reply field fits an `i64`).
+pub const MAX_COUNT: u64 = i64::MAX as u64;
+/// The longest duration the server takes: 36,500 days.
+pub const MAX_DURATION: Duration = Duration::from_secs(36_500 * 86_400);
+
+impl Policy {
+    /// Checks the policy against the bounds the server holds its arguments
+    /// to (counts from 1 to [`MAX_COUNT`], durations from 1 ms to
+    /// [`MAX_DURATION`], 2 to 1024 sub-windows), so that a layer refuses
+    /// it when it is built rather than answering every request with the
+    /// server's error.
+    ///
+    /// ```
+    /// use redis_ratelimit_client::{Gcra, Policy};
+    /// use std::time::Duration;
+    /// assert!(Policy::from(Gcra::new(10, Duration::from_secs(1))).validate().is_ok());
+    /// assert!(Policy::from(Gcra::new(0, Duration::from_secs(1))).validate().is_err());
+    /// ```
+    pub fn validate(&self) -> Result<(), crate::Error> {
+        let bad = |what: &str| Err(crate::Error::Config(format!("{what} in policy '{self}'")));
+        let count = |n: u64| (1..=MAX_COUNT).contains(&n);
+        let duration = |d: Duration| d >= Duration::from_millis(1) && d <= MAX_DURATION;
+        let (counts, period): (&[u64], Duration) = match self {
+            Policy::Gcra(g) => (&[g.limit, g.burst.unwrap_or(1)], g.period),
+            Policy::Bucket(b) => (&[b.capacity, b.refill], b.period),
+            Policy::Sliding(s) => (&[s.limit], s.window),
+            Policy::Fixed(f) => (&[f.limit], f.window),
+            Policy::Concurrency(c) => (&[c.limit], c.ttl),
+        };
+        if !counts.iter().all(|&n| count(n)) {
+            return bad("a count outside 1 to 2^63-1");
+        }
+        if !duration(period) {
+            return bad("a duration outside 1 ms to 36,500 days");
+        }
+        if let Policy::Sliding(Sliding {
+            mode: SlidingMode::Buckets(n),
+            ..
+        }) = self
+        {
+            if !(2..=1024).contains(n) {
+                return bad("BUCKETS outside 2 to 1024");
+            }
+        }
+        Ok(())
+    }
+}
+
 impl fmt::Display for Policy {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.words().join(" "))
@@ -316,13 +371,14 @@ impl Quota {
     /// `w` is the shortest whole number of seconds with a whole `q` at that
     /// rate (`1 per 250ms` is `q=4;w=1`).
     fn of_rate(count: u64, period_ms: u64) -> Quota {
-        let (count, ms) = (u128::from(count), u128::from(period_ms));
-        let w = if ms % 1000 == 0 {
-            ms / 1000
+        let (count, ms) = (u128::from(count), u128::from(period_ms.max(1)));
+        // q = count × 1000 × w / ms, in terms that cannot overflow.
+        let (q, w) = if ms % 1000 == 0 {
+            (count, ms / 1000)
         } else {
-            ms / gcd(ms, count * 1000)
+            let g = gcd(ms, count * 1000);
+            (count * 1000 / g, ms / g)
         };
-        let q = count * 1000 * w / ms;
         Quota {
             q: u64::try_from(q).unwrap_or(u64::MAX),
             w: u64::try_from(w).unwrap_or(u64::MAX),

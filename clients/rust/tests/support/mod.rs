@@ -82,3 +82,14 @@ pub async fn get(router: &axum::Router, api_key: Option<&str>) -> Reply {
         body: String::from_utf8_lossy(&body).into_owned(),
     }
 }
+
+/// Runs `f` to completion on a fresh multi-threaded runtime (four worker
+/// threads): the shape services run in.
+pub fn block_on_multi<F: Future>(f: F) -> F::Output {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(4)
+        .enable_all()
+        .build()
+        .expect("runtime")
+        .block_on(f)
+}

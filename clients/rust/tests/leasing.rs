@@ -3,7 +3,7 @@
 //! most the limit, each holds at most its block, and what they give back
 //! is the store's again.
 
-#[path = "../../tests/common/mod.rs"]
+#[path = "../../../tests/common/mod.rs"]
 mod common;
 mod support;
 

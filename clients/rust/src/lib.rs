@@ -7,7 +7,7 @@
 //! # async fn f() -> Result<(), redis_ratelimit_client::Error> {
 //! use redis_ratelimit_client::{connect, All, Client, Gcra, Sliding};
 //! use std::time::Duration;
-//! let client = Client::new(connect("redis://127.0.0.1/")?).timeout(Duration::from_millis(200));
+//! let client = Client::new(connect("redis://127.0.0.1/")?); // a 300 ms timeout per call
 //! let second = Duration::from_secs(1);
 //! let decision = client
 //!     .send(&All::new()
@@ -23,7 +23,7 @@
 pub mod blocks;
 mod client;
 mod command;
-pub mod degraded;
+mod degraded;
 pub mod deny_cache;
 mod error;
 pub mod http;
@@ -32,13 +32,17 @@ mod reply;
 
 pub use blocks::{BlockLease, BlockingLeasedLimit, LeasedLimit};
 pub use client::{
-    connect, Client, LeaseGuard, CONNECT_TIMEOUT, RECONNECT_MAX_DELAY, RECONNECT_MIN_DELAY,
+    connect, Client, LeaseGuard, CONNECT_TIMEOUT, DEFAULT_TIMEOUT, RECONNECT_MAX_DELAY,
+    RECONNECT_MIN_DELAY,
 };
 pub use command::{acquire, All, Charge, Command, Decide, Peek, Release, Renew, Sketch, Throttle};
 pub use deny_cache::DenyCache;
 pub use error::Error;
 pub use policy::{
     parse_duration, Bucket, Concurrency, Fixed, Gcra, ParsePolicyError, Policy, Quota, Sliding,
-    SlidingMode,
+    SlidingMode, MAX_COUNT, MAX_DURATION,
 };
+/// The redis crate this client is built on (its connections, `Client`,
+/// `ConnectionManager`), so that callers use the same version.
+pub use redis;
 pub use reply::{AllDecision, Decision, LeaseId, ThrottleDecision};

@@ -33,8 +33,9 @@ type Slot = (String, String);
 
 struct Entry {
     until: Instant,
-    /// Paced: the time one unit takes; the entry outlives `until` (by
-    /// [`PACED_GRACE`] or one interval) so that an admission can move it on.
+    /// Paced: the time one unit takes. Every entry outlives `until` (by
+    /// [`GRACE`], or one interval if longer): an admission can move a
+    /// paced one on, and the key counts as recently denied.
     interval: Option<Duration>,
     seq: u64,
     cost: u64,
@@ -49,14 +50,15 @@ struct Entries {
     next_seq: u64,
 }
 
-/// How long a paced entry outlives its denial, waiting for an admission
-/// to move it on (a stalled process must not lose it).
-const PACED_GRACE: Duration = Duration::from_secs(1);
+/// How long an entry outlives its denial, waiting for an admission to move
+/// it on (a stalled process must not lose it), and during which the key
+/// counts as recently denied.
+const GRACE: Duration = Duration::from_secs(1);
 
 impl Entry {
     /// When the entry is of no more use.
     fn expiry(&self) -> Instant {
-        let grace = self.interval.map_or(Duration::ZERO, |i| i.max(PACED_GRACE));
+        let grace = self.interval.map_or(GRACE, |i| i.max(GRACE));
         self.until.checked_add(grace).unwrap_or(self.until)
     }
 }
@@ -208,6 +210,15 @@ impl DenyCache {
         Some(decision)
     }
 
+    /// Whether `key` under `limit` was denied lately (its denial in force,
+    /// or ended less than a second ago): a key on which concurrent
+    /// requests are worth coalescing.
+    pub fn recently_denied(&self, key: &str, limit: &str, now: Instant) -> bool {
+        let entries = self.lock();
+        let slot: Slot = (key.to_string(), limit.to_string());
+        entries.by_slot.get(&slot).is_some_and(|e| e.expiry() > now)
+    }
+
     /// How long a remembered denial of `key` under `limit` still lasts.
     pub fn remaining(&self, key: &str, limit: &str, now: Instant) -> Option<Duration> {
         let entries = self.lock();
@@ -260,6 +271,12 @@ mod tests {
         let at_end = t0 + Duration::from_millis(100);
         assert!(cache.check("k", "GCRA 10 1000ms", 1, at_end).is_none());
         assert_eq!(cache.round_trips_saved(), 1);
+        // Recently denied for a second more; then gone.
+        assert!(cache.recently_denied("k", "GCRA 10 1000ms", at_end));
+        assert!(cache
+            .check("k", "GCRA 10 1000ms", 1, at_end + GRACE)
+            .is_none());
+        assert!(!cache.recently_denied("k", "GCRA 10 1000ms", at_end + GRACE));
         assert!(cache.is_empty());
     }
 
@@ -282,7 +299,8 @@ mod tests {
         cache.admitted("u", "p", 1, t0 + ms(5));
         assert!(cache.check("u", "p", 1, t0 + ms(5)).is_none());
         // Long after, with no admission, the entry is gone.
-        cache.check("k", "p", 1, t0 + ms(14) + PACED_GRACE);
+        cache.check("k", "p", 1, t0 + ms(14) + GRACE);
+        cache.check("u", "p", 1, t0 + ms(14) + GRACE);
         assert_eq!(cache.len(), 0);
     }
 

@@ -3,7 +3,7 @@
 //! replies, the reference's exact values, the server's errors kept, and
 //! leases held as guards.
 
-#[path = "../../tests/common/mod.rs"]
+#[path = "../../../tests/common/mod.rs"]
 mod common;
 mod support;
 

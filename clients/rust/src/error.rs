@@ -1,21 +1,33 @@
 //! Errors of a call: the server's own (its code and message kept), no
-//! answer in time, the connection, or a reply of an unexpected shape.
+//! answer in time, the connection, a reply of an unexpected shape, or a
+//! configuration the server would refuse.
 
 use std::fmt;
+use std::sync::Arc;
 use std::time::Duration;
 
-#[derive(Debug)]
+/// Why a call (or a layer's configuration) failed. Cheap to clone: the
+/// requests that waited for another's call get its error.
+#[derive(Clone, Debug)]
+#[non_exhaustive]
 pub enum Error {
     /// The server refused the command: `code` is `ERR`, `WRONGTYPE`,
     /// `NOPERM`, ...; `message` the whole line, code first, as the server
     /// sent it (`WRONGTYPE key holds RL.BUCKET state, not RL.GCRA state`).
-    Server { code: String, message: String },
+    Server {
+        /// The error's first word.
+        code: String,
+        /// The whole line.
+        message: String,
+    },
     /// No answer within the client's timeout.
     Timeout(Duration),
     /// The connection failed (refused, dropped, reconnecting).
-    Connection(redis::RedisError),
+    Connection(Arc<redis::RedisError>),
     /// The reply did not have the shape the command's reference gives.
     Reply(String),
+    /// A policy or option the server would refuse, found before sending.
+    Config(String),
 }
 
 impl Error {
@@ -40,7 +52,7 @@ impl From<redis::RedisError> for Error {
                 }
             }
             _ if e.is_timeout() => Error::Timeout(Duration::ZERO),
-            _ => Error::Connection(e),
+            _ => Error::Connection(Arc::new(e)),
         }
     }
 }
@@ -58,8 +70,16 @@ impl fmt::Display for Error {
             Error::Timeout(d) => write!(f, "no answer from the store within {d:?}"),
             Error::Connection(e) => write!(f, "store connection: {e}"),
             Error::Reply(what) => write!(f, "unexpected reply: {what}"),
+            Error::Config(what) => write!(f, "invalid configuration: {what}"),
         }
     }
 }
 
-impl std::error::Error for Error {}
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Error::Connection(e) => Some(e.as_ref()),
+            _ => None,
+        }
+    }
+}

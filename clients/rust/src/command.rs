@@ -33,6 +33,7 @@ pub trait Command {
 
 /// What a decision charges.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Charge {
     /// `COST n` (1 by default): all or nothing.
     Cost(u64),

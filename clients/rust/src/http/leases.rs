@@ -2,7 +2,7 @@
 //! number, and the refunds of what they hold (when idle, at shutdown, when
 //! a key gives way to another, and when the layer is dropped).
 
-use crate::blocks::{BlockLease, Step};
+use crate::blocks::{granted, BlockLease, Flight, Step, MOST_WAITS};
 use crate::command::{Charge, Decide};
 use crate::reply::Decision;
 use crate::{Client, Error, Policy};
@@ -19,6 +19,8 @@ struct Held {
     seq: u64,
     /// The store's last answer on the key, for the response's fields.
     last: Option<Decision>,
+    /// The call out for the key, if any.
+    flight: Option<Arc<Flight>>,
 }
 
 #[derive(Default)]
@@ -59,10 +61,38 @@ pub(crate) struct Leases<C> {
     on_drop: Refunder,
 }
 
+/// Units taken for a request from the leased limits' blocks: put back
+/// when dropped unless kept (a request denied by another limit, failed,
+/// or dropped before it was served loses no unit).
+pub(crate) struct Taken<C> {
+    leases: Arc<Leases<C>>,
+    units: Vec<(Slot, Decision)>,
+}
+
+impl<C> Taken<C> {
+    /// The units are used: the request is served.
+    pub(crate) fn keep(mut self) {
+        self.units.clear();
+    }
+
+    /// Each leased limit's decision (by the limit's index).
+    pub(crate) fn decisions(&self) -> impl Iterator<Item = (usize, &Decision)> {
+        self.units.iter().map(|((i, _), d)| (*i, d))
+    }
+}
+
+impl<C> Drop for Taken<C> {
+    fn drop(&mut self) {
+        if !self.units.is_empty() {
+            self.leases.put_back(&self.units);
+        }
+    }
+}
+
 /// What the leased limits decided for a request.
-pub(crate) enum Outcome {
-    /// Each leased limit's decision took a unit (the limits' slots).
-    Admitted(Vec<(Slot, Decision)>),
+pub(crate) enum Outcome<C> {
+    /// Each leased limit's decision took a unit.
+    Admitted(Taken<C>),
     /// Denied by the leased limit at this index.
     Denied(usize, Decision),
     /// The store did not answer.
@@ -86,7 +116,7 @@ where
                 if let Ok(runtime) = tokio::runtime::Handle::try_current() {
                     let (client, policies) = (client.clone(), policies.clone());
                     runtime.spawn(async move {
-                        let _ = send_refunds(&client, &policies, refunds).await;
+                        let _ = send_refunds(&client, &policies, refunds, false).await;
                     });
                 }
             })
@@ -100,55 +130,121 @@ where
         }
     }
 
-    fn lock(&self) -> MutexGuard<'_, Inner> {
-        // Each change is whole: a poisoned lock is usable.
-        self.inner.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
     /// Whether the limit at `index` is leased.
     pub(crate) fn is_leased(&self, index: usize) -> bool {
         self.policies.get(index).is_some_and(Option::is_some)
     }
 
     /// A request on the leased limits' keys (`keys[i]` for limit `i`): each
-    /// takes a unit from its block, or asks the store for a block. A
-    /// denial or failure puts back the units already taken.
-    pub(crate) async fn admit(&self, keys: &[String]) -> Outcome {
-        let mut taken: Vec<(Slot, Decision)> = Vec::new();
+    /// takes a unit from its block, waits for the call out for the key,
+    /// or sends the call for a block. A denial or failure puts back the
+    /// units already taken.
+    pub(crate) async fn admit(self: &Arc<Self>, keys: &[String]) -> Outcome<C> {
+        let mut taken = Taken {
+            leases: Arc::clone(self),
+            units: Vec::new(),
+        };
         for (i, key) in keys.iter().enumerate() {
             let Some((policy, _)) = &self.policies[i] else {
                 continue;
             };
             let slot: Slot = (i, key.clone());
-            let now = Instant::now();
-            let step = self.step(&slot, now);
-            let verdict = match step {
-                Step::Admit => Ok(self.held_decision(&slot)),
-                Step::Deny { until } => Err(self.local_denial(&slot, until - now)),
-                // The layer's leases never queue (see `HttpLimit::leased`).
-                Step::Ask(k) | Step::Queue { units: k, .. } => {
-                    let call = Decide::new(key.clone(), *policy).charge(Charge::Partial(k));
-                    match self.client.send(&call).await {
-                        Ok(reply) => self.on_reply(&slot, &reply),
-                        Err(e) => {
-                            self.put_back(&taken);
-                            return Outcome::Failed(e);
-                        }
+            let mut verdict = None;
+            for wait in 0..MOST_WAITS {
+                let now = Instant::now();
+                let (step, flight) = self.step(&slot, now, wait == 0);
+                let flight = match (step, flight) {
+                    (Step::Admit, _) => {
+                        verdict = Some(Ok(self.held_decision(&slot)));
+                        break;
                     }
+                    (Step::Deny { until }, _) => {
+                        let wait = until.saturating_duration_since(now);
+                        verdict = Some(Err(self.local_denial(&slot, wait)));
+                        break;
+                    }
+                    (_, None) => break,
+                    (Step::Join, Some(flight)) => flight,
+                    // The layer's leases never queue (see `HttpLimit::leased`).
+                    (Step::Ask(k) | Step::Queue { units: k, .. }, Some(flight)) => {
+                        self.start(&slot, *policy, k, &flight);
+                        flight
+                    }
+                };
+                if let Err(e) = flight.wait(self.client.bound(Duration::ZERO)).await {
+                    return Outcome::Failed(e);
                 }
-            };
+            }
             match verdict {
-                Ok(d) => taken.push((slot, d)),
-                Err(d) => {
-                    self.put_back(&taken);
-                    return Outcome::Denied(i, d);
-                }
+                Some(Ok(d)) => taken.units.push((slot, d)),
+                Some(Err(d)) => return Outcome::Denied(i, d),
+                None => return Outcome::Denied(i, self.local_denial(&slot, Duration::ZERO)),
             }
         }
         Outcome::Admitted(taken)
     }
 
-    fn step(&self, slot: &Slot, now: Instant) -> Step {
+    /// Sends the call for a block of `k` on `slot` from a task of its own:
+    /// what the server grants lands in the slot's lease, or is refunded
+    /// when the slot or the layer is gone, whether or not anyone still
+    /// waits for it.
+    fn start(self: &Arc<Self>, slot: &Slot, policy: Policy, k: u64, flight: &Arc<Flight>) {
+        let call = Decide::new(slot.1.clone(), policy).charge(Charge::Partial(k));
+        let (client, owner) = (self.client.clone(), Arc::downgrade(self));
+        let (slot, flight) = (slot.clone(), Arc::clone(flight));
+        tokio::spawn(async move {
+            let reply = client.send_untimed(&call).await;
+            let leases = owner.upgrade();
+            let failure = match &reply {
+                Ok(reply) => {
+                    let landed = leases
+                        .as_ref()
+                        .is_some_and(|l| l.land(&slot, &flight, reply));
+                    let units = granted(reply, k, false);
+                    if !landed && units > 0 {
+                        let refund = call.clone().charge(Charge::Refund(units));
+                        let _ = client.send_untimed(&refund).await;
+                    }
+                    None
+                }
+                Err(e) => {
+                    if let Some(leases) = &leases {
+                        leases.failed(&slot, &flight);
+                    }
+                    Some(e.clone())
+                }
+            };
+            flight.finish(failure);
+        });
+    }
+
+    /// Lands the reply of `flight` in its slot: `false` if the slot is gone
+    /// (or leases anew), the units then to be refunded.
+    fn land(&self, slot: &Slot, flight: &Arc<Flight>, reply: &Decision) -> bool {
+        let mut inner = self.lock();
+        let Some(held) = inner.by_slot.get_mut(slot) else {
+            return false;
+        };
+        if !held.flight.as_ref().is_some_and(|f| Arc::ptr_eq(f, flight)) {
+            return false;
+        }
+        held.flight = None;
+        held.last = Some(reply.clone());
+        held.lease.land(Instant::now(), reply);
+        true
+    }
+
+    fn failed(&self, slot: &Slot, flight: &Arc<Flight>) {
+        let mut inner = self.lock();
+        if let Some(held) = inner.by_slot.get_mut(slot) {
+            if held.flight.as_ref().is_some_and(|f| Arc::ptr_eq(f, flight)) {
+                held.flight = None;
+                held.lease.on_failure();
+            }
+        }
+    }
+
+    fn step(&self, slot: &Slot, now: Instant, first: bool) -> (Step, Option<Arc<Flight>>) {
         let mut inner = self.lock();
         let held = match inner.by_slot.remove(slot) {
             Some(mut held) => {
@@ -167,16 +263,30 @@ where
                     used: now,
                     seq: 0,
                     last: None,
+                    flight: None,
                 }
             }
         };
         let mut held = held;
         held.seq = inner.next_seq;
         inner.next_seq += 1;
-        let step = held.lease.step(now);
+        let step = if first {
+            held.lease.step(now)
+        } else {
+            held.lease.step_again(now)
+        };
+        let flight = match step {
+            Step::Admit | Step::Deny { .. } => None,
+            Step::Join => held.flight.clone(),
+            Step::Ask(_) | Step::Queue { .. } => {
+                let flight = Flight::new();
+                held.flight = Some(Arc::clone(&flight));
+                Some(flight)
+            }
+        };
         inner.by_use.insert((now, held.seq), slot.clone());
         inner.by_slot.insert(slot.clone(), held);
-        step
+        (step, flight)
     }
 
     /// When full, the least recently used slot gives way; its units are
@@ -194,25 +304,6 @@ where
                     inner.evicted.push((slot, units));
                 }
             }
-        }
-    }
-
-    fn on_reply(&self, slot: &Slot, reply: &Decision) -> Result<Decision, Decision> {
-        let mut inner = self.lock();
-        let Some(held) = inner.by_slot.get_mut(slot) else {
-            // Gave way while the call was out: what it granted is charged
-            // and unused, so it admits this request only.
-            return if reply.allowed {
-                Ok(reply.clone())
-            } else {
-                Err(reply.clone())
-            };
-        };
-        held.last = Some(reply.clone());
-        if held.lease.on_reply(Instant::now(), reply) {
-            Ok(with_held(reply, held.lease.held()))
-        } else {
-            Err(reply.clone())
         }
     }
 
@@ -250,16 +341,6 @@ where
         }
     }
 
-    /// Returns the units taken for a request that is not served.
-    pub(crate) fn put_back(&self, taken: &[(Slot, Decision)]) {
-        let mut inner = self.lock();
-        for (slot, _) in taken {
-            if let Some(held) = inner.by_slot.get_mut(slot) {
-                held.lease.put_back();
-            }
-        }
-    }
-
     /// Takes back the units of slots unused for `idle` (and of slots that
     /// gave way): the refunds to send.
     fn take_idle(&self, now: Instant, idle: Duration) -> Vec<(Slot, u64)> {
@@ -280,7 +361,7 @@ where
     }
 
     async fn refund(&self, refunds: Vec<(Slot, u64)>) -> Result<(), Error> {
-        send_refunds(&self.client, &self.policies, refunds).await
+        send_refunds(&self.client, &self.policies, refunds, true).await
     }
 
     /// Refunds what keys unused for `idle` hold.
@@ -301,17 +382,22 @@ where
         inner.by_slot.values().map(|h| h.lease.held()).sum()
     }
 
-    /// A task that refunds idle keys' units, checking twice per `idle`.
+    /// A task that refunds idle keys' units, checking twice per `idle`;
+    /// it holds the leases weakly and ends with the layer.
     pub(crate) fn refund_when_idle(
         self: &Arc<Self>,
         idle: Duration,
     ) -> tokio::task::JoinHandle<()> {
-        let leases = Arc::clone(self);
+        let leases = Arc::downgrade(self);
         let every = (idle / 2).max(Duration::from_millis(1));
         tokio::spawn(async move {
             loop {
                 tokio::time::sleep(every).await;
-                let _ = leases.refund_idle(idle).await;
+                let Some(leases) = leases.upgrade() else {
+                    return;
+                };
+                let refunds = leases.take_idle(Instant::now(), idle);
+                let _ = send_refunds(&leases.client, &leases.policies, refunds, false).await;
             }
         })
     }
@@ -319,10 +405,14 @@ where
 
 /// Sends `REFUND n` for each slot; the last error if any failed (a failed
 /// refund is not retried: its units stay charged until they refill).
+/// `timed`: within the client's timeout; otherwise (in the background)
+/// however long the answer takes, since a refund cut short by a timeout
+/// may never be sent.
 async fn send_refunds<C>(
     client: &Client<C>,
     policies: &Policies,
     refunds: Vec<(Slot, u64)>,
+    timed: bool,
 ) -> Result<(), Error>
 where
     C: redis::aio::ConnectionLike + Clone + Send + Sync + 'static,
@@ -333,7 +423,12 @@ where
             continue;
         };
         let call = Decide::new(key, *policy).charge(Charge::Refund(units));
-        if let Err(e) = client.send(&call).await {
+        let sent = if timed {
+            client.send(&call).await
+        } else {
+            client.send_untimed(&call).await
+        };
+        if let Err(e) = sent {
             result = Err(e);
         }
     }
@@ -346,6 +441,23 @@ fn with_held(d: &Decision, units: u64) -> Decision {
         remaining: d.remaining.saturating_add(units),
         retry_after: None,
         ..d.clone()
+    }
+}
+
+impl<C> Leases<C> {
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        // Each change is whole: a poisoned lock is usable.
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Returns the units taken for a request that is not served.
+    pub(crate) fn put_back(&self, taken: &[(Slot, Decision)]) {
+        let mut inner = self.lock();
+        for (slot, _) in taken {
+            if let Some(held) = inner.by_slot.get_mut(slot) {
+                held.lease.put_back();
+            }
+        }
     }
 }
 

@@ -15,6 +15,17 @@ pub struct Named {
     pub quota: Quota,
 }
 
+/// Whether `name` is a token of HTTP structured fields' keys as the
+/// draft's header fields carry a limit's name in a quoted string: visible
+/// ASCII letters, digits and `!#$%&'*+-.^_`|~`, at least one (no quote or
+/// backslash to escape, in the headers or the JSON body).
+pub(crate) fn is_token(name: &str) -> bool {
+    !name.is_empty()
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
+}
+
 /// A duration as whole seconds, rounded up: a client that waits that long
 /// is never early.
 pub fn ceil_seconds(d: Duration) -> u64 {

@@ -15,6 +15,12 @@ pub const RECONNECT_MIN_DELAY: Duration = Duration::from_millis(50);
 pub const RECONNECT_MAX_DELAY: Duration = Duration::from_secs(1);
 /// One connection attempt gives up after this.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_millis(500);
+/// How long a [`Client`] waits for an answer unless told otherwise
+/// ([`Client::timeout`]); a command's own `WAIT` is added to it. Long
+/// enough for a loaded server's tail, short enough that a request behind a
+/// stalled store fails over (fail-open, fail-closed or degraded mode)
+/// before its own caller gives up.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_millis(300);
 
 /// A connection that reconnects by itself, with exponential backoff, for
 /// as long as it takes. Lazy: it connects at its first command, so a
@@ -58,46 +64,66 @@ impl<C> Client<C>
 where
     C: redis::aio::ConnectionLike + Clone + Send + Sync + 'static,
 {
+    /// A client over `conn` (e.g. [`connect`]), with the
+    /// [`DEFAULT_TIMEOUT`].
     pub fn new(conn: C) -> Client<C> {
         Client {
             conn,
-            timeout: None,
+            timeout: Some(DEFAULT_TIMEOUT),
         }
     }
 
     /// Gives up on a call after `timeout` (plus the call's own `WAIT`) with
-    /// [`Error::Timeout`].
+    /// [`Error::Timeout`] (default [`DEFAULT_TIMEOUT`]).
     pub fn timeout(mut self, timeout: Duration) -> Client<C> {
         self.timeout = Some(timeout);
         self
     }
 
+    /// Waits for every answer as long as it takes (a paused server stalls
+    /// each call for as long as it is paused).
+    pub fn without_timeout(mut self) -> Client<C> {
+        self.timeout = None;
+        self
+    }
+
+    /// How long a call that the server may hold back for `waits` is waited
+    /// for; `None`: without end.
+    pub(crate) fn bound(&self, waits: Duration) -> Option<Duration> {
+        self.timeout.map(|t| t.saturating_add(waits))
+    }
+
     /// Sends one command and reads its reply.
     pub async fn send<T: Command>(&self, command: &T) -> Result<T::Output, Error> {
+        let call = self.send_untimed(command);
+        match self.bound(command.waits()) {
+            Some(bound) => tokio::time::timeout(bound, call)
+                .await
+                .map_err(|_| Error::Timeout(bound))?,
+            None => call.await,
+        }
+    }
+
+    /// Sends one command and waits for its reply however long it takes:
+    /// for calls whose reply must land (what the server granted) even when
+    /// their caller has stopped waiting.
+    pub(crate) async fn send_untimed<T: Command>(&self, command: &T) -> Result<T::Output, Error> {
         let cmd = command.to_cmd();
         let mut conn = self.conn.clone();
-        let call = async move { cmd.query_async::<Value>(&mut conn).await };
-        let reply = match self.timeout {
-            Some(timeout) => {
-                let bound = timeout + command.waits();
-                tokio::time::timeout(bound, call)
-                    .await
-                    .map_err(|_| Error::Timeout(bound))??
-            }
-            None => call.await?,
-        };
+        let reply = cmd.query_async::<Value>(&mut conn).await?;
         T::parse(&reply)
     }
 
     /// Acquires a concurrency lease (`RL.ACQUIRE`, built with
     /// [`crate::acquire`]): a guard that releases it when dropped, or the
-    /// denial.
+    /// denial. A policy other than `Concurrency` is an [`Error::Config`],
+    /// and nothing is sent.
     pub async fn acquire(&self, call: &Decide) -> Result<Result<LeaseGuard<C>, Decision>, Error> {
-        let decision = self.send(call).await?;
         let ttl = match call.policy {
             crate::Policy::Concurrency(c) => c.ttl,
-            _ => return Err(Error::Reply("acquire needs a Concurrency policy".into())),
+            _ => return Err(Error::Config("acquire needs a Concurrency policy".into())),
         };
+        let decision = self.send(call).await?;
         Ok(match decision.lease.clone() {
             Some(lease) if decision.allowed => Ok(LeaseGuard {
                 client: self.clone(),
@@ -129,6 +155,7 @@ impl<C> LeaseGuard<C>
 where
     C: redis::aio::ConnectionLike + Clone + Send + Sync + 'static,
 {
+    /// The lease's id, as the server handed it out.
     pub fn id(&self) -> &LeaseId {
         &self.lease
     }
@@ -156,26 +183,40 @@ where
 
     /// Releases the lease now; `false` if it had already ended.
     pub async fn release(mut self) -> Result<bool, Error> {
+        // Marked only once answered: a release dropped half-way is sent
+        // again in the background when the guard drops.
+        let released = self.client.send(&self.release_command()).await;
         self.released = true;
-        self.client.send(&self.release_command()).await
+        released
     }
 
     /// Runs `work` while renewing the lease every third of its TTL, then
     /// releases it. A renewal that fails is retried at the next third.
+    /// Cancellation-safe: dropping the future stops the renewals and
+    /// releases the lease in the background.
     pub async fn run<F: Future>(self, work: F) -> F::Output {
         let renewal = self.renewal();
         let client = self.client.clone();
         let every = (self.ttl / 3).max(Duration::from_millis(1));
-        let renewer = tokio::spawn(async move {
+        let renewer = AbortOnDrop(tokio::spawn(async move {
             loop {
                 tokio::time::sleep(every).await;
                 let _ = client.send(&renewal).await;
             }
-        });
+        }));
         let output = work.await;
-        renewer.abort();
+        drop(renewer);
         let _ = self.release().await;
         output
+    }
+}
+
+/// A task that ends when its handle is dropped.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
     }
 }
 

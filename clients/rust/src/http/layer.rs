@@ -1,0 +1,730 @@
+//! The layer and its service: one `RL.ALL` per request (or a remembered
+//! denial), the contract's headers on every response, `429` with a problem
+//! body, `503` or admission when the store cannot answer.
+
+use super::headers::{header_fields, problem, Named};
+use super::leases::{Leases, Outcome};
+use super::{HttpLimit, KeyExtractor, OnStoreError};
+use crate::blocks::{Flight, MOST_WAITS};
+use crate::command::All;
+use crate::degraded::Shares;
+use crate::deny_cache::DenyCache;
+use crate::reply::{AllDecision, Decision};
+use crate::{Client, Error};
+use http::{HeaderName, HeaderValue, Request, Response, StatusCode};
+use redis::aio::ConnectionManager;
+use std::collections::HashMap;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+type ErrorHook = Arc<dyn Fn(&Error) + Send + Sync>;
+
+/// How many keys' block leases a layer keeps unless told otherwise.
+pub const DEFAULT_LEASE_CAPACITY: usize = 10_000;
+
+struct Config<K, C> {
+    client: Client<C>,
+    extractor: K,
+    limits: Vec<HttpLimit>,
+    named: Vec<Named>,
+    /// Each limit's words, the deny cache's name for it.
+    words: Vec<String>,
+    wait: Option<Duration>,
+    deny_cache: Option<Arc<DenyCache>>,
+    /// The request keys whose call is out while the deny cache holds a
+    /// denial on them: the requests behind it wait for its answer.
+    probes: Arc<Mutex<HashMap<String, Arc<Flight>>>>,
+    shares: Option<Arc<Mutex<Shares>>>,
+    /// The block leases of the leased limits, if any is.
+    leases: Option<Arc<Leases<C>>>,
+    lease_capacity: usize,
+    missing_key: (StatusCode, &'static str),
+    on_error: Option<ErrorHook>,
+    headers: bool,
+}
+
+/// Limits every request of the service it wraps: a key taken from each
+/// request, one or several limits decided in one `RL.ALL` (or from leased
+/// blocks), the `RateLimit` header fields on every response, `429` with a
+/// problem body. Built with [`RedisRateLimitLayer::builder`]; clones
+/// share the connection, the deny cache and the leases.
+///
+/// ```no_run
+/// # async fn f() -> Result<(), redis_ratelimit_client::Error> {
+/// use redis_ratelimit_client::http::{HeaderKey, HttpLimit, RedisRateLimitLayer};
+/// use redis_ratelimit_client::{connect, Client, Gcra};
+/// use std::time::Duration;
+/// let client = Client::new(connect("redis://127.0.0.1/")?);
+/// let layer = RedisRateLimitLayer::builder(client, HeaderKey::new(http::HeaderName::from_static("x-api-key")))
+///     .limit(HttpLimit::per_key(Gcra::new(10, Duration::from_secs(1))).name("per-key").prefix("rl:key:"))
+///     .deny_cache(10_000)
+///     .build()?;
+/// // axum: Router::new().route("/", get(handler)).layer(layer)
+/// # Ok(()) }
+/// ```
+pub struct RedisRateLimitLayer<K, C = ConnectionManager> {
+    config: Arc<Config<K, C>>,
+}
+
+impl<K, C> Clone for RedisRateLimitLayer<K, C> {
+    fn clone(&self) -> Self {
+        RedisRateLimitLayer {
+            config: Arc::clone(&self.config),
+        }
+    }
+}
+
+/// Builds a [`RedisRateLimitLayer`]: its limits and options, checked by
+/// [`Builder::build`].
+#[must_use = "a builder does nothing until built"]
+pub struct Builder<K, C = ConnectionManager> {
+    config: Config<K, C>,
+}
+
+impl<K, C> Builder<K, C>
+where
+    K: KeyExtractor,
+    C: redis::aio::ConnectionLike + Clone + Send + Sync + 'static,
+{
+    /// Adds a limit; every request must pass all of them, decided in one
+    /// `RL.ALL` (in a cluster, their keys must share a hash slot).
+    pub fn limit(mut self, limit: HttpLimit) -> Builder<K, C> {
+        self.config.limits.push(limit);
+        self
+    }
+
+    /// Keeps the block leases of at most `capacity` keys (default
+    /// [`DEFAULT_LEASE_CAPACITY`]); the least recently used gives way, its
+    /// units refunded at the next idle sweep.
+    pub fn lease_capacity(mut self, capacity: usize) -> Builder<K, C> {
+        self.config.lease_capacity = capacity;
+        self
+    }
+
+    /// Queues a request on the server for up to `timeout` (`WAIT`) before
+    /// denying it; the client's timeout is added to the wait.
+    pub fn wait(mut self, timeout: Duration) -> Builder<K, C> {
+        self.config.wait = Some(timeout);
+        self
+    }
+
+    /// Remembers up to `capacity` denials: until a denied limit's
+    /// `retry_after` has passed, its key is denied without a round trip,
+    /// and while a request on a key so denied is out, the requests on the
+    /// same key wait for its answer instead of asking too. For GCRA and
+    /// token-bucket limits the denial is paced: each later admission of
+    /// this layer moves it on by the time one unit takes, so a key offered
+    /// more than its limit reaches the store about once per admission (see
+    /// [`crate::deny_cache`]).
+    pub fn deny_cache(mut self, capacity: usize) -> Builder<K, C> {
+        self.config.deny_cache = Some(Arc::new(DenyCache::new(capacity)));
+        self
+    }
+
+    /// Degraded mode: while the store does not answer (a timeout or a
+    /// connection error), each fail-closed limit is enforced locally at
+    /// its rate times this process's share of the key's recent traffic
+    /// (tracked for up to `capacity` keys: between two of the store's
+    /// replies on a key, what everyone used against what this process
+    /// charged; a key never answered has no share and is refused), and
+    /// fail-open limits admit. A denial there is a `429` with
+    /// `Retry-After`; an admission carries no `RateLimit` fields. The next
+    /// answer from the store ends it.
+    pub fn degraded(mut self, capacity: usize) -> Builder<K, C> {
+        self.config.shares = Some(Arc::new(Mutex::new(Shares::new(capacity))));
+        self
+    }
+
+    /// The status and body for a request without a key (default `401`).
+    pub fn missing_key(mut self, status: StatusCode, body: &'static str) -> Builder<K, C> {
+        self.config.missing_key = (status, body);
+        self
+    }
+
+    /// Called with each store error (for the log). Responses never carry
+    /// the store's words: they name keys.
+    pub fn on_error(mut self, hook: impl Fn(&Error) + Send + Sync + 'static) -> Builder<K, C> {
+        self.config.on_error = Some(Arc::new(hook));
+        self
+    }
+
+    /// Whether responses carry the `RateLimit-Policy`, `RateLimit` and
+    /// `Retry-After` fields (default `true`).
+    pub fn headers(mut self, on: bool) -> Builder<K, C> {
+        self.config.headers = on;
+        self
+    }
+
+    /// The layer, once every limit's policy is one the server takes
+    /// ([`crate::Policy::validate`]) and a rate limit (a `Concurrency`
+    /// policy needs releasing when the request ends: use
+    /// [`Client::acquire`]), with at least one limit.
+    pub fn build(mut self) -> Result<RedisRateLimitLayer<K, C>, Error> {
+        if self.config.limits.is_empty() {
+            return Err(Error::Config("a layer needs at least one limit".into()));
+        }
+        for limit in &self.config.limits {
+            limit.policy.validate()?;
+            let quota = limit.policy.quota().ok_or_else(|| {
+                Error::Config(format!(
+                    "limit \"{}\": the layer takes rate limits, not concurrency limits",
+                    limit.name
+                ))
+            })?;
+            if !super::headers::is_token(&limit.name) {
+                return Err(Error::Config(format!(
+                    "limit name \"{}\": a header token (letters, digits, !#$%&'*+-.^_`|~) is needed",
+                    limit.name.escape_default()
+                )));
+            }
+            self.config.named.push(Named {
+                name: limit.name.clone(),
+                quota,
+            });
+            self.config.words.push(limit.policy.to_string());
+        }
+        self.config.renew_leases();
+        Ok(RedisRateLimitLayer {
+            config: Arc::new(self.config),
+        })
+    }
+}
+
+impl<K, C> RedisRateLimitLayer<K, C>
+where
+    K: KeyExtractor,
+    C: redis::aio::ConnectionLike + Clone + Send + Sync + 'static,
+{
+    /// A builder of a layer whose requests are limited by the key
+    /// `extractor` takes from them, through `client` (whose timeout bounds
+    /// each call; [`crate::DEFAULT_TIMEOUT`] unless set).
+    pub fn builder(client: Client<C>, extractor: K) -> Builder<K, C> {
+        Builder {
+            config: Config {
+                client,
+                extractor,
+                limits: Vec::new(),
+                named: Vec::new(),
+                words: Vec::new(),
+                wait: None,
+                deny_cache: None,
+                probes: Arc::default(),
+                shares: None,
+                leases: None,
+                lease_capacity: DEFAULT_LEASE_CAPACITY,
+                missing_key: (StatusCode::UNAUTHORIZED, "missing rate-limit key\n"),
+                on_error: None,
+                headers: true,
+            },
+        }
+    }
+
+    /// A task (on the current tokio runtime) that refunds the units of
+    /// leased keys unused for `idle`, checking twice per `idle`; `None`
+    /// without leased limits. It holds the layer's leases weakly and ends
+    /// once the layer is dropped.
+    pub fn refund_when_idle(&self, idle: Duration) -> Option<tokio::task::JoinHandle<()>> {
+        Some(self.config.leases.as_ref()?.refund_when_idle(idle))
+    }
+
+    /// Refunds the units of leased keys unused for `idle`.
+    pub async fn refund_idle(&self, idle: Duration) -> Result<(), Error> {
+        match &self.config.leases {
+            Some(leases) => leases.refund_idle(idle).await,
+            None => Ok(()),
+        }
+    }
+
+    /// Refunds every unit the leased limits hold (at shutdown; dropping
+    /// the last clone of the layer does it in the background).
+    pub async fn refund_all(&self) -> Result<(), Error> {
+        match &self.config.leases {
+            Some(leases) => leases.refund_all().await,
+            None => Ok(()),
+        }
+    }
+
+    /// Units the leased limits hold now.
+    pub fn leased_units(&self) -> u64 {
+        self.config.leases.as_ref().map_or(0, |l| l.held())
+    }
+
+    /// The deny cache, for its counter of round trips saved.
+    pub fn deny_cache(&self) -> Option<&DenyCache> {
+        self.config.deny_cache.as_deref()
+    }
+}
+
+impl<S, K, C> tower_layer::Layer<S> for RedisRateLimitLayer<K, C> {
+    type Service = RedisRateLimit<S, K, C>;
+
+    fn layer(&self, inner: S) -> RedisRateLimit<S, K, C> {
+        RedisRateLimit {
+            inner,
+            config: self.config.clone(),
+        }
+    }
+}
+
+/// The service [`RedisRateLimitLayer`] wraps around another.
+pub struct RedisRateLimit<S, K, C = ConnectionManager> {
+    inner: S,
+    config: Arc<Config<K, C>>,
+}
+
+impl<S: Clone, K, C> Clone for RedisRateLimit<S, K, C> {
+    fn clone(&self) -> Self {
+        RedisRateLimit {
+            inner: self.inner.clone(),
+            config: Arc::clone(&self.config),
+        }
+    }
+}
+
+/// What the limiter decided for a request.
+enum Verdict {
+    /// Serve it, adding these header fields (and the decision, when the
+    /// store gave one, to the request's extensions).
+    Serve(Vec<(&'static str, String)>, Option<AllDecision>),
+    /// Answer this instead.
+    Answer(StatusCode, String, Vec<(&'static str, String)>),
+}
+
+impl<K, C> Config<K, C>
+where
+    C: redis::aio::ConnectionLike + Clone + Send + Sync + 'static,
+{
+    /// Leases anew for the current limits (nothing is held yet: the layer
+    /// is being built).
+    fn renew_leases(&mut self) {
+        let policies: Vec<_> = self
+            .limits
+            .iter()
+            .map(|l| l.lease.clone().map(|lease| (l.policy, lease.unqueued())))
+            .collect();
+        self.leases = policies.iter().any(Option::is_some).then(|| {
+            Arc::new(Leases::new(
+                self.client.clone(),
+                policies,
+                self.lease_capacity,
+            ))
+        });
+    }
+}
+
+impl<K, C> Config<K, C>
+where
+    K: KeyExtractor,
+    C: redis::aio::ConnectionLike + Clone + Send + Sync + 'static,
+{
+    fn is_leased(&self, index: usize) -> bool {
+        self.leases.as_ref().is_some_and(|l| l.is_leased(index))
+    }
+
+    async fn decide(&self, request: &http::request::Parts) -> Verdict {
+        let Some(request_key) = self.extractor.key(request) else {
+            let (status, body) = self.missing_key;
+            return Verdict::Answer(status, body.to_string(), Vec::new());
+        };
+        let keys: Vec<String> = self
+            .limits
+            .iter()
+            .map(|l| l.key_for(&request_key))
+            .collect();
+        // Held until the decision is remembered: the requests on a denied
+        // key that wait for this one then read the cache again.
+        let mut _probe = None;
+        for _ in 0..MOST_WAITS {
+            match self.probe(&request_key, &keys) {
+                Asking::Denied(denied) => return self.denial(&denied),
+                Asking::Go(probe) => {
+                    _probe = probe;
+                    break;
+                }
+                Asking::Wait(flight) => {
+                    let _ = flight.wait(self.client.bound(Duration::ZERO)).await;
+                }
+            }
+        }
+        // The leased limits first: most requests take a unit from a block.
+        let mut decided: Vec<Option<Decision>> = vec![None; keys.len()];
+        let mut taken = None;
+        if let Some(leases) = &self.leases {
+            match leases.admit(&keys).await {
+                Outcome::Admitted(units) => {
+                    for (i, d) in units.decisions() {
+                        decided[i] = Some(d.clone());
+                    }
+                    taken = Some(units);
+                }
+                Outcome::Denied(i, d) => return self.denial(&only(i, d, keys.len())),
+                Outcome::Failed(e) => return self.store_error(&e, &keys),
+            }
+        }
+        let asked: Vec<usize> = (0..keys.len()).filter(|&i| !self.is_leased(i)).collect();
+        if asked.is_empty() {
+            let limits = decided
+                .into_iter()
+                .map(|d| d.unwrap_or_else(unasked))
+                .collect();
+            let decision = AllDecision {
+                allowed: true,
+                blocked_by: None,
+                retry_after: None,
+                limits,
+            };
+            if let Some(units) = taken {
+                units.keep();
+            }
+            return self.serve(decision);
+        }
+        let mut call = All::new();
+        for &i in &asked {
+            call = call.limit(keys[i].clone(), self.limits[i].policy);
+        }
+        if let Some(wait) = self.wait {
+            call = call.wait(wait);
+        }
+        // Dropped before the answer (the request's future dropped), the
+        // units taken go back.
+        let reply = match self.client.send(&call).await {
+            Ok(reply) => reply,
+            Err(e) => return self.store_error(&e, &keys),
+        };
+        for (&i, d) in asked.iter().zip(reply.limits) {
+            decided[i] = Some(d);
+        }
+        let decision = AllDecision {
+            allowed: reply.allowed,
+            blocked_by: reply.blocked_by.and_then(|b| asked.get(b).copied()),
+            retry_after: reply.retry_after,
+            limits: decided
+                .into_iter()
+                .map(|d| d.unwrap_or_else(unasked))
+                .collect(),
+        };
+        self.observe(&keys, &decision);
+        if decision.allowed {
+            if let Some(units) = taken {
+                units.keep();
+            }
+            self.admitted(&keys, &asked);
+            self.serve(decision)
+        } else {
+            self.remember(&keys, &decision);
+            self.denial(&decision)
+        }
+    }
+
+    fn serve(&self, decision: AllDecision) -> Verdict {
+        let fields = if self.headers {
+            header_fields(&decision, &self.named)
+        } else {
+            Vec::new()
+        };
+        Verdict::Serve(fields, Some(decision))
+    }
+
+    /// Whether this request may ask the store: denied by a remembered
+    /// denial; at once when the deny cache holds no recent denial on its
+    /// keys; as the one request out for the key (the guard, held until its
+    /// answer is remembered); or after the request out for the key.
+    fn probe(&self, request_key: &str, keys: &[String]) -> Asking {
+        let Some(cache) = &self.deny_cache else {
+            return Asking::Go(None);
+        };
+        if let Some(denied) = self.remembered_denial(keys) {
+            return Asking::Denied(denied);
+        }
+        let recently_denied = |now| {
+            keys.iter()
+                .zip(&self.words)
+                .any(|(k, w)| cache.recently_denied(k, w, now))
+        };
+        if !recently_denied(Instant::now()) {
+            return Asking::Go(None);
+        }
+        // Again under the lock: the request out remembers its answer
+        // before it leaves the map.
+        let mut probes = self.probes.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(denied) = self.remembered_denial(keys) {
+            return Asking::Denied(denied);
+        }
+        if let Some(flight) = probes.get(request_key) {
+            return Asking::Wait(Arc::clone(flight));
+        }
+        let flight = Flight::new();
+        probes.insert(request_key.to_string(), Arc::clone(&flight));
+        Asking::Go(Some(Probe {
+            probes: Arc::clone(&self.probes),
+            key: request_key.to_string(),
+            flight,
+        }))
+    }
+
+    fn store_error(&self, e: &Error, keys: &[String]) -> Verdict {
+        if let Some(hook) = &self.on_error {
+            hook(e);
+        }
+        if !e.is_unavailable() {
+            // The store answered with an error (a key of another type, a
+            // policy it refuses, a reply this client cannot read): a fault
+            // to fix, not an outage to ride out.
+            return Verdict::Answer(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "rate limiter error\n".into(),
+                Vec::new(),
+            );
+        }
+        match &self.shares {
+            Some(shares) => self.decide_locally(shares, keys),
+            None => self.unavailable(),
+        }
+    }
+
+    fn denial(&self, decision: &AllDecision) -> Verdict {
+        Verdict::Answer(
+            StatusCode::TOO_MANY_REQUESTS,
+            problem(decision, &self.named),
+            header_fields(decision, &self.named),
+        )
+    }
+
+    /// Without an answer: admit if every limit fails open (and say nothing
+    /// about limits), otherwise `503`.
+    fn unavailable(&self) -> Verdict {
+        let open = self
+            .limits
+            .iter()
+            .all(|l| l.on_store_error == OnStoreError::FailOpen);
+        if open {
+            Verdict::Serve(Vec::new(), None)
+        } else {
+            Verdict::Answer(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "rate limiter unavailable\n".into(),
+                vec![("retry-after", "1".into())],
+            )
+        }
+    }
+
+    /// Tracks the traffic shares of the fail-closed limits' keys.
+    fn observe(&self, keys: &[String], decision: &AllDecision) {
+        let Some(shares) = &self.shares else {
+            return;
+        };
+        let mut shares = shares.lock().unwrap_or_else(|p| p.into_inner());
+        let now = Instant::now();
+        let charged = u64::from(decision.allowed);
+        for (i, d) in decision.limits.iter().enumerate() {
+            if self.limits[i].on_store_error == OnStoreError::FailClosed && !self.is_leased(i) {
+                shares.observe(&keys[i], self.named[i].quota, d, charged, now);
+            }
+        }
+    }
+
+    /// Degraded mode: the fail-closed limits decided locally. (A unit taken
+    /// from one limit's bucket when another denies is lost: the local
+    /// buckets only ever err towards denying.)
+    fn decide_locally(&self, shares: &Mutex<Shares>, keys: &[String]) -> Verdict {
+        let mut shares = shares.lock().unwrap_or_else(|p| p.into_inner());
+        let now = Instant::now();
+        let mut violated = Vec::new();
+        let mut wait = Some(Duration::ZERO);
+        for (i, limit) in self.limits.iter().enumerate() {
+            if limit.on_store_error == OnStoreError::FailOpen {
+                continue;
+            }
+            if let Err(w) = shares.admit(&keys[i], self.named[i].quota, now) {
+                violated.push(format!("\"{}\"", limit.name));
+                wait = wait.zip(w).map(|(a, b)| a.max(b));
+            }
+        }
+        if violated.is_empty() {
+            return Verdict::Serve(Vec::new(), None);
+        }
+        let fields = wait
+            .map(|w| vec![("retry-after", super::ceil_seconds(w).max(1).to_string())])
+            .unwrap_or_default();
+        Verdict::Answer(
+            StatusCode::TOO_MANY_REQUESTS,
+            super::headers::problem_naming(&violated.join(",")),
+            fields,
+        )
+    }
+
+    /// A denial the cache still holds for one of the limits, as the reply
+    /// `RL.ALL` would give when only that limit's answer is known.
+    fn remembered_denial(&self, keys: &[String]) -> Option<AllDecision> {
+        let cache = self.deny_cache.as_ref()?;
+        let now = Instant::now();
+        let (i, denied) = keys
+            .iter()
+            .zip(&self.words)
+            .enumerate()
+            .find_map(|(i, (k, w))| {
+                let d = cache.check(k, w, 1, now)?;
+                // With WAIT the server would queue a wait this short.
+                let waits = self.wait.is_some_and(|w| d.retry_after <= Some(w));
+                (!waits).then_some((i, d))
+            })?;
+        let retry_after = denied.retry_after;
+        // The other limits were not asked: reported as admitting, they
+        // take no part in the 429's fields.
+        let mut decision = only(i, denied, keys.len());
+        decision.retry_after = retry_after;
+        Some(decision)
+    }
+
+    fn remember(&self, keys: &[String], decision: &AllDecision) {
+        let Some(cache) = &self.deny_cache else {
+            return;
+        };
+        let now = Instant::now();
+        let limits = keys.iter().zip(&self.words).zip(&decision.limits);
+        for (i, ((key, words), d)) in limits.enumerate() {
+            if !self.is_leased(i) {
+                let interval = self.limits[i].policy.unit_interval();
+                cache.record_paced(key, words, 1, d, now, interval);
+            }
+        }
+    }
+
+    /// The limits at `asked` admitted a request: paced denials move on.
+    fn admitted(&self, keys: &[String], asked: &[usize]) {
+        let Some(cache) = &self.deny_cache else {
+            return;
+        };
+        let now = Instant::now();
+        for &i in asked {
+            cache.admitted(&keys[i], &self.words[i], 1, now);
+        }
+    }
+}
+
+fn unasked() -> Decision {
+    Decision {
+        allowed: true,
+        limit: 0,
+        remaining: 0,
+        retry_after: None,
+        reset_after: Duration::ZERO,
+        granted: None,
+        lease: None,
+    }
+}
+
+/// A denial by limit `i` alone: the other limits were not asked, and
+/// reported as admitting they take no part in the 429's fields.
+fn only(i: usize, denied: Decision, limits: usize) -> AllDecision {
+    let retry_after = denied.retry_after;
+    let mut all = vec![unasked(); limits];
+    all[i] = denied;
+    AllDecision {
+        allowed: false,
+        blocked_by: Some(i),
+        retry_after,
+        limits: all,
+    }
+}
+
+fn add_fields(headers: &mut http::HeaderMap, fields: Vec<(&'static str, String)>) {
+    for (name, value) in fields {
+        if let Ok(value) = HeaderValue::from_str(&value) {
+            headers.insert(HeaderName::from_static(name), value);
+        }
+    }
+}
+
+/// What a request on a key the deny cache may hold a denial on does.
+enum Asking {
+    /// Denied by the remembered denial.
+    Denied(AllDecision),
+    /// Asks the store (as the one request out for the key, if a guard).
+    Go(Option<Probe>),
+    /// Waits for the request out for the key, then looks again.
+    Wait(Arc<Flight>),
+}
+
+/// The one request out for a key the deny cache holds a denial on: when
+/// dropped (its answer remembered, or the request given up), the requests
+/// waiting for it read the cache again.
+struct Probe {
+    probes: Arc<Mutex<HashMap<String, Arc<Flight>>>>,
+    key: String,
+    flight: Arc<Flight>,
+}
+
+impl Drop for Probe {
+    fn drop(&mut self) {
+        let mut probes = self.probes.lock().unwrap_or_else(|p| p.into_inner());
+        if probes
+            .get(&self.key)
+            .is_some_and(|f| Arc::ptr_eq(f, &self.flight))
+        {
+            probes.remove(&self.key);
+        }
+        drop(probes);
+        self.flight.finish(None);
+    }
+}
+
+impl<S, K, C, ReqB, ResB> tower_service::Service<Request<ReqB>> for RedisRateLimit<S, K, C>
+where
+    S: tower_service::Service<Request<ReqB>, Response = Response<ResB>> + Clone + Send + 'static,
+    S::Future: Send + 'static,
+    K: KeyExtractor,
+    C: redis::aio::ConnectionLike + Clone + Send + Sync + 'static,
+    ReqB: Send + 'static,
+    ResB: From<String> + Send + 'static,
+{
+    type Response = Response<ResB>;
+    type Error = S::Error;
+    type Future = Pin<Box<dyn Future<Output = Result<Response<ResB>, S::Error>> + Send>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), S::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: Request<ReqB>) -> Self::Future {
+        // The service that was polled ready serves this request; a clone
+        // stays for the next.
+        let ready = self.inner.clone();
+        let mut inner = std::mem::replace(&mut self.inner, ready);
+        let config = self.config.clone();
+        Box::pin(async move {
+            let (parts, body) = request.into_parts();
+            match config.decide(&parts).await {
+                Verdict::Serve(fields, decision) => {
+                    let mut request = Request::from_parts(parts, body);
+                    if let Some(decision) = decision {
+                        request.extensions_mut().insert(decision);
+                    }
+                    let mut response = inner.call(request).await?;
+                    add_fields(response.headers_mut(), fields);
+                    Ok(response)
+                }
+                Verdict::Answer(status, body, fields) => {
+                    let mut response = Response::new(ResB::from(body));
+                    *response.status_mut() = status;
+                    let content_type = if status == StatusCode::TOO_MANY_REQUESTS {
+                        "application/problem+json"
+                    } else {
+                        "text/plain; charset=utf-8"
+                    };
+                    response.headers_mut().insert(
+                        http::header::CONTENT_TYPE,
+                        HeaderValue::from_static(content_type),
+                    );
+                    if config.headers || status == StatusCode::SERVICE_UNAVAILABLE {
+                        add_fields(response.headers_mut(), fields);
+                    }
+                    Ok(response)
+                }
+            }
+        })
+    }
+}
