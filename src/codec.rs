@@ -15,7 +15,8 @@
 //! RL.SKETCH's is in [`sketch`]; CL.THROTTLE's (redis-cell's, untagged) is
 //! in [`cell`]; the concurrency limit's leases in [`lease`] (whose layout
 //! v1, tag 0xA9, is still read and converted on its next write); an
-//! RL.SHARE node's two TATs in [`share`].
+//! RL.SHARE node's TATs, fair-sharing clocks and definition in [`share`]
+//! (whose layout v1, tag 0xAD, is still read).
 
 pub mod cell;
 pub mod lease;
@@ -47,7 +48,7 @@ pub enum Kind {
     Sketch,
     /// RL.ACQUIRE's leases (RL.ALL's CONCURRENCY).
     Concurrency,
-    /// A node of RL.SHARE: its ceiling's and assured rate's TATs.
+    /// A node of RL.SHARE: its TATs, clocks and definition.
     Share,
 }
 
@@ -78,7 +79,7 @@ impl Kind {
             Kind::Fixed => 0xAC,
             Kind::Sketch => 0xA8,
             Kind::Concurrency => 0xAA,
-            Kind::Share => 0xAD,
+            Kind::Share => 0xAE,
         }
     }
 
@@ -104,6 +105,7 @@ impl Kind {
         match self {
             Kind::Concurrency => Some(lease::V1_TAG),
             Kind::SlidingLog => Some(LEGACY_SLIDING_LOG_TAG),
+            Kind::Share => Some(share::V1_TAG),
             _ => None,
         }
     }

@@ -111,8 +111,29 @@ pub fn run<H: Host>(command: &CommandDef, host: &mut H, args: &[H::Arg]) -> Resu
     };
     let call = parse(command, rest)?;
     let keys = keys_of(rest, call.numkeys, NAME)?;
-    let gated = decide_keys(host, keys, &call.nodes, call.request)?;
+    let gated = decide_keys(host, keys, &call.nodes, call.request).map_err(|e| named(e, keys))?;
     Ok(Reply::of_all(gated))
+}
+
+/// A node's conflicting definition named by its key rather than its
+/// position.
+fn named<A: AsRef<[u8]>>(e: Error, keys: &[A]) -> Error {
+    match e {
+        Error::InKey { position, error } => match *error {
+            Error::Redefined { stored, given, .. } => Error::Redefined {
+                key: keys
+                    .get(position.wrapping_sub(1))
+                    .map_or(String::new(), |k| printable(k.as_ref())),
+                stored,
+                given,
+            },
+            error => Error::InKey {
+                position,
+                error: Box::new(error),
+            },
+        },
+        e => e,
+    }
 }
 
 /// RL.SHARE.PEEK: what a request of one unit at the leaf would answer
@@ -132,9 +153,12 @@ pub fn peek<H: Host>(command: &CommandDef, host: &mut H, args: &[H::Arg]) -> Res
             engine::decide(&mut store, &call.nodes, now, call.request)
         }
     }
-    .map_err(|e| Error::InKey {
-        position: e.key + 1,
-        error: Box::new(e.error),
+    .map_err(|e| {
+        let error = Error::InKey {
+            position: e.key + 1,
+            error: Box::new(e.error),
+        };
+        named(error, keys)
     })?;
     Ok(Reply::PeekAll(decided))
 }
