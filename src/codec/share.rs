@@ -228,7 +228,9 @@ mod tests {
         let inner = def(Some(50));
         let v = encode(&s, &inner);
         assert_eq!(v[0], 0xAE);
-        assert_eq!(v.len(), 2 + 10 + 10 + 8 + 6);
+        // Tag and flags, two TATs, one clock, the definition's six varints
+        // (1 s and 60 s take 3 and 4 bytes).
+        assert_eq!(v.len(), 2 + 10 + 10 + 8 + (1 + 3 + 1 + 1 + 1 + 4));
         assert_eq!(
             decode(&v),
             Ok(Stored {

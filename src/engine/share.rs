@@ -120,3 +120,34 @@ fn duration(t: Micros) -> String {
         None => format!("{us}us"),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_conflicting_definition_is_an_err_naming_both() {
+        let d = Definition {
+            limit: 10,
+            period: Micros::from_secs(60),
+            burst: 10,
+            ceil: Some(50),
+            cburst: 10,
+            max_debt: Micros::new(1_500),
+        };
+        let root = Definition { ceil: None, ..d };
+        assert_eq!(words(&d), "10 1m BURST 10 CEIL 50 CBURST 10 MAXDEBT 1500us");
+        assert_eq!(words(&root), "10 1m BURST 10 MAXDEBT 1500us");
+        let e = Error::Redefined {
+            key: "team".into(),
+            stored: words(&d),
+            given: words(&root),
+        };
+        assert_eq!(
+            e.to_string(),
+            "ERR RL.SHARE node 'team' is defined as '10 1m BURST 10 CEIL 50 CBURST 10 MAXDEBT \
+             1500us', not '10 1m BURST 10 MAXDEBT 1500us': one definition per node (delete the \
+             node to change it)"
+        );
+    }
+}

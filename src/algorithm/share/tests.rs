@@ -466,3 +466,70 @@ fn wait_us(r: &RetryAfter) -> u64 {
         RetryAfter::Never => u64::MAX,
     }
 }
+
+/// Children whose assured rates sum past the parent's (60 + 60 under 100)
+/// drive it into debt; capped at `max_debt`, the debt is repaid once the
+/// load falls, at the parent's rate less what the child left sends on its
+/// assured rate (100 - 60 a second: in 2.5 × `max_debt`), and that child
+/// borrows again.
+#[test]
+fn a_capped_debt_lets_an_overcommitted_child_borrow_again_within_the_cap() {
+    for max_debt_s in [1u64, 10] {
+        let child = || {
+            let mut n = node(60, S, 60, Some((100, 60)));
+            n.definition.max_debt = Micros::from_secs(max_debt_s);
+            n
+        };
+        let mut top = root(100, 100);
+        top.definition.max_debt = Micros::from_secs(max_debt_s);
+        let mut t = Tree {
+            nodes: vec![child(), child(), top],
+            states: vec![NodeState::default(); 3],
+            paths: vec![vec![0, 2], vec![1, 2]],
+        };
+        // Both busy for 100 s: each its 60 a second, the root 20 a second
+        // past its rate (2,000 units uncapped).
+        let both = t.saturate(&[0, 1], 1_000, 100);
+        assert!(both.iter().all(|&g| g >= 6_000), "{both:?}");
+        // Then child 0 alone, second by second from T0 + 100 s.
+        let mut now = T0 + 100 * S;
+        let mut per_second = Vec::new();
+        let repaid_s = max_debt_s * 5 / 2;
+        for _ in 0..(repaid_s + 3) {
+            let mut n = 0;
+            let end = now + S;
+            while now < end {
+                while t.send(0, now, 1).allowed {
+                    n += 1;
+                }
+                now += 1_000;
+            }
+            per_second.push(n);
+        }
+        // Once repaid, it borrows up to its ceiling; before, its own 60.
+        let last = per_second[per_second.len() - 1];
+        assert!(last >= 99, "max_debt {max_debt_s} s: {per_second:?}");
+        let before = &per_second[..repaid_s as usize - 1];
+        assert!(before.iter().all(|&n| n <= 61), "{per_second:?}");
+    }
+}
+
+/// A ceiling's burst is its own (CBURST): an idle child takes at most
+/// that at once, then its ceiling's rate.
+#[test]
+fn a_ceiling_burst_bounds_what_an_idle_child_takes_at_once() {
+    let leaf = node(10, S, 10, Some((50, 5)));
+    let mut t = Tree {
+        nodes: vec![leaf, root(100, 100)],
+        states: vec![NodeState::default(); 2],
+        paths: vec![vec![0, 1]],
+    };
+    let mut n = 0;
+    while t.send(0, T0, 1).allowed {
+        n += 1;
+    }
+    assert_eq!(n, 5, "the ceiling's burst, though its assured burst is 10");
+    // Then 50 a second.
+    let got = t.saturate(&[0], 1_000, 10);
+    assert!((495..=506).contains(&got[0]), "{got:?}");
+}
