@@ -71,18 +71,26 @@ fn a_user_alone_borrows_up_to_its_ceiling_and_a_denial_changes_nothing() {
         "1s",
         "CEIL",
         "50",
+        "CBURST",
+        "20",
         "100",
         "1s",
     ];
     let (allowed, blocked_by, retry, replies) = share(&mut c, &example);
     assert_eq!((allowed, blocked_by, retry), (1, -1, -1));
-    assert_eq!(replies, [[1, 10, 9, -1, 100], [1, 100, 99, -1, 10]]);
+    assert_eq!(replies, [[1, 20, 19, -1, 100], [1, 100, 99, -1, 10]]);
     // And the look that follows it in docs/commands.md.
     let mut look = vec!["RL.SHARE.PEEK"];
     look.extend(&example);
     let (allowed, blocked_by, retry, replies) = combined(&mut c, &look);
     assert_eq!((allowed, blocked_by, retry), (1, -1, -1));
-    assert_eq!(replies, [[1, 10, 9, -1, 100], [1, 100, 99, -1, 10]]);
+    assert_eq!(replies, [[1, 20, 19, -1, 100], [1, 100, 99, -1, 10]]);
+    // User 42 alone takes 20 at once, its CBURST.
+    let mut n = 1;
+    while share(&mut c, &example).0 == 1 {
+        n += 1;
+    }
+    assert_eq!(n, 20);
     // DRYRUN decides and writes nothing.
     let before = state(&mut c, "{org:7}:user:2");
     assert_eq!(share(&mut c, &strs(&user(2, &["DRYRUN"]))).0, 1);

@@ -2,28 +2,33 @@
 //!
 //! A *path* of nodes, leaf first and root last. Every node but the root
 //! has an assured schedule `A` and a ceiling schedule `C` (a rate at least
-//! the assured one); the root has one rate, its `A` and `C` at once. A
-//! request of `cost` at the leaf is admitted iff `can_send(leaf)`:
+//! the assured one, with its own burst); the root has one rate, its `A` and
+//! `C` at once. A request of `cost` at the leaf is admitted iff
+//! `can_send(leaf, 0)`:
 //!
 //! ```text
-//! can_send(n)    = C(n) admits cost and (A(n) admits cost or can_send(parent(n)))
-//! can_send(root) = its rate admits cost
+//! can_send(n, e)    = C(n) admits cost and (A(n) admits cost + e or can_send(parent(n), e + margin(n)))
+//! can_send(root, e) = its rate admits cost + e
 //! ```
 //!
-//! The *lender* `m` is the lowest node whose `A` admits the cost: the node
-//! whose assured rate the request uses. On admission every node's `C` is
-//! charged (a ceiling counts all of its subtree's traffic), and `A` of `m`
-//! and of every node above it; above `m` those charges may run past the
-//! schedule's tolerance (a debt), which keeps a parent's borrowers out
-//! while its children use their assured rates. Nodes below `m` borrowed:
-//! their `A` is not charged, so borrowing idle capacity never costs a
-//! child its assured rate later. A denial changes nothing.
+//! The *lender* `m` is the lowest node whose `A` admits the cost and its
+//! margin: the node whose assured rate the request uses. On admission every
+//! node's `C` is charged (a ceiling counts all of its subtree's traffic),
+//! and `A` of `m` and of every node above it; above `m` those charges may
+//! run past the schedule's tolerance (a debt, at most the node's
+//! `max_debt`), which keeps a parent's borrowers out while its children use
+//! their assured rates. Nodes below `m` borrowed: their `A` is not charged,
+//! so borrowing idle capacity never costs a child its assured rate later;
+//! their fair-sharing tags move instead (see [`margin`]), so that a
+//! parent's spare rate goes to its borrowing children in proportion to
+//! their assured rates. A denial changes nothing.
 //!
-//! A denial's wait is exact: the earliest time `can_send(leaf)` becomes
+//! A denial's wait is exact: the earliest time `can_send(leaf, 0)` becomes
 //! true with no other traffic, `w(n) = max(wC(n), min(wA(n), w(parent)))`
 //! and `w(root)` its rate's wait, each schedule's wait being the time until
-//! it admits the cost (admission only grows with time, so the earliest time
-//! the formula holds is this min/max of the schedules' own times).
+//! it admits the cost (an assured one: and the margin, which moves only
+//! with traffic; admission only grows with time, so the earliest time the
+//! formula holds is this min/max of the schedules' own times).
 
 use super::schedule::{Schedule, ScheduleError, Tat};
 use super::{Decision, Micros, RetryAfter};

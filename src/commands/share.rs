@@ -2,7 +2,8 @@
 //! timeout [FLOW name [WEIGHT w]]]`: borrowing between limits (see
 //! `algorithm::share`). The keys are a path, leaf first and root last;
 //! every node but the root is
-//! `limit period [BURST n] CEIL limit`, the root `limit period [BURST n]`.
+//! `limit period [BURST n] CEIL limit [CBURST n] [MAXDEBT duration]`, the
+//! root `limit period [BURST n] [MAXDEBT duration]`.
 //! One decision over the path, through the same decision path as RL.ALL
 //! (`engine::decide`, which decides a path of nodes as one).
 //!

@@ -1136,7 +1136,9 @@ pub const SHAPES: &[Shape] = &[
         fixed: &[("10", count("limit", 1, MAX)), ("1d", duration("period"))],
         required: 2,
         min_arity: 5,
-        short: Some("ERR syntax error: the policy is NODE limit period [BURST n] [CEIL n]"),
+        short: Some(
+            "ERR syntax error: the policy is NODE limit period [BURST n] [CEIL n] [CBURST n] [MAXDEBT n]",
+        ),
         tail: &["CEIL", "9223372036854775807", "100", "1d"],
         options: &[
             valued("BURST", count("BURST", 1, MAX), "10"),
@@ -1162,7 +1164,9 @@ pub const SHAPES: &[Shape] = &[
         fixed: &[("10", count("limit", 1, MAX)), ("1d", duration("period"))],
         required: 2,
         min_arity: 5,
-        short: Some("ERR syntax error: the policy is NODE limit period [BURST n] [CEIL n]"),
+        short: Some(
+            "ERR syntax error: the policy is NODE limit period [BURST n] [CEIL n] [CBURST n] [MAXDEBT n]",
+        ),
         tail: &["CEIL", "9223372036854775807", "100", "1d"],
         options: &[valued("BURST", count("BURST", 1, MAX), "10")],
         extra: Extra::UnknownOption,
