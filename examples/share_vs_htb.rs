@@ -273,8 +273,8 @@ fn scenarios() -> Vec<Scenario> {
 }
 
 /// Two children assured 60 an hour each (ceilings 100) under a root of
-/// 100 an hour, both offering 100 an hour for 10 hours; then b stops and
-/// a goes on for 6 hours: what b got while both sent, and what a got in
+/// 100 an hour, a offering 200 an hour and b 100 for 10 hours; then b
+/// stops and a goes on for 6 hours: what a got while both sent, and in
 /// each hour after.
 fn overcommitted() -> (Vec<u64>, Vec<u64>) {
     let s = Scenario {
@@ -286,33 +286,40 @@ fn overcommitted() -> (Vec<u64>, Vec<u64>) {
             class("a", "root", 60, 100),
             class("b", "root", 60, 100),
         ],
-        loads: vec![("a", 100.0), ("b", 100.0)],
+        loads: vec![("a", 200.0), ("b", 100.0)],
     };
     let got = s.share(7, &[("b", 10)]);
-    (got["a"][10..].to_vec(), got["b"][..10].to_vec())
+    (got["a"][10..].to_vec(), got["a"][..10].to_vec())
 }
 
 fn main() {
-    println!("| scenario | leaf | offered | RL.SHARE | HTB (fluid) | RL.SHARE / HTB |");
-    println!("|---|---|---|---|---|---|");
+    println!(
+        "| scenario | leaf | offered | RL.SHARE | HTB (fluid) | RL.SHARE / HTB | \
+         RL.SHARE after the first period | its ratio |"
+    );
+    println!("|---|---|---|---|---|---|---|---|");
     for s in scenarios() {
         let htb = s.htb();
         let got = s.share(1, &[]);
         for &(leaf, load) in &s.loads {
             let per_period = got[leaf].iter().sum::<u64>() as f64 / s.periods as f64;
+            // Without the first period, where every bucket starts full.
+            let steady = got[leaf][1..].iter().sum::<u64>() as f64 / (s.periods - 1) as f64;
             let fluid = htb[leaf];
             println!(
-                "| {} | {leaf} | {load} | {per_period:.1} | {fluid:.1} | {:.3} |",
+                "| {} | {leaf} | {load} | {per_period:.1} | {fluid:.1} | {:.3} | {steady:.1} | {:.3} |",
                 s.name,
-                per_period / fluid
+                per_period / fluid,
+                steady / fluid
             );
         }
     }
     let (after, before) = overcommitted();
     println!();
     println!(
-        "Overcommitted (a, b assured 60/h, ceilings 100/h, root 100/h; both offer 100/h for 10 h, then b stops): \
-         b got {before:?} an hour while both sent; a then got {after:?} an hour \
-         (HTB: 100 an hour from the first hour, its debt capped by mbuffer, 60 s)."
+        "Overcommitted (a, b assured 60/h, ceilings 100/h, root 100/h; a offers 200/h, b 100/h \
+         for 10 h, then b stops): a got {before:?} an hour while both sent, then {after:?} an \
+         hour (HTB: 60 an hour while both send, then 100 an hour from the first hour, its debt \
+         capped by mbuffer, 60 s)."
     );
 }
