@@ -61,9 +61,8 @@ pub fn encode(state: &NodeState, definition: &Definition) -> Vec<u8> {
     let root = definition.ceil.is_none();
     let mut buf = [0u8; SHARE_MAX_LEN];
     buf[0] = Kind::Share.tag();
-    buf[1] = u8::from(root) * ROOT
-        | u8::from(state.tag.is_some()) * TAG
-        | u8::from(state.clock.is_some()) * CLOCK;
+    let flag = |on: bool, bit: u8| if on { bit } else { 0 };
+    buf[1] = flag(root, ROOT) | flag(state.tag.is_some(), TAG) | flag(state.clock.is_some(), CLOCK);
     let mut len = 2;
     put_tat(&mut buf, &mut len, state.ceiling);
     if !root {

@@ -115,7 +115,7 @@ fn duration(t: Micros) -> String {
         (1_000_000, "s"),
         (1_000, "ms"),
     ];
-    match units.iter().find(|(n, _)| us > 0 && us % n == 0) {
+    match units.iter().find(|(n, _)| us > 0 && us.is_multiple_of(*n)) {
         Some((n, unit)) => format!("{}{unit}", us / n),
         None => format!("{us}us"),
     }
