@@ -994,7 +994,9 @@ pub const SHAPES: &[Shape] = &[
         min_arity: 4,
         short: Some("ERR syntax error: the policy is GCRA limit period [BURST n]"),
         tail: &[],
-        options: &[valued("BURST", count("BURST", 1, MAX), "10")],
+        options: &[
+            valued("BURST", count("BURST", 1, MAX), "10"),
+        ],
         extra: Extra::UnknownOption,
         state: State::Tagged {
             tag: 0xA1,
@@ -1139,9 +1141,10 @@ pub const SHAPES: &[Shape] = &[
         short: Some(
             "ERR syntax error: the policy is NODE limit period [BURST n] [CEIL n] [CBURST n] [MAXDEBT n]",
         ),
-        tail: &["CEIL", "9223372036854775807", "100", "1d"],
+        tail: &["CEIL", "9223372036854775807", "CBURST", "10", "100", "1d"],
         options: &[
             valued("BURST", count("BURST", 1, MAX), "10"),
+            valued("MAXDEBT", duration("MAXDEBT"), "1s"),
             COST,
             DRYRUN,
             WAIT,
@@ -1167,8 +1170,11 @@ pub const SHAPES: &[Shape] = &[
         short: Some(
             "ERR syntax error: the policy is NODE limit period [BURST n] [CEIL n] [CBURST n] [MAXDEBT n]",
         ),
-        tail: &["CEIL", "9223372036854775807", "100", "1d"],
-        options: &[valued("BURST", count("BURST", 1, MAX), "10")],
+        tail: &["CEIL", "9223372036854775807", "CBURST", "10", "100", "1d"],
+        options: &[
+            valued("BURST", count("BURST", 1, MAX), "10"),
+            valued("MAXDEBT", duration("MAXDEBT"), "1s"),
+        ],
         extra: Extra::UnknownOption,
         state: State::Tagged {
             tag: 0xAD,
@@ -1186,7 +1192,9 @@ pub const SHAPES: &[Shape] = &[
         min_arity: 5,
         short: Some("ERR syntax error: the policy is GCRA limit period [BURST n]"),
         tail: &[],
-        options: &[valued("BURST", count("BURST", 1, MAX), "10")],
+        options: &[
+            valued("BURST", count("BURST", 1, MAX), "10"),
+        ],
         extra: Extra::UnknownOption,
         state: State::NoKey,
     },
