@@ -361,10 +361,17 @@ fn share(rng: &mut StdRng, key: &str, w: Windows) -> Vec<String> {
     call
 }
 
-/// A path of two admitting exactly `limit` in an hour.
+/// A path of two admitting exactly `limit` in an hour. Its keys are its
+/// own (the path's with `:fixed` before their last part, in the same hash
+/// slot): a key has one definition, and the random paths draw theirs from
+/// the key.
 fn fixed_share(key: &str, limit: u64) -> Vec<String> {
     let mut call = vec![s("RL.SHARE"), s(2)];
-    call.extend(share_keys(key, 2));
+    call.extend(share_keys(key, 2).into_iter().map(|mut k| {
+        let at = k.rfind(':').unwrap_or(k.len());
+        k.insert_str(at, ":fixed");
+        k
+    }));
     call.extend([s(limit), s("1h"), s("CEIL"), s(limit), s(limit), s("1h")]);
     call
 }
