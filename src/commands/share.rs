@@ -189,6 +189,10 @@ mod tests {
         };
         assert!(leaf.ceiling.is_some());
         assert!(p(&["1", "o", "100", "1s", "WAIT", "1s"]).is_ok());
+        let debt = p(&[
+            "2", "u", "o", "6", "1m", "CEIL", "10", "10", "1m", "MAXDEBT", "6s",
+        ]);
+        assert!(debt.is_ok(), "{debt:?}");
         let flow = p(&[
             "1", "o", "100", "1s", "WAIT", "1s", "FLOW", "t", "WEIGHT", "3",
         ]);
