@@ -15,7 +15,7 @@
 //! RL.SKETCH's is in [`sketch`]; CL.THROTTLE's (redis-cell's, untagged) is
 //! in [`cell`]; the concurrency limit's leases in [`lease`] (whose layout
 //! v1, tag 0xA9, is still read and converted on its next write); an
-//! RL.SHARE node's TATs, fair-sharing clocks and definition in [`share`]
+//! RL.SHARE node's TATs, fair-sharing times and definition in [`share`]
 //! (whose layout v1, tag 0xAD, is still read).
 
 pub mod cell;
@@ -48,7 +48,7 @@ pub enum Kind {
     Sketch,
     /// RL.ACQUIRE's leases (RL.ALL's CONCURRENCY).
     Concurrency,
-    /// A node of RL.SHARE: its TATs, clocks and definition.
+    /// A node of RL.SHARE: its TATs, fair-sharing times and definition.
     Share,
 }
 

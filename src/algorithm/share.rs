@@ -19,7 +19,7 @@
 //! `max_debt`), which keeps a parent's borrowers out while its children use
 //! their assured rates. Nodes below `m` borrowed: their `A` is not charged,
 //! so borrowing idle capacity never costs a child its assured rate later;
-//! their fair-sharing tags move instead (see [`margin`]), so that a
+//! their fair-sharing finishes move instead (see [`margin`]), so that a
 //! parent's spare rate goes to its borrowing children in proportion to
 //! their assured rates. A denial changes nothing.
 //!
@@ -75,18 +75,18 @@ impl Node {
 /// A node's stored state (`None`: never set). The root keeps its rate's
 /// TAT in `ceiling` (its rate is its ceiling) and no assured one.
 ///
-/// `tag` and `clock` are the fair sharing of a parent's spare rate (see
-/// [`margin`]): `tag` is how far the node has borrowed from its parent, in
+/// `finish` and `round` are the fair sharing of a parent's spare rate (see
+/// [`margin`]): `finish` is how far the node has borrowed from its parent, in
 /// ns of *virtual time* (each unit borrowed moves it by the node's assured
-/// interval, so a node of twice the rate moves half as far); `clock` is the
-/// node's own virtual time as a parent, the tag at which its latest
+/// interval, so a node of twice the rate moves half as far); `round` is the
+/// node's own virtual time as a parent, the virtual time at which its latest
 /// borrowing child started. Both wrap around; only differences count.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct NodeState {
     pub ceiling: Option<Tat>,
     pub assured: Option<Tat>,
-    pub tag: Option<u64>,
-    pub clock: Option<u64>,
+    pub finish: Option<u64>,
+    pub round: Option<u64>,
 }
 
 /// The answer for a whole path.
@@ -164,7 +164,7 @@ impl Node {
         self.ceiling.as_ref().unwrap_or(&self.assured)
     }
 
-    /// Virtual ns its tag moves per unit it borrows: its assured interval.
+    /// Virtual ns its finish moves per unit it borrows: its assured interval.
     fn step(&self) -> u64 {
         let d = &self.definition;
         let ns = u128::from(d.period.as_u64()) * NS;
@@ -183,11 +183,11 @@ impl Node {
     }
 }
 
-/// How far a child with `tag` is ahead of its parent's `clock`, at most
-/// `max` (never negative: a child behind starts at the clock, as in
+/// How far a child with `finish` is ahead of its parent's `round`, at most
+/// `max` (never negative: a child behind starts at the round, as in
 /// start-time fair queuing, so idle time earns no credit).
-fn lead(tag: Option<u64>, clock: Option<u64>, max: u64) -> u64 {
-    match (tag, clock) {
+fn lead(finish: Option<u64>, round: Option<u64>, max: u64) -> u64 {
+    match (finish, round) {
         (Some(t), Some(v)) => {
             let d = t.wrapping_sub(v) as i64;
             u64::try_from(d).unwrap_or(0).min(max)
@@ -197,7 +197,7 @@ fn lead(tag: Option<u64>, clock: Option<u64>, max: u64) -> u64 {
 }
 
 /// The units a child `lead` ns of virtual time ahead of its parent's
-/// clock must leave in the lender's assured rate to borrow: the parent's
+/// round must leave in the lender's assured rate to borrow: the parent's
 /// assured rate times the lead. Under contention the lender's schedule
 /// stays near empty, so the sibling with the least lead is admitted first,
 /// which is the order start-time fair queuing serves them in: borrowers
@@ -217,7 +217,7 @@ fn margins(nodes: &[Node], states: &[NodeState]) -> Vec<u64> {
     let mut e = vec![0u64; nodes.len()];
     for i in 1..nodes.len() {
         let parent = &nodes[i];
-        let l = lead(state(i - 1).tag, state(i).clock, parent.max_lead());
+        let l = lead(state(i - 1).finish, state(i).round, parent.max_lead());
         e[i] = e[i - 1].saturating_add(margin(parent, l));
     }
     e
@@ -330,22 +330,22 @@ fn charged(node: &Node, s: NodeState, now: Micros, cost: u64, i: usize, m: usize
     }
 }
 
-/// The fair-sharing clocks after the nodes below `m` borrowed `cost`: each
-/// borrower starts at its tag or its parent's clock, whichever is later
-/// (but never more than its parent's `max_lead` ahead), moves its tag on by
-/// `cost` of its own steps, and the parent's clock moves to that start.
+/// The fair-sharing rounds after the nodes below `m` borrowed `cost`: each
+/// borrower starts at its finish or its parent's round, whichever is later
+/// (but never more than its parent's `max_lead` ahead), moves its finish on by
+/// `cost` of its own steps, and the parent's round moves to that start.
 fn borrow(nodes: &[Node], after: &mut [NodeState], cost: u64, m: usize) {
     for i in 0..m.min(nodes.len().saturating_sub(1)) {
-        let (parent, clock) = (&nodes[i + 1], after[i + 1].clock);
-        let start = match (after[i].tag, clock) {
-            (_, None) => after[i].tag.unwrap_or(0),
-            (tag, Some(v)) => v.wrapping_add(lead(tag, clock, parent.max_lead())),
+        let (parent, round) = (&nodes[i + 1], after[i + 1].round);
+        let start = match (after[i].finish, round) {
+            (_, None) => after[i].finish.unwrap_or(0),
+            (finish, Some(v)) => v.wrapping_add(lead(finish, round, parent.max_lead())),
         };
         let step = cost.saturating_mul(nodes[i].step());
-        after[i].tag = Some(start.wrapping_add(step));
-        let moves = clock.is_none_or(|v| start.wrapping_sub(v) as i64 > 0);
+        after[i].finish = Some(start.wrapping_add(step));
+        let moves = round.is_none_or(|v| start.wrapping_sub(v) as i64 > 0);
         if moves {
-            after[i + 1].clock = Some(start);
+            after[i + 1].round = Some(start);
         }
     }
 }
@@ -417,9 +417,9 @@ fn report(node: &Node, s: &NodeState, now: Micros, wait: Wait, remaining: u64) -
 /// Gives back `cost` of an admission (a waiter whose client went away):
 /// every node's ceiling and the root's rate; and, when its `lender` is
 /// known, the assured rates of the lender and of every node above it, the
-/// ones it charged, and the tags of the borrowers below it. Without the
-/// lender the assured rates and tags are kept, which errs on the strict
-/// side by at most `cost` units of them. The parents' clocks keep their
+/// ones it charged, and the finishes of the borrowers below it. Without the
+/// lender the assured rates and finishes are kept, which errs on the strict
+/// side by at most `cost` units of them. The parents' rounds keep their
 /// move, which errs on the lenient side: a borrower taken back is not
 /// ahead of its siblings for it.
 pub fn refund(
@@ -441,11 +441,11 @@ pub fn refund(
                 Some(_) if lent_from(i) => node.assured.refund(s.assured, now, cost).or(s.assured),
                 _ => s.assured,
             },
-            tag: match s.tag {
+            finish: match s.finish {
                 Some(t) if borrowed(i) => Some(t.wrapping_sub(cost.saturating_mul(node.step()))),
                 t => t,
             },
-            clock: s.clock,
+            round: s.round,
         })
         .collect()
 }

@@ -2,15 +2,15 @@
 //!
 //! Layout v2 (tag 0xAE): `tag, flags: u8`, the ceiling's TAT, then, for
 //! every node but the root, the assured rate's TAT; then the fair-sharing
-//! `tag` and `clock` (`u64` little-endian each, when present); then the
+//! `finish` and `round` (`u64` little-endian each, when present); then the
 //! node's definition as varints: `limit, period_us, burst`, for every node
 //! but the root `ceil, cburst`, then `max_debt_us`. `flags`: bit 0 the
-//! root, bit 1 a tag, bit 2 a clock. Each TAT is `whole_us: u64`
+//! root, bit 1 a finish, bit 2 a round. Each TAT is `whole_us: u64`
 //! little-endian, then its fraction as two varints `frac_num, frac_den`
 //! (`0, 1` when whole).
 //!
 //! Layout v1 (tag 0xAD, still read): `tag`, the ceiling's TAT and, but for
-//! the root, the assured rate's; no clocks, no definition (the next call's
+//! the root, the assured rate's; no finish or round, no definition (the next call's
 //! is adopted).
 //!
 //! A key that held a root's state and is now read as an inner node (or the
@@ -26,12 +26,12 @@ use crate::algorithm::Micros;
 pub const V1_TAG: u8 = 0xAD;
 
 /// Longest encoding: tag, flags, two TATs of 8 bytes and two 10-byte
-/// varints, two clocks of 8 bytes, six 10-byte varints.
+/// varints, two virtual times of 8 bytes, six 10-byte varints.
 pub const SHARE_MAX_LEN: usize = 2 + 2 * (8 + 10 + 10) + 2 * 8 + 6 * 10;
 
 const ROOT: u8 = 1;
-const TAG: u8 = 2;
-const CLOCK: u8 = 4;
+const FINISH: u8 = 2;
+const ROUND: u8 = 4;
 
 /// A node's state as stored: what it decides with and, but in layout v1,
 /// the definition it was written with.
@@ -62,14 +62,16 @@ pub fn encode(state: &NodeState, definition: &Definition) -> Vec<u8> {
     let mut buf = [0u8; SHARE_MAX_LEN];
     buf[0] = Kind::Share.tag();
     let flag = |on: bool, bit: u8| if on { bit } else { 0 };
-    buf[1] = flag(root, ROOT) | flag(state.tag.is_some(), TAG) | flag(state.clock.is_some(), CLOCK);
+    buf[1] = flag(root, ROOT)
+        | flag(state.finish.is_some(), FINISH)
+        | flag(state.round.is_some(), ROUND);
     let mut len = 2;
     put_tat(&mut buf, &mut len, state.ceiling);
     if !root {
         put_tat(&mut buf, &mut len, state.assured);
     }
-    for clock in [state.tag, state.clock].into_iter().flatten() {
-        buf[len..len + 8].copy_from_slice(&clock.to_le_bytes());
+    for time in [state.finish, state.round].into_iter().flatten() {
+        buf[len..len + 8].copy_from_slice(&time.to_le_bytes());
         len += 8;
     }
     let d = definition;
@@ -132,7 +134,7 @@ fn decode_v1(mut rest: &[u8]) -> Option<Stored> {
 
 fn decode_v2(rest: &[u8]) -> Option<Stored> {
     let (&flags, rest) = rest.split_first()?;
-    if flags & !(ROOT | TAG | CLOCK) != 0 {
+    if flags & !(ROOT | FINISH | ROUND) != 0 {
         return None;
     }
     let root = flags & ROOT != 0;
@@ -142,8 +144,8 @@ fn decode_v2(rest: &[u8]) -> Option<Stored> {
         let (tat, after) = get_tat(rest)?;
         (assured, rest) = (Some(tat), after);
     }
-    let mut clocks = [None, None];
-    for (slot, bit) in clocks.iter_mut().zip([TAG, CLOCK]) {
+    let mut times = [None, None];
+    for (slot, bit) in times.iter_mut().zip([FINISH, ROUND]) {
         if flags & bit != 0 {
             let (bytes, after) = rest.split_first_chunk::<8>()?;
             (*slot, rest) = (Some(u64::from_le_bytes(*bytes)), after);
@@ -181,8 +183,8 @@ fn decode_v2(rest: &[u8]) -> Option<Stored> {
         state: NodeState {
             ceiling: Some(ceiling),
             assured,
-            tag: clocks[0],
-            clock: clocks[1],
+            finish: times[0],
+            round: times[1],
         },
         definition: Some(definition),
     })
@@ -221,13 +223,13 @@ mod tests {
         let s = NodeState {
             ceiling: Some(tat(5, 1, 3)),
             assured: Some(tat(7, 0, 1)),
-            tag: Some(u64::MAX),
-            clock: None,
+            finish: Some(u64::MAX),
+            round: None,
         };
         let inner = def(Some(50));
         let v = encode(&s, &inner);
         assert_eq!(v[0], 0xAE);
-        // Tag and flags, two TATs, one clock, the definition's six varints
+        // Tag and flags, two TATs, one finish, the definition's six varints
         // (1 s and 60 s take 3 and 4 bytes).
         assert_eq!(v.len(), 2 + 10 + 10 + 8 + (1 + 3 + 1 + 1 + 1 + 4));
         assert_eq!(
@@ -273,15 +275,15 @@ mod tests {
         #[test]
         fn round_trips_and_never_panics(
             w in any::<[u64; 2]>(), den in 2u64.., seed in any::<u64>(), root in any::<bool>(),
-            clocks in any::<(Option<u64>, Option<u64>)>(), words in any::<[u64; 6]>(),
+            times in any::<(Option<u64>, Option<u64>)>(), words in any::<[u64; 6]>(),
             bytes in proptest::collection::vec(any::<u8>(), 0..60),
         ) {
             let num = 1 + seed % (den - 1);
             let s = NodeState {
                 ceiling: Some(tat(w[0], num, den)),
                 assured: Some(tat(w[1], 0, 1)),
-                tag: clocks.0,
-                clock: clocks.1,
+                finish: times.0,
+                round: times.1,
             };
             let d = Definition {
                 limit: words[0],

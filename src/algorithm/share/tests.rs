@@ -411,7 +411,7 @@ proptest! {
     /// Taken back at once with its lender, an admission leaves the path
     /// deciding every request as if it had never been; one that borrowed,
     /// as if it had never been or more leniently (its parents' fair-sharing
-    /// clocks keep their move).
+    /// rounds keep their move).
     #[test]
     fn an_admission_taken_back_with_its_lender_leaves_no_trace(
         path in arb_path(),
@@ -428,10 +428,10 @@ proptest! {
             for c in 1..5 {
                 let (a, b) = (decide(&path, &states, now, c), decide(&path, &back, now, c));
                 if out.lender == Some(0) {
-                    // Nothing borrowed: no clock moved.
+                    // Nothing borrowed: no round moved.
                     prop_assert_eq!((a.allowed, a.retry_after, a.lender), (b.allowed, b.retry_after, b.lender));
                 } else {
-                    // The parents' clocks keep their move: never stricter.
+                    // The parents' rounds keep their move: never stricter.
                     prop_assert!(b.allowed || !a.allowed);
                     prop_assert!(wait_us(&b.retry_after) <= wait_us(&a.retry_after));
                 }
