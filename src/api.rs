@@ -3,7 +3,7 @@
 //! module itself is what `MODULE LOAD` loads; nothing here is a stable
 //! library interface.
 //!
-//! Twenty names, in the crate's words (see the crate documentation):
+//! Twenty-one names, in the crate's words (see the crate documentation):
 //! - time: [`Micros`];
 //! - a *policy* and its *transition* on a *state* ([`Policy::decide`] on a
 //!   key's stored bytes): [`Policy`], [`Transition`], its [`Decision`]
@@ -13,7 +13,7 @@
 //!   [`Request`], [`Charge`], [`decide`], its answer [`Outcome`], and the
 //!   store in memory [`MemoryStore`];
 //! - parsing, each as the command does: [`parse`], [`parse_policy`],
-//!   [`parse_all`], [`parse_peek`], [`parse_throttle`], and their
+//!   [`parse_all`], [`parse_share`], [`parse_peek`], [`parse_throttle`], and their
 //!   [`Error`];
 //! - the command table: [`COMMANDS`], each a [`CommandDef`]
 //!   (`CommandDef::describe` gives what a command takes, as text).
@@ -69,6 +69,13 @@ pub fn parse_policy<A: AsRef<[u8]>>(keyword: &str, args: &[A]) -> Result<(Policy
 /// `numkeys`, one `policies` entry per key and the `request`.
 pub fn parse_all<A: AsRef<[u8]>>(args: &[A]) -> Result<crate::commands::rl_all::Call, Error> {
     crate::commands::rl_all::parse(&POLICIES, args)
+}
+
+/// Parses RL.SHARE's arguments after the command name: the call's
+/// `numkeys`, one node per key (leaf first) and the `request`.
+pub fn parse_share<A: AsRef<[u8]>>(args: &[A]) -> Result<crate::commands::share::Call, Error> {
+    let share = command("RL.SHARE").expect("RL.SHARE is a command");
+    crate::commands::share::parse(share, args)
 }
 
 /// Parses RL.PEEK's arguments after the key (a policy as in RL.ALL).

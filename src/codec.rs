@@ -1,11 +1,11 @@
 //! The state codec: how limiter state is laid out in a plain Redis string.
 //!
 //! Every value starts with one tag byte that names the algorithm and the
-//! layout version. Tags live in `0xA1..=0xAF`: bytes that no UTF-8 text and
-//! no decimal number can start with, so a value written by anyone else is
-//! never mistaken for ours. A later layout of an algorithm gets a new tag;
+//! layout version. Tags live in `0xA1..=0xBF`: bytes that no UTF-8 text (they
+//! are continuation bytes) and no decimal number can start with, so a value
+//! written by anyone else is never mistaken for ours. A later layout of an algorithm gets a new tag;
 //! the earlier one is still read (0xA3, the sliding log's first layout).
-//! All fifteen are taken: a further layout needs a second tag byte.
+//! `0xA1..=0xB0` are taken; `0xB1..=0xBF` are free.
 //!
 //! Layout v1 of the schedule algorithms (GCRA, token bucket), little-endian:
 //! `tag, tat_whole_us: u64 [, frac_num: varint, frac_den: varint]`; the
@@ -19,7 +19,8 @@
 //! RL.SKETCH's is in [`sketch`]; CL.THROTTLE's (redis-cell's, untagged) is
 //! in [`cell`]; the concurrency limit's leases in [`lease`] (whose layout
 //! v1, tag 0xA9, is still read and converted on its next write); an
-//! RL.SHARE node's two TATs in [`share`].
+//! RL.SHARE node's TATs, fair-sharing times and definition in [`share`]
+//! (whose layout v1, tag 0xAD, is still read).
 
 pub mod cell;
 pub mod lease;
@@ -51,7 +52,7 @@ pub enum Kind {
     Sketch,
     /// RL.ACQUIRE's leases (RL.ALL's CONCURRENCY).
     Concurrency,
-    /// A node of RL.SHARE: its ceiling's and assured rate's TATs.
+    /// A node of RL.SHARE: its TATs, fair-sharing times and definition.
     Share,
 }
 
@@ -82,7 +83,7 @@ impl Kind {
             Kind::Fixed => 0xAC,
             Kind::Sketch => 0xA8,
             Kind::Concurrency => 0xAA,
-            Kind::Share => 0xAD,
+            Kind::Share => 0xB0,
         }
     }
 
@@ -108,6 +109,7 @@ impl Kind {
         match self {
             Kind::Concurrency => Some(lease::V1_TAG),
             Kind::SlidingLog => Some(LEGACY_SLIDING_LOG_TAG),
+            Kind::Share => Some(share::V1_TAG),
             _ => None,
         }
     }

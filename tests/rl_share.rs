@@ -13,11 +13,12 @@ fn share(c: &mut redis::Connection, args: &[&str]) -> (i64, i64, i64, Vec<[i64; 
     combined(c, &full)
 }
 
-/// User `u` of org 7: assured 10 per minute, ceiling 50, org 100 per
-/// minute (the worked example of docs/commands.md, per minute).
+/// User `u` of org 7: assured 10 per minute, ceiling 50 (bursts of 50),
+/// org 100 per minute (the worked example of docs/commands.md, per
+/// minute).
 fn user(u: usize, extra: &[&str]) -> Vec<String> {
     let mut v: Vec<String> = vec!["2".into(), format!("{{org:7}}:user:{u}"), "{org:7}".into()];
-    for w in ["10", "1m", "CEIL", "50", "100", "1m"] {
+    for w in ["10", "1m", "CEIL", "50", "CBURST", "50", "100", "1m"] {
         v.push(w.into());
     }
     v.extend(extra.iter().map(|s| s.to_string()));
@@ -42,7 +43,11 @@ fn a_user_alone_borrows_up_to_its_ceiling_and_a_denial_changes_nothing() {
         let (allowed, blocked_by, retry, replies) = share(&mut c, &strs(&u1));
         assert_eq!((allowed, blocked_by, retry), (1, -1, -1), "call {i}");
         assert_eq!(replies[0][..3], [1, 50, 49 - i]);
-        assert_eq!(replies[1][..3], [1, 100, 99 - i]);
+        // From its 11th unit on, the user borrows: the org's remaining is
+        // what this user could take from it, which leaves a margin of 4 x
+        // the org's rate x the user's lead of 1/10 minute (40 units).
+        let margin = if i >= 10 { 40 } else { 0 };
+        assert_eq!(replies[1][..3], [1, 100, 99 - i - margin]);
     }
     let before = [state(&mut c, "{org:7}:user:1"), state(&mut c, "{org:7}")];
     // At its ceiling: 1/50 of a minute until the ceiling admits again.
@@ -66,18 +71,26 @@ fn a_user_alone_borrows_up_to_its_ceiling_and_a_denial_changes_nothing() {
         "1s",
         "CEIL",
         "50",
+        "CBURST",
+        "20",
         "100",
         "1s",
     ];
     let (allowed, blocked_by, retry, replies) = share(&mut c, &example);
     assert_eq!((allowed, blocked_by, retry), (1, -1, -1));
-    assert_eq!(replies, [[1, 50, 49, -1, 100], [1, 100, 99, -1, 10]]);
+    assert_eq!(replies, [[1, 20, 19, -1, 100], [1, 100, 99, -1, 10]]);
     // And the look that follows it in docs/commands.md.
     let mut look = vec!["RL.SHARE.PEEK"];
     look.extend(&example);
     let (allowed, blocked_by, retry, replies) = combined(&mut c, &look);
     assert_eq!((allowed, blocked_by, retry), (1, -1, -1));
-    assert_eq!(replies, [[1, 50, 49, -1, 100], [1, 100, 99, -1, 10]]);
+    assert_eq!(replies, [[1, 20, 19, -1, 100], [1, 100, 99, -1, 10]]);
+    // User 42 alone takes 20 at once, its CBURST.
+    let mut n = 1;
+    while share(&mut c, &example).0 == 1 {
+        n += 1;
+    }
+    assert_eq!(n, 20);
     // DRYRUN decides and writes nothing.
     let before = state(&mut c, "{org:7}:user:2");
     assert_eq!(share(&mut c, &strs(&user(2, &["DRYRUN"]))).0, 1);
@@ -94,7 +107,7 @@ fn busy_users_each_get_their_assured_rate_and_together_the_org_rate() {
     // minute: the assured rates sum to the org's.
     let path = |u: usize| -> Vec<String> {
         let mut v = user(u, &[]);
-        v[7] = "30".into();
+        v[9] = "30".into();
         v
     };
     let paths: Vec<Vec<String>> = (0..3).map(path).collect();
@@ -125,14 +138,16 @@ fn a_three_level_path_and_a_user_within_its_assured_rate_despite_a_busy_team() {
     clock_set(&mut c, T0);
     let path = three_levels;
     let (a, b) = (path("a"), path("b"));
-    // User a takes the team's ceiling of 20.
+    // User a alone takes 10 at once: its own 5, then what the team and
+    // the org lend it while they keep the margin its lead over its
+    // siblings asks (the team's 8, at most half its burst; the org's 10).
     let mut n = 0;
     while share(&mut c, &strs(&a)).0 == 1 {
         n += 1;
     }
-    assert_eq!(n, 20);
-    // User b still has its own assured 5, though the team and the org
-    // are spent: the assured rate is not borrowed.
+    assert_eq!(n, 10);
+    // User b still has its own assured 5, though what is left of the team
+    // and the org is held back: the assured rate is not borrowed.
     for _ in 0..5 {
         assert_eq!(share(&mut c, &strs(&b)).0, 1);
     }
@@ -239,7 +254,10 @@ fn an_admission_taken_back_gives_back_the_assured_rate_it_used() {
             .iter()
             .map(|s| s.to_string())
             .collect();
-        for w in ["2", "1h", "CEIL", "10", "10", "10h"].iter().chain(extra) {
+        for w in ["2", "1h", "CEIL", "10", "CBURST", "10", "10", "10h"]
+            .iter()
+            .chain(extra)
+        {
             v.push(w.to_string());
         }
         v
@@ -291,7 +309,8 @@ fn peek_path(c: &mut redis::Connection, path: &[String]) -> (i64, i64, i64, Vec<
 }
 
 /// A three-level path: user `u` assured 5 per minute up to 100, in a team
-/// assured 10 up to 20, in an org of 20 per minute.
+/// assured 10 up to 20, in an org of 20 per minute (ceilings' bursts of
+/// the ceilings).
 fn three_levels(u: &str) -> Vec<String> {
     let words = [
         "3",
@@ -302,9 +321,13 @@ fn three_levels(u: &str) -> Vec<String> {
         "1m",
         "CEIL",
         "100",
+        "CBURST",
+        "100",
         "10",
         "1m",
         "CEIL",
+        "20",
+        "CBURST",
         "20",
         "20",
         "1m",
@@ -340,16 +363,18 @@ fn a_peek_at_a_path_reports_each_node_and_changes_nothing() {
     while share(&mut c, &strs(&a)).0 == 1 {
         n += 1;
     }
-    assert_eq!(n, 20);
-    // The team and the org are spent: user b has its assured 5 left, not
-    // its ceiling's 100.
+    assert_eq!(n, 10);
+    // User a is ahead of its siblings: what is left of the team's assured
+    // rate (4) is user b's to borrow, not a's; the org keeps a margin of 8
+    // for the team (its lead over its own siblings). User b may take its
+    // assured 5, not its ceiling's 100.
     let keys = ["{o}:u:b", "{o}:team", "{o}"];
     let before: Vec<_> = keys.iter().map(|k| state(&mut c, k)).collect();
     let (allowed, blocked_by, retry, replies) = peek_path(&mut c, &b);
     assert_eq!((allowed, blocked_by, retry), (1, -1, -1));
     assert_eq!(replies[0], [1, 100, 5, -1, 0]);
-    assert_eq!(replies[1][..3], [0, 20, 0]);
-    assert_eq!(replies[2][..3], [0, 20, 0]);
+    assert_eq!(replies[1][..3], [1, 20, 4]);
+    assert_eq!(replies[2][..3], [1, 20, 2]);
     let after: Vec<_> = keys.iter().map(|k| state(&mut c, k)).collect();
     assert_eq!(before, after, "a peek writes nothing");
     // RL.SHARE's own reply says the same of what is left after it.
@@ -488,13 +513,17 @@ fn weights_3_to_1_share_the_root_three_quarters_and_one_quarter() {
         "1h",
         "CEIL",
         "4",
+        "CBURST",
+        "4",
         "4",
         "1h",
     ];
-    assert_eq!(share(&mut flows.ctl, &path[1..]).0, 1);
-    for _ in 0..3 {
+    // Its own unit and one borrowed: the root then keeps 2 (the team's
+    // margin, at most half its burst) for siblings behind the team.
+    for _ in 0..2 {
         assert_eq!(share(&mut flows.ctl, &path[1..]).0, 1);
     }
+    assert_eq!(share(&mut flows.ctl, &path[1..]).0, 0);
     for _ in 0..4 {
         for _ in 0..10 {
             flows.offer(&path, "heavy", 3, "1d");
@@ -507,4 +536,169 @@ fn weights_3_to_1_share_the_root_three_quarters_and_one_quarter() {
     assert_eq!(counts[0].0, "heavy");
     assert!((11..=13).contains(&counts[0].1), "{counts:?}");
     assert_eq!(counts[0].1 + counts[1].1, 16);
+}
+
+/// A node's limits are stored with its state: a call that gives its key
+/// other limits is refused, naming the key and both definitions, and
+/// changes nothing; the same limits spelled otherwise are the same.
+#[test]
+fn a_node_has_one_definition() {
+    let s = Server::start();
+    let mut c = s.conn();
+    clock_set(&mut c, T0);
+    assert_eq!(share(&mut c, &strs(&user(1, &[]))).0, 1);
+    let keys = ["{org:7}:user:1", "{org:7}"];
+    let before: Vec<_> = keys.iter().map(|k| state(&mut c, k)).collect();
+    // The org at 200 a minute in another user's path.
+    let mut other = user(2, &[]);
+    other[9] = "200".into();
+    let mut full = vec!["RL.SHARE"];
+    full.extend(strs(&other));
+    let e = call(&mut c, &full).unwrap_err().to_string();
+    assert!(
+        e.contains(
+            "RL.SHARE node '{org:7}' is defined as '100 1m BURST 100 MAXDEBT 1m', \
+             not '200 1m BURST 200 MAXDEBT 1m'"
+        ),
+        "{e}"
+    );
+    // User 1 with another ceiling.
+    let mut full = vec!["RL.SHARE"];
+    let again = user(1, &["COST", "1"]);
+    let mut again = strs(&again);
+    again[6] = "40";
+    full.extend(&again);
+    let e = call(&mut c, &full).unwrap_err().to_string();
+    assert!(
+        e.contains(
+            "RL.SHARE node '{org:7}:user:1' is defined as \
+             '10 1m BURST 10 CEIL 50 CBURST 50 MAXDEBT 1m', \
+             not '10 1m BURST 10 CEIL 40 CBURST 50 MAXDEBT 1m'"
+        ),
+        "{e}"
+    );
+    // The look is refused alike.
+    let mut look = vec!["RL.SHARE.PEEK"];
+    look.extend(strs(&other));
+    assert!(call(&mut c, &look)
+        .unwrap_err()
+        .to_string()
+        .contains("'{org:7}'"));
+    let after: Vec<_> = keys.iter().map(|k| state(&mut c, k)).collect();
+    assert_eq!(before, after, "a refusal writes nothing");
+    // The defaults spelled out are the same definition.
+    let spelled = [
+        "2",
+        "{org:7}:user:1",
+        "{org:7}",
+        "10",
+        "60s",
+        "BURST",
+        "10",
+        "CEIL",
+        "50",
+        "CBURST",
+        "50",
+        "MAXDEBT",
+        "60000ms",
+        "100",
+        "1m",
+        "MAXDEBT",
+        "1m",
+    ];
+    assert_eq!(share(&mut c, &spelled).0, 1);
+    // CBURST belongs to a node with a ceiling.
+    let e = call(&mut c, &["RL.SHARE", "1", "r", "10", "1m", "CBURST", "5"])
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("CBURST cannot be combined with the root"), "{e}");
+}
+
+/// A node written in the first layout (tag 0xAD: its TATs alone) decides as
+/// it did, takes the call's definition, and is rewritten in the current
+/// layout (0xB0) on its next write.
+#[test]
+fn a_node_in_the_first_layout_is_read_and_rewritten() {
+    let s = Server::start();
+    let mut c = s.conn();
+    clock_set(&mut c, T0);
+    let path = |u: &str, org: &str| -> Vec<String> {
+        [
+            "2", u, org, "10", "1s", "CEIL", "50", "CBURST", "50", "100", "1s",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect()
+    };
+    // Whole-µs intervals (100 ms, 10 ms): each TAT is 8 bytes and "0 1".
+    for _ in 0..4 {
+        assert_eq!(share(&mut c, &strs(&path("{o}:u", "{o}"))).0, 1);
+    }
+    let (user, org) = (
+        get_bytes(&mut c, "{o}:u").unwrap(),
+        get_bytes(&mut c, "{o}").unwrap(),
+    );
+    assert_eq!((user[0], org[0]), (0xB0, 0xB0));
+    let v1_user = [&[0xAD][..], &user[2..22]].concat();
+    let v1_org = [&[0xAD][..], &org[2..12]].concat();
+    for (k, v) in [("{o}:v1", &v1_user), ("{o}", &v1_org)] {
+        let _: () = redis::cmd("SET").arg(k).arg(v).query(&mut c).unwrap();
+    }
+    // The same look from the first layout as from the current one.
+    let look = |c: &mut redis::Connection, u: &str| {
+        let mut full = vec!["RL.SHARE.PEEK".to_string()];
+        full.extend(path(u, "{o}"));
+        combined(c, &strs(&full))
+    };
+    let _: () = redis::cmd("SET")
+        .arg("{o}:cur")
+        .arg(&user)
+        .query(&mut c)
+        .unwrap();
+    let from_v1 = look(&mut c, "{o}:v1");
+    assert_eq!(from_v1, look(&mut c, "{o}:cur"));
+    assert_eq!(from_v1.3[0][2], 46, "50 less the 4 taken");
+    assert_eq!(share(&mut c, &strs(&path("{o}:v1", "{o}"))).0, 1);
+    assert_eq!(get_bytes(&mut c, "{o}:v1").unwrap()[0], 0xB0);
+}
+
+/// Two users assured 6 a minute each (ceilings 10) in an org of 10 a
+/// minute: both busy for ten minutes put the org in debt, never more than
+/// its MAXDEBT of 6 s. Once user b stops, user a borrows again as soon as
+/// that debt is repaid (at the org's rate less a's own 6: 15 s), not after
+/// the ten minutes' 20 units of overcommitment are.
+#[test]
+fn an_overcommitted_org_lends_again_once_its_capped_debt_is_repaid() {
+    let s = Server::start();
+    let mut c = s.conn();
+    clock_set(&mut c, T0);
+    let path = |u: &str| -> Vec<String> {
+        let leaf = format!("{{o}}:{u}");
+        let words = [
+            "2", &leaf, "{o}", "6", "1m", "CEIL", "10", "10", "1m", "MAXDEBT", "6s",
+        ];
+        words.iter().map(|s| s.to_string()).collect()
+    };
+    let (a, b) = (path("a"), path("b"));
+    for _ in 0..(10 * 60) {
+        for p in [&a, &b] {
+            while share(&mut c, &strs(p)).0 == 1 {}
+        }
+        advance(&mut c, SECOND);
+    }
+    // The org's reset: its burst (1 minute) and at most 6 s of debt.
+    let (_, _, _, replies) = peek_path(&mut c, &a);
+    assert!(replies[1][4] <= 66_000, "{replies:?}");
+    // User a alone, second by second: it borrows again within 16 s.
+    let mut got = Vec::new();
+    for _ in 0..30 {
+        advance(&mut c, SECOND);
+        let mut n = 0;
+        while share(&mut c, &strs(&a)).0 == 1 {
+            n += 1;
+        }
+        got.push(n);
+    }
+    // Its assured 6 a minute is 3 in 30 s; borrowing adds the org's spare.
+    assert!(got.iter().sum::<i64>() > 3, "{got:?}");
 }

@@ -227,6 +227,39 @@ impl Schedule {
         Some(Tat::from_ticks(tat.saturating_sub(back).max(now), self.den))
     }
 
+    /// The most it admits at once.
+    pub fn burst(&self) -> u64 {
+        self.burst
+    }
+
+    /// Charges `cost` units whether or not they fit, as [`Schedule::force`],
+    /// but never leaving a debt (the backlog beyond a full burst) longer
+    /// than `max_debt` to repay: what is charged beyond it is forgotten.
+    pub fn force_capped(
+        &self,
+        stored: Option<Tat>,
+        now: Micros,
+        cost: u64,
+        max_debt: Micros,
+    ) -> Option<Tat> {
+        let new = self.force(stored, now, cost)?;
+        let den = u128::from(self.den);
+        let cap = u128::from(now.as_u64()) * den
+            + u128::from(self.burst) * u128::from(self.interval_ticks)
+            + u128::from(max_debt.as_u64()) * den;
+        let old = stored.map_or(0, |t| t.to_ticks(self.den));
+        let ticks = new.to_ticks(self.den);
+        // A debt already past the cap (the cap was lowered) is kept, never
+        // grown; one within it grows up to the cap.
+        Some(if ticks <= cap {
+            new
+        } else if old >= cap {
+            stored?
+        } else {
+            Tat::from_ticks(cap, self.den)
+        })
+    }
+
     /// Charges `cost` units whether or not they fit: the TAT may run ahead
     /// of `now` by more than a burst (debt). `None` when the limiter would
     /// then take longer than [`MAX_HORIZON`] to be full again.

@@ -2,47 +2,91 @@
 //!
 //! A *path* of nodes, leaf first and root last. Every node but the root
 //! has an assured schedule `A` and a ceiling schedule `C` (a rate at least
-//! the assured one); the root has one rate, its `A` and `C` at once. A
-//! request of `cost` at the leaf is admitted iff `can_send(leaf)`:
+//! the assured one, with its own burst); the root has one rate, its `A` and
+//! `C` at once. A request of `cost` at the leaf is admitted iff
+//! `can_send(leaf, 0)`:
 //!
 //! ```text
-//! can_send(n)    = C(n) admits cost and (A(n) admits cost or can_send(parent(n)))
-//! can_send(root) = its rate admits cost
+//! can_send(n, e)    = C(n) admits cost and (A(n) admits cost + e or can_send(parent(n), e + margin(n)))
+//! can_send(root, e) = its rate admits cost + e
 //! ```
 //!
-//! The *lender* `m` is the lowest node whose `A` admits the cost: the node
-//! whose assured rate the request uses. On admission every node's `C` is
-//! charged (a ceiling counts all of its subtree's traffic), and `A` of `m`
-//! and of every node above it; above `m` those charges may run past the
-//! schedule's tolerance (a debt), which keeps a parent's borrowers out
-//! while its children use their assured rates. Nodes below `m` borrowed:
-//! their `A` is not charged, so borrowing idle capacity never costs a
-//! child its assured rate later. A denial changes nothing.
+//! The *lender* `m` is the lowest node whose `A` admits the cost and its
+//! margin: the node whose assured rate the request uses. On admission every
+//! node's `C` is charged (a ceiling counts all of its subtree's traffic),
+//! and `A` of `m` and of every node above it; above `m` those charges may
+//! run past the schedule's tolerance (a debt, at most the node's
+//! `max_debt`), which keeps a parent's borrowers out while its children use
+//! their assured rates. Nodes below `m` borrowed: their `A` is not charged,
+//! so borrowing idle capacity never costs a child its assured rate later;
+//! their fair-sharing finishes move instead (see [`margin`]), so that a
+//! parent's spare rate goes to its borrowing children in proportion to
+//! their assured rates. A denial changes nothing.
 //!
-//! A denial's wait is exact: the earliest time `can_send(leaf)` becomes
+//! A denial's wait is exact: the earliest time `can_send(leaf, 0)` becomes
 //! true with no other traffic, `w(n) = max(wC(n), min(wA(n), w(parent)))`
 //! and `w(root)` its rate's wait, each schedule's wait being the time until
-//! it admits the cost (admission only grows with time, so the earliest time
-//! the formula holds is this min/max of the schedules' own times).
+//! it admits the cost (an assured one: and the margin, which moves only
+//! with traffic; admission only grows with time, so the earliest time the
+//! formula holds is this min/max of the schedules' own times).
 
-use super::schedule::{Schedule, Tat};
+use super::schedule::{Schedule, ScheduleError, Tat};
 use super::{Decision, Micros, RetryAfter};
 
-/// A node of a path: its assured schedule and, for every node but the
-/// root, its ceiling. The root's one rate is `assured`.
+/// How a node is defined: its assured rate (`limit` per `period`, bursts of
+/// `burst`) and, for every node but the root, its ceiling (`ceil` per the
+/// same period, bursts of `cburst`); its debt is never longer than
+/// `max_debt` to repay.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Definition {
+    pub limit: u64,
+    pub period: Micros,
+    pub burst: u64,
+    /// `None` for the root.
+    pub ceil: Option<u64>,
+    pub cburst: u64,
+    pub max_debt: Micros,
+}
+
+/// A node of a path: its definition and the schedules made from it. The
+/// root's one rate is `assured`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Node {
+    pub definition: Definition,
     pub assured: Schedule,
     /// `None` for the root.
     pub ceiling: Option<Schedule>,
 }
 
-/// A node's stored TATs (`None`: never charged). The root keeps its rate's
+impl Node {
+    pub fn new(definition: Definition) -> Result<Node, ScheduleError> {
+        let d = definition;
+        Ok(Node {
+            definition,
+            assured: Schedule::new(d.burst, d.limit, d.period)?,
+            ceiling: match d.ceil {
+                Some(ceil) => Some(Schedule::new(d.cburst, ceil, d.period)?),
+                None => None,
+            },
+        })
+    }
+}
+
+/// A node's stored state (`None`: never set). The root keeps its rate's
 /// TAT in `ceiling` (its rate is its ceiling) and no assured one.
+///
+/// `finish` and `round` are the fair sharing of a parent's spare rate (see
+/// [`margin`]): `finish` is how far the node has borrowed from its parent, in
+/// ns of *virtual time* (each unit borrowed moves it by the node's assured
+/// interval, so a node of twice the rate moves half as far); `round` is the
+/// node's own virtual time as a parent, the virtual time at which its latest
+/// borrowing child started. Both wrap around; only differences count.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct NodeState {
     pub ceiling: Option<Tat>,
     pub assured: Option<Tat>,
+    pub finish: Option<u64>,
+    pub round: Option<u64>,
 }
 
 /// The answer for a whole path.
@@ -72,6 +116,30 @@ fn wait_of(s: &Schedule, tat: Option<Tat>, now: Micros, cost: u64) -> Wait {
     }
 }
 
+/// The wait until `s` lends `cost` with `margin` units to spare (at most
+/// half its burst, so that a lone borrower never waits for a full
+/// schedule, which loses what it cannot hold): until it admits `cost` and
+/// that margin, or its whole burst when that is less.
+fn lend_wait(s: &Schedule, tat: Option<Tat>, now: Micros, cost: u64, margin: u64) -> Wait {
+    let need = if cost == 0 || cost > s.burst() {
+        cost
+    } else {
+        cost.saturating_add(margin.min(s.burst() / 2))
+            .min(s.burst())
+    };
+    wait_of(s, tat, now, need)
+}
+
+/// The most `s` lends now with `margin` units to spare (see [`lend_wait`]).
+fn lend_left(s: &Schedule, tat: Option<Tat>, now: Micros, margin: u64) -> u64 {
+    let left = s.decide(tat, now, 0).0.remaining;
+    if left >= s.burst() {
+        left
+    } else {
+        left.saturating_sub(margin.min(s.burst() / 2))
+    }
+}
+
 fn retry(w: Wait) -> RetryAfter {
     match w {
         0 => RetryAfter::NotNeeded,
@@ -80,19 +148,95 @@ fn retry(w: Wait) -> RetryAfter {
     }
 }
 
+/// The margin is `MARGIN_SCALE` × the parent's assured rate × the child's
+/// lead (see [`margin`]): wide enough that the sibling of least lead,
+/// sending at random times, comes before the schedule reaches the next
+/// one's margin (4 keeps the long-run split within 10 % of HTB's in
+/// `fairness.rs`; 1 left 15 %).
+const MARGIN_SCALE: u128 = 4;
+
+/// Virtual ns per µs.
+const NS: u128 = 1_000;
+
 impl Node {
     /// The schedule that counts all traffic through this node.
     fn counting(&self) -> &Schedule {
         self.ceiling.as_ref().unwrap_or(&self.assured)
     }
 
-    /// The waits of its ceiling and of its assured rate (the root's rate
-    /// is both).
-    fn waits(&self, state: &NodeState, now: Micros, cost: u64) -> (Wait, Wait) {
+    /// Virtual ns its finish moves per unit it borrows: its assured interval.
+    fn step(&self) -> u64 {
+        let d = &self.definition;
+        let ns = u128::from(d.period.as_u64()) * NS;
+        u64::try_from(ns.div_ceil(u128::from(d.limit.max(1)))).unwrap_or(u64::MAX)
+    }
+
+    /// The lead at which a child's margin at this node reaches its whole
+    /// assured burst: no lead counts for more (see [`margin`]).
+    fn max_lead(&self) -> u64 {
+        let d = &self.definition;
+        let ns = u128::from(self.assured.burst()) * u128::from(d.period.as_u64()) * NS;
+        let lead = ns / (u128::from(d.limit.max(1)) * MARGIN_SCALE);
+        u64::try_from(lead)
+            .unwrap_or(u64::MAX / 2)
+            .min(u64::MAX / 2)
+    }
+}
+
+/// How far a child with `finish` is ahead of its parent's `round`, at most
+/// `max` (never negative: a child behind starts at the round, as in
+/// start-time fair queuing, so idle time earns no credit).
+fn lead(finish: Option<u64>, round: Option<u64>, max: u64) -> u64 {
+    match (finish, round) {
+        (Some(t), Some(v)) => {
+            let d = t.wrapping_sub(v) as i64;
+            u64::try_from(d).unwrap_or(0).min(max)
+        }
+        _ => 0,
+    }
+}
+
+/// The units a child `lead` ns of virtual time ahead of its parent's
+/// round must leave in the lender's assured rate to borrow: the parent's
+/// assured rate times the lead. Under contention the lender's schedule
+/// stays near empty, so the sibling with the least lead is admitted first,
+/// which is the order start-time fair queuing serves them in: borrowers
+/// take the spare rate in proportion to their assured rates.
+fn margin(parent: &Node, lead: u64) -> u64 {
+    let d = &parent.definition;
+    let units = u128::from(lead) * u128::from(d.limit) * MARGIN_SCALE
+        / (u128::from(d.period.as_u64().max(1)) * NS);
+    u64::try_from(units).unwrap_or(u64::MAX)
+}
+
+/// Per node, leaf first: the units the leaf's request must leave in that
+/// node's assured rate to borrow from it, the sum of the margins of the
+/// borrowers below it.
+fn margins(nodes: &[Node], states: &[NodeState]) -> Vec<u64> {
+    let state = |i: usize| states.get(i).copied().unwrap_or_default();
+    let mut e = vec![0u64; nodes.len()];
+    for i in 1..nodes.len() {
+        let parent = &nodes[i];
+        let l = lead(state(i - 1).finish, state(i).round, parent.max_lead());
+        e[i] = e[i - 1].saturating_add(margin(parent, l));
+    }
+    e
+}
+
+impl Node {
+    /// The waits of its ceiling and of its assured rate lending with
+    /// `margin` to spare (the root's rate is both).
+    fn waits(&self, state: &NodeState, now: Micros, cost: u64, margin: u64) -> (Wait, Wait) {
         let c = wait_of(self.counting(), state.ceiling, now, cost);
         match self.ceiling {
-            None => (c, c),
-            Some(_) => (c, wait_of(&self.assured, state.assured, now, cost)),
+            None => (
+                c,
+                c.max(lend_wait(&self.assured, state.ceiling, now, cost, margin)),
+            ),
+            Some(_) => (
+                c,
+                lend_wait(&self.assured, state.assured, now, cost, margin),
+            ),
         }
     }
 }
@@ -102,13 +246,14 @@ impl Node {
 ///
 /// Each node's decision: `allowed` is `can_send` at that node, its
 /// `retry_after` that node's `w`; `limit` is its ceiling's (the root's
-/// rate's) and `remaining` the most a request through that node could take
-/// after this one (see [`remaining`]); `reset_after` is the later of its
-/// two schedules' resets, the time its key must live.
+/// rate's) and `remaining` the most the leaf's request could take through
+/// that node after this one (see [`remaining`]); `reset_after` is the later
+/// of its two schedules' resets, the time its key must live.
 pub fn decide(nodes: &[Node], states: &[NodeState], now: Micros, cost: u64) -> Shared {
     let state = |i: usize| states.get(i).copied().unwrap_or_default();
+    let e = margins(nodes, states);
     let waits: Vec<(Wait, Wait)> = (0..nodes.len())
-        .map(|i| nodes[i].waits(&state(i), now, cost))
+        .map(|i| nodes[i].waits(&state(i), now, cost, e[i]))
         .collect();
     // w(n) and the node whose schedule gives it, root first.
     let mut w: Vec<(Wait, usize)> = vec![(0, 0); nodes.len()];
@@ -134,12 +279,15 @@ pub fn decide(nodes: &[Node], states: &[NodeState], now: Micros, cost: u64) -> S
     } else {
         None
     };
-    let after: Vec<NodeState> = (0..nodes.len())
+    let mut after: Vec<NodeState> = (0..nodes.len())
         .map(|i| match lender {
             Some(m) => charged(&nodes[i], state(i), now, cost, i, m),
             None => state(i),
         })
         .collect();
+    if let Some(m) = lender {
+        borrow(nodes, &mut after, cost, m);
+    }
     let left = remaining(nodes, &after, now);
     let nodes_out = (0..nodes.len())
         .map(|i| {
@@ -156,16 +304,17 @@ pub fn decide(nodes: &[Node], states: &[NodeState], now: Micros, cost: u64) -> S
     }
 }
 
-/// Node `i`'s state after an admission whose lender is `m`: below `m` its
+/// Node `i`'s rates after an admission whose lender is `m`: below `m` its
 /// ceiling is charged (it admits), at `m` both (both admit), above `m` both
-/// whether they fit or not (a debt; one beyond the schedule's horizon is
-/// left where it is).
+/// whether they fit or not (a debt, never longer than its `max_debt` to
+/// repay; one beyond the schedule's horizon is left where it is).
 fn charged(node: &Node, s: NodeState, now: Micros, cost: u64, i: usize, m: usize) -> NodeState {
+    let max_debt = node.definition.max_debt;
     let charge = |sch: &Schedule, tat: Option<Tat>, must_fit: bool| {
         if must_fit {
             sch.decide(tat, now, cost).1.or(tat)
         } else {
-            sch.force(tat, now, cost).or(tat)
+            sch.force_capped(tat, now, cost, max_debt).or(tat)
         }
     };
     let fits = i <= m;
@@ -174,27 +323,55 @@ fn charged(node: &Node, s: NodeState, now: Micros, cost: u64, i: usize, m: usize
         Some(_) if i >= m => charge(&node.assured, s.assured, i == m),
         _ => s.assured,
     };
-    NodeState { ceiling, assured }
+    NodeState {
+        ceiling,
+        assured,
+        ..s
+    }
 }
 
-/// Per node, leaf first: the most one request through that node could
-/// take now, `r(n) = min(rC(n), max(rA(n), r(parent)))` and `r(root)` its
-/// rate's, each schedule's own remaining (`can_send` holds for a cost iff
-/// it is at most this, as every schedule admits a cost iff it is at most
-/// its remaining). Below a spent parent it is the node's assured
-/// remaining; below an idle one, its ceiling's.
+/// The fair-sharing rounds after the nodes below `m` borrowed `cost`: each
+/// borrower starts at its finish or its parent's round, whichever is later
+/// (but never more than its parent's `max_lead` ahead), moves its finish on by
+/// `cost` of its own steps, and the parent's round moves to that start.
+fn borrow(nodes: &[Node], after: &mut [NodeState], cost: u64, m: usize) {
+    for i in 0..m.min(nodes.len().saturating_sub(1)) {
+        let (parent, round) = (&nodes[i + 1], after[i + 1].round);
+        let start = match (after[i].finish, round) {
+            (_, None) => after[i].finish.unwrap_or(0),
+            (finish, Some(v)) => v.wrapping_add(lead(finish, round, parent.max_lead())),
+        };
+        let step = cost.saturating_mul(nodes[i].step());
+        after[i].finish = Some(start.wrapping_add(step));
+        let moves = round.is_none_or(|v| start.wrapping_sub(v) as i64 > 0);
+        if moves {
+            after[i + 1].round = Some(start);
+        }
+    }
+}
+
+/// Per node, leaf first: the most the leaf's request could take through
+/// that node now, `r(n) = min(rC(n), max(rA(n), r(parent)))` and `r(root)`
+/// its rate's, each schedule's own remaining, an assured rate's less the
+/// margin the request must leave in it to borrow from it (`can_send` holds
+/// for a cost iff it is at most this, as every schedule admits a cost iff
+/// it is at most its remaining). Below a spent parent it is the node's
+/// assured remaining; below an idle one, its ceiling's.
 pub fn remaining(nodes: &[Node], states: &[NodeState], now: Micros) -> Vec<u64> {
     let own = |s: &Schedule, tat: Option<Tat>| s.decide(tat, now, 0).0.remaining;
+    let e = margins(nodes, states);
     let mut left = vec![0; nodes.len()];
     for i in (0..nodes.len()).rev() {
         let s = states.get(i).copied().unwrap_or_default();
         let node = &nodes[i];
         let ceiling = own(node.counting(), s.ceiling);
         left[i] = match (node.ceiling, left.get(i + 1)) {
-            (None, _) => ceiling,
+            (None, _) => ceiling.min(lend_left(&node.assured, s.ceiling, now, e[i])),
             // The top of the path: both of its rates must admit.
-            (Some(_), None) => ceiling.min(own(&node.assured, s.assured)),
-            (Some(_), Some(&parent)) => ceiling.min(own(&node.assured, s.assured).max(parent)),
+            (Some(_), None) => ceiling.min(lend_left(&node.assured, s.assured, now, e[i])),
+            (Some(_), Some(&parent)) => {
+                ceiling.min(lend_left(&node.assured, s.assured, now, e[i]).max(parent))
+            }
         };
     }
     left
@@ -240,8 +417,11 @@ fn report(node: &Node, s: &NodeState, now: Micros, wait: Wait, remaining: u64) -
 /// Gives back `cost` of an admission (a waiter whose client went away):
 /// every node's ceiling and the root's rate; and, when its `lender` is
 /// known, the assured rates of the lender and of every node above it, the
-/// ones it charged. Without the lender the assured rates are kept, which
-/// errs on the strict side by at most `cost` units of them.
+/// ones it charged, and the finishes of the borrowers below it. Without the
+/// lender the assured rates and finishes are kept, which errs on the strict
+/// side by at most `cost` units of them. The parents' rounds keep their
+/// move, which errs on the lenient side: a borrower taken back is not
+/// ahead of its siblings for it.
 pub fn refund(
     nodes: &[Node],
     states: &[NodeState],
@@ -250,6 +430,7 @@ pub fn refund(
     lender: Option<usize>,
 ) -> Vec<NodeState> {
     let lent_from = |i: usize| lender.is_some_and(|m| i >= m);
+    let borrowed = |i: usize| lender.is_some_and(|m| i < m);
     nodes
         .iter()
         .zip(states)
@@ -260,9 +441,16 @@ pub fn refund(
                 Some(_) if lent_from(i) => node.assured.refund(s.assured, now, cost).or(s.assured),
                 _ => s.assured,
             },
+            finish: match s.finish {
+                Some(t) if borrowed(i) => Some(t.wrapping_sub(cost.saturating_mul(node.step()))),
+                t => t,
+            },
+            round: s.round,
         })
         .collect()
 }
 
+#[cfg(test)]
+mod fairness;
 #[cfg(test)]
 mod tests;

@@ -2,7 +2,8 @@
 //! timeout [FLOW name [WEIGHT w]]]`: borrowing between limits (see
 //! `algorithm::share`). The keys are a path, leaf first and root last;
 //! every node but the root is
-//! `limit period [BURST n] CEIL limit`, the root `limit period [BURST n]`.
+//! `limit period [BURST n] CEIL limit [CBURST n] [MAXDEBT duration]`, the
+//! root `limit period [BURST n] [MAXDEBT duration]`.
 //! One decision over the path, through the same decision path as RL.ALL
 //! (`engine::decide`, which decides a path of nodes as one).
 //!
@@ -111,8 +112,29 @@ pub fn run<H: Host>(command: &CommandDef, host: &mut H, args: &[H::Arg]) -> Resu
     };
     let call = parse(command, rest)?;
     let keys = keys_of(rest, call.numkeys, NAME)?;
-    let gated = decide_keys(host, keys, &call.nodes, call.request)?;
+    let gated = decide_keys(host, keys, &call.nodes, call.request).map_err(|e| named(e, keys))?;
     Ok(Reply::of_all(gated))
+}
+
+/// A node's conflicting definition named by its key rather than its
+/// position.
+fn named<A: AsRef<[u8]>>(e: Error, keys: &[A]) -> Error {
+    match e {
+        Error::InKey { position, error } => match *error {
+            Error::Redefined { stored, given, .. } => Error::Redefined {
+                key: keys
+                    .get(position.wrapping_sub(1))
+                    .map_or(String::new(), |k| printable(k.as_ref())),
+                stored,
+                given,
+            },
+            error => Error::InKey {
+                position,
+                error: Box::new(error),
+            },
+        },
+        e => e,
+    }
 }
 
 /// RL.SHARE.PEEK: what a request of one unit at the leaf would answer
@@ -132,9 +154,12 @@ pub fn peek<H: Host>(command: &CommandDef, host: &mut H, args: &[H::Arg]) -> Res
             engine::decide(&mut store, &call.nodes, now, call.request)
         }
     }
-    .map_err(|e| Error::InKey {
-        position: e.key + 1,
-        error: Box::new(e.error),
+    .map_err(|e| {
+        let error = Error::InKey {
+            position: e.key + 1,
+            error: Box::new(e.error),
+        };
+        named(error, keys)
     })?;
     Ok(Reply::PeekAll(decided))
 }
@@ -164,6 +189,10 @@ mod tests {
         };
         assert!(leaf.ceiling.is_some());
         assert!(p(&["1", "o", "100", "1s", "WAIT", "1s"]).is_ok());
+        let debt = p(&[
+            "2", "u", "o", "6", "1m", "CEIL", "10", "10", "1m", "MAXDEBT", "6s",
+        ]);
+        assert!(debt.is_ok(), "{debt:?}");
         let flow = p(&[
             "1", "o", "100", "1s", "WAIT", "1s", "FLOW", "t", "WEIGHT", "3",
         ]);

@@ -10,8 +10,7 @@ use crate::algorithm::concurrency::Concurrency;
 use crate::algorithm::fixed_window::FixedWindow;
 use crate::algorithm::gcra::Gcra;
 use crate::algorithm::limits::MAX_COUNT;
-use crate::algorithm::schedule::Schedule;
-use crate::algorithm::share::Node;
+use crate::algorithm::share::{Definition, Node};
 use crate::algorithm::sketch::{
     Sketch, DEFAULT_DEPTH, DEFAULT_WIDTH, MAX_DEPTH, MAX_SKETCH_LIMIT, MAX_WIDTH,
 };
@@ -19,6 +18,7 @@ use crate::algorithm::sliding_approx::SlidingApprox;
 use crate::algorithm::sliding_log::SlidingLog;
 use crate::algorithm::sliding_subwindows::{SlidingSubwindows, MAX_SUBWINDOWS, MIN_SUBWINDOWS};
 use crate::algorithm::token_bucket::TokenBucket;
+use crate::algorithm::Micros;
 use crate::algorithm::MAX_HORIZON;
 use crate::bounds::{self, MAX_LOG_ENTRIES, MAX_SKETCH_BYTES};
 use crate::codec::sketch::{sketch_len, COUNTER_BYTES, SKETCH_HEADER};
@@ -178,8 +178,9 @@ fn build_concurrency(v: &Values) -> Result<Policy, Error> {
 
 /// An RL.SHARE node: an assured `limit` per `period` (bursts of BURST,
 /// default the limit) and, for every node but the root, a ceiling of CEIL
-/// per the same period (bursts of CEIL, or of BURST if larger). Not in
-/// [`POLICIES`]: a node is decided with its path, never alone.
+/// per the same period (bursts of CBURST, default BURST); a debt at most
+/// MAXDEBT long (default [`DEFAULT_MAX_DEBT`]). Not in [`POLICIES`]: a node
+/// is decided with its path, never alone.
 pub const SHARE_NODE: PolicyDef = PolicyDef {
     keyword: "NODE",
     params: &[
@@ -189,6 +190,8 @@ pub const SHARE_NODE: PolicyDef = PolicyDef {
     options: &[
         Opt::integer("BURST", 1, MAX_COUNT),
         Opt::integer("CEIL", 1, MAX_COUNT),
+        Opt::integer("CBURST", 1, MAX_COUNT),
+        Opt::duration("MAXDEBT"),
     ],
     // A debt, a partial grant or a refund would need to know which node
     // lent.
@@ -196,23 +199,40 @@ pub const SHARE_NODE: PolicyDef = PolicyDef {
     build: build_share_node,
 };
 
+/// The longest debt an RL.SHARE node keeps by default: Linux HTB's
+/// `mbuffer`, 60 seconds.
+pub const DEFAULT_MAX_DEBT: Micros = Micros::from_secs(60);
+
 fn build_share_node(v: &Values) -> Result<Policy, Error> {
     let (limit, period) = (v.param(0), v.duration(1));
     let burst = v.option(0).unwrap_or(limit);
-    let horizon = |_| Error::horizon("BURST * period / limit", MAX_HORIZON);
-    let assured = Schedule::new(burst, limit, period).map_err(horizon)?;
-    let ceiling = match v.option(1) {
-        None => None,
-        Some(ceil) if ceil < limit => {
-            return Err(Error::Integer {
-                arg: "CEIL",
-                min: limit,
-                max: MAX_COUNT,
+    let ceil = v.option(1);
+    if ceil.is_some_and(|c| c < limit) {
+        return Err(Error::Integer {
+            arg: "CEIL",
+            min: limit,
+            max: MAX_COUNT,
+        });
+    }
+    let cburst = match (v.option(2), ceil) {
+        (Some(_), None) => {
+            return Err(Error::Combination {
+                option: "CBURST",
+                with: "the root (a node without CEIL)",
             })
         }
-        Some(ceil) => Some(Schedule::new(burst.max(ceil), ceil, period).map_err(horizon)?),
+        (c, _) => c.unwrap_or(burst),
     };
-    Ok(Policy::Share(Node { assured, ceiling }))
+    let definition = Definition {
+        limit,
+        period,
+        burst,
+        ceil,
+        cburst,
+        max_debt: v.option(3).map_or(DEFAULT_MAX_DEBT, Micros::new),
+    };
+    let horizon = |_| Error::horizon("BURST * period / limit", MAX_HORIZON);
+    Ok(Policy::Share(Node::new(definition).map_err(horizon)?))
 }
 
 /// A release or renewal rewrites bytes already stored, never more: it may

@@ -69,6 +69,13 @@ pub enum Error {
     },
     /// Options of which at most one may be given (names them all).
     Exclusive(String),
+    /// An RL.SHARE node stored with another definition than the call's
+    /// (each as its arguments); `key` is its name, once known.
+    Redefined {
+        key: String,
+        stored: String,
+        given: String,
+    },
     /// An option given with another it excludes.
     Combination {
         option: &'static str,
@@ -252,6 +259,11 @@ impl std::fmt::Display for Error {
             Error::Exclusive(options) => {
                 write!(f, "ERR syntax error: {options} are mutually exclusive")
             }
+            Error::Redefined { key, stored, given } => write!(
+                f,
+                "ERR RL.SHARE node '{key}' is defined as '{stored}', not '{given}': one definition \
+                 per node (delete the node to change it)"
+            ),
             Error::Combination { option, with } => {
                 write!(
                     f,

@@ -4,12 +4,12 @@
 //! each key's policy alone; then written all or nothing, as every decision.
 
 use super::{write_all, Charge, KeyError, Outcome, PerLimit, Request};
-use crate::algorithm::share::{self, Node, NodeState};
+use crate::algorithm::share::{self, Definition, Node, NodeState};
 use crate::algorithm::Micros;
 use crate::bounds::work::{self, Work};
 use crate::engine::error::Error;
 use crate::engine::store::Store;
-use crate::policy::share::{read, write};
+use crate::policy::share::{read_stored, write};
 use crate::policy::{Policy, StateWrite};
 
 /// The nodes when `policies` are a path of RL.SHARE nodes.
@@ -40,12 +40,20 @@ pub(super) fn decide<S: Store>(
 ) -> Result<Outcome, KeyError> {
     work::add(Work::Decisions, nodes.len() as u64);
     let mut states: PerLimit<NodeState> = PerLimit::with_capacity(nodes.len());
-    for key in 0..nodes.len() {
+    for (key, node) in nodes.iter().enumerate() {
         let stored = store.value(key).map_err(|error| KeyError { key, error })?;
-        let state = read(stored).map_err(|e| KeyError {
+        let (state, definition) = read_stored(stored).map_err(|e| KeyError {
             key,
             error: Error::state(crate::codec::Kind::Share.name(), e),
         })?;
+        if let Some(stored) = definition.filter(|d| *d != node.definition) {
+            let error = Error::Redefined {
+                key: String::new(),
+                stored: words(&stored),
+                given: words(&node.definition),
+            };
+            return Err(KeyError { key, error });
+        }
         states.push(state);
     }
     let cost = request.cost;
@@ -86,4 +94,60 @@ pub(super) fn decide<S: Store>(
         write_all(store, &decided.decisions, &writes)?;
     }
     Ok(decided)
+}
+
+/// A node's definition as RL.SHARE's arguments, every option spelled out.
+pub fn words(d: &Definition) -> String {
+    let mut w = format!("{} {} BURST {}", d.limit, duration(d.period), d.burst);
+    if let Some(ceil) = d.ceil {
+        w += &format!(" CEIL {ceil} CBURST {}", d.cburst);
+    }
+    w + &format!(" MAXDEBT {}", duration(d.max_debt))
+}
+
+/// A duration in the largest unit that divides it.
+fn duration(t: Micros) -> String {
+    let us = t.as_u64();
+    let units = [
+        (86_400_000_000, "d"),
+        (3_600_000_000, "h"),
+        (60_000_000, "m"),
+        (1_000_000, "s"),
+        (1_000, "ms"),
+    ];
+    match units.iter().find(|(n, _)| us > 0 && us.is_multiple_of(*n)) {
+        Some((n, unit)) => format!("{}{unit}", us / n),
+        None => format!("{us}us"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_conflicting_definition_is_an_err_naming_both() {
+        let d = Definition {
+            limit: 10,
+            period: Micros::from_secs(60),
+            burst: 10,
+            ceil: Some(50),
+            cburst: 10,
+            max_debt: Micros::new(1_500),
+        };
+        let root = Definition { ceil: None, ..d };
+        assert_eq!(words(&d), "10 1m BURST 10 CEIL 50 CBURST 10 MAXDEBT 1500us");
+        assert_eq!(words(&root), "10 1m BURST 10 MAXDEBT 1500us");
+        let e = Error::Redefined {
+            key: "team".into(),
+            stored: words(&d),
+            given: words(&root),
+        };
+        assert_eq!(
+            e.to_string(),
+            "ERR RL.SHARE node 'team' is defined as '10 1m BURST 10 CEIL 50 CBURST 10 MAXDEBT \
+             1500us', not '10 1m BURST 10 MAXDEBT 1500us': one definition per node (delete the \
+             node to change it)"
+        );
+    }
 }

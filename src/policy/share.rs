@@ -5,19 +5,28 @@
 //! key at a time (a refund gives back both of its rates).
 
 use super::{Limiter, StateWrite, Transition};
-use crate::algorithm::share::{self, Node, NodeState};
+use crate::algorithm::share::{self, Definition, Node, NodeState};
 use crate::algorithm::Micros;
 use crate::codec::share as layout;
 use crate::codec::{Kind, StateError};
 
-/// A node's stored state (`None`: no key).
-pub fn read(stored: Option<&[u8]>) -> Result<NodeState, StateError> {
-    Ok(stored.map(layout::decode).transpose()?.unwrap_or_default())
+/// A node's stored state and the definition it was written with (`None`:
+/// no key, or a layout that kept none).
+pub fn read_stored(stored: Option<&[u8]>) -> Result<(NodeState, Option<Definition>), StateError> {
+    Ok(match stored.map(layout::decode).transpose()? {
+        Some(s) => (s.state, s.definition),
+        None => (NodeState::default(), None),
+    })
 }
 
-/// The write that stores `state` for `node`.
+/// A node's stored state (`None`: no key).
+pub fn read(stored: Option<&[u8]>) -> Result<NodeState, StateError> {
+    Ok(read_stored(stored)?.0)
+}
+
+/// The write that stores `state` for `node`, with its definition.
 pub fn write(node: &Node, state: &NodeState) -> StateWrite {
-    StateWrite::Value(layout::encode(state, node.ceiling.is_none()))
+    StateWrite::Value(layout::encode(state, &node.definition))
 }
 
 impl Limiter for Node {
@@ -53,15 +62,19 @@ impl Limiter for Node {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::algorithm::schedule::Schedule;
 
     #[test]
     fn a_node_alone_needs_both_its_rates() {
         let second = Micros::from_secs(1);
-        let node = Node {
-            assured: Schedule::new(1, 1, second).unwrap(),
-            ceiling: Some(Schedule::new(5, 5, second).unwrap()),
-        };
+        let node = Node::new(Definition {
+            limit: 1,
+            period: second,
+            burst: 1,
+            ceil: Some(5),
+            cburst: 5,
+            max_debt: Micros::from_secs(60),
+        })
+        .unwrap();
         let out = node.decide(None, second, 1).unwrap();
         assert!(out.decision.allowed);
         let Some(StateWrite::Value(v)) = out.write else {

@@ -336,30 +336,42 @@ fn share_keys(base: &str, n: usize) -> Vec<String> {
     keys
 }
 
-/// A path of one to three nodes with random rates, each inner node's
-/// ceiling at least its limit.
+/// A path of one to three nodes, each inner node's ceiling at least its
+/// limit. A node's limits are drawn from its key alone: a key has one
+/// definition, whatever path names it.
 fn share(rng: &mut StdRng, key: &str, w: Windows) -> Vec<String> {
     let n = rng.gen_range(1..=3);
     let mut call = vec![s("RL.SHARE"), s(n)];
-    call.extend(share_keys(key, n));
-    for i in 0..n {
-        let limit = rng.gen_range(1..8);
-        call.extend([s(limit), w.duration(rng)]);
-        if rng.gen_bool(0.3) {
-            call.extend([s("BURST"), s(rng.gen_range(1..12))]);
+    let keys = share_keys(key, n);
+    call.extend(keys.iter().cloned());
+    for (i, node) in keys.iter().enumerate() {
+        let mut hasher = std::hash::DefaultHasher::new();
+        std::hash::Hash::hash(node, &mut hasher);
+        let mut own = StdRng::seed_from_u64(std::hash::Hasher::finish(&hasher));
+        let limit = own.gen_range(1..8);
+        call.extend([s(limit), w.duration(&mut own)]);
+        if own.gen_bool(0.3) {
+            call.extend([s("BURST"), s(own.gen_range(1..12))]);
         }
         if i + 1 < n {
-            call.extend([s("CEIL"), s(limit + rng.gen_range(0..8))]);
+            call.extend([s("CEIL"), s(limit + own.gen_range(0..8))]);
         }
     }
     plain_options(rng, &mut call);
     call
 }
 
-/// A path of two admitting exactly `limit` in an hour.
+/// A path of two admitting exactly `limit` in an hour. Its keys are its
+/// own (the path's with `:fixed` before their last part, in the same hash
+/// slot): a key has one definition, and the random paths draw theirs from
+/// the key.
 fn fixed_share(key: &str, limit: u64) -> Vec<String> {
     let mut call = vec![s("RL.SHARE"), s(2)];
-    call.extend(share_keys(key, 2));
+    call.extend(share_keys(key, 2).into_iter().map(|mut k| {
+        let at = k.rfind(':').unwrap_or(k.len());
+        k.insert_str(at, ":fixed");
+        k
+    }));
     call.extend([s(limit), s("1h"), s("CEIL"), s(limit), s(limit), s("1h")]);
     call
 }

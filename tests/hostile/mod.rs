@@ -1002,7 +1002,9 @@ pub const SHAPES: &[Shape] = &[
         min_arity: 4,
         short: Some("ERR syntax error: the policy is GCRA limit period [BURST n]"),
         tail: &[],
-        options: &[valued("BURST", count("BURST", 1, MAX), "10")],
+        options: &[
+            valued("BURST", count("BURST", 1, MAX), "10"),
+        ],
         extra: Extra::UnknownOption,
         state: State::Tagged {
             tag: 0xA1,
@@ -1144,10 +1146,13 @@ pub const SHAPES: &[Shape] = &[
         fixed: &[("10", count("limit", 1, MAX)), ("1d", duration("period"))],
         required: 2,
         min_arity: 5,
-        short: Some("ERR syntax error: the policy is NODE limit period [BURST n] [CEIL n]"),
-        tail: &["CEIL", "9223372036854775807", "100", "1d"],
+        short: Some(
+            "ERR syntax error: the policy is NODE limit period [BURST n] [CEIL n] [CBURST n] [MAXDEBT n]",
+        ),
+        tail: &["CEIL", "9223372036854775807", "CBURST", "10", "100", "1d"],
         options: &[
             valued("BURST", count("BURST", 1, MAX), "10"),
+            valued("MAXDEBT", duration("MAXDEBT"), "1s"),
             COST,
             DRYRUN,
             WAIT,
@@ -1170,9 +1175,14 @@ pub const SHAPES: &[Shape] = &[
         fixed: &[("10", count("limit", 1, MAX)), ("1d", duration("period"))],
         required: 2,
         min_arity: 5,
-        short: Some("ERR syntax error: the policy is NODE limit period [BURST n] [CEIL n]"),
-        tail: &["CEIL", "9223372036854775807", "100", "1d"],
-        options: &[valued("BURST", count("BURST", 1, MAX), "10")],
+        short: Some(
+            "ERR syntax error: the policy is NODE limit period [BURST n] [CEIL n] [CBURST n] [MAXDEBT n]",
+        ),
+        tail: &["CEIL", "9223372036854775807", "CBURST", "10", "100", "1d"],
+        options: &[
+            valued("BURST", count("BURST", 1, MAX), "10"),
+            valued("MAXDEBT", duration("MAXDEBT"), "1s"),
+        ],
         extra: Extra::UnknownOption,
         state: State::Tagged {
             tag: 0xAD,
@@ -1190,7 +1200,9 @@ pub const SHAPES: &[Shape] = &[
         min_arity: 5,
         short: Some("ERR syntax error: the policy is GCRA limit period [BURST n]"),
         tail: &[],
-        options: &[valued("BURST", count("BURST", 1, MAX), "10")],
+        options: &[
+            valued("BURST", count("BURST", 1, MAX), "10"),
+        ],
         extra: Extra::UnknownOption,
         state: State::NoKey,
     },
@@ -1243,6 +1255,7 @@ pub const TAGS: &[(u8, &str)] = &[
     (0xA9, "RL.ACQUIRE"),
     (0xAA, "RL.ACQUIRE"),
     (0xAD, "RL.SHARE"),
+    (0xB0, "RL.SHARE"),
 ];
 
 impl Shape {

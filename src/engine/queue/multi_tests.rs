@@ -5,8 +5,7 @@
 
 use super::*;
 use crate::algorithm::gcra::Gcra;
-use crate::algorithm::schedule::Schedule;
-use crate::algorithm::share::Node;
+use crate::algorithm::share::{Definition, Node};
 use proptest::prelude::*;
 
 const S: u64 = 1_000_000;
@@ -22,10 +21,21 @@ fn gcra(per_second: u64) -> Policy {
 
 /// An RL.SHARE node of `limit` a second (ceiling `ceil`; none: the root).
 fn node(limit: u64, ceil: Option<u64>) -> Policy {
-    let period = Micros::new(S);
-    let assured = Schedule::new(limit, limit, period).unwrap();
-    let ceiling = ceil.map(|c| Schedule::new(c, c, period).unwrap());
-    Policy::Share(Node { assured, ceiling })
+    share_node(limit, S, ceil.map(|c| (c, c)))
+}
+
+/// An RL.SHARE node of `limit` per `period` µs (bursts of `limit`), with
+/// a ceiling of `(ceil, cburst)` per the same period (none: the root).
+fn share_node(limit: u64, period: u64, ceiling: Option<(u64, u64)>) -> Policy {
+    let definition = Definition {
+        limit,
+        period: Micros::new(period),
+        burst: limit,
+        ceil: ceiling.map(|c| c.0),
+        cburst: ceiling.map_or(limit, |c| c.1),
+        max_debt: Micros::from_secs(60),
+    };
+    Policy::Share(Node::new(definition).unwrap())
 }
 
 fn flow(name: &str, weight: u64) -> Option<Flow> {
@@ -408,10 +418,8 @@ proptest! {
 fn a_waiter_leaving_gives_its_lenders_planned_charge_back() {
     let (mut q, mut ks) = (Q::new(), Ks::default());
     let node = |rate: u64, period_s: u64, ceil: Option<u64>| {
-        Policy::Share(Node {
-            assured: Schedule::new(rate, rate, Micros::new(period_s * S)).unwrap(),
-            ceiling: ceil.map(|c| Schedule::new(c, c, Micros::new(S)).unwrap()),
-        })
+        // A ceiling of `c` a second over a period of `period_s` seconds.
+        share_node(rate, period_s * S, ceil.map(|c| (c * period_s, c)))
     };
     // A user assured 1 per 100 s up to 1 a second, in a team assured 10 a
     // second, in an org of 100 a second: the user waits on its ceiling, and
