@@ -7,7 +7,7 @@ PREFIX  ?= /usr/local
 MODULEDIR ?= $(PREFIX)/lib/redis/modules
 SUDO    := $(shell [ "$$(id -u)" -eq 0 ] || echo sudo)
 
-.PHONY: run test test-valkey build install deps deps-valkey lint unit bench bench-wait bench-stall demo fuzz clean
+.PHONY: run test test-valkey test-repeat build install deps deps-valkey lint unit bench bench-wait bench-stall demo fuzz clean
 
 ## Install what a fresh Debian machine lacks (redis-server, libclang for bindgen).
 deps:
@@ -41,6 +41,12 @@ test: deps lint
 ## enabled from the machine's own Debian source if it is missing).
 test-valkey: deps deps-valkey
 	RL_SERVER=valkey-server cargo test --workspace
+
+## The suite N times (default 10), then how many runs failed and which
+## tests, with counts; RL_SERVER=valkey-server runs it against Valkey.
+N ?= 10
+test-repeat: deps
+	./scripts/test_repeat.sh $(N)
 
 deps-valkey:
 	@if ! command -v valkey-server >/dev/null; then \

@@ -74,8 +74,17 @@ pub struct App {
 
 impl App {
     pub fn new(redis: ConnectionManager, limits: Limits) -> App {
+        App::with_store_timeout(redis, limits, STORE_TIMEOUT)
+    }
+
+    /// The app with another wait for the limiter than [`STORE_TIMEOUT`].
+    pub fn with_store_timeout(
+        redis: ConnectionManager,
+        limits: Limits,
+        store_timeout: Duration,
+    ) -> App {
         let (per_key, global) = (limits.per_key, limits.global);
-        let client = Client::new(redis).timeout(STORE_TIMEOUT);
+        let client = Client::new(redis).timeout(store_timeout);
         let layer = RateLimitLayer::new(client, HeaderKey::new("x-api-key"))
             .missing_key(StatusCode::UNAUTHORIZED, "missing X-Api-Key\n")
             .limit(

@@ -115,6 +115,8 @@ pub struct Server {
     pub config: Config,
     child: Option<Child>,
     keep_dir: bool,
+    /// Stopped with SIGSTOP ([`Server::freeze`]).
+    frozen: bool,
 }
 
 static NEXT_DIR: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
@@ -201,6 +203,7 @@ impl Server {
             config: config.clone(),
             child: Some(child),
             keep_dir: true,
+            frozen: false,
         };
         if server.wait_ready() {
             server.keep_dir = false;
@@ -253,8 +256,34 @@ impl Server {
         std::fs::read_to_string(self.dir.join("redis.log")).unwrap_or_default()
     }
 
+    /// Stops the process where it is (SIGSTOP): its connections stay open
+    /// and it answers nothing until [`Server::resume`]. A server that does
+    /// not answer for exactly as long as the test says.
+    pub fn freeze(&mut self) {
+        self.signal("STOP");
+        self.frozen = true;
+    }
+
+    pub fn resume(&mut self) {
+        self.signal("CONT");
+        self.frozen = false;
+    }
+
+    fn signal(&self, name: &str) {
+        let pid = self.child.as_ref().expect("a running server").id();
+        let status = Command::new("kill")
+            .arg(format!("-{name}"))
+            .arg(pid.to_string())
+            .status()
+            .expect("kill");
+        assert!(status.success(), "kill -{name} {pid}");
+    }
+
     /// Stops the server (SHUTDOWN NOSAVE, then kill), keeping its directory.
     pub fn stop(&mut self) {
+        if self.frozen {
+            self.resume();
+        }
         if let Some(mut child) = self.child.take() {
             if let Ok(mut c) = self.try_conn() {
                 let _: redis::RedisResult<()> = redis::cmd("SHUTDOWN").arg("NOSAVE").query(&mut c);
