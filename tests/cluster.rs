@@ -137,12 +137,6 @@ impl Cluster {
     }
 }
 
-/// The server's wall clock (what key expiry runs on), in milliseconds.
-fn server_ms(c: &mut redis::Connection) -> i64 {
-    let (s, us): (i64, i64) = redis::cmd("TIME").query(c).expect("TIME");
-    s * 1000 + us / 1000
-}
-
 fn slot(c: &mut redis::Connection, key: &str) -> u16 {
     redis::cmd("CLUSTER")
         .arg("KEYSLOT")

@@ -110,12 +110,6 @@ fn load() -> Vec<Case> {
     cases
 }
 
-/// Wall-clock milliseconds of the server.
-fn server_ms(c: &mut redis::Connection) -> i64 {
-    let (s, us): (i64, i64) = redis::cmd("TIME").query(c).expect("TIME");
-    s * 1000 + us / 1000
-}
-
 /// Runs `args` at `at`; returns the reply, whether the command changed the
 /// key's expiry, and the interval of TTLs the key has left as of the
 /// command (the server's clock moves during it).
