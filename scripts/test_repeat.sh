@@ -6,13 +6,13 @@
 #   scripts/test_repeat.sh [N]                    (default 10)
 #   RL_SERVER=valkey-server scripts/test_repeat.sh 5
 #
-# Each run's full output is kept in target/test-repeat/run-<i>.log.
+# Each run's full output is kept in target/test-repeat/<server>/run-<i>.log.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
 runs=${1:-10}
 server=${RL_SERVER:-redis-server}
-logs=target/test-repeat
+logs=target/test-repeat/$(basename "$server")
 mkdir -p "$logs"
 rm -f "$logs"/run-*.log
 

@@ -119,17 +119,23 @@ fn retry_after_is_the_longest_wait_among_denying_limits() {
         ],
     );
     assert_eq!((allowed, retry), (0, -1));
-    // Once every limit admits, all are charged together.
+    // Once every limit admits, all are charged together (read in the same
+    // transaction: "free" lives 200 ms of wall clock).
     advance(&mut c, 5 * SECOND);
-    let (allowed, ..) = all(
+    let replies = atomically(
         &mut c,
         &[
-            "3", "free", "a", "b", "GCRA", "5", "1s", "GCRA", "1", "2s", "BUCKET", "1", "1", "5s",
+            &[
+                "RL.ALL", "3", "free", "a", "b", "GCRA", "5", "1s", "GCRA", "1", "2s", "BUCKET",
+                "1", "1", "5s",
+            ],
+            &["EXISTS", "free"],
+            &["RL.GCRA", "a", "1", "2s"],
         ],
     );
-    assert_eq!(allowed, 1);
-    assert!(get_bytes(&mut c, "free").is_some());
-    assert_eq!(decide(&mut c, &["RL.GCRA", "a", "1", "2s"])[0], 0);
+    assert_eq!(combined_reply(replies[0].clone()).0, 1);
+    assert_eq!(replies[1], Value::Int(1));
+    assert_eq!(five(&replies[2])[0], 0);
 }
 
 #[test]

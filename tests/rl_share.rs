@@ -38,8 +38,14 @@ fn a_user_alone_borrows_up_to_its_ceiling_and_a_denial_changes_nothing() {
     let mut c = s.conn();
     clock_set(&mut c, T0);
     let u1 = user(1, &[]);
-    for i in 0..50 {
-        let (allowed, blocked_by, retry, replies) = share(&mut c, &strs(&u1));
+    // In one transaction: the org's key lives 600 ms of wall clock after
+    // the first call.
+    let mut call = vec!["RL.SHARE"];
+    call.extend(strs(&u1));
+    let calls = vec![&call[..]; 50];
+    for (i, reply) in atomically(&mut c, &calls).into_iter().enumerate() {
+        let (allowed, blocked_by, retry, replies) = combined_reply(reply);
+        let i = i as i64;
         assert_eq!((allowed, blocked_by, retry), (1, -1, -1), "call {i}");
         assert_eq!(replies[0][..3], [1, 50, 49 - i]);
         assert_eq!(replies[1][..3], [1, 100, 99 - i]);
