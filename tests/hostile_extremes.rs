@@ -29,12 +29,26 @@ fn pttl(c: &mut Raw, key: &str) -> i64 {
     c.ok(&["PTTL", key]).int()
 }
 
-/// Within a minute of `want_ms` (the test's own running time).
-fn assert_ttl_near(c: &mut Raw, key: &str, want_ms: i64) {
-    let ttl = pttl(c, key);
+/// Decisions in one transaction: the state the first writes (some with a
+/// TTL of a millisecond) cannot expire on the wall clock before the next.
+fn decide_together(c: &mut Raw, commands: &[&[&str]]) -> Vec<Vec<i64>> {
+    c.atomically(commands).iter().map(Reply::ints).collect()
+}
+
+/// `args`' decision, and the server's wall clock (ms) read just before and
+/// just after it: the key's expiry was set at a time in between.
+fn decide_timed(c: &mut Raw, args: &[&str]) -> (Vec<i64>, (i64, i64)) {
+    let before = c.server_ms();
+    let r = decide(c, args);
+    (r, (before, c.server_ms()))
+}
+
+/// `key` expires `ttl_ms` after a time within `written`.
+fn assert_expires(c: &mut Raw, key: &str, ttl_ms: i64, written: (i64, i64)) {
+    let at = c.ok(&["PEXPIRETIME", key]).int();
     assert!(
-        ttl > 0 && ttl <= want_ms && ttl > want_ms - 60_000,
-        "{key}: PTTL {ttl}, want about {want_ms}"
+        (written.0..=written.1).contains(&(at - ttl_ms)),
+        "{key}: expires at {at}, want {ttl_ms} ms after a time within {written:?}"
     );
 }
 
@@ -46,31 +60,37 @@ fn counts_and_costs_up_to_i64_max() {
     let m = i64::MAX;
     // The largest limit: one interval is far below a microsecond.
     assert_eq!(
-        decide(&mut c, &["RL.GCRA", "g", MAX_S, "1s"]),
-        [1, m, m - 1, -1, 1]
+        decide_together(
+            &mut c,
+            &[
+                &["RL.GCRA", "g", MAX_S, "1s"],
+                &["RL.GCRA", "g", MAX_S, "1s", "COST", MAX_S],
+            ]
+        ),
+        [[1, m, m - 1, -1, 1], [0, m, m - 1, 1, 1]]
     );
     assert_eq!(
-        decide(&mut c, &["RL.GCRA", "g", MAX_S, "1s", "COST", MAX_S]),
-        [0, m, m - 1, 1, 1]
-    );
-    assert_eq!(
-        decide(&mut c, &["RL.GCRA", "g2", MAX_S, "1s", "COST", MAX_S]),
-        [1, m, 0, -1, 1000]
-    );
-    assert_eq!(
-        decide(&mut c, &["RL.GCRA", "g2", MAX_S, "1s", "COST", "1"]),
-        [0, m, 0, 1, 1000]
+        decide_together(
+            &mut c,
+            &[
+                &["RL.GCRA", "g2", MAX_S, "1s", "COST", MAX_S],
+                &["RL.GCRA", "g2", MAX_S, "1s", "COST", "1"],
+            ]
+        ),
+        [[1, m, 0, -1, 1000], [0, m, 0, 1, 1000]]
     );
     // i64::MAX everywhere, over the longest period.
     let all_max = [
         "RL.GCRA", "g3", MAX_S, "36500d", "BURST", MAX_S, "COST", MAX_S,
     ];
-    assert_eq!(decide(&mut c, &all_max), [1, m, 0, -1, PERIOD_MS]);
-    assert_ttl_near(&mut c, "g3", PERIOD_MS);
+    let (r, written) = decide_timed(&mut c, &all_max);
+    assert_eq!(r, [1, m, 0, -1, PERIOD_MS]);
+    assert_expires(&mut c, "g3", PERIOD_MS, written);
     let bucket = ["RL.BUCKET", "b", MAX_S, MAX_S, "36500d", "COST", MAX_S];
-    assert_eq!(decide(&mut c, &bucket), [1, m, 0, -1, PERIOD_MS]);
+    let (r, written) = decide_timed(&mut c, &bucket);
+    assert_eq!(r, [1, m, 0, -1, PERIOD_MS]);
     assert_eq!(decide(&mut c, &bucket), [0, m, 0, PERIOD_MS, PERIOD_MS]);
-    assert_ttl_near(&mut c, "b", PERIOD_MS);
+    assert_expires(&mut c, "b", PERIOD_MS, written);
     // A cost above the limit can never be admitted.
     assert_eq!(
         decide(&mut c, &["RL.BUCKET", "b4", "1", "1", "1s", "COST", MAX_S]),
@@ -139,26 +159,22 @@ fn the_longest_period_and_horizon_and_one_past_them() {
     }
     // Horizons: BURST × period / limit and capacity × period / refill up to
     // 1000 years, and not one microsecond more.
-    assert_eq!(
-        decide(
-            &mut c,
-            &["RL.GCRA", "h", "1", "36500d", "BURST", "10", "COST", "10"]
-        ),
-        [1, 10, 0, -1, HORIZON_MS]
+    let (r, written) = decide_timed(
+        &mut c,
+        &["RL.GCRA", "h", "1", "36500d", "BURST", "10", "COST", "10"],
     );
-    assert_ttl_near(&mut c, "h", HORIZON_MS);
+    assert_eq!(r, [1, 10, 0, -1, HORIZON_MS]);
+    assert_expires(&mut c, "h", HORIZON_MS, written);
     assert_eq!(
         err(&mut c, &["RL.GCRA", "h", "1", "36500d", "BURST", "11"]),
         "ERR BURST * period / limit must be at most 1000 years"
     );
-    assert_eq!(
-        decide(
-            &mut c,
-            &["RL.BUCKET", "hb", "10", "1", "36500d", "COST", "10"]
-        ),
-        [1, 10, 0, -1, HORIZON_MS]
+    let (r, written) = decide_timed(
+        &mut c,
+        &["RL.BUCKET", "hb", "10", "1", "36500d", "COST", "10"],
     );
-    assert_ttl_near(&mut c, "hb", HORIZON_MS);
+    assert_eq!(r, [1, 10, 0, -1, HORIZON_MS]);
+    assert_expires(&mut c, "hb", HORIZON_MS, written);
     assert_eq!(
         err(&mut c, &["RL.BUCKET", "hb", "11", "1", "36500d"]),
         "ERR capacity * period / refill must be at most 1000 years"
@@ -190,30 +206,32 @@ fn the_end_of_the_microsecond_range() {
     for at in [end, end - 1, end - 999_999, end - 86_400_000_000] {
         c.ok(&["RL.CLOCK", "SET", &at.to_string()]);
         let key = format!("end:{at}");
+        // One transaction: the key's TTL is 100 ms, then 1 s, of wall clock.
+        let replies = c.atomically(&[
+            &["RL.GCRA", &key, "10", "1s"][..],
+            &["GET", &key],
+            &["RL.GCRA", &key, "10", "1s", "COST", "9"],
+            &["RL.GCRA", &key, "10", "1s"],
+            &["PTTL", &key],
+            // The far-future state is used again below, whatever the time.
+            &["PERSIST", &key],
+        ]);
         // The TAT lies beyond i64::MAX µs but well inside the u64 state.
-        assert_eq!(
-            decide(&mut c, &["RL.GCRA", &key, "10", "1s"]),
-            [1, 10, 9, -1, 100]
-        );
-        let v = c.ok(&["GET", &key]).bulk().unwrap();
+        assert_eq!(replies[0].ints(), [1, 10, 9, -1, 100]);
+        let v = replies[1].bulk().unwrap();
         assert_eq!(v[0], 0xA1);
         let tat = u64::from_le_bytes(v[1..9].try_into().unwrap());
         assert_eq!(tat, at + 100_000, "no wraparound");
-        assert_eq!(
-            decide(&mut c, &["RL.GCRA", &key, "10", "1s", "COST", "9"]),
-            [1, 10, 0, -1, 1000]
-        );
-        assert_eq!(
-            decide(&mut c, &["RL.GCRA", &key, "10", "1s"]),
-            [0, 10, 0, 100, 1000]
-        );
+        assert_eq!(replies[2].ints(), [1, 10, 0, -1, 1000]);
+        assert_eq!(replies[3].ints(), [0, 10, 0, 100, 1000]);
+        assert!(replies[4].int() >= 0, "a TTL");
         let longest = ["RL.BUCKET", &key, "10", "1", "36500d", "COST", "10"];
         let bucket_key = format!("b{key}");
         let mut longest = longest.to_vec();
         longest[1] = &bucket_key;
-        assert_eq!(decide(&mut c, &longest), [1, 10, 0, -1, HORIZON_MS]);
-        assert_ttl_near(&mut c, &bucket_key, HORIZON_MS);
-        assert!(pttl(&mut c, &key) > 0);
+        let (r, written) = decide_timed(&mut c, &longest);
+        assert_eq!(r, [1, 10, 0, -1, HORIZON_MS]);
+        assert_expires(&mut c, &bucket_key, HORIZON_MS, written);
         // CL.THROTTLE's nanoseconds end a thousand times earlier.
         assert_eq!(
             err(&mut c, &["CL.THROTTLE", "cell", "5", "10", "60"]),
@@ -280,8 +298,11 @@ fn hostile_state_far_in_the_future_or_past() {
         // A far-future TAT is never admitted over, and never rewritten.
         if v[1..9] == u64::MAX.to_le_bytes() {
             assert_eq!(c.ok(&[&b"DUMP"[..], key.as_bytes()]), before);
+            assert!(pttl(&mut c, &key) > 0);
         }
-        assert!(pttl(&mut c, &key) > 0);
+        // Rewritten, the key has a TTL (of as little as 1 ms: it may be
+        // gone by now).
+        assert_ne!(pttl(&mut c, &key), -1, "{key} has no TTL");
     }
     assert!(c.ping());
 }

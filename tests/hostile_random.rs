@@ -639,14 +639,21 @@ fn random_commands_never_crash_corrupt_or_leak() {
     // Every other key was written by the module: a string with a TTL.
     let mut limiter_keys = 0;
     for key in after.keys().filter(|k| !foreign_set.contains(*k)) {
-        let ttl = c.ok(&[&b"PTTL"[..], key]).int();
+        // PTTL and TYPE in one transaction: the key cannot expire between
+        // the two (it could between two separate commands).
+        let replies = c.atomically(&[&[&b"PTTL"[..], key], &[&b"TYPE"[..], key]]);
+        let [ttl, kind] = &replies[..] else {
+            panic!("EXEC: {replies:?}");
+        };
         // -1 is a key without a TTL; 0 one that expires this millisecond,
         // -2 one that expired since the snapshot.
+        let ttl = ttl.int();
         assert!(ttl != -1, "{} has no TTL", key.escape_ascii());
         if ttl >= 0 {
-            let kind = c.ok(&[&b"TYPE"[..], key]);
-            assert_eq!(kind, Reply::Status("string".into()));
+            assert_eq!(*kind, Reply::Status("string".into()));
             limiter_keys += 1;
+        } else {
+            assert_eq!(*kind, Reply::Status("none".into()));
         }
     }
     eprintln!("{limiter_keys} limiter keys, all with a TTL");

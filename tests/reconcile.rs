@@ -222,19 +222,28 @@ fn rl_all_with_costs_counts_requests_and_bytes() {
         "RL.ALL", "2", "req", "bytes", "GCRA", "100", "1m", "FIXED", "1000", "1m",
     ];
     let with = |tail: &[&'static str]| -> Vec<&'static str> { [&limits[..], tail].concat() };
-    let r: redis::Value = call(&mut c, &with(&["COSTS", "1", "600"])).unwrap();
-    let v: Vec<redis::Value> = redis::from_redis_value(r).unwrap();
+    // One transaction: "req" lives 600 ms of wall clock per request.
+    let charge = with(&["COSTS", "1", "600"]);
+    let replies = atomically(
+        &mut c,
+        &[
+            &charge,
+            &["GET", "req"],
+            &["GET", "bytes"],
+            // 600 bytes more do not fit: denied by the second limit,
+            // nothing written.
+            &charge,
+            &["GET", "req"],
+            &["GET", "bytes"],
+        ],
+    );
+    let v: Vec<redis::Value> = redis::from_redis_value(replies[0].clone()).unwrap();
     assert_eq!(v[0], redis::Value::Int(1));
     let bytes: Vec<i64> = redis::from_redis_value(v[4].clone()).unwrap();
     assert_eq!(bytes[..3], [1, 1000, 400]);
-    let before = (get_bytes(&mut c, "req"), get_bytes(&mut c, "bytes"));
-    // 600 bytes more do not fit: denied by the second limit, nothing written.
-    let r: Vec<redis::Value> = cmd(&with(&["COSTS", "1", "600"])).query(&mut c).unwrap();
+    let r: Vec<redis::Value> = redis::from_redis_value(replies[3].clone()).unwrap();
     assert_eq!(r[..2], [redis::Value::Int(0), redis::Value::Int(1)]);
-    assert_eq!(
-        before,
-        (get_bytes(&mut c, "req"), get_bytes(&mut c, "bytes"))
-    );
+    assert_eq!(replies[1..3], replies[4..6], "nothing written");
     // Reconcile: give back 1 request and 300 bytes.
     let r: Vec<redis::Value> = cmd(&with(&["REFUND", "COSTS", "1", "300"]))
         .query(&mut c)

@@ -33,38 +33,58 @@ fn an_organisation_limit_blocks_without_charging_its_users() {
             "1s".into(),
         ]
     };
-    let u1 = user("1");
-    let u1: Vec<&str> = u1.iter().map(String::as_str).collect();
-    let u2 = user("2");
-    let u2: Vec<&str> = u2.iter().map(String::as_str).collect();
+    // The whole timeline in one transaction: a user's key lives a tenth of
+    // a second of wall clock per call, which may pass between two calls.
+    let (user1, user2) = (user("1"), user("2"));
+    let mut u1 = vec!["RL.ALL"];
+    u1.extend(user1.iter().map(String::as_str));
+    let mut u2 = vec!["RL.ALL"];
+    u2.extend(user2.iter().map(String::as_str));
+    let keys = ["{org:7}:user:1", "{org:7}:user:2", "{org:7}"];
+    let gets: Vec<[&str; 2]> = keys.iter().map(|k| ["GET", k]).collect();
+    let expiries: Vec<[&str; 2]> = keys.iter().map(|k| ["PEXPIRETIME", k]).collect();
+    let mut commands: Vec<&[&str]> = vec![&u1[..]; 10];
+    commands.extend([&gets[2][..], &expiries[2][..]]);
+    commands.push(&u1[..]);
+    commands.extend([&gets[2][..], &expiries[2][..]]);
+    commands.extend(vec![&u2[..]; 5]);
+    for k in 0..3 {
+        commands.extend([&gets[k][..], &expiries[k][..]]);
+    }
+    commands.push(&u2[..]);
+    for k in 0..3 {
+        commands.extend([&gets[k][..], &expiries[k][..]]);
+    }
+    let replies = &mut atomically(&mut c, &commands).into_iter();
+    let next = |replies: &mut std::vec::IntoIter<Value>| replies.next().expect("a reply");
+    let state = |replies: &mut std::vec::IntoIter<Value>| -> (Option<Vec<u8>>, i64) {
+        let value = redis::from_redis_value(next(replies)).unwrap();
+        (value, redis::from_redis_value(next(replies)).unwrap())
+    };
     for i in 0..10 {
-        let (allowed, blocked_by, retry, replies) = all(&mut c, &u1);
+        let (allowed, blocked_by, retry, limits) = combined_reply(next(replies));
         assert_eq!((allowed, blocked_by, retry), (1, -1, -1), "call {i}");
-        assert_eq!(replies[0][..3], [1, 10, 9 - i]);
-        assert_eq!(replies[1][..3], [1, 15, 14 - i]);
+        assert_eq!(limits[0][..3], [1, 10, 9 - i]);
+        assert_eq!(limits[1][..3], [1, 15, 14 - i]);
     }
     // User 1 is now at its own limit: the user limit blocks, nothing is charged.
-    let org_before = state(&mut c, "{org:7}");
-    let (allowed, blocked_by, retry, replies) = all(&mut c, &u1);
+    let org_before = state(replies);
+    let (allowed, blocked_by, retry, limits) = combined_reply(next(replies));
     assert_eq!((allowed, blocked_by, retry), (0, 0, 100));
-    assert_eq!(replies[0], [0, 10, 0, 100, 1000]);
-    assert_eq!(replies[1], [1, 15, 4, -1, 734]);
-    assert_eq!(state(&mut c, "{org:7}"), org_before);
+    assert_eq!(limits[0], [0, 10, 0, 100, 1000]);
+    assert_eq!(limits[1], [1, 15, 4, -1, 734]);
+    assert_eq!(state(replies), org_before);
     // User 2 gets the organisation's remaining 5, then the organisation blocks.
     for _ in 0..5 {
-        assert_eq!(all(&mut c, &u2).0, 1);
+        assert_eq!(combined_reply(next(replies)).0, 1);
     }
-    let user2_before = state(&mut c, "{org:7}:user:2");
-    let user1_before = state(&mut c, "{org:7}:user:1");
-    let org_before = state(&mut c, "{org:7}");
-    let (allowed, blocked_by, retry, replies) = all(&mut c, &u2);
+    let before = [state(replies), state(replies), state(replies)];
+    let (allowed, blocked_by, retry, limits) = combined_reply(next(replies));
     assert_eq!((allowed, blocked_by), (0, 1));
-    assert_eq!(replies[0][..3], [1, 10, 4], "user 2 alone would admit");
-    assert_eq!(replies[1][0], 0);
-    assert_eq!(retry, replies[1][3]);
-    assert_eq!(state(&mut c, "{org:7}:user:2"), user2_before);
-    assert_eq!(state(&mut c, "{org:7}:user:1"), user1_before);
-    assert_eq!(state(&mut c, "{org:7}"), org_before);
+    assert_eq!(limits[0][..3], [1, 10, 4], "user 2 alone would admit");
+    assert_eq!(limits[1][0], 0);
+    assert_eq!(retry, limits[1][3]);
+    assert_eq!([state(replies), state(replies), state(replies)], before);
 }
 
 #[test]
@@ -99,17 +119,23 @@ fn retry_after_is_the_longest_wait_among_denying_limits() {
         ],
     );
     assert_eq!((allowed, retry), (0, -1));
-    // Once every limit admits, all are charged together.
+    // Once every limit admits, all are charged together (read in the same
+    // transaction: "free" lives 200 ms of wall clock).
     advance(&mut c, 5 * SECOND);
-    let (allowed, ..) = all(
+    let replies = atomically(
         &mut c,
         &[
-            "3", "free", "a", "b", "GCRA", "5", "1s", "GCRA", "1", "2s", "BUCKET", "1", "1", "5s",
+            &[
+                "RL.ALL", "3", "free", "a", "b", "GCRA", "5", "1s", "GCRA", "1", "2s", "BUCKET",
+                "1", "1", "5s",
+            ],
+            &["EXISTS", "free"],
+            &["RL.GCRA", "a", "1", "2s"],
         ],
     );
-    assert_eq!(allowed, 1);
-    assert!(get_bytes(&mut c, "free").is_some());
-    assert_eq!(decide(&mut c, &["RL.GCRA", "a", "1", "2s"])[0], 0);
+    assert_eq!(combined_reply(replies[0].clone()).0, 1);
+    assert_eq!(replies[1], Value::Int(1));
+    assert_eq!(five(&replies[2])[0], 0);
 }
 
 #[test]
@@ -154,13 +180,19 @@ fn shares_state_with_the_single_key_commands() {
     let s = Server::start();
     let mut c = s.conn();
     clock_set(&mut c, T0);
-    decide(&mut c, &["RL.GCRA", "user:1", "3", "1s"]);
-    let (_, _, _, replies) = all(&mut c, &["1", "user:1", "GCRA", "3", "1s"]);
-    assert_eq!(replies[0][..3], [1, 3, 1]);
-    assert_eq!(
-        decide(&mut c, &["RL.GCRA", "user:1", "3", "1s"])[..3],
-        [1, 3, 0]
+    // In one transaction: the key lives a third of a second of wall clock.
+    let single = ["RL.GCRA", "user:1", "3", "1s"];
+    let replies = atomically(
+        &mut c,
+        &[
+            &single,
+            &["RL.ALL", "1", "user:1", "GCRA", "3", "1s"],
+            &single,
+        ],
     );
+    assert_eq!(five(&replies[0])[..3], [1, 3, 2]);
+    assert_eq!(combined_reply(replies[1].clone()).3[0][..3], [1, 3, 1]);
+    assert_eq!(five(&replies[2])[..3], [1, 3, 0]);
     let (code, msg) = error_of(
         &mut c,
         &[b"RL.ALL", b"1", b"user:1", b"BUCKET", b"3", b"1", b"1s"],

@@ -39,8 +39,14 @@ fn a_user_alone_borrows_up_to_its_ceiling_and_a_denial_changes_nothing() {
     let mut c = s.conn();
     clock_set(&mut c, T0);
     let u1 = user(1, &[]);
-    for i in 0..50 {
-        let (allowed, blocked_by, retry, replies) = share(&mut c, &strs(&u1));
+    // In one transaction: the org's key lives 600 ms of wall clock after
+    // the first call.
+    let mut call = vec!["RL.SHARE"];
+    call.extend(strs(&u1));
+    let calls = vec![&call[..]; 50];
+    for (i, reply) in atomically(&mut c, &calls).into_iter().enumerate() {
+        let (allowed, blocked_by, retry, replies) = combined_reply(reply);
+        let i = i as i64;
         assert_eq!((allowed, blocked_by, retry), (1, -1, -1), "call {i}");
         assert_eq!(replies[0][..3], [1, 50, 49 - i]);
         // From its 11th unit on, the user borrows: the org's remaining is
@@ -76,21 +82,31 @@ fn a_user_alone_borrows_up_to_its_ceiling_and_a_denial_changes_nothing() {
         "100",
         "1s",
     ];
-    let (allowed, blocked_by, retry, replies) = share(&mut c, &example);
-    assert_eq!((allowed, blocked_by, retry), (1, -1, -1));
-    assert_eq!(replies, [[1, 20, 19, -1, 100], [1, 100, 99, -1, 10]]);
-    // And the look that follows it in docs/commands.md.
-    let mut look = vec!["RL.SHARE.PEEK"];
+    // And the look that follows it in docs/commands.md, in one transaction:
+    // the org's key lives 10 ms of wall clock, which a loaded machine may
+    // let pass between two commands.
+    let (mut decide, mut look) = (vec!["RL.SHARE"], vec!["RL.SHARE.PEEK"]);
+    decide.extend(&example);
     look.extend(&example);
-    let (allowed, blocked_by, retry, replies) = combined(&mut c, &look);
-    assert_eq!((allowed, blocked_by, retry), (1, -1, -1));
-    assert_eq!(replies, [[1, 20, 19, -1, 100], [1, 100, 99, -1, 10]]);
-    // User 42 alone takes 20 at once, its CBURST.
-    let mut n = 1;
-    while share(&mut c, &example).0 == 1 {
-        n += 1;
+    let (decided, looked): (redis::Value, redis::Value) = redis::pipe()
+        .atomic()
+        .add_command(cmd(&decide))
+        .add_command(cmd(&look))
+        .query(&mut c)
+        .unwrap();
+    for reply in [decided, looked] {
+        let (allowed, blocked_by, retry, replies) = combined_reply(reply);
+        assert_eq!((allowed, blocked_by, retry), (1, -1, -1));
+        assert_eq!(replies, [[1, 20, 19, -1, 100], [1, 100, 99, -1, 10]]);
     }
-    assert_eq!(n, 20);
+    // User 42 alone takes 20 at once, its CBURST: 19 more after the first,
+    // in one transaction for the same reason.
+    let calls = vec![&decide[..]; 25];
+    let admitted = atomically(&mut c, &calls)
+        .into_iter()
+        .take_while(|reply| combined_reply(reply.clone()).0 == 1)
+        .count();
+    assert_eq!(admitted, 19);
     // DRYRUN decides and writes nothing.
     let before = state(&mut c, "{org:7}:user:2");
     assert_eq!(share(&mut c, &strs(&user(2, &["DRYRUN"]))).0, 1);

@@ -5,16 +5,6 @@
 mod common;
 use common::*;
 
-/// The TTL a write leaves equals the reply's reset_after_ms, less the real
-/// time that passed between the call and the PTTL (bounded generously).
-fn assert_ttl_is_reset(c: &mut redis::Connection, key: &str, reset_ms: i64) {
-    let ttl = pttl(c, key);
-    assert!(
-        ttl <= reset_ms && ttl >= reset_ms - 500,
-        "PTTL {ttl} vs reset_after_ms {reset_ms}"
-    );
-}
-
 fn at(c: &mut redis::Connection, us: u64) {
     clock_set(c, T0 + us);
 }
@@ -26,13 +16,23 @@ fn boundary_fixed_aligned_admits_four_exact_admits_two() {
     let fixed = ["RL.FIXED", "f", "2", "60", "ALIGNED"];
     let exact = ["RL.SLIDING", "e", "2", "60"];
     at(&mut c, 59 * SECOND);
-    assert_eq!(decide(&mut c, &fixed), [1, 2, 1, -1, 1000]);
-    assert_eq!(decide(&mut c, &exact), [1, 2, 1, -1, 60000]);
-    assert_eq!(decide(&mut c, &fixed), [1, 2, 0, -1, 1000]);
-    assert_eq!(decide(&mut c, &exact), [1, 2, 0, -1, 60000]);
+    // One transaction: the aligned window's key lives 1 s of wall clock.
+    let replies = atomically(&mut c, &[&fixed, &exact, &fixed, &exact]);
+    let replies: Vec<[i64; 5]> = replies.iter().map(five).collect();
+    assert_eq!(
+        replies,
+        [
+            [1, 2, 1, -1, 1000],
+            [1, 2, 1, -1, 60000],
+            [1, 2, 0, -1, 1000],
+            [1, 2, 0, -1, 60000]
+        ]
+    );
     at(&mut c, 61 * SECOND);
-    assert_eq!(decide(&mut c, &fixed), [1, 2, 1, -1, 59000]);
-    assert_ttl_is_reset(&mut c, "f", 59000);
+    // The TTL a write leaves is the reply's reset_after_ms.
+    let (reply, written) = decide_timed(&mut c, &fixed);
+    assert_eq!(reply, [1, 2, 1, -1, 59000]);
+    assert_expires_after(&mut c, "f", 59000, written);
     assert_eq!(decide(&mut c, &exact), [0, 2, 0, 58000, 58000]);
     assert_eq!(decide(&mut c, &fixed), [1, 2, 0, -1, 59000]);
     assert_eq!(decide(&mut c, &exact), [0, 2, 0, 58000, 58000]);
@@ -49,8 +49,10 @@ fn fixed_window_starts_at_the_first_request() {
     let mut c = s.conn();
     let fixed = ["RL.FIXED", "f", "2", "60"];
     at(&mut c, 0);
-    assert_eq!(decide(&mut c, &fixed), [1, 2, 1, -1, 60000]);
-    assert_ttl_is_reset(&mut c, "f", 60000);
+    // The TTL a write leaves is the reply's reset_after_ms.
+    let (reply, written) = decide_timed(&mut c, &fixed);
+    assert_eq!(reply, [1, 2, 1, -1, 60000]);
+    assert_expires_after(&mut c, "f", 60000, written);
     at(&mut c, 10 * SECOND);
     assert_eq!(decide(&mut c, &fixed), [1, 2, 0, -1, 50000]);
     at(&mut c, 20 * SECOND);
@@ -86,8 +88,10 @@ fn exact_waits_for_the_oldest_entries_to_expire() {
     at(&mut c, 70 * SECOND - 1);
     assert_eq!(decide(&mut c, &k("2"))[..4], [0, 3, 1, 1]);
     at(&mut c, 70 * SECOND);
-    assert_eq!(decide(&mut c, &k("2")), [1, 3, 0, -1, 60000]);
-    assert_ttl_is_reset(&mut c, "e", 60000);
+    // The TTL a write leaves is the reply's reset_after_ms.
+    let (reply, written) = decide_timed(&mut c, &k("2"));
+    assert_eq!(reply, [1, 3, 0, -1, 60000]);
+    assert_expires_after(&mut c, "e", 60000, written);
 }
 
 #[test]
@@ -100,8 +104,10 @@ fn approx_waits_exactly_for_the_estimate_to_admit() {
     assert_eq!(decide(&mut c, &k("10")), [1, 10, 0, -1, 90000]);
     at(&mut c, 75 * SECOND);
     // Estimate 10 × 45/60 = 7.5; 7.5 + 2 ≤ 10.
-    assert_eq!(decide(&mut c, &k("2")), [1, 10, 0, -1, 105000]);
-    assert_ttl_is_reset(&mut c, "a", 105000);
+    // The TTL a write leaves is the reply's reset_after_ms.
+    let (reply, written) = decide_timed(&mut c, &k("2"));
+    assert_eq!(reply, [1, 10, 0, -1, 105000]);
+    assert_expires_after(&mut c, "a", 105000, written);
     // 7.5 + 2 + 1 > 10 until 10 × (60 − e)/60 ≤ 7: e = 18 s.
     assert_eq!(decide(&mut c, &k("1")), [0, 10, 0, 3000, 105000]);
     // 2 + 9 > 10 in this window; in the next, 2 × (60 − e)/60 ≤ 1: e = 30 s.
@@ -121,8 +127,10 @@ fn buckets_count_the_partial_oldest_sub_window() {
     // Sub-window 0 (0..15 s) leaves the count when sub-window 5 starts.
     assert_eq!(decide(&mut c, &k("1")), [1, 2, 1, -1, 61000]);
     at(&mut c, 16 * SECOND);
-    assert_eq!(decide(&mut c, &k("1")), [1, 2, 0, -1, 74000]);
-    assert_ttl_is_reset(&mut c, "b", 74000);
+    // The TTL a write leaves is the reply's reset_after_ms.
+    let (reply, written) = decide_timed(&mut c, &k("1"));
+    assert_eq!(reply, [1, 2, 0, -1, 74000]);
+    assert_expires_after(&mut c, "b", 74000, written);
     at(&mut c, 62 * SECOND);
     assert_eq!(decide(&mut c, &k("1")), [0, 2, 0, 13000, 28000]);
     assert_eq!(decide(&mut c, &k("2")), [0, 2, 0, 28000, 28000]);

@@ -76,8 +76,17 @@ impl App {
     /// The service's limiter; an error if a limit is one the server would
     /// refuse.
     pub fn new(redis: ConnectionManager, limits: Limits) -> Result<App, Error> {
+        App::with_store_timeout(redis, limits, STORE_TIMEOUT)
+    }
+
+    /// The app with another wait for the limiter than [`STORE_TIMEOUT`].
+    pub fn with_store_timeout(
+        redis: ConnectionManager,
+        limits: Limits,
+        store_timeout: Duration,
+    ) -> Result<App, Error> {
         let (per_key, global) = (limits.per_key, limits.global);
-        let client = Client::new(redis).timeout(STORE_TIMEOUT);
+        let client = Client::new(redis).timeout(store_timeout);
         let api_key = HeaderKey::new(HeaderName::from_static("x-api-key"));
         let layer = RedisRateLimitLayer::builder(client, api_key)
             .missing_key(StatusCode::UNAUTHORIZED, "missing X-Api-Key\n")

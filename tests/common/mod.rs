@@ -115,6 +115,8 @@ pub struct Server {
     pub config: Config,
     child: Option<Child>,
     keep_dir: bool,
+    /// Stopped with SIGSTOP ([`Server::freeze`]).
+    frozen: bool,
 }
 
 static NEXT_DIR: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
@@ -201,6 +203,7 @@ impl Server {
             config: config.clone(),
             child: Some(child),
             keep_dir: true,
+            frozen: false,
         };
         if server.wait_ready() {
             server.keep_dir = false;
@@ -253,8 +256,34 @@ impl Server {
         std::fs::read_to_string(self.dir.join("redis.log")).unwrap_or_default()
     }
 
+    /// Stops the process where it is (SIGSTOP): its connections stay open
+    /// and it answers nothing until [`Server::resume`]. A server that does
+    /// not answer for exactly as long as the test says.
+    pub fn freeze(&mut self) {
+        self.signal("STOP");
+        self.frozen = true;
+    }
+
+    pub fn resume(&mut self) {
+        self.signal("CONT");
+        self.frozen = false;
+    }
+
+    fn signal(&self, name: &str) {
+        let pid = self.child.as_ref().expect("a running server").id();
+        let status = Command::new("kill")
+            .arg(format!("-{name}"))
+            .arg(pid.to_string())
+            .status()
+            .expect("kill");
+        assert!(status.success(), "kill -{name} {pid}");
+    }
+
     /// Stops the server (SHUTDOWN NOSAVE, then kill), keeping its directory.
     pub fn stop(&mut self) {
+        if self.frozen {
+            self.resume();
+        }
         if let Some(mut child) = self.child.take() {
             if let Ok(mut c) = self.try_conn() {
                 let _: redis::RedisResult<()> = redis::cmd("SHUTDOWN").arg("NOSAVE").query(&mut c);
@@ -456,4 +485,53 @@ pub fn resp3_map(v: redis::Value) -> Vec<(String, redis::Value)> {
 /// The names of a RESP3 map's fields.
 pub fn names(fields: &[(String, redis::Value)]) -> Vec<&str> {
     fields.iter().map(|(k, _)| k.as_str()).collect()
+}
+
+/// The commands in one MULTI/EXEC, their replies in order. While EXEC runs
+/// the server judges key expiry at one fixed time: no key expires on the
+/// wall clock between two of them (a key whose state lives a few
+/// milliseconds could between two separate calls on a loaded machine).
+pub fn atomically(c: &mut redis::Connection, commands: &[&[&str]]) -> Vec<redis::Value> {
+    let mut pipe = redis::pipe();
+    pipe.atomic();
+    for args in commands {
+        pipe.add_command(cmd(args));
+    }
+    pipe.query(c)
+        .unwrap_or_else(|e| panic!("{commands:?}: {e}"))
+}
+
+/// A decision reply read as its five integers.
+pub fn five(v: &redis::Value) -> [i64; 5] {
+    let v: Vec<i64> = redis::from_redis_value(v.clone()).expect("a decision");
+    v.try_into().expect("five fields")
+}
+
+/// The server's wall clock (what key expiry runs on), in milliseconds.
+pub fn server_ms(c: &mut redis::Connection) -> i64 {
+    let (s, us): (i64, i64) = redis::cmd("TIME").query(c).expect("TIME");
+    s * 1000 + us / 1000
+}
+
+/// A decision, with the server's wall clock read just before and just
+/// after it: a key it wrote got its expiry at a time in between.
+pub fn decide_timed(c: &mut redis::Connection, args: &[&str]) -> ([i64; 5], (i64, i64)) {
+    let before = server_ms(c);
+    let reply = decide(c, args);
+    (reply, (before, server_ms(c)))
+}
+
+/// `key` expires `ttl_ms` after a time within `written` (from
+/// [`decide_timed`]): exact, however long the calls took.
+pub fn assert_expires_after(
+    c: &mut redis::Connection,
+    key: &str,
+    ttl_ms: i64,
+    written: (i64, i64),
+) {
+    let at = pexpiretime(c, key);
+    assert!(
+        (written.0..=written.1).contains(&(at - ttl_ms)),
+        "{key}: expires at {at}, want {ttl_ms} ms after a time within {written:?}"
+    );
 }

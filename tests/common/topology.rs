@@ -50,13 +50,17 @@ pub fn wait_replicas_online(primary: &Server, n: usize) {
     });
 }
 
-/// `WAIT n`, asserting that all `n` replicas acknowledged.
+/// `WAIT n 0`: until all `n` replicas have acknowledged, however long that
+/// takes; a read timeout of a minute turns a hang into a failure.
 pub fn wait_replicas(c: &mut redis::Connection, n: usize) {
+    c.set_read_timeout(Some(Duration::from_secs(60)))
+        .expect("read timeout");
     let acked: usize = redis::cmd("WAIT")
         .arg(n)
-        .arg(10_000)
+        .arg(0)
         .query(c)
-        .expect("WAIT");
+        .expect("replicas did not acknowledge within a minute");
+    c.set_read_timeout(None).expect("read timeout");
     assert_eq!(acked, n, "replicas did not acknowledge");
 }
 

@@ -117,6 +117,40 @@ impl Raw {
         r
     }
 
+    /// The commands in one MULTI/EXEC, their replies in order. While EXEC
+    /// runs the server judges key expiry at one fixed time, so no key
+    /// expires on the wall clock between two of the commands.
+    pub fn atomically<A: AsRef<[u8]>>(&mut self, commands: &[&[A]]) -> Vec<Reply> {
+        self.send(&["MULTI"]);
+        for args in commands {
+            self.send(args);
+        }
+        self.send(&["EXEC"]);
+        assert_eq!(self.read(), Reply::Status("OK".into()), "MULTI");
+        for args in commands {
+            let queued = self.read();
+            assert_eq!(queued, Reply::Status("QUEUED".into()), "{}", show(args));
+        }
+        match self.read() {
+            Reply::Array(Some(replies)) => replies,
+            other => panic!("EXEC: {other:?}"),
+        }
+    }
+
+    /// The server's wall clock (what key expiry runs on), in milliseconds.
+    pub fn server_ms(&mut self) -> i64 {
+        match self.ok(&["TIME"]) {
+            Reply::Array(Some(t)) => {
+                let part = |r: &Reply| -> i64 {
+                    let digits = r.bulk().expect("TIME");
+                    String::from_utf8_lossy(&digits).parse().expect("TIME")
+                };
+                part(&t[0]) * 1000 + part(&t[1]) / 1000
+            }
+            other => panic!("TIME: {other:?}"),
+        }
+    }
+
     pub fn ping(&mut self) -> bool {
         self.call(&["PING"]) == Reply::Status("PONG".into())
     }

@@ -315,17 +315,24 @@ fn a_lease_guard_releases_when_done_or_dropped_and_renews_while_work_runs() {
         assert!(guard.renew().await.unwrap());
         assert!(guard.release().await.unwrap());
 
-        // Work that outlasts the TTL several times over keeps its lease.
+        // Work that outlasts the TTL keeps its lease: the guard renews it
+        // every third of the TTL while the work runs. The work lasts until
+        // the server has seen three renewals, however slowly they come
+        // (polls of at least 10 ms each, up to a minute: a hang guard).
         let guard = client.acquire(&slot).await.unwrap().expect("free again");
         let renewals_before = calls(&mut c, "rl.renew");
         let worked = guard
             .run(async {
-                tokio::time::sleep(Duration::from_millis(350)).await;
+                let mut polls = 0;
+                while calls(&mut c, "rl.renew") < renewals_before + 3 {
+                    polls += 1;
+                    assert!(polls < 6000, "the lease was never renewed");
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                }
                 7
             })
             .await;
         assert_eq!(worked, 7);
-        assert!(calls(&mut c, "rl.renew") > renewals_before);
         // ...and released it at the end.
         let guard = client.acquire(&slot).await.unwrap().expect("released");
 

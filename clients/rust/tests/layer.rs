@@ -216,7 +216,7 @@ fn an_outage_admits_fail_open_limits_and_enforces_fail_closed_ones_at_their_shar
 
 #[test]
 fn a_server_that_does_not_answer_in_time_is_an_outage_too() {
-    let s = Server::start();
+    let mut s = Server::start();
     let mut c = s.conn();
     clock_set(&mut c, T0);
     block_on(async {
@@ -234,21 +234,18 @@ fn a_server_that_does_not_answer_in_time_is_an_outage_too() {
         );
         let r = get(&closed, Some("alice")).await;
         assert!(r.headers["ratelimit"].starts_with("\"plan\";r=29;"));
-        // The server holds every command back for 1.5 s: each request
-        // waits 200 ms, then alice's share (all of it) is enforced locally.
-        let _: () = redis::cmd("CLIENT")
-            .arg("PAUSE")
-            .arg(1500)
-            .arg("ALL")
-            .query(&mut c)
-            .unwrap();
+        // The server stops answering until told (its process stopped, its
+        // connections open): each request waits 200 ms, then alice's share
+        // (all of it) is enforced locally.
+        s.freeze();
         for _ in 0..3 {
             let r = get(&closed, Some("alice")).await;
             assert_eq!(r.status, 200);
             assert!(!r.headers.contains_key("ratelimit"), "{:?}", r.headers);
         }
         assert_eq!(get(&closed, Some("bob")).await.status, 429);
-        // Once the pause ends, the store decides again.
+        // Once it answers again, the store decides again.
+        s.resume();
         let r = until_answered_by_the_store(&closed, "alice").await;
         assert_eq!(r.status, 200);
     });
