@@ -400,11 +400,11 @@ fn the_clock_refuses_what_it_cannot_do() {
     let cases: &[(&[&[u8]], &str)] = &[
         (
             &[b"RL.CLOCK", b"FOO", b"1"],
-            "ERR unknown subcommand 'FOO' for RL.CLOCK: try SET or ADVANCE",
+            "ERR unknown subcommand 'FOO' for RL.CLOCK: try SET, ADVANCE or HELP",
         ),
         (
             &[b"RL.CLOCK", b"\xff\r\n", b"1"],
-            "ERR unknown subcommand '???' for RL.CLOCK: try SET or ADVANCE",
+            "ERR unknown subcommand '???' for RL.CLOCK: try SET, ADVANCE or HELP",
         ),
         (
             &[b"RL.CLOCK", b"SET"],
@@ -416,7 +416,7 @@ fn the_clock_refuses_what_it_cannot_do() {
         ),
         (
             &[b"RL.CLOCK", b"GET"],
-            "ERR wrong number of arguments for 'rl.clock' command",
+            "ERR unknown subcommand 'GET' for RL.CLOCK: try SET, ADVANCE or HELP",
         ),
     ];
     for (args, want) in cases {
@@ -644,7 +644,7 @@ fn huge_arguments_get_short_errors() {
         (
             vec![b"RL.CLOCK".to_vec(), word.clone(), b"1".to_vec()],
             format!(
-                "ERR unknown subcommand '{}...' for RL.CLOCK: try SET or ADVANCE",
+                "ERR unknown subcommand '{}...' for RL.CLOCK: try SET, ADVANCE or HELP",
                 "x".repeat(32)
             ),
         ),

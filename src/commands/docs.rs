@@ -240,7 +240,7 @@ pub fn arguments(command: &CommandDef) -> Vec<DocArg> {
                 RegistryOp::List => vec![DocArg::new("pattern", DocType::String)
                     .with_token("MATCH")
                     .optional()],
-                RegistryOp::Digest => Vec::new(),
+                RegistryOp::Digest | RegistryOp::Help => Vec::new(),
             }
         }
         Grammar::Check => {
