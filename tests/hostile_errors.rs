@@ -154,6 +154,17 @@ fn argument_cases(shape: &Shape, key: &[u8]) -> Vec<Case> {
             args: shape.args(key, &valid, &rest),
             want: want.clone(),
         });
+        // Right after RL.CHECK's names, a word that is no option is most
+        // likely a name without its OR.
+        let want = if shape.name == "RL.CHECK" {
+            format!(
+                "ERR syntax error: unknown option '{}' (separate policy names with OR): \
+                 RL.CHECK key name [OR name ...] [options]",
+                printable(&w)
+            )
+        } else {
+            want
+        };
         cases.push(Case {
             args: shape.args(key, &valid, &[w]),
             want,

@@ -91,6 +91,7 @@ const MATCH: Opt = Opt {
     value: Some(Parse::Bytes),
     group: None,
     value_name: None,
+    within: None,
 };
 
 /// A policy's own options and the common ones it takes.

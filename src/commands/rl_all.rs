@@ -127,7 +127,9 @@ pub fn parse<A: AsRef<[u8]>>(policies_allowed: &Policies, args: &[A]) -> Result<
 }
 
 const NAME: &str = "RL.ALL";
-const COSTS: &str = "COSTS";
+/// RL.ALL's amounts: one for every key, or one per key.
+pub const COST: &str = "COST";
+pub const COSTS: &str = "COSTS";
 const REFUND: &str = "REFUND";
 
 /// Takes `COSTS c1 .. cN` (or `REFUND COSTS c1 .. cN`) out of the options
