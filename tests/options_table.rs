@@ -117,3 +117,60 @@ fn every_cell_of_the_options_table_is_what_the_server_does() {
     assert!(n > 90, "only {n} cells");
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
 }
+
+/// docs/commands.md's Configuration table: every `ratelimit.*` setting the
+/// server has, with its default and its range (the bounds accepted by
+/// `CONFIG SET`, one past them refused).
+#[test]
+fn the_configuration_table_is_every_setting_with_its_default_and_range() {
+    let doc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/commands.md"))
+        .expect("docs/commands.md");
+    let section = &doc[doc.find("## Configuration").expect("section")..];
+    let section = &section[..section[3..].find("\n## ").expect("next section")];
+    // `| `ratelimit.NAME` | DEFAULT (MIN to MAX) | ...`
+    let mut documented: Vec<(String, u64, u64, u64)> = Vec::new();
+    for line in section.lines().filter(|l| l.starts_with("| `ratelimit.")) {
+        let cells: Vec<&str> = line.trim_matches('|').split(" | ").map(str::trim).collect();
+        let name = cells[0].trim_matches('`').to_string();
+        let (default, range) = cells[1].split_once(" (").expect("default (range)");
+        let (min, max) = range
+            .trim_end_matches(')')
+            .split_once(" to ")
+            .expect("range");
+        let n = |t: &str| t.parse::<u64>().unwrap_or_else(|_| panic!("{name}: {t}"));
+        documented.push((name.clone(), n(default), n(min), n(max)));
+    }
+    let s = Server::start();
+    let mut c = s.conn();
+    let mut settings: Vec<(String, String)> = redis::cmd("CONFIG")
+        .arg("GET")
+        .arg("ratelimit.*")
+        .query(&mut c)
+        .expect("CONFIG GET");
+    settings.sort();
+    let mut names: Vec<String> = documented.iter().map(|d| d.0.clone()).collect();
+    names.sort();
+    let server_names: Vec<String> = settings.iter().map(|s| s.0.clone()).collect();
+    assert_eq!(names, server_names, "documented settings");
+    for (name, default, min, max) in documented {
+        let value = &settings.iter().find(|s| s.0 == name).expect("set").1;
+        assert_eq!(value, &default.to_string(), "{name}'s default");
+        let set = |c: &mut redis::Connection, v: u64| -> bool {
+            redis::cmd("CONFIG")
+                .arg("SET")
+                .arg(&name)
+                .arg(v)
+                .query::<()>(c)
+                .is_ok()
+        };
+        assert!(
+            set(&mut c, max) && set(&mut c, min),
+            "{name}: {min} to {max}"
+        );
+        assert!(!set(&mut c, max + 1), "{name}: above {max}");
+        if min > 0 {
+            assert!(!set(&mut c, min - 1), "{name}: below {min}");
+        }
+        assert!(set(&mut c, default));
+    }
+}
