@@ -248,3 +248,55 @@ fn wait_takes_the_duration_syntax_of_periods() {
         assert!(e.starts_with("ERR WAIT "), "WAIT {bad}: {got:?}");
     }
 }
+
+/// A load with the default arguments logs nothing at warning level (`#`
+/// in Redis's log) from the module or about it: no ACL category the server
+/// does not know, no defrag API it lacks.
+#[test]
+fn a_clean_load_logs_no_warning() {
+    let s = Server::with(common::Config::real_clock());
+    let mut c = Raw::connect(s.port);
+    assert!(c.ping());
+    let log = s.log();
+    let warnings: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains(" # "))
+        .filter(|l| {
+            ["ratelimit", "categor", "defrag", "module", "Module"]
+                .iter()
+                .any(|w| l.contains(w))
+        })
+        .collect();
+    assert!(warnings.is_empty(), "{}", warnings.join("\n"));
+}
+
+/// CLIENT UNBLOCK ends a wait where the server can do that safely, as INFO
+/// says; elsewhere it answers 0 and the wait goes on.
+#[test]
+fn client_unblock_ends_a_wait_where_info_says_it_can() {
+    let (s, mut c) = server();
+    let info = c.call(&["INFO", "ratelimit"]).bulk().unwrap_or_default();
+    let info = String::from_utf8_lossy(&info).into_owned();
+    let allowed = info
+        .lines()
+        .find_map(|l| l.strip_prefix("ratelimit_client_unblock:"))
+        .expect("ratelimit_client_unblock in INFO");
+    assert!(allowed == "yes" || allowed == "no", "{allowed}");
+    assert_eq!(c.call(&["RL.GCRA", "u", "1", "1m"]).ints()[0], 1);
+    let mut waiter = Raw::connect(s.port);
+    let id = waiter.call(&["CLIENT", "ID"]).int();
+    waiter.send(&["RL.GCRA", "u", "1", "1m", "WAIT", "1m"]);
+    waiter.flush();
+    let mut watch = s.conn();
+    await_waiting(&mut watch, 1);
+    let unblocked = c.call(&["CLIENT", "UNBLOCK", &id.to_string()]).int();
+    assert_eq!(unblocked == 1, allowed == "yes");
+    if allowed == "no" {
+        // The wait goes on, to its admission.
+        c.ok(&["RL.CLOCK", "ADVANCE", "60000000"]);
+        assert_eq!(waiter.read().ints()[0], 1);
+    } else {
+        assert_eq!(waiter.read().ints()[0], 0);
+    }
+    await_waiting(&mut watch, 0);
+}

@@ -8,6 +8,11 @@ use super::ffi::Ctx;
 use crate::commands::definition::CommandDef;
 use redis_module::raw;
 use std::ffi::{c_int, CString};
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+
+/// Whether [`CATEGORY`] was added on this server: only then do commands
+/// name it (a server without it logs a warning for each that does).
+static ADDED: AtomicBool = AtomicBool::new(false);
 
 /// The module's own category: every command of the module.
 pub const CATEGORY: &str = "ratelimit";
@@ -38,6 +43,7 @@ pub fn add_category(ctx: Ctx) -> Option<String> {
     let name = CString::new(CATEGORY).ok()?;
     // SAFETY: during OnLoad with its context; `name` is NUL-terminated.
     if unsafe { add(ctx.0, name.as_ptr()) } == raw::REDISMODULE_OK as c_int {
+        ADDED.store(true, Relaxed);
         return None;
     }
     Some(format!(
@@ -61,9 +67,14 @@ pub unsafe fn set_categories(
         return Ok(());
     };
     let own = def.acl_categories();
-    // A category the server does not know fails the whole call: without
-    // `ratelimit` (not added on this server) the command keeps its own.
-    for categories in [format!("{own} {CATEGORY}"), own.clone()] {
+    // A category the server does not know fails the whole call (and is
+    // logged): `ratelimit` only where it was added.
+    let categories = if ADDED.load(Relaxed) {
+        vec![format!("{own} {CATEGORY}"), own.clone()]
+    } else {
+        vec![own.clone()]
+    };
+    for categories in categories {
         let text = CString::new(categories).map_err(|e| e.to_string())?;
         // SAFETY: as the caller promises; `text` is NUL-terminated and
         // Redis parses it during the call.
