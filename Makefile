@@ -7,7 +7,7 @@ PREFIX  ?= /usr/local
 MODULEDIR ?= $(PREFIX)/lib/redis/modules
 SUDO    := $(shell [ "$$(id -u)" -eq 0 ] || echo sudo)
 
-.PHONY: run test test-valkey build install deps deps-valkey lint unit bench bench-wait bench-stall demo fuzz clean
+.PHONY: run test test-valkey test-matrix build install deps deps-valkey lint unit bench bench-wait bench-stall demo fuzz clean
 
 ## Install what a fresh Debian machine lacks (redis-server, libclang for bindgen).
 deps:
@@ -41,6 +41,12 @@ test: deps lint
 ## enabled from the machine's own Debian source if it is missing).
 test-valkey: deps deps-valkey
 	RL_SERVER=valkey-server cargo test --workspace
+
+## The same suite against servers built from source (outside the
+## repository): SERVERS="path/to/redis-server dir/with/servers ...".
+## `make test-matrix` without SERVERS says how to obtain and build them.
+test-matrix: deps
+	SERVERS="$(SERVERS)" ./scripts/test_matrix.sh
 
 deps-valkey:
 	@if ! command -v valkey-server >/dev/null; then \
