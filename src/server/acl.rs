@@ -10,9 +10,11 @@ use redis_module::raw;
 use std::ffi::{c_int, CString};
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 
-/// Whether [`CATEGORY`] was added on this server: only then do commands
-/// name it (a server without it logs a warning for each that does).
-static ADDED: AtomicBool = AtomicBool::new(false);
+/// Whether this server can have [`CATEGORY`] (it has `AddACLCategory`):
+/// only then do commands name it (a server without it logs a warning for
+/// each that does). Where it was added by an earlier load of the module
+/// (adding fails then), commands still name it.
+static CAN_ADD: AtomicBool = AtomicBool::new(false);
 
 /// The module's own category: every command of the module.
 pub const CATEGORY: &str = "ratelimit";
@@ -34,6 +36,7 @@ pub fn add_category(ctx: Ctx) -> Option<String> {
                 .into(),
         );
     }
+    CAN_ADD.store(add.is_some(), Relaxed);
     let Some(add) = add else {
         return Some(format!(
             "ratelimit: this server cannot add the ACL category '{CATEGORY}' \
@@ -43,7 +46,6 @@ pub fn add_category(ctx: Ctx) -> Option<String> {
     let name = CString::new(CATEGORY).ok()?;
     // SAFETY: during OnLoad with its context; `name` is NUL-terminated.
     if unsafe { add(ctx.0, name.as_ptr()) } == raw::REDISMODULE_OK as c_int {
-        ADDED.store(true, Relaxed);
         return None;
     }
     Some(format!(
@@ -68,8 +70,8 @@ pub unsafe fn set_categories(
     };
     let own = def.acl_categories();
     // A category the server does not know fails the whole call (and is
-    // logged): `ratelimit` only where it was added.
-    let categories = if ADDED.load(Relaxed) {
+    // logged): `ratelimit` only where the server can have it.
+    let categories = if CAN_ADD.load(Relaxed) {
         vec![format!("{own} {CATEGORY}"), own.clone()]
     } else {
         vec![own.clone()]
