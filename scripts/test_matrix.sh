@@ -51,7 +51,7 @@ for b in "${binaries[@]}"; do
     results=$(grep -E '^test result: ' "$log" || true)
     passed=$(grep -oE '[0-9]+ passed' <<<"$results" | awk '{s+=$1} END {print s+0}')
     failed=$(grep -oE '[0-9]+ failed' <<<"$results" | awk '{s+=$1} END {print s+0}')
-    failing=$(grep -E '^test .* \.\.\. FAILED$' "$log" | sed -E 's/^test (.*) \.\.\. FAILED$/\1/' | tr '\n' ' ')
+    failing=$( (grep -E '^test .* \.\.\. FAILED$' "$log" || true) | sed -E 's/^test (.*) \.\.\. FAILED$/\1/' | tr '\n' ' ')
     rows+=("| $kind $version | $passed | $failed | ${failing:-} |")
 done
 
