@@ -148,7 +148,7 @@ fn every_command_documents_its_arguments() {
         ),
         (
             "rl.clock",
-            "[(SET microseconds:integer | ADVANCE microseconds:integer)]".into(),
+            "[(SET microseconds:integer | ADVANCE microseconds:integer | HELP)]".into(),
         ),
         (
             "rl.acquire",

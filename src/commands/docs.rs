@@ -243,8 +243,12 @@ pub fn arguments(command: &CommandDef) -> Vec<DocArg> {
             out
         }
         Grammar::Subcommands { name, choices } => {
-            let choices = choices.iter().map(|(token, p)| param(p).with_token(token));
-            vec![DocArg::parent(name, DocType::OneOf, choices.collect()).optional()]
+            let mut choices: Vec<DocArg> = choices
+                .iter()
+                .map(|(token, p)| param(p).with_token(token))
+                .collect();
+            choices.push(DocArg::new("help", DocType::PureToken).with_token("HELP"));
+            vec![DocArg::parent(name, DocType::OneOf, choices).optional()]
         }
         Grammar::Registry(op) => {
             let name = || DocArg::new("name", DocType::String);
@@ -331,7 +335,7 @@ mod tests {
         assert!(get("rl.policy|set").ends_with("ttl:string) [SHADOW]"));
         assert_eq!(
             get("rl.clock"),
-            "[(SET microseconds:integer | ADVANCE microseconds:integer)]"
+            "[(SET microseconds:integer | ADVANCE microseconds:integer | HELP)]"
         );
     }
 }
