@@ -9,7 +9,7 @@ PREFIX  ?= /usr/local
 MODULEDIR ?= $(PREFIX)/lib/redis/modules
 SUDO    := $(shell [ "$$(id -u)" -eq 0 ] || echo sudo)
 
-.PHONY: run test test-python test-node bench-node test-valkey test-repeat build install dist test-dist deps deps-valkey lint unit bench bench-wait bench-stall bench-fair bench-overhead bench-waiters demo fuzz clean
+.PHONY: run test test-python test-node bench-node test-valkey test-repeat test-matrix build install dist test-dist deps deps-valkey lint unit bench bench-wait bench-stall bench-fair bench-overhead bench-waiters demo fuzz clean
 
 ## Install what a fresh Debian machine lacks (redis-server, libclang for bindgen).
 deps:
@@ -92,6 +92,11 @@ test-valkey: deps deps-valkey
 N ?= 10
 test-repeat: deps
 	./scripts/test_repeat.sh $(N)
+## The same suite against servers built from source (outside the
+## repository): SERVERS="path/to/redis-server dir/with/servers ...".
+## `make test-matrix` without SERVERS says how to obtain and build them.
+test-matrix: deps
+	SERVERS="$(SERVERS)" ./scripts/test_matrix.sh
 
 deps-valkey:
 	@if ! command -v valkey-server >/dev/null; then \

@@ -9,6 +9,7 @@ pub mod definition;
 mod describe;
 pub mod docs;
 pub mod grammar;
+pub mod help;
 pub mod host;
 pub mod lease;
 pub mod named;
@@ -44,5 +45,6 @@ pub fn run<H: Host>(command: &CommandDef, host: &mut H, args: &[H::Arg]) -> Resu
         Handler::PolicyList => named::list(args),
         Handler::PolicyDigest => named::digest(command, args),
         Handler::PolicyStats => named::stats(command, host, args),
+        Handler::PolicyHelp => named::help(command, args),
     }
 }

@@ -92,8 +92,11 @@ fn command_synopsis(doc: &Value) -> String {
 const GCRA: &str = "GCRA limit:integer period:string [BURST burst:integer]";
 const BUCKET: &str = "BUCKET capacity:integer refill:integer period:string";
 const MODE: &str = "[(EXACT | APPROX | BUCKETS buckets:integer)]";
-const COMMON: &str = "[COST cost:integer] [DRYRUN] [WAIT timeout:string] [FLOW flow:string] \
-                      [WEIGHT weight:integer] [(FORCE | PARTIAL | REFUND refund:integer)]";
+const COMMON: &str = "[COST cost:integer] [DRYRUN] [WAIT timeout:string [FLOW flow:string [WEIGHT weight:integer]]] [(FORCE | PARTIAL | REFUND refund:integer)]";
+/// RL.ALL's: COST is one of its amounts.
+const COMMON_BUT_COST: &str =
+    "[DRYRUN] [WAIT timeout:string [FLOW flow:string [WEIGHT weight:integer]]] \
+                               [(FORCE | PARTIAL | REFUND refund:integer)]";
 const POLICY: &str = "(GCRA limit:integer period:string [BURST burst:integer] | \
                       BUCKET capacity:integer refill:integer period:string | \
                       SLIDING limit:integer window:string [(EXACT | APPROX | BUCKETS buckets:integer)] | \
@@ -134,8 +137,8 @@ fn every_command_documents_its_arguments() {
                 "numkeys:integer key:key... ({GCRA} | {BUCKET} | \
                  SLIDING limit:integer window:string {MODE} | \
                  FIXED limit:integer window:string [ALIGNED] | \
-                 CONCURRENCY limit:integer ttl:string | POLICY name:string)... {COMMON} \
-                 [COSTS costs:integer...]"
+                 CONCURRENCY limit:integer ttl:string | POLICY name:string)... \
+                 [(COST cost:integer | COSTS costs:integer...)] {COMMON_BUT_COST}"
             ),
         ),
         ("rl.peek", format!("key:key {POLICY}")),
@@ -145,12 +148,11 @@ fn every_command_documents_its_arguments() {
         ),
         (
             "rl.clock",
-            "[(SET microseconds:integer | ADVANCE microseconds:integer)]".into(),
+            "[(SET microseconds:integer | ADVANCE microseconds:integer | HELP)]".into(),
         ),
         (
             "rl.acquire",
-            "key:key limit:integer ttl:string [COST cost:integer] [DRYRUN] [WAIT timeout:string] \
-             [FLOW flow:string] [WEIGHT weight:integer]"
+            "key:key limit:integer ttl:string [COST cost:integer] [DRYRUN] [WAIT timeout:string [FLOW flow:string [WEIGHT weight:integer]]]"
                 .to_string(),
         ),
         ("rl.release", "key:key lease:string".into()),

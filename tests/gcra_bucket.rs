@@ -234,7 +234,7 @@ fn clock_commands() {
     assert_eq!(code, "ERR");
     assert_eq!(
         msg,
-        "ERR unknown subcommand 'FOO' for RL.CLOCK: try SET or ADVANCE"
+        "ERR unknown subcommand 'FOO' for RL.CLOCK: try SET, ADVANCE or HELP"
     );
     let (_, msg) = error_of(&mut c, &[b"RL.CLOCK", b"SET", b"-1"]);
     assert_eq!(

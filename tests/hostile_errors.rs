@@ -154,6 +154,17 @@ fn argument_cases(shape: &Shape, key: &[u8]) -> Vec<Case> {
             args: shape.args(key, &valid, &rest),
             want: want.clone(),
         });
+        // Right after RL.CHECK's names, a word that is no option is most
+        // likely a name without its OR.
+        let want = if shape.name == "RL.CHECK" {
+            format!(
+                "ERR syntax error: unknown option '{}' (separate policy names with OR): \
+                 RL.CHECK key name [OR name ...] [options]",
+                printable(&w)
+            )
+        } else {
+            want
+        };
         cases.push(Case {
             args: shape.args(key, &valid, &[w]),
             want,
@@ -400,11 +411,11 @@ fn the_clock_refuses_what_it_cannot_do() {
     let cases: &[(&[&[u8]], &str)] = &[
         (
             &[b"RL.CLOCK", b"FOO", b"1"],
-            "ERR unknown subcommand 'FOO' for RL.CLOCK: try SET or ADVANCE",
+            "ERR unknown subcommand 'FOO' for RL.CLOCK: try SET, ADVANCE or HELP",
         ),
         (
             &[b"RL.CLOCK", b"\xff\r\n", b"1"],
-            "ERR unknown subcommand '???' for RL.CLOCK: try SET or ADVANCE",
+            "ERR unknown subcommand '???' for RL.CLOCK: try SET, ADVANCE or HELP",
         ),
         (
             &[b"RL.CLOCK", b"SET"],
@@ -416,7 +427,7 @@ fn the_clock_refuses_what_it_cannot_do() {
         ),
         (
             &[b"RL.CLOCK", b"GET"],
-            "ERR wrong number of arguments for 'rl.clock' command",
+            "ERR unknown subcommand 'GET' for RL.CLOCK: try SET, ADVANCE or HELP",
         ),
     ];
     for (args, want) in cases {
@@ -644,7 +655,7 @@ fn huge_arguments_get_short_errors() {
         (
             vec![b"RL.CLOCK".to_vec(), word.clone(), b"1".to_vec()],
             format!(
-                "ERR unknown subcommand '{}...' for RL.CLOCK: try SET or ADVANCE",
+                "ERR unknown subcommand '{}...' for RL.CLOCK: try SET, ADVANCE or HELP",
                 "x".repeat(32)
             ),
         ),

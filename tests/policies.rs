@@ -157,7 +157,8 @@ fn bad_input_is_an_error_naming_it_and_changes_nothing() {
         (&["RL.CHECK", "k", "p", "OR"], "ERR syntax error: OR needs a value"),
         (
             &["RL.CHECK", "k", "p", "BURST", "2"],
-            "ERR syntax error: unknown option 'BURST'",
+            "ERR syntax error: unknown option 'BURST' (separate policy names with OR): \
+             RL.CHECK key name [OR name ...] [options]",
         ),
         (
             &["RL.POLICY", "LIST", "PATTERN", "x"],

@@ -234,6 +234,10 @@ fn a_disconnect_gives_the_place_up_and_the_next_waiter_is_admitted() {
 fn client_unblock_ends_a_wait_with_the_timeout_denial_or_an_error() {
     let server = Server::start();
     let mut ctl = server.conn();
+    if !client_unblock_allowed(&mut ctl) {
+        eprintln!("skipped: this server refuses CLIENT UNBLOCK of a waiter (INFO ratelimit_client_unblock:no)");
+        return;
+    }
     clock_set(&mut ctl, T0);
     prime(&mut ctl, "k");
     let mut w1 = server.conn();

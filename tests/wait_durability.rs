@@ -35,6 +35,10 @@ fn waits_admitted_timed_out_and_abandoned_replicate_exactly() {
             .arg("aof-use-rdb-preamble", "no")
             .arg("propagation-error-behavior", "panic"),
     );
+    if !client_unblock_allowed(&mut primary.conn()) {
+        eprintln!("skipped: this server refuses CLIENT UNBLOCK of a waiter (INFO ratelimit_client_unblock:no)");
+        return;
+    }
     let replicas = [
         Server::with(replica_config(&primary)),
         Server::with(replica_config(&primary)),

@@ -29,6 +29,7 @@ pub enum Handler {
     PolicyList,
     PolicyDigest,
     PolicyStats,
+    PolicyHelp,
 }
 
 /// What follows a command's name.
@@ -84,6 +85,8 @@ pub enum RegistryOp {
     Digest,
     /// `name`.
     Stats,
+    /// Nothing: the subcommands, one line each.
+    Help,
 }
 
 /// Where a command's keys are.
@@ -216,7 +219,7 @@ impl CommandDef {
                 // RL.PEEK, fewer after that are the policy's syntax error.
                 RegistryOp::Set => 5,
                 RegistryOp::Get | RegistryOp::Del | RegistryOp::Stats => 3,
-                RegistryOp::List | RegistryOp::Digest => 2,
+                RegistryOp::List | RegistryOp::Digest | RegistryOp::Help => 2,
             },
             // A key and a name.
             Grammar::Check => 3,

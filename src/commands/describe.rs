@@ -60,7 +60,7 @@ impl CommandDef {
                 (None, &NAME, Vec::new())
             }
             Grammar::Registry(RegistryOp::List) => (None, &[], vec![MATCH]),
-            Grammar::Registry(RegistryOp::Digest) => (None, &[], Vec::new()),
+            Grammar::Registry(RegistryOp::Digest | RegistryOp::Help) => (None, &[], Vec::new()),
         };
         let mut lines: Vec<String> = syntax.map(|s| format!("syntax {s}")).into_iter().collect();
         lines.extend(
@@ -91,6 +91,7 @@ const MATCH: Opt = Opt {
     value: Some(Parse::Bytes),
     group: None,
     value_name: None,
+    within: None,
 };
 
 /// A policy's own options and the common ones it takes.

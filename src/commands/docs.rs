@@ -4,6 +4,7 @@
 use super::definition::{CommandDef, Grammar, RegistryOp};
 use super::grammar::{Opt, Param, Parse, PolicyDef, COMMON};
 use super::named::{OR, POLICY, SHADOW};
+use super::rl_all::{COST, COSTS};
 use super::table::POLICIES;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -130,25 +131,43 @@ fn option(o: &Opt) -> DocArg {
     DocArg::new(&name, kind).with_token(o.token)
 }
 
-/// A list of options: each optional; a group as one optional one-of.
+/// A list of options: each optional; a group as one optional one-of; an
+/// option with others `within` it as a block of it and them, nested
+/// (`[WAIT timeout [FLOW flow [WEIGHT weight]]]`).
 fn options(list: &[Opt]) -> Vec<DocArg> {
     let mut out: Vec<DocArg> = Vec::new();
     let mut groups: Vec<&str> = Vec::new();
     let alone = |g| list.iter().filter(|m| m.group == Some(g)).count() == 1;
-    for o in list {
+    for o in list.iter().filter(|o| o.within.is_none()) {
         match o.group {
             Some(g) if groups.contains(&g) => {}
             // A group of one is a plain option.
-            Some(g) if alone(g) => out.push(option(o).optional()),
+            Some(g) if alone(g) => out.push(nested(o, list).optional()),
             Some(g) => {
                 groups.push(g);
                 let members = list.iter().filter(|m| m.group == Some(g)).map(option);
                 out.push(DocArg::parent(g, DocType::OneOf, members.collect()).optional());
             }
-            None => out.push(option(o).optional()),
+            None => out.push(nested(o, list).optional()),
         }
     }
     out
+}
+
+/// Option `o`, or, where options of `list` are given only with it, a block
+/// of it and them (each optional, nested in turn).
+fn nested(o: &Opt, list: &[Opt]) -> DocArg {
+    let inner: Vec<DocArg> = list
+        .iter()
+        .filter(|m| m.within == Some(o.token))
+        .map(|m| nested(m, list).optional())
+        .collect();
+    if inner.is_empty() {
+        return option(o);
+    }
+    let mut subargs = vec![option(o)];
+    subargs.extend(inner);
+    DocArg::parent(&o.token.to_ascii_lowercase(), DocType::Block, subargs)
 }
 
 /// A policy's arguments after its keyword (or after the key).
@@ -191,13 +210,14 @@ pub fn arguments(command: &CommandDef) -> Vec<DocArg> {
                 key().multiple(),
                 policy_or_named(policies).multiple(),
             ];
-            out.extend(options(&COMMON));
-            out.push(
-                DocArg::new("costs", DocType::Integer)
-                    .with_token("COSTS")
-                    .multiple()
-                    .optional(),
-            );
+            // One amount for every key (COST) or one per key (COSTS).
+            let (cost, rest): (Vec<Opt>, Vec<Opt>) = COMMON.iter().partition(|o| o.token == COST);
+            let per_key = DocArg::new("costs", DocType::Integer)
+                .with_token(COSTS)
+                .multiple();
+            let amounts = cost.iter().map(option).chain([per_key]).collect();
+            out.push(DocArg::parent("amount", DocType::OneOf, amounts).optional());
+            out.extend(options(&rest));
             out
         }
         Grammar::Share { node, look } => {
@@ -223,8 +243,12 @@ pub fn arguments(command: &CommandDef) -> Vec<DocArg> {
             out
         }
         Grammar::Subcommands { name, choices } => {
-            let choices = choices.iter().map(|(token, p)| param(p).with_token(token));
-            vec![DocArg::parent(name, DocType::OneOf, choices.collect()).optional()]
+            let mut choices: Vec<DocArg> = choices
+                .iter()
+                .map(|(token, p)| param(p).with_token(token))
+                .collect();
+            choices.push(DocArg::new("help", DocType::PureToken).with_token("HELP"));
+            vec![DocArg::parent(name, DocType::OneOf, choices).optional()]
         }
         Grammar::Registry(op) => {
             let name = || DocArg::new("name", DocType::String);
@@ -240,7 +264,7 @@ pub fn arguments(command: &CommandDef) -> Vec<DocArg> {
                 RegistryOp::List => vec![DocArg::new("pattern", DocType::String)
                     .with_token("MATCH")
                     .optional()],
-                RegistryOp::Digest => Vec::new(),
+                RegistryOp::Digest | RegistryOp::Help => Vec::new(),
             }
         }
         Grammar::Check => {
@@ -280,14 +304,13 @@ mod tests {
         assert_eq!(
             get("rl.gcra"),
             "key:key limit:integer period:string [BURST burst:integer] [COST cost:integer] [DRYRUN] \
-             [WAIT timeout:string] [FLOW flow:string] [WEIGHT weight:integer] \
+             [WAIT timeout:string [FLOW flow:string [WEIGHT weight:integer]]] \
              [(FORCE | PARTIAL | REFUND refund:integer)]"
         );
         assert_eq!(
             get("rl.sliding"),
             "key:key limit:integer window:string [(EXACT | APPROX | BUCKETS buckets:integer)] \
-             [COST cost:integer] [DRYRUN] [WAIT timeout:string] [FLOW flow:string] \
-             [WEIGHT weight:integer] [(FORCE | PARTIAL | REFUND refund:integer)]"
+             [COST cost:integer] [DRYRUN] [WAIT timeout:string [FLOW flow:string [WEIGHT weight:integer]]] [(FORCE | PARTIAL | REFUND refund:integer)]"
         );
         assert_eq!(
             get("rl.peek"),
@@ -304,7 +327,7 @@ mod tests {
         assert_eq!(
             get("rl.check"),
             "key:key name:string [OR name:string...] [COST cost:integer] [DRYRUN] \
-             [WAIT timeout:string] [FLOW flow:string] [WEIGHT weight:integer] \
+             [WAIT timeout:string [FLOW flow:string [WEIGHT weight:integer]]] \
              [(FORCE | PARTIAL | REFUND refund:integer)]"
         );
         assert_eq!(get("rl.policy|list"), "[MATCH pattern:string]");
@@ -312,7 +335,7 @@ mod tests {
         assert!(get("rl.policy|set").ends_with("ttl:string) [SHADOW]"));
         assert_eq!(
             get("rl.clock"),
-            "[(SET microseconds:integer | ADVANCE microseconds:integer)]"
+            "[(SET microseconds:integer | ADVANCE microseconds:integer | HELP)]"
         );
     }
 }

@@ -170,6 +170,9 @@ pub struct Opt {
     pub group: Option<&'static str>,
     /// The value's name in COMMAND DOCS, where not the token in lower case.
     pub value_name: Option<&'static str>,
+    /// The option it is given only with (`FLOW` within `WAIT`): COMMAND
+    /// DOCS nests it in that one's block.
+    pub within: Option<&'static str>,
 }
 
 impl Opt {
@@ -179,6 +182,7 @@ impl Opt {
             value: None,
             group: None,
             value_name: None,
+            within: None,
         }
     }
 
@@ -188,6 +192,7 @@ impl Opt {
             value: Some(Parse::Integer { min, max }),
             group: None,
             value_name: None,
+            within: None,
         }
     }
 
@@ -197,6 +202,7 @@ impl Opt {
             value: Some(Parse::Duration),
             group: None,
             value_name: None,
+            within: None,
         }
     }
 
@@ -207,6 +213,7 @@ impl Opt {
             value: Some(Parse::Bytes),
             group: None,
             value_name: None,
+            within: None,
         }
     }
 
@@ -214,6 +221,14 @@ impl Opt {
     pub const fn value_named(self, name: &'static str) -> Opt {
         Opt {
             value_name: Some(name),
+            ..self
+        }
+    }
+
+    /// The same option, given only with option `token`.
+    pub const fn within(self, token: &'static str) -> Opt {
+        Opt {
+            within: Some(token),
             ..self
         }
     }
@@ -296,8 +311,8 @@ pub const COMMON: [Opt; 8] = [
     Opt::integer("COST", 0, MAX_COUNT),
     Opt::flag("DRYRUN"),
     Opt::duration("WAIT").value_named("timeout"),
-    Opt::bytes("FLOW"),
-    Opt::integer("WEIGHT", 1, MAX_WEIGHT),
+    Opt::bytes("FLOW").within("WAIT"),
+    Opt::integer("WEIGHT", 1, MAX_WEIGHT).within("FLOW"),
     Opt::flag("FORCE").in_group("charge"),
     Opt::flag("PARTIAL").in_group("charge"),
     Opt::integer("REFUND", 1, MAX_COUNT).in_group("charge"),
@@ -862,6 +877,32 @@ mod tests {
             err(&["PARTIAL", "COST", "0"]),
             "ERR syntax error: PARTIAL needs COST n of 1 or more"
         );
+    }
+
+    /// An option `within` another is refused without it (its own parent's
+    /// parents given), as COMMAND DOCS nests it.
+    #[test]
+    fn an_option_within_another_needs_it() {
+        let parent_of = |token: &str| COMMON.iter().find(|o| o.token == token)?.within;
+        let value = |token: &str| if token == "WAIT" { "1s" } else { "1" };
+        let nested: Vec<&Opt> = COMMON.iter().filter(|o| o.within.is_some()).collect();
+        assert_eq!(nested.len(), 2);
+        for o in nested {
+            let parent = o.within.unwrap_or_default();
+            let mut args = vec![o.token, value(o.token)];
+            let mut up = parent_of(parent);
+            while let Some(token) = up {
+                args.extend([token, value(token)]);
+                up = parent_of(token);
+            }
+            match parse_common(&args) {
+                Err(Error::Needs { option, what }) => {
+                    assert_eq!(option, o.token);
+                    assert!(what.starts_with(parent), "{what}");
+                }
+                other => panic!("{args:?}: {other:?}"),
+            }
+        }
     }
 
     #[test]

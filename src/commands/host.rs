@@ -84,6 +84,8 @@ pub enum Reply {
     Ok,
     Bulk(Vec<u8>),
     Bulks(Vec<Vec<u8>>),
+    /// Lines of text as simple strings, as Redis's own `HELP` replies.
+    Lines(Vec<String>),
     /// RL.POLICY STATS.
     PolicyStats(PolicyStats, Vec<TopKey>),
 }
@@ -119,6 +121,7 @@ impl Reply {
             | Reply::Ok
             | Reply::Bulk(_)
             | Reply::Bulks(_)
+            | Reply::Lines(_)
             | Reply::PolicyStats(..) => Verdict::Other,
         }
     }

@@ -7,12 +7,12 @@
 //! `SET` and `DEL` reach replicas and the AOF as themselves: they hold no
 //! time, so replaying them does the same.
 
-use super::definition::CommandDef;
-use super::grammar::parse_common;
+use super::definition::{CommandDef, Grammar, RegistryOp};
+use super::grammar::{parse_common, COMMON};
 use super::grammar::{policy_named, unknown_policy};
 use super::policy_command::decide_one;
-use super::table::POLICIES;
-use super::{Host, Reply};
+use super::table::{COMMANDS, POLICIES};
+use super::{help, Host, Reply};
 use crate::engine::error::{printable, Error};
 use crate::engine::gate::Gated;
 use crate::engine::registry::{self, Entry, Handle};
@@ -40,6 +40,9 @@ pub fn parse_definition<A: AsRef<[u8]>>(
         Some((last, init)) if is(last.as_ref(), SHADOW) => (init, true),
         _ => (words, false),
     };
+    if shadow && words.last().is_some_and(|w| is(w.as_ref(), SHADOW)) {
+        return Err(Error::RepeatedOption(SHADOW));
+    }
     let [keyword, rest @ ..] = words else {
         return Err(Error::Arity(command));
     };
@@ -169,6 +172,13 @@ fn split_chain<A: AsRef<[u8]>>(args: &[A]) -> Result<(Chain<'_>, &[A]), Error> {
     let Some((first, mut tail)) = args.split_first() else {
         return Err(Error::Arity(CHECK));
     };
+    let misplaced_or = |word: &[u8]| Error::ChainSyntax {
+        given: printable(word),
+        or_first: true,
+    };
+    if is(first.as_ref(), OR) {
+        return Err(misplaced_or(first.as_ref()));
+    }
     let mut names = Chain::new();
     names.push(first.as_ref());
     while let Some((word, rest)) = tail.split_first() {
@@ -176,8 +186,21 @@ fn split_chain<A: AsRef<[u8]>>(args: &[A]) -> Result<(Chain<'_>, &[A]), Error> {
             break;
         }
         let (name, rest) = rest.split_first().ok_or(Error::MissingValue(OR))?;
+        if is(name.as_ref(), OR) {
+            return Err(misplaced_or(name.as_ref()));
+        }
         names.push(name.as_ref());
         tail = rest;
+    }
+    // What follows the names starts with an option: a word that is none is
+    // most likely a name without its OR.
+    if let Some(word) = tail.first() {
+        if !COMMON.iter().any(|o| o.is(word.as_ref())) {
+            return Err(Error::ChainSyntax {
+                given: printable(word.as_ref()),
+                or_first: false,
+            });
+        }
     }
     Ok((names, tail))
 }
@@ -228,6 +251,38 @@ pub fn check<H: Host>(command: &CommandDef, host: &mut H, args: &[H::Arg]) -> Re
         Gated::Now(decided) if shadow => Reply::Shadow(decided),
         Gated::Now(decided) => Reply::Decision(decided),
     })
+}
+
+/// `RL.POLICY HELP`: each subcommand's syntax and summary, from the table.
+pub fn help<A: AsRef<[u8]>>(command: &CommandDef, args: &[A]) -> Result<Reply, Error> {
+    if args.len() != 2 {
+        return Err(Error::Arity(command.name));
+    }
+    let entries: Vec<(String, &str)> = COMMANDS
+        .iter()
+        .filter_map(|c| match c.grammar {
+            Grammar::Registry(op) if op != RegistryOp::Help => Some((usage(op), c.summary)),
+            _ => None,
+        })
+        .collect();
+    Ok(help::reply(
+        "RL.POLICY",
+        "<subcommand> [<arg> ...]",
+        &entries,
+    ))
+}
+
+/// An `RL.POLICY` subcommand's syntax, as `RL.POLICY HELP` shows it.
+fn usage(op: RegistryOp) -> String {
+    match op {
+        RegistryOp::Set => format!("SET <name> <policy> [{SHADOW}]"),
+        RegistryOp::Get => "GET <name>".into(),
+        RegistryOp::Del => "DEL <name>".into(),
+        RegistryOp::List => format!("LIST [{MATCH} <pattern>]"),
+        RegistryOp::Digest => "DIGEST".into(),
+        RegistryOp::Stats => "STATS <name>".into(),
+        RegistryOp::Help => "HELP".into(),
+    }
 }
 
 /// How many keys RL.POLICY STATS reports.
@@ -321,6 +376,31 @@ mod tests {
         assert_eq!(
             split_chain(&["a", "OR"]).unwrap_err().to_string(),
             "ERR syntax error: OR needs a value"
+        );
+        let hint = "RL.CHECK key name [OR name ...] [options]";
+        for args in [&["OR", "plan:free"][..], &["a", "OR", "OR", "b"]] {
+            assert_eq!(
+                split_chain(args).unwrap_err().to_string(),
+                format!("ERR syntax error: OR must follow a policy name: {hint}")
+            );
+        }
+        assert_eq!(
+            split_chain(&["plan:pro", "plan:free"])
+                .unwrap_err()
+                .to_string(),
+            format!(
+                "ERR syntax error: unknown option 'plan:free' (separate policy names with OR): {hint}"
+            )
+        );
+    }
+
+    #[test]
+    fn shadow_twice_is_given_more_than_once() {
+        assert_eq!(
+            parse_definition(&["GCRA", "1", "1s", "SHADOW", "shadow"], "RL.POLICY|SET")
+                .err()
+                .map(|e| e.to_string()),
+            Some("ERR syntax error: SHADOW given more than once".into())
         );
     }
 }

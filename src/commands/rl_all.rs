@@ -41,6 +41,24 @@ pub fn parse<A: AsRef<[u8]>>(policies_allowed: &Policies, args: &[A]) -> Result<
     let max_keys = rest.len().max(1) as u64;
     let numkeys = args::integer(numkeys.as_ref(), "numkeys", 1, max_keys)? as usize;
     let mut tail = rest.get(numkeys..).unwrap_or(&[]);
+    let starts_policy = |w: &A| {
+        policy_named(policies_allowed, w.as_ref()).is_some() || named::is_policy_word(w.as_ref())
+    };
+    // A count that takes the first policy's keyword for a key: say that
+    // numkeys is wrong, not that what follows the keys is no policy.
+    if !tail.first().is_some_and(starts_policy) {
+        if let Some(first) = rest[..numkeys.min(rest.len())]
+            .iter()
+            .skip(1)
+            .position(starts_policy)
+        {
+            return Err(Error::Integer {
+                arg: "numkeys",
+                min: 1,
+                max: first as u64 + 1,
+            });
+        }
+    }
     let mut policies = Vec::with_capacity(numkeys);
     let mut refused: Vec<&'static str> = Vec::new();
     let mut named = SmallVec::new();
@@ -109,7 +127,9 @@ pub fn parse<A: AsRef<[u8]>>(policies_allowed: &Policies, args: &[A]) -> Result<
 }
 
 const NAME: &str = "RL.ALL";
-const COSTS: &str = "COSTS";
+/// RL.ALL's amounts: one for every key, or one per key.
+pub const COST: &str = "COST";
+pub const COSTS: &str = "COSTS";
 const REFUND: &str = "REFUND";
 
 /// Takes `COSTS c1 .. cN` (or `REFUND COSTS c1 .. cN`) out of the options

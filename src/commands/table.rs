@@ -251,7 +251,7 @@ const WAITING_DECISION: Cost = Cost::Logarithmic(
 
 /// How many commands there are: the length of [`COMMANDS`] and of every
 /// per-command table derived from it.
-pub const COMMAND_COUNT: usize = 21;
+pub const COMMAND_COUNT: usize = 22;
 
 pub static COMMANDS: [CommandDef; COMMAND_COUNT] = [
     CommandDef {
@@ -531,6 +531,18 @@ pub static COMMANDS: [CommandDef; COMMAND_COUNT] = [
         since: "0.2.0",
         run: Handler::PolicyStats,
     },
+    CommandDef {
+        name: "RL.POLICY|HELP",
+        grammar: Grammar::Registry(RegistryOp::Help),
+        // As Redis's own HELP subcommands: answers while loading and on a
+        // stale replica, touches nothing.
+        flags: "allow-loading allow-stale",
+        more_acl_categories: "",
+        summary: "Returns the subcommands of RL.POLICY, one line each.",
+        cost: Cost::Constant,
+        since: "0.2.0",
+        run: Handler::PolicyHelp,
+    },
 ];
 
 #[cfg(test)]
@@ -642,6 +654,7 @@ mod tests {
             ("RL.POLICY|LIST", ("readonly", "read slow")),
             ("RL.POLICY|DIGEST", ("readonly", "read slow")),
             ("RL.POLICY|STATS", ("readonly fast", "read fast")),
+            ("RL.POLICY|HELP", ("allow-loading allow-stale fast", "fast")),
         ];
         let got: Vec<(&str, (String, String))> = COMMANDS
             .iter()

@@ -23,6 +23,12 @@ pub enum Error {
         arg: &'static str,
     },
     UnknownOption(String),
+    /// RL.CHECK: a word after a policy name that is neither OR nor an
+    /// option (names not separated by OR), or OR in a name's place.
+    ChainSyntax {
+        given: String,
+        or_first: bool,
+    },
     RepeatedOption(&'static str),
     MissingValue(&'static str),
     /// The command (named as users write it) has too few or too many
@@ -198,6 +204,17 @@ impl std::fmt::Display for Error {
                 )
             }
             Error::UnknownOption(o) => write!(f, "ERR syntax error: unknown option '{o}'"),
+            Error::ChainSyntax { given, or_first } => {
+                let what = if *or_first {
+                    "OR must follow a policy name".to_string()
+                } else {
+                    format!("unknown option '{given}' (separate policy names with OR)")
+                };
+                write!(
+                    f,
+                    "ERR syntax error: {what}: RL.CHECK key name [OR name ...] [options]"
+                )
+            }
             Error::RepeatedOption(o) => write!(f, "ERR syntax error: {o} given more than once"),
             Error::MissingValue(o) => write!(f, "ERR syntax error: {o} needs a value"),
             Error::Arity(cmd) => write!(
@@ -437,6 +454,10 @@ mod tests {
             Error::Duration { arg: "period" },
             Error::DurationTooLong { arg: "period" },
             Error::UnknownOption("X".into()),
+            Error::ChainSyntax {
+                given: "X".into(),
+                or_first: false,
+            },
             Error::RepeatedOption("COST"),
             Error::MissingValue("COST"),
             Error::Arity("rl.gcra"),

@@ -8,6 +8,13 @@ use super::ffi::Ctx;
 use crate::commands::definition::CommandDef;
 use redis_module::raw;
 use std::ffi::{c_int, CString};
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+
+/// Whether this server can have [`CATEGORY`] (it has `AddACLCategory`):
+/// only then do commands name it (a server without it logs a warning for
+/// each that does). Where it was added by an earlier load of the module
+/// (adding fails then), commands still name it.
+static CAN_ADD: AtomicBool = AtomicBool::new(false);
 
 /// The module's own category: every command of the module.
 pub const CATEGORY: &str = "ratelimit";
@@ -29,6 +36,7 @@ pub fn add_category(ctx: Ctx) -> Option<String> {
                 .into(),
         );
     }
+    CAN_ADD.store(add.is_some(), Relaxed);
     let Some(add) = add else {
         return Some(format!(
             "ratelimit: this server cannot add the ACL category '{CATEGORY}' \
@@ -61,9 +69,14 @@ pub unsafe fn set_categories(
         return Ok(());
     };
     let own = def.acl_categories();
-    // A category the server does not know fails the whole call: without
-    // `ratelimit` (not added on this server) the command keeps its own.
-    for categories in [format!("{own} {CATEGORY}"), own.clone()] {
+    // A category the server does not know fails the whole call (and is
+    // logged): `ratelimit` only where the server can have it.
+    let categories = if CAN_ADD.load(Relaxed) {
+        vec![format!("{own} {CATEGORY}"), own.clone()]
+    } else {
+        vec![own.clone()]
+    };
+    for categories in categories {
         let text = CString::new(categories).map_err(|e| e.to_string())?;
         // SAFETY: as the caller promises; `text` is NUL-terminated and
         // Redis parses it during the call.

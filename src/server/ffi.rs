@@ -90,6 +90,15 @@ pub fn reply_bulk(ctx: Ctx, bytes: &[u8]) {
     unsafe { api!(RedisModule_ReplyWithStringBuffer)(ctx.0, bytes.as_ptr().cast(), bytes.len()) };
 }
 
+/// A simple string: `text` up to any NUL, CR or LF in it (a simple
+/// string cannot hold them).
+pub fn reply_simple(ctx: Ctx, text: &str) {
+    let line = text.split(['\0', '\r', '\n']).next().unwrap_or("");
+    let line = std::ffi::CString::new(line).unwrap_or_default();
+    // SAFETY: as above; the string is NUL-terminated and Redis copies it.
+    unsafe { api!(RedisModule_ReplyWithSimpleString)(ctx.0, line.as_ptr()) };
+}
+
 /// The simple string `OK`.
 pub fn reply_ok(ctx: Ctx) {
     // SAFETY: as above; the string is NUL-terminated.

@@ -5,6 +5,7 @@
 //! # ratelimit
 //! ratelimit_version:0.1.0
 //! ratelimit_clock:real
+//! ratelimit_client_unblock:yes
 //! ratelimit_waiting:0
 //! ratelimit_waits:started=3,admitted=2,timed_out=1,abandoned=0,waited_us=1500000
 //! ratelimit_policies:defined=2,calls=7,allowed=5,denied=1,shadow_denied=1,waits=0,listed=2,unlisted=0
@@ -115,6 +116,13 @@ extern "C" fn info(ctx: *mut raw::RedisModuleInfoCtx, _for_crash_report: c_int) 
             c"real"
         };
         api!(RedisModule_InfoAddFieldCString)(ctx, c"clock".as_ptr(), mode.as_ptr());
+        // Whether CLIENT UNBLOCK ends a wait on this server.
+        let unblock = if wait::client_unblock_allowed() {
+            c"yes"
+        } else {
+            c"no"
+        };
+        api!(RedisModule_InfoAddFieldCString)(ctx, c"client_unblock".as_ptr(), unblock.as_ptr());
         let waiting = u64::try_from(wait::waiting()).unwrap_or(u64::MAX);
         api!(RedisModule_InfoAddFieldULongLong)(ctx, c"waiting".as_ptr(), waiting);
         let heap = u64::try_from(super::heap::bytes()).unwrap_or(u64::MAX);

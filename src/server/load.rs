@@ -14,8 +14,60 @@ redis_module! {
     // allocator, counted for INFO, and the core stays usable outside a
     // server (tests, benches).
     allocator: (crate::server::heap::Counted, crate::server::heap::Counted),
-    data_types: [],
+    // Not a data type: the one hook the macro runs between RedisModule_Init
+    // and its defrag registration (see `DefragCheck`).
+    data_types: [DEFRAG_CHECK],
     init: on_load,
+}
+
+/// The module defines no defrag function, so the crate registers none;
+/// but where the server lacks the defrag API (Redis before 8.0 has no
+/// `RegisterDefragCallbacks`) the crate logs a warning on every load
+/// before looking whether there is anything to register. This checks the
+/// API first: a missing function is replaced by one that registers
+/// nothing, which is what there is to register, so a clean load logs
+/// nothing at warning level.
+struct DefragCheck;
+
+impl DefragCheck {
+    /// Called by `redis_module!` as a data type's creation.
+    fn create_data_type(&self, _ctx: *mut raw::RedisModuleCtx) -> Result<(), &'static str> {
+        // SAFETY: during OnLoad, on the main thread, after RedisModule_Init
+        // filled these pointers and before anything reads them again; only
+        // missing ones are set, to functions that do nothing.
+        unsafe {
+            let (func, callbacks) = (
+                raw::RedisModule_RegisterDefragFunc,
+                raw::RedisModule_RegisterDefragCallbacks,
+            );
+            if func.is_none() {
+                raw::RedisModule_RegisterDefragFunc = Some(register_no_defrag_func);
+            }
+            if callbacks.is_none() {
+                raw::RedisModule_RegisterDefragCallbacks = Some(register_no_defrag_callbacks);
+            }
+        }
+        Ok(())
+    }
+}
+
+static DEFRAG_CHECK: DefragCheck = DefragCheck;
+
+/// Registers nothing (the module has no defrag function).
+unsafe extern "C" fn register_no_defrag_func(
+    _ctx: *mut raw::RedisModuleCtx,
+    _func: raw::RedisModuleDefragFunc,
+) -> c_int {
+    raw::REDISMODULE_OK as c_int
+}
+
+/// Registers nothing (the module has no defrag callbacks).
+unsafe extern "C" fn register_no_defrag_callbacks(
+    _ctx: *mut raw::RedisModuleCtx,
+    _start: raw::RedisModuleDefragFunc,
+    _end: raw::RedisModuleDefragFunc,
+) -> c_int {
+    raw::REDISMODULE_OK as c_int
 }
 
 /// What the module was loaded with.

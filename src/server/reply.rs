@@ -32,6 +32,12 @@ pub fn write(ctx: Ctx, reply: &Reply) {
                 ffi::reply_bulk(ctx, item);
             }
         }
+        Reply::Lines(lines) => {
+            ffi::reply_array(ctx, lines.len());
+            for line in lines {
+                ffi::reply_simple(ctx, line);
+            }
+        }
         Reply::PolicyStats(stats, top) => policy_stats(ctx, stats, top),
     }
 }

@@ -269,9 +269,34 @@ fn selected_db(ctx: Ctx) -> c_int {
     unsafe { api!(RedisModule_GetSelectedDb)(ctx.0) }
 }
 
+/// Whether `CLIENT UNBLOCK` may end a wait: the server calls the timeout
+/// callback for it, and so only where it is given one. Servers of the 7.2
+/// line (which have the 7.2 API `SetCommandACLCategories` but not the 7.4
+/// one `AddACLCategory`) abort when a client unblocked that way was admitted
+/// in the same event-loop turn (`c->duration == 0` in `networking.c`, fixed
+/// in 7.4): there, waiters get no timeout callback and `CLIENT UNBLOCK`
+/// answers 0 for them. Redis 7.0 predates the fault, Redis 7.4+ and Valkey
+/// 8 have the fix.
+pub fn client_unblock_allowed() -> bool {
+    // SAFETY: reading pointers written by RedisModule_Init.
+    let (api_7_2, api_7_4) = unsafe {
+        (
+            raw::RedisModule_SetCommandACLCategories,
+            raw::RedisModule_AddACLCategory,
+        )
+    };
+    api_7_2.is_none() || api_7_4.is_some()
+}
+
 /// Blocks the calling client with no Redis timeout (ours run on the
-/// limiter clock) and a disconnect callback.
+/// limiter clock) and a disconnect callback; with a timeout callback for
+/// `CLIENT UNBLOCK` where that is safe ([`client_unblock_allowed`]).
 fn block(ctx: Ctx) -> *mut raw::RedisModuleBlockedClient {
+    let on_unblock: raw::RedisModuleCmdFunc = if client_unblock_allowed() {
+        Some(on_timeout)
+    } else {
+        None
+    };
     // SAFETY: ctx is the live command context, which may block (checked by
     // `may_block`); the callbacks are plain functions living as long as
     // the module.
@@ -279,7 +304,7 @@ fn block(ctx: Ctx) -> *mut raw::RedisModuleBlockedClient {
         let bc = api!(RedisModule_BlockClient)(
             ctx.0,
             Some(on_reply),
-            Some(on_timeout),
+            on_unblock,
             Some(free_privdata),
             0,
         );

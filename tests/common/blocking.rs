@@ -31,3 +31,55 @@ pub fn waiting(c: &mut Connection) -> u64 {
 pub fn await_waiting(c: &mut Connection, n: u64) {
     wait_until(&format!("{n} waiting"), 10, || waiting(c) == n);
 }
+
+/// Whether `CLIENT UNBLOCK` ends a wait on this server (INFO says; the
+/// module refuses it where the server could abort on it).
+pub fn client_unblock_allowed(c: &mut Connection) -> bool {
+    info_field(c, "ratelimit", "ratelimit_client_unblock").as_deref() == Some("yes")
+}
+
+/// Ends the waits of clients `ids` that are still blocked, and says which
+/// of them were ended without a reply to read: by `CLIENT UNBLOCK` where
+/// the server allows it (each then gets the timeout's denial), else by
+/// `CLIENT KILL` of the blocked ones (found in `CLIENT LIST`).
+pub fn end_waits(ctl: &mut Connection, ids: &[i64]) -> Vec<bool> {
+    if client_unblock_allowed(ctl) {
+        for id in ids {
+            let _: i64 = redis::cmd("CLIENT")
+                .arg("UNBLOCK")
+                .arg(id)
+                .query(ctl)
+                .expect("CLIENT UNBLOCK");
+        }
+        await_waiting(ctl, 0);
+        return vec![false; ids.len()];
+    }
+    let list: String = redis::cmd("CLIENT")
+        .arg("LIST")
+        .query(ctl)
+        .expect("CLIENT LIST");
+    let blocked: Vec<i64> = list
+        .lines()
+        .filter(|l| {
+            l.split(' ')
+                .any(|f| f.starts_with("flags=") && f.contains('b'))
+        })
+        .filter_map(|l| {
+            l.split(' ')
+                .find_map(|f| f.strip_prefix("id="))?
+                .parse()
+                .ok()
+        })
+        .collect();
+    let killed: Vec<bool> = ids.iter().map(|id| blocked.contains(id)).collect();
+    for id in ids.iter().filter(|id| blocked.contains(id)) {
+        let _: i64 = redis::cmd("CLIENT")
+            .arg("KILL")
+            .arg("ID")
+            .arg(id)
+            .query(ctl)
+            .expect("CLIENT KILL");
+    }
+    await_waiting(ctl, 0);
+    killed
+}

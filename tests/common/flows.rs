@@ -2,7 +2,7 @@
 //! one after another, time moves on the manual clock, and the replies
 //! tell how many of each flow were admitted.
 
-use super::blocking::{await_waiting, send, waiting};
+use super::blocking::{await_waiting, end_waits, send, waiting};
 use super::{advance, Server};
 use redis::{Connection, Value};
 
@@ -75,22 +75,19 @@ impl<'s> Flows<'s> {
         }
     }
 
-    /// Ends every wait still going (CLIENT UNBLOCK) and reads every reply:
+    /// Ends every wait still going ([`end_waits`]) and reads every reply:
     /// how many of each flow were admitted, in order of the flows' first
     /// waiters.
     pub fn admitted_by_flow(mut self) -> Vec<(&'static str, usize)> {
-        for w in &self.waiters {
-            let _: i64 = redis::cmd("CLIENT")
-                .arg("UNBLOCK")
-                .arg(w.id)
-                .query(&mut self.ctl)
-                .unwrap();
-        }
-        await_waiting(&mut self.ctl, 0);
+        let ids: Vec<i64> = self.waiters.iter().map(|w| w.id).collect();
+        let killed = end_waits(&mut self.ctl, &ids);
         let mut counts: Vec<(&'static str, usize)> = Vec::new();
-        for w in &mut self.waiters {
+        for (w, killed) in self.waiters.iter_mut().zip(killed) {
             if counts.iter().all(|c| c.0 != w.flow) {
                 counts.push((w.flow, 0));
+            }
+            if killed {
+                continue;
             }
             // A decision's first field (or a combined reply's) is whether
             // it was admitted.
