@@ -41,7 +41,8 @@ fn serve_with_store_timeout(
             let redis = app::connect(&redis_url).unwrap();
             let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
             tx.send(listener.local_addr().unwrap().port()).unwrap();
-            let router = app::router(app::App::with_store_timeout(redis, limits, store_timeout).unwrap());
+            let router =
+                app::router(app::App::with_store_timeout(redis, limits, store_timeout).unwrap());
             axum::serve(listener, router).await.unwrap();
         });
     });
