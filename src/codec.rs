@@ -5,7 +5,8 @@
 //! are continuation bytes) and no decimal number can start with, so a value
 //! written by anyone else is never mistaken for ours. A later layout of an algorithm gets a new tag;
 //! the earlier one is still read (0xA3, the sliding log's first layout).
-//! `0xA1..=0xB0` are taken; `0xB1..=0xBF` are free.
+//! Taken: `0xA1..=0xAF` and `0xB2`; `0xB0` and `0xB1` stay unused (the
+//! hostile tests write them as values that are not ours), `0xB3..=0xBF` are free.
 //!
 //! Layout v1 of the schedule algorithms (GCRA, token bucket), little-endian:
 //! `tag, tat_whole_us: u64 [, frac_num: varint, frac_den: varint]`; the
@@ -83,7 +84,7 @@ impl Kind {
             Kind::Fixed => 0xAC,
             Kind::Sketch => 0xA8,
             Kind::Concurrency => 0xAA,
-            Kind::Share => 0xB0,
+            Kind::Share => 0xB2,
         }
     }
 

@@ -636,7 +636,7 @@ fn a_node_has_one_definition() {
 
 /// A node written in the first layout (tag 0xAD: its TATs alone) decides as
 /// it did, takes the call's definition, and is rewritten in the current
-/// layout (0xB0) on its next write.
+/// layout (0xB2) on its next write.
 #[test]
 fn a_node_in_the_first_layout_is_read_and_rewritten() {
     let s = Server::start();
@@ -658,7 +658,7 @@ fn a_node_in_the_first_layout_is_read_and_rewritten() {
         get_bytes(&mut c, "{o}:u").unwrap(),
         get_bytes(&mut c, "{o}").unwrap(),
     );
-    assert_eq!((user[0], org[0]), (0xB0, 0xB0));
+    assert_eq!((user[0], org[0]), (0xB2, 0xB2));
     let v1_user = [&[0xAD][..], &user[2..22]].concat();
     let v1_org = [&[0xAD][..], &org[2..12]].concat();
     for (k, v) in [("{o}:v1", &v1_user), ("{o}", &v1_org)] {
@@ -679,7 +679,7 @@ fn a_node_in_the_first_layout_is_read_and_rewritten() {
     assert_eq!(from_v1, look(&mut c, "{o}:cur"));
     assert_eq!(from_v1.3[0][2], 46, "50 less the 4 taken");
     assert_eq!(share(&mut c, &strs(&path("{o}:v1", "{o}"))).0, 1);
-    assert_eq!(get_bytes(&mut c, "{o}:v1").unwrap()[0], 0xB0);
+    assert_eq!(get_bytes(&mut c, "{o}:v1").unwrap()[0], 0xB2);
 }
 
 /// Two users assured 6 a minute each (ceilings 10) in an org of 10 a

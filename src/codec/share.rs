@@ -1,6 +1,6 @@
 //! An RL.SHARE node's state.
 //!
-//! Layout v2 (tag 0xB0): `tag, flags: u8`, the ceiling's TAT, then, for
+//! Layout v2 (tag 0xB2): `tag, flags: u8`, the ceiling's TAT, then, for
 //! every node but the root, the assured rate's TAT; then the fair-sharing
 //! `finish` and `round` (`u64` little-endian each, when present); then the
 //! node's definition as varints: `limit, period_us, burst`, for every node
@@ -228,7 +228,7 @@ mod tests {
         };
         let inner = def(Some(50));
         let v = encode(&s, &inner);
-        assert_eq!(v[0], 0xB0);
+        assert_eq!(v[0], 0xB2);
         // Tag and flags, two TATs, one finish, the definition's six varints
         // (1 s and 60 s take 3 and 4 bytes).
         assert_eq!(v.len(), 2 + 10 + 10 + 8 + (1 + 3 + 1 + 1 + 1 + 4));
@@ -244,7 +244,7 @@ mod tests {
             decode(&root).map(|d| d.state),
             Ok(NodeState { assured: None, ..s })
         );
-        assert_eq!(decode(&[0xB0]), Err(StateError::Corrupt(Kind::Share)));
+        assert_eq!(decode(&[0xB2]), Err(StateError::Corrupt(Kind::Share)));
         assert_eq!(decode(&v[..15]), Err(StateError::Corrupt(Kind::Share)));
         let longer = [&v[..], &[0]].concat();
         assert_eq!(decode(&longer), Err(StateError::Corrupt(Kind::Share)));
@@ -295,7 +295,7 @@ mod tests {
             };
             let want = NodeState { assured: if root { None } else { s.assured }, ..s };
             prop_assert_eq!(decode(&encode(&s, &d)), Ok(Stored { state: want, definition: Some(d) }));
-            for tag in [0xAD, 0xB0] {
+            for tag in [0xAD, 0xB2] {
                 let mut tagged = bytes.clone();
                 tagged.insert(0, tag);
                 if let Ok(read) = decode(&tagged) {

@@ -1289,7 +1289,6 @@ pub const TAGS: &[(u8, &str)] = &[
     (0xA9, "RL.ACQUIRE"),
     (0xAA, "RL.ACQUIRE"),
     (0xAD, "RL.SHARE"),
-    (0xB0, "RL.SHARE"),
 ];
 
 impl Shape {
