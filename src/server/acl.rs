@@ -61,9 +61,14 @@ pub unsafe fn set_categories(
         return Ok(());
     };
     let own = def.acl_categories();
-    // A category the server does not know fails the whole call: without
-    // `ratelimit` (not added on this server) the command keeps its own.
-    for categories in [format!("{own} {CATEGORY}"), own.clone()] {
+    // A category the server does not know fails the whole call, and the
+    // server logs a warning for it: where no category can be added, only
+    // the command's own are tried; where adding failed, they are the
+    // fallback.
+    // SAFETY: reading a pointer written by RedisModule_Init.
+    let can_add = unsafe { raw::RedisModule_AddACLCategory }.is_some();
+    let with_category = can_add.then(|| format!("{own} {CATEGORY}"));
+    for categories in with_category.into_iter().chain([own.clone()]) {
         let text = CString::new(categories).map_err(|e| e.to_string())?;
         // SAFETY: as the caller promises; `text` is NUL-terminated and
         // Redis parses it during the call.
