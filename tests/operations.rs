@@ -267,6 +267,11 @@ fn acl_categories_where_the_server_has_them() {
             log.contains("cannot add the ACL category 'ratelimit'"),
             "no ratelimit category and no notice: {log}"
         );
+        // One notice, not a server warning per command.
+        assert!(
+            !log.contains("Unrecognized categories flag"),
+            "the unknown category was tried: {log}"
+        );
     }
     assert_eq!(error_code(call(&mut nowrite, &gcra)), "NOPERM");
     assert_eq!(decide(&mut readwrite, &gcra)[0], 1);
