@@ -1,5 +1,6 @@
-//! Every redis-cli example of docs/commands.md (a ```text block of
-//! `127.0.0.1:6379> COMMAND` lines, each followed by its reply) run against
+//! Every redis-cli example of docs/commands.md and README.md (a ```text
+//! block of `127.0.0.1:6379> COMMAND` or `$ redis-cli COMMAND` lines, each
+//! followed by its reply) run against
 //! a real server: a fresh server per block, loaded with `clock manual` (and
 //! `policies on` where the block uses named policies), each command sent in
 //! order and its reply compared with the one written, formatted as
@@ -13,7 +14,10 @@ mod hostile;
 use common::Server;
 use hostile::{Raw, Reply};
 
-const PROMPT: &str = "127.0.0.1:6379> ";
+const PROMPTS: [&str; 2] = ["127.0.0.1:6379> ", "$ redis-cli "];
+/// The instant the examples are written at (2026-01-01 00:00 UTC); a README
+/// block that does not set the clock runs at it.
+const INSTANT: &str = "1767225600000000";
 const MARK: &str = "<!-- not run: ";
 
 /// The blocks of docs/commands.md that are not run, and why.
@@ -56,6 +60,11 @@ fn words(line: &str) -> Vec<String> {
     out
 }
 
+/// The command of a prompt line.
+fn command(line: &str) -> Option<&str> {
+    PROMPTS.iter().find_map(|p| line.strip_prefix(p))
+}
+
 /// The blocks to run and the reasons of those marked not run.
 fn blocks(doc: &str) -> (Vec<Block>, Vec<String>) {
     let lines: Vec<&str> = doc.lines().collect();
@@ -74,7 +83,7 @@ fn blocks(doc: &str) -> (Vec<Block>, Vec<String>) {
             body.push(lines[i]);
             i += 1;
         }
-        if !body.iter().any(|l| l.starts_with(PROMPT)) {
+        if !body.iter().any(|l| command(l).is_some()) {
             continue; // not a redis-cli session
         }
         let mark = start.checked_sub(1).map(|j| lines[j]).unwrap_or("");
@@ -84,7 +93,7 @@ fn blocks(doc: &str) -> (Vec<Block>, Vec<String>) {
         }
         let mut steps: Vec<(Vec<String>, String)> = Vec::new();
         for l in body {
-            match l.strip_prefix(PROMPT) {
+            match command(l) {
                 Some(cmd) => steps.push((words(uncomment(cmd)), String::new())),
                 None => {
                     let (_, reply) = steps.last_mut().expect("a reply before any command");
@@ -123,15 +132,12 @@ fn normal(text: &str) -> String {
     text.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
-#[test]
-fn every_example_of_the_command_reference_answers_as_written() {
-    let doc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/commands.md"))
-        .expect("docs/commands.md");
-    let (run, not_run) = blocks(&doc);
-    assert_eq!(not_run, NOT_RUN, "blocks marked not run");
-    assert!(run.len() >= 10, "only {} blocks", run.len());
+/// Runs every block of `doc` on a fresh server; the blocks that answered
+/// otherwise than written. Without `RL.CLOCK SET` first, a block runs at
+/// [`INSTANT`] when `implicit_instant`, and is an error otherwise.
+fn run_blocks(run: &[Block], implicit_instant: bool) -> Vec<String> {
     let mut wrong = Vec::new();
-    for block in &run {
+    for block in run {
         let named = block.steps.iter().any(|(w, _)| {
             w[0].eq_ignore_ascii_case("RL.POLICY") || w[0].eq_ignore_ascii_case("RL.CHECK")
         });
@@ -142,11 +148,14 @@ fn every_example_of_the_command_reference_answers_as_written() {
             config
         });
         let mut c = Raw::connect(s.port);
-        assert!(
-            block.steps[0].0[..2] == ["RL.CLOCK", "SET"],
-            "the block at line {} does not set the clock first",
-            block.line
-        );
+        if block.steps[0].0[..2] != ["RL.CLOCK", "SET"] {
+            assert!(
+                implicit_instant,
+                "the block at line {} does not set the clock first",
+                block.line
+            );
+            c.ok(&["RL.CLOCK", "SET", INSTANT]);
+        }
         for (args, want) in &block.steps {
             let got = render(&c.call(args));
             if normal(&got) != normal(want) {
@@ -160,5 +169,30 @@ fn every_example_of_the_command_reference_answers_as_written() {
             }
         }
     }
+    wrong
+}
+
+fn read(file: &str) -> String {
+    std::fs::read_to_string(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(file))
+        .expect(file)
+}
+
+#[test]
+fn every_example_of_the_command_reference_answers_as_written() {
+    let (run, not_run) = blocks(&read("docs/commands.md"));
+    assert_eq!(not_run, NOT_RUN, "blocks marked not run");
+    assert!(run.len() >= 10, "only {} blocks", run.len());
+    let wrong = run_blocks(&run, false);
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
+
+/// The README's examples (the first screen's among them) at the examples'
+/// instant.
+#[test]
+fn every_example_of_the_readme_answers_as_written() {
+    let (run, not_run) = blocks(&read("README.md"));
+    assert_eq!(not_run, ["a WAIT that blocks until the clock moves"]);
+    assert!(run.len() >= 2, "only {} blocks", run.len());
+    let wrong = run_blocks(&run, true);
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
 }
