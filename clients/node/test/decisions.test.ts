@@ -200,7 +200,7 @@ describe("typed calls", () => {
       { "ratelimit-policy": '"per-key";q=10;w=1, "global";q=1000;w=60', ratelimit: '"per-key";r=1;t=1', "retry-after": "1" },
     ]);
     const share = first.share as Plain[];
-    assert.deepEqual(share[0], { allowed: true, blockedBy: null, retryAfterMs: null, limits: [d(true, 50, 49, null, 100), d(true, 100, 99, null, 10)] });
+    assert.deepEqual(share[0], { allowed: true, blockedBy: null, retryAfterMs: null, limits: [d(true, 10, 9, null, 100), d(true, 100, 99, null, 10)] });
     assert.deepEqual(share[1], share[0]);
     assert.deepEqual(first.peek, [d(false, 20, 0, 600, 12000), d(true, 3, 3, null, 0)]);
     assert.deepEqual(first.acquire, [
