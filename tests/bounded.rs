@@ -6,23 +6,11 @@
 
 mod common;
 use common::blocking::*;
-use common::topology::info_field;
+use common::topology::work;
 use common::*;
 use redis::Connection;
 
 const S: u64 = 1_000_000;
-
-/// Limits decided and waiters touched so far.
-fn work(c: &mut Connection) -> (u64, u64) {
-    let dict = info_field(c, "ratelimit", "ratelimit_work").expect("ratelimit_work");
-    let field = |name: &str| -> u64 {
-        dict.split(',')
-            .find_map(|kv| kv.strip_prefix(&format!("{name}=")))
-            .and_then(|v| v.parse().ok())
-            .unwrap_or_else(|| panic!("{name} in {dict}"))
-    };
-    (field("decisions"), field("waiters"))
-}
 
 /// The work `f` does on the server.
 fn cost_of(c: &mut Connection, f: impl FnOnce(&mut Connection)) -> (u64, u64) {

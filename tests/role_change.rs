@@ -8,21 +8,9 @@
 
 mod common;
 use common::blocking::*;
-use common::topology::{info_field, replica_config, wait_link_up, wait_until};
+use common::topology::{replica_config, wait_link_up, wait_until, work};
 use common::*;
 use redis::Connection;
-
-/// (limits decided, waiters touched) so far.
-fn work(c: &mut Connection) -> (u64, u64) {
-    let dict = info_field(c, "ratelimit", "ratelimit_work").expect("ratelimit_work");
-    let field = |name: &str| -> u64 {
-        dict.split(',')
-            .find_map(|kv| kv.strip_prefix(&format!("{name}=")))
-            .and_then(|v| v.parse().ok())
-            .unwrap_or_else(|| panic!("{name} in {dict}"))
-    };
-    (field("decisions"), field("waiters"))
-}
 
 /// The work a role change does with `n` clients waiting in one line, each
 /// of which is answered `-UNBLOCKED`: `REPLICAOF`, or `FAILOVER` to a

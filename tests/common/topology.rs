@@ -17,6 +17,18 @@ pub fn info(c: &mut redis::Connection, section: &str) -> String {
     redis::cmd("INFO").arg(section).query(c).expect("INFO")
 }
 
+/// (limits decided, waiters touched) so far: INFO's `ratelimit_work`.
+pub fn work(c: &mut redis::Connection) -> (u64, u64) {
+    let dict = info_field(c, "ratelimit", "ratelimit_work").expect("ratelimit_work");
+    let field = |name: &str| -> u64 {
+        dict.split(',')
+            .find_map(|kv| kv.strip_prefix(&format!("{name}=")))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("{name} in {dict}"))
+    };
+    (field("decisions"), field("waiters"))
+}
+
 /// One `name:value` field of an INFO section.
 pub fn info_field(c: &mut redis::Connection, section: &str, name: &str) -> Option<String> {
     let prefix = format!("{name}:");
