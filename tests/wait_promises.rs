@@ -17,6 +17,23 @@ fn client_id(c: &mut Connection) -> i64 {
     redis::cmd("CLIENT").arg("ID").query(c).expect("CLIENT ID")
 }
 
+/// W1 then W2 waiting on `call`, in that order: W1's connection (kept open:
+/// dropping it leaves the line), its client id, and W2's connection.
+fn two_waiters(
+    server: &Server,
+    ctl: &mut Connection,
+    call: &[&str],
+) -> (Connection, i64, Connection) {
+    let mut w1 = server.conn();
+    let id1 = client_id(&mut w1);
+    send(&mut w1, call);
+    await_waiting(ctl, 1);
+    let mut w2 = server.conn();
+    send(&mut w2, call);
+    await_waiting(ctl, 2);
+    (w1, id1, w2)
+}
+
 /// An RL.ACQUIRE's six fields: the five integers and the lease.
 fn acquire(c: &mut Connection, args: &[&str]) -> ([i64; 5], Option<String>) {
     reply6(redis::from_redis_value(call(c, args).unwrap()).unwrap())
@@ -62,13 +79,11 @@ fn a_lease_taken_back_from_a_client_gone_in_its_turn_wakes_the_next_waiter() {
         let mut ctl = server.conn();
         clock_set(&mut ctl, T0);
         let (_, a) = acquire(&mut ctl, &["RL.ACQUIRE", "c", "1", "1h"]);
-        let mut w1 = server.conn();
-        let id1 = client_id(&mut w1);
-        send(&mut w1, &["RL.ACQUIRE", "c", "1", "1h", "WAIT", "2h"]);
-        await_waiting(&mut ctl, 1);
-        let mut w2 = server.conn();
-        send(&mut w2, &["RL.ACQUIRE", "c", "1", "1h", "WAIT", "2h"]);
-        await_waiting(&mut ctl, 2);
+        let (_w1, id1, mut w2) = two_waiters(
+            &server,
+            &mut ctl,
+            &["RL.ACQUIRE", "c", "1", "1h", "WAIT", "2h"],
+        );
         let mut pipe = redis::pipe();
         pipe.cmd("RL.RELEASE").arg("c").arg(a.unwrap());
         gives_up.pipe(&mut pipe, id1);
@@ -93,13 +108,11 @@ fn a_charge_taken_back_from_a_client_gone_in_its_turn_wakes_the_next_waiter() {
         let mut ctl = server.conn();
         clock_set(&mut ctl, T0);
         assert_eq!(decide(&mut ctl, &["RL.GCRA", "g", "1", "1m"])[0], 1);
-        let mut w1 = server.conn();
-        let id1 = client_id(&mut w1);
-        send(&mut w1, &["RL.GCRA", "g", "1", "1m", "WAIT", "1h"]);
-        await_waiting(&mut ctl, 1);
-        let mut w2 = server.conn();
-        send(&mut w2, &["RL.GCRA", "g", "1", "1m", "WAIT", "1h"]);
-        await_waiting(&mut ctl, 2);
+        let (_w1, id1, mut w2) = two_waiters(
+            &server,
+            &mut ctl,
+            &["RL.GCRA", "g", "1", "1m", "WAIT", "1h"],
+        );
         let mut pipe = redis::pipe();
         pipe.cmd("RL.CLOCK").arg("ADVANCE").arg(MIN);
         gives_up.pipe(&mut pipe, id1);
