@@ -88,7 +88,9 @@ test-valkey: deps deps-valkey
 	RL_SERVER=valkey-server cargo test --workspace
 
 ## The suite N times (default 10), then how many runs failed and which
-## tests, with counts; RL_SERVER=valkey-server runs it against Valkey.
+## tests, with counts; RL_SERVER=valkey-server runs it against Valkey. Each
+## run draws property-test cases from its own seed (SEED+i, printed); plain
+## `cargo test` uses the fixed seed in .cargo/config.toml.
 N ?= 10
 test-repeat: deps
 	./scripts/test_repeat.sh $(N)

@@ -7,11 +7,15 @@
 #   RL_SERVER=valkey-server scripts/test_repeat.sh 5
 #
 # Each run's full output is kept in target/test-repeat/<server>/run-<i>.log.
+# Run i draws its property-test cases from seed SEED+i (SEED defaults to the
+# time), printed beside its result: `PROPTEST_RNG_SEED=<seed> cargo test`
+# repeats a run's cases.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
 runs=${1:-10}
 server=${RL_SERVER:-redis-server}
+first_seed=${SEED:-$(date +%s)}
 logs=target/test-repeat/$(basename "$server")
 mkdir -p "$logs"
 rm -f "$logs"/run-*.log
@@ -41,7 +45,8 @@ trap 'rm -f "$all_failures"' EXIT
 for i in $(seq 1 "$runs"); do
     log="$logs/run-$i.log"
     start=$(date +%s)
-    cargo test --workspace --no-fail-fast >"$log" 2>&1
+    seed=$((first_seed + i))
+    PROPTEST_RNG_SEED=$seed cargo test --workspace --no-fail-fast >"$log" 2>&1
     status=$?
     load=$(cut -d' ' -f1-3 /proc/loadavg)
     failures=$(failures_of "$log")
@@ -50,7 +55,7 @@ for i in $(seq 1 "$runs"); do
         [ -n "$failures" ] || failures="(the run failed: see $log)"
         printf '%s\n' "$failures" >>"$all_failures"
     fi
-    printf 'run %d/%d (%s): %s in %ds, load average %s\n' "$i" "$runs" "$server" \
+    printf 'run %d/%d (%s, seed %d): %s in %ds, load average %s\n' "$i" "$runs" "$server" "$seed" \
         "$([ "$status" -eq 0 ] && echo passed || echo FAILED)" "$(($(date +%s) - start))" "$load"
     [ -z "$failures" ] || printf '%s\n' "$failures" | sed 's/^/    /'
 done
