@@ -110,9 +110,20 @@ impl Shares {
         (seen.total > 0.0).then(|| (seen.own / seen.total).clamp(0.0, 1.0))
     }
 
-    /// Decides a request of cost 1 locally at `now`: `Ok(())` admitted, or
-    /// the wait until a unit accrues (`None`: never, without a share).
-    pub fn admit(&mut self, key: &str, quota: Quota, now: Instant) -> Result<(), Option<Duration>> {
+    /// Decides a request of `cost` units locally at `now`: `Ok(())`
+    /// admitted, or the wait until they accrue (`None`: never, without a
+    /// share or above what the share can hold).
+    pub fn admit(
+        &mut self,
+        key: &str,
+        quota: Quota,
+        cost: u64,
+        now: Instant,
+    ) -> Result<(), Option<Duration>> {
+        if cost == 0 {
+            return Ok(());
+        }
+        let cost = cost as f64;
         let share = self.share(key).ok_or(None)?;
         let Some(seen) = self.by_key.get_mut(key) else {
             return Err(None);
@@ -124,17 +135,17 @@ impl Shares {
             .unwrap_or((seen.remaining.min(seen.limit) * share, now));
         let tokens =
             (tokens + rate * now.saturating_duration_since(at).as_secs_f64()).min(capacity);
-        if tokens >= 1.0 {
-            seen.bucket = Some((tokens - 1.0, now));
+        if tokens >= cost {
+            seen.bucket = Some((tokens - cost, now));
             return Ok(());
         }
         seen.bucket = Some((tokens, now));
-        if rate <= 0.0 {
+        if rate <= 0.0 || cost > capacity {
             return Err(None);
         }
         // A share near zero makes the wait longer than a `Duration` holds:
         // never, as far as a client can tell.
-        Err(Duration::try_from_secs_f64((1.0 - tokens) / rate).ok())
+        Err(Duration::try_from_secs_f64((cost - tokens) / rate).ok())
     }
 
     #[cfg(test)]
@@ -187,12 +198,19 @@ mod tests {
         s.observe("a", Q, &reply(9), 1, t0);
         // Alone, with 9 left: 9 now, then one a second.
         for _ in 0..9 {
-            assert_eq!(s.admit("a", Q, t0), Ok(()));
+            assert_eq!(s.admit("a", Q, 1, t0), Ok(()));
         }
-        assert_eq!(s.admit("a", Q, t0), Err(Some(Duration::from_secs(1))));
-        assert_eq!(s.admit("a", Q, t0 + Duration::from_secs(1)), Ok(()));
+        assert_eq!(s.admit("a", Q, 1, t0), Err(Some(Duration::from_secs(1))));
+        assert_eq!(s.admit("a", Q, 1, t0 + Duration::from_secs(1)), Ok(()));
         // Never seen: denied.
-        assert_eq!(s.admit("b", Q, t0), Err(None));
+        assert_eq!(s.admit("b", Q, 1, t0), Err(None));
+        // Three units wait for three to accrue; more than the limit, never;
+        // nothing, at once.
+        let t1 = t0 + Duration::from_secs(1);
+        assert_eq!(s.admit("a", Q, 3, t1), Err(Some(Duration::from_secs(3))));
+        assert_eq!(s.admit("a", Q, 11, t1), Err(None));
+        assert_eq!(s.admit("a", Q, 0, t1), Ok(()));
+        assert_eq!(s.admit("a", Q, 3, t1 + Duration::from_secs(3)), Ok(()));
     }
 
     #[test]

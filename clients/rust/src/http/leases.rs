@@ -66,7 +66,8 @@ pub(crate) struct Leases<C> {
 /// or dropped before it was served loses no unit).
 pub(crate) struct Taken<C> {
     leases: Arc<Leases<C>>,
-    units: Vec<(Slot, Decision)>,
+    /// Each slot, the decision reported for it and the units taken.
+    units: Vec<(Slot, Decision, u64)>,
 }
 
 impl<C> Taken<C> {
@@ -77,7 +78,7 @@ impl<C> Taken<C> {
 
     /// Each leased limit's decision (by the limit's index).
     pub(crate) fn decisions(&self) -> impl Iterator<Item = (usize, &Decision)> {
-        self.units.iter().map(|((i, _), d)| (*i, d))
+        self.units.iter().map(|((i, _), d, _)| (*i, d))
     }
 }
 
@@ -135,11 +136,23 @@ where
         self.policies.get(index).is_some_and(Option::is_some)
     }
 
-    /// A request on the leased limits' keys (`keys[i]` for limit `i`): each
-    /// takes a unit from its block, waits for the call out for the key,
-    /// or sends the call for a block. A denial or failure puts back the
-    /// units already taken.
-    pub(crate) async fn admit(self: &Arc<Self>, keys: &[String]) -> Outcome<C> {
+    /// Whether a request of `cost` units on the limit at `index` is
+    /// decided from its blocks: the limit is leased and the cost fits in a
+    /// block (a larger one goes to the store).
+    pub(crate) fn takes(&self, index: usize, cost: u64) -> bool {
+        match self.policies.get(index) {
+            Some(Some((_, lease))) => cost <= lease.max_block(),
+            _ => false,
+        }
+    }
+
+    /// A request of `cost` units on the leased limits' keys (`keys[i]` for
+    /// limit `i`) whose blocks can hold it ([`Leases::takes`]): each takes
+    /// its units from its block, waits for the call out for the key, or
+    /// sends the call for a block. A denial or failure puts back the units
+    /// already taken. A cost of 0 takes nothing and asks nothing (the
+    /// store admits it in any state).
+    pub(crate) async fn admit(self: &Arc<Self>, keys: &[String], cost: u64) -> Outcome<C> {
         let mut taken = Taken {
             leases: Arc::clone(self),
             units: Vec::new(),
@@ -148,11 +161,19 @@ where
             let Some((policy, _)) = &self.policies[i] else {
                 continue;
             };
+            if !self.takes(i, cost) {
+                continue;
+            }
             let slot: Slot = (i, key.clone());
+            if cost == 0 {
+                let d = self.held_decision(&slot);
+                taken.units.push((slot, d, 0));
+                continue;
+            }
             let mut verdict = None;
             for wait in 0..MOST_WAITS {
                 let now = Instant::now();
-                let (step, flight) = self.step(&slot, now, wait == 0);
+                let (step, flight) = self.step(&slot, now, wait == 0, cost);
                 let flight = match (step, flight) {
                     (Step::Admit, _) => {
                         verdict = Some(Ok(self.held_decision(&slot)));
@@ -176,7 +197,7 @@ where
                 }
             }
             match verdict {
-                Some(Ok(d)) => taken.units.push((slot, d)),
+                Some(Ok(d)) => taken.units.push((slot, d, cost)),
                 Some(Err(d)) => return Outcome::Denied(i, d),
                 None => return Outcome::Denied(i, self.local_denial(&slot, Duration::ZERO)),
             }
@@ -244,7 +265,13 @@ where
         }
     }
 
-    fn step(&self, slot: &Slot, now: Instant, first: bool) -> (Step, Option<Arc<Flight>>) {
+    fn step(
+        &self,
+        slot: &Slot,
+        now: Instant,
+        first: bool,
+        cost: u64,
+    ) -> (Step, Option<Arc<Flight>>) {
         let mut inner = self.lock();
         let held = match inner.by_slot.remove(slot) {
             Some(mut held) => {
@@ -271,9 +298,9 @@ where
         held.seq = inner.next_seq;
         inner.next_seq += 1;
         let step = if first {
-            held.lease.step(now)
+            held.lease.step_for(now, cost)
         } else {
-            held.lease.step_again(now)
+            held.lease.step_again_for(now, cost)
         };
         let flight = match step {
             Step::Admit | Step::Deny { .. } => None,
@@ -451,11 +478,11 @@ impl<C> Leases<C> {
     }
 
     /// Returns the units taken for a request that is not served.
-    pub(crate) fn put_back(&self, taken: &[(Slot, Decision)]) {
+    pub(crate) fn put_back(&self, taken: &[(Slot, Decision, u64)]) {
         let mut inner = self.lock();
-        for (slot, _) in taken {
+        for (slot, _, units) in taken {
             if let Some(held) = inner.by_slot.get_mut(slot) {
-                held.lease.put_back();
+                held.lease.put_back(*units);
             }
         }
     }

@@ -42,9 +42,11 @@
 pub mod headers;
 mod layer;
 mod leases;
+mod rejection;
 
 pub use headers::{ceil_seconds, header_fields, problem, Named};
 pub use layer::{Builder, RedisRateLimit, RedisRateLimitLayer, DEFAULT_LEASE_CAPACITY};
+pub use rejection::{Denial, Reason, Rejection};
 
 use crate::{BlockLease, Policy};
 use http::request::Parts;
