@@ -102,6 +102,7 @@ fn band(block: u64, limit: u64) -> (u64, u64) {
 
 /// The leasing policy of one key under one limit.
 #[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
 pub struct BlockLease {
     max_block: u64,
     adaptive: bool,
@@ -427,6 +428,7 @@ impl BlockLease {
 /// hot.refund_all().await?; // at shutdown
 /// # Ok(()) }
 /// ```
+#[non_exhaustive]
 pub struct LeasedLimit<C = redis::aio::ConnectionManager>
 where
     C: redis::aio::ConnectionLike + Clone + Send + Sync + 'static,
@@ -828,6 +830,7 @@ fn locked<T>(lock: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 
 /// The same over a blocking connection (one per thread; a queued call
 /// blocks the thread until its block comes or its timeout passes).
+#[non_exhaustive]
 pub struct BlockingLeasedLimit<C: redis::ConnectionLike> {
     conn: C,
     call: Decide,

@@ -134,6 +134,7 @@ macro_rules! option_setters {
 /// let call = Decide::new("rl:user:42", Gcra::new(10, Duration::from_secs(1)).burst(20)).cost(3);
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Decide {
     pub key: String,
     pub policy: Policy,
@@ -179,6 +180,7 @@ pub fn acquire(key: impl Into<String>, limit: u64, ttl: Duration) -> Decide {
 
 /// Several limits, one all-or-nothing decision (`RL.ALL`).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct All {
     limits: Vec<(String, Policy)>,
     options: Options,
@@ -255,6 +257,7 @@ impl Command for All {
 /// `RL.SKETCH key item limit window`: the same limit for every item, in one
 /// count-min sketch.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Sketch {
     pub key: String,
     pub item: Vec<u8>,
@@ -331,6 +334,7 @@ impl Command for Sketch {
 
 /// `RL.PEEK key policy`: a read-only look at a limiter.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Peek {
     pub key: String,
     pub policy: Policy,
@@ -362,9 +366,23 @@ impl Command for Peek {
 
 /// `RL.RELEASE key lease`: `true` if the lease was held.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Release {
+    /// The concurrency limit's key.
     pub key: String,
+    /// The lease to give back.
     pub lease: LeaseId,
+}
+
+impl Release {
+    /// Gives `lease` on `key` back (a [`crate::LeaseGuard`] does it when
+    /// released or dropped).
+    pub fn new(key: impl Into<String>, lease: LeaseId) -> Release {
+        Release {
+            key: key.into(),
+            lease,
+        }
+    }
 }
 
 impl Command for Release {
@@ -383,10 +401,25 @@ impl Command for Release {
 
 /// `RL.RENEW key lease ttl`: `true` if the lease now ends `ttl` from now.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Renew {
+    /// The concurrency limit's key.
     pub key: String,
+    /// The lease to extend.
     pub lease: LeaseId,
+    /// Its new time to live, from now.
     pub ttl: Duration,
+}
+
+impl Renew {
+    /// Extends `lease` on `key` to end `ttl` from now.
+    pub fn new(key: impl Into<String>, lease: LeaseId, ttl: Duration) -> Renew {
+        Renew {
+            key: key.into(),
+            lease,
+            ttl,
+        }
+    }
 }
 
 impl Command for Renew {
@@ -417,6 +450,7 @@ fn one_or_zero(reply: &Value) -> Result<bool, Error> {
 /// command: `count` per `period` in whole seconds (rounded up), bursts of
 /// `max_burst + 1`.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Throttle {
     pub key: String,
     pub max_burst: u64,

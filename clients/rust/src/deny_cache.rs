@@ -81,7 +81,10 @@ impl Entries {
     }
 }
 
-/// A bounded cache of denials, shared by every request of a process.
+/// A bounded cache of denials, shared by every request of a process: the
+/// layer's ([`crate::http::Builder::deny_cache`]), which
+/// [`crate::http::RedisRateLimitLayer::deny_cache`] shows for its counts.
+#[non_exhaustive]
 pub struct DenyCache {
     capacity: usize,
     entries: Mutex<Entries>,
@@ -90,7 +93,7 @@ pub struct DenyCache {
 
 impl DenyCache {
     /// Remembers up to `capacity` denials at once.
-    pub fn new(capacity: usize) -> DenyCache {
+    pub(crate) fn new(capacity: usize) -> DenyCache {
         DenyCache {
             capacity: capacity.max(1),
             entries: Mutex::new(Entries::default()),
@@ -109,14 +112,22 @@ impl DenyCache {
     /// The store's denial of `cost` on `key` under `limit` (its words),
     /// seen at `now`. Denials without a wait (never admissible) are not
     /// kept: the store's answer is cheap to repeat and its words matter.
-    pub fn record(&self, key: &str, limit: &str, cost: u64, decision: &Decision, now: Instant) {
+    #[cfg(test)]
+    pub(crate) fn record(
+        &self,
+        key: &str,
+        limit: &str,
+        cost: u64,
+        decision: &Decision,
+        now: Instant,
+    ) {
         self.record_paced(key, limit, cost, decision, now, None);
     }
 
     /// The same for a limit that regains one unit every `interval` (see
     /// the module's documentation): later admissions of this process
     /// ([`DenyCache::admitted`]) move the denial on by `interval` each.
-    pub fn record_paced(
+    pub(crate) fn record_paced(
         &self,
         key: &str,
         limit: &str,
@@ -162,7 +173,7 @@ impl DenyCache {
 
     /// This process's request of `cost` on `key` under `limit` was admitted
     /// by the store: a paced denial moves on by `cost` units.
-    pub fn admitted(&self, key: &str, limit: &str, cost: u64, now: Instant) {
+    pub(crate) fn admitted(&self, key: &str, limit: &str, cost: u64, now: Instant) {
         let mut entries = self.lock();
         entries.expire(now);
         let slot: Slot = (key.to_string(), limit.to_string());
@@ -189,7 +200,13 @@ impl DenyCache {
     /// A remembered denial of `cost` on `key` under `limit` still in force
     /// at `now` (its `retry_after` what is left of the wait), counted as a
     /// round trip saved.
-    pub fn check(&self, key: &str, limit: &str, cost: u64, now: Instant) -> Option<Decision> {
+    pub(crate) fn check(
+        &self,
+        key: &str,
+        limit: &str,
+        cost: u64,
+        now: Instant,
+    ) -> Option<Decision> {
         let mut entries = self.lock();
         let slot: Slot = (key.to_string(), limit.to_string());
         let entry = entries.by_slot.get(&slot)?;
@@ -213,14 +230,15 @@ impl DenyCache {
     /// Whether `key` under `limit` was denied lately (its denial in force,
     /// or ended less than a second ago): a key on which concurrent
     /// requests are worth coalescing.
-    pub fn recently_denied(&self, key: &str, limit: &str, now: Instant) -> bool {
+    pub(crate) fn recently_denied(&self, key: &str, limit: &str, now: Instant) -> bool {
         let entries = self.lock();
         let slot: Slot = (key.to_string(), limit.to_string());
         entries.by_slot.get(&slot).is_some_and(|e| e.expiry() > now)
     }
 
     /// How long a remembered denial of `key` under `limit` still lasts.
-    pub fn remaining(&self, key: &str, limit: &str, now: Instant) -> Option<Duration> {
+    #[cfg(test)]
+    pub(crate) fn remaining(&self, key: &str, limit: &str, now: Instant) -> Option<Duration> {
         let entries = self.lock();
         let slot: Slot = (key.to_string(), limit.to_string());
         let entry = entries.by_slot.get(&slot)?;
@@ -237,10 +255,14 @@ impl DenyCache {
         self.lock().by_slot.len()
     }
 
+    /// Whether it holds no denial.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
 }
+
+#[cfg(test)]
+mod props;
 
 #[cfg(test)]
 mod tests {

@@ -361,12 +361,20 @@ impl fmt::Display for Policy {
 
 /// A rate in the terms of `RateLimit-Policy`: `q` per `w` seconds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Quota {
+    /// The quota: units per window.
     pub q: u64,
+    /// The window, in whole seconds.
     pub w: u64,
 }
 
 impl Quota {
+    /// `q` units per `w` seconds.
+    pub fn new(q: u64, w: u64) -> Quota {
+        Quota { q, w }
+    }
+
     /// `count` per `period_ms`. A period of whole seconds is `w`; otherwise
     /// `w` is the shortest whole number of seconds with a whole `q` at that
     /// rate (`1 per 250ms` is `q=4;w=1`).
@@ -396,6 +404,7 @@ fn gcd(a: u128, b: u128) -> u128 {
 
 /// Why a policy's words do not parse.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct ParsePolicyError(String);
 
 impl fmt::Display for ParsePolicyError {

@@ -72,6 +72,7 @@ struct Config<K, C> {
 /// // axum: Router::new().route("/", get(handler)).layer(layer)
 /// # Ok(()) }
 /// ```
+#[non_exhaustive]
 pub struct RedisRateLimitLayer<K, C = ConnectionManager> {
     config: Arc<Config<K, C>>,
 }
@@ -87,6 +88,7 @@ impl<K, C> Clone for RedisRateLimitLayer<K, C> {
 /// Builds a [`RedisRateLimitLayer`]: its limits and options, checked by
 /// [`Builder::build`].
 #[must_use = "a builder does nothing until built"]
+#[non_exhaustive]
 pub struct Builder<K, C = ConnectionManager> {
     config: Config<K, C>,
 }
@@ -351,6 +353,7 @@ impl<S, K, C> tower_layer::Layer<S> for RedisRateLimitLayer<K, C> {
 }
 
 /// The service [`RedisRateLimitLayer`] wraps around another.
+#[non_exhaustive]
 pub struct RedisRateLimit<S, K, C = ConnectionManager> {
     inner: S,
     config: Arc<Config<K, C>>,

@@ -226,6 +226,7 @@ where
 /// # let _ = (by_api_key, by_auth);
 /// ```
 #[derive(Clone, Debug)]
+#[non_exhaustive]
 pub struct HeaderKey(HeaderName);
 
 impl HeaderKey {
@@ -254,7 +255,15 @@ impl KeyExtractor for HeaderKey {
 /// has the proxy's address: take a header the proxy sets instead
 /// ([`HeaderKey`]).
 #[derive(Clone, Copy, Debug, Default)]
+#[non_exhaustive]
 pub struct PeerIp;
+
+impl PeerIp {
+    /// The peer's IP address as the key.
+    pub const fn new() -> PeerIp {
+        PeerIp
+    }
+}
 
 impl KeyExtractor for PeerIp {
     fn key(&self, request: &Parts) -> Option<String> {
