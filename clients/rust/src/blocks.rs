@@ -840,6 +840,7 @@ pub struct BlockingLeasedLimit<C: redis::ConnectionLike> {
 }
 
 impl<C: redis::ConnectionLike> BlockingLeasedLimit<C> {
+    /// Leases `key` under `policy` over the blocking connection `conn`.
     pub fn new(
         conn: C,
         key: impl Into<String>,

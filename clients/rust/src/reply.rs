@@ -178,6 +178,7 @@ pub struct ThrottleDecision {
     pub remaining: u64,
     /// `None` when allowed.
     pub retry_after: Option<Duration>,
+    /// Until the key is full again.
     pub reset_after: Duration,
 }
 

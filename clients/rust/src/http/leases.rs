@@ -6,7 +6,9 @@ use crate::blocks::{granted, BlockLease, Flight, Step, MOST_WAITS};
 use crate::command::{Charge, Decide};
 use crate::reply::Decision;
 use crate::{Client, Error, Policy};
-use std::collections::{BTreeMap, HashMap};
+use lru::LruCache;
+use std::collections::hash_map::RandomState;
+use std::num::NonZeroUsize;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -16,19 +18,17 @@ pub(crate) type Slot = (usize, String);
 struct Held {
     lease: BlockLease,
     used: Instant,
-    seq: u64,
     /// The store's last answer on the key, for the response's fields.
     last: Option<Decision>,
     /// The call out for the key, if any.
     flight: Option<Arc<Flight>>,
 }
 
-#[derive(Default)]
 struct Inner {
-    by_slot: HashMap<Slot, Held>,
-    /// The same slots by last use, for idle refunds and eviction in order.
-    by_use: BTreeMap<(Instant, u64), Slot>,
-    next_seq: u64,
+    /// The slots, the least recently used first (for idle refunds and to
+    /// give way). Keys come from requests: hashed with std's keyed
+    /// SipHash, as a `HashMap` would.
+    by_slot: LruCache<Slot, Held, RandomState>,
     /// Units of slots that gave way, still to be refunded (at most
     /// `capacity` of them; past that they stay charged).
     evicted: Vec<(Slot, u64)>,
@@ -110,6 +110,7 @@ where
         capacity: usize,
     ) -> Leases<C> {
         let policies = Arc::new(policies);
+        let capacity = NonZeroUsize::new(capacity).unwrap_or(NonZeroUsize::MIN);
         let on_drop: Refunder = {
             let (client, policies) = (client.clone(), policies.clone());
             Box::new(move |refunds| {
@@ -125,8 +126,11 @@ where
         Leases {
             client,
             policies,
-            capacity: capacity.max(1),
-            inner: Mutex::new(Inner::default()),
+            capacity: capacity.get(),
+            inner: Mutex::new(Inner {
+                by_slot: LruCache::with_hasher(capacity, RandomState::new()),
+                evicted: Vec::new(),
+            }),
             on_drop,
         }
     }
@@ -243,7 +247,7 @@ where
     /// (or leases anew), the units then to be refunded.
     fn land(&self, slot: &Slot, flight: &Arc<Flight>, reply: &Decision) -> bool {
         let mut inner = self.lock();
-        let Some(held) = inner.by_slot.get_mut(slot) else {
+        let Some(held) = inner.by_slot.peek_mut(slot) else {
             return false;
         };
         if !held.flight.as_ref().is_some_and(|f| Arc::ptr_eq(f, flight)) {
@@ -257,7 +261,7 @@ where
 
     fn failed(&self, slot: &Slot, flight: &Arc<Flight>) {
         let mut inner = self.lock();
-        if let Some(held) = inner.by_slot.get_mut(slot) {
+        if let Some(held) = inner.by_slot.peek_mut(slot) {
             if held.flight.as_ref().is_some_and(|f| Arc::ptr_eq(f, flight)) {
                 held.flight = None;
                 held.lease.on_failure();
@@ -273,30 +277,25 @@ where
         cost: u64,
     ) -> (Step, Option<Arc<Flight>>) {
         let mut inner = self.lock();
-        let held = match inner.by_slot.remove(slot) {
-            Some(mut held) => {
-                inner.by_use.remove(&(held.used, held.seq));
-                held.used = now;
-                held
-            }
-            None => {
-                self.make_room(&mut inner);
-                let lease = self.policies[slot.0]
-                    .as_ref()
-                    .map(|(_, l)| l.clone())
-                    .unwrap_or_else(|| BlockLease::fixed(1));
-                Held {
-                    lease,
-                    used: now,
-                    seq: 0,
-                    last: None,
-                    flight: None,
-                }
-            }
+        if !inner.by_slot.contains(slot) {
+            self.make_room(&mut inner);
+            let lease = self.policies[slot.0]
+                .as_ref()
+                .map(|(_, l)| l.clone())
+                .unwrap_or_else(|| BlockLease::fixed(1));
+            let held = Held {
+                lease,
+                used: now,
+                last: None,
+                flight: None,
+            };
+            inner.by_slot.put(slot.clone(), held);
+        }
+        // Used now: the most recently used.
+        let Some(held) = inner.by_slot.get_mut(slot) else {
+            return (Step::Deny { until: now }, None);
         };
-        let mut held = held;
-        held.seq = inner.next_seq;
-        inner.next_seq += 1;
+        held.used = now;
         let step = if first {
             held.lease.step_for(now, cost)
         } else {
@@ -311,8 +310,6 @@ where
                 Some(flight)
             }
         };
-        inner.by_use.insert((now, held.seq), slot.clone());
-        inner.by_slot.insert(slot.clone(), held);
         (step, flight)
     }
 
@@ -322,14 +319,12 @@ where
         if inner.by_slot.len() < self.capacity {
             return;
         }
-        let Some((_, slot)) = inner.by_use.pop_first() else {
+        let Some((slot, mut held)) = inner.by_slot.pop_lru() else {
             return;
         };
-        if let Some(mut held) = inner.by_slot.remove(&slot) {
-            if let Some(units) = held.lease.take_all() {
-                if inner.evicted.len() < self.capacity {
-                    inner.evicted.push((slot, units));
-                }
+        if let Some(units) = held.lease.take_all() {
+            if inner.evicted.len() < self.capacity {
+                inner.evicted.push((slot, units));
             }
         }
     }
@@ -338,7 +333,7 @@ where
     /// last answer, counting the units this process holds as remaining.
     fn held_decision(&self, slot: &Slot) -> Decision {
         let inner = self.lock();
-        let held = inner.by_slot.get(slot);
+        let held = inner.by_slot.peek(slot);
         let units = held.map_or(0, |h| h.lease.held());
         match held.and_then(|h| h.last.as_ref()) {
             Some(last) => with_held(last, units),
@@ -356,7 +351,7 @@ where
 
     fn local_denial(&self, slot: &Slot, wait: Duration) -> Decision {
         let inner = self.lock();
-        let last = inner.by_slot.get(slot).and_then(|h| h.last.as_ref());
+        let last = inner.by_slot.peek(slot).and_then(|h| h.last.as_ref());
         Decision {
             allowed: false,
             limit: last.map_or(0, |d| d.limit),
@@ -373,15 +368,15 @@ where
     fn take_idle(&self, now: Instant, idle: Duration) -> Vec<(Slot, u64)> {
         let mut inner = self.lock();
         let mut refunds = std::mem::take(&mut inner.evicted);
-        while let Some(entry) = inner.by_use.first_entry() {
-            if now.saturating_duration_since(entry.key().0) < idle {
+        while let Some((_, held)) = inner.by_slot.peek_lru() {
+            if now.saturating_duration_since(held.used) < idle {
                 break;
             }
-            let slot = entry.remove();
-            if let Some(mut held) = inner.by_slot.remove(&slot) {
-                if let Some(units) = held.lease.take_all() {
-                    refunds.push((slot, units));
-                }
+            let Some((slot, mut held)) = inner.by_slot.pop_lru() else {
+                break;
+            };
+            if let Some(units) = held.lease.take_all() {
+                refunds.push((slot, units));
             }
         }
         refunds
@@ -406,7 +401,7 @@ where
     /// Units held now, over every key.
     pub(crate) fn held(&self) -> u64 {
         let inner = self.lock();
-        inner.by_slot.values().map(|h| h.lease.held()).sum()
+        inner.by_slot.iter().map(|(_, h)| h.lease.held()).sum()
     }
 
     /// A task that refunds idle keys' units, checking twice per `idle`;
@@ -481,7 +476,7 @@ impl<C> Leases<C> {
     pub(crate) fn put_back(&self, taken: &[(Slot, Decision, u64)]) {
         let mut inner = self.lock();
         for (slot, _, units) in taken {
-            if let Some(held) = inner.by_slot.get_mut(slot) {
+            if let Some(held) = inner.by_slot.peek_mut(slot) {
                 held.lease.put_back(*units);
             }
         }
