@@ -410,7 +410,7 @@ where
 
     /// Whether a request of `cost` on the limit at `index` is decided from
     /// the limit's leased blocks.
-    fn from_blocks(&self, index: usize, cost: u64) -> bool {
+    fn decided_by_blocks(&self, index: usize, cost: u64) -> bool {
         self.leases.as_ref().is_some_and(|l| l.takes(index, cost))
     }
 
@@ -456,7 +456,7 @@ where
             }
         }
         let asked: Vec<usize> = (0..keys.len())
-            .filter(|&i| !self.from_blocks(i, cost))
+            .filter(|&i| !self.decided_by_blocks(i, cost))
             .collect();
         if asked.is_empty() {
             let limits = decided
