@@ -379,45 +379,29 @@ fn approx_never_announces_t_beyond_the_window() {
 
 #[test]
 fn the_longest_wait_decides_not_the_first_denial() {
-    let denied = |retry_after_ms| Decision {
-        allowed: false,
-        limit: 10,
-        remaining: 0,
-        retry_after: Some(Duration::from_millis(retry_after_ms)),
-        reset_after: Duration::from_millis(90_000),
-        granted: None,
-        lease: None,
+    let denied = |retry_after_ms| {
+        Decision::denied(10, Some(Duration::from_millis(retry_after_ms)))
+            .with_reset_after(Duration::from_millis(90_000))
     };
     let limits = limits();
     let limits: Vec<Named> = [limits.per_key, limits.global]
         .iter()
-        .map(|l| Named {
-            name: l.name.to_string(),
-            quota: l.policy.quota().unwrap(),
-        })
+        .map(|l| Named::new(l.name, l.policy.quota().unwrap()))
         .collect();
     // RL.ALL's blocked_by would be the first limit; the second waits longer.
     for (waits, name, wait) in [
         ([2_000, 9_500], "global", "10"),
         ([9_500, 2_000], "per-key", "10"),
     ] {
-        let verdict = AllDecision {
-            allowed: false,
-            blocked_by: Some(0),
-            retry_after: Some(Duration::from_millis(9_500)),
-            limits: waits.iter().map(|&w| denied(w)).collect(),
-        };
+        let mut verdict = AllDecision::new(waits.iter().map(|&w| denied(w)).collect());
+        verdict.blocked_by = Some(0);
         let fields: HashMap<_, _> = header_fields(&verdict, &limits).into_iter().collect();
         assert_eq!(fields["retry-after"], wait);
         assert_eq!(fields["ratelimit"], format!("\"{name}\";r=0;t={wait}"));
     }
     // Retry-After is never shorter than a denying limit's own wait.
-    let verdict = AllDecision {
-        allowed: false,
-        blocked_by: Some(0),
-        retry_after: Some(Duration::from_millis(1_000)),
-        limits: vec![denied(3_001), denied(500)],
-    };
+    let mut verdict = AllDecision::new(vec![denied(3_001), denied(500)]);
+    verdict.retry_after = Some(Duration::from_millis(1_000));
     let fields: HashMap<_, _> = header_fields(&verdict, &limits).into_iter().collect();
     assert_eq!(fields["retry-after"], "4");
 }

@@ -16,7 +16,13 @@
 //! - **the deny cache**: one key offered 10× its limit (1,000 requests a
 //!   second against 100 a second) through the tower layer, with and
 //!   without the cache, `INFLIGHT` requests arriving at once every
-//!   `INFLIGHT` ms.
+//!   `INFLIGHT` ms;
+//! - **the layer's hot path** (`hot`): the tower layer with a leased
+//!   per-key limit (blocks of 100 of `GCRA 1000000 1s`), the deny cache and
+//!   degraded mode on, `INFLIGHT` closed-loop workers over 100 keys;
+//!   reports requests a second and this process's CPU time per request
+//!   (most requests are admitted from a block: the layer's own maps and
+//!   locks are most of the work).
 //!
 //! ```sh
 //! redis-server --port 16400 --save "" --loadmodule target/release/libredis_ratelimit.so &
@@ -24,7 +30,8 @@
 //! ```
 //!
 //! Arguments: the seconds per run (default 5); `leasing`, `polling`,
-//! `deny` or `degraded` to run one part only; the numbers of processes
+//! `deny`, `degraded` or `hot` to run one part only (`hot` runs only when
+//! named); the numbers of processes
 //! for leasing (`1,10,50`, default all); the requests in flight per key
 //! and process (default 1). `REDIS_URL` (default
 //! `redis://127.0.0.1:6379/`) names the server.
@@ -248,6 +255,79 @@ fn deny_cache(url: &str, cache: bool, inflight: usize, secs: u64) -> (u64, u64, 
     })
 }
 
+/// This process's CPU time so far (user and system), from `/proc`.
+fn cpu_time() -> Duration {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    // The fields after the command's name, which ends with the last ')'.
+    let fields: Vec<&str> = stat
+        .rsplit_once(')')
+        .map_or("", |(_, rest)| rest)
+        .split_whitespace()
+        .collect();
+    let ticks = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|f| f.parse::<u64>().ok())
+            .unwrap_or(0)
+    };
+    // utime and stime, fields 14 and 15 (11 and 12 after the name), in
+    // clock ticks of 10 ms.
+    Duration::from_millis((ticks(11) + ticks(12)) * 10)
+}
+
+/// The layer's hot path: (requests, requests a second, CPU µs a request).
+fn hot(url: &str, inflight: usize, secs: u64) -> (u64, f64, f64) {
+    runtime().block_on(async {
+        let client = Client::new(connect(url).unwrap()).timeout(Duration::from_secs(1));
+        let layer = RedisRateLimitLayer::builder(client, api_key())
+            .limit(
+                HttpLimit::per_key(Gcra::new(1_000_000, Duration::from_secs(1)))
+                    .name("per-key")
+                    .prefix(format!("bench:hot:{}:", std::process::id()))
+                    .leased(BlockLease::fixed(100)),
+            )
+            .deny_cache(1000)
+            .degraded(1000)
+            .build()
+            .unwrap();
+        let app = Router::new()
+            .route("/", get(|| async { "ok" }))
+            .layer(layer.clone());
+        let (start, cpu) = (Instant::now(), cpu_time());
+        let end = start + Duration::from_secs(secs);
+        let workers: Vec<_> = (0..inflight)
+            .map(|w| {
+                let app = app.clone();
+                tokio::spawn(async move {
+                    let (mut sent, mut served) = (0usize, 0u64);
+                    while Instant::now() < end {
+                        let key = format!("k{}", (sent * inflight + w) % 100);
+                        sent += 1;
+                        let request = axum::http::Request::get("/")
+                            .header("x-api-key", key)
+                            .body(axum::body::Body::empty())
+                            .unwrap();
+                        let status = app.clone().call(request).await.unwrap().status();
+                        served += u64::from(status == 200);
+                    }
+                    served
+                })
+            })
+            .collect();
+        let mut served = 0;
+        for w in workers {
+            served += w.await.unwrap();
+        }
+        let (wall, cpu) = (start.elapsed(), cpu_time() - cpu);
+        let _ = layer.refund_all().await;
+        (
+            served,
+            served as f64 / wall.as_secs_f64(),
+            cpu.as_secs_f64() * 1e6 / served.max(1) as f64,
+        )
+    })
+}
+
 fn api_key() -> HeaderKey {
     HeaderKey::new(axum::http::HeaderName::from_static("x-api-key"))
 }
@@ -353,6 +433,11 @@ fn main() {
     }
     if only.is_empty() || only == "deny" {
         deny_rows(&url, secs, inflight);
+    }
+    if only == "hot" {
+        println!("the layer's hot path: leased per-key limit (k = 100), deny cache and degraded mode on, 100 keys, {inflight} in flight, {secs} s");
+        let (served, rate, cpu) = hot(&url, inflight, secs);
+        println!("served {served}, {rate:.0} requests/s, {cpu:.2} CPU µs per request");
     }
     if only.is_empty() || only == "degraded" {
         println!();

@@ -102,6 +102,7 @@ fn band(block: u64, limit: u64) -> (u64, u64) {
 
 /// The leasing policy of one key under one limit.
 #[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
 pub struct BlockLease {
     max_block: u64,
     adaptive: bool,
@@ -206,17 +207,28 @@ impl BlockLease {
 
     /// A request at `now`.
     pub(crate) fn step(&mut self, now: Instant) -> Step {
+        self.step_for(now, 1)
+    }
+
+    /// A request of `cost` units at `now`: admitted once the block holds
+    /// them all (a call asks for at least `cost`).
+    pub(crate) fn step_for(&mut self, now: Instant, cost: u64) -> Step {
         self.count_request(now);
         self.last_used = Some(now);
-        self.step_again(now)
+        self.step_again_for(now, cost)
     }
 
     /// The step of a request already counted by [`BlockLease::step`] that
     /// waited while another request's call was out: a unit of the block
     /// that call brought, or the call to make now.
     pub(crate) fn step_again(&mut self, now: Instant) -> Step {
-        if self.held > 0 {
-            self.held -= 1;
+        self.step_again_for(now, 1)
+    }
+
+    /// [`BlockLease::step_again`] for a request of `cost` units.
+    pub(crate) fn step_again_for(&mut self, now: Instant, cost: u64) -> Step {
+        if self.held >= cost {
+            self.held -= cost;
             return Step::Admit;
         }
         if self.in_flight {
@@ -226,7 +238,7 @@ impl BlockLease {
             return Step::Deny { until };
         }
         self.in_flight = true;
-        self.asked = self.block();
+        self.asked = self.block().max(cost);
         match self.queue {
             Some(timeout) if self.contended => Step::Queue {
                 units: self.asked,
@@ -385,10 +397,15 @@ impl BlockLease {
         (self.held > 0).then(|| std::mem::take(&mut self.held))
     }
 
-    /// Returns a unit taken by [`BlockLease::step`] for a request that was
-    /// not served after all (another limit denied it).
-    pub(crate) fn put_back(&mut self) {
-        self.held = self.held.saturating_add(1);
+    /// Returns the `units` taken by [`BlockLease::step_for`] for a request
+    /// that was not served after all (another limit denied it).
+    pub(crate) fn put_back(&mut self, units: u64) {
+        self.held = self.held.saturating_add(units);
+    }
+
+    /// The largest block a call asks for.
+    pub(crate) fn max_block(&self) -> u64 {
+        self.max_block
     }
 }
 
@@ -411,6 +428,7 @@ impl BlockLease {
 /// hot.refund_all().await?; // at shutdown
 /// # Ok(()) }
 /// ```
+#[non_exhaustive]
 pub struct LeasedLimit<C = redis::aio::ConnectionManager>
 where
     C: redis::aio::ConnectionLike + Clone + Send + Sync + 'static,
@@ -812,6 +830,7 @@ fn locked<T>(lock: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 
 /// The same over a blocking connection (one per thread; a queued call
 /// blocks the thread until its block comes or its timeout passes).
+#[non_exhaustive]
 pub struct BlockingLeasedLimit<C: redis::ConnectionLike> {
     conn: C,
     call: Decide,
@@ -821,6 +840,7 @@ pub struct BlockingLeasedLimit<C: redis::ConnectionLike> {
 }
 
 impl<C: redis::ConnectionLike> BlockingLeasedLimit<C> {
+    /// Leases `key` under `policy` over the blocking connection `conn`.
     pub fn new(
         conn: C,
         key: impl Into<String>,
@@ -1074,7 +1094,7 @@ mod tests {
         assert!(!l.in_flight());
         // The units are held, whoever takes them; a unit put back adds.
         assert_eq!(l.step_again(t), Step::Admit);
-        l.put_back();
+        l.put_back(1);
         assert_eq!(l.held(), 4);
         for _ in 0..4 {
             assert_eq!(l.step_again(t), Step::Admit);
@@ -1083,6 +1103,29 @@ mod tests {
         assert_eq!(l.step_again(t), Step::Ask(4));
         l.on_failure();
         assert_eq!(l.step_again(t), Step::Ask(4));
+    }
+
+    #[test]
+    fn a_request_of_several_units_takes_them_all_or_asks_for_at_least_its_cost() {
+        let mut l = BlockLease::fixed(4);
+        let t = Instant::now();
+        assert_eq!(l.step_for(t, 3), Step::Ask(4));
+        l.land(t, &reply(true, 4, None));
+        assert_eq!(l.step_again_for(t, 3), Step::Admit);
+        // One held, three wanted: the next call asks for the block.
+        assert_eq!(l.step_for(t, 3), Step::Ask(4));
+        assert_eq!(l.step_for(t, 1), Step::Admit, "the unit held is taken");
+        l.land(t, &reply(true, 4, None));
+        assert_eq!(l.step_again_for(t, 3), Step::Admit);
+        assert_eq!(l.held(), 1);
+        // A cost above the block asks for the cost; a cost of 0 takes nothing.
+        let mut l = BlockLease::adaptive(8);
+        assert_eq!(l.step_for(t, 6), Step::Ask(6));
+        l.land(t, &reply(true, 6, None));
+        assert_eq!(l.step_again_for(t, 0), Step::Admit);
+        assert_eq!(l.held(), 6);
+        l.put_back(2);
+        assert_eq!(l.held(), 8);
     }
 
     #[test]

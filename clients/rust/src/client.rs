@@ -55,6 +55,7 @@ pub fn connect(url: &str) -> Result<ConnectionManager, Error> {
 /// # Ok(()) }
 /// ```
 #[derive(Clone)]
+#[non_exhaustive]
 pub struct Client<C = ConnectionManager> {
     conn: C,
     timeout: Option<Duration>,
@@ -140,6 +141,7 @@ where
 /// A held concurrency lease. Dropped, it is released in the background
 /// (on the current tokio runtime; without one it ends at its TTL on the
 /// server).
+#[non_exhaustive]
 pub struct LeaseGuard<C = ConnectionManager>
 where
     C: redis::aio::ConnectionLike + Clone + Send + Sync + 'static,

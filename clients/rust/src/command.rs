@@ -10,6 +10,7 @@ use std::time::Duration;
 
 /// A command of the module and the type of its reply.
 pub trait Command {
+    /// The reply's type.
     type Output;
 
     /// The command as the redis crate sends it.
@@ -134,13 +135,17 @@ macro_rules! option_setters {
 /// let call = Decide::new("rl:user:42", Gcra::new(10, Duration::from_secs(1)).burst(20)).cost(3);
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Decide {
+    /// The key the limit is kept at.
     pub key: String,
+    /// The limit.
     pub policy: Policy,
     options: Options,
 }
 
 impl Decide {
+    /// The decision of `policy` on `key` (a cost of 1 until told otherwise).
     pub fn new(key: impl Into<String>, policy: impl Into<Policy>) -> Decide {
         Decide {
             key: key.into(),
@@ -179,6 +184,7 @@ pub fn acquire(key: impl Into<String>, limit: u64, ttl: Duration) -> Decide {
 
 /// Several limits, one all-or-nothing decision (`RL.ALL`).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct All {
     limits: Vec<(String, Policy)>,
     options: Options,
@@ -187,6 +193,7 @@ pub struct All {
 }
 
 impl All {
+    /// No limit yet: add them with [`All::limit`].
     pub fn new() -> All {
         All::default()
     }
@@ -204,6 +211,7 @@ impl All {
         self
     }
 
+    /// The limits, in the order they were added.
     pub fn limits(&self) -> impl Iterator<Item = (&str, &Policy)> {
         self.limits.iter().map(|(k, p)| (k.as_str(), p))
     }
@@ -255,17 +263,25 @@ impl Command for All {
 /// `RL.SKETCH key item limit window`: the same limit for every item, in one
 /// count-min sketch.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Sketch {
+    /// The sketch's key.
     pub key: String,
+    /// The item counted (a user, an IP, ...).
     pub item: Vec<u8>,
+    /// What each item may use per window.
     pub limit: u64,
+    /// The window.
     pub window: Duration,
+    /// `WIDTH`: counters per row (the server's default when `None`).
     pub width: Option<u32>,
+    /// `DEPTH`: rows (the server's default when `None`).
     pub depth: Option<u32>,
     options: Options,
 }
 
 impl Sketch {
+    /// `limit` per `window` for `item`, counted in the sketch at `key`.
     pub fn new(
         key: impl Into<String>,
         item: impl Into<Vec<u8>>,
@@ -283,11 +299,13 @@ impl Sketch {
         }
     }
 
+    /// `WIDTH w`: counters per row (more: fewer overcounts).
     pub fn width(mut self, width: u32) -> Sketch {
         self.width = Some(width);
         self
     }
 
+    /// `DEPTH d`: rows (more: fewer overcounts).
     pub fn depth(mut self, depth: u32) -> Sketch {
         self.depth = Some(depth);
         self
@@ -299,6 +317,7 @@ impl Sketch {
         self
     }
 
+    /// `DRYRUN`: the decision, charging nothing.
     pub fn dryrun(mut self) -> Sketch {
         self.options.dryrun = true;
         self
@@ -331,12 +350,16 @@ impl Command for Sketch {
 
 /// `RL.PEEK key policy`: a read-only look at a limiter.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Peek {
+    /// The key the limit is kept at.
     pub key: String,
+    /// The limit.
     pub policy: Policy,
 }
 
 impl Peek {
+    /// The state of `policy` on `key`, changing nothing (`RL.PEEK`).
     pub fn new(key: impl Into<String>, policy: impl Into<Policy>) -> Peek {
         Peek {
             key: key.into(),
@@ -362,9 +385,23 @@ impl Command for Peek {
 
 /// `RL.RELEASE key lease`: `true` if the lease was held.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Release {
+    /// The concurrency limit's key.
     pub key: String,
+    /// The lease to give back.
     pub lease: LeaseId,
+}
+
+impl Release {
+    /// Gives `lease` on `key` back (a [`crate::LeaseGuard`] does it when
+    /// released or dropped).
+    pub fn new(key: impl Into<String>, lease: LeaseId) -> Release {
+        Release {
+            key: key.into(),
+            lease,
+        }
+    }
 }
 
 impl Command for Release {
@@ -383,10 +420,25 @@ impl Command for Release {
 
 /// `RL.RENEW key lease ttl`: `true` if the lease now ends `ttl` from now.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Renew {
+    /// The concurrency limit's key.
     pub key: String,
+    /// The lease to extend.
     pub lease: LeaseId,
+    /// Its new time to live, from now.
     pub ttl: Duration,
+}
+
+impl Renew {
+    /// Extends `lease` on `key` to end `ttl` from now.
+    pub fn new(key: impl Into<String>, lease: LeaseId, ttl: Duration) -> Renew {
+        Renew {
+            key: key.into(),
+            lease,
+            ttl,
+        }
+    }
 }
 
 impl Command for Renew {
@@ -417,15 +469,22 @@ fn one_or_zero(reply: &Value) -> Result<bool, Error> {
 /// command: `count` per `period` in whole seconds (rounded up), bursts of
 /// `max_burst + 1`.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Throttle {
+    /// The key the limit is kept at.
     pub key: String,
+    /// The burst, less one.
     pub max_burst: u64,
+    /// Requests per `period`.
     pub count: u64,
+    /// The period (whole seconds, rounded up).
     pub period: Duration,
+    /// What this request costs (default 1).
     pub quantity: u64,
 }
 
 impl Throttle {
+    /// `count` per `period` on `key`, bursts of `max_burst + 1`.
     pub fn new(key: impl Into<String>, max_burst: u64, count: u64, period: Duration) -> Throttle {
         Throttle {
             key: key.into(),

@@ -11,17 +11,18 @@
 //! closed). When the store answers again the local buckets are dropped.
 //!
 //! Memory is bounded by `capacity` keys; the least recently answered gives
-//! way. Every operation is O(log capacity).
+//! way. Every operation is O(1) (an LRU map, the `lru` crate).
 
 use crate::reply::Decision;
 use crate::Quota;
-use std::collections::{BTreeMap, HashMap};
+use lru::LruCache;
+use std::collections::hash_map::RandomState;
+use std::num::NonZeroUsize;
 use std::time::{Duration, Instant};
 
 #[derive(Clone, Debug)]
 struct Seen {
     at: Instant,
-    seq: u64,
     remaining: f64,
     limit: f64,
     /// Decayed units this process charged, and everyone together.
@@ -33,11 +34,11 @@ struct Seen {
 
 /// The traffic shares of keys, and their local buckets while degraded.
 #[derive(Debug)]
-pub struct Shares {
-    capacity: usize,
-    by_key: HashMap<String, Seen>,
-    by_age: BTreeMap<(Instant, u64), String>,
-    next_seq: u64,
+pub(crate) struct Shares {
+    /// The keys, the least recently answered first to give way. Keys come
+    /// from requests: hashed with std's keyed SipHash, as a `HashMap`
+    /// would.
+    by_key: LruCache<String, Seen, RandomState>,
 }
 
 fn per_second(quota: Quota) -> f64 {
@@ -50,11 +51,9 @@ fn decay(since: Duration, quota: Quota) -> f64 {
 
 impl Shares {
     pub fn new(capacity: usize) -> Shares {
+        let capacity = NonZeroUsize::new(capacity).unwrap_or(NonZeroUsize::MIN);
         Shares {
-            capacity: capacity.max(1),
-            by_key: HashMap::new(),
-            by_age: BTreeMap::new(),
-            next_seq: 0,
+            by_key: LruCache::with_hasher(capacity, RandomState::new()),
         }
     }
 
@@ -62,9 +61,8 @@ impl Shares {
     /// `charged` the units this process's request took (0 if denied).
     pub fn observe(&mut self, key: &str, quota: Quota, d: &Decision, charged: u64, now: Instant) {
         let (remaining, limit, charged) = (d.remaining as f64, d.limit as f64, charged as f64);
-        let mut seen = match self.by_key.remove(key) {
+        let mut seen = match self.by_key.pop(key) {
             Some(old) => {
-                self.by_age.remove(&(old.at, old.seq));
                 let since = now.saturating_duration_since(old.at);
                 let refilled = old.remaining + per_second(quota) * since.as_secs_f64();
                 let consumed = (refilled.min(limit) - remaining).max(charged);
@@ -76,16 +74,10 @@ impl Shares {
                 }
             }
             None => {
-                if self.by_key.len() >= self.capacity {
-                    if let Some((_, oldest)) = self.by_age.pop_first() {
-                        self.by_key.remove(&oldest);
-                    }
-                }
                 // The first reply: what is used of the limit is everyone's,
                 // this request's charge this process's.
                 Seen {
                     at: now,
-                    seq: 0,
                     remaining,
                     limit,
                     own: charged,
@@ -95,26 +87,35 @@ impl Shares {
             }
         };
         seen.at = now;
-        seen.seq = self.next_seq;
         seen.remaining = remaining;
         seen.limit = limit;
         seen.bucket = None;
-        self.next_seq += 1;
-        self.by_age.insert((now, seen.seq), key.to_string());
-        self.by_key.insert(key.to_string(), seen);
+        // When full, the least recently answered key gives way.
+        self.by_key.put(key.to_string(), seen);
     }
 
     /// This process's share of the key's recent traffic, if it has one.
     pub fn share(&self, key: &str) -> Option<f64> {
-        let seen = self.by_key.get(key)?;
+        let seen = self.by_key.peek(key)?;
         (seen.total > 0.0).then(|| (seen.own / seen.total).clamp(0.0, 1.0))
     }
 
-    /// Decides a request of cost 1 locally at `now`: `Ok(())` admitted, or
-    /// the wait until a unit accrues (`None`: never, without a share).
-    pub fn admit(&mut self, key: &str, quota: Quota, now: Instant) -> Result<(), Option<Duration>> {
+    /// Decides a request of `cost` units locally at `now`: `Ok(())`
+    /// admitted, or the wait until they accrue (`None`: never, without a
+    /// share or above what the share can hold).
+    pub fn admit(
+        &mut self,
+        key: &str,
+        quota: Quota,
+        cost: u64,
+        now: Instant,
+    ) -> Result<(), Option<Duration>> {
+        if cost == 0 {
+            return Ok(());
+        }
+        let cost = cost as f64;
         let share = self.share(key).ok_or(None)?;
-        let Some(seen) = self.by_key.get_mut(key) else {
+        let Some(seen) = self.by_key.peek_mut(key) else {
             return Err(None);
         };
         let capacity = seen.limit * share;
@@ -124,17 +125,17 @@ impl Shares {
             .unwrap_or((seen.remaining.min(seen.limit) * share, now));
         let tokens =
             (tokens + rate * now.saturating_duration_since(at).as_secs_f64()).min(capacity);
-        if tokens >= 1.0 {
-            seen.bucket = Some((tokens - 1.0, now));
+        if tokens >= cost {
+            seen.bucket = Some((tokens - cost, now));
             return Ok(());
         }
         seen.bucket = Some((tokens, now));
-        if rate <= 0.0 {
+        if rate <= 0.0 || cost > capacity {
             return Err(None);
         }
         // A share near zero makes the wait longer than a `Duration` holds:
         // never, as far as a client can tell.
-        Err(Duration::try_from_secs_f64((1.0 - tokens) / rate).ok())
+        Err(Duration::try_from_secs_f64((cost - tokens) / rate).ok())
     }
 
     #[cfg(test)]
@@ -187,12 +188,19 @@ mod tests {
         s.observe("a", Q, &reply(9), 1, t0);
         // Alone, with 9 left: 9 now, then one a second.
         for _ in 0..9 {
-            assert_eq!(s.admit("a", Q, t0), Ok(()));
+            assert_eq!(s.admit("a", Q, 1, t0), Ok(()));
         }
-        assert_eq!(s.admit("a", Q, t0), Err(Some(Duration::from_secs(1))));
-        assert_eq!(s.admit("a", Q, t0 + Duration::from_secs(1)), Ok(()));
+        assert_eq!(s.admit("a", Q, 1, t0), Err(Some(Duration::from_secs(1))));
+        assert_eq!(s.admit("a", Q, 1, t0 + Duration::from_secs(1)), Ok(()));
         // Never seen: denied.
-        assert_eq!(s.admit("b", Q, t0), Err(None));
+        assert_eq!(s.admit("b", Q, 1, t0), Err(None));
+        // Three units wait for three to accrue; more than the limit, never;
+        // nothing, at once.
+        let t1 = t0 + Duration::from_secs(1);
+        assert_eq!(s.admit("a", Q, 3, t1), Err(Some(Duration::from_secs(3))));
+        assert_eq!(s.admit("a", Q, 11, t1), Err(None));
+        assert_eq!(s.admit("a", Q, 0, t1), Ok(()));
+        assert_eq!(s.admit("a", Q, 3, t1 + Duration::from_secs(3)), Ok(()));
     }
 
     #[test]

@@ -13,16 +13,17 @@
 //! more: the key holds nothing now, one unit comes after `retry_after`,
 //! then one per `interval`. After n admissions of this process since then
 //! the key holds at most `accrued − n` units, whatever others did, so a
-//! request before `retry_after + n × interval` is denied locally
-//! ([`DenyCache::record_paced`], [`DenyCache::admitted`]): a key offered
+//! request before `retry_after + n × interval` is denied locally: a key offered
 //! more than its limit costs about one store command per admission, not
 //! one per admission and one per denial.
 //!
-//! Memory is bounded by `capacity` entries; when full, the entry that
-//! expires first gives way. Every operation is O(log capacity).
+//! Memory is bounded by `capacity` entries; when full, the least recently
+//! used gives way. Every operation is O(1) (an LRU map, the `lru` crate).
 
 use crate::reply::Decision;
-use std::collections::{BTreeMap, HashMap};
+use lru::LruCache;
+use std::collections::hash_map::RandomState;
+use std::num::NonZeroUsize;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -31,23 +32,18 @@ use std::time::{Duration, Instant};
 /// another entry).
 type Slot = (String, String);
 
+/// The entries, the least recently used first to give way. Keys come from
+/// requests: hashed with std's keyed SipHash, as a `HashMap` would.
+type Entries = LruCache<Slot, Entry, RandomState>;
+
 struct Entry {
     until: Instant,
     /// Paced: the time one unit takes. Every entry outlives `until` (by
     /// [`GRACE`], or one interval if longer): an admission can move a
     /// paced one on, and the key counts as recently denied.
     interval: Option<Duration>,
-    seq: u64,
     cost: u64,
     decision: Decision,
-}
-
-#[derive(Default)]
-struct Entries {
-    by_slot: HashMap<Slot, Entry>,
-    /// The same entries by expiry, for eviction and expiry in order.
-    by_expiry: BTreeMap<(Instant, u64), Slot>,
-    next_seq: u64,
 }
 
 /// How long an entry outlives its denial, waiting for an admission to move
@@ -63,37 +59,21 @@ impl Entry {
     }
 }
 
-impl Entries {
-    fn remove(&mut self, slot: &Slot) {
-        if let Some(e) = self.by_slot.remove(slot) {
-            self.by_expiry.remove(&(e.expiry(), e.seq));
-        }
-    }
-
-    fn expire(&mut self, now: Instant) {
-        while let Some(entry) = self.by_expiry.first_entry() {
-            if entry.key().0 > now {
-                break;
-            }
-            let slot = entry.remove();
-            self.by_slot.remove(&slot);
-        }
-    }
-}
-
-/// A bounded cache of denials, shared by every request of a process.
+/// A bounded cache of denials, shared by every request of a process: the
+/// layer's ([`crate::http::Builder::deny_cache`]), which
+/// [`crate::http::RedisRateLimitLayer::deny_cache`] shows for its counts.
+#[non_exhaustive]
 pub struct DenyCache {
-    capacity: usize,
     entries: Mutex<Entries>,
     saved: AtomicU64,
 }
 
 impl DenyCache {
     /// Remembers up to `capacity` denials at once.
-    pub fn new(capacity: usize) -> DenyCache {
+    pub(crate) fn new(capacity: usize) -> DenyCache {
+        let capacity = NonZeroUsize::new(capacity).unwrap_or(NonZeroUsize::MIN);
         DenyCache {
-            capacity: capacity.max(1),
-            entries: Mutex::new(Entries::default()),
+            entries: Mutex::new(LruCache::with_hasher(capacity, RandomState::new())),
             saved: AtomicU64::new(0),
         }
     }
@@ -109,14 +89,22 @@ impl DenyCache {
     /// The store's denial of `cost` on `key` under `limit` (its words),
     /// seen at `now`. Denials without a wait (never admissible) are not
     /// kept: the store's answer is cheap to repeat and its words matter.
-    pub fn record(&self, key: &str, limit: &str, cost: u64, decision: &Decision, now: Instant) {
+    #[cfg(test)]
+    pub(crate) fn record(
+        &self,
+        key: &str,
+        limit: &str,
+        cost: u64,
+        decision: &Decision,
+        now: Instant,
+    ) {
         self.record_paced(key, limit, cost, decision, now, None);
     }
 
     /// The same for a limit that regains one unit every `interval` (see
     /// the module's documentation): later admissions of this process
     /// ([`DenyCache::admitted`]) move the denial on by `interval` each.
-    pub fn record_paced(
+    pub(crate) fn record_paced(
         &self,
         key: &str,
         limit: &str,
@@ -134,68 +122,55 @@ impl DenyCache {
         let Some(until) = now.checked_add(wait) else {
             return;
         };
-        let slot: Slot = (key.to_string(), limit.to_string());
-        let mut entries = self.lock();
-        entries.expire(now);
-        entries.remove(&slot);
-        if entries.by_slot.len() >= self.capacity {
-            if let Some((_, evicted)) = entries.by_expiry.pop_first() {
-                entries.by_slot.remove(&evicted);
-            }
-        }
-        let seq = entries.next_seq;
-        entries.next_seq += 1;
         let entry = Entry {
             until,
             // Paced only from a denial of one unit: its wait is the next
             // unit's.
             interval: interval.filter(|i| cost == 1 && !i.is_zero()),
-            seq,
             cost,
             decision: decision.clone(),
         };
-        entries
-            .by_expiry
-            .insert((entry.expiry(), seq), slot.clone());
-        entries.by_slot.insert(slot, entry);
+        // When full, the least recently used entry gives way.
+        self.lock().put((key.to_string(), limit.to_string()), entry);
     }
 
     /// This process's request of `cost` on `key` under `limit` was admitted
     /// by the store: a paced denial moves on by `cost` units.
-    pub fn admitted(&self, key: &str, limit: &str, cost: u64, now: Instant) {
+    pub(crate) fn admitted(&self, key: &str, limit: &str, cost: u64, now: Instant) {
         let mut entries = self.lock();
-        entries.expire(now);
         let slot: Slot = (key.to_string(), limit.to_string());
-        let Some(entry) = entries.by_slot.get(&slot) else {
+        let Some(entry) = entries.peek_mut(&slot) else {
             return;
         };
+        if entry.expiry() <= now {
+            entries.pop(&slot);
+            return;
+        }
         let Some(interval) = entry.interval else {
             return;
         };
-        let old = (entry.expiry(), entry.seq);
         let step = interval.saturating_mul(u32::try_from(cost).unwrap_or(u32::MAX));
-        let Some(until) = entry.until.checked_add(step) else {
-            return;
-        };
-        let Some(entry) = entries.by_slot.get_mut(&slot) else {
-            return;
-        };
-        entry.until = until;
-        let new = (entry.expiry(), entry.seq);
-        entries.by_expiry.remove(&old);
-        entries.by_expiry.insert(new, slot);
+        if let Some(until) = entry.until.checked_add(step) {
+            entry.until = until;
+        }
     }
 
     /// A remembered denial of `cost` on `key` under `limit` still in force
     /// at `now` (its `retry_after` what is left of the wait), counted as a
     /// round trip saved.
-    pub fn check(&self, key: &str, limit: &str, cost: u64, now: Instant) -> Option<Decision> {
+    pub(crate) fn check(
+        &self,
+        key: &str,
+        limit: &str,
+        cost: u64,
+        now: Instant,
+    ) -> Option<Decision> {
         let mut entries = self.lock();
         let slot: Slot = (key.to_string(), limit.to_string());
-        let entry = entries.by_slot.get(&slot)?;
+        let entry = entries.get(&slot)?;
         if entry.until <= now {
             if entry.expiry() <= now {
-                entries.remove(&slot);
+                entries.pop(&slot);
             }
             return None;
         }
@@ -213,17 +188,18 @@ impl DenyCache {
     /// Whether `key` under `limit` was denied lately (its denial in force,
     /// or ended less than a second ago): a key on which concurrent
     /// requests are worth coalescing.
-    pub fn recently_denied(&self, key: &str, limit: &str, now: Instant) -> bool {
+    pub(crate) fn recently_denied(&self, key: &str, limit: &str, now: Instant) -> bool {
         let entries = self.lock();
         let slot: Slot = (key.to_string(), limit.to_string());
-        entries.by_slot.get(&slot).is_some_and(|e| e.expiry() > now)
+        entries.peek(&slot).is_some_and(|e| e.expiry() > now)
     }
 
     /// How long a remembered denial of `key` under `limit` still lasts.
-    pub fn remaining(&self, key: &str, limit: &str, now: Instant) -> Option<Duration> {
+    #[cfg(test)]
+    pub(crate) fn remaining(&self, key: &str, limit: &str, now: Instant) -> Option<Duration> {
         let entries = self.lock();
         let slot: Slot = (key.to_string(), limit.to_string());
-        let entry = entries.by_slot.get(&slot)?;
+        let entry = entries.peek(&slot)?;
         (entry.until > now).then(|| entry.until - now)
     }
 
@@ -232,15 +208,20 @@ impl DenyCache {
         self.saved.load(Ordering::Relaxed)
     }
 
-    /// Denials held now (expired ones included until they are swept).
+    /// Denials held now (expired ones included until they are looked up
+    /// or give way).
     pub fn len(&self) -> usize {
-        self.lock().by_slot.len()
+        self.lock().len()
     }
 
+    /// Whether it holds no denial.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
 }
+
+#[cfg(test)]
+mod props;
 
 #[cfg(test)]
 mod tests {
@@ -326,7 +307,7 @@ mod tests {
             cache.record(&format!("k{i}"), "p", 1, &denied(1_000 + i), t0);
             assert!(cache.len() <= 100);
         }
-        // The entries that last longest stayed.
+        // The most recently recorded stayed.
         assert!(cache.check("k99999", "p", 1, t0).is_some());
         assert!(cache.check("k0", "p", 1, t0).is_none());
     }

@@ -19,6 +19,11 @@
 //! }
 //! # Ok(()) }
 //! ```
+//!
+//! The [`http`] module has the tower layer (with axum) and its
+//! tower_governor side-by-side.
+
+#![warn(missing_docs)]
 
 pub mod blocks;
 mod client;

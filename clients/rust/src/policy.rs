@@ -9,13 +9,16 @@ use std::time::Duration;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Gcra {
+    /// The sustained rate: units per `period`.
     pub limit: u64,
+    /// The period of the rate.
     pub period: Duration,
     /// Defaults to `limit`.
     pub burst: Option<u64>,
 }
 
 impl Gcra {
+    /// `limit` per `period`, bursts of `limit`.
     pub fn new(limit: u64, period: Duration) -> Gcra {
         Gcra {
             limit,
@@ -24,6 +27,7 @@ impl Gcra {
         }
     }
 
+    /// Bursts of up to `burst` at once.
     pub fn burst(mut self, burst: u64) -> Gcra {
         self.burst = Some(burst);
         self
@@ -34,12 +38,16 @@ impl Gcra {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Bucket {
+    /// The most the bucket holds.
     pub capacity: u64,
+    /// Units gained per `period`.
     pub refill: u64,
+    /// The period of the refill.
     pub period: Duration,
 }
 
 impl Bucket {
+    /// A bucket of `capacity`, gaining `refill` per `period`.
     pub fn new(capacity: u64, refill: u64, period: Duration) -> Bucket {
         Bucket {
             capacity,
@@ -67,12 +75,16 @@ pub enum SlidingMode {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Sliding {
+    /// The most per window.
     pub limit: u64,
+    /// The window.
     pub window: Duration,
+    /// How the window is counted.
     pub mode: SlidingMode,
 }
 
 impl Sliding {
+    /// At most `limit` per `window`, counted exactly (a log).
     pub fn new(limit: u64, window: Duration) -> Sliding {
         Sliding {
             limit,
@@ -81,11 +93,13 @@ impl Sliding {
         }
     }
 
+    /// Counted with the weighted two-window estimate (`APPROX`).
     pub fn approx(mut self) -> Sliding {
         self.mode = SlidingMode::Approx;
         self
     }
 
+    /// Counted in `n` sub-windows (`BUCKETS n`, 2 to 1024).
     pub fn buckets(mut self, n: u32) -> Sliding {
         self.mode = SlidingMode::Buckets(n);
         self
@@ -97,12 +111,16 @@ impl Sliding {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Fixed {
+    /// The most per window.
     pub limit: u64,
+    /// The window.
     pub window: Duration,
+    /// Windows aligned to the epoch (`ALIGNED`) rather than to the first request.
     pub aligned: bool,
 }
 
 impl Fixed {
+    /// At most `limit` per `window`, from the first request.
     pub fn new(limit: u64, window: Duration) -> Fixed {
         Fixed {
             limit,
@@ -111,6 +129,7 @@ impl Fixed {
         }
     }
 
+    /// Windows aligned to the epoch (`ALIGNED`).
     pub fn aligned(mut self) -> Fixed {
         self.aligned = true;
         self
@@ -122,11 +141,14 @@ impl Fixed {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Concurrency {
+    /// The most held at once.
     pub limit: u64,
+    /// How long a lease lasts unless released or renewed.
     pub ttl: Duration,
 }
 
 impl Concurrency {
+    /// At most `limit` held at once, each lease ending after `ttl`.
     pub fn new(limit: u64, ttl: Duration) -> Concurrency {
         Concurrency { limit, ttl }
     }
@@ -139,10 +161,15 @@ impl Concurrency {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Policy {
+    /// `GCRA`: a rate with bursts.
     Gcra(Gcra),
+    /// `BUCKET`: a token bucket.
     Bucket(Bucket),
+    /// `SLIDING`: a sliding window.
     Sliding(Sliding),
+    /// `FIXED`: a fixed window.
     Fixed(Fixed),
+    /// `CONCURRENCY`: units held at once.
     Concurrency(Concurrency),
 }
 
@@ -361,12 +388,20 @@ impl fmt::Display for Policy {
 
 /// A rate in the terms of `RateLimit-Policy`: `q` per `w` seconds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Quota {
+    /// The quota: units per window.
     pub q: u64,
+    /// The window, in whole seconds.
     pub w: u64,
 }
 
 impl Quota {
+    /// `q` units per `w` seconds.
+    pub fn new(q: u64, w: u64) -> Quota {
+        Quota { q, w }
+    }
+
     /// `count` per `period_ms`. A period of whole seconds is `w`; otherwise
     /// `w` is the shortest whole number of seconds with a whole `q` at that
     /// rate (`1 per 250ms` is `q=4;w=1`).
@@ -396,6 +431,7 @@ fn gcd(a: u128, b: u128) -> u128 {
 
 /// Why a policy's words do not parse.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct ParsePolicyError(String);
 
 impl fmt::Display for ParsePolicyError {

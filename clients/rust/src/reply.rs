@@ -6,14 +6,56 @@ use std::time::Duration;
 
 /// A lease of a concurrency limit: 44 hex digits, as `RL.ACQUIRE` hands it
 /// out and `RL.RELEASE` / `RL.RENEW` take it back.
+///
+/// ```
+/// use redis_ratelimit_client::LeaseId;
+/// // A lease kept elsewhere (a job's record), to release later.
+/// let lease = LeaseId::new("06455a2f5e300000000000000100000064d9");
+/// assert_eq!(lease.as_str().len(), 36);
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub struct LeaseId(pub String);
+
+impl LeaseId {
+    /// The lease `id`, as the server handed it out.
+    pub fn new(id: impl Into<String>) -> LeaseId {
+        LeaseId(id.into())
+    }
+
+    /// The lease's text.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl From<String> for LeaseId {
+    fn from(id: String) -> LeaseId {
+        LeaseId(id)
+    }
+}
 
 /// One limit's decision: the five fields of every decision command, plus
 /// `granted` after `PARTIAL` and `lease` after `RL.ACQUIRE` (or a
 /// `CONCURRENCY` limit in `RL.ALL`).
+///
+/// Read from the store's replies; built by hand (to test code that reads
+/// them) with [`Decision::admitted`] or [`Decision::denied`]:
+///
+/// ```
+/// use redis_ratelimit_client::Decision;
+/// use std::time::Duration;
+/// let denied = Decision::denied(10, Some(Duration::from_millis(600)))
+///     .with_reset_after(Duration::from_secs(12));
+/// assert!(!denied.allowed && !denied.never());
+/// assert_eq!(denied.remaining, 0);
+/// let admitted = Decision::admitted(10, 9).with_reset_after(Duration::from_millis(1200));
+/// assert!(admitted.allowed);
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Decision {
+    /// Whether the request was admitted (charged).
     pub allowed: bool,
     /// The most admitted at once (burst, capacity, window limit).
     pub limit: u64,
@@ -31,15 +73,80 @@ pub struct Decision {
 }
 
 impl Decision {
+    /// An admission by a limit of `limit`, with `remaining` left (no wait,
+    /// a `reset_after` of zero until [`Decision::with_reset_after`]).
+    pub fn admitted(limit: u64, remaining: u64) -> Decision {
+        Decision {
+            allowed: true,
+            limit,
+            remaining,
+            retry_after: None,
+            reset_after: Duration::ZERO,
+            granted: None,
+            lease: None,
+        }
+    }
+
+    /// A denial by a limit of `limit` with nothing left, admissible after
+    /// `retry_after` (`None`: never).
+    pub fn denied(limit: u64, retry_after: Option<Duration>) -> Decision {
+        Decision {
+            allowed: false,
+            remaining: 0,
+            retry_after,
+            ..Decision::admitted(limit, 0)
+        }
+    }
+
+    /// The same decision with `remaining` left.
+    pub fn with_remaining(mut self, remaining: u64) -> Decision {
+        self.remaining = remaining;
+        self
+    }
+
+    /// The same decision with this `reset_after`.
+    pub fn with_reset_after(mut self, reset_after: Duration) -> Decision {
+        self.reset_after = reset_after;
+        self
+    }
+
+    /// The same decision with `granted` units (a `PARTIAL` charge's).
+    pub fn with_granted(mut self, granted: u64) -> Decision {
+        self.granted = Some(granted);
+        self
+    }
+
+    /// The same decision with a lease.
+    pub fn with_lease(mut self, lease: LeaseId) -> Decision {
+        self.lease = Some(lease);
+        self
+    }
+
     /// Denied for good: the cost is above what the limit can ever admit.
     pub fn never(&self) -> bool {
         !self.allowed && self.retry_after.is_none()
     }
 }
 
-/// `RL.ALL`'s decision over several limits.
+/// `RL.ALL`'s decision over several limits (the tower layer puts it in
+/// each served request's extensions).
+///
+/// ```
+/// use redis_ratelimit_client::{AllDecision, Decision};
+/// use std::time::Duration;
+/// let s = Duration::from_secs;
+/// let d = AllDecision::new(vec![
+///     Decision::admitted(10, 3),
+///     Decision::denied(100, Some(s(2))),
+///     Decision::denied(5, Some(s(7))),
+/// ]);
+/// assert!(!d.allowed);
+/// assert_eq!((d.blocked_by, d.retry_after), (Some(2), Some(s(7))));
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct AllDecision {
+    /// Whether every limit admitted the request (and each was charged).
     pub allowed: bool,
     /// The 0-based limit that decides a denial: the first that can never
     /// admit, else the one with the longest wait.
@@ -51,14 +158,27 @@ pub struct AllDecision {
 }
 
 /// `CL.THROTTLE`'s reply, in redis-cell's whole seconds.
+///
+/// ```
+/// use redis_ratelimit_client::ThrottleDecision;
+/// use std::time::Duration;
+/// let d = ThrottleDecision::admitted(16, 15, Duration::from_secs(2));
+/// assert!(!d.limited && d.retry_after.is_none());
+/// let d = ThrottleDecision::limited(16, Duration::from_secs(2), Duration::from_secs(60));
+/// assert_eq!(d.remaining, 0);
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct ThrottleDecision {
+    /// Whether the request was refused.
     pub limited: bool,
     /// `max_burst + 1`.
     pub limit: u64,
+    /// What is left after this request.
     pub remaining: u64,
     /// `None` when allowed.
     pub retry_after: Option<Duration>,
+    /// Until the key is full again.
     pub reset_after: Duration,
 }
 
@@ -163,6 +283,27 @@ impl Decision {
 }
 
 impl AllDecision {
+    /// The decision over `limits` as `RL.ALL` makes it: allowed when each
+    /// limit is; else blocked by the first limit that can never admit, or
+    /// the one with the longest wait, and `retry_after` that wait.
+    pub fn new(limits: Vec<Decision>) -> AllDecision {
+        let denied = || limits.iter().enumerate().filter(|(_, d)| !d.allowed);
+        let blocked_by = denied()
+            .find(|(_, d)| d.never())
+            .or_else(|| denied().max_by_key(|(i, d)| (d.retry_after, std::cmp::Reverse(*i))))
+            .map(|(i, _)| i);
+        let retry_after = match blocked_by {
+            Some(i) => limits[i].retry_after,
+            None => None,
+        };
+        AllDecision {
+            allowed: blocked_by.is_none(),
+            blocked_by,
+            retry_after,
+            limits,
+        }
+    }
+
     /// Reads `[allowed, blocked_by, retry_after_ms, reply_1, ...]` or the
     /// RESP3 map with `allowed`, `blocked_by`, `retry_after_ms`, `limits`.
     pub fn from_value(v: &Value) -> Result<AllDecision, Error> {
@@ -197,6 +338,30 @@ impl AllDecision {
 }
 
 impl ThrottleDecision {
+    /// An admission by a limit of `limit` (`max_burst + 1`), `remaining`
+    /// left, full again after `reset_after`.
+    pub fn admitted(limit: u64, remaining: u64, reset_after: Duration) -> ThrottleDecision {
+        ThrottleDecision {
+            limited: false,
+            limit,
+            remaining,
+            retry_after: None,
+            reset_after,
+        }
+    }
+
+    /// A refusal by a limit of `limit`, with nothing left: admissible
+    /// after `retry_after`, full again after `reset_after`.
+    pub fn limited(limit: u64, retry_after: Duration, reset_after: Duration) -> ThrottleDecision {
+        ThrottleDecision {
+            limited: true,
+            limit,
+            remaining: 0,
+            retry_after: Some(retry_after),
+            reset_after,
+        }
+    }
+
     /// Reads `[limited, limit, remaining, retry_after_s, reset_after_s]`.
     pub fn from_value(v: &Value) -> Result<ThrottleDecision, Error> {
         let Value::Array(items) = v else {

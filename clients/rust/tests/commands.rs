@@ -169,16 +169,9 @@ async fn every_command(client: &Client) -> Vec<String> {
     assert_eq!((d.allowed, d.lease.as_ref()), (false, None));
     assert_eq!(d.retry_after, Some(30 * S));
     note("acquire denied", &d);
-    let renew = Renew {
-        key: "gpu".into(),
-        lease: lease.clone(),
-        ttl: 60 * S,
-    };
+    let renew = Renew::new("gpu", lease.clone(), 60 * S);
     assert!(client.send(&renew).await.unwrap());
-    let release = Release {
-        key: "gpu".into(),
-        lease,
-    };
+    let release = Release::new("gpu", lease);
     assert!(client.send(&release).await.unwrap());
     assert!(!client.send(&release).await.unwrap());
     assert!(!client.send(&renew).await.unwrap());
@@ -197,16 +190,7 @@ async fn every_command(client: &Client) -> Vec<String> {
         .send(&Throttle::new("user123", 15, 30, 60 * S))
         .await
         .unwrap();
-    assert_eq!(
-        d,
-        ThrottleDecision {
-            limited: false,
-            limit: 16,
-            remaining: 15,
-            retry_after: None,
-            reset_after: 2 * S,
-        }
-    );
+    assert_eq!(d, ThrottleDecision::admitted(16, 15, 2 * S));
     note("throttle", &d);
     seen
 }

@@ -127,14 +127,17 @@ fn a_dropped_lease_refunds_what_lands_after_it() {
         );
         // The idle-refund task holds the lease weakly: it ends with it.
         let refunder = hot.refund_when_idle(Duration::from_millis(2));
-        // A call out, its caller gone, then the lease dropped.
-        let _ = tokio::time::timeout(Duration::ZERO, hot.acquire()).await;
+        // A call out, its caller gone, then the lease dropped. (On a loaded
+        // machine the call may land before the caller gives up: then it is
+        // admitted, and that unit is used.)
+        let answer = tokio::time::timeout(Duration::ZERO, hot.acquire()).await;
+        let used = u64::from(matches!(answer, Ok(Ok(true))));
         drop(hot);
         refunder.await.unwrap();
-        // Whatever was granted goes back (bounded wait for the background
-        // refund).
+        // Whatever was granted and not used goes back (bounded wait for the
+        // background refund).
         let mut polls = 0;
-        while left(&mut c, "dropped", policy) != 100 {
+        while left(&mut c, "dropped", policy) != 100 - used {
             polls += 1;
             let now = left(&mut c, "dropped", policy);
             assert!(polls < 5000, "never refunded: {now} left");

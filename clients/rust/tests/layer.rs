@@ -348,3 +348,42 @@ fn a_leased_limit_with_an_asked_one_puts_its_unit_back_when_the_other_denies() {
         assert_eq!(left.remaining, 98);
     });
 }
+
+#[test]
+fn leases_of_a_thousand_times_more_keys_than_the_capacity_stay_bounded() {
+    let s = Server::start();
+    let mut c = s.conn();
+    clock_set(&mut c, T0);
+    let policy = Gcra::new(100, HOUR);
+    block_on(async {
+        let layer = layer(client(&s, Protocol::Resp2))
+            .limit(
+                HttpLimit::per_key(policy)
+                    .name("per-key")
+                    .prefix("rl:many:")
+                    .leased(BlockLease::fixed(5)),
+            )
+            .lease_capacity(2)
+            .build()
+            .unwrap();
+        let app = router(layer.clone());
+        let before = calls(&mut c, "rl.gcra");
+        for i in 0..2_000 {
+            assert_eq!(get(&app, Some(&format!("k{i}"))).await.status, 200);
+            // Two keys' blocks at most, the least recently used giving way.
+            assert!(layer.leased_units() <= 2 * 4);
+        }
+        assert_eq!(layer.leased_units(), 2 * 4);
+        // One block call per key; then the refunds: the two keys held and
+        // the first two that gave way (the others' units stay charged
+        // until they refill).
+        assert_eq!(calls(&mut c, "rl.gcra") - before, 2_000);
+        layer.refund_idle(Duration::ZERO).await.unwrap();
+        assert_eq!(calls(&mut c, "rl.gcra") - before, 2_000 + 4);
+        assert_eq!(layer.leased_units(), 0);
+        let mut left = |key: &str| Peek::new(key, policy).query(&mut c).unwrap().remaining;
+        assert_eq!(left("rl:many:k0"), 99);
+        assert_eq!(left("rl:many:k1999"), 99);
+        assert_eq!(left("rl:many:k1000"), 95);
+    });
+}

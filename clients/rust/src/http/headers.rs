@@ -10,9 +10,22 @@ use std::time::Duration;
 
 /// What the headers say about one limit: its name and its rate.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Named {
+    /// The limit's name (a header token).
     pub name: String,
+    /// Its rate.
     pub quota: Quota,
+}
+
+impl Named {
+    /// The limit `name` of rate `quota`.
+    pub fn new(name: impl Into<String>, quota: Quota) -> Named {
+        Named {
+            name: name.into(),
+            quota,
+        }
+    }
 }
 
 /// Whether `name` is a token of HTTP structured fields' keys as the

@@ -2,8 +2,9 @@
 //! denial), the contract's headers on every response, `429` with a problem
 //! body, `503` or admission when the store cannot answer.
 
-use super::headers::{header_fields, problem, Named};
+use super::headers::{deciding, header_fields, problem, Named};
 use super::leases::{Leases, Outcome};
+use super::rejection::{Denial, Reason, Rejection};
 use super::{HttpLimit, KeyExtractor, OnStoreError};
 use crate::blocks::{Flight, MOST_WAITS};
 use crate::command::All;
@@ -11,6 +12,7 @@ use crate::degraded::Shares;
 use crate::deny_cache::DenyCache;
 use crate::reply::{AllDecision, Decision};
 use crate::{Client, Error};
+use http::request::Parts;
 use http::{HeaderName, HeaderValue, Request, Response, StatusCode};
 use redis::aio::ConnectionManager;
 use std::collections::HashMap;
@@ -21,6 +23,8 @@ use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 type ErrorHook = Arc<dyn Fn(&Error) + Send + Sync>;
+type CostOf = Arc<dyn Fn(&Parts) -> u64 + Send + Sync>;
+type ErrorHandler = Arc<dyn Fn(Rejection) -> Response<String> + Send + Sync>;
 
 /// How many keys' block leases a layer keeps unless told otherwise.
 pub const DEFAULT_LEASE_CAPACITY: usize = 10_000;
@@ -44,6 +48,9 @@ struct Config<K, C> {
     missing_key: (StatusCode, &'static str),
     on_error: Option<ErrorHook>,
     headers: bool,
+    /// The units a request costs; 1 when `None`.
+    cost: Option<CostOf>,
+    error_handler: Option<ErrorHandler>,
 }
 
 /// Limits every request of the service it wraps: a key taken from each
@@ -65,6 +72,7 @@ struct Config<K, C> {
 /// // axum: Router::new().route("/", get(handler)).layer(layer)
 /// # Ok(()) }
 /// ```
+#[non_exhaustive]
 pub struct RedisRateLimitLayer<K, C = ConnectionManager> {
     config: Arc<Config<K, C>>,
 }
@@ -80,6 +88,7 @@ impl<K, C> Clone for RedisRateLimitLayer<K, C> {
 /// Builds a [`RedisRateLimitLayer`]: its limits and options, checked by
 /// [`Builder::build`].
 #[must_use = "a builder does nothing until built"]
+#[non_exhaustive]
 pub struct Builder<K, C = ConnectionManager> {
     config: Config<K, C>,
 }
@@ -158,6 +167,78 @@ where
         self
     }
 
+    /// The units each request costs, computed from it (default 1): every
+    /// limit of the layer charges it (`COST n`). A cost of 0 is admitted in
+    /// any state and charges nothing (it still reports the limits' state,
+    /// except on leased limits, which answer it from their blocks without a
+    /// round trip). On a leased limit a cost up to the block's size is
+    /// taken from the block; a larger one is decided by the store
+    /// directly, leaving the block to smaller requests. The deny cache
+    /// denies locally only requests costing at least what the store denied.
+    ///
+    /// ```no_run
+    /// # fn f(client: redis_ratelimit_client::Client) -> Result<(), redis_ratelimit_client::Error> {
+    /// use redis_ratelimit_client::http::{HeaderKey, HttpLimit, RedisRateLimitLayer};
+    /// use redis_ratelimit_client::Gcra;
+    /// use std::time::Duration;
+    /// // 1,000 units a minute per key; an upload costs 10, a HEAD nothing.
+    /// let layer = RedisRateLimitLayer::builder(client, HeaderKey::new(http::HeaderName::from_static("x-api-key")))
+    ///     .limit(HttpLimit::per_key(Gcra::new(1000, Duration::from_secs(60))))
+    ///     .cost(|request: &http::request::Parts| match request.method {
+    ///         http::Method::HEAD => 0,
+    ///         http::Method::POST if request.uri.path() == "/upload" => 10,
+    ///         _ => 1,
+    ///     })
+    ///     .build()?;
+    /// # let _ = layer; Ok(()) }
+    /// ```
+    pub fn cost(mut self, cost: impl Fn(&Parts) -> u64 + Send + Sync + 'static) -> Builder<K, C> {
+        self.config.cost = Some(Arc::new(cost));
+        self
+    }
+
+    /// Maps each request the layer answers itself (a denial, a request
+    /// without a key, the store unavailable or in error: a [`Rejection`],
+    /// with the response the layer would give) to the response it gets.
+    /// Without one, that default response is given: `429` with the
+    /// `RateLimit` fields and a problem body, `401`, `503` or `500`.
+    ///
+    /// ```no_run
+    /// # fn f(client: redis_ratelimit_client::Client) -> Result<(), redis_ratelimit_client::Error> {
+    /// use redis_ratelimit_client::http::{HeaderKey, HttpLimit, Reason, RedisRateLimitLayer};
+    /// use redis_ratelimit_client::Gcra;
+    /// use std::time::Duration;
+    /// let layer = RedisRateLimitLayer::builder(client, HeaderKey::new(http::HeaderName::from_static("x-api-key")))
+    ///     .limit(HttpLimit::per_key(Gcra::new(10, Duration::from_secs(1))).name("per-key"))
+    ///     .error_handler(|rejection| match rejection.reason {
+    ///         // Keep the status and header fields, answer in plain text.
+    ///         Reason::Denied(denial) => {
+    ///             let mut response = rejection.response;
+    ///             *response.body_mut() = format!("limit {} reached\n", denial.limit);
+    ///             response.headers_mut().insert(
+    ///                 http::header::CONTENT_TYPE,
+    ///                 http::HeaderValue::from_static("text/plain"),
+    ///             );
+    ///             response
+    ///         }
+    ///         // A store error is the service's fault: say so in its words.
+    ///         Reason::StoreError(_) => http::Response::builder()
+    ///             .status(http::StatusCode::SERVICE_UNAVAILABLE)
+    ///             .body("try again later\n".to_string())
+    ///             .unwrap_or_default(),
+    ///         _ => rejection.response,
+    ///     })
+    ///     .build()?;
+    /// # let _ = layer; Ok(()) }
+    /// ```
+    pub fn error_handler(
+        mut self,
+        handler: impl Fn(Rejection) -> Response<String> + Send + Sync + 'static,
+    ) -> Builder<K, C> {
+        self.config.error_handler = Some(Arc::new(handler));
+        self
+    }
+
     /// The layer, once every limit's policy is one the server takes
     /// ([`crate::Policy::validate`]) and a rate limit (a `Concurrency`
     /// policy needs releasing when the request ends: use
@@ -218,6 +299,8 @@ where
                 missing_key: (StatusCode::UNAUTHORIZED, "missing rate-limit key\n"),
                 on_error: None,
                 headers: true,
+                cost: None,
+                error_handler: None,
             },
         }
     }
@@ -270,6 +353,7 @@ impl<S, K, C> tower_layer::Layer<S> for RedisRateLimitLayer<K, C> {
 }
 
 /// The service [`RedisRateLimitLayer`] wraps around another.
+#[non_exhaustive]
 pub struct RedisRateLimit<S, K, C = ConnectionManager> {
     inner: S,
     config: Arc<Config<K, C>>,
@@ -289,8 +373,8 @@ enum Verdict {
     /// Serve it, adding these header fields (and the decision, when the
     /// store gave one, to the request's extensions).
     Serve(Vec<(&'static str, String)>, Option<AllDecision>),
-    /// Answer this instead.
-    Answer(StatusCode, String, Vec<(&'static str, String)>),
+    /// Answer it without serving it (through the error handler).
+    Answer(Rejection),
 }
 
 impl<K, C> Config<K, C>
@@ -324,11 +408,18 @@ where
         self.leases.as_ref().is_some_and(|l| l.is_leased(index))
     }
 
-    async fn decide(&self, request: &http::request::Parts) -> Verdict {
+    /// Whether a request of `cost` on the limit at `index` is decided from
+    /// the limit's leased blocks.
+    fn decided_by_blocks(&self, index: usize, cost: u64) -> bool {
+        self.leases.as_ref().is_some_and(|l| l.takes(index, cost))
+    }
+
+    async fn decide(&self, request: &Parts) -> Verdict {
         let Some(request_key) = self.extractor.key(request) else {
             let (status, body) = self.missing_key;
-            return Verdict::Answer(status, body.to_string(), Vec::new());
+            return self.answer(Reason::MissingKey, status, body.to_string(), Vec::new());
         };
+        let cost = self.cost.as_ref().map_or(1, |cost| cost(request));
         let keys: Vec<String> = self
             .limits
             .iter()
@@ -338,7 +429,7 @@ where
         // key that wait for this one then read the cache again.
         let mut _probe = None;
         for _ in 0..MOST_WAITS {
-            match self.probe(&request_key, &keys) {
+            match self.probe(&request_key, &keys, cost) {
                 Asking::Denied(denied) => return self.denial(&denied),
                 Asking::Go(probe) => {
                     _probe = probe;
@@ -353,7 +444,7 @@ where
         let mut decided: Vec<Option<Decision>> = vec![None; keys.len()];
         let mut taken = None;
         if let Some(leases) = &self.leases {
-            match leases.admit(&keys).await {
+            match leases.admit(&keys, cost).await {
                 Outcome::Admitted(units) => {
                     for (i, d) in units.decisions() {
                         decided[i] = Some(d.clone());
@@ -361,10 +452,12 @@ where
                     taken = Some(units);
                 }
                 Outcome::Denied(i, d) => return self.denial(&only(i, d, keys.len())),
-                Outcome::Failed(e) => return self.store_error(&e, &keys),
+                Outcome::Failed(e) => return self.store_error(&e, &keys, cost),
             }
         }
-        let asked: Vec<usize> = (0..keys.len()).filter(|&i| !self.is_leased(i)).collect();
+        let asked: Vec<usize> = (0..keys.len())
+            .filter(|&i| !self.decided_by_blocks(i, cost))
+            .collect();
         if asked.is_empty() {
             let limits = decided
                 .into_iter()
@@ -385,6 +478,9 @@ where
         for &i in &asked {
             call = call.limit(keys[i].clone(), self.limits[i].policy);
         }
+        if cost != 1 {
+            call = call.cost(cost);
+        }
         if let Some(wait) = self.wait {
             call = call.wait(wait);
         }
@@ -392,7 +488,7 @@ where
         // units taken go back.
         let reply = match self.client.send(&call).await {
             Ok(reply) => reply,
-            Err(e) => return self.store_error(&e, &keys),
+            Err(e) => return self.store_error(&e, &keys, cost),
         };
         for (&i, d) in asked.iter().zip(reply.limits) {
             decided[i] = Some(d);
@@ -406,15 +502,15 @@ where
                 .map(|d| d.unwrap_or_else(unasked))
                 .collect(),
         };
-        self.observe(&keys, &decision);
+        self.observe(&keys, &decision, cost);
         if decision.allowed {
             if let Some(units) = taken {
                 units.keep();
             }
-            self.admitted(&keys, &asked);
+            self.admitted(&keys, &asked, cost);
             self.serve(decision)
         } else {
-            self.remember(&keys, &decision);
+            self.remember(&keys, &decision, cost);
             self.denial(&decision)
         }
     }
@@ -432,11 +528,11 @@ where
     /// denial; at once when the deny cache holds no recent denial on its
     /// keys; as the one request out for the key (the guard, held until its
     /// answer is remembered); or after the request out for the key.
-    fn probe(&self, request_key: &str, keys: &[String]) -> Asking {
+    fn probe(&self, request_key: &str, keys: &[String], cost: u64) -> Asking {
         let Some(cache) = &self.deny_cache else {
             return Asking::Go(None);
         };
-        if let Some(denied) = self.remembered_denial(keys) {
+        if let Some(denied) = self.remembered_denial(keys, cost) {
             return Asking::Denied(denied);
         }
         let recently_denied = |now| {
@@ -450,7 +546,7 @@ where
         // Again under the lock: the request out remembers its answer
         // before it leaves the map.
         let mut probes = self.probes.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(denied) = self.remembered_denial(keys) {
+        if let Some(denied) = self.remembered_denial(keys, cost) {
             return Asking::Denied(denied);
         }
         if let Some(flight) = probes.get(request_key) {
@@ -465,7 +561,7 @@ where
         }))
     }
 
-    fn store_error(&self, e: &Error, keys: &[String]) -> Verdict {
+    fn store_error(&self, e: &Error, keys: &[String], cost: u64) -> Verdict {
         if let Some(hook) = &self.on_error {
             hook(e);
         }
@@ -473,29 +569,78 @@ where
             // The store answered with an error (a key of another type, a
             // policy it refuses, a reply this client cannot read): a fault
             // to fix, not an outage to ride out.
-            return Verdict::Answer(
+            return self.answer(
+                Reason::StoreError(e.clone()),
                 StatusCode::INTERNAL_SERVER_ERROR,
                 "rate limiter error\n".into(),
                 Vec::new(),
             );
         }
         match &self.shares {
-            Some(shares) => self.decide_locally(shares, keys),
-            None => self.unavailable(),
+            Some(shares) => self.decide_locally(shares, keys, cost),
+            None => self.unavailable(e),
         }
     }
 
     fn denial(&self, decision: &AllDecision) -> Verdict {
-        Verdict::Answer(
+        let (i, retry_after) = match deciding(decision) {
+            Some((i, wait)) => (i, Some(wait)),
+            None => (decision.blocked_by.unwrap_or(0), None),
+        };
+        let violated = self
+            .named
+            .iter()
+            .zip(&decision.limits)
+            .filter(|(_, d)| !d.allowed)
+            .map(|(l, _)| l.name.clone())
+            .collect();
+        let denial = Denial {
+            limit: self
+                .named
+                .get(i)
+                .map_or_else(String::new, |l| l.name.clone()),
+            violated,
+            retry_after,
+            remaining: decision.limits.get(i).map_or(0, |d| d.remaining),
+            decision: Some(decision.clone()),
+        };
+        self.answer(
+            Reason::Denied(denial),
             StatusCode::TOO_MANY_REQUESTS,
             problem(decision, &self.named),
             header_fields(decision, &self.named),
         )
     }
 
+    /// The response the layer gives without serving the request (the
+    /// error handler may give another).
+    fn answer(
+        &self,
+        reason: Reason,
+        status: StatusCode,
+        body: String,
+        fields: Vec<(&'static str, String)>,
+    ) -> Verdict {
+        let mut response = Response::new(body);
+        *response.status_mut() = status;
+        let content_type = if status == StatusCode::TOO_MANY_REQUESTS {
+            "application/problem+json"
+        } else {
+            "text/plain; charset=utf-8"
+        };
+        response.headers_mut().insert(
+            http::header::CONTENT_TYPE,
+            HeaderValue::from_static(content_type),
+        );
+        if self.headers || status == StatusCode::SERVICE_UNAVAILABLE {
+            add_fields(response.headers_mut(), fields);
+        }
+        Verdict::Answer(Rejection { reason, response })
+    }
+
     /// Without an answer: admit if every limit fails open (and say nothing
     /// about limits), otherwise `503`.
-    fn unavailable(&self) -> Verdict {
+    fn unavailable(&self, e: &Error) -> Verdict {
         let open = self
             .limits
             .iter()
@@ -503,7 +648,8 @@ where
         if open {
             Verdict::Serve(Vec::new(), None)
         } else {
-            Verdict::Answer(
+            self.answer(
+                Reason::Unavailable(e.clone()),
                 StatusCode::SERVICE_UNAVAILABLE,
                 "rate limiter unavailable\n".into(),
                 vec![("retry-after", "1".into())],
@@ -512,13 +658,13 @@ where
     }
 
     /// Tracks the traffic shares of the fail-closed limits' keys.
-    fn observe(&self, keys: &[String], decision: &AllDecision) {
+    fn observe(&self, keys: &[String], decision: &AllDecision, cost: u64) {
         let Some(shares) = &self.shares else {
             return;
         };
         let mut shares = shares.lock().unwrap_or_else(|p| p.into_inner());
         let now = Instant::now();
-        let charged = u64::from(decision.allowed);
+        let charged = if decision.allowed { cost } else { 0 };
         for (i, d) in decision.limits.iter().enumerate() {
             if self.limits[i].on_store_error == OnStoreError::FailClosed && !self.is_leased(i) {
                 shares.observe(&keys[i], self.named[i].quota, d, charged, now);
@@ -526,39 +672,64 @@ where
         }
     }
 
-    /// Degraded mode: the fail-closed limits decided locally. (A unit taken
-    /// from one limit's bucket when another denies is lost: the local
+    /// Degraded mode: the fail-closed limits decided locally. (Units taken
+    /// from one limit's bucket when another denies are lost: the local
     /// buckets only ever err towards denying.)
-    fn decide_locally(&self, shares: &Mutex<Shares>, keys: &[String]) -> Verdict {
+    fn decide_locally(&self, shares: &Mutex<Shares>, keys: &[String], cost: u64) -> Verdict {
         let mut shares = shares.lock().unwrap_or_else(|p| p.into_inner());
         let now = Instant::now();
         let mut violated = Vec::new();
-        let mut wait = Some(Duration::ZERO);
+        // The deciding limit: the first that never admits, else the
+        // longest wait.
+        let mut deciding: Option<(usize, Option<Duration>)> = None;
         for (i, limit) in self.limits.iter().enumerate() {
             if limit.on_store_error == OnStoreError::FailOpen {
                 continue;
             }
-            if let Err(w) = shares.admit(&keys[i], self.named[i].quota, now) {
-                violated.push(format!("\"{}\"", limit.name));
-                wait = wait.zip(w).map(|(a, b)| a.max(b));
+            if let Err(w) = shares.admit(&keys[i], self.named[i].quota, cost, now) {
+                violated.push(i);
+                let longer = match deciding {
+                    None => true,
+                    Some((_, None)) => false,
+                    Some((_, Some(d))) => w.is_none_or(|w| w > d),
+                };
+                if longer {
+                    deciding = Some((i, w));
+                }
             }
         }
-        if violated.is_empty() {
+        drop(shares);
+        let Some((i, wait)) = deciding else {
             return Verdict::Serve(Vec::new(), None);
-        }
+        };
         let fields = wait
             .map(|w| vec![("retry-after", super::ceil_seconds(w).max(1).to_string())])
             .unwrap_or_default();
-        Verdict::Answer(
+        let quoted: Vec<String> = violated
+            .iter()
+            .map(|&v| format!("\"{}\"", self.limits[v].name))
+            .collect();
+        let denial = Denial {
+            limit: self.limits[i].name.clone(),
+            violated: violated
+                .iter()
+                .map(|&v| self.limits[v].name.clone())
+                .collect(),
+            retry_after: wait,
+            remaining: 0,
+            decision: None,
+        };
+        self.answer(
+            Reason::Denied(denial),
             StatusCode::TOO_MANY_REQUESTS,
-            super::headers::problem_naming(&violated.join(",")),
+            super::headers::problem_naming(&quoted.join(",")),
             fields,
         )
     }
 
     /// A denial the cache still holds for one of the limits, as the reply
     /// `RL.ALL` would give when only that limit's answer is known.
-    fn remembered_denial(&self, keys: &[String]) -> Option<AllDecision> {
+    fn remembered_denial(&self, keys: &[String], cost: u64) -> Option<AllDecision> {
         let cache = self.deny_cache.as_ref()?;
         let now = Instant::now();
         let (i, denied) = keys
@@ -566,7 +737,7 @@ where
             .zip(&self.words)
             .enumerate()
             .find_map(|(i, (k, w))| {
-                let d = cache.check(k, w, 1, now)?;
+                let d = cache.check(k, w, cost, now)?;
                 // With WAIT the server would queue a wait this short.
                 let waits = self.wait.is_some_and(|w| d.retry_after <= Some(w));
                 (!waits).then_some((i, d))
@@ -579,7 +750,7 @@ where
         Some(decision)
     }
 
-    fn remember(&self, keys: &[String], decision: &AllDecision) {
+    fn remember(&self, keys: &[String], decision: &AllDecision, cost: u64) {
         let Some(cache) = &self.deny_cache else {
             return;
         };
@@ -588,19 +759,20 @@ where
         for (i, ((key, words), d)) in limits.enumerate() {
             if !self.is_leased(i) {
                 let interval = self.limits[i].policy.unit_interval();
-                cache.record_paced(key, words, 1, d, now, interval);
+                cache.record_paced(key, words, cost, d, now, interval);
             }
         }
     }
 
-    /// The limits at `asked` admitted a request: paced denials move on.
-    fn admitted(&self, keys: &[String], asked: &[usize]) {
+    /// The limits at `asked` admitted a request of `cost`: paced denials
+    /// move on.
+    fn admitted(&self, keys: &[String], asked: &[usize], cost: u64) {
         let Some(cache) = &self.deny_cache else {
             return;
         };
         let now = Instant::now();
         for &i in asked {
-            cache.admitted(&keys[i], &self.words[i], 1, now);
+            cache.admitted(&keys[i], &self.words[i], cost, now);
         }
     }
 }
@@ -707,22 +879,12 @@ where
                     add_fields(response.headers_mut(), fields);
                     Ok(response)
                 }
-                Verdict::Answer(status, body, fields) => {
-                    let mut response = Response::new(ResB::from(body));
-                    *response.status_mut() = status;
-                    let content_type = if status == StatusCode::TOO_MANY_REQUESTS {
-                        "application/problem+json"
-                    } else {
-                        "text/plain; charset=utf-8"
+                Verdict::Answer(rejection) => {
+                    let response = match &config.error_handler {
+                        Some(handler) => handler(rejection),
+                        None => rejection.response,
                     };
-                    response.headers_mut().insert(
-                        http::header::CONTENT_TYPE,
-                        HeaderValue::from_static(content_type),
-                    );
-                    if config.headers || status == StatusCode::SERVICE_UNAVAILABLE {
-                        add_fields(response.headers_mut(), fields);
-                    }
-                    Ok(response)
+                    Ok(response.map(ResB::from))
                 }
             }
         })

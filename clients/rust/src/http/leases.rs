@@ -6,7 +6,9 @@ use crate::blocks::{granted, BlockLease, Flight, Step, MOST_WAITS};
 use crate::command::{Charge, Decide};
 use crate::reply::Decision;
 use crate::{Client, Error, Policy};
-use std::collections::{BTreeMap, HashMap};
+use lru::LruCache;
+use std::collections::hash_map::RandomState;
+use std::num::NonZeroUsize;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -16,19 +18,17 @@ pub(crate) type Slot = (usize, String);
 struct Held {
     lease: BlockLease,
     used: Instant,
-    seq: u64,
     /// The store's last answer on the key, for the response's fields.
     last: Option<Decision>,
     /// The call out for the key, if any.
     flight: Option<Arc<Flight>>,
 }
 
-#[derive(Default)]
 struct Inner {
-    by_slot: HashMap<Slot, Held>,
-    /// The same slots by last use, for idle refunds and eviction in order.
-    by_use: BTreeMap<(Instant, u64), Slot>,
-    next_seq: u64,
+    /// The slots, the least recently used first (for idle refunds and to
+    /// give way). Keys come from requests: hashed with std's keyed
+    /// SipHash, as a `HashMap` would.
+    by_slot: LruCache<Slot, Held, RandomState>,
     /// Units of slots that gave way, still to be refunded (at most
     /// `capacity` of them; past that they stay charged).
     evicted: Vec<(Slot, u64)>,
@@ -66,7 +66,8 @@ pub(crate) struct Leases<C> {
 /// or dropped before it was served loses no unit).
 pub(crate) struct Taken<C> {
     leases: Arc<Leases<C>>,
-    units: Vec<(Slot, Decision)>,
+    /// Each slot, the decision reported for it and the units taken.
+    units: Vec<(Slot, Decision, u64)>,
 }
 
 impl<C> Taken<C> {
@@ -77,7 +78,7 @@ impl<C> Taken<C> {
 
     /// Each leased limit's decision (by the limit's index).
     pub(crate) fn decisions(&self) -> impl Iterator<Item = (usize, &Decision)> {
-        self.units.iter().map(|((i, _), d)| (*i, d))
+        self.units.iter().map(|((i, _), d, _)| (*i, d))
     }
 }
 
@@ -109,6 +110,7 @@ where
         capacity: usize,
     ) -> Leases<C> {
         let policies = Arc::new(policies);
+        let capacity = NonZeroUsize::new(capacity).unwrap_or(NonZeroUsize::MIN);
         let on_drop: Refunder = {
             let (client, policies) = (client.clone(), policies.clone());
             Box::new(move |refunds| {
@@ -124,8 +126,11 @@ where
         Leases {
             client,
             policies,
-            capacity: capacity.max(1),
-            inner: Mutex::new(Inner::default()),
+            capacity: capacity.get(),
+            inner: Mutex::new(Inner {
+                by_slot: LruCache::with_hasher(capacity, RandomState::new()),
+                evicted: Vec::new(),
+            }),
             on_drop,
         }
     }
@@ -135,11 +140,23 @@ where
         self.policies.get(index).is_some_and(Option::is_some)
     }
 
-    /// A request on the leased limits' keys (`keys[i]` for limit `i`): each
-    /// takes a unit from its block, waits for the call out for the key,
-    /// or sends the call for a block. A denial or failure puts back the
-    /// units already taken.
-    pub(crate) async fn admit(self: &Arc<Self>, keys: &[String]) -> Outcome<C> {
+    /// Whether a request of `cost` units on the limit at `index` is
+    /// decided from its blocks: the limit is leased and the cost fits in a
+    /// block (a larger one goes to the store).
+    pub(crate) fn takes(&self, index: usize, cost: u64) -> bool {
+        match self.policies.get(index) {
+            Some(Some((_, lease))) => cost <= lease.max_block(),
+            _ => false,
+        }
+    }
+
+    /// A request of `cost` units on the leased limits' keys (`keys[i]` for
+    /// limit `i`) whose blocks can hold it ([`Leases::takes`]): each takes
+    /// its units from its block, waits for the call out for the key, or
+    /// sends the call for a block. A denial or failure puts back the units
+    /// already taken. A cost of 0 takes nothing and asks nothing (the
+    /// store admits it in any state).
+    pub(crate) async fn admit(self: &Arc<Self>, keys: &[String], cost: u64) -> Outcome<C> {
         let mut taken = Taken {
             leases: Arc::clone(self),
             units: Vec::new(),
@@ -148,11 +165,19 @@ where
             let Some((policy, _)) = &self.policies[i] else {
                 continue;
             };
+            if !self.takes(i, cost) {
+                continue;
+            }
             let slot: Slot = (i, key.clone());
+            if cost == 0 {
+                let d = self.held_decision(&slot);
+                taken.units.push((slot, d, 0));
+                continue;
+            }
             let mut verdict = None;
             for wait in 0..MOST_WAITS {
                 let now = Instant::now();
-                let (step, flight) = self.step(&slot, now, wait == 0);
+                let (step, flight) = self.step(&slot, now, wait == 0, cost);
                 let flight = match (step, flight) {
                     (Step::Admit, _) => {
                         verdict = Some(Ok(self.held_decision(&slot)));
@@ -176,7 +201,7 @@ where
                 }
             }
             match verdict {
-                Some(Ok(d)) => taken.units.push((slot, d)),
+                Some(Ok(d)) => taken.units.push((slot, d, cost)),
                 Some(Err(d)) => return Outcome::Denied(i, d),
                 None => return Outcome::Denied(i, self.local_denial(&slot, Duration::ZERO)),
             }
@@ -222,7 +247,7 @@ where
     /// (or leases anew), the units then to be refunded.
     fn land(&self, slot: &Slot, flight: &Arc<Flight>, reply: &Decision) -> bool {
         let mut inner = self.lock();
-        let Some(held) = inner.by_slot.get_mut(slot) else {
+        let Some(held) = inner.by_slot.peek_mut(slot) else {
             return false;
         };
         if !held.flight.as_ref().is_some_and(|f| Arc::ptr_eq(f, flight)) {
@@ -236,7 +261,7 @@ where
 
     fn failed(&self, slot: &Slot, flight: &Arc<Flight>) {
         let mut inner = self.lock();
-        if let Some(held) = inner.by_slot.get_mut(slot) {
+        if let Some(held) = inner.by_slot.peek_mut(slot) {
             if held.flight.as_ref().is_some_and(|f| Arc::ptr_eq(f, flight)) {
                 held.flight = None;
                 held.lease.on_failure();
@@ -244,36 +269,37 @@ where
         }
     }
 
-    fn step(&self, slot: &Slot, now: Instant, first: bool) -> (Step, Option<Arc<Flight>>) {
+    fn step(
+        &self,
+        slot: &Slot,
+        now: Instant,
+        first: bool,
+        cost: u64,
+    ) -> (Step, Option<Arc<Flight>>) {
         let mut inner = self.lock();
-        let held = match inner.by_slot.remove(slot) {
-            Some(mut held) => {
-                inner.by_use.remove(&(held.used, held.seq));
-                held.used = now;
-                held
-            }
-            None => {
-                self.make_room(&mut inner);
-                let lease = self.policies[slot.0]
-                    .as_ref()
-                    .map(|(_, l)| l.clone())
-                    .unwrap_or_else(|| BlockLease::fixed(1));
-                Held {
-                    lease,
-                    used: now,
-                    seq: 0,
-                    last: None,
-                    flight: None,
-                }
-            }
+        if !inner.by_slot.contains(slot) {
+            self.make_room(&mut inner);
+            let lease = self.policies[slot.0]
+                .as_ref()
+                .map(|(_, l)| l.clone())
+                .unwrap_or_else(|| BlockLease::fixed(1));
+            let held = Held {
+                lease,
+                used: now,
+                last: None,
+                flight: None,
+            };
+            inner.by_slot.put(slot.clone(), held);
+        }
+        // Used now: the most recently used.
+        let Some(held) = inner.by_slot.get_mut(slot) else {
+            return (Step::Deny { until: now }, None);
         };
-        let mut held = held;
-        held.seq = inner.next_seq;
-        inner.next_seq += 1;
+        held.used = now;
         let step = if first {
-            held.lease.step(now)
+            held.lease.step_for(now, cost)
         } else {
-            held.lease.step_again(now)
+            held.lease.step_again_for(now, cost)
         };
         let flight = match step {
             Step::Admit | Step::Deny { .. } => None,
@@ -284,8 +310,6 @@ where
                 Some(flight)
             }
         };
-        inner.by_use.insert((now, held.seq), slot.clone());
-        inner.by_slot.insert(slot.clone(), held);
         (step, flight)
     }
 
@@ -295,14 +319,12 @@ where
         if inner.by_slot.len() < self.capacity {
             return;
         }
-        let Some((_, slot)) = inner.by_use.pop_first() else {
+        let Some((slot, mut held)) = inner.by_slot.pop_lru() else {
             return;
         };
-        if let Some(mut held) = inner.by_slot.remove(&slot) {
-            if let Some(units) = held.lease.take_all() {
-                if inner.evicted.len() < self.capacity {
-                    inner.evicted.push((slot, units));
-                }
+        if let Some(units) = held.lease.take_all() {
+            if inner.evicted.len() < self.capacity {
+                inner.evicted.push((slot, units));
             }
         }
     }
@@ -311,7 +333,7 @@ where
     /// last answer, counting the units this process holds as remaining.
     fn held_decision(&self, slot: &Slot) -> Decision {
         let inner = self.lock();
-        let held = inner.by_slot.get(slot);
+        let held = inner.by_slot.peek(slot);
         let units = held.map_or(0, |h| h.lease.held());
         match held.and_then(|h| h.last.as_ref()) {
             Some(last) => with_held(last, units),
@@ -329,7 +351,7 @@ where
 
     fn local_denial(&self, slot: &Slot, wait: Duration) -> Decision {
         let inner = self.lock();
-        let last = inner.by_slot.get(slot).and_then(|h| h.last.as_ref());
+        let last = inner.by_slot.peek(slot).and_then(|h| h.last.as_ref());
         Decision {
             allowed: false,
             limit: last.map_or(0, |d| d.limit),
@@ -346,15 +368,15 @@ where
     fn take_idle(&self, now: Instant, idle: Duration) -> Vec<(Slot, u64)> {
         let mut inner = self.lock();
         let mut refunds = std::mem::take(&mut inner.evicted);
-        while let Some(entry) = inner.by_use.first_entry() {
-            if now.saturating_duration_since(entry.key().0) < idle {
+        while let Some((_, held)) = inner.by_slot.peek_lru() {
+            if now.saturating_duration_since(held.used) < idle {
                 break;
             }
-            let slot = entry.remove();
-            if let Some(mut held) = inner.by_slot.remove(&slot) {
-                if let Some(units) = held.lease.take_all() {
-                    refunds.push((slot, units));
-                }
+            let Some((slot, mut held)) = inner.by_slot.pop_lru() else {
+                break;
+            };
+            if let Some(units) = held.lease.take_all() {
+                refunds.push((slot, units));
             }
         }
         refunds
@@ -379,7 +401,7 @@ where
     /// Units held now, over every key.
     pub(crate) fn held(&self) -> u64 {
         let inner = self.lock();
-        inner.by_slot.values().map(|h| h.lease.held()).sum()
+        inner.by_slot.iter().map(|(_, h)| h.lease.held()).sum()
     }
 
     /// A task that refunds idle keys' units, checking twice per `idle`;
@@ -451,11 +473,11 @@ impl<C> Leases<C> {
     }
 
     /// Returns the units taken for a request that is not served.
-    pub(crate) fn put_back(&self, taken: &[(Slot, Decision)]) {
+    pub(crate) fn put_back(&self, taken: &[(Slot, Decision, u64)]) {
         let mut inner = self.lock();
-        for (slot, _) in taken {
-            if let Some(held) = inner.by_slot.get_mut(slot) {
-                held.lease.put_back();
+        for (slot, _, units) in taken {
+            if let Some(held) = inner.by_slot.peek_mut(slot) {
+                held.lease.put_back(*units);
             }
         }
     }

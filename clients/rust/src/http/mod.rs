@@ -29,7 +29,9 @@
 //! | `GovernorConfigBuilder::default().per_second(..).burst_size(..).finish()` | `RedisRateLimitLayer::builder(client, key).limit(HttpLimit::per_key(Gcra::new(..).burst(..))).build()` |
 //! | `KeyExtractor`, `PeerIpKeyExtractor`, `SmartIpKeyExtractor` | [`KeyExtractor`], [`PeerIp`], [`HeaderKey`] (any `Fn(&Parts) -> Option<String>`) |
 //! | `.use_headers()` (`x-ratelimit-*`) | [`Builder::headers`], on by default (`RateLimit-Policy`, `RateLimit`, `Retry-After` of the IETF draft) |
-//! | `.error_handler(..)` | [`Builder::missing_key`], [`Builder::on_error`]; a denial is a `429` problem body |
+//! | `.error_handler(\|err: GovernorError\| ..)` | [`Builder::error_handler`]`(\|rejection: Rejection\| ..)`: the [`Reason`] (a [`Denial`] with the deciding limit's name, `retry_after`, `remaining` and the decision; a missing key; the store unavailable or in error) and the default response to keep or replace |
+//! | every request costs 1 | [`Builder::cost`]`(\|request: &Parts\| n)`, 0 free |
+//! | — | [`Builder::on_error`] (every store error, for the log), [`Builder::missing_key`], the [`crate::AllDecision`] in each served request's extensions |
 //! | — (one process's memory) | fail-open / fail-closed per limit, degraded mode, deny cache, block leasing |
 //!
 //! What the store cannot answer: a limit admits ([`HttpLimit::fail_open`])
@@ -42,9 +44,11 @@
 pub mod headers;
 mod layer;
 mod leases;
+mod rejection;
 
 pub use headers::{ceil_seconds, header_fields, problem, Named};
 pub use layer::{Builder, RedisRateLimit, RedisRateLimitLayer, DEFAULT_LEASE_CAPACITY};
+pub use rejection::{Denial, Reason, Rejection};
 
 use crate::{BlockLease, Policy};
 use http::request::Parts;
@@ -224,6 +228,7 @@ where
 /// # let _ = (by_api_key, by_auth);
 /// ```
 #[derive(Clone, Debug)]
+#[non_exhaustive]
 pub struct HeaderKey(HeaderName);
 
 impl HeaderKey {
@@ -252,7 +257,15 @@ impl KeyExtractor for HeaderKey {
 /// has the proxy's address: take a header the proxy sets instead
 /// ([`HeaderKey`]).
 #[derive(Clone, Copy, Debug, Default)]
+#[non_exhaustive]
 pub struct PeerIp;
+
+impl PeerIp {
+    /// The peer's IP address as the key.
+    pub const fn new() -> PeerIp {
+        PeerIp
+    }
+}
 
 impl KeyExtractor for PeerIp {
     fn key(&self, request: &Parts) -> Option<String> {

@@ -62,10 +62,16 @@ pub struct Reply {
 
 /// `GET /` through `router` with an optional `X-Api-Key`.
 pub async fn get(router: &axum::Router, api_key: Option<&str>) -> Reply {
+    let headers: Vec<(&str, &str)> = api_key.map(|k| ("x-api-key", k)).into_iter().collect();
+    get_with(router, &headers).await
+}
+
+/// `GET /` through `router` with these header fields.
+pub async fn get_with(router: &axum::Router, fields: &[(&str, &str)]) -> Reply {
     use tower_service::Service;
     let mut request = axum::http::Request::get("/");
-    if let Some(key) = api_key {
-        request = request.header("x-api-key", key);
+    for (name, value) in fields {
+        request = request.header(*name, *value);
     }
     let request = request.body(axum::body::Body::empty()).expect("request");
     let response = router.clone().call(request).await.expect("infallible");

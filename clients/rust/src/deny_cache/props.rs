@@ -2,11 +2,13 @@
 //! server runs, time passed in): whatever the traffic, the cache admits
 //! nothing itself, and every request it denies the store would deny too,
 //! up to the store's own rounding of waits to whole milliseconds (the
-//! cache holds a denial for the wait the store reported, rounded up).
+//! cache holds a denial for the wait the store reported, rounded up). And
+//! no panic, whatever the waits, costs and intervals.
 
+use super::DenyCache;
+use crate::Decision;
 use proptest::prelude::*;
 use redis_ratelimit::api::{parse_policy, Micros, Policy, RetryAfter};
-use redis_ratelimit_client::{Decision, DenyCache};
 use std::time::{Duration, Instant};
 
 /// `GCRA limit period_ms BURST burst`, parsed as RL.ALL parses it.
@@ -49,14 +51,15 @@ fn would(g: &Policy, state: &Option<Vec<u8>>, now_us: u64, cost: u64) -> bool {
 /// milliseconds, rounded up, as the module replies them.
 fn reply(d: &redis_ratelimit::api::Decision) -> Decision {
     let ms = |us: u64| Duration::from_millis(us.div_ceil(1000));
+    let retry_after = match d.retry_after {
+        RetryAfter::After(w) => Some(ms(w.as_u64())),
+        RetryAfter::NotNeeded | RetryAfter::Never => None,
+    };
     Decision {
         allowed: d.allowed,
         limit: d.limit,
         remaining: d.remaining,
-        retry_after: match d.retry_after {
-            RetryAfter::After(w) => Some(ms(w.as_u64())),
-            RetryAfter::NotNeeded | RetryAfter::Never => None,
-        },
+        retry_after,
         reset_after: ms(d.reset_after.as_u64()),
         granted: None,
         lease: None,
@@ -103,8 +106,8 @@ proptest! {
         requests in proptest::collection::vec((0u64..20_000, 1u64..3), 1..500),
     ) {
         let g = gcra(limit, period_ms, burst);
-        let interval = redis_ratelimit_client::Policy::from(
-            redis_ratelimit_client::Gcra::new(limit, Duration::from_millis(period_ms)),
+        let interval = crate::Policy::from(
+            crate::Gcra::new(limit, Duration::from_millis(period_ms)),
         )
         .unit_interval();
         let cache = DenyCache::new(4);
@@ -134,4 +137,53 @@ proptest! {
         prop_assert_eq!(cache.round_trips_saved(), local);
         prop_assert!(admitted + local <= 500);
     }
+
+    #[test]
+    fn a_deny_cache_with_extreme_waits_costs_and_intervals(
+        ops in proptest::collection::vec((0u8..4, extreme_decision(), extreme_count(), proptest::option::of(extreme_duration()), extreme_duration()), 1..40),
+        capacity in 0usize..4,
+    ) {
+        let cache = DenyCache::new(capacity);
+        let t0 = Instant::now();
+        for (op, d, cost, interval, at) in ops {
+            let now = t0.checked_add(at).unwrap_or(t0);
+            match op {
+                0 => cache.record_paced("k", "p", cost, &d, now, interval),
+                1 => cache.admitted("k", "p", cost, now),
+                2 => { let _ = cache.check("k", "p", cost, now); }
+                _ => { let _ = (cache.remaining("k", "p", now), cache.recently_denied("k", "p", now)); }
+            }
+        }
+    }
+}
+
+fn extreme_duration() -> impl Strategy<Value = Duration> {
+    prop_oneof![
+        Just(Duration::ZERO),
+        Just(Duration::MAX),
+        Just(Duration::from_nanos(1)),
+        any::<u64>().prop_map(Duration::from_nanos),
+        any::<u64>().prop_map(Duration::from_millis),
+    ]
+}
+
+fn extreme_count() -> impl Strategy<Value = u64> {
+    prop_oneof![Just(0), Just(1), Just(u64::MAX), any::<u64>()]
+}
+
+fn extreme_decision() -> impl Strategy<Value = Decision> {
+    (
+        any::<bool>(),
+        extreme_count(),
+        proptest::option::of(extreme_duration()),
+        extreme_duration(),
+    )
+        .prop_map(|(allowed, n, retry_after, reset_after)| {
+            let d = if allowed {
+                Decision::admitted(n, n)
+            } else {
+                Decision::denied(n, retry_after)
+            };
+            d.with_reset_after(reset_after)
+        })
 }
