@@ -5,6 +5,7 @@
 //! key at a time (a refund gives back both of its rates).
 
 use super::{Limiter, StateWrite, Transition};
+use crate::algorithm::schedule::Schedule;
 use crate::algorithm::share::{self, Definition, Node, NodeState};
 use crate::algorithm::Micros;
 use crate::codec::share as layout;
@@ -22,6 +23,42 @@ pub fn read_stored(stored: Option<&[u8]>) -> Result<(NodeState, Option<Definitio
 /// A node's stored state (`None`: no key).
 pub fn read(stored: Option<&[u8]>) -> Result<NodeState, StateError> {
     Ok(read_stored(stored)?.0)
+}
+
+/// A node's state written under the definition `from`, as the node `to`
+/// reads it once a named path changed ([`crate::policy::Policy::Named`]'s
+/// rule): each rate's units used carry, rescaled to the new rate
+/// ([`crate::algorithm::schedule::Schedule::carry`]), so a raise admits
+/// the difference at once and a cut admits nothing until the used units
+/// drain under the new limit. A root's one rate stands for both of an
+/// inner node's rates and an inner node's ceiling (all of its subtree's
+/// traffic) for a root's rate. The fair-sharing finish and round are kept
+/// as they are (virtual times: only differences count). A definition that
+/// makes no node (none ever does) restarts the node.
+pub fn carry(state: NodeState, from: &Definition, to: &Node, now: Micros) -> NodeState {
+    let Ok(old) = Node::new(*from) else {
+        return NodeState::default();
+    };
+    // The old rates' TATs, each with its schedule: the one counting all
+    // traffic (a root's rate), and the assured one (a root's: the same).
+    let counting = (state.ceiling, old.ceiling.unwrap_or(old.assured).pace());
+    let assured = match old.ceiling {
+        Some(_) => (state.assured, old.assured.pace()),
+        None => counting,
+    };
+    let rescale = |to: &Schedule, (tat, pace): (Option<_>, _)| tat.map(|t| to.carry(t, pace, now));
+    match &to.ceiling {
+        Some(ceiling) => NodeState {
+            ceiling: rescale(ceiling, counting),
+            assured: rescale(&to.assured, assured),
+            ..state
+        },
+        None => NodeState {
+            ceiling: rescale(&to.assured, counting),
+            assured: None,
+            ..state
+        },
+    }
 }
 
 /// The write that stores `state` for `node`, with its definition.
