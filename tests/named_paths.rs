@@ -251,8 +251,8 @@ fn bad_input_is_an_error_naming_it_and_changes_nothing() {
         ),
         (
             "SHARE 10",
-            "ERR syntax error: the policy is NODE limit period [BURST n] [CEIL n] [CBURST n] \
-             [MAXDEBT n]"
+            "ERR syntax error: the policy is SHARE node [node ...], each node limit period \
+             [BURST n] [CEIL n] [CBURST n] [MAXDEBT n]"
                 .to_string(),
         ),
         (

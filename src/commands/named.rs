@@ -99,7 +99,10 @@ fn parse_path<A: AsRef<[u8]>>(mut rest: &[A]) -> Result<Entry, Error> {
         if !nodes.is_empty() && !first.as_ref().first().is_some_and(u8::is_ascii_digit) {
             return Err(Error::UnknownOption(printable(first.as_ref())));
         }
-        let (node, used) = SHARE_NODE.parse_prefix(rest)?;
+        let (node, used) = SHARE_NODE.parse_prefix(rest).map_err(|e| match e {
+            Error::PolicyArgs(_) => path_syntax(),
+            e => e,
+        })?;
         let canonical = SHARE_NODE.canonical(&rest[..used]);
         // Without the node grammar's own keyword.
         let words = canonical.get(SHARE_NODE.keyword.len()..).unwrap_or(&[]);
@@ -108,11 +111,7 @@ fn parse_path<A: AsRef<[u8]>>(mut rest: &[A]) -> Result<Entry, Error> {
         rest = rest.get(used..).unwrap_or(&[]);
     }
     if nodes.is_empty() {
-        let node = SHARE_NODE.syntax();
-        let node = node.get(SHARE_NODE.keyword.len() + 1..).unwrap_or_default();
-        return Err(Error::PolicyArgs(format!(
-            "{SHARE} node [node ...], each node {node}"
-        )));
+        return Err(path_syntax());
     }
     let count = nodes.len();
     for (i, node) in nodes.iter().enumerate() {
@@ -132,6 +131,13 @@ fn parse_path<A: AsRef<[u8]>>(mut rest: &[A]) -> Result<Entry, Error> {
         keyword: SHARE,
         refuses: SHARE_NODE.refuses,
     })
+}
+
+/// The error for a path without all of its nodes' arguments: its syntax.
+fn path_syntax() -> Error {
+    let node = SHARE_NODE.syntax();
+    let node = node.get(SHARE_NODE.keyword.len() + 1..).unwrap_or_default();
+    Error::PolicyArgs(format!("{SHARE} node [node ...], each node {node}"))
 }
 
 /// The word that names a registered policy inside RL.ALL and RL.PEEK:
@@ -400,7 +406,9 @@ pub fn help<A: AsRef<[u8]>>(command: &CommandDef, args: &[A]) -> Result<Reply, E
 /// An `RL.POLICY` subcommand's syntax, as `RL.POLICY HELP` shows it.
 fn usage(op: RegistryOp) -> String {
     match op {
-        RegistryOp::Set => format!("SET <name> <policy> [{SHADOW}]"),
+        RegistryOp::Set => {
+            format!("SET <name> (<policy> [{SHADOW}] | {SHARE} <node> [<node> ...])")
+        }
         RegistryOp::Get => "GET <name>".into(),
         RegistryOp::Del => "DEL <name>".into(),
         RegistryOp::List => format!("LIST [{MATCH} <pattern>]"),
@@ -463,11 +471,57 @@ mod tests {
     }
 
     #[test]
+    fn a_path_is_its_nodes_as_rl_share_takes_them() {
+        let e = def("share 010 60m cburst 20 ceil 50 100 3600s maxdebt 60000ms").unwrap();
+        assert_eq!(
+            e.definition,
+            b"SHARE 10 1h CBURST 20 CEIL 50 100 1h MAXDEBT 1m"
+        );
+        assert_eq!((e.keyword, e.shadow), ("SHARE", false));
+        assert_eq!(e.refuses, ["FORCE", "PARTIAL", "REFUND"]);
+        let Limits::Path(nodes) = &e.limits else {
+            panic!("not a path")
+        };
+        // Each node is named: it carries state across a change.
+        assert!(nodes.iter().all(|n| matches!(n, Policy::Named(_))));
+        assert_eq!(nodes.len(), 2);
+        // The canonical text parses back to the same entry.
+        let again = def(std::str::from_utf8(&e.definition).unwrap()).unwrap();
+        assert_eq!(again, e);
+        assert_eq!(def("SHARE 5 1s").unwrap().limits.nodes(), 1);
+        let msg = |w: &str| def(w).unwrap_err().to_string();
+        let syntax = "ERR syntax error: the policy is SHARE node [node ...], each node limit \
+                      period [BURST n] [CEIL n] [CBURST n] [MAXDEBT n]";
+        assert_eq!(msg("SHARE"), syntax);
+        assert_eq!(msg("SHARE 10 1s CEIL 20 5"), syntax);
+        assert_eq!(
+            msg("SHARE 10 1s CEIL 20 100 1s BURST"),
+            "ERR syntax error: BURST needs a value"
+        );
+        assert_eq!(
+            msg("SHARE 10 1s CEIL 20 100 1s DRYRUN"),
+            "ERR syntax error: unknown option 'DRYRUN'"
+        );
+        assert_eq!(
+            msg("SHARE 10 1s CEIL 20 100 1s SHADOW"),
+            "ERR syntax error: SHADOW cannot be combined with SHARE"
+        );
+        assert_eq!(
+            msg("SHARE 10 1s CEIL 20 20 1s CEIL 30"),
+            "ERR syntax error: node 2 is the root (the last node) and takes no CEIL"
+        );
+        assert_eq!(
+            msg("SHARE 10 1s 20 1s CEIL 30 100 1s"),
+            "ERR syntax error: node 1 needs CEIL limit: every node but the last (the root) has a ceiling"
+        );
+    }
+
+    #[test]
     fn malformed_definitions_are_rl_all_errors() {
         let msg = |w: &str| def(w).unwrap_err().to_string();
         assert_eq!(
             msg("LEAKY 1 1s"),
-            "ERR syntax error: unknown policy 'LEAKY': expected GCRA, BUCKET, SLIDING, FIXED or CONCURRENCY"
+            "ERR syntax error: unknown policy 'LEAKY': expected GCRA, BUCKET, SLIDING, FIXED, CONCURRENCY or SHARE"
         );
         assert_eq!(
             msg("GCRA 1"),

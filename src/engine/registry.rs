@@ -699,6 +699,59 @@ mod tests {
         assert_eq!(r.stats(b"p").unwrap().calls, 0);
     }
 
+    /// An entry standing for a path of `n` nodes.
+    fn path(n: usize) -> Entry {
+        let Limits::One(node) = entry("x").limits else {
+            unreachable!()
+        };
+        Entry {
+            limits: Limits::Path(vec![node; n].into()),
+            ..entry("SHARE ...")
+        }
+    }
+
+    #[test]
+    fn a_path_counts_per_node_by_place() {
+        let mut r = Registry::default();
+        let now = Micros::new(1);
+        r.set(b"p", path(2)).unwrap();
+        let (handle, _) = r.find(b"p").unwrap();
+        let stats = r.stats_at(handle).unwrap();
+        // Admitted on the leaf's own rate; denied with the root's wait.
+        stats.record_nodes([true, false].into_iter(), None, Some(0));
+        stats.record_nodes([false, false].into_iter(), Some(1), None);
+        let node = |allowed, denied, blocked, lent| NodeStats {
+            allowed,
+            denied,
+            blocked,
+            lent,
+        };
+        assert_eq!(
+            r.stats(b"p").unwrap().nodes,
+            [node(1, 1, 0, 1), node(0, 2, 1, 0)]
+        );
+        // Redefined with three nodes: the first two keep theirs.
+        r.set(b"p", path(3)).unwrap();
+        let nodes = r.stats(b"p").unwrap().nodes;
+        assert_eq!(nodes[..2], [node(1, 1, 0, 1), node(0, 2, 1, 0)]);
+        assert_eq!(nodes[2], NodeStats::default());
+        // A single limit has none; a reset keeps a path's places.
+        r.set(b"p", entry("FIXED 1 1s")).unwrap();
+        assert!(r.stats(b"p").unwrap().nodes.is_empty());
+        r.set(b"q", path(2)).unwrap();
+        r.record_at(r.find(b"q").unwrap().0, Verdict::Allowed, None, now);
+        r.reset_stats();
+        let q = r.stats(b"q").unwrap();
+        assert_eq!((q.calls, q.nodes.len()), (0, 2));
+        // Loaded from a save, the counts of a path still defined stay.
+        let (handle, _) = r.find(b"q").unwrap();
+        if let Some(stats) = r.stats_at(handle) {
+            stats.record_nodes([true, true].into_iter(), None, Some(1));
+        }
+        r.replace(vec![(b"q".to_vec(), path(2))]);
+        assert_eq!(r.stats(b"q").unwrap().nodes[1], node(1, 0, 0, 1));
+    }
+
     #[test]
     fn most_called_are_the_true_top_n_in_order() {
         let mut r = Registry::default();

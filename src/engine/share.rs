@@ -151,6 +151,56 @@ fn duration(t: Micros) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::engine::store::MemoryStore;
+
+    fn node(limit: u64) -> Policy {
+        let hour = Micros::from_secs(3_600);
+        Policy::Share(
+            Node::new(Definition {
+                limit,
+                period: hour,
+                burst: limit,
+                ceil: None,
+                cburst: limit,
+                max_debt: Micros::from_secs(60),
+            })
+            .unwrap(),
+        )
+    }
+
+    /// How many of `n` one-unit requests `policies` admit on `store`.
+    fn admit(store: &mut MemoryStore, policies: &[Policy], n: u64) -> Result<u64, Error> {
+        let now = Micros::from_secs(1_000_000);
+        let mut admitted = 0;
+        for _ in 0..n {
+            let out = crate::engine::decide(store, policies, now, Request::default())
+                .map_err(|e| e.error)?;
+            admitted += u64::from(out.allowed);
+        }
+        Ok(admitted)
+    }
+
+    #[test]
+    fn a_named_path_carries_a_node_another_definition_wrote() {
+        let mut store = MemoryStore::new(1);
+        assert_eq!(admit(&mut store, &[node(2)], 3), Ok(2));
+        // Given literally with another definition: refused, nothing written.
+        let before = store.clone();
+        let e = admit(&mut store, &[node(4)], 1).unwrap_err();
+        assert!(matches!(e, Error::Redefined { .. }), "{e:?}");
+        assert_eq!(store, before);
+        // By name: the 2 used carry, 2 more fit, and the node is stored
+        // with the new definition.
+        assert_eq!(admit(&mut store, &[node(4).named()], 3), Ok(2));
+        assert!(admit(&mut store, &[node(4)], 1).is_ok());
+        // A key of another algorithm: refused given literally, restarted by
+        // name.
+        let mut store = MemoryStore::new(1);
+        let gcra = crate::algorithm::gcra::Gcra::new(1, Micros::from_secs(1), 1).unwrap();
+        assert_eq!(admit(&mut store, &[Policy::Gcra(gcra)], 1), Ok(1));
+        assert!(admit(&mut store, &[node(2)], 1).is_err());
+        assert_eq!(admit(&mut store, &[node(2).named()], 3), Ok(2));
+    }
 
     #[test]
     fn a_conflicting_definition_is_an_err_naming_both() {

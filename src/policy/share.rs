@@ -100,6 +100,62 @@ impl Limiter for Node {
 mod tests {
     use super::*;
 
+    fn node(limit: u64, ceil: Option<u64>) -> Node {
+        Node::new(Definition {
+            limit,
+            period: Micros::from_secs(3_600),
+            burst: limit,
+            ceil,
+            cburst: ceil.unwrap_or(limit),
+            max_debt: Micros::from_secs(60),
+        })
+        .unwrap()
+    }
+
+    /// Charges `n` units at `now` to each of the node's rates.
+    fn used(node: &Node, n: u64, now: Micros) -> NodeState {
+        let tat = |s: &Schedule| s.decide(None, now, n).1;
+        NodeState {
+            ceiling: tat(node.ceiling.as_ref().unwrap_or(&node.assured)),
+            assured: node.ceiling.and_then(|_| tat(&node.assured)),
+            finish: Some(7),
+            round: Some(9),
+        }
+    }
+
+    #[test]
+    fn a_change_carries_each_rates_units_used() {
+        let now = Micros::from_secs(1_000_000);
+        let remaining = |n: &Node, s: &NodeState| {
+            let counting = n.ceiling.as_ref().unwrap_or(&n.assured);
+            let c = counting.decide(s.ceiling, now, 0).0.remaining;
+            let a = n
+                .ceiling
+                .map(|_| n.assured.decide(s.assured, now, 0).0.remaining);
+            (c, a)
+        };
+        // An inner node with 2 used of 2 assured and 4 at once: raised to
+        // 4 and 8, 2 and 6 are left; the fair-sharing times are kept.
+        let (from, to) = (node(2, Some(4)), node(4, Some(8)));
+        let state = used(&from, 2, now);
+        let carried = carry(state, &from.definition, &to, now);
+        assert_eq!(remaining(&to, &carried), (6, Some(2)));
+        assert_eq!((carried.finish, carried.round), (Some(7), Some(9)));
+        // Cut to 1 and 2: nothing left.
+        let cut = carry(state, &from.definition, &node(1, Some(2)), now);
+        assert_eq!(remaining(&node(1, Some(2)), &cut), (0, Some(0)));
+        // The same definition: the state as it is.
+        assert_eq!(carry(state, &from.definition, &from, now), state);
+        // A root becoming an inner node: its one rate stands for both.
+        let root = node(4, None);
+        let as_inner = carry(used(&root, 2, now), &root.definition, &to, now);
+        assert_eq!(remaining(&to, &as_inner), (6, Some(2)));
+        // An inner node becoming the root: its ceiling counts all traffic.
+        let as_root = carry(state, &from.definition, &node(8, None), now);
+        assert_eq!(remaining(&node(8, None), &as_root), (6, None));
+        assert_eq!(as_root.assured, None);
+    }
+
     #[test]
     fn a_node_alone_needs_both_its_rates() {
         let second = Micros::from_secs(1);
