@@ -645,3 +645,81 @@ fn replicas_hold_the_path_after_full_syncs_diskless_too_and_follow_changes() {
         wait_replicas(&mut p, 1);
     }
 }
+
+/// A call that waits (`WAIT`) counts among `waits`, not per node: it is
+/// decided when its turn comes. The waiter is admitted by name as by its
+/// nodes.
+#[test]
+fn a_named_path_waits_in_line_and_counts_as_a_wait() {
+    let s = policies();
+    let mut c = s.conn();
+    clock_set(&mut c, T0);
+    define(&mut c, "solo", "1 1h");
+    assert_eq!(admitted(&mut c, &["k"], "solo", 1), 1);
+    let mut waiter = s.conn();
+    common::blocking::send(
+        &mut waiter,
+        &["RL.SHARE", "1", "k", "POLICY", "solo", "WAIT", "2h"],
+    );
+    common::blocking::await_waiting(&mut c, 1);
+    advance(&mut c, 3_600_000_000);
+    let reply = combined_reply(waiter.recv_response().unwrap());
+    assert_eq!((reply.0, reply.3[0][2]), (1, 0));
+    let st = stats(&mut c, "solo");
+    assert_eq!((st.calls, st.allowed, st.waits), (2, 1, 1));
+    assert_eq!(st.nodes, [[1, 1, 0, 0, 1]]);
+}
+
+/// Bounded work: a call by name decides each node of its path once,
+/// whatever the number of policies defined (2,000 besides it) or of
+/// children behind its root (1,000); a path is at most
+/// `ratelimit.max-path-nodes` long (32: one decision each).
+#[test]
+fn a_call_by_name_costs_one_decision_per_node_whatever_else_is_defined() {
+    use common::topology::work;
+    let s = policies();
+    let mut c = s.conn();
+    clock_set(&mut c, T0);
+    define(&mut c, "org", "10 1h CEIL 50 100000 1h");
+    let cost = |c: &mut redis::Connection, user: &str| {
+        let before = work(c);
+        let (allowed, ..) = by_name(c, &[user, "{org}"], "org", &[]);
+        assert_eq!(allowed, 1);
+        let after = work(c);
+        (after.0 - before.0, after.1 - before.1)
+    };
+    let alone = cost(&mut c, "{org}:u0");
+    let mut pipe = redis::pipe();
+    for i in 0..2_000 {
+        pipe.cmd("RL.POLICY")
+            .arg(&["SET", &format!("p{i}"), "GCRA", "10", "1s"])
+            .ignore();
+    }
+    for i in 1..=1_000 {
+        pipe.cmd("RL.SHARE")
+            .arg(&["2", &format!("{{org}}:u{i}"), "{org}", "POLICY", "org"])
+            .ignore();
+    }
+    let () = pipe.query(&mut c).unwrap();
+    assert_eq!(alone, (2, 0), "one decision per node");
+    assert_eq!(cost(&mut c, "{org}:u0"), alone);
+    // The longest path the default bound allows: 32 nodes, 32 decisions.
+    let mut words: Vec<String> = (0..31)
+        .flat_map(|_| ["1", "1h", "CEIL", "2"].map(String::from))
+        .collect();
+    words.extend(["100", "1h"].map(String::from));
+    let mut args = vec!["RL.POLICY", "SET", "deep", "SHARE"];
+    args.extend(words.iter().map(String::as_str));
+    ok(&mut c, &args);
+    let keys: Vec<String> = (0..32).map(|i| format!("{{d}}:{i}")).collect();
+    let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
+    let before = work(&mut c);
+    assert_eq!(by_name(&mut c, &keys, "deep", &[]).0, 1);
+    assert_eq!(work(&mut c).0 - before.0, 32);
+    args[2] = "deeper";
+    args.splice(4..4, ["1", "1h", "CEIL", "2"]);
+    assert_eq!(
+        err(&mut c, &args),
+        "ERR a path's number of nodes must be at most 32 (ratelimit.max-path-nodes)"
+    );
+}
