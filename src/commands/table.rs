@@ -644,7 +644,7 @@ mod tests {
             ("RL.CHECK", write_slow),
             (
                 "RL.POLICY|SET",
-                ("write deny-oom fast", "write fast admin dangerous"),
+                ("write deny-oom", "write slow admin dangerous"),
             ),
             ("RL.POLICY|GET", ("readonly fast", "read fast")),
             (
