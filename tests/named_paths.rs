@@ -329,6 +329,10 @@ fn bad_input_is_an_error_naming_it_and_changes_nothing() {
              leaf first",
         ),
         (
+            &["RL.SHARE", "3", "a", "b", "POLICY", "org"],
+            "ERR numkeys must be an integer from 1 to 2",
+        ),
+        (
             &["RL.SHARE", "2", "a", "b", "POLICY", "nope"],
             "ERR no policy named 'nope'",
         ),

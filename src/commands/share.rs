@@ -45,6 +45,25 @@ pub fn parse<A: AsRef<[u8]>>(command: &CommandDef, args: &[A]) -> Result<Call, E
     let max_keys = rest.len().max(1) as u64;
     let numkeys = args::integer(numkeys.as_ref(), "numkeys", 1, max_keys)? as usize;
     let mut tail = rest.get(numkeys..).unwrap_or(&[]);
+    // A count that takes `POLICY` for a key: say that numkeys is wrong,
+    // not that what follows the keys is no node.
+    if !tail
+        .first()
+        .is_some_and(|w| w.as_ref().first().is_some_and(u8::is_ascii_digit))
+    {
+        let keys = &rest[..numkeys.min(rest.len())];
+        if let Some(at) = keys
+            .iter()
+            .skip(1)
+            .position(|k| named::is_policy_word(k.as_ref()))
+        {
+            return Err(Error::Integer {
+                arg: "numkeys",
+                min: 1,
+                max: at as u64 + 1,
+            });
+        }
+    }
     // `POLICY name`: a path defined by name, in place of the nodes.
     if let [word] = tail {
         if named::is_policy_word(word.as_ref()) {
