@@ -47,10 +47,11 @@ pub fn parse<A: AsRef<[u8]>>(command: &CommandDef, args: &[A]) -> Result<Call, E
     let mut tail = rest.get(numkeys..).unwrap_or(&[]);
     // A count that takes `POLICY` for a key: say that numkeys is wrong,
     // not that what follows the keys is no node.
-    if !tail
-        .first()
-        .is_some_and(|w| w.as_ref().first().is_some_and(u8::is_ascii_digit))
-    {
+    let starts_path = |w: &A| {
+        let w = w.as_ref();
+        w.first().is_some_and(u8::is_ascii_digit) || named::is_policy_word(w)
+    };
+    if !tail.first().is_some_and(starts_path) {
         let keys = &rest[..numkeys.min(rest.len())];
         if let Some(at) = keys
             .iter()
