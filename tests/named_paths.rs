@@ -380,12 +380,12 @@ fn bad_input_is_an_error_naming_it_and_changes_nothing() {
     }
     let keys: i64 = cmd(&["DBSIZE"]).query(&mut c).unwrap();
     assert_eq!(keys, 0, "an error writes nothing");
+    let stats = stats(&mut c, "org");
+    assert_eq!(stats.calls, 0, "an error counts nothing");
     // A key may be named POLICY.
     let (allowed, ..) = by_name(&mut c, &["{p}", "POLICY"], "org", &[]);
     assert_eq!(allowed, 1);
     cmd(&["DEL", "{p}", "POLICY"]).query::<i64>(&mut c).unwrap();
-    let stats = stats(&mut c, "org");
-    assert_eq!(stats.calls, 0, "an error counts nothing");
 
     // Without `policies on`.
     let s = Server::start();
