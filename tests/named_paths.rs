@@ -649,6 +649,22 @@ fn replicas_hold_the_path_after_full_syncs_diskless_too_and_follow_changes() {
         );
         let e = err(&mut r, &["RL.POLICY", "SET", "org", "SHARE", "1", "1h"]);
         assert!(e.starts_with("READONLY"), "{e}");
+        // A call carried to the new definition writes the nodes; the
+        // replica holds what the primary holds.
+        assert_eq!(by_name(&mut p, &["{a}:u", "{a}"], "org", &[]).0, 1);
+        wait_replicas(&mut p, 1);
+        for key in ["{a}:u", "{a}"] {
+            assert_eq!(
+                get_bytes(&mut r, key),
+                get_bytes(&mut p, key),
+                "{load} {key}"
+            );
+        }
+        assert_eq!(
+            call(&mut r, &look).unwrap(),
+            call(&mut p, &look).unwrap(),
+            "{load}"
+        );
         define(&mut p, "org", ORG);
         wait_replicas(&mut p, 1);
     }
