@@ -13,6 +13,7 @@ use super::grammar::{join_words, parse_common, COMMON};
 use super::policy_command::decide_one;
 use super::table::{COMMANDS, POLICIES, SHARE_NODE};
 use super::{help, Host, Reply};
+use crate::algorithm::share::Node;
 use crate::bounds::MAX_PATH_NODES;
 use crate::engine::error::{printable, Error};
 use crate::engine::gate::Gated;
@@ -92,7 +93,7 @@ pub fn parse_definition<A: AsRef<[u8]>>(
 /// name by the named policies' rule of change, not as a conflicting
 /// definition.
 fn parse_path<A: AsRef<[u8]>>(mut rest: &[A]) -> Result<Entry, Error> {
-    let mut nodes: Vec<Policy> = Vec::new();
+    let mut nodes: Vec<Node> = Vec::new();
     let mut text = SHARE.as_bytes().to_vec();
     while let Some(first) = rest.first() {
         // After a node, what does not start as a number is no node.
@@ -103,11 +104,14 @@ fn parse_path<A: AsRef<[u8]>>(mut rest: &[A]) -> Result<Entry, Error> {
             Error::PolicyArgs(_) => path_syntax(),
             e => e,
         })?;
+        let Policy::Share(node) = node else {
+            return Err(Error::Internal("RL.POLICY|SET"));
+        };
         let canonical = SHARE_NODE.canonical(&rest[..used]);
         // Without the node grammar's own keyword.
         let words = canonical.get(SHARE_NODE.keyword.len()..).unwrap_or(&[]);
         text.extend_from_slice(words);
-        nodes.push(node.named());
+        nodes.push(node);
         rest = rest.get(used..).unwrap_or(&[]);
     }
     if nodes.is_empty() {
@@ -116,17 +120,14 @@ fn parse_path<A: AsRef<[u8]>>(mut rest: &[A]) -> Result<Entry, Error> {
     let count = nodes.len();
     for (i, node) in nodes.iter().enumerate() {
         let root = i + 1 == count;
-        if let Policy::Named(named) = node {
-            if let Policy::Share(n) = named.as_ref() {
-                if n.ceiling.is_none() != root {
-                    return Err(Error::Ceiling { node: i + 1, root });
-                }
-            }
+        if node.ceiling.is_none() != root {
+            return Err(Error::Ceiling { node: i + 1, root });
         }
     }
+    let nodes = nodes.into_iter().map(|n| Policy::Share(n).named());
     Ok(Entry {
         definition: text,
-        limits: Limits::Path(nodes.into()),
+        limits: Limits::Path(nodes.collect()),
         shadow: false,
         keyword: SHARE,
         refuses: SHARE_NODE.refuses,
@@ -216,7 +217,8 @@ pub fn lookup_path(name: &[u8]) -> Result<NamedPath, Error> {
     })
 }
 
-/// `RL.POLICY SET name policy [SHADOW]`.
+/// `RL.POLICY SET name policy [SHADOW]`, or `RL.POLICY SET name SHARE
+/// node [node ...]` (at most `ratelimit.max-path-nodes` nodes).
 pub fn set<H: Host>(command: &CommandDef, host: &mut H, args: &[H::Arg]) -> Result<Reply, Error> {
     let [_, _, name, words @ ..] = args else {
         return Err(Error::Arity(command.name));
