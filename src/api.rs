@@ -78,6 +78,14 @@ pub fn parse_share<A: AsRef<[u8]>>(args: &[A]) -> Result<crate::commands::share:
     crate::commands::share::parse(share, args)
 }
 
+/// Parses a named policy's definition as `RL.POLICY SET name` takes it
+/// after the name, and as the RDB keeps it: a policy as in RL.ALL,
+/// optionally `SHADOW`, or `SHARE node [node ...]`. Returns its canonical
+/// text (what `RL.POLICY GET` answers).
+pub fn parse_definition<A: AsRef<[u8]>>(words: &[A]) -> Result<Vec<u8>, Error> {
+    crate::commands::named::parse_definition(words, "RL.POLICY|SET").map(|e| e.definition)
+}
+
 /// Parses RL.PEEK's arguments after the key (a policy as in RL.ALL).
 pub fn parse_peek<A: AsRef<[u8]>>(args: &[A]) -> Result<Policy, Error> {
     crate::commands::rl_peek::parse(&POLICIES, args, "RL.PEEK")

@@ -110,12 +110,17 @@ pub static MAX_POLICIES: Bound = Bound::new("max-policies", 10_000, 1, 10_000_00
 /// The longest policy name in bytes.
 pub static MAX_POLICY_NAME: Bound = Bound::new("max-policy-name", 256, 1, 65_536);
 
+/// The most nodes a named path (`RL.POLICY SET name SHARE node ...`)
+/// has: what one call by its name decides and writes. A literal RL.SHARE
+/// path is bounded by the call's own arguments.
+pub static MAX_PATH_NODES: Bound = Bound::new("max-path-nodes", 32, 1, 65_536);
+
 /// Named policies `INFO ratelimit` lists, one line each, the most called
 /// first: INFO stays bounded whatever `max-policies` is.
 pub static INFO_POLICIES: Bound = Bound::new("info-policies", 100, 0, 10_000);
 
 /// Every bound, in the order `CONFIG GET ratelimit.*` lists them.
-pub static ALL: [&Bound; 11] = [
+pub static ALL: [&Bound; 12] = [
     &MAX_WAITERS_PER_KEY,
     &MAX_WAITERS_PER_FLOW,
     &MAX_WAITERS,
@@ -126,6 +131,7 @@ pub static ALL: [&Bound; 11] = [
     &MAX_LEASES_PER_KEY,
     &MAX_POLICIES,
     &MAX_POLICY_NAME,
+    &MAX_PATH_NODES,
     &INFO_POLICIES,
 ];
 

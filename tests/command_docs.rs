@@ -104,6 +104,10 @@ const POLICY: &str = "(GCRA limit:integer period:string [BURST burst:integer] | 
                       CONCURRENCY limit:integer ttl:string | \
                       POLICY name:string)";
 
+/// An RL.SHARE node.
+const NODE: &str = "limit:integer period:string [BURST burst:integer] [CEIL ceil:integer] \
+                    [CBURST cburst:integer] [MAXDEBT maxdebt:string]";
+
 #[test]
 fn every_command_documents_its_arguments() {
     let s = Server::start();
@@ -143,6 +147,18 @@ fn every_command_documents_its_arguments() {
         ),
         ("rl.peek", format!("key:key {POLICY}")),
         (
+            "rl.share",
+            format!(
+                "numkeys:integer key:key... ({NODE}... | POLICY name:string) \
+                 [COST cost:integer] [DRYRUN] \
+                 [WAIT timeout:string [FLOW flow:string [WEIGHT weight:integer]]]"
+            ),
+        ),
+        (
+            "rl.share.peek",
+            format!("numkeys:integer key:key... ({NODE}... | POLICY name:string)"),
+        ),
+        (
             "cl.throttle",
             "key:key max_burst:integer count:integer period:integer [quantity:integer]".into(),
         ),
@@ -161,7 +177,16 @@ fn every_command_documents_its_arguments() {
     for (command, synopsis) in expected {
         let doc = docs(&mut c, command);
         assert_eq!(command_synopsis(&doc), synopsis, "{command}");
-        assert_eq!(text(field(&doc, "since").expect("since")), "0.1.0");
+        let since = if command.starts_with("rl.share") {
+            "0.2.0"
+        } else {
+            "0.1.0"
+        };
+        assert_eq!(
+            text(field(&doc, "since").expect("since")),
+            since,
+            "{command}"
+        );
         assert_eq!(text(field(&doc, "group").expect("group")), "module");
         assert_eq!(text(field(&doc, "module").expect("module")), "ratelimit");
         let summary = text(field(&doc, "summary").expect("summary"));

@@ -129,7 +129,7 @@ fn bad_input_is_an_error_naming_it_and_changes_nothing() {
     let cases: &[(&[&str], &str)] = &[
         (
             &["RL.POLICY", "SET", "p", "LEAKY", "1", "1s"],
-            "ERR syntax error: unknown policy 'LEAKY': expected GCRA, BUCKET, SLIDING, FIXED or CONCURRENCY",
+            "ERR syntax error: unknown policy 'LEAKY': expected GCRA, BUCKET, SLIDING, FIXED, CONCURRENCY or SHARE",
         ),
         (
             &["RL.POLICY", "SET", "p", "GCRA", "1", "1s", "COST", "2"],

@@ -35,6 +35,13 @@ fuzz_target!(|data: &[u8]| {
     check(api::parse_throttle(&argv));
     check(api::parse_all(&argv));
     check(api::parse_peek(&argv));
+    check(api::parse_share(&argv));
+    // A named policy's definition (RL.POLICY SET, and the RDB's copy),
+    // a path's nodes after SHARE included.
+    check(api::parse_definition(&argv));
+    let mut path: Vec<&[u8]> = vec![b"SHARE", b"10", b"1s", b"CEIL", b"20"];
+    path.extend(&argv);
+    check(api::parse_definition(&path));
     // The common options, after a policy's own arguments.
     let mut common: Vec<&[u8]> = vec![b"10", b"1s"];
     common.extend(&argv);

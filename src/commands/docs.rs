@@ -3,9 +3,9 @@
 
 use super::definition::{CommandDef, Grammar, RegistryOp};
 use super::grammar::{Opt, Param, Parse, PolicyDef, COMMON};
-use super::named::{OR, POLICY, SHADOW};
+use super::named::{OR, POLICY, SHADOW, SHARE};
 use super::rl_all::{COST, COSTS};
-use super::table::POLICIES;
+use super::table::{POLICIES, SHARE_NODE};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum DocType {
@@ -221,10 +221,15 @@ pub fn arguments(command: &CommandDef) -> Vec<DocArg> {
             out
         }
         Grammar::Share { node, look } => {
+            // The nodes, or `POLICY name`: a path defined by name.
+            let path = vec![
+                DocArg::parent("node", DocType::Block, policy_args(node)).multiple(),
+                DocArg::new("name", DocType::String).with_token(POLICY),
+            ];
             let mut out = vec![
                 DocArg::new("numkeys", DocType::Integer),
                 key().multiple(),
-                DocArg::parent("node", DocType::Block, policy_args(node)).multiple(),
+                DocArg::parent("path", DocType::OneOf, path),
             ];
             if !look {
                 let common: Vec<Opt> = node.common().copied().collect();
@@ -253,13 +258,22 @@ pub fn arguments(command: &CommandDef) -> Vec<DocArg> {
         Grammar::Registry(op) => {
             let name = || DocArg::new("name", DocType::String);
             match op {
-                RegistryOp::Set => vec![
-                    name(),
-                    policy_choice(&POLICIES),
-                    DocArg::new("shadow", DocType::PureToken)
-                        .with_token(SHADOW)
-                        .optional(),
-                ],
+                RegistryOp::Set => {
+                    // A limit, or a path of RL.SHARE nodes (never SHADOW).
+                    let mut policy = policy_choice(&POLICIES);
+                    let node = DocArg::parent("node", DocType::Block, policy_args(&SHARE_NODE));
+                    policy.subargs.push(
+                        DocArg::parent("share", DocType::Block, vec![node.multiple()])
+                            .with_token(SHARE),
+                    );
+                    vec![
+                        name(),
+                        policy,
+                        DocArg::new("shadow", DocType::PureToken)
+                            .with_token(SHADOW)
+                            .optional(),
+                    ]
+                }
                 RegistryOp::Get | RegistryOp::Del | RegistryOp::Stats => vec![name()],
                 RegistryOp::List => vec![DocArg::new("pattern", DocType::String)
                     .with_token("MATCH")
@@ -332,7 +346,16 @@ mod tests {
         );
         assert_eq!(get("rl.policy|list"), "[MATCH pattern:string]");
         assert!(get("rl.policy|set").starts_with("name:string (GCRA limit:integer"));
-        assert!(get("rl.policy|set").ends_with("ttl:string) [SHADOW]"));
+        assert!(get("rl.policy|set").ends_with(
+            "ttl:string | SHARE limit:integer period:string [BURST burst:integer] \
+             [CEIL ceil:integer] [CBURST cburst:integer] [MAXDEBT maxdebt:string]...) [SHADOW]"
+        ));
+        assert_eq!(
+            get("rl.share.peek"),
+            "numkeys:integer key:key... (limit:integer period:string [BURST burst:integer] \
+             [CEIL ceil:integer] [CBURST cburst:integer] [MAXDEBT maxdebt:string]... | \
+             POLICY name:string)"
+        );
         assert_eq!(
             get("rl.clock"),
             "[(SET microseconds:integer | ADVANCE microseconds:integer | HELP)]"

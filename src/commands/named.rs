@@ -8,20 +8,25 @@
 //! time, so replaying them does the same.
 
 use super::definition::{CommandDef, Grammar, RegistryOp};
-use super::grammar::{parse_common, COMMON};
-use super::grammar::{policy_named, unknown_policy};
+use super::grammar::policy_named;
+use super::grammar::{join_words, parse_common, COMMON};
 use super::policy_command::decide_one;
-use super::table::{COMMANDS, POLICIES};
+use super::table::{COMMANDS, POLICIES, SHARE_NODE};
 use super::{help, Host, Reply};
+use crate::algorithm::share::Node;
+use crate::bounds::MAX_PATH_NODES;
 use crate::engine::error::{printable, Error};
 use crate::engine::gate::Gated;
-use crate::engine::registry::{self, Entry, Handle};
+use crate::engine::registry::{self, Entry, Handle, Limits};
 use crate::engine::Verdict;
 use crate::policy::Policy;
 use smallvec::SmallVec;
+use std::sync::Arc;
 
 /// Marks a definition as shadow: decided and charged, never enforced.
 pub const SHADOW: &str = "SHADOW";
+/// Starts a definition that is a path of RL.SHARE nodes.
+pub const SHARE: &str = "SHARE";
 /// Separates the names of an RL.CHECK chain.
 pub const OR: &str = "OR";
 const MATCH: &str = "MATCH";
@@ -46,8 +51,23 @@ pub fn parse_definition<A: AsRef<[u8]>>(
     let [keyword, rest @ ..] = words else {
         return Err(Error::Arity(command));
     };
-    let definition = policy_named(&POLICIES, keyword.as_ref())
-        .ok_or_else(|| unknown_policy(&POLICIES, keyword.as_ref()))?;
+    if is(keyword.as_ref(), SHARE) {
+        if shadow {
+            return Err(Error::Combination {
+                option: SHADOW,
+                with: SHARE,
+            });
+        }
+        return parse_path(rest);
+    }
+    let definition = policy_named(&POLICIES, keyword.as_ref()).ok_or_else(|| {
+        let mut names: Vec<&str> = POLICIES.iter().map(|p| p.keyword).collect();
+        names.push(SHARE);
+        Error::UnknownPolicy {
+            given: printable(keyword.as_ref()),
+            expected: join_words(&names, "or"),
+        }
+    })?;
     let (policy, used) = definition.parse_prefix(rest)?;
     if let Some(extra) = rest.get(used) {
         return Err(Error::UnknownOption(printable(extra.as_ref())));
@@ -60,11 +80,65 @@ pub fn parse_definition<A: AsRef<[u8]>>(
     Ok(Entry {
         definition: text,
         // Decides on state written under an earlier definition of its name.
-        policy: policy.named(),
+        limits: Limits::One(policy.named()),
         shadow,
         keyword: definition.keyword,
         refuses: definition.refuses,
     })
+}
+
+/// A path's nodes after `SHARE`, as RL.SHARE takes them (leaf first, the
+/// last the root, every other with its CEIL), and nothing after them.
+/// Each node decides on state written under an earlier definition of its
+/// name by the named policies' rule of change, not as a conflicting
+/// definition.
+fn parse_path<A: AsRef<[u8]>>(mut rest: &[A]) -> Result<Entry, Error> {
+    let mut nodes: Vec<Node> = Vec::new();
+    let mut text = SHARE.as_bytes().to_vec();
+    while let Some(first) = rest.first() {
+        // After a node, what does not start as a number is no node.
+        if !nodes.is_empty() && !first.as_ref().first().is_some_and(u8::is_ascii_digit) {
+            return Err(Error::UnknownOption(printable(first.as_ref())));
+        }
+        let (node, used) = SHARE_NODE.parse_prefix(rest).map_err(|e| match e {
+            Error::PolicyArgs(_) => path_syntax(),
+            e => e,
+        })?;
+        let Policy::Share(node) = node else {
+            return Err(Error::Internal("RL.POLICY|SET"));
+        };
+        let canonical = SHARE_NODE.canonical(&rest[..used]);
+        // Without the node grammar's own keyword.
+        let words = canonical.get(SHARE_NODE.keyword.len()..).unwrap_or(&[]);
+        text.extend_from_slice(words);
+        nodes.push(node);
+        rest = rest.get(used..).unwrap_or(&[]);
+    }
+    if nodes.is_empty() {
+        return Err(path_syntax());
+    }
+    let count = nodes.len();
+    for (i, node) in nodes.iter().enumerate() {
+        let root = i + 1 == count;
+        if node.ceiling.is_none() != root {
+            return Err(Error::Ceiling { node: i + 1, root });
+        }
+    }
+    let nodes = nodes.into_iter().map(|n| Policy::Share(n).named());
+    Ok(Entry {
+        definition: text,
+        limits: Limits::Path(nodes.collect()),
+        shadow: false,
+        keyword: SHARE,
+        refuses: SHARE_NODE.refuses,
+    })
+}
+
+/// The error for a path without all of its nodes' arguments: its syntax.
+fn path_syntax() -> Error {
+    let node = SHARE_NODE.syntax();
+    let node = node.get(SHARE_NODE.keyword.len() + 1..).unwrap_or_default();
+    Error::PolicyArgs(format!("{SHARE} node [node ...], each node {node}"))
 }
 
 /// The word that names a registered policy inside RL.ALL and RL.PEEK:
@@ -97,14 +171,54 @@ pub fn lookup(name: &[u8], enforced: bool) -> Result<Named, Error> {
             return Err(Error::ShadowInAll(printable(name)));
         }
         Ok(Named {
-            policy: entry.policy.clone(),
+            policy: one_limit(name, entry)?,
             refuses: entry.refuses,
             handle,
         })
     })
 }
 
-/// `RL.POLICY SET name policy [SHADOW]`.
+/// The limit a name stands for where one limit is decided on one key: a
+/// path is refused, saying how to decide it.
+fn one_limit(name: &[u8], entry: &Entry) -> Result<Policy, Error> {
+    match &entry.limits {
+        Limits::One(policy) => Ok(policy.clone()),
+        Limits::Path(nodes) => Err(Error::PathByName {
+            name: printable(name),
+            nodes: nodes.len(),
+        }),
+    }
+}
+
+/// A registered path as RL.SHARE and RL.SHARE.PEEK take it.
+pub struct NamedPath {
+    pub nodes: Arc<[Policy]>,
+    /// Where it sits, to count the call that uses it.
+    pub handle: Handle,
+}
+
+/// The registered path `name` (`RL.SHARE numkeys key ... POLICY name`).
+pub fn lookup_path(name: &[u8]) -> Result<NamedPath, Error> {
+    registry::enabled()?;
+    registry::with(|r| {
+        let (handle, entry) = r
+            .find(name)
+            .ok_or_else(|| Error::NoSuchPolicy(printable(name)))?;
+        match &entry.limits {
+            Limits::Path(nodes) => Ok(NamedPath {
+                nodes: nodes.clone(),
+                handle,
+            }),
+            Limits::One(_) => Err(Error::NotAPath {
+                name: printable(name),
+                keyword: entry.keyword,
+            }),
+        }
+    })
+}
+
+/// `RL.POLICY SET name policy [SHADOW]`, or `RL.POLICY SET name SHARE
+/// node [node ...]` (at most `ratelimit.max-path-nodes` nodes).
 pub fn set<H: Host>(command: &CommandDef, host: &mut H, args: &[H::Arg]) -> Result<Reply, Error> {
     let [_, _, name, words @ ..] = args else {
         return Err(Error::Arity(command.name));
@@ -113,6 +227,14 @@ pub fn set<H: Host>(command: &CommandDef, host: &mut H, args: &[H::Arg]) -> Resu
     let name = name.as_ref();
     registry::with(|r| r.check(name))?;
     let entry = parse_definition(words, command.name)?;
+    let max = MAX_PATH_NODES.get();
+    if entry.limits.nodes() as u64 > max {
+        return Err(Error::AboveBound {
+            arg: "a path's number of nodes",
+            max,
+            setting: MAX_PATH_NODES.name,
+        });
+    }
     registry::with(|r| r.set(name, entry))?;
     host.replicate_verbatim();
     Ok(Reply::Ok)
@@ -222,13 +344,24 @@ pub fn check<H: Host>(command: &CommandDef, host: &mut H, args: &[H::Arg]) -> Re
     registry::enabled()?;
     let (applies, policy, shadow) = registry::with(|r| {
         let (handle, entry) = registry::first_defined(r, &names)?;
+        let policy = match &entry.limits {
+            Limits::One(policy) => policy.clone(),
+            Limits::Path(nodes) => {
+                // The name found, for the error only (a second look-up).
+                let name = names.iter().find(|n| r.get(n).is_some());
+                return Err(Error::PathByName {
+                    name: name.map_or(String::new(), |n| printable(n)),
+                    nodes: nodes.len(),
+                });
+            }
+        };
         if let Some(token) = request.charge.token().filter(|t| entry.refuses.contains(t)) {
             return Err(Error::Combination {
                 option: token,
                 with: entry.keyword,
             });
         }
-        Ok((handle, entry.policy.clone(), entry.shadow))
+        Ok((handle, policy, entry.shadow))
     })?;
     if shadow {
         // Enforcement would make the client wait; a shadow policy never does.
@@ -275,7 +408,9 @@ pub fn help<A: AsRef<[u8]>>(command: &CommandDef, args: &[A]) -> Result<Reply, E
 /// An `RL.POLICY` subcommand's syntax, as `RL.POLICY HELP` shows it.
 fn usage(op: RegistryOp) -> String {
     match op {
-        RegistryOp::Set => format!("SET <name> <policy> [{SHADOW}]"),
+        RegistryOp::Set => {
+            format!("SET <name> (<policy> [{SHADOW}] | {SHARE} <node> [<node> ...])")
+        }
         RegistryOp::Get => "GET <name>".into(),
         RegistryOp::Del => "DEL <name>".into(),
         RegistryOp::List => format!("LIST [{MATCH} <pattern>]"),
@@ -317,7 +452,7 @@ mod tests {
         let e = def("SLIDING 1000 1h approx shadow").unwrap();
         assert_eq!(e.definition, b"SLIDING 1000 1h APPROX SHADOW");
         assert!(e.shadow);
-        assert_eq!(e.policy.command(), "RL.SLIDING APPROX");
+        assert!(matches!(&e.limits, Limits::One(p) if p.command() == "RL.SLIDING APPROX"));
         // Numbers and durations in one form: equal policies read the same.
         let e = def("gcra 0100 60s burst 020").unwrap();
         assert_eq!(e.definition, b"GCRA 100 1m BURST 20");
@@ -338,11 +473,57 @@ mod tests {
     }
 
     #[test]
+    fn a_path_is_its_nodes_as_rl_share_takes_them() {
+        let e = def("share 010 60m cburst 20 ceil 50 100 3600s maxdebt 60000ms").unwrap();
+        assert_eq!(
+            e.definition,
+            b"SHARE 10 1h CBURST 20 CEIL 50 100 1h MAXDEBT 1m"
+        );
+        assert_eq!((e.keyword, e.shadow), ("SHARE", false));
+        assert_eq!(e.refuses, ["FORCE", "PARTIAL", "REFUND"]);
+        let Limits::Path(nodes) = &e.limits else {
+            panic!("not a path")
+        };
+        // Each node is named: it carries state across a change.
+        assert!(nodes.iter().all(|n| matches!(n, Policy::Named(_))));
+        assert_eq!(nodes.len(), 2);
+        // The canonical text parses back to the same entry.
+        let again = def(std::str::from_utf8(&e.definition).unwrap()).unwrap();
+        assert_eq!(again, e);
+        assert_eq!(def("SHARE 5 1s").unwrap().limits.nodes(), 1);
+        let msg = |w: &str| def(w).unwrap_err().to_string();
+        let syntax = "ERR syntax error: the policy is SHARE node [node ...], each node limit \
+                      period [BURST n] [CEIL n] [CBURST n] [MAXDEBT n]";
+        assert_eq!(msg("SHARE"), syntax);
+        assert_eq!(msg("SHARE 10 1s CEIL 20 5"), syntax);
+        assert_eq!(
+            msg("SHARE 10 1s CEIL 20 100 1s BURST"),
+            "ERR syntax error: BURST needs a value"
+        );
+        assert_eq!(
+            msg("SHARE 10 1s CEIL 20 100 1s DRYRUN"),
+            "ERR syntax error: unknown option 'DRYRUN'"
+        );
+        assert_eq!(
+            msg("SHARE 10 1s CEIL 20 100 1s SHADOW"),
+            "ERR syntax error: SHADOW cannot be combined with SHARE"
+        );
+        assert_eq!(
+            msg("SHARE 10 1s CEIL 20 20 1s CEIL 30"),
+            "ERR syntax error: node 2 is the root (the last node) and takes no CEIL"
+        );
+        assert_eq!(
+            msg("SHARE 10 1s 20 1s CEIL 30 100 1s"),
+            "ERR syntax error: node 1 needs CEIL limit: every node but the last (the root) has a ceiling"
+        );
+    }
+
+    #[test]
     fn malformed_definitions_are_rl_all_errors() {
         let msg = |w: &str| def(w).unwrap_err().to_string();
         assert_eq!(
             msg("LEAKY 1 1s"),
-            "ERR syntax error: unknown policy 'LEAKY': expected GCRA, BUCKET, SLIDING, FIXED or CONCURRENCY"
+            "ERR syntax error: unknown policy 'LEAKY': expected GCRA, BUCKET, SLIDING, FIXED, CONCURRENCY or SHARE"
         );
         assert_eq!(
             msg("GCRA 1"),

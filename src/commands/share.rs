@@ -11,12 +11,14 @@
 //! path, as RL.PEEK is at one limit: read-only, nothing after the nodes.
 
 use super::definition::{CommandDef, Grammar};
-use super::grammar::{parse_common, COMMON};
+use super::grammar::{parse_common, PolicyDef, COMMON};
 use super::rl_all::{decide_keys, keys_of};
-use super::{Host, Reply};
+use super::{named, Host, Reply};
 use crate::commands::args;
 use crate::engine::error::{printable, Error};
-use crate::engine::{self, Charge, Request};
+use crate::engine::gate::Gated;
+use crate::engine::registry::{self, Handle};
+use crate::engine::{self, Charge, Request, Verdict};
 use crate::policy::Policy;
 
 const NAME: &str = "RL.SHARE";
@@ -27,6 +29,9 @@ pub struct Call {
     pub numkeys: usize,
     pub nodes: Vec<Policy>,
     pub request: Request,
+    /// Where the path sits in the registry when given as `POLICY name`,
+    /// for its statistics.
+    pub named: Option<Handle>,
 }
 
 /// Parses everything after the command name.
@@ -40,6 +45,51 @@ pub fn parse<A: AsRef<[u8]>>(command: &CommandDef, args: &[A]) -> Result<Call, E
     let max_keys = rest.len().max(1) as u64;
     let numkeys = args::integer(numkeys.as_ref(), "numkeys", 1, max_keys)? as usize;
     let mut tail = rest.get(numkeys..).unwrap_or(&[]);
+    // A count that takes `POLICY` for a key: say that numkeys is wrong,
+    // not that what follows the keys is no node.
+    let starts_path = |w: &A| {
+        let w = w.as_ref();
+        w.first().is_some_and(u8::is_ascii_digit) || named::is_policy_word(w)
+    };
+    if !tail.first().is_some_and(starts_path) {
+        let keys = &rest[..numkeys.min(rest.len())];
+        if let Some(at) = keys
+            .iter()
+            .skip(1)
+            .position(|k| named::is_policy_word(k.as_ref()))
+        {
+            return Err(Error::Integer {
+                arg: "numkeys",
+                min: 1,
+                max: at as u64 + 1,
+            });
+        }
+    }
+    // `POLICY name`: a path defined by name, in place of the nodes.
+    if let [word] = tail {
+        if named::is_policy_word(word.as_ref()) {
+            return Err(Error::MissingValue(named::POLICY));
+        }
+    }
+    if let [word, name, options @ ..] = tail {
+        if named::is_policy_word(word.as_ref()) {
+            let path = named::lookup_path(name.as_ref())?;
+            if path.nodes.len() != numkeys {
+                return Err(Error::PathLength {
+                    name: printable(name.as_ref()),
+                    nodes: path.nodes.len(),
+                    keys: numkeys,
+                });
+            }
+            let request = options_of(node, look, options)?;
+            return Ok(Call {
+                numkeys,
+                nodes: path.nodes.to_vec(),
+                request,
+                named: Some(path.handle),
+            });
+        }
+    }
     let mut nodes = Vec::with_capacity(numkeys);
     // One node per key, each parsed whole: whatever stands where a node's
     // limit should be is read as one (its error names the argument).
@@ -73,20 +123,27 @@ pub fn parse<A: AsRef<[u8]>>(command: &CommandDef, args: &[A]) -> Result<Call, E
             }
         }
     }
+    let request = options_of(node, look, tail)?;
+    Ok(Call {
+        numkeys,
+        nodes,
+        request,
+        named: None,
+    })
+}
+
+/// The request the words after the path ask: none for a look; the
+/// common options but those a node refuses (refused by name) otherwise.
+fn options_of<A: AsRef<[u8]>>(node: &PolicyDef, look: bool, tail: &[A]) -> Result<Request, Error> {
     if look {
         return match tail.first() {
             Some(extra) => Err(Error::UnknownOption(printable(extra.as_ref()))),
-            None => Ok(Call {
-                numkeys,
-                nodes,
-                request: Request {
-                    charge: Charge::Peek,
-                    ..Request::default()
-                },
+            None => Ok(Request {
+                charge: Charge::Peek,
+                ..Request::default()
             }),
         };
     }
-    // The options a node refuses are refused by name.
     if let Some(word) = tail.iter().find(|w| {
         COMMON
             .iter()
@@ -98,12 +155,7 @@ pub fn parse<A: AsRef<[u8]>>(command: &CommandDef, args: &[A]) -> Result<Call, E
             .map_or(NAME, |o| o.token);
         return Err(Error::Combination { option, with: NAME });
     }
-    let request = parse_common(tail)?;
-    Ok(Call {
-        numkeys,
-        nodes,
-        request,
-    })
+    parse_common(tail)
 }
 
 pub fn run<H: Host>(command: &CommandDef, host: &mut H, args: &[H::Arg]) -> Result<Reply, Error> {
@@ -113,7 +165,28 @@ pub fn run<H: Host>(command: &CommandDef, host: &mut H, args: &[H::Arg]) -> Resu
     let call = parse(command, rest)?;
     let keys = keys_of(rest, call.numkeys, NAME)?;
     let gated = decide_keys(host, keys, &call.nodes, call.request).map_err(|e| named(e, keys))?;
+    if let Some(handle) = call.named {
+        record(host, handle, keys, &gated);
+    }
     Ok(Reply::of_all(gated))
+}
+
+/// Counts a call of a named path: as every named policy's, its leaf's key
+/// among the keys denied most, and per node.
+fn record<H: Host>(host: &H, handle: Handle, keys: &[H::Arg], gated: &Gated) {
+    let now = host.now();
+    let leaf = keys.first().map(AsRef::as_ref);
+    registry::with(|r| match gated {
+        Gated::Blocked => r.record_at(handle, Verdict::Waiting, None, now),
+        Gated::Now(d) => {
+            let denied = (!d.allowed).then_some(leaf).flatten();
+            r.record_at(handle, Verdict::of(d.allowed), denied, now);
+            if let Some(stats) = r.stats_at(handle) {
+                let lender = d.lender.map(usize::from);
+                stats.record_nodes(d.decisions.iter().map(|x| x.allowed), d.blocked_by, lender);
+            }
+        }
+    });
 }
 
 /// A node's conflicting definition named by its key rather than its

@@ -332,7 +332,7 @@ pub static COMMANDS: [CommandDef; COMMAND_COUNT] = [
         },
         flags: "write deny-oom getkeys-api",
         more_acl_categories: "",
-        summary: "Admits a request along a path of limits, leaf first, where a node over its assured rate borrows its parent's unused rate up to its ceiling.",
+        summary: "Admits a request along a path of limits, leaf first (given as nodes, or by name with POLICY), where a node over its assured rate borrows its parent's unused rate up to its ceiling.",
         cost: Cost::Linear(
             "O(N) where N is the number of keys; plus O(log(W)) with WAIT or when a key \
              has waiters, where W is the number of waiting clients",
@@ -475,8 +475,8 @@ pub static COMMANDS: [CommandDef; COMMAND_COUNT] = [
         // Changes every limiter that uses the name: an administrator's.
         flags: "write deny-oom",
         more_acl_categories: "admin dangerous",
-        summary: "Defines or redefines a named policy, as RL.ALL writes a policy, optionally SHADOW.",
-        cost: Cost::Constant,
+        summary: "Defines or redefines a named policy, as RL.ALL writes a policy (optionally SHADOW), or a path of RL.SHARE nodes after SHARE.",
+        cost: Cost::Linear("O(1) for a limit; O(N) for a SHARE path of N nodes"),
         since: "0.2.0",
         run: Handler::PolicySet,
     },
@@ -644,7 +644,7 @@ mod tests {
             ("RL.CHECK", write_slow),
             (
                 "RL.POLICY|SET",
-                ("write deny-oom fast", "write fast admin dangerous"),
+                ("write deny-oom", "write slow admin dangerous"),
             ),
             ("RL.POLICY|GET", ("readonly fast", "read fast")),
             (

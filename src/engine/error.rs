@@ -161,6 +161,23 @@ pub enum Error {
     },
     /// A lease identifier RL.ACQUIRE returned for another key.
     LeaseOfAnotherKey,
+    /// A named path used where one limit is decided on one key (RL.CHECK,
+    /// `POLICY name` in RL.ALL and RL.PEEK).
+    PathByName {
+        name: String,
+        nodes: usize,
+    },
+    /// A named single limit (its keyword) given to RL.SHARE.
+    NotAPath {
+        name: String,
+        keyword: &'static str,
+    },
+    /// RL.SHARE's keys not one per node of the named path.
+    PathLength {
+        name: String,
+        nodes: usize,
+        keys: usize,
+    },
 }
 
 fn plural(n: usize, one: &str, many: &str) -> String {
@@ -396,6 +413,23 @@ impl std::fmt::Display for Error {
                 "ERR named policies are off: load the module with 'policies on'"
             ),
             Error::NoSuchPolicy(name) => write!(f, "ERR no policy named '{name}'"),
+            Error::PathByName { name, nodes } => write!(
+                f,
+                "ERR policy '{name}' is a SHARE path of {}: use RL.SHARE numkeys key [key ...] \
+                 POLICY {name}",
+                plural(*nodes, "node", "nodes")
+            ),
+            Error::NotAPath { name, keyword } => write!(
+                f,
+                "ERR policy '{name}' is {keyword}, not a SHARE path: use RL.CHECK key {name}"
+            ),
+            Error::PathLength { name, nodes, keys } => write!(
+                f,
+                "ERR syntax error: policy '{name}' is a path of {}, got {}: one key per node, \
+                 leaf first",
+                plural(*nodes, "node", "nodes"),
+                plural(*keys, "key", "keys")
+            ),
             Error::NoPolicyOfChain(names) => {
                 write!(f, "ERR none of the policies {names} is defined")
             }
@@ -523,6 +557,19 @@ mod tests {
                 given: "x".into(),
             },
             Error::Internal("RL.GCRA"),
+            Error::PathByName {
+                name: "org".into(),
+                nodes: 2,
+            },
+            Error::NotAPath {
+                name: "plan".into(),
+                keyword: "GCRA",
+            },
+            Error::PathLength {
+                name: "org".into(),
+                nodes: 3,
+                keys: 2,
+            },
         ];
         for e in all {
             let m = e.to_string();

@@ -14,7 +14,7 @@ use crate::policy::Policy;
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 /// One named policy.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -23,13 +23,46 @@ pub struct Entry {
     /// keywords in upper case, numbers and durations in one form (`60s` is
     /// `1m`), then `SHADOW` if marked: equal policies, equal text.
     pub definition: Vec<u8>,
-    pub policy: Policy,
+    pub limits: Limits,
     /// Decides and charges as if enforced, but always admits.
     pub shadow: bool,
     /// The algorithm's keyword (`GCRA`), as errors name it.
     pub keyword: &'static str,
     /// Common options the policy's algorithm does not take.
     pub refuses: &'static [&'static str],
+}
+
+/// What a name stands for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Limits {
+    /// One limit (`GCRA 100 1m`), decided on one key (RL.CHECK, `POLICY
+    /// name` in RL.ALL and RL.PEEK).
+    One(Policy),
+    /// A path of RL.SHARE nodes, leaf first (`SHARE node [node ...]`),
+    /// decided on as many keys (`RL.SHARE numkeys key ... POLICY name`).
+    Path(Arc<[Policy]>),
+}
+
+impl Limits {
+    /// The nodes of a path; none for one limit.
+    pub fn nodes(&self) -> usize {
+        match self {
+            Limits::One(_) => 0,
+            Limits::Path(nodes) => nodes.len(),
+        }
+    }
+}
+
+/// What the calls through one node of a named path did: `allowed` and
+/// `denied` as the node's own answer in the reply (whether the leaf's
+/// request could pass it), `blocked` the denials whose wait it set
+/// (`blocked_by`), `lent` the admissions that used its assured rate.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct NodeStats {
+    pub allowed: u64,
+    pub denied: u64,
+    pub blocked: u64,
+    pub lent: u64,
 }
 
 /// What the calls naming one policy did on this server: RL.CHECK, and
@@ -50,6 +83,9 @@ pub struct PolicyStats {
     /// The keys this policy's own decision denied most (shadow denials
     /// included).
     pub top_denied: TopDenied,
+    /// A path's counts per node, leaf first (empty for one limit); a node
+    /// keeps its counts by its place in the path across redefinitions.
+    pub nodes: Vec<NodeStats>,
 }
 
 impl PolicyStats {
@@ -68,6 +104,30 @@ impl PolicyStats {
         }
         if let Some(key) = denied_key {
             self.top_denied.add(key, now);
+        }
+    }
+
+    /// Counts one decided call through a path's nodes: each node's answer
+    /// (`allowed[i]`), the node that set a denial's wait, the node that
+    /// lent an admission's rate.
+    pub fn record_nodes(
+        &mut self,
+        allowed: impl Iterator<Item = bool>,
+        blocked_by: Option<usize>,
+        lender: Option<usize>,
+    ) {
+        for (node, allowed) in self.nodes.iter_mut().zip(allowed) {
+            if allowed {
+                node.allowed += 1;
+            } else {
+                node.denied += 1;
+            }
+        }
+        if let Some(node) = blocked_by.and_then(|i| self.nodes.get_mut(i)) {
+            node.blocked += 1;
+        }
+        if let Some(node) = lender.and_then(|i| self.nodes.get_mut(i)) {
+            node.lent += 1;
         }
     }
 
@@ -114,6 +174,17 @@ struct Slot {
     name: Vec<u8>,
     entry: Entry,
     stats: PolicyStats,
+}
+
+impl Slot {
+    /// Defines the slot's name again: its counts stay (a path's per node,
+    /// by place: nodes added start at zero, nodes cut lose theirs).
+    fn define(&mut self, entry: Entry) {
+        self.stats
+            .nodes
+            .resize(entry.limits.nodes(), NodeStats::default());
+        self.entry = entry;
+    }
 }
 
 /// The policies in slots (at most `ratelimit.max-policies`), found by name
@@ -168,7 +239,7 @@ impl Registry {
     pub fn set(&mut self, name: &[u8], entry: Entry) -> Result<(), Error> {
         self.check(name)?;
         match self.slot_of(name) {
-            Some(i) => self.slots[i].entry = entry,
+            Some(i) => self.slots[i].define(entry),
             None => self.push(name.to_vec(), entry, PolicyStats::default()),
         }
         Ok(())
@@ -176,7 +247,11 @@ impl Registry {
 
     fn push(&mut self, name: Vec<u8>, entry: Entry, stats: PolicyStats) {
         self.by_name.insert(name.clone(), self.slots.len());
-        self.slots.push(Slot { name, entry, stats });
+        let mut slot = Slot { name, entry, stats };
+        slot.stats
+            .nodes
+            .resize(slot.entry.limits.nodes(), NodeStats::default());
+        self.slots.push(slot);
     }
 
     /// Whether there was such a policy.
@@ -211,7 +286,7 @@ impl Registry {
                 .map(|i| std::mem::take(&mut old.slots[i].stats))
                 .unwrap_or_default();
             match self.slot_of(&name) {
-                Some(i) => self.slots[i].entry = entry,
+                Some(i) => self.slots[i].define(entry),
                 None => self.push(name, entry, stats),
             }
         }
@@ -229,6 +304,12 @@ impl Registry {
         if let Some(slot) = self.slots.get_mut(handle.0) {
             slot.stats.record(verdict, denied_key, now);
         }
+    }
+
+    /// The counts of the policy found at `handle`, to count a call
+    /// through a path's nodes ([`PolicyStats::record_nodes`]).
+    pub fn stats_at(&mut self, handle: Handle) -> Option<&mut PolicyStats> {
+        self.slots.get_mut(handle.0).map(|s| &mut s.stats)
     }
 
     /// The counts of a defined policy (zero before its first call).
@@ -287,7 +368,10 @@ impl Registry {
     /// Zeroes every policy's counts (`CONFIG RESETSTAT`).
     pub fn reset_stats(&mut self) {
         for slot in &mut self.slots {
-            slot.stats = PolicyStats::default();
+            slot.stats = PolicyStats {
+                nodes: vec![NodeStats::default(); slot.entry.limits.nodes()],
+                ..PolicyStats::default()
+            };
         }
     }
 
@@ -496,7 +580,11 @@ mod tests {
     fn entry(text: &str) -> Entry {
         Entry {
             definition: text.as_bytes().to_vec(),
-            policy: Policy::Fixed(FixedWindow::new(10, Micros::new(1_000_000), false)),
+            limits: Limits::One(Policy::Fixed(FixedWindow::new(
+                10,
+                Micros::new(1_000_000),
+                false,
+            ))),
             shadow: false,
             keyword: "FIXED",
             refuses: &[],
@@ -609,6 +697,59 @@ mod tests {
         r.remove(b"p");
         r.set(b"p", entry("FIXED 2 1s")).unwrap();
         assert_eq!(r.stats(b"p").unwrap().calls, 0);
+    }
+
+    /// An entry standing for a path of `n` nodes.
+    fn path(n: usize) -> Entry {
+        let Limits::One(node) = entry("x").limits else {
+            unreachable!()
+        };
+        Entry {
+            limits: Limits::Path(vec![node; n].into()),
+            ..entry("SHARE ...")
+        }
+    }
+
+    #[test]
+    fn a_path_counts_per_node_by_place() {
+        let mut r = Registry::default();
+        let now = Micros::new(1);
+        r.set(b"p", path(2)).unwrap();
+        let (handle, _) = r.find(b"p").unwrap();
+        let stats = r.stats_at(handle).unwrap();
+        // Admitted on the leaf's own rate; denied with the root's wait.
+        stats.record_nodes([true, false].into_iter(), None, Some(0));
+        stats.record_nodes([false, false].into_iter(), Some(1), None);
+        let node = |allowed, denied, blocked, lent| NodeStats {
+            allowed,
+            denied,
+            blocked,
+            lent,
+        };
+        assert_eq!(
+            r.stats(b"p").unwrap().nodes,
+            [node(1, 1, 0, 1), node(0, 2, 1, 0)]
+        );
+        // Redefined with three nodes: the first two keep theirs.
+        r.set(b"p", path(3)).unwrap();
+        let nodes = r.stats(b"p").unwrap().nodes;
+        assert_eq!(nodes[..2], [node(1, 1, 0, 1), node(0, 2, 1, 0)]);
+        assert_eq!(nodes[2], NodeStats::default());
+        // A single limit has none; a reset keeps a path's places.
+        r.set(b"p", entry("FIXED 1 1s")).unwrap();
+        assert!(r.stats(b"p").unwrap().nodes.is_empty());
+        r.set(b"q", path(2)).unwrap();
+        r.record_at(r.find(b"q").unwrap().0, Verdict::Allowed, None, now);
+        r.reset_stats();
+        let q = r.stats(b"q").unwrap();
+        assert_eq!((q.calls, q.nodes.len()), (0, 2));
+        // Loaded from a save, the counts of a path still defined stay.
+        let (handle, _) = r.find(b"q").unwrap();
+        if let Some(stats) = r.stats_at(handle) {
+            stats.record_nodes([true, true].into_iter(), None, Some(1));
+        }
+        r.replace(vec![(b"q".to_vec(), path(2))]);
+        assert_eq!(r.stats(b"q").unwrap().nodes[1], node(1, 0, 0, 1));
     }
 
     #[test]

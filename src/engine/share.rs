@@ -7,24 +7,39 @@ use super::{write_all, Charge, KeyError, Outcome, PerLimit, Request};
 use crate::algorithm::share::{self, Definition, Node, NodeState};
 use crate::algorithm::Micros;
 use crate::bounds::work::{self, Work};
+use crate::codec::StateError;
 use crate::engine::error::Error;
 use crate::engine::store::Store;
-use crate::policy::share::{read_stored, write};
+use crate::policy::share::{carry, read_stored, write};
 use crate::policy::{Policy, StateWrite};
 
-/// The nodes when `policies` are a path of RL.SHARE nodes.
-pub(super) fn path(policies: &[Policy]) -> Option<PerLimit<Node>> {
-    let first = policies.first()?;
-    if !matches!(first, Policy::Share(_)) {
-        return None;
-    }
-    policies
-        .iter()
-        .map(|p| match p {
-            Policy::Share(node) => Some(*node),
+/// A path of RL.SHARE nodes, leaf first.
+pub(super) struct Path {
+    pub nodes: PerLimit<Node>,
+    /// Defined by name (`RL.POLICY SET name SHARE ...`): a node stored
+    /// under another definition is carried to the path's
+    /// ([`crate::policy::share::carry`]), not refused, and a key holding
+    /// another algorithm's state restarts, as for every named policy.
+    pub named: bool,
+}
+
+/// The path when `policies` are RL.SHARE nodes (all given literally, or
+/// all by name).
+pub(super) fn path(policies: &[Policy]) -> Option<Path> {
+    let node = |p: &Policy| match p {
+        Policy::Share(node) => Some((*node, false)),
+        Policy::Named(named) => match named.as_ref() {
+            Policy::Share(node) => Some((*node, true)),
             _ => None,
-        })
-        .collect()
+        },
+        _ => None,
+    };
+    let (_, named) = node(policies.first()?)?;
+    let nodes = policies
+        .iter()
+        .map(|p| node(p).filter(|(_, n)| *n == named).map(|(node, _)| node))
+        .collect::<Option<PerLimit<Node>>>()?;
+    Some(Path { nodes, named })
 }
 
 /// Decides `request` at the leaf of `nodes` (node `i` over key `i`), and
@@ -33,27 +48,39 @@ pub(super) fn path(policies: &[Policy]) -> Option<PerLimit<Node>> {
 /// [`share::refund`]).
 pub(super) fn decide<S: Store>(
     store: &mut S,
-    nodes: &[Node],
+    path: &Path,
     now: Micros,
     request: Request,
     lender: Option<usize>,
 ) -> Result<Outcome, KeyError> {
+    let nodes = &path.nodes[..];
     work::add(Work::Decisions, nodes.len() as u64);
     let mut states: PerLimit<NodeState> = PerLimit::with_capacity(nodes.len());
     for (key, node) in nodes.iter().enumerate() {
         let stored = store.value(key).map_err(|error| KeyError { key, error })?;
-        let (state, definition) = read_stored(stored).map_err(|e| KeyError {
-            key,
-            error: Error::state(crate::codec::Kind::Share.name(), e),
-        })?;
-        if let Some(stored) = definition.filter(|d| *d != node.definition) {
-            let error = Error::Redefined {
-                key: String::new(),
-                stored: words(&stored),
-                given: words(&node.definition),
-            };
-            return Err(KeyError { key, error });
-        }
+        let (state, definition) = match read_stored(stored) {
+            Ok(read) => read,
+            // Named: another algorithm's state restarts the node.
+            Err(StateError::OtherKind(_)) if path.named => (NodeState::default(), None),
+            Err(e) => {
+                return Err(KeyError {
+                    key,
+                    error: Error::state(crate::codec::Kind::Share.name(), e),
+                })
+            }
+        };
+        let state = match definition.filter(|d| *d != node.definition) {
+            None => state,
+            Some(stored) if path.named => carry(state, &stored, node, now),
+            Some(stored) => {
+                let error = Error::Redefined {
+                    key: String::new(),
+                    stored: words(&stored),
+                    given: words(&node.definition),
+                };
+                return Err(KeyError { key, error });
+            }
+        };
         states.push(state);
     }
     let cost = request.cost;
@@ -124,6 +151,56 @@ fn duration(t: Micros) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::engine::store::MemoryStore;
+
+    fn node(limit: u64) -> Policy {
+        let hour = Micros::from_secs(3_600);
+        Policy::Share(
+            Node::new(Definition {
+                limit,
+                period: hour,
+                burst: limit,
+                ceil: None,
+                cburst: limit,
+                max_debt: Micros::from_secs(60),
+            })
+            .unwrap(),
+        )
+    }
+
+    /// How many of `n` one-unit requests `policies` admit on `store`.
+    fn admit(store: &mut MemoryStore, policies: &[Policy], n: u64) -> Result<u64, Error> {
+        let now = Micros::from_secs(1_000_000);
+        let mut admitted = 0;
+        for _ in 0..n {
+            let out = crate::engine::decide(store, policies, now, Request::default())
+                .map_err(|e| e.error)?;
+            admitted += u64::from(out.allowed);
+        }
+        Ok(admitted)
+    }
+
+    #[test]
+    fn a_named_path_carries_a_node_another_definition_wrote() {
+        let mut store = MemoryStore::new(1);
+        assert_eq!(admit(&mut store, &[node(2)], 3), Ok(2));
+        // Given literally with another definition: refused, nothing written.
+        let before = store.clone();
+        let e = admit(&mut store, &[node(4)], 1).unwrap_err();
+        assert!(matches!(e, Error::Redefined { .. }), "{e:?}");
+        assert_eq!(store, before);
+        // By name: the 2 used carry, 2 more fit, and the node is stored
+        // with the new definition.
+        assert_eq!(admit(&mut store, &[node(4).named()], 3), Ok(2));
+        assert!(admit(&mut store, &[node(4)], 1).is_ok());
+        // A key of another algorithm: refused given literally, restarted by
+        // name.
+        let mut store = MemoryStore::new(1);
+        let gcra = crate::algorithm::gcra::Gcra::new(1, Micros::from_secs(1), 1).unwrap();
+        assert_eq!(admit(&mut store, &[Policy::Gcra(gcra)], 1), Ok(1));
+        assert!(admit(&mut store, &[node(2)], 1).is_err());
+        assert_eq!(admit(&mut store, &[node(2).named()], 3), Ok(2));
+    }
 
     #[test]
     fn a_conflicting_definition_is_an_err_naming_both() {

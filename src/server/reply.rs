@@ -235,10 +235,12 @@ pub fn policy_stats(ctx: Ctx, stats: &PolicyStats, top: &[TopKey]) {
         (c"shadow_denied", stats.shadow_denied),
         (c"waits", stats.waits),
     ];
+    // A path's counts per node follow, as a last field.
+    let fields = counts.len() + 1 + usize::from(!stats.nodes.is_empty());
     if resp3 {
-        ffi::reply_map(ctx, counts.len() + 1);
+        ffi::reply_map(ctx, fields);
     } else {
-        ffi::reply_array(ctx, 2 * (counts.len() + 1));
+        ffi::reply_array(ctx, 2 * fields);
     }
     for (name, value) in counts {
         ffi::reply_name(ctx, name);
@@ -251,5 +253,28 @@ pub fn policy_stats(ctx: Ctx, stats: &PolicyStats, top: &[TopKey]) {
         ffi::reply_bulk(ctx, &t.key);
         ffi::reply_int(ctx, to_i64(t.count));
         ffi::reply_int(ctx, to_i64(t.error));
+    }
+    if stats.nodes.is_empty() {
+        return;
+    }
+    ffi::reply_name(ctx, c"nodes");
+    ffi::reply_array(ctx, stats.nodes.len());
+    for node in &stats.nodes {
+        let counts = [
+            (c"calls", node.allowed + node.denied),
+            (c"allowed", node.allowed),
+            (c"denied", node.denied),
+            (c"blocked", node.blocked),
+            (c"lent", node.lent),
+        ];
+        if resp3 {
+            ffi::reply_map(ctx, counts.len());
+        } else {
+            ffi::reply_array(ctx, 2 * counts.len());
+        }
+        for (name, value) in counts {
+            ffi::reply_name(ctx, name);
+            ffi::reply_int(ctx, to_i64(value));
+        }
     }
 }
