@@ -264,7 +264,7 @@ LOAD_END=$(load)
 # The report (Markdown).
 {
     echo "Run of $DATE_START UTC, \`make bench-summary\` (\`scripts/bench_summary.sh\`), commit" \
-        "$(git rev-parse --short HEAD 2>/dev/null || echo none)$(git diff --quiet HEAD 2>/dev/null || echo ' with changes')," \
+        "$(git rev-parse --short HEAD 2>/dev/null || echo none)$(git diff --quiet HEAD -- src scripts Cargo.toml Cargo.lock 2>/dev/null || echo ' with changes')," \
         "load average $LOAD_START at the start and $LOAD_END at the end;" \
         "$(nproc) cores ($(awk -F': ' '/model name/ {print $2; exit}' /proc/cpuinfo)), $("$RL_SERVER" --version | awk '{print $1, $3}' | sed 's/v=//')," \
         "server and client pinned to different cores: $([ ${#SERVER_PIN[@]} -gt 0 ] && echo yes || echo no)." \
