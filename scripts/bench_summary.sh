@@ -21,8 +21,8 @@
 # with the same core pinning. A row whose module or command is missing is
 # skipped, and the output says so.
 #
-# Knobs (environment): REDIS_CELL, ROUNDS (3), REQUESTS per measurement
-# (100000), KEYSPACE (100000), CLIENTS (50), PIPELINE (16), MEM_KEYS
+# Knobs (environment): REDIS_CELL, ROUNDS (5), REQUESTS per measurement
+# (60000), KEYSPACE (100000), CLIENTS (50), PIPELINE (16), MEM_KEYS
 # (100000), CG_REQUESTS for callgrind (3000; 0 skips it), WAITERS (1000; 0
 # skips them), MODULE, OUT (target/bench-summary).
 set -euo pipefail
@@ -30,8 +30,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 # shellcheck source=scripts/lib.sh
 . scripts/lib.sh
-ROUNDS=${ROUNDS:-3}
-REQUESTS=${REQUESTS:-100000}
+ROUNDS=${ROUNDS:-5}
+REQUESTS=${REQUESTS:-60000}
 KEYSPACE=${KEYSPACE:-100000}
 CLIENTS=${CLIENTS:-50}
 PIPELINE=${PIPELINE:-16}
@@ -135,13 +135,16 @@ for i in "${!CASES[@]}"; do
 done
 CASES=("${CASES[@]}")
 
-# Speed: every row on both keyspaces, round after round (interleaved), each
-# measurement after a FLUSHALL. speed.tsv: round, scenario, label, rps, p99.
+# Speed: every row on both keyspaces, round after round (interleaved; each
+# round starts one row further on, so that no row always follows the same
+# one), each measurement after a FLUSHALL. speed.tsv: round, scenario,
+# label, rps, p99.
 speed() {
-    local round line label server cmd scenario key range csv
+    local round i line label server cmd scenario key range csv n=${#CASES[@]}
     : >"$OUT/speed.tsv"
     for round in $(seq 1 "$ROUNDS"); do
-        for line in "${CASES[@]}"; do
+        for i in $(seq 0 $((n - 1))); do
+            line=${CASES[$(((i + round - 1) % n))]}
             IFS='|' read -r label server cmd <<<"$line"
             for scenario in random hot; do
                 if [ $scenario = hot ]; then key=bench:hot range=(); else key=bench:__rand_int__ range=(-r "$KEYSPACE"); fi
@@ -298,14 +301,14 @@ LOAD_END=$(load)
     FILENAME ~ /memory/ { mem[$1] = $2; next }
     FILENAME ~ /callgrind/ { cgr[$1] = $2; cgh[$1] = $3; next }
     END {
-        print "| command | req/s, " keys " keys | × SET | p99 ms | req/s, one hot key | × SET | bytes per key (× SET) | instructions per request, keys / hot key (× SET, keys) |"
-        print "|---|---:|---:|---:|---:|---:|---:|---:|"
+        print "| command | req/s, " keys " keys | × SET | p99 ms | one hot key: req/s × SET | bytes per key (× SET) | instructions per request, keys / hot key (× SET, keys) |"
+        print "|---|---:|---:|---:|---:|---:|---:|"
         for (i = 1; i <= n; i++) {
             l = order[i]
             cg = (l in cgr && cgr[l]) ? sprintf("%d / %d%s", cgr[l], cgh[l], ratio(cgr[l], cgr[base])) : "–"
             mm = (l in mem) ? sprintf("%.0f%s", mem[l], ratio(mem[l], mem[base])) : "–"
-            printf "| %s | %.0f | %.2f | %.2f | %.0f | %.2f | %s | %s |\n", l, stat("random", l, "rps"), \
-                stat("random", l, "x"), stat("random", l, "p99"), stat("hot", l, "rps"), stat("hot", l, "x"), mm, cg
+            printf "| %s | %.0f | %.2f | %.2f | %.2f | %s | %s |\n", l, stat("random", l, "rps"), \
+                stat("random", l, "x"), stat("random", l, "p99"), stat("hot", l, "x"), mm, cg
         }
     }' "$OUT/speed.tsv" "$OUT/memory.tsv" "$OUT/callgrind.tsv"
     if [ -s "$OUT/waiters.tsv" ]; then
