@@ -313,7 +313,7 @@ LOAD_END=$(load)
     }' "$OUT/speed.tsv" "$OUT/memory.tsv" "$OUT/callgrind.tsv"
     if [ -s "$OUT/waiters.tsv" ]; then
         echo
-        awk -F'\t' -v n="$WAITERS" '
+        awk -F'\t' -v n="$(echo "$WAITERS" | sed ':a; s/\B[0-9]\{3\}\>/,&/; ta')" '
         function field(s, k,    a, i, m, kv) { m = split(s, a, " "); for (i = 1; i <= m; i++) { split(a[i], kv, "="); if (kv[1] == k) return kv[2] } return 0 }
         { used[$1] = field($2, "used_memory_per_client"); block[$1] = field($2, "used_memory_per_block"); heap[$1] = field($2, "module_heap_per_client") }
         END {
