@@ -9,7 +9,7 @@ PREFIX  ?= /usr/local
 MODULEDIR ?= $(PREFIX)/lib/redis/modules
 SUDO    := $(shell [ "$$(id -u)" -eq 0 ] || echo sudo)
 
-.PHONY: run test test-python test-node bench-node test-valkey test-repeat test-matrix build install dist test-dist deps deps-valkey lint unit bench bench-wait bench-stall bench-fair bench-overhead bench-waiters demo fuzz clean
+.PHONY: run test test-python test-node bench-node test-valkey test-repeat test-matrix build install dist test-dist deps deps-valkey lint unit bench bench-summary bench-wait bench-stall bench-fair bench-overhead bench-waiters demo fuzz clean
 
 ## Install what a fresh Debian machine lacks (redis-server, libclang for bindgen).
 deps:
@@ -129,6 +129,16 @@ unit:
 bench: build
 	cargo build --release --example lease_bench
 	./scripts/bench.sh
+
+## The one-screen summary at the top of docs/performance.md, in about 3
+## minutes: req/s, p99, bytes per key and instructions per request beside
+## SET, INCR, a Lua script and redis-cell (REDIS_CELL=path/to/libredis_cell.so,
+## built from its own clone; its row is skipped without), and a waiter's
+## memory beside BLPOP's. Prints Markdown with the load average.
+REDIS_CELL ?=
+bench-summary: build
+	cargo build --release --example waiters_bench
+	REDIS_CELL="$(REDIS_CELL)" ./scripts/bench_summary.sh
 
 ## WAIT timeout: retry storms against waiting (200 and 1,000 clients on one
 ## key), 10,000 waiters on as many keys, 1,000 in one key's line.
