@@ -284,13 +284,6 @@ impl Registry {
             .collect()
     }
 
-    /// Zeroes every policy's counts (`CONFIG RESETSTAT`).
-    pub fn reset_stats(&mut self) {
-        for slot in &mut self.slots {
-            slot.stats = PolicyStats::default();
-        }
-    }
-
     /// The names matching the glob `pattern` (all without one), sorted.
     pub fn names(&self, pattern: Option<&[u8]>) -> Vec<&[u8]> {
         let mut names: Vec<&[u8]> = self
