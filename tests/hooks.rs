@@ -9,7 +9,7 @@
 
 mod common;
 use common::blocking::*;
-use common::topology::{info_field, wait_until};
+use common::topology::{info_field, wait_until, work};
 use common::*;
 use redis::Connection;
 use std::time::Duration;
@@ -225,4 +225,48 @@ fn expiry_rename_and_flush_of_a_waited_key_wake_its_line() {
         wait_until("no waiter", 10, || waiting(&mut c) == 0);
         call(&mut c, &["FLUSHDB"]).unwrap();
     }
+}
+
+/// The names with a line at 1,000 lines (1,000 times one): a `DEL` of
+/// 1,000 names without a line decides nothing; a `DEL` of the 1,000
+/// waited names wakes each line's waiter, decided once and admitted.
+#[test]
+fn a_thousand_lines_are_woken_by_their_names_and_by_no_other() {
+    let n = 1000;
+    let server = Server::with(Config::default().arg("maxclients", "1200"));
+    let mut c = server.conn();
+    clock_set(&mut c, T0);
+    let names: Vec<String> = (0..n).map(|i| format!("w:{i}")).collect();
+    let mut waiters: Vec<Connection> = names
+        .iter()
+        .map(|name| {
+            decide(&mut c, &["RL.GCRA", name, "1", "1h"]);
+            let mut w = server.conn();
+            w.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+            send(&mut w, &["RL.GCRA", name, "1", "1h", "WAIT", "100d"]);
+            w
+        })
+        .collect();
+    await_waiting(&mut c, n as u64);
+    let before = work(&mut c);
+    let mut others = vec!["DEL".to_string()];
+    others.extend((0..n).map(|i| format!("other:{i}")));
+    call(&mut c, &strs(&others)).unwrap();
+    call(&mut c, &["PING"]).unwrap();
+    assert_eq!(work(&mut c), before, "names without a line");
+    assert_eq!(waiting(&mut c), n as u64);
+
+    let mut waited = vec!["DEL".to_string()];
+    waited.extend(names.iter().cloned());
+    call(&mut c, &strs(&waited)).unwrap();
+    for w in &mut waiters {
+        assert_eq!(recv5(w)[0], 1);
+    }
+    wait_until("no waiter", 30, || waiting(&mut c) == 0);
+    let after = work(&mut c);
+    assert_eq!(
+        (after.0 - before.0, after.1 - before.1),
+        (n as u64, 2 * n as u64),
+        "per line one decision, and its waiter touched twice: woken, admitted"
+    );
 }
