@@ -305,7 +305,7 @@ const MIGRATE: Watched = Watched::Keys {
 };
 
 /// The watched commands, lower case (each a word of letters only, which
-/// [`same_word`] relies on).
+/// [`ends`] relies on).
 const WATCHED: [(&[u8], Watched); 20] = [
     (b"del", ALL),
     (b"unlink", ALL),
@@ -363,10 +363,38 @@ fn may_be_watched(name: &[u8]) -> bool {
     mask & (1 << (first & 31)) != 0
 }
 
-/// Whether `name` is `word` in any case (`word`: lower-case letters).
-fn same_word(name: &[u8], word: &[u8]) -> bool {
-    name.len() == word.len() && name.iter().zip(word).all(|(a, b)| a | 0x20 == *b)
+/// A name of 3 to 9 bytes as its first and last 4 (the 3 bytes twice for
+/// a name of 3), each byte with its 0x20 bit set: for a word of letters,
+/// as the [`WATCHED`] are, equal ends mean the same word in any case, but
+/// for the middle byte of a name of 9 (which a command `PEXPIxEAT` would
+/// pass, to cost a spurious look at its key).
+const fn ends(name: &[u8]) -> (u32, u32) {
+    const FOLD: u32 = 0x2020_2020;
+    let n = name.len();
+    if n < 4 {
+        let mut word = 0u32;
+        let mut i = 0;
+        while i < n {
+            word |= (name[i] as u32) << (8 * i);
+            i += 1;
+        }
+        return (word | FOLD, word | FOLD);
+    }
+    let head = u32::from_le_bytes([name[0], name[1], name[2], name[3]]);
+    let tail = u32::from_le_bytes([name[n - 4], name[n - 3], name[n - 2], name[n - 1]]);
+    (head | FOLD, tail | FOLD)
 }
+
+/// The [`ends`] of each of the [`WATCHED`], in order.
+const ENDS: [(u32, u32); WATCHED.len()] = {
+    let mut all = [(0, 0); WATCHED.len()];
+    let mut i = 0;
+    while i < WATCHED.len() {
+        all[i] = ends(WATCHED[i].0);
+        i += 1;
+    }
+    all
+};
 
 /// Per name length from [`SHORTEST`] and first letter (its low 5 bits),
 /// the places in [`WATCHED`] of the names that begin so, plus one (0: none).
@@ -394,9 +422,11 @@ const fn slots() -> [[[u8; 2]; 32]; LONGEST - SHORTEST + 1] {
 fn watched(name: &[u8]) -> Option<Watched> {
     let first = *name.first()?;
     let slot = SLOTS.get(name.len().wrapping_sub(SHORTEST))?[usize::from(first & 31)];
+    let ends = ends(name);
     slot.iter()
-        .filter_map(|&place| WATCHED.get(usize::from(place).checked_sub(1)?))
-        .find(|(word, _)| same_word(name, word))
+        .filter_map(|&place| usize::from(place).checked_sub(1))
+        .find(|&i| ENDS.get(i) == Some(&ends))
+        .and_then(|i| WATCHED.get(i))
         .map(|&(_, w)| w)
 }
 
