@@ -453,7 +453,9 @@ fn look(fctx: *mut raw::RedisModuleCommandFilterCtx, name: &[u8]) {
             // Redis; only SET's count decides (the loop stops at the last
             // argument).
             // SAFETY: `fctx` is the live filter context of this call.
-            if min > first + 1 && unsafe { filter_arg(fctx, min - 1) }.is_empty() {
+            let absent =
+                || unsafe { api!(RedisModule_CommandFilterArgGet)(fctx, min - 1) }.is_null();
+            if min > first + 1 && absent() {
                 return;
             }
             // SAFETY: as above.
