@@ -10,7 +10,8 @@
 #   policies     the module with `policies on`
 #   used         the module after RL.GCRA calls (no client ever waited)
 #   waiting      WAITERS (10) clients blocked in `RL.GCRA … WAIT 1000h`
-#   after        the same clients admitted and gone (nobody waits any more)
+#   after        the same clients admitted and gone (nobody waits any more,
+#                the command filter gone; the expiry and eviction events stay)
 # Commands: GET, SET, INCR, EXPIRE, SET … PX and LPUSH on one hot key (that
 # exists: EXPIRE sets its TTL each time) and DEL of as many keys that exist,
 # each REQUESTS (20000) times on one connection (`redis-cli --pipe`: the
@@ -61,6 +62,7 @@ stop_waiters() {
 }
 
 ratelimit_waiting() { cli INFO ratelimit | tr -d '\r' | awk -F: '/^ratelimit_waiting:/ {print $2}'; }
+ratelimit_hooks() { cli INFO ratelimit | tr -d '\r' | awk -F: '/^ratelimit_hooks:/ {print $2}'; }
 
 # Blocks WAITERS clients on one exhausted key (1 per hour), and returns once
 # the server counts them all.
@@ -95,6 +97,13 @@ prepare() {
             [ "$(ratelimit_waiting)" = 0 ] || { echo "bench_overhead: waiters left" >&2; exit 1; }
             cli -n 1 FLUSHDB >/dev/null
             stop_waiters
+            # The command filter leaves in an event-loop iteration after the
+            # last wait ended.
+            for _ in $(seq 1 600); do
+                ratelimit_hooks | grep -q 'command_filter=0' && break
+                sleep 0.1
+            done
+            ratelimit_hooks | grep -q 'command_filter=0' || { echo "bench_overhead: the filter stayed" >&2; exit 1; }
             ;;
     esac
 }
@@ -149,6 +158,7 @@ for case_ in $CASES; do
     start_server "${args[@]}"
     VG_PID=$SERVER_PID
     prepare "$case_"
+    [ "$MODULE" = none ] || echo "$case_: ratelimit_hooks:$(ratelimit_hooks)"
     for c in "${COMMANDS[@]}"; do
         read -r net all < <(count "$c" "$case_.${c// /_}")
         PER[$case_:$c]=$net

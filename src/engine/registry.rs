@@ -365,16 +365,6 @@ impl Registry {
             .collect()
     }
 
-    /// Zeroes every policy's counts (`CONFIG RESETSTAT`).
-    pub fn reset_stats(&mut self) {
-        for slot in &mut self.slots {
-            slot.stats = PolicyStats {
-                nodes: vec![NodeStats::default(); slot.entry.limits.nodes()],
-                ..PolicyStats::default()
-            };
-        }
-    }
-
     /// The names matching the glob `pattern` (all without one), sorted.
     pub fn names(&self, pattern: Option<&[u8]>) -> Vec<&[u8]> {
         let mut names: Vec<&[u8]> = self
@@ -735,14 +725,10 @@ mod tests {
         let nodes = r.stats(b"p").unwrap().nodes;
         assert_eq!(nodes[..2], [node(1, 1, 0, 1), node(0, 2, 1, 0)]);
         assert_eq!(nodes[2], NodeStats::default());
-        // A single limit has none; a reset keeps a path's places.
+        // A single limit has none.
         r.set(b"p", entry("FIXED 1 1s")).unwrap();
         assert!(r.stats(b"p").unwrap().nodes.is_empty());
         r.set(b"q", path(2)).unwrap();
-        r.record_at(r.find(b"q").unwrap().0, Verdict::Allowed, None, now);
-        r.reset_stats();
-        let q = r.stats(b"q").unwrap();
-        assert_eq!((q.calls, q.nodes.len()), (0, 2));
         // Loaded from a save, the counts of a path still defined stay.
         let (handle, _) = r.find(b"q").unwrap();
         if let Some(stats) = r.stats_at(handle) {

@@ -16,14 +16,14 @@
 //! ...
 //! ```
 //!
-//! `CONFIG RESETSTAT` zeroes the counters. Redis has no server event for it,
-//! so a command filter watches for the command; filters run before Redis
-//! looks the command up, so a `CONFIG RESETSTAT` that Redis then refuses
-//! (ACL, inside a discarded `MULTI`) resets the counters as well. A filter
-//! costs every command of the server (about 55 instructions, 1.6 % of a
-//! `GET`), so it is registered only when a command of the module first
-//! runs: until then every counter is zero and there is nothing to reset.
-//! `ratelimit_hooks` says which per-command hooks are on.
+//! The counters count from the module's load, like a Prometheus counter:
+//! `CONFIG RESETSTAT` does not zero them (graph their rate). Redis has no
+//! server event for `CONFIG RESETSTAT`; seeing it would take a command
+//! filter, which costs every command of the server (at least 2.2 % of a `GET`),
+//! for a module that may never be used. Redis's own `INFO commandstats`
+//! rows of the module's commands are Redis's, and reset as ever.
+//! `ratelimit_hooks` says which per-command hooks are on: the command
+//! filter only while clients wait (`wait::watch`).
 
 use super::ffi::{api, Ctx};
 use super::stats;
@@ -32,13 +32,9 @@ use crate::bounds::{self, work};
 use crate::engine::registry;
 use redis_module::raw;
 use std::ffi::{c_int, CStr, CString};
-use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
-
-/// Whether the command filter is registered.
-static WATCHING: AtomicBool = AtomicBool::new(false);
 
 /// Registers the INFO callback at load, and checks the functions of the
-/// `CONFIG RESETSTAT` watch ([`watch_commands`]). The `redis_module!` macro
+/// command filter waiters need (`wait::watch`). The `redis_module!` macro
 /// registers a default callback before our init runs; registering again
 /// replaces it.
 pub fn register(ctx: Ctx) -> Result<(), String> {
@@ -56,12 +52,9 @@ pub fn register(ctx: Ctx) -> Result<(), String> {
         RedisModule_InfoAddFieldCString,
         RedisModule_InfoAddFieldULongLong,
         RedisModule_InfoBeginDictField,
-        RedisModule_InfoEndDictField,
-        RedisModule_RegisterCommandFilter,
-        RedisModule_CommandFilterArgsCount,
-        RedisModule_CommandFilterArgGet
+        RedisModule_InfoEndDictField
     );
-    if !present {
+    if !present || !wait::watch::available() {
         return Err("this server lacks the INFO or command filter API (Redis 7.0 or later)".into());
     }
     // SAFETY: during OnLoad with its context; the callbacks are plain
@@ -74,27 +67,6 @@ pub fn register(ctx: Ctx) -> Result<(), String> {
     stats::reset();
     work::reset();
     Ok(())
-}
-
-/// Registers the command filter that watches for `CONFIG RESETSTAT` and
-/// `CLIENT UNBLOCK`, once: called when a command of the module runs (so
-/// before any counter moves and before any client waits). If Redis refuses
-/// it, the next command tries again.
-pub fn watch_commands(ctx: Ctx) {
-    if WATCHING.load(Relaxed) {
-        return;
-    }
-    // SAFETY: ctx is a live context of this module; the callback is a plain
-    // function that lives as long as the module, whose filters Redis drops
-    // when it unloads.
-    let filter = unsafe {
-        api!(RedisModule_RegisterCommandFilter)(
-            ctx.0,
-            Some(watch_resetstat),
-            raw::REDISMODULE_CMDFILTER_NOSELF as c_int,
-        )
-    };
-    WATCHING.store(!filter.is_null(), Relaxed);
 }
 
 /// The INFO callback. A section that was not asked for is skipped by Redis
@@ -131,7 +103,7 @@ extern "C" fn info(ctx: *mut raw::RedisModuleInfoCtx, _for_crash_report: c_int) 
             ctx,
             c"hooks",
             &[
-                (c"command_filter", u64::from(WATCHING.load(Relaxed))),
+                (c"command_filter", u64::from(wait::watch::filtering())),
                 (c"keyspace_events", u64::from(wait::subscribed())),
             ],
         );
@@ -250,57 +222,6 @@ fn dict(ctx: *mut raw::RedisModuleInfoCtx, name: &CStr, fields: &[(&CStr, u64)])
             api!(RedisModule_InfoAddFieldULongLong)(ctx, field.as_ptr(), *value);
         }
         api!(RedisModule_InfoEndDictField)(ctx);
-    }
-}
-
-/// Sees every command before Redis runs it; resets the counters on
-/// `CONFIG RESETSTAT`, and tells the wait queue of a `CLIENT UNBLOCK`.
-/// Most commands pass on their argument count alone: a `CLIENT UNBLOCK`
-/// matters only once a client has been blocked here.
-extern "C" fn watch_resetstat(fctx: *mut raw::RedisModuleCommandFilterCtx) {
-    // SAFETY: Redis calls this with a live filter context; the arguments it
-    // returns stay valid during the call.
-    unsafe {
-        let count = api!(RedisModule_CommandFilterArgsCount)(fctx);
-        let watched = count == 2 || ((3..=4).contains(&count) && wait::ever_blocked());
-        if !watched {
-            return;
-        }
-        let word = |pos: c_int| filter_arg(fctx, pos);
-        let is = |pos: c_int, w: &[u8]| word(pos).eq_ignore_ascii_case(w);
-        if count == 2 && is(0, b"CONFIG") && is(1, b"RESETSTAT") {
-            stats::reset();
-            work::reset();
-            registry::with(|r| r.reset_stats());
-        } else if count >= 3 && is(0, b"CLIENT") && is(1, b"UNBLOCK") {
-            let id = std::str::from_utf8(word(2))
-                .ok()
-                .and_then(|s| s.parse().ok());
-            if let Some(id) = id {
-                wait::unblocking(id, count == 4 && is(3, b"ERROR"));
-            }
-        }
-    }
-}
-
-/// The bytes of the filtered command's argument `pos` (empty if absent).
-///
-/// # Safety
-/// `fctx` is the live filter context; the bytes are used only during the
-/// filter call.
-unsafe fn filter_arg<'a>(fctx: *mut raw::RedisModuleCommandFilterCtx, pos: c_int) -> &'a [u8] {
-    // SAFETY: forwarded from the caller.
-    unsafe {
-        let arg = api!(RedisModule_CommandFilterArgGet)(fctx, pos);
-        if arg.is_null() {
-            return &[];
-        }
-        let mut len = 0usize;
-        let ptr = api!(RedisModule_StringPtrLen)(arg, &mut len);
-        if ptr.is_null() || len == 0 {
-            return &[];
-        }
-        std::slice::from_raw_parts(ptr.cast::<u8>(), len)
     }
 }
 

@@ -7,7 +7,7 @@
 use super::ffi::{self, api, Ctx, RString};
 use super::host::ServerHost;
 use super::stats::{self, MAX_COMMANDS};
-use super::{acl, info, reply};
+use super::{acl, reply};
 use crate::commands::definition::{CommandDef, Keys};
 use crate::commands::docs::{self, DocArg, DocType};
 use crate::engine::error::Error;
@@ -58,7 +58,6 @@ unsafe fn dispatch(
     argc: c_int,
 ) -> c_int {
     let ctx = Ctx(ctx);
-    info::watch_commands(ctx);
     let Some(command) = table().get(index) else {
         ffi::reply_error(ctx, &Error::Internal("the command table").to_string());
         return raw::REDISMODULE_OK as c_int;

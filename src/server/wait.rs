@@ -33,6 +33,8 @@ use keyspace::ServerKeyspace;
 
 mod keyspace;
 mod leaving;
+mod names;
+pub mod watch;
 use redis_module::raw;
 use std::cell::RefCell;
 use std::ffi::{c_char, c_int, c_void};
@@ -99,10 +101,6 @@ thread_local! {
 /// How many clients wait: 0 lets every decision skip the queue.
 static WAITING: AtomicUsize = AtomicUsize::new(0);
 
-/// Whether a client was ever blocked here: until then no `CLIENT UNBLOCK`
-/// can concern a waiter, and the command filter need not read its words.
-static EVER_BLOCKED: AtomicBool = AtomicBool::new(false);
-
 /// Whether the keyspace events are subscribed ([`subscribe`]).
 static SUBSCRIBED: AtomicBool = AtomicBool::new(false);
 
@@ -112,6 +110,7 @@ fn with_state<R>(f: impl FnOnce(&mut State) -> R) -> Option<R> {
         leaving::settle(&mut state.queues);
         let r = f(&mut state);
         WAITING.store(state.queues.len(), Relaxed);
+        watch::tidy(&state.queues);
         Some(r)
     })
 }
@@ -119,11 +118,6 @@ fn with_state<R>(f: impl FnOnce(&mut State) -> R) -> Option<R> {
 /// How many clients wait now.
 pub fn waiting() -> usize {
     WAITING.load(Relaxed)
-}
-
-/// Whether any client was ever blocked by a `WAIT`.
-pub fn ever_blocked() -> bool {
-    EVER_BLOCKED.load(Relaxed)
 }
 
 /// The gate ([`gate::decide`]) for one call of command `command`: decided
@@ -201,6 +195,12 @@ impl Shell for CallShell<'_> {
 
     fn block(&mut self) -> Option<Token> {
         let bc = block(self.ctx);
+        if !bc.is_null() {
+            let db = selected_db(self.ctx);
+            for key in self.keys {
+                watch::waiting_on(db, key.as_ref());
+            }
+        }
         (!bc.is_null()).then_some(Token {
             bc,
             command: self.command,
@@ -309,11 +309,11 @@ fn block(ctx: Ctx) -> *mut raw::RedisModuleBlockedClient {
             0,
         );
         if !bc.is_null() {
-            EVER_BLOCKED.store(true, Relaxed);
             api!(RedisModule_SetDisconnectCallback)(bc, Some(on_disconnect));
             if !SUBSCRIBED.load(Relaxed) {
                 subscribe(ctx);
             }
+            watch::start(ctx);
         }
         bc
     }
@@ -405,6 +405,7 @@ fn resolve(event: Ended<KeyName, Token>) {
         result,
         charged: event.charged,
     });
+    watch::reply_pending();
     // SAFETY: `bc` is a handle from BlockClient that was still in the queue,
     // so it has not been unblocked; Redis hands the pointer to `on_reply`
     // and then to `free_privdata`, which takes the box back.
@@ -512,6 +513,7 @@ extern "C" fn free_privdata(_ctx: *mut raw::RedisModuleCtx, data: *mut c_void) {
     if !data.is_null() {
         // SAFETY: made by Box::into_raw in `resolve`; Redis frees it once.
         drop(unsafe { Box::from_raw(data.cast::<Resolved>()) });
+        watch::reply_done();
     }
 }
 
@@ -620,7 +622,8 @@ thread_local! {
 }
 
 /// Arms (once) a timer for the next event-loop iteration that takes the
-/// waiters that went away out of the queue and decides who is due.
+/// waiters that went away out of the queue, wakes the lines the command
+/// filter saw changed ([`watch`]) and decides who is due.
 fn settle_soon(ctx: Ctx) {
     if SETTLING.with(|s| s.replace(true)) {
         return;
@@ -636,11 +639,23 @@ extern "C" fn on_settle(ctx: *mut raw::RedisModuleCtx, _data: *mut c_void) {
     let _ = catch_unwind(AssertUnwindSafe(|| {
         // `with_state` settles; then whoever moved up is due now.
         with_state(|state| {
+            let now = clock::now();
+            let (names, all, dbs) = watch::take_wakes();
+            if all {
+                state.queues.wake_all(now);
+            }
+            for name in names {
+                for &db in &dbs {
+                    let key: KeyName = (db, name.clone());
+                    if state.queues.has_waiters(&key) {
+                        state.queues.wake(&key, now);
+                    }
+                }
+            }
             if ffi::writes_paused() {
                 arm(ctx, state);
                 return;
             }
-            let now = clock::now();
             process(ctx, state, now, now);
         });
     }));
@@ -689,19 +704,20 @@ pub fn subscribed() -> bool {
     SUBSCRIBED.load(Relaxed)
 }
 
-/// Subscribes the line's wake-ups to the changes that may admit sooner:
-/// a key deleted, expired, evicted, renamed or overwritten by a generic
-/// command (`DEL`, `UNLINK`, `COPY`, `RESTORE`…), and `FLUSHDB`/`FLUSHALL`.
-/// Done when the first client blocks, not at load: Redis makes a module
-/// context for every event of a subscribed class (about 500 instructions
-/// on every `EXPIRE`, `SET … PX` and `DEL` of the server), and only a key
-/// with waiters needs them. Redis 7.0 has no way to unsubscribe, so the
-/// subscription stays once made. If Redis refuses it, the next block
-/// tries again, and the waiters' timers still admit them when due.
+/// Subscribes the line's wake-ups to the changes that may admit sooner
+/// and that no command names: a key expired or evicted, `FLUSHDB`/`FLUSHALL`
+/// and `SWAPDB` (the commands that change or remove a named key are seen
+/// by the command filter, [`watch`]), and the role changes ([`leaving`]).
+/// Done when the first client blocks, not at load. Redis makes a module
+/// context only for an event of a subscribed class: an expiry or an
+/// eviction, never one of the commands a server runs most (a `DEL`, an
+/// `EXPIRE` or a `SET … PX` fire the generic class, which is why it is not
+/// subscribed); every other event costs a look at the subscribers' list.
+/// Redis 7.0 has no way to unsubscribe, so the subscription stays once
+/// made. If Redis refuses it, the next block tries again, and the
+/// waiters' timers still admit them when due.
 fn subscribe(ctx: Ctx) {
-    let types = raw::REDISMODULE_NOTIFY_GENERIC
-        | raw::REDISMODULE_NOTIFY_EXPIRED
-        | raw::REDISMODULE_NOTIFY_EVICTED;
+    let types = raw::REDISMODULE_NOTIFY_EXPIRED | raw::REDISMODULE_NOTIFY_EVICTED;
     // SAFETY: ctx is a live context of this module; the callback lives as
     // long as the module (which cannot unload while clients wait).
     let status = unsafe {
@@ -720,6 +736,15 @@ fn subscribe(ctx: Ctx) {
     if status != raw::REDISMODULE_OK as c_int {
         ffi::log_warning(ctx, "cannot subscribe to FLUSHDB");
     }
+    let swap = raw::RedisModuleEvent {
+        id: raw::REDISMODULE_EVENT_SWAPDB,
+        dataver: 1,
+    };
+    // SAFETY: as above.
+    let status = unsafe { api!(RedisModule_SubscribeToServerEvent)(ctx.0, swap, Some(on_swap)) };
+    if status != raw::REDISMODULE_OK as c_int {
+        ffi::log_warning(ctx, "cannot subscribe to SWAPDB");
+    }
     leaving::set_replica(is_replica(ctx));
     let role = raw::RedisModuleEvent {
         id: raw::REDISMODULE_EVENT_REPLICATION_ROLE_CHANGED,
@@ -734,8 +759,8 @@ fn subscribe(ctx: Ctx) {
     SUBSCRIBED.store(true, Relaxed);
 }
 
-/// A key changed behind the queue's back: the first in its line is decided
-/// at once (from a timer: no write happens inside a notification).
+/// A key expired or was evicted: the first in its line is decided at once
+/// (from a timer: no write happens inside a notification).
 extern "C" fn on_key_event(
     ctx: *mut raw::RedisModuleCtx,
     _type: c_int,
@@ -766,6 +791,25 @@ extern "C" fn on_flush(
 ) {
     // After the flush (the end sub-event), when the keys are gone.
     if WAITING.load(Relaxed) == 0 || subevent != raw::REDISMODULE_SUBEVENT_FLUSHDB_END {
+        return;
+    }
+    let ctx = Ctx(ctx);
+    let _ = catch_unwind(AssertUnwindSafe(|| {
+        with_state(|state| {
+            state.queues.wake_all(clock::now());
+            arm(ctx, state);
+        });
+    }));
+}
+
+/// `SWAPDB`: every line sees another database's keys now.
+extern "C" fn on_swap(
+    ctx: *mut raw::RedisModuleCtx,
+    _event: raw::RedisModuleEvent,
+    _subevent: u64,
+    _data: *mut c_void,
+) {
+    if WAITING.load(Relaxed) == 0 {
         return;
     }
     let ctx = Ctx(ctx);
