@@ -703,7 +703,6 @@ mod tests {
     #[test]
     fn a_path_counts_per_node_by_place() {
         let mut r = Registry::default();
-        let now = Micros::new(1);
         r.set(b"p", path(2)).unwrap();
         let (handle, _) = r.find(b"p").unwrap();
         let stats = r.stats_at(handle).unwrap();
