@@ -64,23 +64,24 @@ fn counters_move_with_allowed_denied_and_failed_calls() {
     let s = Server::start();
     let mut c = s.conn();
     clock_set(&mut c, T0);
+    // Periods of hours: no key expires on the wall clock mid-test.
     for _ in 0..3 {
-        decide(&mut c, &["RL.GCRA", "g", "2", "10s"]);
+        decide(&mut c, &["RL.GCRA", "g", "2", "10h"]);
     }
     // A dry run is a decision too.
-    decide(&mut c, &["RL.GCRA", "g", "2", "10s", "DRYRUN"]);
-    error_of(&mut c, &[b"RL.GCRA", b"g", b"0", b"10s"]);
+    decide(&mut c, &["RL.GCRA", "g", "2", "10h", "DRYRUN"]);
+    error_of(&mut c, &[b"RL.GCRA", b"g", b"0", b"10h"]);
     assert_eq!(counts(&mut c, "rl_gcra"), [5, 2, 2, 1]);
 
-    decide(&mut c, &["RL.BUCKET", "b", "1", "1", "10s"]);
-    decide(&mut c, &["RL.BUCKET", "b", "1", "1", "10s"]);
+    decide(&mut c, &["RL.BUCKET", "b", "1", "1", "10h"]);
+    decide(&mut c, &["RL.BUCKET", "b", "1", "1", "10h"]);
     assert_eq!(counts(&mut c, "rl_bucket"), [2, 1, 1, 0]);
 
-    let cell: Vec<i64> = cmd(&["CL.THROTTLE", "t", "0", "1", "10"])
+    let cell: Vec<i64> = cmd(&["CL.THROTTLE", "t", "0", "1", "36000"])
         .query(&mut c)
         .unwrap();
     assert_eq!(cell[0], 0);
-    let cell: Vec<i64> = cmd(&["CL.THROTTLE", "t", "0", "1", "10"])
+    let cell: Vec<i64> = cmd(&["CL.THROTTLE", "t", "0", "1", "36000"])
         .query(&mut c)
         .unwrap();
     assert_eq!(cell[0], 1);
@@ -88,7 +89,7 @@ fn counters_move_with_allowed_denied_and_failed_calls() {
 
     // RL.ALL counts once per call, not once per limit.
     let all = [
-        "RL.ALL", "2", "x", "y", "GCRA", "1", "10s", "GCRA", "5", "10s",
+        "RL.ALL", "2", "x", "y", "GCRA", "1", "10h", "GCRA", "5", "10h",
     ];
     call(&mut c, &all).unwrap();
     call(&mut c, &all).unwrap();
@@ -107,8 +108,8 @@ fn config_resetstat_zeroes_the_counters() {
     let s = Server::start();
     let mut c = s.conn();
     clock_set(&mut c, T0);
-    decide(&mut c, &["RL.GCRA", "g", "1", "10s"]);
-    decide(&mut c, &["RL.GCRA", "g", "1", "10s"]);
+    decide(&mut c, &["RL.GCRA", "g", "1", "10h"]);
+    decide(&mut c, &["RL.GCRA", "g", "1", "10h"]);
     assert_eq!(counts(&mut c, "rl_gcra"), [2, 1, 1, 0]);
     // Other commands with two arguments leave the counters alone.
     call(&mut c, &["CONFIG", "GET", "hz"]).unwrap();
@@ -118,7 +119,7 @@ fn config_resetstat_zeroes_the_counters() {
     assert_eq!(counts(&mut c, "rl_gcra"), [0, 0, 0, 0]);
     assert_eq!(counts(&mut c, "rl_clock"), [0, 0, 0, 0]);
     // And they count again afterwards.
-    decide(&mut c, &["RL.GCRA", "g", "1", "10s"]);
+    decide(&mut c, &["RL.GCRA", "g", "1", "10h"]);
     assert_eq!(counts(&mut c, "rl_gcra"), [1, 0, 1, 0]);
 }
 
@@ -126,14 +127,14 @@ fn config_resetstat_zeroes_the_counters() {
 fn a_reloaded_module_starts_from_zero() {
     let s = Server::start();
     let mut c = s.conn();
-    decide(&mut c, &["RL.GCRA", "g", "1", "10s"]);
+    decide(&mut c, &["RL.GCRA", "g", "1", "10h"]);
     assert_eq!(counts(&mut c, "rl_gcra"), [1, 1, 0, 0]);
     call(&mut c, &["MODULE", "UNLOAD", "ratelimit"]).unwrap();
     let path = module_path();
     let path = path.to_str().unwrap();
     call(&mut c, &["MODULE", "LOAD", path, "clock", "manual"]).unwrap();
     assert_eq!(counts(&mut c, "rl_gcra"), [0, 0, 0, 0]);
-    decide(&mut c, &["RL.GCRA", "g", "1", "10s"]);
+    decide(&mut c, &["RL.GCRA", "g", "1", "10h"]);
     assert_eq!(counts(&mut c, "rl_gcra")[0], 1);
 }
 
