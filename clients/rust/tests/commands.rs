@@ -242,12 +242,15 @@ fn blocking_connections_send_the_same_commands() {
     let s = Server::start();
     let mut c = s.conn();
     clock_set(&mut c, T0);
-    let call = Decide::new("k", Gcra::new(2, S));
+    // Two an hour: the key outlives the test on the wall clock.
+    let call = Decide::new("k", Gcra::new(2, 3_600 * S));
     assert!(call.query(&mut c).unwrap().allowed);
     let d = call.clone().cost(2).query(&mut c).unwrap();
-    assert_eq!((d.allowed, d.retry_after), (false, Some(ms(500))));
+    assert_eq!((d.allowed, d.retry_after), (false, Some(1_800 * S)));
     let mut c3 = s.conn_resp3();
-    let d = Peek::new("k", Gcra::new(2, S)).query(&mut c3).unwrap();
+    let d = Peek::new("k", Gcra::new(2, 3_600 * S))
+        .query(&mut c3)
+        .unwrap();
     assert_eq!((d.allowed, d.remaining), (true, 1));
 }
 
@@ -306,12 +309,15 @@ fn a_lease_guard_releases_when_done_or_dropped_and_renews_while_work_runs() {
     let s = Server::start();
     let mut c = s.conn();
     clock_set(&mut c, T0);
+    // Held for an hour first (the key outlives the check on the wall
+    // clock), then for 300 ms, renewed by the guard in real time.
+    let held = acquire("gpu", 1, 3_600 * S);
     let slot = acquire("gpu", 1, 300 * MS_DURATION);
     block_on(async {
         let client = client(&s, Protocol::Resp2);
-        let guard = client.acquire(&slot).await.unwrap().expect("free");
-        let denied = client.acquire(&slot).await.unwrap().err().expect("held");
-        assert_eq!(denied.retry_after, Some(300 * MS_DURATION));
+        let guard = client.acquire(&held).await.unwrap().expect("free");
+        let denied = client.acquire(&held).await.unwrap().err().expect("held");
+        assert_eq!(denied.retry_after, Some(3_600 * S));
         assert!(guard.renew().await.unwrap());
         assert!(guard.release().await.unwrap());
 
