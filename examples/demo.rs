@@ -180,7 +180,10 @@ fn start_server(module: &str) -> Result<(OwnServer, String), String> {
 }
 
 /// Replays `trace` against `alg` on its own key and its own stretch of the
-/// manual clock. `None` when the server does not have the command.
+/// manual clock, in one transaction: the server expires keys on its real
+/// clock (the manual one moves only the limits' time), and during EXEC no
+/// key expires between two requests, however slow the machine. `None` when
+/// the server does not have the command.
 pub fn replay(
     c: &mut redis::Connection,
     trace: &Trace,
@@ -188,28 +191,35 @@ pub fn replay(
     base_us: u64,
     key: &str,
 ) -> Result<Option<Run>, String> {
-    let mut admitted_us = Vec::new();
+    let mut pipe = redis::pipe();
+    pipe.atomic();
     for &t in &trace.times_us {
-        let mut pipe = redis::pipe();
         pipe.cmd("RL.CLOCK").arg("SET").arg(base_us + t).ignore();
         pipe.cmd(alg.command)
             .arg(key)
             .arg(alg.args.split_whitespace().collect::<Vec<_>>());
-        let reply: redis::RedisResult<(Vec<i64>,)> = pipe.query(c);
-        match reply {
-            Ok((fields,)) if fields.first() == Some(&1) => admitted_us.push(t),
-            Ok(_) => {}
-            // A command this build lacks (or has only as a placeholder).
-            Err(e)
-                if e.to_string().contains("unknown command")
-                    || e.to_string().contains("not implemented") =>
-            {
-                return Ok(None)
-            }
-            Err(e) => return Err(format!("{} {key}: {e}", alg.command)),
-        }
     }
-    Ok(Some(Run { admitted_us }))
+    let reply: redis::RedisResult<Vec<Vec<i64>>> = pipe.query(c);
+    match reply {
+        Ok(decisions) => {
+            let admitted_us = trace
+                .times_us
+                .iter()
+                .zip(decisions)
+                .filter(|(_, fields)| fields.first() == Some(&1))
+                .map(|(&t, _)| t)
+                .collect();
+            Ok(Some(Run { admitted_us }))
+        }
+        // A command this build lacks (or has only as a placeholder).
+        Err(e)
+            if e.to_string().contains("unknown command")
+                || e.to_string().contains("not implemented") =>
+        {
+            Ok(None)
+        }
+        Err(e) => Err(format!("{} {key}: {e}", alg.command)),
+    }
 }
 
 /// Admitted requests per second as one character each: `.` none, `1`-`9`,

@@ -14,17 +14,21 @@ use std::time::{Duration, Instant};
 
 type Lease = BlockingLeasedLimit<redis::Connection>;
 
-/// One unit a second, bursts of 10.
+/// One unit an hour, bursts of 10 (an hour, not a second: keys expire on
+/// the server's real clock, and each outlives the test however slow the
+/// machine).
 fn policy() -> Gcra {
-    Gcra::new(10, Duration::from_secs(10))
+    Gcra::new(10, 10 * HOUR)
 }
+
+const HOUR: Duration = Duration::from_secs(3_600);
 
 fn lease(s: &Server, key: &str, block: BlockLease) -> Lease {
     BlockingLeasedLimit::new(s.conn(), key, policy(), block)
 }
 
 fn remaining(c: &mut redis::Connection, key: &str) -> i64 {
-    let d: Vec<i64> = cmd(&["RL.PEEK", key, "GCRA", "10", "10s"])
+    let d: Vec<i64> = cmd(&["RL.PEEK", key, "GCRA", "10", "10h"])
         .query(c)
         .unwrap();
     d[2]
@@ -54,20 +58,20 @@ fn a_lease_takes_blocks_admits_locally_and_returns_the_rest() {
     assert!(!a.acquire_at(t).unwrap());
     assert!(!a.acquire_at(t).unwrap());
     assert_eq!(a.commands, 2);
-    // A second later one unit has accrued: a (new) manager's block of 4
+    // An hour later one unit has accrued: a (new) manager's block of 4
     // takes it.
-    advance(&mut c, SECOND);
+    advance(&mut c, 3_600 * SECOND);
     let mut d = lease(&s, "l", BlockLease::fixed(4));
     assert!(d.acquire_at(t).unwrap());
     // One of 4 and the key empty: answered locally until a block could
-    // have accrued (4 s), or at most `MAX_GAP`, without asking the store...
+    // have accrued (4 h), or at most `MAX_GAP`, without asking the store...
     assert_eq!(MAX_GAP, Duration::from_secs(1));
     assert!(!d.acquire_at(t).unwrap());
     assert!(!d.acquire_at(t + Duration::from_millis(999)).unwrap());
     assert_eq!(d.commands, 1, "the later answers were local");
     assert_eq!(remaining(&mut c, "l"), 0);
     // ...then it asks again, and a whole block has accrued.
-    advance(&mut c, 4 * SECOND);
+    advance(&mut c, 4 * 3_600 * SECOND);
     assert!(d.acquire_at(t + MAX_GAP).unwrap());
     assert_eq!(d.commands, 2);
     assert_eq!(d.lease().held(), 3);
@@ -84,7 +88,7 @@ fn a_queued_lease_waits_in_line_for_whole_blocks_one_command_each() {
     let mut c = s.conn();
     clock_set(&mut c, T0);
     let t = Instant::now();
-    let queued = || BlockLease::fixed(4).queued(Duration::from_secs(60));
+    let queued = || BlockLease::fixed(4).queued(24 * HOUR);
     let mut a = lease(&s, "q", queued());
     let mut b = lease(&s, "q", queued());
     // Whole blocks at once while they fit: 10 - 4 - 4 leaves 2.
@@ -101,9 +105,9 @@ fn a_queued_lease_waits_in_line_for_whole_blocks_one_command_each() {
         (admitted, a)
     });
     await_waiting(&mut c, 1);
-    advance(&mut c, SECOND);
+    advance(&mut c, 3_600 * SECOND);
     assert_eq!(blocking::waiting(&mut c), 1, "3 of 4 units: still waiting");
-    advance(&mut c, SECOND);
+    advance(&mut c, 3_600 * SECOND);
     let (admitted, mut a) = waiter.join().unwrap();
     assert!(admitted, "the whole block came");
     assert_eq!((a.commands, a.lease().held()), (2, 3));

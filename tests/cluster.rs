@@ -4,12 +4,18 @@
 //! replicate (each shard's replica has its primary's digest); RL.ALL,
 //! RL.SHARE and RL.SHARE.PEEK answer CROSSSLOT for keys in different slots
 //! and work with hash tags;
-//! a slot moved with SETSLOT/MIGRATE and 50 slots moved by `redis-cli
-//! --cluster reshard` keep their limiter state; a primary killed mid-run
+//! a slot moved with SETSLOT/MIGRATE and 50 slots resharded the same way
+//! keep their limiter state; a primary killed mid-run
 //! fails over to its caught-up replica and no key admits more than its
 //! limit. A client waiting (`WAIT`) on a key whose slot moves away is denied,
 //! never admitted on the old node. No node is judged failed for being slow
 //! (a node timeout of a minute): the one failover is the test's own.
+//!
+//! The test moves slots itself rather than with `redis-cli --cluster
+//! reshard`: a server that replicates `CLUSTER SETSLOT` before running it
+//! (Valkey 8) waits for its replicas' acknowledgement only as long as the
+//! command's `TIMEOUT` says (2 s if none), and redis-cli passes none. The
+//! test passes `TIMEOUT 0` (no limit) to servers that take the option.
 //!
 //! One test, so that the cluster is built once (about two seconds).
 
@@ -22,7 +28,13 @@ use std::time::{Duration, Instant};
 
 struct Cluster {
     nodes: Vec<Server>,
+    /// Whether `CLUSTER SETSLOT` takes `TIMEOUT` (learnt by trying it).
+    setslot_takes_timeout: bool,
 }
+
+/// A minute: how long a step that waits on other nodes may take before
+/// the test calls it hung. No assertion depends on it.
+const HUNG: Duration = Duration::from_secs(60);
 
 impl Cluster {
     fn start() -> Cluster {
@@ -47,8 +59,12 @@ impl Cluster {
             "cluster create: {}",
             String::from_utf8_lossy(&out.stdout)
         );
-        let cluster = Cluster { nodes };
+        let mut cluster = Cluster {
+            nodes,
+            setslot_takes_timeout: false,
+        };
         cluster.wait_healthy();
+        cluster.setslot_takes_timeout = cluster.try_setslot_timeout();
         for n in &cluster.nodes {
             clock_set(&mut n.conn(), T0);
         }
@@ -63,6 +79,86 @@ impl Cluster {
                 let info: String = redis::cmd("CLUSTER").arg("INFO").query(&mut c).unwrap();
                 info.contains("cluster_state:ok") && info.contains("cluster_slots_ok:16384")
             });
+        }
+    }
+
+    /// Tries `CLUSTER SETSLOT <slot> STABLE TIMEOUT 0` on a slot a primary
+    /// serves with no migration under way: a no-op where the server takes
+    /// the option, an error (and a no-op) where it does not.
+    fn try_setslot_timeout(&self) -> bool {
+        let primary = (0..6).find(|&i| self.is_primary(i)).expect("a primary");
+        let slot = self.ranges(primary)[0].0;
+        let mut c = self.nodes[primary].conn();
+        c.set_read_timeout(Some(HUNG)).expect("read timeout");
+        redis::cmd("CLUSTER")
+            .arg("SETSLOT")
+            .arg(slot)
+            .arg("STABLE")
+            .arg("TIMEOUT")
+            .arg(0)
+            .query::<()>(&mut c)
+            .is_ok()
+    }
+
+    /// `CLUSTER SETSLOT <slot> <how> <id>` on node `i`, waiting for its
+    /// replicas however long they take where the server may wait for them.
+    fn setslot(&self, i: usize, slot: u16, how: &str, id: &str) {
+        let mut c = self.nodes[i].conn();
+        c.set_read_timeout(Some(HUNG)).expect("read timeout");
+        let mut setslot = redis::cmd("CLUSTER");
+        setslot.arg("SETSLOT").arg(slot).arg(how).arg(id);
+        if self.setslot_takes_timeout {
+            setslot.arg("TIMEOUT").arg(0);
+        }
+        setslot
+            .query::<()>(&mut c)
+            .unwrap_or_else(|e| panic!("SETSLOT {slot} {how} on node {i}: {e}"));
+    }
+
+    /// Starts moving `slot` from `source` to `target`: IMPORTING on the
+    /// target, then MIGRATING on the source.
+    fn begin_move(&self, slot: u16, source: usize, target: usize) {
+        self.setslot(target, slot, "IMPORTING", &self.id(source));
+        self.setslot(source, slot, "MIGRATING", &self.id(target));
+    }
+
+    /// Moves every key of `slot` from `source` to `target` with MIGRATE, a
+    /// batch at a time, until the source holds none; returns the keys.
+    fn migrate_keys(&self, slot: u16, source: usize, target: usize) -> Vec<Vec<u8>> {
+        let mut src = self.nodes[source].conn();
+        let mut moved = Vec::new();
+        loop {
+            let keys: Vec<Vec<u8>> = redis::cmd("CLUSTER")
+                .arg("GETKEYSINSLOT")
+                .arg(slot)
+                .arg(1000)
+                .query(&mut src)
+                .unwrap();
+            if keys.is_empty() {
+                return moved;
+            }
+            // MIGRATE's timeout bounds each I/O wait (0 means 1 s there).
+            let _: String = redis::cmd("MIGRATE")
+                .arg("127.0.0.1")
+                .arg(self.nodes[target].port)
+                .arg("")
+                .arg(0)
+                .arg(HUNG.as_millis() as u64)
+                .arg("KEYS")
+                .arg(&keys)
+                .query(&mut src)
+                .unwrap_or_else(|e| panic!("MIGRATE slot {slot}: {e}"));
+            moved.extend(keys);
+        }
+    }
+
+    /// Ends a move: every primary learns that `target` serves `slot`, the
+    /// target first (as `redis-cli --cluster reshard` does it).
+    fn end_move(&self, slot: u16, target: usize) {
+        let target_id = self.id(target);
+        let others = (0..6).filter(|&i| i != target && self.is_primary(i));
+        for i in std::iter::once(target).chain(others) {
+            self.setslot(i, slot, "NODE", &target_id);
         }
     }
 
@@ -218,7 +314,9 @@ fn every_slot_holds_a_limiter(cluster: &Cluster) {
 
 fn every_shard_decides_and_replicates(cluster: &Cluster, client: &mut ClusterConnection) {
     every_slot_holds_a_limiter(cluster);
-    let mut workload = Workload::new(101, Windows::Long);
+    // Periods of days: no key expires on the wall clock while the test
+    // runs, so shards and replicas compare whole.
+    let mut workload = Workload::new(101, Windows::Days);
     workload.keys = 500;
     let tally = workload.run_singly(client, 2000);
     assert!(tally.allowed > 300 && tally.denied > 300, "{tally:?}");
@@ -278,7 +376,7 @@ fn rl_admits(reply: &redis::Value) -> bool {
 }
 
 fn migrated_slot_keeps_limiter_state(cluster: &Cluster, client: &mut ClusterConnection) {
-    let mut workload = Workload::new(102, Windows::Long);
+    let mut workload = Workload::new(102, Windows::Days);
     workload.keys = 30;
     workload.hash_tag = Some("migrating".into());
     workload.run_singly(client, 300);
@@ -317,33 +415,11 @@ fn migrated_slot_keeps_limiter_state(cluster: &Cluster, client: &mut ClusterConn
         })
         .collect();
 
-    let (src_id, dst_id) = (cluster.id(source), cluster.id(target));
-    let setslot = |c: &mut redis::Connection, how: &str, id: &str| {
-        let _: () = redis::cmd("CLUSTER")
-            .arg("SETSLOT")
-            .arg(slot)
-            .arg(how)
-            .arg(id)
-            .query(c)
-            .unwrap();
-    };
-    setslot(&mut dst, "IMPORTING", &src_id);
-    setslot(&mut src, "MIGRATING", &dst_id);
+    cluster.begin_move(slot, source, target);
     let started = server_ms(&mut src);
-    let _: String = redis::cmd("MIGRATE")
-        .arg("127.0.0.1")
-        .arg(cluster.nodes[target].port)
-        .arg("")
-        .arg(0)
-        .arg(5000)
-        .arg("KEYS")
-        .arg(&keys)
-        .query(&mut src)
-        .unwrap();
+    cluster.migrate_keys(slot, source, target);
     let took = server_ms(&mut dst) - started;
-    for i in (0..6).filter(|&i| cluster.is_primary(i)) {
-        setslot(&mut cluster.nodes[i].conn(), "NODE", &dst_id);
-    }
+    cluster.end_move(slot, target);
     // Same bytes; the same expiry up to MIGRATE's relative TTL, which moves
     // it later by the time between the source reading it and the target
     // restoring it: at most as long as MIGRATE took.
@@ -392,35 +468,9 @@ fn a_waiter_whose_slot_moves_away_is_denied(cluster: &Cluster) {
     wait_until("the waiter to block", 10, || {
         info_field(&mut src, "ratelimit", "ratelimit_waiting").as_deref() == Some("1")
     });
-    let (src_id, dst_id) = (cluster.id(source), cluster.id(target));
-    let setslot = |c: &mut redis::Connection, how: &str, id: &str| {
-        let _: () = redis::cmd("CLUSTER")
-            .arg("SETSLOT")
-            .arg(slot)
-            .arg(how)
-            .arg(id)
-            .query(c)
-            .unwrap();
-    };
-    setslot(&mut dst, "IMPORTING", &src_id);
-    setslot(&mut src, "MIGRATING", &dst_id);
+    cluster.begin_move(slot, source, target);
     // Every key in the slot (earlier steps put a limiter in every slot).
-    let keys: Vec<Vec<u8>> = redis::cmd("CLUSTER")
-        .arg("GETKEYSINSLOT")
-        .arg(slot)
-        .arg(1000)
-        .query(&mut src)
-        .unwrap();
-    let _: String = redis::cmd("MIGRATE")
-        .arg("127.0.0.1")
-        .arg(cluster.nodes[target].port)
-        .arg("")
-        .arg(0)
-        .arg(5000)
-        .arg("KEYS")
-        .arg(&keys)
-        .query(&mut src)
-        .unwrap();
+    let keys = cluster.migrate_keys(slot, source, target);
     // Mid-migration, the key gone: its time comes, it is denied.
     let before = clock(&mut src);
     advance(&mut src, 3_600_000_000);
@@ -428,9 +478,7 @@ fn a_waiter_whose_slot_moves_away_is_denied(cluster: &Cluster) {
     assert_eq!(reply[0], 0, "{reply:?}");
     // The later steps expect every node's clock where it was.
     clock_set(&mut src, before);
-    for i in (0..6).filter(|&i| cluster.is_primary(i)) {
-        setslot(&mut cluster.nodes[i].conn(), "NODE", &dst_id);
-    }
+    cluster.end_move(slot, target);
     let left: i64 = redis::cmd("CLUSTER")
         .arg("COUNTKEYSINSLOT")
         .arg(slot)
@@ -451,26 +499,26 @@ fn call_ok_plain(c: &mut redis::Connection, args: &[&str]) -> Vec<i64> {
         .unwrap_or_else(|e| panic!("{args:?}: {e}"))
 }
 
-/// `redis-cli --cluster reshard` moves 50 slots full of limiter keys from
-/// one primary to another; every key arrives with its bytes and its TTL.
+/// 50 slots full of limiter keys move from one primary to another, one
+/// slot after the other as `redis-cli --cluster reshard` moves them; every
+/// key arrives with its bytes and its TTL.
 fn resharding_keeps_limiter_state(cluster: &Cluster) {
     let primaries: Vec<usize> = (0..6).filter(|&i| cluster.is_primary(i)).collect();
     let (source, target) = (primaries[0], primaries[1]);
+    let slots: Vec<u16> = cluster
+        .ranges(source)
+        .into_iter()
+        .flat_map(|(a, b)| a..=b)
+        .take(50)
+        .collect();
+    assert_eq!(slots.len(), 50);
     let before = snapshot(&mut cluster.nodes[source].conn());
     let started = server_ms(&mut cluster.nodes[source].conn());
-    let out = std::process::Command::new("redis-cli")
-        .args(["--cluster", "reshard"])
-        .arg(format!("127.0.0.1:{}", cluster.nodes[source].port))
-        .args(["--cluster-from", &cluster.id(source)])
-        .args(["--cluster-to", &cluster.id(target)])
-        .args(["--cluster-slots", "50", "--cluster-yes"])
-        .output()
-        .expect("redis-cli");
-    assert!(
-        out.status.success(),
-        "reshard: {}",
-        String::from_utf8_lossy(&out.stdout)
-    );
+    for &slot in &slots {
+        cluster.begin_move(slot, source, target);
+        cluster.migrate_keys(slot, source, target);
+        cluster.end_move(slot, target);
+    }
     let took = server_ms(&mut cluster.nodes[target].conn()) - started;
     let moved = snapshot(&mut cluster.nodes[target].conn());
     let mut arrived = 0;
@@ -487,6 +535,13 @@ fn resharding_keeps_limiter_state(cluster: &Cluster) {
         }
     }
     assert!(arrived >= 50, "{arrived} keys moved with their slots");
+    let ranges = cluster.ranges(target);
+    for slot in slots {
+        assert!(
+            ranges.iter().any(|&(a, b)| (a..=b).contains(&slot)),
+            "{slot}"
+        );
+    }
     cluster.wait_healthy();
 }
 

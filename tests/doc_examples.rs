@@ -2,8 +2,9 @@
 //! block of `127.0.0.1:6379> COMMAND` or `$ redis-cli COMMAND` lines, each
 //! followed by its reply) run against
 //! a real server: a fresh server per block, loaded with `clock manual` (and
-//! `policies on` where the block uses named policies), each command sent in
-//! order and its reply compared with the one written, formatted as
+//! `policies on` where the block uses named policies), its commands sent in
+//! order (in one transaction where the server takes them all in one) and
+//! each reply compared with the one written, formatted as
 //! redis-cli prints it (whitespace aside). A block that cannot run this way
 //! is marked `<!-- not run: reason -->` on the line before it, and listed
 //! in [`NOT_RUN`].
@@ -156,8 +157,9 @@ fn run_blocks(run: &[Block], implicit_instant: bool) -> Vec<String> {
             );
             c.ok(&["RL.CLOCK", "SET", INSTANT]);
         }
-        for (args, want) in &block.steps {
-            let got = render(&c.call(args));
+        let commands: Vec<&[String]> = block.steps.iter().map(|(args, _)| &args[..]).collect();
+        for ((args, want), reply) in block.steps.iter().zip(replies(&mut c, &commands)) {
+            let got = render(&reply);
             if normal(&got) != normal(want) {
                 wrong.push(format!(
                     "line {}: {}\n   got {}\n  want {}",
@@ -170,6 +172,32 @@ fn run_blocks(run: &[Block], implicit_instant: bool) -> Vec<String> {
         }
     }
     wrong
+}
+
+/// The replies of a block's commands: all in one transaction where the
+/// server queues every one of them, one by one otherwise (a command refused
+/// as it is queued, such as one with too few arguments, aborts the
+/// transaction). The examples use periods of seconds and keys expire on the
+/// server's real clock, also under the manual one; during EXEC no key
+/// expires between two commands, however slow the machine.
+fn replies(c: &mut Raw, commands: &[&[String]]) -> Vec<Reply> {
+    c.send(&["MULTI"]);
+    for args in commands {
+        c.send(args);
+    }
+    assert_eq!(c.read(), Reply::Status("OK".into()), "MULTI");
+    let mut queued = true;
+    for _ in commands {
+        queued &= c.read() == Reply::Status("QUEUED".into());
+    }
+    if !queued {
+        assert_eq!(c.call(&["DISCARD"]), Reply::Status("OK".into()));
+        return commands.iter().map(|args| c.call(args)).collect();
+    }
+    match c.call(&["EXEC"]) {
+        Reply::Array(Some(replies)) => replies,
+        other => panic!("EXEC: {other:?}"),
+    }
 }
 
 fn read(file: &str) -> String {

@@ -64,23 +64,24 @@ fn counters_move_with_allowed_denied_and_failed_calls() {
     let s = Server::start();
     let mut c = s.conn();
     clock_set(&mut c, T0);
+    // Periods of hours: no key expires on the wall clock mid-test.
     for _ in 0..3 {
-        decide(&mut c, &["RL.GCRA", "g", "2", "10s"]);
+        decide(&mut c, &["RL.GCRA", "g", "2", "10h"]);
     }
     // A dry run is a decision too.
-    decide(&mut c, &["RL.GCRA", "g", "2", "10s", "DRYRUN"]);
-    error_of(&mut c, &[b"RL.GCRA", b"g", b"0", b"10s"]);
+    decide(&mut c, &["RL.GCRA", "g", "2", "10h", "DRYRUN"]);
+    error_of(&mut c, &[b"RL.GCRA", b"g", b"0", b"10h"]);
     assert_eq!(counts(&mut c, "rl_gcra"), [5, 2, 2, 1]);
 
-    decide(&mut c, &["RL.BUCKET", "b", "1", "1", "10s"]);
-    decide(&mut c, &["RL.BUCKET", "b", "1", "1", "10s"]);
+    decide(&mut c, &["RL.BUCKET", "b", "1", "1", "10h"]);
+    decide(&mut c, &["RL.BUCKET", "b", "1", "1", "10h"]);
     assert_eq!(counts(&mut c, "rl_bucket"), [2, 1, 1, 0]);
 
-    let cell: Vec<i64> = cmd(&["CL.THROTTLE", "t", "0", "1", "10"])
+    let cell: Vec<i64> = cmd(&["CL.THROTTLE", "t", "0", "1", "36000"])
         .query(&mut c)
         .unwrap();
     assert_eq!(cell[0], 0);
-    let cell: Vec<i64> = cmd(&["CL.THROTTLE", "t", "0", "1", "10"])
+    let cell: Vec<i64> = cmd(&["CL.THROTTLE", "t", "0", "1", "36000"])
         .query(&mut c)
         .unwrap();
     assert_eq!(cell[0], 1);
@@ -88,7 +89,7 @@ fn counters_move_with_allowed_denied_and_failed_calls() {
 
     // RL.ALL counts once per call, not once per limit.
     let all = [
-        "RL.ALL", "2", "x", "y", "GCRA", "1", "10s", "GCRA", "5", "10s",
+        "RL.ALL", "2", "x", "y", "GCRA", "1", "10h", "GCRA", "5", "10h",
     ];
     call(&mut c, &all).unwrap();
     call(&mut c, &all).unwrap();
@@ -111,8 +112,8 @@ fn the_counters_count_from_the_load_through_config_resetstat() {
     let s = Server::start();
     let mut c = s.conn();
     clock_set(&mut c, T0);
-    decide(&mut c, &["RL.GCRA", "g", "1", "10s"]);
-    decide(&mut c, &["RL.GCRA", "g", "1", "10s"]);
+    decide(&mut c, &["RL.GCRA", "g", "1", "10h"]);
+    decide(&mut c, &["RL.GCRA", "g", "1", "10h"]);
     assert_eq!(counts(&mut c, "rl_gcra"), [2, 1, 1, 0]);
     let redis_calls = |c: &mut redis::Connection| {
         common::topology::info_field(c, "commandstats", "cmdstat_rl.gcra")
@@ -123,7 +124,7 @@ fn the_counters_count_from_the_load_through_config_resetstat() {
     assert_eq!(redis_calls(&mut c), None, "Redis's own rows are reset");
     assert_eq!(counts(&mut c, "rl_gcra"), [2, 1, 1, 0]);
     assert_eq!(counts(&mut c, "rl_clock"), [1, 0, 0, 0]);
-    decide(&mut c, &["RL.GCRA", "g", "1", "10s"]);
+    decide(&mut c, &["RL.GCRA", "g", "1", "10h"]);
     assert_eq!(counts(&mut c, "rl_gcra"), [3, 1, 2, 0]);
 }
 
@@ -131,14 +132,14 @@ fn the_counters_count_from_the_load_through_config_resetstat() {
 fn a_reloaded_module_starts_from_zero() {
     let s = Server::start();
     let mut c = s.conn();
-    decide(&mut c, &["RL.GCRA", "g", "1", "10s"]);
+    decide(&mut c, &["RL.GCRA", "g", "1", "10h"]);
     assert_eq!(counts(&mut c, "rl_gcra"), [1, 1, 0, 0]);
     call(&mut c, &["MODULE", "UNLOAD", "ratelimit"]).unwrap();
     let path = module_path();
     let path = path.to_str().unwrap();
     call(&mut c, &["MODULE", "LOAD", path, "clock", "manual"]).unwrap();
     assert_eq!(counts(&mut c, "rl_gcra"), [0, 0, 0, 0]);
-    decide(&mut c, &["RL.GCRA", "g", "1", "10s"]);
+    decide(&mut c, &["RL.GCRA", "g", "1", "10h"]);
     assert_eq!(counts(&mut c, "rl_gcra")[0], 1);
 }
 

@@ -218,7 +218,10 @@ fn an_option_given_twice_is_named() {
 /// (as long as the period) waits `period_us`: still waiting 1 µs before,
 /// admitted then; a wait 1 ms shorter is denied at once.
 fn waits_exactly(c: &mut Raw, s: &Server, key: &str, period: &str, wait: &str, period_us: u64) {
-    assert_eq!(c.call(&["RL.GCRA", key, "1", period]).ints()[0], 1);
+    // Charged and kept without its TTL in one transaction: the key lives
+    // a period of wall clock, and expiring it would wake the line early.
+    let charged = c.atomically(&[&["RL.GCRA", key, "1", period][..], &["PERSIST", key]]);
+    assert_eq!(charged[0].ints()[0], 1);
     let shorter = format!("{}ms", period_us / 1_000 - 1);
     let denied = c.call(&["RL.GCRA", key, "1", period, "WAIT", &shorter]);
     assert_eq!(denied.ints()[0], 0, "WAIT {shorter}");

@@ -6,15 +6,17 @@ mod common;
 use common::topology::*;
 use common::*;
 
-/// Every algorithm and mode with 10 units per 10 s: the decision command
-/// and the same policy as RL.PEEK (and RL.ALL) write it.
+/// Every algorithm and mode with 10 units per 10 h: the decision command
+/// and the same policy as RL.PEEK (and RL.ALL) write it. Keys expire on the
+/// server's real clock, also under the manual one: with periods of hours
+/// every key written here outlives the test, however slow the machine.
 const ALGORITHMS: [(&str, &str); 6] = [
-    ("RL.GCRA", "GCRA 10 10s"),
-    ("RL.BUCKET", "BUCKET 10 1 1s"),
-    ("RL.SLIDING", "SLIDING 10 10s EXACT"),
-    ("RL.SLIDING", "SLIDING 10 10s APPROX"),
-    ("RL.SLIDING", "SLIDING 10 10s BUCKETS 5"),
-    ("RL.FIXED", "FIXED 10 10s"),
+    ("RL.GCRA", "GCRA 10 10h"),
+    ("RL.BUCKET", "BUCKET 10 1 1h"),
+    ("RL.SLIDING", "SLIDING 10 10h EXACT"),
+    ("RL.SLIDING", "SLIDING 10 10h APPROX"),
+    ("RL.SLIDING", "SLIDING 10 10h BUCKETS 5"),
+    ("RL.FIXED", "FIXED 10 10h"),
 ];
 
 fn words(s: &str) -> Vec<&str> {
@@ -71,22 +73,22 @@ fn peek_reports_what_would_be_admitted_and_changes_nothing() {
         assert_eq!(full[0], 0);
     }
     // A policy that does not match the key's state, and bad input.
-    ints(&mut c, &["RL.GCRA", "g", "10", "10s"]);
+    ints(&mut c, &["RL.GCRA", "g", "10", "10h"]);
     let cases: [(&[&[u8]], &str); 4] = [
         (
-            &[b"RL.PEEK", b"g", b"FIXED", b"10", b"10s"],
+            &[b"RL.PEEK", b"g", b"FIXED", b"10", b"10h"],
             "WRONGTYPE key holds RL.GCRA state, not RL.FIXED state",
         ),
         (
-            &[b"RL.PEEK", b"g", b"GCRA", b"10", b"10s", b"COST", b"1"],
+            &[b"RL.PEEK", b"g", b"GCRA", b"10", b"10h", b"COST", b"1"],
             "ERR syntax error: unknown option 'COST'",
         ),
         (
-            &[b"RL.PEEK", b"g", b"LEAKY", b"10", b"10s"],
+            &[b"RL.PEEK", b"g", b"LEAKY", b"10", b"10h"],
             "ERR syntax error: unknown policy 'LEAKY': expected GCRA, BUCKET, SLIDING, FIXED or CONCURRENCY",
         ),
         (
-            &[b"RL.PEEK", b"g", b"GCRA", b"0", b"10s"],
+            &[b"RL.PEEK", b"g", b"GCRA", b"0", b"10h"],
             "ERR limit must be an integer from 1 to 9223372036854775807",
         ),
     ];
@@ -109,8 +111,8 @@ fn peek_on_a_replica_agrees_and_nothing_unchanged_is_replicated() {
         ints(&mut p, &charge(i, &key, &["COST", "6"]));
     }
     wait_replicas(&mut p, 1);
-    advance(&mut p, 1_500 * MS);
-    advance(&mut r, 1_500 * MS);
+    advance(&mut p, 5_400 * SECOND);
+    advance(&mut r, 5_400 * SECOND);
     for (i, (_, name)) in ALGORITHMS.iter().enumerate() {
         let key = format!("rep:{i}");
         let on_primary = ints(&mut p, &peek(i, &key));
@@ -121,16 +123,16 @@ fn peek_on_a_replica_agrees_and_nothing_unchanged_is_replicated() {
     }
     // Fill one limiter; then nothing that changes nothing moves the
     // replication stream.
-    ints(&mut p, &["RL.GCRA", "full", "2", "10s", "COST", "2"]);
+    ints(&mut p, &["RL.GCRA", "full", "2", "10h", "COST", "2"]);
     wait_replicas(&mut p, 1);
     let offset = repl_offset(&mut p);
     let unchanged: [&[&str]; 5] = [
-        &["RL.PEEK", "full", "GCRA", "2", "10s"],
-        &["RL.GCRA", "full", "2", "10s", "DRYRUN"],
-        &["RL.GCRA", "full", "2", "10s", "COST", "2", "PARTIAL"],
-        &["RL.GCRA", "none", "2", "10s", "REFUND", "1"],
+        &["RL.PEEK", "full", "GCRA", "2", "10h"],
+        &["RL.GCRA", "full", "2", "10h", "DRYRUN"],
+        &["RL.GCRA", "full", "2", "10h", "COST", "2", "PARTIAL"],
+        &["RL.GCRA", "none", "2", "10h", "REFUND", "1"],
         &[
-            "RL.ALL", "2", "full", "x", "GCRA", "2", "10s", "FIXED", "5", "1s", "PARTIAL", "COST",
+            "RL.ALL", "2", "full", "x", "GCRA", "2", "10h", "FIXED", "5", "1h", "PARTIAL", "COST",
             "3",
         ],
     ];
@@ -139,13 +141,13 @@ fn peek_on_a_replica_agrees_and_nothing_unchanged_is_replicated() {
         assert_eq!(repl_offset(&mut p), offset, "{args:?}");
     }
     // A refund that changes the state is replicated, as its effect.
-    ints(&mut p, &["RL.GCRA", "full", "2", "10s", "REFUND", "1"]);
+    ints(&mut p, &["RL.GCRA", "full", "2", "10h", "REFUND", "1"]);
     assert!(repl_offset(&mut p) > offset);
     wait_replicas(&mut p, 1);
     assert_eq!(get_bytes(&mut r, "full"), get_bytes(&mut p, "full"));
     assert_eq!(
-        ints(&mut r, &["RL.PEEK", "full", "GCRA", "2", "10s"]),
-        ints(&mut p, &["RL.PEEK", "full", "GCRA", "2", "10s"])
+        ints(&mut r, &["RL.PEEK", "full", "GCRA", "2", "10h"]),
+        ints(&mut p, &["RL.PEEK", "full", "GCRA", "2", "10h"])
     );
 }
 
@@ -154,11 +156,11 @@ fn peek_runs_under_oom_and_breaks_no_watch() {
     let s = Server::with(Config::default().arg("maxmemory-policy", "noeviction"));
     let (mut c, mut w) = (s.conn(), s.conn());
     clock_set(&mut c, T0);
-    ints(&mut c, &["RL.GCRA", "k", "10", "10s", "COST", "4"]);
+    ints(&mut c, &["RL.GCRA", "k", "10", "10h", "COST", "4"]);
     // WATCH survives a peek at the key (and at a missing one).
     for key in ["k", "missing"] {
         let _: () = redis::cmd("WATCH").arg(key).query(&mut w).unwrap();
-        ints(&mut c, &["RL.PEEK", key, "GCRA", "10", "10s"]);
+        ints(&mut c, &["RL.PEEK", key, "GCRA", "10", "10h"]);
         let mut tx = redis::pipe();
         tx.atomic().cmd("SET").arg("marker").arg(1).ignore();
         let committed: redis::Value = tx.query(&mut w).unwrap();
@@ -171,11 +173,11 @@ fn peek_runs_under_oom_and_breaks_no_watch() {
         .arg(1)
         .query(&mut c)
         .unwrap();
-    let refused = call(&mut c, &["RL.GCRA", "k", "10", "10s"]).unwrap_err();
+    let refused = call(&mut c, &["RL.GCRA", "k", "10", "10h"]).unwrap_err();
     assert_eq!(refused.code(), Some("OOM"));
     assert_eq!(
-        ints(&mut c, &["RL.PEEK", "k", "GCRA", "10", "10s"]),
-        [1, 10, 6, -1, 4_000]
+        ints(&mut c, &["RL.PEEK", "k", "GCRA", "10", "10h"]),
+        [1, 10, 6, -1, 4 * 3_600_000]
     );
     let _: () = redis::cmd("CONFIG")
         .arg("SET")

@@ -216,6 +216,7 @@ fn check_by_name_replies_as_the_literal_command() {
     let s = policies();
     let mut c = s.conn();
     clock_set(&mut c, 1_000_000_000);
+    // Periods of an hour: the keys outlive the test on the wall clock.
     ok(
         &mut c,
         &[
@@ -224,7 +225,7 @@ fn check_by_name_replies_as_the_literal_command() {
             "plan:free",
             "GCRA",
             "10",
-            "1m",
+            "1h",
             "BURST",
             "3",
         ],
@@ -232,7 +233,7 @@ fn check_by_name_replies_as_the_literal_command() {
     for i in 0..5 {
         let literal = decide(
             &mut c,
-            &["RL.GCRA", "lit", "10", "1m", "BURST", "3", "COST", "1"],
+            &["RL.GCRA", "lit", "10", "1h", "BURST", "3", "COST", "1"],
         );
         let named = decide(
             &mut c,
@@ -256,10 +257,10 @@ fn check_by_name_replies_as_the_literal_command() {
     // A per-customer override, once defined, comes first.
     ok(
         &mut c,
-        &["RL.POLICY", "SET", "cust:7", "GCRA", "1000", "1m"],
+        &["RL.POLICY", "SET", "cust:7", "GCRA", "1000", "1h"],
     );
     let named = decide(&mut c, &["RL.CHECK", "cust", "cust:7", "OR", "plan:free"]);
-    assert_eq!(named, decide(&mut c, &["RL.GCRA", "lit2", "1000", "1m"]));
+    assert_eq!(named, decide(&mut c, &["RL.GCRA", "lit2", "1000", "1h"]));
 }
 
 /// A change applies on the next call, the key's state carried over: a

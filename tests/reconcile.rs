@@ -4,15 +4,17 @@
 mod common;
 use common::*;
 
-/// Every algorithm and mode with 10 units per 10 s (the bucket: 10
-/// tokens, one per second), as the arguments after the key.
+/// Every algorithm and mode with 10 units per 10 h (the bucket: 10
+/// tokens, one an hour), as the arguments after the key. Keys expire on the
+/// server's real clock, also under the manual one: with periods of hours
+/// every key written here outlives the test, however slow the machine.
 const ALGORITHMS: [(&str, &[&str]); 6] = [
-    ("RL.GCRA", &["10", "10s"]),
-    ("RL.BUCKET", &["10", "1", "1s"]),
-    ("RL.SLIDING", &["10", "10s", "EXACT"]),
-    ("RL.SLIDING", &["10", "10s", "APPROX"]),
-    ("RL.SLIDING", &["10", "10s", "BUCKETS", "5"]),
-    ("RL.FIXED", &["10", "10s"]),
+    ("RL.GCRA", &["10", "10h"]),
+    ("RL.BUCKET", &["10", "1", "1h"]),
+    ("RL.SLIDING", &["10", "10h", "EXACT"]),
+    ("RL.SLIDING", &["10", "10h", "APPROX"]),
+    ("RL.SLIDING", &["10", "10h", "BUCKETS", "5"]),
+    ("RL.FIXED", &["10", "10h"]),
 ];
 
 /// A call of algorithm `i` on `key` with extra arguments.
@@ -28,6 +30,8 @@ fn run(c: &mut redis::Connection, i: usize, key: &str, extra: &[&str]) -> Vec<i6
     let a = args(i, key, extra);
     cmd(&a).query(c).unwrap_or_else(|e| panic!("{a:?}: {e}"))
 }
+
+const DAY_MS: i64 = 86_400_000;
 
 fn exists(c: &mut redis::Connection, key: &str) -> bool {
     redis::cmd("EXISTS").arg(key).query::<i64>(c).unwrap() == 1
@@ -202,7 +206,7 @@ fn partial_grants_all_some_or_none() {
     let mut c3 = s.conn_resp3();
     let v = call(
         &mut c3,
-        &["RL.GCRA", "p3", "10", "10s", "COST", "4", "PARTIAL"],
+        &["RL.GCRA", "p3", "10", "10h", "COST", "4", "PARTIAL"],
     )
     .unwrap();
     let fields = resp3_map(v);
@@ -217,12 +221,13 @@ fn rl_all_with_costs_counts_requests_and_bytes() {
     let s = Server::start();
     let mut c = s.conn();
     clock_set(&mut c, T0);
-    // 100 requests and 1000 bytes per minute.
+    // 100 requests and 1000 bytes a day (a day: every key outlives the
+    // test on the wall clock).
     let limits = [
-        "RL.ALL", "2", "req", "bytes", "GCRA", "100", "1m", "FIXED", "1000", "1m",
+        "RL.ALL", "2", "req", "bytes", "GCRA", "100", "1d", "FIXED", "1000", "1d",
     ];
     let with = |tail: &[&'static str]| -> Vec<&'static str> { [&limits[..], tail].concat() };
-    // One transaction: "req" lives 600 ms of wall clock per request.
+    // One transaction: the denial is read against the state it saw.
     let charge = with(&["COSTS", "1", "600"]);
     let replies = atomically(
         &mut c,
@@ -258,16 +263,16 @@ fn rl_all_with_costs_counts_requests_and_bytes() {
     let head = [
         redis::Value::Int(0),
         redis::Value::Int(1),
-        redis::Value::Int(60_000),
+        redis::Value::Int(DAY_MS),
     ];
     assert_eq!(r[..3], head);
     let req: Vec<i64> = redis::from_redis_value(r[3].clone()).unwrap();
     let bytes: Vec<i64> = redis::from_redis_value(r[4].clone()).unwrap();
     assert_eq!((req[0], req[2]), (1, 99));
-    assert_eq!(bytes[..4], [0, 1000, 0, 60_000]);
+    assert_eq!(bytes[..4], [0, 1000, 0, DAY_MS]);
     // PARTIAL across limits: the most that every limit admits.
     let both = [
-        "RL.ALL", "2", "p1", "p2", "GCRA", "10", "10s", "FIXED", "5", "10s",
+        "RL.ALL", "2", "p1", "p2", "GCRA", "10", "10h", "FIXED", "5", "10h",
     ];
     let r: Vec<redis::Value> = cmd(&[&both[..], &["COST", "8", "PARTIAL"]].concat())
         .query(&mut c)
@@ -312,7 +317,7 @@ fn bad_charges_are_errors_and_change_nothing() {
     let s = Server::start();
     let mut c = s.conn();
     clock_set(&mut c, T0);
-    decide(&mut c, &["RL.GCRA", "k", "10", "10s", "COST", "5"]);
+    decide(&mut c, &["RL.GCRA", "k", "10", "10h", "COST", "5"]);
     let before = get_bytes(&mut c, "k");
     let max = i64::MAX;
     for (tail, msg) in [
@@ -361,7 +366,7 @@ fn bad_charges_are_errors_and_change_nothing() {
             "ERR syntax error: unknown option 'COSTS'".into(),
         ),
     ] {
-        let mut a: Vec<&[u8]> = vec![b"RL.GCRA", b"k", b"10", b"10s"];
+        let mut a: Vec<&[u8]> = vec![b"RL.GCRA", b"k", b"10", b"10h"];
         a.extend(tail.iter().map(|s| s.as_bytes()));
         assert_eq!(error_of(&mut c, &a).1, msg, "{tail:?}");
     }

@@ -105,7 +105,9 @@ fn collisions_never_admit_an_item_beyond_its_own_limit() {
     let (mut admitted, mut denied) = (0, 0);
     for _ in 0..600 {
         let r = next();
-        advance(&mut c, (r % 700) * MS);
+        // Steps of up to 42 min against windows of 10 h: the keys outlive
+        // the test on the wall clock, however slow the machine.
+        advance(&mut c, (r % 700) * 3_600 * MS);
         let item = format!("i{}", (r >> 16) % 9);
         let cost = ((r >> 32) % 3 + 1).to_string();
         let d = decide(
@@ -115,7 +117,7 @@ fn collisions_never_admit_an_item_beyond_its_own_limit() {
                 "s",
                 &item,
                 "4",
-                "10",
+                "10h",
                 "WIDTH",
                 "3",
                 "DEPTH",
@@ -129,7 +131,7 @@ fn collisions_never_admit_an_item_beyond_its_own_limit() {
             let own = format!("own:{item}");
             let mine = decide(
                 &mut c,
-                &["RL.SLIDING", &own, "4", "10", "APPROX", "COST", &cost],
+                &["RL.SLIDING", &own, "4", "10h", "APPROX", "COST", &cost],
             );
             assert_eq!(
                 mine[0], 1,
@@ -312,7 +314,8 @@ fn start_replica_of(primary: &Server) -> Server {
 fn bytes_per_request(p: &mut redis::Connection, width: &str) -> u64 {
     let key = format!("s{width}");
     let call = |item: String| {
-        let args = ["RL.SKETCH", &key, &item, "1000", "1m", "WIDTH", width];
+        // An hour: the key outlives the test on the wall clock.
+        let args = ["RL.SKETCH", &key, &item, "1000", "1h", "WIDTH", width];
         args.map(str::to_string)
     };
     let call_ok = |p: &mut redis::Connection, item: String| {
@@ -383,17 +386,19 @@ fn the_server_decides_and_stores_exactly_as_the_core() {
     let mut c = s.conn();
     let mut store = MemoryStore::new(1);
     let mut now = T0 + 7 * SECOND;
-    clock_set(&mut c, now);
+    // The core's timeline first; then the server's, in one transaction:
+    // the key lives a few seconds of wall clock, which must not pass
+    // between two of its 400 steps.
+    let mut steps = Vec::new();
     let mut seed = 0x9e37_79b9_7f4a_7c15u64;
     for _ in 0..400 {
         seed ^= seed << 13;
         seed ^= seed >> 7;
         seed ^= seed << 17;
         now += (seed % 900) * MS + seed % 1000;
-        clock_set(&mut c, now);
         let item = format!("10.1.{}", (seed >> 20) % 13);
         let cost = ((seed >> 40) % 4).to_string();
-        let mut args = vec![
+        let mut args: Vec<String> = [
             "RL.SKETCH",
             "k",
             &item,
@@ -403,19 +408,32 @@ fn the_server_decides_and_stores_exactly_as_the_core() {
             "5",
             "DEPTH",
             "3",
-        ];
-        args.extend(["COST", &cost]);
+            "COST",
+            &cost,
+        ]
+        .map(String::from)
+        .to_vec();
         if (seed >> 50).is_multiple_of(10) {
-            args.push("DRYRUN");
+            args.push("DRYRUN".into());
         }
-        let (policy, request): (_, Request) = api::parse("RL.SKETCH", &args[2..]).unwrap();
+        let words: Vec<&str> = args.iter().map(String::as_str).collect();
+        let (policy, request): (_, Request) = api::parse("RL.SKETCH", &words[2..]).unwrap();
         let want = api::decide(&mut store, &[policy], Micros::new(now), request).unwrap();
-        assert_eq!(
-            decide(&mut c, &args),
-            fields(&want.decisions[0]),
-            "{args:?}"
-        );
-        assert_eq!(get_bytes(&mut c, "k"), store.values[0], "{args:?}");
+        let stored = store.values[0].clone();
+        steps.push((now.to_string(), args, fields(&want.decisions[0]), stored));
+    }
+    let mut commands: Vec<Vec<&str>> = Vec::new();
+    for (at, args, _, _) in &steps {
+        commands.push(vec!["RL.CLOCK", "SET", at]);
+        commands.push(args.iter().map(String::as_str).collect());
+        commands.push(vec!["GET", "k"]);
+    }
+    let commands: Vec<&[&str]> = commands.iter().map(Vec::as_slice).collect();
+    let replies = atomically(&mut c, &commands);
+    for (i, (_, args, want, stored)) in steps.iter().enumerate() {
+        assert_eq!(&five(&replies[3 * i + 1]), want, "{args:?}");
+        let got: Option<Vec<u8>> = redis::from_redis_value(replies[3 * i + 2].clone()).unwrap();
+        assert_eq!(&got, stored, "{args:?}");
     }
 }
 

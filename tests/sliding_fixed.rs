@@ -323,15 +323,16 @@ fn state_of_another_kind_is_refused_and_kept() {
     let s = Server::start();
     let mut c = s.conn();
     clock_set(&mut c, T0);
-    decide(&mut c, &["RL.SLIDING", "exact", "5", "1m"]);
-    decide(&mut c, &["RL.SLIDING", "approx", "5", "1m", "APPROX"]);
+    // Periods of an hour: the keys outlive the test on the wall clock.
+    decide(&mut c, &["RL.SLIDING", "exact", "5", "1h"]);
+    decide(&mut c, &["RL.SLIDING", "approx", "5", "1h", "APPROX"]);
     decide(
         &mut c,
-        &["RL.SLIDING", "buckets", "5", "1m", "BUCKETS", "3"],
+        &["RL.SLIDING", "buckets", "5", "1h", "BUCKETS", "3"],
     );
-    decide(&mut c, &["RL.FIXED", "fixed", "5", "1m"]);
-    decide(&mut c, &["RL.FIXED", "aligned", "5", "1m", "ALIGNED"]);
-    decide(&mut c, &["RL.GCRA", "gcra", "5", "1m"]);
+    decide(&mut c, &["RL.FIXED", "fixed", "5", "1h"]);
+    decide(&mut c, &["RL.FIXED", "aligned", "5", "1h", "ALIGNED"]);
+    decide(&mut c, &["RL.GCRA", "gcra", "5", "1h"]);
     let _: () = redis::cmd("SET")
         .arg("text")
         .arg("hello")
@@ -344,43 +345,43 @@ fn state_of_another_kind_is_refused_and_kept() {
         .unwrap();
     let cases: &[(&[&[u8]], &str)] = &[
         (
-            &[b"RL.SLIDING", b"approx", b"5", b"1m"],
+            &[b"RL.SLIDING", b"approx", b"5", b"1h"],
             "WRONGTYPE key holds RL.SLIDING APPROX state, not RL.SLIDING EXACT state",
         ),
         (
-            &[b"RL.SLIDING", b"exact", b"5", b"1m", b"BUCKETS", b"3"],
+            &[b"RL.SLIDING", b"exact", b"5", b"1h", b"BUCKETS", b"3"],
             "WRONGTYPE key holds RL.SLIDING EXACT state, not RL.SLIDING BUCKETS state",
         ),
         (
-            &[b"RL.SLIDING", b"buckets", b"5", b"1m", b"APPROX"],
+            &[b"RL.SLIDING", b"buckets", b"5", b"1h", b"APPROX"],
             "WRONGTYPE key holds RL.SLIDING BUCKETS state, not RL.SLIDING APPROX state",
         ),
         (
-            &[b"RL.FIXED", b"gcra", b"5", b"1m"],
+            &[b"RL.FIXED", b"gcra", b"5", b"1h"],
             "WRONGTYPE key holds RL.GCRA state, not RL.FIXED state",
         ),
         (
-            &[b"RL.SLIDING", b"fixed", b"5", b"1m"],
+            &[b"RL.SLIDING", b"fixed", b"5", b"1h"],
             "WRONGTYPE key holds RL.FIXED state, not RL.SLIDING EXACT state",
         ),
         (
-            &[b"RL.FIXED", b"aligned", b"5", b"1m"],
+            &[b"RL.FIXED", b"aligned", b"5", b"1h"],
             "WRONGTYPE key holds RL.FIXED ALIGNED state, not RL.FIXED state",
         ),
         (
-            &[b"RL.SLIDING", b"aligned", b"5", b"1m", b"APPROX"],
+            &[b"RL.SLIDING", b"aligned", b"5", b"1h", b"APPROX"],
             "WRONGTYPE key holds RL.FIXED ALIGNED state, not RL.SLIDING APPROX state",
         ),
         (
-            &[b"RL.GCRA", b"exact", b"5", b"1m"],
+            &[b"RL.GCRA", b"exact", b"5", b"1h"],
             "WRONGTYPE key holds RL.SLIDING EXACT state, not RL.GCRA state",
         ),
         (
-            &[b"RL.FIXED", b"text", b"5", b"1m"],
+            &[b"RL.FIXED", b"text", b"5", b"1h"],
             "WRONGTYPE key holds a string that is not RL.FIXED state",
         ),
         (
-            &[b"RL.SLIDING", b"list", b"5", b"1m"],
+            &[b"RL.SLIDING", b"list", b"5", b"1h"],
             "WRONGTYPE Operation against a key holding the wrong kind of value",
         ),
     ];
@@ -406,9 +407,9 @@ fn state_of_another_kind_is_refused_and_kept() {
             .query(&mut c)
             .unwrap();
         let mut args: Vec<&[u8]> = if tag >= 0xA6 {
-            vec![b"RL.FIXED", key.as_bytes(), b"5", b"1m"]
+            vec![b"RL.FIXED", key.as_bytes(), b"5", b"1h"]
         } else {
-            vec![b"RL.SLIDING", key.as_bytes(), b"5", b"1m"]
+            vec![b"RL.SLIDING", key.as_bytes(), b"5", b"1h"]
         };
         match tag {
             0xA4 => args.push(b"APPROX"),
@@ -432,28 +433,29 @@ fn a_plain_window_on_a_boundary_is_not_aligned_state() {
     let s = Server::start();
     let mut c = s.conn();
     clock_set(&mut c, T0);
-    assert_eq!(T0 % (60 * SECOND), 0);
+    // Windows of an hour: the keys outlive the test on the wall clock.
+    assert_eq!(T0 % (3_600 * SECOND), 0);
     assert_eq!(
-        decide(&mut c, &["RL.FIXED", "p", "3", "1m", "COST", "2"]),
-        [1, 3, 1, -1, 60_000]
+        decide(&mut c, &["RL.FIXED", "p", "3", "1h", "COST", "2"]),
+        [1, 3, 1, -1, 3_600_000]
     );
     assert_eq!(get_bytes(&mut c, "p").unwrap()[0], 0xAC);
-    let (_, err) = error_of(&mut c, &[b"RL.FIXED", b"p", b"3", b"1m", b"ALIGNED"]);
+    let (_, err) = error_of(&mut c, &[b"RL.FIXED", b"p", b"3", b"1h", b"ALIGNED"]);
     assert_eq!(
         err,
         "WRONGTYPE key holds RL.FIXED state, not RL.FIXED ALIGNED state"
     );
     assert_eq!(
-        decide(&mut c, &["RL.FIXED", "a", "3", "1m", "ALIGNED"])[..3],
+        decide(&mut c, &["RL.FIXED", "a", "3", "1h", "ALIGNED"])[..3],
         [1, 3, 2]
     );
-    let (_, err) = error_of(&mut c, &[b"RL.FIXED", b"a", b"3", b"1m"]);
+    let (_, err) = error_of(&mut c, &[b"RL.FIXED", b"a", b"3", b"1h"]);
     assert_eq!(
         err,
         "WRONGTYPE key holds RL.FIXED ALIGNED state, not RL.FIXED state"
     );
     assert_eq!(
-        decide(&mut c, &["RL.FIXED", "p", "3", "1m"])[..3],
+        decide(&mut c, &["RL.FIXED", "p", "3", "1h"])[..3],
         [1, 3, 0]
     );
 }

@@ -8,20 +8,33 @@ fn readme_example() {
     let s = Server::start();
     let mut c = s.conn();
     clock_set(&mut c, T0);
-    assert_eq!(
-        decide(&mut c, &["CL.THROTTLE", "user123", "15", "30", "60", "1"]),
-        [0, 16, 15, -1, 2]
-    );
-    // Stored as redis-cell stores it: the TAT in decimal nanoseconds.
-    let tat = get_bytes(&mut c, "user123").unwrap();
-    assert_eq!(tat, ((T0 + 2 * SECOND) * 1000).to_string().as_bytes());
-    let ttl = pttl(&mut c, "user123");
-    assert!((1500..=2000).contains(&ttl), "{ttl}");
+    // The key lives 2 s of wall clock: written and read again in one
+    // transaction, so that it cannot expire in between.
+    let first = ["CL.THROTTLE", "user123", "15", "30", "60", "1"];
     // The quantity defaults to 1.
-    assert_eq!(
-        decide(&mut c, &["CL.THROTTLE", "user123", "15", "30", "60"]),
-        [0, 16, 14, -1, 4]
+    let second = ["CL.THROTTLE", "user123", "15", "30", "60"];
+    let before = server_ms(&mut c);
+    let replies = atomically(
+        &mut c,
+        &[
+            &first,
+            &["GET", "user123"],
+            &["PEXPIRETIME", "user123"],
+            &second,
+        ],
     );
+    let written = (before, server_ms(&mut c));
+    assert_eq!(five(&replies[0]), [0, 16, 15, -1, 2]);
+    // Stored as redis-cell stores it: the TAT in decimal nanoseconds.
+    let tat: Vec<u8> = redis::from_redis_value(replies[1].clone()).unwrap();
+    assert_eq!(tat, ((T0 + 2 * SECOND) * 1000).to_string().as_bytes());
+    // It expires when the TAT comes: 2 s after it was written.
+    let at: i64 = redis::from_redis_value(replies[2].clone()).unwrap();
+    assert!(
+        (written.0..=written.1).contains(&(at - 2000)),
+        "expires at {at}, written within {written:?}"
+    );
+    assert_eq!(five(&replies[3]), [0, 16, 14, -1, 4]);
 }
 
 /// redis-cell's case table: limit 5 (max_burst 4), one per second.
@@ -47,10 +60,21 @@ fn timed_cases_follow_redis_cell() {
         (9500, "2", [0, 5, 2, -1, 3]),
         (9500, "5", [1, 5, 2, 3, 3]),
     ];
-    for (i, (at, quantity, want)) in cases.iter().enumerate() {
-        clock_set(&mut c, T0 + at * MS);
-        let got = decide(&mut c, &["CL.THROTTLE", "cell", "4", "1", "1", quantity]);
-        assert_eq!(&got, want, "case {i}");
+    // The whole table in one transaction: the key lives up to 5 s of wall
+    // clock, and the table's 9.5 s pass on the manual clock only.
+    let times: Vec<String> = cases
+        .iter()
+        .map(|(at, _, _)| (T0 + at * MS).to_string())
+        .collect();
+    let mut commands: Vec<Vec<&str>> = Vec::new();
+    for ((_, quantity, _), at) in cases.iter().zip(&times) {
+        commands.push(vec!["RL.CLOCK", "SET", at]);
+        commands.push(vec!["CL.THROTTLE", "cell", "4", "1", "1", quantity]);
+    }
+    let commands: Vec<&[&str]> = commands.iter().map(Vec::as_slice).collect();
+    let replies = atomically(&mut c, &commands);
+    for (i, (_, _, want)) in cases.iter().enumerate() {
+        assert_eq!(&five(&replies[2 * i + 1]), want, "case {i}");
     }
 }
 
@@ -59,19 +83,17 @@ fn reads_keys_that_redis_cell_wrote() {
     let s = Server::start();
     let mut c = s.conn();
     clock_set(&mut c, T0);
-    // redis-cell left a TAT 3 s ahead (limit 5 per 5 s, 3 used).
-    let tat_ns = (T0 + 3 * SECOND) * 1000;
-    let _: () = redis::cmd("SET")
-        .arg("legacy")
-        .arg(tat_ns.to_string())
-        .arg("PX")
-        .arg(3000)
-        .query(&mut c)
-        .unwrap();
-    assert_eq!(
-        decide(&mut c, &["CL.THROTTLE", "legacy", "4", "5", "5"]),
-        [0, 5, 1, -1, 4]
+    // redis-cell left a TAT 3 s ahead (limit 5 per 5 s, 3 used), with the
+    // 3 s of wall clock it lives; read in the same transaction.
+    let tat_ns = ((T0 + 3 * SECOND) * 1000).to_string();
+    let replies = atomically(
+        &mut c,
+        &[
+            &["SET", "legacy", &tat_ns, "PX", "3000"],
+            &["CL.THROTTLE", "legacy", "4", "5", "5"],
+        ],
     );
+    assert_eq!(five(&replies[1]), [0, 5, 1, -1, 4]);
 }
 
 #[test]
@@ -99,7 +121,8 @@ fn hostile_keys_and_arguments_get_errors_and_change_nothing() {
         .arg("-5")
         .query(&mut c)
         .unwrap();
-    decide(&mut c, &["RL.GCRA", "ours", "1", "1"]);
+    // An hour: the key outlives the test on the wall clock.
+    decide(&mut c, &["RL.GCRA", "ours", "1", "1h"]);
     let cases: &[(&[&[u8]], &str)] = &[
         (
             &[b"CL.THROTTLE", b"list", b"1", b"1", b"1"],
@@ -161,12 +184,13 @@ fn hostile_keys_and_arguments_get_errors_and_change_nothing() {
     assert_eq!(get_bytes(&mut c, "text").unwrap(), b"not a number");
     assert_eq!(get_bytes(&mut c, "neg").unwrap(), b"-5");
     assert_eq!(get_bytes(&mut c, "k"), None);
-    // A key name that is not UTF-8 is just a key.
+    // A key name that is not UTF-8 is just a key (one an hour: it outlives
+    // the test on the wall clock).
     let r: Vec<i64> = redis::cmd("CL.THROTTLE")
         .arg(&b"\xff\xfe"[..])
         .arg(1)
         .arg(1)
-        .arg(1)
+        .arg(3600)
         .query(&mut c)
         .unwrap();
     assert_eq!(r[0], 0);
@@ -199,16 +223,17 @@ fn arguments_take_signs_as_redis_cell_does() {
     let s = Server::start();
     let mut c = s.conn();
     clock_set(&mut c, T0);
-    let signed = decide(&mut c, &["CL.THROTTLE", "a", "+5", "+10", "+60", "+2"]);
-    let plain = decide(&mut c, &["CL.THROTTLE", "b", "5", "10", "60", "2"]);
+    // Ten an hour: the keys outlive the test on the wall clock.
+    let signed = decide(&mut c, &["CL.THROTTLE", "a", "+5", "+10", "+3600", "+2"]);
+    let plain = decide(&mut c, &["CL.THROTTLE", "b", "5", "10", "3600", "2"]);
     assert_eq!(signed, plain);
-    assert_eq!(signed, [0, 6, 4, -1, 12]);
+    assert_eq!(signed, [0, 6, 4, -1, 720]);
     assert_eq!(get_bytes(&mut c, "a"), get_bytes(&mut c, "b"));
     // -0 and +0 are zero: a quantity that peeks, a burst of one.
     for zero in ["-0", "+0", "-00"] {
         assert_eq!(
-            decide(&mut c, &["CL.THROTTLE", "a", "5", "10", "60", zero]),
-            [0, 6, 4, -1, 12],
+            decide(&mut c, &["CL.THROTTLE", "a", "5", "10", "3600", zero]),
+            [0, 6, 4, -1, 720],
             "{zero}"
         );
         assert_eq!(

@@ -11,6 +11,7 @@ use common::*;
 use redis::{Connection, Value};
 
 const S: u64 = 1_000_000;
+const H: u64 = 3_600 * S;
 
 fn waits_field(c: &mut Connection, name: &str) -> u64 {
     let dict = info_field(c, "ratelimit", "ratelimit_waits").expect("ratelimit_waits");
@@ -83,18 +84,17 @@ fn admitted_at_once_or_denied_at_once() {
     let server = Server::start();
     let mut c = server.conn();
     clock_set(&mut c, T0);
+    // One an hour: the key outlives the test on the wall clock.
+    let hourly = |wait: &[&'static str]| [&["RL.GCRA", "k", "1", "1h"][..], wait].concat();
     // Admitted: the reply at once, as without WAIT.
-    assert_eq!(decide(&mut c, &strs(&gcra("k", &["WAIT", "1s"])))[0], 1);
-    // The wait (1 s) is longer than the timeout: denied at once.
+    assert_eq!(decide(&mut c, &hourly(&["WAIT", "1h"]))[0], 1);
+    // The wait (1 h) is longer than the timeout: denied at once.
     assert_eq!(
-        decide(&mut c, &strs(&gcra("k", &["WAIT", "999ms"]))),
-        [0, 1, 0, 1000, 1000]
+        decide(&mut c, &hourly(&["WAIT", "3599999ms"])),
+        [0, 1, 0, 3_600_000, 3_600_000]
     );
     // Never admittable (cost above the limit): denied at once.
-    assert_eq!(
-        decide(&mut c, &strs(&gcra("k", &["COST", "2", "WAIT", "1h"])))[3],
-        -1
-    );
+    assert_eq!(decide(&mut c, &hourly(&["COST", "2", "WAIT", "1d"]))[3], -1);
     assert_eq!(waiting(&mut c), 0);
 }
 
@@ -103,9 +103,10 @@ fn three_waiters_are_admitted_in_arrival_order_whatever_their_costs() {
     let server = Server::start();
     let mut ctl = server.conn();
     clock_set(&mut ctl, T0);
-    // 10 tokens, one more per second: empty it.
+    // 10 tokens, one more an hour (the key outlives the test on the wall
+    // clock; expiring, it would wake the line): empty it.
     let bucket = |cost: &str, wait: Option<&str>| {
-        let mut v = vec!["RL.BUCKET", "k", "10", "1", "1s", "COST", cost];
+        let mut v = vec!["RL.BUCKET", "k", "10", "1", "1h", "COST", cost];
         if let Some(w) = wait {
             v.extend(["WAIT", w]);
         }
@@ -114,21 +115,21 @@ fn three_waiters_are_admitted_in_arrival_order_whatever_their_costs() {
     assert_eq!(decide(&mut ctl, &strs(&bucket("10", None)))[0], 1);
     let mut waiters: Vec<Connection> = (0..3).map(|_| server.conn()).collect();
     for (i, (w, cost)) in waiters.iter_mut().zip(["5", "1", "3"]).enumerate() {
-        send(w, &strs(&bucket(cost, Some("1m"))));
+        send(w, &strs(&bucket(cost, Some("1d"))));
         await_waiting(&mut ctl, i as u64 + 1);
     }
-    // The 1-token waiter would fit after 1 s, but it came second.
-    advance(&mut ctl, 5 * S - 1);
+    // The 1-token waiter would fit after 1 h, but it came second.
+    advance(&mut ctl, 5 * H - 1);
     assert_eq!(waiting(&mut ctl), 3);
     advance(&mut ctl, 1);
     assert_eq!(waiting(&mut ctl), 2);
     assert_eq!(recv5(&mut waiters[0])[0], 1);
-    advance(&mut ctl, S);
+    advance(&mut ctl, H);
     assert_eq!(recv5(&mut waiters[1])[0], 1);
-    advance(&mut ctl, 3 * S - 1);
+    advance(&mut ctl, 3 * H - 1);
     assert_eq!(waiting(&mut ctl), 1);
     advance(&mut ctl, 1);
-    assert_eq!(recv5(&mut waiters[2]), [1, 10, 0, -1, 10_000]);
+    assert_eq!(recv5(&mut waiters[2]), [1, 10, 0, -1, 36_000_000]);
 }
 
 #[test]
@@ -193,39 +194,40 @@ fn a_disconnect_gives_the_place_up_and_the_next_waiter_is_admitted() {
     let server = Server::start();
     let mut ctl = server.conn();
     clock_set(&mut ctl, T0);
+    // One token an hour: the key outlives the test on the wall clock.
     let bucket = |cost: &str| {
         [
             "RL.BUCKET",
             "k",
             "10",
             "1",
-            "1s",
+            "1h",
             "COST",
             cost,
             "WAIT",
-            "1m",
+            "1d",
         ]
         .into_iter()
         .map(String::from)
         .collect::<Vec<_>>()
     };
-    decide(&mut ctl, &["RL.BUCKET", "k", "10", "1", "1s", "COST", "10"]);
+    decide(&mut ctl, &["RL.BUCKET", "k", "10", "1", "1h", "COST", "10"]);
     let mut w1 = server.conn();
     let mut w2 = server.conn();
     send(&mut w1, &strs(&bucket("8")));
     await_waiting(&mut ctl, 1);
     send(&mut w2, &strs(&bucket("2")));
     await_waiting(&mut ctl, 2);
-    advance(&mut ctl, 3 * S);
+    advance(&mut ctl, 3 * H);
     assert_eq!(waiting(&mut ctl), 2);
     drop(w1);
-    // w2 had 2 tokens since 2 s: admitted as soon as the place is free.
+    // w2 had 2 tokens since 2 h: admitted as soon as the place is free.
     assert_eq!(recv5(&mut w2)[0], 1);
     assert_eq!(waiting(&mut ctl), 0);
     assert_eq!(waits_field(&mut ctl, "abandoned"), 1);
     // The abandoned request charged nothing: 1 token left (3 - 2).
     assert_eq!(
-        decide(&mut ctl, &["RL.BUCKET", "k", "10", "1", "1s", "COST", "0"])[2],
+        decide(&mut ctl, &["RL.BUCKET", "k", "10", "1", "1h", "COST", "0"])[2],
         1
     );
 }
@@ -307,18 +309,20 @@ fn rl_all_waits_for_the_slowest_limit() {
     let server = Server::start();
     let mut ctl = server.conn();
     clock_set(&mut ctl, T0);
+    // Periods of hours: the keys outlive the test on the wall clock (one
+    // expiring would wake the line).
     let all = [
-        "RL.ALL", "2", "a", "b", "BUCKET", "10", "1", "1s", "GCRA", "1", "3s",
+        "RL.ALL", "2", "a", "b", "BUCKET", "10", "1", "1h", "GCRA", "1", "3h",
     ];
-    // a: a token in 1 s; b: its next slot in 3 s.
-    decide(&mut ctl, &["RL.BUCKET", "a", "10", "1", "1s", "COST", "10"]);
-    decide(&mut ctl, &["RL.GCRA", "b", "1", "3s"]);
+    // a: a token in 1 h; b: its next slot in 3 h.
+    decide(&mut ctl, &["RL.BUCKET", "a", "10", "1", "1h", "COST", "10"]);
+    decide(&mut ctl, &["RL.GCRA", "b", "1", "3h"]);
     let mut w = server.conn();
     let mut args = all.to_vec();
-    args.extend(["COST", "1", "WAIT", "10s"]);
+    args.extend(["COST", "1", "WAIT", "10h"]);
     send(&mut w, &args);
     await_waiting(&mut ctl, 1);
-    advance(&mut ctl, 3 * S - 1);
+    advance(&mut ctl, 3 * H - 1);
     assert_eq!(waiting(&mut ctl), 1);
     advance(&mut ctl, 1);
     let v: Vec<Value> = redis::from_redis_value(w.recv_response().unwrap()).unwrap();
@@ -513,11 +517,12 @@ fn one_waiter_on_g() -> (Server, Connection, Connection) {
 #[test]
 fn force_beside_a_waiter_writes_its_charge() {
     let (_server, mut ctl, mut w) = one_waiter_on_g();
-    // 3 more units of debt: the next slot moves from 1 s to 4 s.
-    assert_eq!(
-        decide(&mut ctl, &strs(&gcra("g", &["COST", "3", "FORCE"]))),
-        [0, 1, 0, 4000, 4000]
-    );
+    // 3 more units of debt: the next slot moves from 1 s to 4 s. The key
+    // written lives 4 s of wall clock (expiring, it would wake the line):
+    // persisted in the same transaction.
+    let force = gcra("g", &["COST", "3", "FORCE"]);
+    let replies = atomically(&mut ctl, &[&strs(&force), &["PERSIST", "g"]]);
+    assert_eq!(five(&replies[0]), [0, 1, 0, 4000, 4000]);
     advance(&mut ctl, 4 * S - 1);
     assert_eq!(waiting(&mut ctl), 1);
     advance(&mut ctl, 1);

@@ -100,27 +100,28 @@ fn a_lease_taken_back_from_a_client_gone_in_its_turn_wakes_the_next_waiter() {
 
 /// The same on GCRA: W1 admitted by a clock move and killed in that turn;
 /// its charge is refunded and W2 is admitted at once, not one emission
-/// interval later.
+/// interval later. (One an hour: the key outlives the test on the wall
+/// clock.)
 #[test]
 fn a_charge_taken_back_from_a_client_gone_in_its_turn_wakes_the_next_waiter() {
     for gives_up in [GivesUp::Killed, GivesUp::UnblockedWithError] {
         let server = Server::start();
         let mut ctl = server.conn();
         clock_set(&mut ctl, T0);
-        assert_eq!(decide(&mut ctl, &["RL.GCRA", "g", "1", "1m"])[0], 1);
+        assert_eq!(decide(&mut ctl, &["RL.GCRA", "g", "1", "1h"])[0], 1);
         let (_w1, id1, mut w2) = two_waiters(
             &server,
             &mut ctl,
-            &["RL.GCRA", "g", "1", "1m", "WAIT", "1h"],
+            &["RL.GCRA", "g", "1", "1h", "WAIT", "1d"],
         );
         let mut pipe = redis::pipe();
-        pipe.cmd("RL.CLOCK").arg("ADVANCE").arg(MIN);
+        pipe.cmd("RL.CLOCK").arg("ADVANCE").arg(60 * MIN);
         gives_up.pipe(&mut pipe, id1);
         let _: Vec<Value> = pipe.query(&mut ctl).unwrap();
         await_waiting(&mut ctl, 0);
         assert_eq!(recv5(&mut w2)[0], 1, "{gives_up:?}");
-        // One admission in this minute: W2's.
-        assert_eq!(decide(&mut ctl, &["RL.GCRA", "g", "1", "1m"])[0], 0);
+        // One admission in this hour: W2's.
+        assert_eq!(decide(&mut ctl, &["RL.GCRA", "g", "1", "1h"])[0], 0);
     }
 }
 
@@ -206,20 +207,22 @@ fn truth(ctl: &mut Connection, probe: &[&str], step: u64) -> u64 {
     waited
 }
 
-/// Ten waiters on GCRA one a second; five leave mid-line (three
+/// Ten waiters on GCRA one an hour; five leave mid-line (three
 /// disconnect, two by CLIENT UNBLOCK): those behind move up, and a request
 /// without WAIT is told the wait it really has, to the emission interval.
+/// (An hour, not a second: the key outlives the test on the wall clock; a
+/// key expiring would wake the line.)
 #[test]
 fn told_behind_a_line_that_shrinks_is_when_it_is_admitted() {
     let server = Server::start();
     let mut ctl = server.conn();
     clock_set(&mut ctl, T0);
-    assert_eq!(decide(&mut ctl, &["RL.GCRA", "g", "1", "1s"])[0], 1);
+    assert_eq!(decide(&mut ctl, &["RL.GCRA", "g", "1", "1h"])[0], 1);
     let mut waiters = Vec::new();
     for i in 0..10 {
         let mut w = server.conn();
         let id = client_id(&mut w);
-        send(&mut w, &["RL.GCRA", "g", "1", "1s", "WAIT", "1h"]);
+        send(&mut w, &["RL.GCRA", "g", "1", "1h", "WAIT", "1d"]);
         await_waiting(&mut ctl, i + 1);
         waiters.push((w, id));
     }
@@ -239,13 +242,13 @@ fn told_behind_a_line_that_shrinks_is_when_it_is_admitted() {
         }
     }
     await_waiting(&mut ctl, 5);
-    let told = decide(&mut ctl, &["RL.GCRA", "g", "1", "1s"]);
+    let told = decide(&mut ctl, &["RL.GCRA", "g", "1", "1h"]);
     assert_eq!(told[0], 0);
-    let probe = ["RL.GCRA", "g", "1", "1s", "DRYRUN"];
-    let truth_ms = truth(&mut ctl, &probe, S / 10) / 1_000;
-    // Five ahead of it: 6 s (the line's first slot in 1 s, then four more,
+    let probe = ["RL.GCRA", "g", "1", "1h", "DRYRUN"];
+    let truth_ms = truth(&mut ctl, &probe, 6 * MIN) / 1_000;
+    // Five ahead of it: 6 h (the line's first slot in 1 h, then four more,
     // then its own).
-    assert_eq!(truth_ms, 6_000);
+    assert_eq!(truth_ms, 6 * 3_600_000);
     assert_eq!(told[3] as u64, truth_ms, "{told:?}");
 }
 

@@ -12,6 +12,12 @@ pub enum Windows {
     /// Minutes to hours: no key expires while a test runs, so a state can
     /// be compared across a restart or a reload.
     Long,
+    /// A day to a week, each dividing the weeks since the epoch (so that
+    /// aligned windows end a whole period after [`T0`](super::T0)): a key's
+    /// TTL is at least its shortest interval (hours) less how far the test
+    /// moved the manual clock, so no key expires on the wall clock while a
+    /// test that moves it by seconds runs, however slow the machine.
+    Days,
     /// Long ones plus sub-second and second-long ones, whose keys expire on
     /// Redis's real clock during the run (and are deleted by the primary).
     Mixed,
@@ -21,8 +27,11 @@ impl Windows {
     fn duration(self, rng: &mut StdRng) -> String {
         const LONG: &[&str] = &["2m", "7m", "90s", "1h", "36000s", "1d"];
         const SHORT: &[&str] = &["250ms", "1s", "3s", "700ms"];
+        const DAYS: &[&str] = &["2d", "7d", "36h", "1d", "259200s", "2880m"];
         if self == Windows::Mixed && rng.gen_bool(0.3) {
             SHORT[rng.gen_range(0..SHORT.len())].to_string()
+        } else if self == Windows::Days {
+            DAYS[rng.gen_range(0..DAYS.len())].to_string()
         } else {
             LONG[rng.gen_range(0..LONG.len())].to_string()
         }
@@ -32,6 +41,8 @@ impl Windows {
     fn seconds(self, rng: &mut StdRng) -> String {
         if self == Windows::Mixed && rng.gen_bool(0.3) {
             rng.gen_range(1..4).to_string()
+        } else if self == Windows::Days {
+            rng.gen_range(86_400..604_800).to_string()
         } else {
             rng.gen_range(60..7200).to_string()
         }

@@ -13,6 +13,7 @@ use std::time::Duration;
 use support::*;
 
 const S: Duration = Duration::from_secs(1);
+const H: Duration = Duration::from_secs(3_600);
 
 fn ms(n: u64) -> Duration {
     Duration::from_millis(n)
@@ -24,20 +25,23 @@ async fn every_command(client: &Client) -> Vec<String> {
     let mut seen = Vec::new();
     let mut note = |what: &str, out: &dyn std::fmt::Debug| seen.push(format!("{what}: {out:?}"));
 
-    // RL.GCRA: 100 per minute, bursts of 20.
-    let gcra = Gcra::new(100, 60 * S).burst(20);
+    // Keys read again later have periods of hours (the reference's
+    // minutes and seconds, times 60 or 3600): keys expire on the server's
+    // real clock, and these outlive the test however slow the machine.
+    // RL.GCRA: 100 per hour, bursts of 20.
+    let gcra = Gcra::new(100, H).burst(20);
     let d = client.send(&Decide::new("api:42", gcra)).await.unwrap();
     assert_eq!((d.allowed, d.limit, d.remaining), (true, 20, 19));
-    assert_eq!((d.retry_after, d.reset_after), (None, ms(600)));
+    assert_eq!((d.retry_after, d.reset_after), (None, 36 * S));
     note("gcra", &d);
     let d = client
         .send(&Decide::new("api:42", gcra).cost(19))
         .await
         .unwrap();
-    assert_eq!((d.remaining, d.reset_after), (0, ms(12_000)));
+    assert_eq!((d.remaining, d.reset_after), (0, 720 * S));
     let d = client.send(&Decide::new("api:42", gcra)).await.unwrap();
     assert!(!d.allowed && !d.never());
-    assert_eq!(d.retry_after, Some(ms(600)));
+    assert_eq!(d.retry_after, Some(36 * S));
     note("gcra denied", &d);
     let d = client
         .send(&Decide::new("api:42", gcra).cost(21))
@@ -46,7 +50,7 @@ async fn every_command(client: &Client) -> Vec<String> {
     assert!(d.never(), "{d:?}");
 
     // PARTIAL, REFUND and FORCE.
-    let tokens = Gcra::new(10_000, 60 * S);
+    let tokens = Gcra::new(10_000, H);
     let d = client
         .send(&Decide::new("tokens", tokens).charge(Charge::Partial(12_000)))
         .await
@@ -65,18 +69,18 @@ async fn every_command(client: &Client) -> Vec<String> {
     assert!(!d.allowed && d.retry_after.is_some());
     note("force", &d);
 
-    // RL.BUCKET: 100 tokens, 10 more per second.
-    let bucket = Bucket::new(100, 10, S);
+    // RL.BUCKET: 100 tokens, 10 more an hour.
+    let bucket = Bucket::new(100, 10, H);
     let d = client
         .send(&Decide::new("upload:42", bucket).cost(60))
         .await
         .unwrap();
-    assert_eq!((d.remaining, d.reset_after), (40, ms(6_000)));
+    assert_eq!((d.remaining, d.reset_after), (40, 6 * H));
     let d = client
         .send(&Decide::new("upload:42", bucket).cost(60))
         .await
         .unwrap();
-    assert_eq!((d.allowed, d.retry_after), (false, Some(ms(2_000))));
+    assert_eq!((d.allowed, d.retry_after), (false, Some(2 * H)));
     note("bucket", &d);
 
     // RL.SLIDING in its three modes.
@@ -111,7 +115,7 @@ async fn every_command(client: &Client) -> Vec<String> {
     }
 
     // RL.SKETCH.
-    let sketch = Sketch::new("rl:ip", "203.0.113.7", 100, 60 * S);
+    let sketch = Sketch::new("rl:ip", "203.0.113.7", 100, H);
     let d = client.send(&sketch).await.unwrap();
     assert_eq!((d.allowed, d.remaining), (true, 99));
     note("sketch", &d);
@@ -125,8 +129,8 @@ async fn every_command(client: &Client) -> Vec<String> {
     // RL.ALL: admitted by both, then denied by the second.
     let both = || {
         All::new()
-            .limit("{org:7}:user:42", Gcra::new(10, S))
-            .limit("{org:7}", Gcra::new(2, S))
+            .limit("{org:7}:user:42", Gcra::new(10, H))
+            .limit("{org:7}", Gcra::new(2, H))
     };
     let d = client.send(&both()).await.unwrap();
     assert!(d.allowed && d.blocked_by.is_none() && d.retry_after.is_none());
@@ -137,7 +141,7 @@ async fn every_command(client: &Client) -> Vec<String> {
     note("all", &d);
     let d = client.send(&both().cost(2)).await.unwrap();
     assert_eq!((d.allowed, d.blocked_by), (false, Some(1)));
-    assert_eq!(d.retry_after, Some(ms(500)));
+    assert_eq!(d.retry_after, Some(1_800 * S));
     // The first limit's reply is its dry run: nothing was charged.
     assert_eq!(d.limits[0].remaining, 7);
     note("all denied", &d);
@@ -161,15 +165,15 @@ async fn every_command(client: &Client) -> Vec<String> {
     note("peek", &d);
 
     // RL.ACQUIRE, RL.RENEW, RL.RELEASE.
-    let d = client.send(&acquire("gpu", 1, 30 * S)).await.unwrap();
+    let d = client.send(&acquire("gpu", 1, 30 * H)).await.unwrap();
     let lease = d.lease.clone().expect("a lease");
     assert_eq!(lease.0.len(), 44);
     note("acquire", &(d.allowed, d.limit, d.remaining, d.reset_after));
-    let d = client.send(&acquire("gpu", 1, 30 * S)).await.unwrap();
+    let d = client.send(&acquire("gpu", 1, 30 * H)).await.unwrap();
     assert_eq!((d.allowed, d.lease.as_ref()), (false, None));
-    assert_eq!(d.retry_after, Some(30 * S));
+    assert_eq!(d.retry_after, Some(30 * H));
     note("acquire denied", &d);
-    let renew = Renew::new("gpu", lease.clone(), 60 * S);
+    let renew = Renew::new("gpu", lease.clone(), 60 * H);
     assert!(client.send(&renew).await.unwrap());
     let release = Release::new("gpu", lease);
     assert!(client.send(&release).await.unwrap());
@@ -226,12 +230,15 @@ fn blocking_connections_send_the_same_commands() {
     let s = Server::start();
     let mut c = s.conn();
     clock_set(&mut c, T0);
-    let call = Decide::new("k", Gcra::new(2, S));
+    // Two an hour: the key outlives the test on the wall clock.
+    let call = Decide::new("k", Gcra::new(2, 3_600 * S));
     assert!(call.query(&mut c).unwrap().allowed);
     let d = call.clone().cost(2).query(&mut c).unwrap();
-    assert_eq!((d.allowed, d.retry_after), (false, Some(ms(500))));
+    assert_eq!((d.allowed, d.retry_after), (false, Some(1_800 * S)));
     let mut c3 = s.conn_resp3();
-    let d = Peek::new("k", Gcra::new(2, S)).query(&mut c3).unwrap();
+    let d = Peek::new("k", Gcra::new(2, 3_600 * S))
+        .query(&mut c3)
+        .unwrap();
     assert_eq!((d.allowed, d.remaining), (true, 1));
 }
 
@@ -290,12 +297,15 @@ fn a_lease_guard_releases_when_done_or_dropped_and_renews_while_work_runs() {
     let s = Server::start();
     let mut c = s.conn();
     clock_set(&mut c, T0);
+    // Held for an hour first (the key outlives the check on the wall
+    // clock), then for 300 ms, renewed by the guard in real time.
+    let held = acquire("gpu", 1, 3_600 * S);
     let slot = acquire("gpu", 1, 300 * MS_DURATION);
     block_on(async {
         let client = client(&s, Protocol::Resp2);
-        let guard = client.acquire(&slot).await.unwrap().expect("free");
-        let denied = client.acquire(&slot).await.unwrap().err().expect("held");
-        assert_eq!(denied.retry_after, Some(300 * MS_DURATION));
+        let guard = client.acquire(&held).await.unwrap().expect("free");
+        let denied = client.acquire(&held).await.unwrap().err().expect("held");
+        assert_eq!(denied.retry_after, Some(3_600 * S));
         assert!(guard.renew().await.unwrap());
         assert!(guard.release().await.unwrap());
 

@@ -215,8 +215,9 @@ fn the_deny_cache_sends_one_request_for_fifty_on_a_key_it_denied_lately() {
     let s = Server::start();
     let mut c = s.conn();
     clock_set(&mut c, T0);
-    // One unit every 3.6 s of the server's clock.
-    let policy = Gcra::new(1000, HOUR).burst(1);
+    // One unit an hour of the server's clock (the key outlives the test
+    // on the wall clock).
+    let policy = Gcra::new(1000, 1000 * HOUR).burst(1);
     block_on_multi(async {
         let layer = builder(client(&s, Protocol::Resp2))
             .limit(HttpLimit::per_key(policy).name("per-key").prefix("rl:"))
@@ -226,7 +227,7 @@ fn the_deny_cache_sends_one_request_for_fifty_on_a_key_it_denied_lately() {
         let app = router(layer.clone());
         assert_eq!(get(&app, Some("alice")).await.status, 200);
         // The next unit is 1 ms away: denied, remembered for 1 ms.
-        advance(&mut c, 3_599_000);
+        advance(&mut c, 3_599_999_000);
         assert_eq!(get(&app, Some("alice")).await.status, 429);
         // The remembered denial ends (the wait is the point of the test).
         tokio::time::sleep(Duration::from_millis(5)).await;
