@@ -39,9 +39,15 @@ failures_of() {
     ' "$1"
 }
 
+# A failing property test saves its case under proptest-regressions/, and
+# every later run would replay it first: each run starts from the saved
+# cases as they were, and what a run saved is kept beside its log.
+saved_cases=$(mktemp)
+tar -cf "$saved_cases" proptest-regressions 2>/dev/null || tar -cf "$saved_cases" -T /dev/null
+
 failed_runs=0
 all_failures=$(mktemp)
-trap 'rm -f "$all_failures"' EXIT
+trap 'rm -f "$all_failures" "$saved_cases"' EXIT
 for i in $(seq 1 "$runs"); do
     log="$logs/run-$i.log"
     start=$(date +%s)
@@ -49,6 +55,12 @@ for i in $(seq 1 "$runs"); do
     PROPTEST_RNG_SEED=$seed cargo test --workspace --no-fail-fast >"$log" 2>&1
     status=$?
     load=$(cut -d' ' -f1-3 /proc/loadavg)
+    if [ -d proptest-regressions ]; then
+        rm -rf "$logs/run-$i-cases"
+        cp -r proptest-regressions "$logs/run-$i-cases"
+        rm -rf proptest-regressions
+    fi
+    tar -xf "$saved_cases"
     failures=$(failures_of "$log")
     if [ "$status" -ne 0 ]; then
         failed_runs=$((failed_runs + 1))
