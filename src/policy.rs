@@ -220,6 +220,17 @@ impl Policy {
         }
     }
 
+    /// Whether room comes back continuously as time passes (GCRA, BUCKET,
+    /// RL.SHARE's rates), rather than at instants a window or a log entry
+    /// sets.
+    pub fn refills_continuously(&self) -> bool {
+        match self {
+            Policy::Share(_) => true,
+            Policy::Named(named) => named.refills_continuously(),
+            other => other.schedule().is_some(),
+        }
+    }
+
     /// The schedule of GCRA and BUCKET.
     pub fn schedule(&self) -> Option<&Schedule> {
         match self {

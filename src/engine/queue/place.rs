@@ -78,18 +78,19 @@ impl<K: Eq + Hash + Clone, T: Eq + Hash + Clone> Queues<K, T> {
                 .map(Arrival::Now);
         }
         let planned = self.plan(keyspace, keys, policies, now, &plain)?;
-        // Where waiters left, the line runs ahead of its plan.
+        // Where the line runs late against its plan, that much later.
         let lag = self.lag(keys);
         // The plan's own times stay as they are (its state is as of them);
-        // what callers are told moves up.
-        // (Not on a concurrency limit: there the figure is the instant by
-        // which capacity is certain.)
-        let freed = if releasable {
-            Micros::ZERO
-        } else {
-            self.freed(keys)
+        // what callers are told moves up where waiters left. (Not on a
+        // concurrency limit: there the figure is the instant by which
+        // capacity is certain.)
+        let expected = |at: Micros| {
+            let at = match releasable {
+                true => at,
+                false => self.told(keys, policies, &plain, now, &alone, at),
+            };
+            at.saturating_add(lag).max(now)
         };
-        let expected = |at: Micros| at.saturating_add(lag).saturating_sub(freed).max(now);
         let flow = request.flow.as_ref().map(|f| f.name.clone());
         let full = keys.iter().any(|k| {
             self.line_len(k) >= bounds::MAX_WAITERS_PER_KEY.get() as usize
@@ -259,13 +260,71 @@ impl<K: Eq + Hash + Clone, T: Eq + Hash + Clone> Queues<K, T> {
             .unwrap_or(Micros::ZERO)
     }
 
-    /// How far ahead of their plans the lines of `keys` run, for the
-    /// waiters who left them (the least of them).
-    fn freed(&self, keys: &[K]) -> Micros {
-        keys.iter()
-            .filter_map(|k| self.lines.get(k).map(|l| l.freed))
-            .min()
-            .unwrap_or(Micros::ZERO)
+    /// When `request`, planned at `at` behind the lines of `keys`, stands
+    /// to be admitted given the waiters who left: the latest over its keys
+    /// of when each allows it. A key without a line: when it alone admits
+    /// it (`alone`, decided now). A line nobody left: `at`. Otherwise the
+    /// instant the line's plan reached as many units as now stand ahead of
+    /// the request, and its own (see [`Queues::on_trajectory`]).
+    fn told(
+        &self,
+        keys: &[K],
+        policies: &[Policy],
+        request: &Request,
+        now: Micros,
+        alone: &Outcome,
+        at: Micros,
+    ) -> Micros {
+        let mut told = now;
+        for (i, key) in keys.iter().enumerate() {
+            let by = match self.lines.get(key) {
+                Some(_) => self.on_trajectory(key, &policies[i], request.cost_of(i), at),
+                None => match alone.decisions.get(i) {
+                    Some(d) if d.allowed => now,
+                    Some(d) => match d.retry_after {
+                        RetryAfter::After(wait) => now.saturating_add(wait),
+                        _ => at,
+                    },
+                    None => at,
+                },
+            };
+            told = told.max(by.min(at));
+        }
+        told
+    }
+
+    /// When the line of `key` lets a request of `cost` units behind it be
+    /// admitted: `at`, its planned admission, unless waiters left; then
+    /// the instant its plan reached the units that now stand ahead of it
+    /// and its own: at the planned admission of the waiter that held the
+    /// last of them, or in between that and the one before where the
+    /// policy's room comes back continuously (GCRA, BUCKET, RL.SHARE).
+    fn on_trajectory(&self, key: &K, policy: &Policy, cost: u64, at: Micros) -> Micros {
+        let Some(line) = self.lines.get(key) else {
+            return at;
+        };
+        if line.freed == 0 {
+            return at;
+        }
+        if cost == 0 {
+            return Micros::ZERO;
+        }
+        // Its last unit, counted from the line's first planned one.
+        let last = (line.units - line.freed.min(line.units)).saturating_add(cost - 1);
+        let Some((&through, &then)) = line.trajectory.range(last + 1..).next() else {
+            return at;
+        };
+        let before = line.trajectory.range(..=last).next_back();
+        match before {
+            Some((&units, &since)) if policy.refills_continuously() && then > since => {
+                // `since` had `units` planned, `then` had `through`.
+                let part = u128::from(last + 1 - units)
+                    * u128::from(then.saturating_sub(since).as_u64())
+                    / u128::from(through - units);
+                since.saturating_add(Micros::new(u64::try_from(part).unwrap_or(u64::MAX)))
+            }
+            _ => then,
+        }
     }
 
     /// How late the lines of `keys` run against their plans (the latest).
