@@ -303,20 +303,29 @@ impl<K: Eq + Hash + Clone, T: Eq + Hash + Clone> Queues<K, T> {
         let Some(line) = self.lines.get(key) else {
             return at;
         };
-        if line.freed == 0 {
-            return at;
-        }
         if cost == 0 {
             return Micros::ZERO;
         }
+        let continuous = policy.refills_continuously();
+        // Where room comes in windows and every waiter costs more than it,
+        // it may take what the line's first window leaves them: nobody is
+        // ahead of it but those admitted.
+        let dearer = !continuous && line.costs.first_key_value().is_some_and(|c| *c.0 > cost);
+        if line.freed == 0 && !dearer {
+            return at;
+        }
         // Its last unit, counted from the line's first planned one.
-        let last = (line.units - line.freed.min(line.units)).saturating_add(cost - 1);
+        let ahead = match dearer {
+            true => line.served,
+            false => line.units.saturating_sub(line.freed),
+        };
+        let last = ahead.saturating_add(cost - 1);
         let Some((&through, &then)) = line.trajectory.range(last + 1..).next() else {
             return at;
         };
         let before = line.trajectory.range(..=last).next_back();
         match before {
-            Some((&units, &since)) if policy.refills_continuously() && then > since => {
+            Some((&units, &since)) if continuous && then > since => {
                 // `since` had `units` planned, `then` had `through`.
                 let part = u128::from(last + 1 - units)
                     * u128::from(then.saturating_sub(since).as_u64())
