@@ -231,6 +231,16 @@ impl Policy {
         }
     }
 
+    /// Whether nothing charged in one window counts in the next (FIXED):
+    /// room a window leaves may be taken without delaying anyone later.
+    pub fn starts_afresh_each_window(&self) -> bool {
+        match self {
+            Policy::Fixed(_) => true,
+            Policy::Named(named) => named.starts_afresh_each_window(),
+            _ => false,
+        }
+    }
+
     /// The schedule of GCRA and BUCKET.
     pub fn schedule(&self) -> Option<&Schedule> {
         match self {
