@@ -346,3 +346,29 @@ fn told_behind_a_windowed_line_that_shrinks_is_when_it_is_admitted() {
         assert_eq!(decide(&mut ctl, call)[0], 1, "{call:?}");
     }
 }
+
+/// RL.FIXED, 5 a 10 s window used up: three waiters of cost 2 take 4 of
+/// the next window's 5 and the third waits a window more. A request of
+/// cost 1 without WAIT fits into the unit they leave: it is told the next
+/// window, 10 s (not the one after the line), and admitted exactly then,
+/// beside the two waiters.
+#[test]
+fn told_on_fixed_the_room_a_line_leaves_in_its_first_window() {
+    let call = ["RL.FIXED", "w", "5", "10s", "ALIGNED"];
+    let server = Server::start();
+    let mut ctl = server.conn();
+    clock_set(&mut ctl, T0);
+    for _ in 0..5 {
+        assert_eq!(decide(&mut ctl, &call)[0], 1);
+    }
+    let dear: Vec<&str> = call.iter().copied().chain(["COST", "2"]).collect();
+    let _line = line_that_shrinks(&server, &mut ctl, &dear, 3, &[]);
+    let told = decide(&mut ctl, &call);
+    assert_eq!(told[..2], [0, 5]);
+    let probe: Vec<&str> = call.iter().copied().chain(["DRYRUN"]).collect();
+    let truth_ms = truth(&mut ctl, &probe, S) / 1_000;
+    assert_eq!(truth_ms, 10_000);
+    assert_eq!(told[3] as u64, truth_ms, "{told:?}");
+    assert_eq!(waiting(&mut ctl), 1);
+    assert_eq!(decide(&mut ctl, &call)[0], 1);
+}
