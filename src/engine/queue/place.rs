@@ -335,14 +335,14 @@ impl<K: Eq + Hash + Clone, T: Eq + Hash + Clone> Queues<K, T> {
         let continuous = policy.refills_continuously();
         // Its last unit, counted from the line's first planned one.
         let last = (line.units.saturating_sub(line.freed)).saturating_add(cost - 1);
-        let Some((&through, &then)) = line.trajectory.range(last + 1..).next() else {
+        let Some((&through, &then)) = line.trajectory.range(last.saturating_add(1)..).next() else {
             return at;
         };
         let before = line.trajectory.range(..=last).next_back();
         match before {
             Some((&units, &since)) if continuous && then > since => {
                 // `since` had `units` planned, `then` had `through`.
-                let part = u128::from(last + 1 - units)
+                let part = u128::from(last.saturating_add(1) - units)
                     * u128::from(then.saturating_sub(since).as_u64())
                     / u128::from(through - units);
                 since.saturating_add(Micros::new(u64::try_from(part).unwrap_or(u64::MAX)))
