@@ -220,6 +220,27 @@ impl Policy {
         }
     }
 
+    /// Whether room comes back continuously as time passes (GCRA, BUCKET,
+    /// RL.SHARE's rates), rather than at instants a window or a log entry
+    /// sets.
+    pub fn refills_continuously(&self) -> bool {
+        match self {
+            Policy::Share(_) => true,
+            Policy::Named(named) => named.refills_continuously(),
+            other => other.schedule().is_some(),
+        }
+    }
+
+    /// Whether nothing charged in one window counts in the next (FIXED):
+    /// room a window leaves may be taken without delaying anyone later.
+    pub fn starts_afresh_each_window(&self) -> bool {
+        match self {
+            Policy::Fixed(_) => true,
+            Policy::Named(named) => named.starts_afresh_each_window(),
+            _ => false,
+        }
+    }
+
     /// The schedule of GCRA and BUCKET.
     pub fn schedule(&self) -> Option<&Schedule> {
         match self {

@@ -274,3 +274,104 @@ fn told_on_a_concurrency_key_is_when_capacity_is_certain() {
     assert_eq!(recv6(&mut w).0[0], 1);
     drop(a);
 }
+
+/// `n` clients wait in turn with `call` (given `WAIT 1h`); then those at
+/// `leaving` leave the line, even positions disconnected, odd ones by
+/// CLIENT UNBLOCK. The connections of those left (open: dropping one
+/// leaves the line).
+fn line_that_shrinks(
+    server: &Server,
+    ctl: &mut Connection,
+    call: &[&str],
+    n: u64,
+    leaving: &[u64],
+) -> Vec<Connection> {
+    let waiting_call: Vec<&str> = call.iter().copied().chain(["WAIT", "1h"]).collect();
+    let mut waiters = Vec::new();
+    for i in 0..n {
+        let mut w = server.conn();
+        let id = client_id(&mut w);
+        send(&mut w, &waiting_call);
+        await_waiting(ctl, i + 1);
+        waiters.push((i, w, id));
+    }
+    for (i, _, id) in &waiters {
+        let id = id.to_string();
+        match (leaving.contains(i), i % 2) {
+            (true, 0) => {
+                let _: i64 = cmd(&["CLIENT", "KILL", "ID", &id]).query(ctl).unwrap();
+            }
+            (true, _) => {
+                let _: i64 = cmd(&["CLIENT", "UNBLOCK", &id]).query(ctl).unwrap();
+            }
+            _ => {}
+        }
+    }
+    await_waiting(ctl, n - leaving.len() as u64);
+    waiters
+        .into_iter()
+        .filter(|(i, _, _)| !leaving.contains(i))
+        .map(|(_, w, _)| w)
+        .collect()
+}
+
+/// On limits whose room comes in windows (FIXED, SLIDING), the key used
+/// up at a window's start (5 a 10 s window): twelve waiters are planned in
+/// three windows (5, 5, 2); six leave, none of them the first of its
+/// window, so the six left take the next window and one more. A request
+/// without WAIT is told the second window, 20 s, and is admitted exactly
+/// then (not a window later, as counting the time those six took in the
+/// plan would say: none).
+#[test]
+fn told_behind_a_windowed_line_that_shrinks_is_when_it_is_admitted() {
+    // With BUCKETS the key's own arithmetic admits later (its counts move
+    // by 2 s subwindows); told and truth still agree.
+    let windowed: [(&[&str], u64); 4] = [
+        (&["RL.FIXED", "w", "5", "10s", "ALIGNED"], 20_000),
+        (&["RL.FIXED", "w", "5", "10s"], 20_000),
+        (&["RL.SLIDING", "w", "5", "10s", "EXACT"], 20_000),
+        (&["RL.SLIDING", "w", "5", "10s", "BUCKETS", "5"], 24_000),
+    ];
+    for (call, admitted_ms) in windowed {
+        let server = Server::start();
+        let mut ctl = server.conn();
+        clock_set(&mut ctl, T0);
+        for _ in 0..5 {
+            assert_eq!(decide(&mut ctl, call)[0], 1, "{call:?}");
+        }
+        let _left = line_that_shrinks(&server, &mut ctl, call, 12, &[1, 2, 3, 6, 8, 11]);
+        let told = decide(&mut ctl, call);
+        assert_eq!(told[0], 0, "{call:?}");
+        let probe: Vec<&str> = call.iter().copied().chain(["DRYRUN"]).collect();
+        let truth_ms = truth(&mut ctl, &probe, S) / 1_000;
+        assert_eq!(truth_ms, admitted_ms, "{call:?}");
+        assert_eq!(told[3] as u64, truth_ms, "{call:?}: {told:?}");
+        assert_eq!(decide(&mut ctl, call)[0], 1, "{call:?}");
+    }
+}
+
+/// RL.FIXED, 5 a 10 s window used up: three waiters of cost 2 take 4 of
+/// the next window's 5 and the third waits a window more. A request of
+/// cost 1 without WAIT fits into the unit they leave: it is told the next
+/// window, 10 s (not the one after the line), and admitted exactly then,
+/// beside the two waiters.
+#[test]
+fn told_on_fixed_the_room_a_line_leaves_in_its_first_window() {
+    let call = ["RL.FIXED", "w", "5", "10s", "ALIGNED"];
+    let server = Server::start();
+    let mut ctl = server.conn();
+    clock_set(&mut ctl, T0);
+    for _ in 0..5 {
+        assert_eq!(decide(&mut ctl, &call)[0], 1);
+    }
+    let dear: Vec<&str> = call.iter().copied().chain(["COST", "2"]).collect();
+    let _line = line_that_shrinks(&server, &mut ctl, &dear, 3, &[]);
+    let told = decide(&mut ctl, &call);
+    assert_eq!(told[..2], [0, 5]);
+    let probe: Vec<&str> = call.iter().copied().chain(["DRYRUN"]).collect();
+    let truth_ms = truth(&mut ctl, &probe, S) / 1_000;
+    assert_eq!(truth_ms, 10_000);
+    assert_eq!(told[3] as u64, truth_ms, "{told:?}");
+    assert_eq!(waiting(&mut ctl), 1);
+    assert_eq!(decide(&mut ctl, &call)[0], 1);
+}

@@ -25,11 +25,15 @@
 //! decisions. Where the real admissions run behind the plan (the state was
 //! replaced or charged behind the queue's back), the line's *lag* (how late
 //! its last head was against its plan) is added to what the plan says. A
-//! waiter that leaves without admission gives its leases and assured
-//! rates back to the plan; on rate limits its charge stays (the plan's
-//! state is as of its latest time) and the line's *freed* time (what its
-//! charge took in the plan) is taken off what the plan says: those behind
-//! it run that much ahead. So every arrival, admission,
+//! waiter that leaves without admission gives its leases back to the
+//! plan; on rate limits (RL.SHARE's too) its charge stays (the plan's
+//! state is as of its latest time) and its units are *freed*: those behind
+//! it stand that many units further ahead. The line keeps how the plan
+//! spends its time per unit (its *trajectory*: the units planned through
+//! each waiter, and when), so what a newcomer is told is when the plan
+//! reached as many units as now stand ahead of it and its own: in whole
+//! windows where room comes in windows, in between where it comes back
+//! continuously. So every arrival, admission,
 //! timeout and departure costs O(log n) in the waiters, whatever their
 //! number, and copies no value but when a line begins.
 //!
@@ -225,15 +229,9 @@ struct Entry<K, T> {
     planned: Micros,
     /// The leases its planned admission holds in the plans.
     planned_leases: PerLimit<Option<Option<LeaseId>>>,
-    /// On an RL.SHARE path, the node whose assured rate its planned
-    /// admission uses in the plans.
-    planned_lender: Option<u16>,
     /// Its place in the order of all its lines, once it is the first of
     /// its flow in each (see `fair`).
     turn: Option<Turn>,
-    /// How much later than the line's latest planned admission before it
-    /// its own is: the time its charge takes in the plan.
-    span: Micros,
 }
 
 /// The waiters of one key, in arrival order and by flow, and its plan.
@@ -248,9 +246,18 @@ struct Line {
     planned_until: Micros,
     /// How late the last decided head was against its plan.
     lag: Micros,
-    /// The time the waiters who left without admission took in the plan
-    /// (see [`Entry::span`]): those behind them run that much ahead of it.
-    freed: Micros,
+    /// How the plan spends time per unit: the units planned in the line
+    /// since it began, and for the running sum through each waiter (in
+    /// arrival order), its planned admission. Only what lies past the
+    /// units `served` is kept (and the entry before: see [`Line::trim`]).
+    units: u64,
+    trajectory: BTreeMap<u64, Micros>,
+    /// The units of the waiters who left without admission, their charges
+    /// kept in the plan: those behind them stand that many units further
+    /// ahead than planned.
+    freed: u64,
+    /// The units of the waiters admitted.
+    served: u64,
     /// The units its waiters ask of the key, summed (a request without
     /// `WAIT` on a concurrency limit leaves them free).
     asked: u128,
@@ -258,6 +265,28 @@ struct Line {
     /// could take room left now, were those ahead of it to leave).
     costs: BTreeMap<u64, usize>,
 }
+
+impl Line {
+    /// Forgets the trajectory's oldest entries that no newcomer can stand
+    /// at any more (those through units already served, but the last),
+    /// a few at each step: a line that never empties keeps about as many
+    /// entries as waiters.
+    fn trim(&mut self) {
+        for _ in 0..TRIM_PER_STEP {
+            let mut through = self.trajectory.keys();
+            match (through.next(), through.next()) {
+                (Some(_), Some(&second)) if second <= self.served => {
+                    self.trajectory.pop_first();
+                }
+                _ => break,
+            }
+        }
+    }
+}
+
+/// How many trajectory entries a step forgets at most (a step adds at most
+/// one per line).
+const TRIM_PER_STEP: usize = 2;
 
 /// Every waiter, in arrival order, and the line of each key.
 pub struct Queues<K, T> {
@@ -391,9 +420,6 @@ impl<K: Eq + Hash + Clone, T: Eq + Hash + Clone> Queues<K, T> {
         work::one(Work::Waiters);
         let id = self.next_id;
         self.next_id += 1;
-        let before = (waiter.keys.iter())
-            .filter_map(|k| self.lines.get(k).map(|l| l.planned_until))
-            .fold(waiter.since, Micros::max);
         for key in &waiter.keys {
             if !self.lines.contains_key(key) {
                 // An unreadable key decides nothing here: its plan is empty
@@ -405,7 +431,10 @@ impl<K: Eq + Hash + Clone, T: Eq + Hash + Clone> Queues<K, T> {
                     plan,
                     planned_until: place.planned,
                     lag: Micros::ZERO,
-                    freed: Micros::ZERO,
+                    units: 0,
+                    trajectory: BTreeMap::new(),
+                    freed: 0,
+                    served: 0,
                     asked: 0,
                     costs: BTreeMap::new(),
                 };
@@ -422,9 +451,9 @@ impl<K: Eq + Hash + Clone, T: Eq + Hash + Clone> Queues<K, T> {
                 waiter.request(Charge::Normal),
             )
         });
-        let (planned_leases, planned_lender) = match planned {
-            Some(Ok(decided)) => (decided.leases, decided.lender),
-            _ => (PerLimit::new(), None),
+        let planned_leases = match planned {
+            Some(Ok(decided)) => decided.leases,
+            _ => PerLimit::new(),
         };
         let flow = waiter.flow_name();
         for key in &waiter.keys {
@@ -435,6 +464,11 @@ impl<K: Eq + Hash + Clone, T: Eq + Hash + Clone> Queues<K, T> {
                 *line.costs.entry(cost).or_default() += 1;
                 line.turns.join(&flow, id);
                 line.planned_until = line.planned_until.max(place.planned);
+                if cost > 0 {
+                    line.units = line.units.saturating_add(cost);
+                    line.trajectory.insert(line.units, place.planned);
+                }
+                line.trim();
             }
         }
         self.deadlines.insert((waiter.deadline, id));
@@ -444,9 +478,7 @@ impl<K: Eq + Hash + Clone, T: Eq + Hash + Clone> Queues<K, T> {
             due: None,
             planned: place.planned,
             planned_leases,
-            planned_lender,
             turn: None,
-            span: place.planned.saturating_sub(before),
         };
         self.entries.insert(id, entry);
         self.give_turn(id);
@@ -584,12 +616,10 @@ impl<K: Eq + Hash + Clone, T: Eq + Hash + Clone> Queues<K, T> {
         self.deadlines.remove(&(entry.waiter.deadline, id));
         self.by_token.remove(&entry.waiter.token);
         let waiter = entry.waiter;
-        // On rate limits the plan keeps a charge that will not be made (its
-        // state stays as of its latest time) and the line is counted as
-        // running that much ahead of it; leases and assured rates, which
-        // the plan holds by name, are given back.
-        let gives_back =
-            waiter.policies.iter().any(Policy::holds_leases) || entry.planned_lender.is_some();
+        // On rate limits (RL.SHARE's too) the plan keeps a charge that will
+        // not be made (its state stays as of its latest time) and its units
+        // are freed; leases, which the plan holds by name, are given back.
+        let gives_back = waiter.policies.iter().any(Policy::holds_leases);
         if !admitted && gives_back {
             let until = waiter
                 .keys
@@ -598,10 +628,10 @@ impl<K: Eq + Hash + Clone, T: Eq + Hash + Clone> Queues<K, T> {
                 .max()
                 .unwrap_or(at);
             // Its planned admission leaves the plans.
-            let (leases, lender) = (&entry.planned_leases, entry.planned_lender);
+            let leases = &entry.planned_leases;
             let _ = self.on_plans(&waiter.keys, |store| {
                 let request = waiter.request(Charge::Normal);
-                engine::undo(store, &waiter.policies, until, &request, leases, lender)
+                engine::undo(store, &waiter.policies, until, &request, leases, None)
             });
         }
         // The next of its flow in each line may now have its turn; the
@@ -614,10 +644,13 @@ impl<K: Eq + Hash + Clone, T: Eq + Hash + Clone> Queues<K, T> {
             next.extend(first.flatten());
             if let Some(line) = self.lines.get_mut(key) {
                 line.ids.remove(&id);
-                if !admitted && !gives_back {
-                    line.freed = line.freed.saturating_add(entry.span);
-                }
                 let cost = waiter.share_on(key).cost;
+                if admitted {
+                    line.served = line.served.saturating_add(cost);
+                } else if !gives_back {
+                    line.freed = line.freed.saturating_add(cost);
+                }
+                line.trim();
                 line.asked = line.asked.saturating_sub(u128::from(cost));
                 if let Some(n) = line.costs.get_mut(&cost) {
                     *n -= 1;

@@ -7,7 +7,9 @@ use super::*;
 use crate::algorithm::concurrency::{self, Concurrency};
 use crate::algorithm::fixed_window::FixedWindow;
 use crate::algorithm::gcra::Gcra;
+use crate::algorithm::sliding_approx::SlidingApprox;
 use crate::algorithm::sliding_log::SlidingLog;
+use crate::algorithm::sliding_subwindows::SlidingSubwindows;
 use crate::algorithm::token_bucket::TokenBucket;
 use crate::codec::lease::{change_patch, StoredLeases};
 
@@ -56,11 +58,13 @@ fn op() -> impl proptest::strategy::Strategy<Value = Op> {
     ]
 }
 
-/// One key driven by ops.
+/// Keys driven by ops: every request goes over one of `paths` (its keys
+/// and their policies); the request without `WAIT` under test over the
+/// first.
 struct Line {
     q: Q,
     ks: Ks,
-    policy: Policy,
+    paths: Vec<Path>,
     now: Micros,
     next_token: u32,
     waiting: Vec<u32>,
@@ -72,12 +76,19 @@ struct Line {
     waiting_then: Vec<u32>,
 }
 
+/// The keys of a request and their policies.
+type Path = (Vec<&'static str>, Vec<Policy>);
+
 impl Line {
     fn new(policy: Policy) -> Line {
+        Line::over(vec![(vec!["k"], vec![policy])])
+    }
+
+    fn over(paths: Vec<Path>) -> Line {
         Line {
             q: Q::new(),
             ks: Ks::default(),
-            policy,
+            paths,
             now: T0,
             next_token: 1,
             waiting: Vec::new(),
@@ -95,12 +106,19 @@ impl Line {
         }
     }
 
-    /// Decides a request now: its outcome if answered at once.
+    /// Decides a request over the first path now: its outcome if answered
+    /// at once.
     fn arrive(&mut self, request: Request) -> Option<Outcome> {
-        let policies = [self.policy.clone()];
+        self.arrive_over(0, request)
+    }
+
+    /// Decides a request over path `path` now: its outcome if answered at
+    /// once.
+    fn arrive_over(&mut self, path: usize, request: Request) -> Option<Outcome> {
+        let (keys, policies) = self.paths[path].clone();
         let arrival = self
             .q
-            .arrive(&mut self.ks, &["k"], &policies, self.now, request.clone())
+            .arrive(&mut self.ks, &keys, &policies, self.now, request.clone())
             .unwrap();
         let place = match arrival {
             Arrival::Now(d) => return Some(d),
@@ -109,8 +127,8 @@ impl Line {
         let token = self.next_token;
         self.next_token += 1;
         let waiter = Waiter {
-            keys: vec!["k"],
-            policies: policies.to_vec(),
+            keys,
+            policies,
             cost: request.cost,
             costs: None,
             since: self.now,
@@ -299,43 +317,43 @@ impl Dice {
     }
 }
 
-/// One trial on `policy`: the key used up, a line of waiters (costs 1 or
-/// 2) joining over a second, half of them leaving (disconnects, CLIENT
-/// UNBLOCK) at random moments, then a request without `WAIT` of cost 1:
-/// the wait it is told, and when the same request is really admitted
-/// (probed every `step`), in µs; `None` if it was admitted at once.
-fn told_and_truth(policy: &Policy, seed: u64, step: u64) -> Option<(u64, u64)> {
+/// One trial over `paths`: every path used up, a line of waiters (costs
+/// 1 or 2, each over a path drawn at random) joining over a second, half
+/// of them leaving (disconnects, CLIENT UNBLOCK) at random moments, then a
+/// request without `WAIT` of cost 1 over the first path: the wait it is
+/// told, and when the same request is really admitted (probed every
+/// `step`), in µs; `None` if it was admitted at once.
+fn told_and_truth(paths: &[Path], seed: u64, step: u64) -> Option<(u64, u64)> {
     let mut dice = Dice(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
-    let mut line = Line::new(policy.clone());
+    let mut line = Line::over(paths.to_vec());
     // Used up: whatever is left now is taken.
-    for _ in 0..1_000 {
-        let d = line.arrive(line.request(1, None)).unwrap();
-        if !d.allowed {
-            break;
+    for path in 0..paths.len() {
+        for _ in 0..1_000 {
+            let d = line.arrive_over(path, line.request(1, None)).unwrap();
+            if !d.allowed {
+                break;
+            }
         }
     }
     let n = 6 + dice.roll(20);
-    let mut ops: Vec<Op> = Vec::new();
     for _ in 0..n {
-        ops.push(Op::Wait(1 + dice.roll(2), 10_000 * S));
-        ops.push(Op::Advance(dice.roll(S / 10)));
+        let path = match paths.len() {
+            1 => 0,
+            n => dice.roll(n as u64) as usize,
+        };
+        let cost = 1 + dice.roll(2);
+        line.arrive_over(path, line.request(cost, Some(10_000 * S)));
+        line.run_to(line.now);
+        line.run_to(line.now.saturating_add(Micros::new(dice.roll(S / 10))));
     }
     for _ in 0..n / 2 {
-        ops.push(Op::Leave(dice.roll(n) as usize));
-        ops.push(Op::Advance(dice.roll(S / 2)));
-    }
-    for &op in &ops {
-        match op {
-            Op::Wait(cost, wait) => {
-                line.arrive(line.request(cost, Some(wait)));
-            }
-            Op::Leave(i) if !line.waiting.is_empty() => {
-                let token = line.waiting.remove(i % line.waiting.len());
-                line.q.abandon(&token, line.now);
-            }
-            Op::Advance(us) => line.run_to(line.now.saturating_add(Micros::new(us))),
-            _ => {}
+        let i = dice.roll(n) as usize;
+        if !line.waiting.is_empty() {
+            let token = line.waiting.remove(i % line.waiting.len());
+            line.q.abandon(&token, line.now);
         }
+        line.run_to(line.now);
+        line.run_to(line.now.saturating_add(Micros::new(dice.roll(S / 2))));
     }
     let told = line.arrive(line.request(1, None)).unwrap();
     let RetryAfter::After(told) = told.retry_after else {
@@ -356,15 +374,74 @@ fn told_and_truth(policy: &Policy, seed: u64, step: u64) -> Option<(u64, u64)> {
     None
 }
 
-/// Told ÷ truth over `trials` trials on `policy`: (median, p99, worst).
-fn told_over_truth(policy: &Policy, trials: u64, step: u64) -> (f64, f64, f64) {
+/// Told ÷ truth over `trials` trials over `paths`: (median, p99, worst).
+fn told_over_truth(paths: &[Path], trials: u64, step: u64) -> (f64, f64, f64) {
+    let (_, median, p99, worst) = told_over_truth_spread(paths, trials, step);
+    (median, p99, worst)
+}
+
+/// Told ÷ truth over `trials` trials over `paths`: (p1, median, p99,
+/// worst).
+fn told_over_truth_spread(paths: &[Path], trials: u64, step: u64) -> (f64, f64, f64, f64) {
     let mut ratios: Vec<f64> = (0..trials)
-        .filter_map(|seed| told_and_truth(policy, seed, step))
+        .filter_map(|seed| told_and_truth(paths, seed, step))
         .map(|(told, truth)| told as f64 / truth.max(step) as f64)
         .collect();
     ratios.sort_by(f64::total_cmp);
     let at = |q: f64| ratios[((ratios.len() - 1) as f64 * q).round() as usize];
-    (at(0.5), at(0.99), at(1.0))
+    (at(0.01), at(0.5), at(0.99), at(1.0))
+}
+
+/// An RL.SHARE node of `limit` per `period` µs (bursts of `limit`), with
+/// a ceiling of `ceil` per the same period (bursts of `ceil`; none: the
+/// root).
+fn share_node(limit: u64, period: u64, ceil: Option<u64>) -> Policy {
+    use crate::algorithm::share::{Definition, Node};
+    let definition = Definition {
+        limit,
+        period: Micros::new(period),
+        burst: limit,
+        ceil,
+        cburst: ceil.unwrap_or(limit),
+        max_debt: Micros::from_secs(60),
+    };
+    Policy::Share(Node::new(definition).unwrap())
+}
+
+/// What the benchmark measures: a name and the paths of its requests (the
+/// request told over the first).
+fn told_shapes() -> Vec<(&'static str, Vec<Path>)> {
+    let one = |key: &'static str, policy: Policy| vec![(vec![key], vec![policy])];
+    let [gcra, bucket, fixed, exact, _] = policies();
+    let approx = Policy::SlidingApprox(SlidingApprox::new(5, Micros::new(10 * S)));
+    let buckets = Policy::SlidingSubwindows(SlidingSubwindows::new(5, Micros::new(10 * S), 5));
+    let root = share_node(1, S, None);
+    let leaf = share_node(1, 2 * S, Some(2));
+    vec![
+        ("GCRA", one("k", gcra.clone())),
+        ("BUCKET", one("k", bucket)),
+        ("FIXED", one("k", fixed.clone())),
+        ("SLIDING EXACT", one("k", exact.clone())),
+        ("SLIDING APPROX", one("k", approx)),
+        ("SLIDING BUCKETS", one("k", buckets)),
+        // RL.ALL: GCRA and FIXED, beside requests over GCRA and SLIDING.
+        (
+            "RL.ALL",
+            vec![
+                (vec!["g", "f"], vec![gcra.clone(), fixed]),
+                (vec!["g", "s"], vec![gcra, exact]),
+            ],
+        ),
+        // RL.SHARE: two leaves (1 per 2 s assured, up to 1/s) under a root
+        // of 1/s; waiters on either, the request told on the first.
+        (
+            "RL.SHARE",
+            vec![
+                (vec!["a", "r"], vec![leaf.clone(), root.clone()]),
+                (vec!["b", "r"], vec![leaf, root]),
+            ],
+        ),
+    ]
 }
 
 /// GCRA and BUCKET behind lines that shrink: what a request without
@@ -373,27 +450,29 @@ fn told_over_truth(policy: &Policy, trials: u64, step: u64) -> (f64, f64, f64) {
 /// left, and the line runs that much ahead of it).
 #[test]
 fn told_over_truth_behind_lines_that_shrink() {
-    for policy in &policies()[..2] {
-        let (median, p99, worst) = told_over_truth(policy, 40, S / 20);
+    for (name, paths) in &told_shapes()[..2] {
+        let (median, p99, worst) = told_over_truth(paths, 40, S / 20);
         assert!(
             p99 <= 1.25 && median >= 0.8,
-            "{policy:?}: {median} {p99} {worst}"
+            "{name}: {median} {p99} {worst}"
         );
     }
 }
 
-/// The benchmark: told ÷ truth for every rate algorithm, 500 trials each
-/// (`scripts/bench_told.sh`).
+/// The benchmark: told ÷ truth for every rate algorithm, RL.ALL and
+/// RL.SHARE (`make bench-fair`); `TOLD_TRIALS` trials each (500).
 #[test]
 #[ignore]
 fn bench_told_over_truth() {
-    let names = ["GCRA", "BUCKET", "FIXED", "SLIDING EXACT"];
-    println!("algorithm      trials  median  p99    worst  (told / truth, lines that shrink)");
-    for (name, policy) in names.iter().zip(policies()) {
-        let (median, p99, worst) = told_over_truth(&policy, 500, S / 100);
-        println!(
-            "{name:<14} {:>6}  {median:>6.2}  {p99:>5.2}  {worst:>5.2}",
-            500
-        );
+    let trials = std::env::var("TOLD_TRIALS")
+        .ok()
+        .and_then(|t| t.parse().ok())
+        .unwrap_or(500);
+    println!(
+        "algorithm        trials  p1     median  p99    worst  (told / truth, lines that shrink)"
+    );
+    for (name, paths) in told_shapes() {
+        let (p1, median, p99, worst) = told_over_truth_spread(&paths, trials, S / 100);
+        println!("{name:<16} {trials:>6}  {p1:>5.2}  {median:>6.2}  {p99:>5.2}  {worst:>5.2}");
     }
 }

@@ -414,12 +414,12 @@ proptest! {
     }
 }
 
-/// A waiter on a three-level path that leaves before its admission takes
-/// back from the plans all that its planned admission charged there: the
-/// assured rate it borrowed from the middle node too. From its planned
-/// time on, the plans answer as before it came.
+/// A waiter on a three-level path that leaves before its admission frees
+/// its units in the line of every node (the plans keep its charge, the
+/// assured rate it borrowed from the middle node too): a request behind
+/// the line is told what it would be had the waiter never come.
 #[test]
-fn a_waiter_leaving_gives_its_lenders_planned_charge_back() {
+fn a_waiter_leaving_frees_its_units_on_every_node() {
     let (mut q, mut ks) = (Q::new(), Ks::default());
     let node = |rate: u64, period_s: u64, ceil: Option<u64>| {
         // A ceiling of `c` a second over a period of `period_s` seconds.
@@ -464,27 +464,17 @@ fn a_waiter_leaving_gives_its_lenders_planned_charge_back() {
         q.enqueue(ks, waiter, place);
         place.planned
     };
-    // What each node would admit on the plans at `at`.
-    let look = |q: &Q, at: Micros| {
-        let mut store = MemoryStore::new(keys.len());
-        for (slot, key) in store.values.iter_mut().zip(keys) {
-            *slot = q.lines[key].plan.clone();
-        }
-        let peek = Request {
-            charge: Charge::Peek,
-            ..Request::default()
-        };
-        engine::decide(&mut store, &path, at, peek)
-            .unwrap()
-            .decisions
+    // What a request without WAIT is told.
+    let told = |q: &mut Q, ks: &mut Ks| match q.arrive(ks, &keys, &path, T0, Request::default()) {
+        Ok(Arrival::Now(d)) if !d.allowed => d.retry_after,
+        other => panic!("{other:?}"),
     };
     join(&mut q, &mut ks, 0);
-    let planned = join(&mut q, &mut ks, 1);
-    assert_eq!(q.entries.values().last().unwrap().planned_lender, Some(1));
+    join(&mut q, &mut ks, 1);
     assert!(q.abandon(&1, T0).is_some());
     // The same line with the first waiter alone.
     let (mut alone, mut ks_alone) = (Q::new(), Ks::default());
     use_up(&mut alone, &mut ks_alone);
     join(&mut alone, &mut ks_alone, 0);
-    assert_eq!(look(&q, planned), look(&alone, planned));
+    assert_eq!(told(&mut q, &mut ks), told(&mut alone, &mut ks_alone));
 }

@@ -9,11 +9,16 @@ use crate::bounds;
 use crate::engine::store::MemoryStore;
 use crate::engine::{self, Charge, KeyError, Outcome, Request};
 use crate::policy::Policy;
+use std::collections::BTreeMap;
 use std::hash::Hash;
 
 /// The most decisions a plan takes to find a request's admission: a denial
 /// names the exact wait, so two are enough; the rest is margin.
 const ATTEMPTS: usize = 8;
+
+/// How many waiters at the front of a line are taken into its first
+/// window to see whether a request fits into the room they leave.
+const FIRST_WINDOW_LOOK: usize = 32;
 
 /// Values up to this size are copied to see whether a request without
 /// `WAIT` can go ahead of a line; larger ones are not (it is denied).
@@ -78,18 +83,27 @@ impl<K: Eq + Hash + Clone, T: Eq + Hash + Clone> Queues<K, T> {
                 .map(Arrival::Now);
         }
         let planned = self.plan(keyspace, keys, policies, now, &plain)?;
-        // Where waiters left, the line runs ahead of its plan.
+        // Where the line runs late against its plan, that much later.
         let lag = self.lag(keys);
         // The plan's own times stay as they are (its state is as of them);
-        // what callers are told moves up.
-        // (Not on a concurrency limit: there the figure is the instant by
-        // which capacity is certain.)
-        let freed = if releasable {
-            Micros::ZERO
-        } else {
-            self.freed(keys)
+        // what callers are told moves up where waiters left. (Not on a
+        // concurrency limit: there the figure is the instant by which
+        // capacity is certain.)
+        let first_windows: Vec<Option<Micros>> = match releasable {
+            true => Vec::new(),
+            false => (keys.iter().enumerate())
+                .map(|(i, k)| {
+                    self.in_first_window(keyspace, k, &policies[i], plain.cost_of(i), now)
+                })
+                .collect(),
         };
-        let expected = |at: Micros| at.saturating_add(lag).saturating_sub(freed).max(now);
+        let expected = |at: Micros| {
+            let at = match releasable {
+                true => at,
+                false => self.told(keys, policies, &plain, now, &alone, &first_windows, at),
+            };
+            at.saturating_add(lag).max(now)
+        };
         let flow = request.flow.as_ref().map(|f| f.name.clone());
         let full = keys.iter().any(|k| {
             self.line_len(k) >= bounds::MAX_WAITERS_PER_KEY.get() as usize
@@ -259,13 +273,131 @@ impl<K: Eq + Hash + Clone, T: Eq + Hash + Clone> Queues<K, T> {
             .unwrap_or(Micros::ZERO)
     }
 
-    /// How far ahead of their plans the lines of `keys` run, for the
-    /// waiters who left them (the least of them).
-    fn freed(&self, keys: &[K]) -> Micros {
-        keys.iter()
-            .filter_map(|k| self.lines.get(k).map(|l| l.freed))
-            .min()
-            .unwrap_or(Micros::ZERO)
+    /// When `request`, planned at `at` behind the lines of `keys`, stands
+    /// to be admitted given the waiters who left: the latest over its keys
+    /// of when each allows it. A key without a line: when it alone admits
+    /// it (`alone`, decided now). A line nobody left: `at`. Otherwise the
+    /// instant the line's plan reached as many units as now stand ahead of
+    /// the request, and its own (see [`Queues::on_trajectory`]); or the
+    /// line's first window, where the request fits into the room it leaves
+    /// there (`first_windows`, see [`Queues::in_first_window`]).
+    #[allow(clippy::too_many_arguments)]
+    fn told(
+        &self,
+        keys: &[K],
+        policies: &[Policy],
+        request: &Request,
+        now: Micros,
+        alone: &Outcome,
+        first_windows: &[Option<Micros>],
+        at: Micros,
+    ) -> Micros {
+        let mut told = now;
+        for (i, key) in keys.iter().enumerate() {
+            let by = match self.lines.get(key) {
+                Some(_) => {
+                    let by = self.on_trajectory(key, &policies[i], request.cost_of(i), at);
+                    match first_windows.get(i).copied().flatten() {
+                        Some(first) => by.min(first),
+                        None => by,
+                    }
+                }
+                None => match alone.decisions.get(i) {
+                    Some(d) if d.allowed => now,
+                    Some(d) => match d.retry_after {
+                        RetryAfter::After(wait) => now.saturating_add(wait),
+                        _ => at,
+                    },
+                    None => at,
+                },
+            };
+            told = told.max(by.min(at));
+        }
+        told
+    }
+
+    /// When the line of `key` lets a request of `cost` units behind it be
+    /// admitted: `at`, its planned admission, unless waiters left; then
+    /// the instant its plan reached the units that now stand ahead of it
+    /// and its own: at the planned admission of the waiter that held the
+    /// last of them, or in between that and the one before where the
+    /// policy's room comes back continuously (GCRA, BUCKET, RL.SHARE).
+    fn on_trajectory(&self, key: &K, policy: &Policy, cost: u64, at: Micros) -> Micros {
+        let Some(line) = self.lines.get(key) else {
+            return at;
+        };
+        if cost == 0 {
+            return Micros::ZERO;
+        }
+        if line.freed == 0 {
+            return at;
+        }
+        let continuous = policy.refills_continuously();
+        // Its last unit, counted from the line's first planned one.
+        let last = (line.units.saturating_sub(line.freed)).saturating_add(cost - 1);
+        let Some((&through, &then)) = line.trajectory.range(last.saturating_add(1)..).next() else {
+            return at;
+        };
+        let before = line.trajectory.range(..=last).next_back();
+        match before {
+            Some((&units, &since)) if continuous && then > since => {
+                // `since` had `units` planned, `then` had `through`.
+                let part = u128::from(last.saturating_add(1) - units)
+                    * u128::from(then.saturating_sub(since).as_u64())
+                    / u128::from(through - units);
+                since.saturating_add(Micros::new(u64::try_from(part).unwrap_or(u64::MAX)))
+            }
+            _ => then,
+        }
+    }
+
+    /// On a limit that starts afresh each window (FIXED): the line's first
+    /// window, if a request of `cost` fits into the room the line leaves
+    /// there. Its first waiters are taken in order while they fit the room
+    /// the key has then (at most [`FIRST_WINDOW_LOOK`] of them, on values
+    /// up to [`AHEAD_CHECK_BYTES`]); it fits if what is left is at least
+    /// its cost and every waiter not taken costs more than that (then none
+    /// of them can use it, and a request without `WAIT` takes it).
+    fn in_first_window<S: Keyspace<K>>(
+        &self,
+        keyspace: &mut S,
+        key: &K,
+        policy: &Policy,
+        cost: u64,
+        now: Micros,
+    ) -> Option<Micros> {
+        let line = self.lines.get(key)?;
+        if !policy.starts_afresh_each_window() || cost == 0 || line.turns.flows() > 1 {
+            return None;
+        }
+        let first = self.next_admission(key, now);
+        let value = keyspace.small_value(key, AHEAD_CHECK_BYTES).ok()??;
+        let mut room = policy.admittable(value.as_deref(), first, u64::MAX).ok()?;
+        let mut taken: BTreeMap<u64, usize> = BTreeMap::new();
+        let mut blocked = false;
+        for (looked, id) in line.ids.iter().enumerate() {
+            if looked == FIRST_WINDOW_LOOK {
+                return None;
+            }
+            let theirs = self.entries.get(id)?.waiter.share_on(key).cost;
+            if theirs > room {
+                blocked = true;
+                break;
+            }
+            room -= theirs;
+            *taken.entry(theirs).or_default() += 1;
+        }
+        if room < cost {
+            return None;
+        }
+        // The cheapest waiter not taken.
+        let cheapest = (line.costs.iter())
+            .find(|(c, n)| **n > taken.get(c).copied().unwrap_or(0))
+            .map(|(c, _)| *c);
+        match (blocked, cheapest) {
+            (true, Some(c)) if c <= room => None,
+            _ => Some(first),
+        }
     }
 
     /// How late the lines of `keys` run against their plans (the latest).
