@@ -171,26 +171,38 @@ impl Node {
         u64::try_from(ns.div_ceil(u128::from(d.limit.max(1)))).unwrap_or(u64::MAX)
     }
 
-    /// The lead at which a child's margin at this node reaches its whole
-    /// assured burst: no lead counts for more (see [`margin`]).
-    fn max_lead(&self) -> u64 {
+    /// The most virtual time it keeps as a credit behind its parent's
+    /// round: its assured burst's worth of steps.
+    fn credit(&self) -> u64 {
+        self.assured.burst().saturating_mul(self.step())
+    }
+
+    /// The most lead a `child` keeps at this node: the lead at which its
+    /// margin reaches this node's whole assured burst (no lead counts for
+    /// more, see [`margin`]) and one ceiling burst of its steps, so that a
+    /// single admission's move (at most its ceiling burst) is never cut.
+    fn max_lead(&self, child: &Node) -> u64 {
         let d = &self.definition;
         let ns = u128::from(self.assured.burst()) * u128::from(d.period.as_u64()) * NS;
-        let lead = ns / (u128::from(d.limit.max(1)) * MARGIN_SCALE);
-        u64::try_from(lead)
+        let full = ns / (u128::from(d.limit.max(1)) * MARGIN_SCALE);
+        let one_burst = u128::from(child.counting().burst()) * u128::from(child.step());
+        u64::try_from(full + one_burst)
             .unwrap_or(u64::MAX / 2)
             .min(u64::MAX / 2)
     }
 }
 
-/// How far a child with `finish` is ahead of its parent's `round`, at most
-/// `max` (never negative: a child behind starts at the round, as in
-/// start-time fair queuing, so idle time earns no credit).
-fn lead(finish: Option<u64>, round: Option<u64>, max: u64) -> u64 {
+/// How far `child`, with `finish`, is ahead of its `parent`'s `round`
+/// (at most the parent's `max_lead` for it), or behind it (negative: a
+/// credit, at most the child's `credit`). A child that borrowed less than
+/// its share keeps that credit to catch up with; idle time earns no more.
+fn lead(child: &Node, finish: Option<u64>, parent: &Node, round: Option<u64>) -> i64 {
     match (finish, round) {
         (Some(t), Some(v)) => {
             let d = t.wrapping_sub(v) as i64;
-            u64::try_from(d).unwrap_or(0).min(max)
+            let credit = i64::try_from(child.credit()).unwrap_or(i64::MAX);
+            let max = i64::try_from(parent.max_lead(child)).unwrap_or(i64::MAX);
+            d.clamp(-credit, max)
         }
         _ => 0,
     }
@@ -217,8 +229,8 @@ fn margins(nodes: &[Node], states: &[NodeState]) -> Vec<u64> {
     let mut e = vec![0u64; nodes.len()];
     for i in 1..nodes.len() {
         let parent = &nodes[i];
-        let l = lead(state(i - 1).finish, state(i).round, parent.max_lead());
-        e[i] = e[i - 1].saturating_add(margin(parent, l));
+        let l = lead(&nodes[i - 1], state(i - 1).finish, parent, state(i).round);
+        e[i] = e[i - 1].saturating_add(margin(parent, l.max(0).unsigned_abs()));
     }
     e
 }
@@ -339,7 +351,7 @@ fn borrow(nodes: &[Node], after: &mut [NodeState], cost: u64, m: usize) {
         let (parent, round) = (&nodes[i + 1], after[i + 1].round);
         let start = match (after[i].finish, round) {
             (_, None) => after[i].finish.unwrap_or(0),
-            (finish, Some(v)) => v.wrapping_add(lead(finish, round, parent.max_lead())),
+            (finish, Some(v)) => v.wrapping_add_signed(lead(&nodes[i], finish, parent, round)),
         };
         let step = cost.saturating_mul(nodes[i].step());
         after[i].finish = Some(start.wrapping_add(step));
