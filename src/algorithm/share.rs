@@ -80,7 +80,9 @@ impl Node {
 /// ns of *virtual time* (each unit borrowed moves it by the node's assured
 /// interval, so a node of twice the rate moves half as far); `round` is the
 /// node's own virtual time as a parent, the virtual time at which its latest
-/// borrowing child started. Both wrap around; only differences count.
+/// borrowing child that was ahead of it started. A child's finish may be
+/// behind its parent's round (a credit). Both wrap around; only differences
+/// count.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct NodeState {
     pub ceiling: Option<Tat>,
@@ -210,10 +212,13 @@ fn lead(child: &Node, finish: Option<u64>, parent: &Node, round: Option<u64>) ->
 
 /// The units a child `lead` ns of virtual time ahead of its parent's
 /// round must leave in the lender's assured rate to borrow: the parent's
-/// assured rate times the lead. Under contention the lender's schedule
-/// stays near empty, so the sibling with the least lead is admitted first,
-/// which is the order start-time fair queuing serves them in: borrowers
-/// take the spare rate in proportion to their assured rates.
+/// assured rate times the lead (none with a credit). Under contention the
+/// lender's schedule stays near empty, so siblings with credit, then the
+/// sibling with the least lead, are admitted first, the order start-time
+/// fair queuing serves them in. Only borrowers ahead move the round, and
+/// every busy borrower stays within its credit and its lead of it, so each
+/// takes its assured rate times the round's advance: the spare rate in
+/// proportion to the assured rates.
 fn margin(parent: &Node, lead: u64) -> u64 {
     let d = &parent.definition;
     let units = u128::from(lead) * u128::from(d.limit) * MARGIN_SCALE
@@ -343,9 +348,10 @@ fn charged(node: &Node, s: NodeState, now: Micros, cost: u64, i: usize, m: usize
 }
 
 /// The fair-sharing rounds after the nodes below `m` borrowed `cost`: each
-/// borrower starts at its finish or its parent's round, whichever is later
-/// (but never more than its parent's `max_lead` ahead), moves its finish on by
-/// `cost` of its own steps, and the parent's round moves to that start.
+/// borrower starts at its finish (but never more than its credit behind its
+/// parent's round, nor more than its parent's `max_lead` ahead), moves its
+/// finish on by `cost` of its own steps, and the parent's round moves to
+/// that start if it is ahead.
 fn borrow(nodes: &[Node], after: &mut [NodeState], cost: u64, m: usize) {
     for i in 0..m.min(nodes.len().saturating_sub(1)) {
         let (parent, round) = (&nodes[i + 1], after[i + 1].round);

@@ -235,12 +235,13 @@ fn print_splits() {
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(12))]
 
-    /// Two levels: three children of assured rates summing to at most the
-    /// parent's, each offered more than HTB gives it (one of them up to
-    /// 6.6 times more): each gets HTB's split within 10 % over 200 s.
+    /// Two levels: three children of assured rates 3 to 33 under 100, each
+    /// offering 60 a second (one of them up to 6.6 times more): each gets
+    /// HTB's split within 10 % over 200 s (worst seen over 200 seeds of 12
+    /// cases: see `sweep_the_property_domain`).
     #[test]
     fn two_levels_split_the_spare_rate_as_htb(
-        rates in (10u64..40, 10u64..40, 10u64..40),
+        rates in (3u64..40, 3u64..40, 3u64..40),
         skewed in 0usize..3, skew in 1.0f64..6.6, seed in any::<u64>(),
     ) {
         let (r, mut classes) = (100, two_levels());
@@ -280,8 +281,10 @@ fn a_lone_borrower_reaches_its_ceiling_and_the_assured_rates_hold() {
 }
 
 /// The property domain swept: `SWEEP_SEEDS` seeds (default 200) of 12
-/// cases each, of both trees; `SWEEP_MIN_RATE` (default 10) the least
-/// assured rate drawn. Prints the worst error and its case.
+/// cases each, of both trees, as the property tests draw them;
+/// `SWEEP_MIN_RATE` (default 3) the least assured rate drawn,
+/// `SWEEP_FROM` (default 0) the seed of the draws. Prints the worst error
+/// and its case.
 #[test]
 #[ignore = "a long sweep of the property domain: run in release"]
 fn sweep_the_property_domain() {
@@ -291,7 +294,7 @@ fn sweep_the_property_domain() {
             .and_then(|v| v.parse().ok())
             .unwrap_or(d)
     };
-    let (seeds, min_rate) = (env("SWEEP_SEEDS", 200), env("SWEEP_MIN_RATE", 10));
+    let (seeds, min_rate) = (env("SWEEP_SEEDS", 200), env("SWEEP_MIN_RATE", 3));
     let mut rng = rand::rngs::StdRng::seed_from_u64(env("SWEEP_FROM", 0));
     let (mut worst2, mut worst3) = ((0.0, String::new()), (0.0, String::new()));
     let mut over = [0usize; 2];
