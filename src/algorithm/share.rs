@@ -80,7 +80,9 @@ impl Node {
 /// ns of *virtual time* (each unit borrowed moves it by the node's assured
 /// interval, so a node of twice the rate moves half as far); `round` is the
 /// node's own virtual time as a parent, the virtual time at which its latest
-/// borrowing child started. Both wrap around; only differences count.
+/// borrowing child that was ahead of it started. A child's finish may be
+/// behind its parent's round (a credit). Both wrap around; only differences
+/// count.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct NodeState {
     pub ceiling: Option<Tat>,
@@ -171,26 +173,38 @@ impl Node {
         u64::try_from(ns.div_ceil(u128::from(d.limit.max(1)))).unwrap_or(u64::MAX)
     }
 
-    /// The lead at which a child's margin at this node reaches its whole
-    /// assured burst: no lead counts for more (see [`margin`]).
-    fn max_lead(&self) -> u64 {
+    /// The most virtual time it keeps as a credit behind its parent's
+    /// round: its assured burst's worth of steps.
+    fn credit(&self) -> u64 {
+        self.assured.burst().saturating_mul(self.step())
+    }
+
+    /// The most lead a `child` keeps at this node: the lead at which its
+    /// margin reaches this node's whole assured burst (no lead counts for
+    /// more, see [`margin`]) and one ceiling burst of its steps, so that a
+    /// single admission's move (at most its ceiling burst) is never cut.
+    fn max_lead(&self, child: &Node) -> u64 {
         let d = &self.definition;
         let ns = u128::from(self.assured.burst()) * u128::from(d.period.as_u64()) * NS;
-        let lead = ns / (u128::from(d.limit.max(1)) * MARGIN_SCALE);
-        u64::try_from(lead)
+        let full = ns / (u128::from(d.limit.max(1)) * MARGIN_SCALE);
+        let one_burst = u128::from(child.counting().burst()) * u128::from(child.step());
+        u64::try_from(full + one_burst)
             .unwrap_or(u64::MAX / 2)
             .min(u64::MAX / 2)
     }
 }
 
-/// How far a child with `finish` is ahead of its parent's `round`, at most
-/// `max` (never negative: a child behind starts at the round, as in
-/// start-time fair queuing, so idle time earns no credit).
-fn lead(finish: Option<u64>, round: Option<u64>, max: u64) -> u64 {
+/// How far `child`, with `finish`, is ahead of its `parent`'s `round`
+/// (at most the parent's `max_lead` for it), or behind it (negative: a
+/// credit, at most the child's `credit`). A child that borrowed less than
+/// its share keeps that credit to catch up with; idle time earns no more.
+fn lead(child: &Node, finish: Option<u64>, parent: &Node, round: Option<u64>) -> i64 {
     match (finish, round) {
         (Some(t), Some(v)) => {
             let d = t.wrapping_sub(v) as i64;
-            u64::try_from(d).unwrap_or(0).min(max)
+            let credit = i64::try_from(child.credit()).unwrap_or(i64::MAX);
+            let max = i64::try_from(parent.max_lead(child)).unwrap_or(i64::MAX);
+            d.clamp(-credit, max)
         }
         _ => 0,
     }
@@ -198,10 +212,13 @@ fn lead(finish: Option<u64>, round: Option<u64>, max: u64) -> u64 {
 
 /// The units a child `lead` ns of virtual time ahead of its parent's
 /// round must leave in the lender's assured rate to borrow: the parent's
-/// assured rate times the lead. Under contention the lender's schedule
-/// stays near empty, so the sibling with the least lead is admitted first,
-/// which is the order start-time fair queuing serves them in: borrowers
-/// take the spare rate in proportion to their assured rates.
+/// assured rate times the lead (none with a credit). Under contention the
+/// lender's schedule stays near empty, so siblings with credit, then the
+/// sibling with the least lead, are admitted first, the order start-time
+/// fair queuing serves them in. Only borrowers ahead move the round, and
+/// every busy borrower stays within its credit and its lead of it, so each
+/// takes its assured rate times the round's advance: the spare rate in
+/// proportion to the assured rates.
 fn margin(parent: &Node, lead: u64) -> u64 {
     let d = &parent.definition;
     let units = u128::from(lead) * u128::from(d.limit) * MARGIN_SCALE
@@ -217,8 +234,8 @@ fn margins(nodes: &[Node], states: &[NodeState]) -> Vec<u64> {
     let mut e = vec![0u64; nodes.len()];
     for i in 1..nodes.len() {
         let parent = &nodes[i];
-        let l = lead(state(i - 1).finish, state(i).round, parent.max_lead());
-        e[i] = e[i - 1].saturating_add(margin(parent, l));
+        let l = lead(&nodes[i - 1], state(i - 1).finish, parent, state(i).round);
+        e[i] = e[i - 1].saturating_add(margin(parent, l.max(0).unsigned_abs()));
     }
     e
 }
@@ -331,15 +348,16 @@ fn charged(node: &Node, s: NodeState, now: Micros, cost: u64, i: usize, m: usize
 }
 
 /// The fair-sharing rounds after the nodes below `m` borrowed `cost`: each
-/// borrower starts at its finish or its parent's round, whichever is later
-/// (but never more than its parent's `max_lead` ahead), moves its finish on by
-/// `cost` of its own steps, and the parent's round moves to that start.
+/// borrower starts at its finish (but never more than its credit behind its
+/// parent's round, nor more than its parent's `max_lead` ahead), moves its
+/// finish on by `cost` of its own steps, and the parent's round moves to
+/// that start if it is ahead.
 fn borrow(nodes: &[Node], after: &mut [NodeState], cost: u64, m: usize) {
     for i in 0..m.min(nodes.len().saturating_sub(1)) {
         let (parent, round) = (&nodes[i + 1], after[i + 1].round);
         let start = match (after[i].finish, round) {
             (_, None) => after[i].finish.unwrap_or(0),
-            (finish, Some(v)) => v.wrapping_add(lead(finish, round, parent.max_lead())),
+            (finish, Some(v)) => v.wrapping_add_signed(lead(&nodes[i], finish, parent, round)),
         };
         let step = cost.saturating_mul(nodes[i].step());
         after[i].finish = Some(start.wrapping_add(step));

@@ -80,6 +80,13 @@ pub fn htb(classes: &[Class], load: &[f64]) -> Vec<f64> {
 /// every leaf `i` for `secs`: per class, the units a second its leaf got
 /// (0 for inner classes). Bursts are each node's rate (the defaults).
 pub fn share(classes: &[Class], load: &[f64], secs: u64, seed: u64) -> Vec<f64> {
+    sent_and_got(classes, load, secs, seed).1
+}
+
+/// As [`share`], with the units a second each leaf sent: the offered
+/// load as drawn, which HTB is given to compare alike (a leaf offering 5
+/// a second sends 5 ± 0.16 over 200 s).
+fn sent_and_got(classes: &[Class], load: &[f64], secs: u64, seed: u64) -> (Vec<f64>, Vec<f64>) {
     let nodes: Vec<Node> = classes
         .iter()
         .map(|c| match c.parent {
@@ -110,6 +117,10 @@ pub fn share(classes: &[Class], load: &[f64], secs: u64, seed: u64) -> Vec<f64> 
             arrivals.push((t as u64, leaf));
         }
     }
+    let mut sent = vec![0u64; classes.len()];
+    for &(_, leaf) in &arrivals {
+        sent[leaf] += 1;
+    }
     arrivals.sort();
     let mut states = vec![NodeState::default(); classes.len()];
     let mut got = vec![0u64; classes.len()];
@@ -127,7 +138,8 @@ pub fn share(classes: &[Class], load: &[f64], secs: u64, seed: u64) -> Vec<f64> 
             }
         }
     }
-    got.iter().map(|&g| g as f64 / secs as f64).collect()
+    let per_sec = |v: &[u64]| v.iter().map(|&g| g as f64 / secs as f64).collect();
+    (per_sec(&sent), per_sec(&got))
 }
 
 fn two_levels() -> Vec<Class> {
@@ -169,10 +181,11 @@ fn three_levels() -> Vec<Class> {
     ]
 }
 
-/// The worst ratio of RL.SHARE's split to HTB's over the leaves.
+/// The worst ratio of RL.SHARE's split to HTB's over the leaves, HTB
+/// given the load the leaves sent.
 fn worst(classes: &[Class], load: &[f64], secs: u64, seed: u64) -> (f64, Vec<f64>, Vec<f64>) {
-    let want = htb(classes, load);
-    let got = share(classes, load, secs, seed);
+    let (sent, got) = sent_and_got(classes, load, secs, seed);
+    let want = htb(classes, &sent);
     let worst = (0..load.len())
         .filter(|&i| load[i] > 0.0)
         .map(|i| (got[i] / want[i] - 1.0).abs())
@@ -222,12 +235,13 @@ fn print_splits() {
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(12))]
 
-    /// Two levels: three children of assured rates summing to at most the
-    /// parent's, each offered more than HTB gives it (one of them up to
-    /// 6.6 times more): each gets HTB's split within 10 % over 200 s.
+    /// Two levels: three children of assured rates 3 to 33 under 100, each
+    /// offering 60 a second (one of them up to 6.6 times more): each gets
+    /// HTB's split within 10 % over 200 s (worst seen over 200 seeds of 12
+    /// cases: see `sweep_the_property_domain`).
     #[test]
     fn two_levels_split_the_spare_rate_as_htb(
-        rates in (10u64..40, 10u64..40, 10u64..40),
+        rates in (3u64..40, 3u64..40, 3u64..40),
         skewed in 0usize..3, skew in 1.0f64..6.6, seed in any::<u64>(),
     ) {
         let (r, mut classes) = (100, two_levels());
@@ -264,4 +278,60 @@ fn a_lone_borrower_reaches_its_ceiling_and_the_assured_rates_hold() {
     assert!(alone[0] >= 79.0 && alone[0] <= 80.2, "{alone:?}");
     let busy = share(&classes, &[2_000.0, 60.0, 60.0, 0.0], 100, 4);
     assert!(busy[1] >= 20.0 && busy[2] >= 30.0, "{busy:?}");
+}
+
+/// The property domain swept: `SWEEP_SEEDS` seeds (default 200) of 12
+/// cases each, of both trees, as the property tests draw them;
+/// `SWEEP_MIN_RATE` (default 3) the least assured rate drawn,
+/// `SWEEP_FROM` (default 0) the seed of the draws. Prints the worst error
+/// and its case.
+#[test]
+#[ignore = "a long sweep of the property domain: run in release"]
+fn sweep_the_property_domain() {
+    let env = |k: &str, d: u64| {
+        std::env::var(k)
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(d)
+    };
+    let (seeds, min_rate) = (env("SWEEP_SEEDS", 200), env("SWEEP_MIN_RATE", 3));
+    let mut rng = rand::rngs::StdRng::seed_from_u64(env("SWEEP_FROM", 0));
+    let (mut worst2, mut worst3) = ((0.0, String::new()), (0.0, String::new()));
+    let mut over = [0usize; 2];
+    for _ in 0..seeds * 12 {
+        let mut classes = two_levels();
+        let rates: Vec<u64> = (0..3)
+            .map(|_| rng.gen_range(min_rate..40).min(33))
+            .collect();
+        for (c, &rate) in classes.iter_mut().zip(&rates) {
+            c.rate = rate;
+        }
+        let (skewed, skew, seed) = (rng.gen_range(0..3), rng.gen_range(1.0..6.6), rng.gen());
+        let mut load = vec![60.0, 60.0, 60.0, 0.0];
+        load[skewed] *= skew;
+        let (w, got, want) = worst(&classes, &load, 200, seed);
+        over[0] += usize::from(w > 0.10);
+        if w > worst2.0 {
+            worst2 = (
+                w,
+                format!("rates {rates:?} load {load:.1?} got {got:.1?} want {want:.1?}"),
+            );
+        }
+        let (skewed, skew, seed) = (rng.gen_range(0..3), rng.gen_range(1.0..6.6), rng.gen());
+        let mut load = vec![60.0, 60.0, 60.0, 5.0, 0.0, 0.0, 0.0];
+        load[skewed] *= skew;
+        let (w, got, want) = worst(&three_levels(), &load, 200, seed);
+        over[1] += usize::from(w > 0.10);
+        if w > worst3.0 {
+            worst3 = (w, format!("load {load:.1?} got {got:.1?} want {want:.1?}"));
+        }
+    }
+    eprintln!(
+        "two levels: worst {:.3} ({} cases over 10 %): {}",
+        worst2.0, over[0], worst2.1
+    );
+    eprintln!(
+        "three levels: worst {:.3} ({} cases over 10 %): {}",
+        worst3.0, over[1], worst3.1
+    );
 }

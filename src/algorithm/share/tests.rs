@@ -533,3 +533,43 @@ fn a_ceiling_burst_bounds_what_an_idle_child_takes_at_once() {
     let got = t.saturate(&[0], 1_000, 10);
     assert!((495..=506).contains(&got[0]), "{got:?}");
 }
+
+/// A child behind its parent's round keeps at most its assured burst's
+/// worth of virtual time as a credit, and borrows from it with no margin
+/// and without moving the round; a child ahead moves the round to where it
+/// started.
+#[test]
+fn a_child_behind_the_round_keeps_a_credit_of_its_assured_burst() {
+    let nodes = [inner(10, 100, 5), root(100, 100)];
+    let (step, v) = (nodes[0].step(), 1u64 << 50);
+    let at = |finish: u64, round: u64| {
+        [
+            NodeState {
+                finish: Some(finish),
+                ..NodeState::default()
+            },
+            NodeState {
+                round: Some(round),
+                ..NodeState::default()
+            },
+        ]
+    };
+    let behind = |finish| lead(&nodes[0], Some(finish), &nodes[1], Some(v));
+    assert_eq!(behind(v - 2 * step), -2 * step as i64);
+    assert_eq!(behind(v - 1_000 * step), -5 * step as i64);
+    assert_eq!(margins(&nodes, &at(v - 2 * step, v)), vec![0, 0]);
+    assert!(margins(&nodes, &at(v + step, v))[1] > 0);
+
+    let mut after = at(v - 1_000 * step, v);
+    borrow(&nodes, &mut after, 1, 1);
+    assert_eq!(
+        (after[0].finish, after[1].round),
+        (Some(v - 4 * step), Some(v))
+    );
+    let mut after = at(v + 2 * step, v);
+    borrow(&nodes, &mut after, 1, 1);
+    assert_eq!(
+        (after[0].finish, after[1].round),
+        (Some(v + 3 * step), Some(v + 2 * step))
+    );
+}
