@@ -6,32 +6,10 @@
 //! restarts, AOF rewrites and full syncs of replicas (diskless too).
 
 mod common;
+use common::named::{err, ok, policies, text};
 use common::topology::{info, replica_config, wait_link_up, wait_replicas, wait_until};
 use common::*;
 use redis::Value;
-
-fn policies() -> Server {
-    Server::with(Config::default().with_policies())
-}
-
-fn ok(c: &mut redis::Connection, args: &[&str]) {
-    let v = call(c, args).unwrap_or_else(|e| panic!("{args:?}: {e}"));
-    assert_eq!(v, Value::Okay, "{args:?}");
-}
-
-fn text(c: &mut redis::Connection, args: &[&str]) -> String {
-    match call(c, args).unwrap_or_else(|e| panic!("{args:?}: {e}")) {
-        Value::BulkString(b) => String::from_utf8(b).unwrap(),
-        other => panic!("{args:?}: {other:?}"),
-    }
-}
-
-fn err(c: &mut redis::Connection, args: &[&str]) -> String {
-    match call(c, args) {
-        Err(e) => format!("{} {}", e.code().unwrap_or(""), e.detail().unwrap_or("")),
-        Ok(v) => panic!("{args:?} succeeded: {v:?}"),
-    }
-}
 
 /// Defines `name` as the path of `nodes` (words as RL.SHARE takes them).
 fn define(c: &mut redis::Connection, name: &str, nodes: &str) {
@@ -529,7 +507,10 @@ fn stats_count_per_node_which_node_blocked_and_which_lent() {
     // Counted from the load: CONFIG RESETSTAT leaves them, the nodes too.
     ok(&mut c, &["CONFIG", "RESETSTAT"]);
     let after = stats(&mut c, "org");
-    assert_eq!((after.calls, after.nodes.clone()), (st.calls, st.nodes.clone()));
+    assert_eq!(
+        (after.calls, after.nodes.clone()),
+        (st.calls, st.nodes.clone())
+    );
     // A single limit's STATS has no `nodes`.
     ok(&mut c, &["RL.POLICY", "SET", "plan", "GCRA", "10", "1m"]);
     let v: Value = cmd(&["RL.POLICY", "STATS", "plan"]).query(&mut c3).unwrap();

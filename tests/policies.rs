@@ -3,33 +3,11 @@
 //! across RDB restarts, DEBUG RELOAD, AOF restarts and on replicas.
 
 mod common;
+use common::named::{err, ok, policies, text};
 use common::topology::{replica_config, wait_link_up, wait_replicas};
 use common::*;
 use redis::Value;
 use std::collections::HashMap;
-
-fn policies() -> Server {
-    Server::with(Config::default().with_policies())
-}
-
-fn ok(c: &mut redis::Connection, args: &[&str]) {
-    let v = call(c, args).unwrap_or_else(|e| panic!("{args:?}: {e}"));
-    assert_eq!(v, Value::Okay, "{args:?}");
-}
-
-fn text(c: &mut redis::Connection, args: &[&str]) -> String {
-    match call(c, args).unwrap_or_else(|e| panic!("{args:?}: {e}")) {
-        Value::BulkString(b) => String::from_utf8(b).unwrap(),
-        other => panic!("{args:?}: {other:?}"),
-    }
-}
-
-fn err(c: &mut redis::Connection, args: &[&str]) -> String {
-    match call(c, args) {
-        Err(e) => format!("{} {}", e.code().unwrap_or(""), e.detail().unwrap_or("")),
-        Ok(v) => panic!("{args:?} succeeded: {v:?}"),
-    }
-}
 
 fn list(c: &mut redis::Connection, args: &[&str]) -> Vec<String> {
     redis::cmd(args[0]).arg(&args[1..]).query(c).unwrap()

@@ -7,15 +7,11 @@
 
 mod common;
 use common::topology::{info_field, replica_config, wait_link_up, wait_until};
+use common::named::ok;
 use common::*;
 use redis::Value;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
-
-fn ok(c: &mut redis::Connection, args: &[&str]) {
-    let v = call(c, args).unwrap_or_else(|e| panic!("{args:?}: {e}"));
-    assert_eq!(v, Value::Okay, "{args:?}");
-}
 
 fn names(c: &mut redis::Connection) -> Vec<String> {
     redis::cmd("RL.POLICY").arg("LIST").query(c).unwrap()

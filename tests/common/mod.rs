@@ -5,6 +5,7 @@
 
 pub mod blocking;
 pub mod flows;
+pub mod named;
 pub mod topology;
 pub mod workload;
 
