@@ -6,8 +6,8 @@
 //! an RDB with no policy loads on a server without the module.
 
 mod common;
-use common::topology::{info_field, replica_config, wait_link_up, wait_until};
 use common::named::ok;
+use common::topology::{info_field, replica_config, wait_link_up, wait_until};
 use common::*;
 use redis::Value;
 use std::process::{Command, Stdio};
