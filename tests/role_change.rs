@@ -36,7 +36,9 @@ fn role_change_with_waiters(n: usize, failover: bool) -> (u64, u64) {
         wait_link_up(&replica);
         replica
     });
-    call(&mut ctl, &["RL.GCRA", "k", "1", "1s"]).unwrap();
+    // The key's state must outlive adding the waiters, however slowly:
+    // without a TTL (nothing here writes it again).
+    atomically(&mut ctl, &[&["RL.GCRA", "k", "1", "1s"], &["PERSIST", "k"]]);
     let mut waiters: Vec<Connection> = (0..n)
         .map(|_| {
             let mut c = server.conn();
