@@ -7,13 +7,11 @@
 mod common;
 mod support;
 
-use axum::http::HeaderName;
-use axum::routing::get as route;
 use axum::Router;
 use common::*;
-use redis_ratelimit_client::http::{HeaderKey, HttpLimit, RedisRateLimitLayer};
+use redis_ratelimit_client::http::HttpLimit;
 use redis_ratelimit_client::{
-    acquire, BlockLease, Client, Command, Concurrency, Error, Gcra, LeasedLimit, Peek,
+    acquire, BlockLease, Command, Concurrency, Error, Gcra, LeasedLimit, Peek,
 };
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -146,16 +144,6 @@ fn a_dropped_lease_refunds_what_lands_after_it() {
     });
 }
 
-fn router(layer: RedisRateLimitLayer<HeaderKey>) -> Router {
-    Router::new()
-        .route("/", route(|| async { "ok" }))
-        .layer(layer)
-}
-
-fn builder(client: Client) -> redis_ratelimit_client::http::Builder<HeaderKey> {
-    RedisRateLimitLayer::builder(client, HeaderKey::new(HeaderName::from_static("x-api-key")))
-}
-
 /// `rounds` of `IN_FLIGHT` concurrent requests on `key` through each app:
 /// the statuses.
 async fn requests(apps: &[Router], key: &'static str, rounds: usize) -> Vec<u16> {
@@ -184,19 +172,7 @@ fn the_layer_at_fifty_in_flight_admits_the_limit_from_leased_blocks() {
     clock_set(&mut c, T0);
     let policy = Gcra::new(200, HOUR);
     block_on_multi(async {
-        let layers: Vec<_> = (0..2)
-            .map(|_| {
-                builder(client(&s, Protocol::Resp2))
-                    .limit(
-                        HttpLimit::shared(policy)
-                            .name("hot")
-                            .key("rl:hot")
-                            .leased(BlockLease::fixed(20)),
-                    )
-                    .build()
-                    .unwrap()
-            })
-            .collect();
+        let layers = hot_leased_layers(&s, policy, 2, by_api_key);
         let apps: Vec<_> = layers.iter().map(|l| router(l.clone())).collect();
         let before = calls(&mut c, "rl.gcra");
         let statuses = requests(&apps, "anyone", 10).await;
@@ -219,7 +195,7 @@ fn the_deny_cache_sends_one_request_for_fifty_on_a_key_it_denied_lately() {
     // on the wall clock).
     let policy = Gcra::new(1000, 1000 * HOUR).burst(1);
     block_on_multi(async {
-        let layer = builder(client(&s, Protocol::Resp2))
+        let layer = by_api_key(client(&s, Protocol::Resp2))
             .limit(HttpLimit::per_key(policy).name("per-key").prefix("rl:"))
             .deny_cache(100)
             .build()
@@ -250,7 +226,7 @@ fn store_errors_other_than_an_outage_are_500_even_for_a_fail_open_limit() {
     block_on(async {
         let errors = Arc::new(AtomicU64::new(0));
         let seen = errors.clone();
-        let layer = builder(client(&s, Protocol::Resp2))
+        let layer = by_api_key(client(&s, Protocol::Resp2))
             .limit(
                 HttpLimit::per_key(Gcra::new(10, HOUR))
                     .name("safety")
@@ -292,11 +268,11 @@ fn a_layer_refuses_what_the_server_would_refuse_when_it_is_built() {
             HttpLimit::per_key(Gcra::new(10, HOUR)).name(""),
         ];
         for limit in bad {
-            let built = builder(client(&s, Protocol::Resp2)).limit(limit).build();
+            let built = by_api_key(client(&s, Protocol::Resp2)).limit(limit).build();
             assert!(matches!(built, Err(Error::Config(_))));
         }
         assert!(matches!(
-            builder(client(&s, Protocol::Resp2)).build(),
+            by_api_key(client(&s, Protocol::Resp2)).build(),
             Err(Error::Config(_))
         ));
     });

@@ -9,7 +9,6 @@ mod common;
 mod support;
 
 use axum::http::HeaderName;
-use axum::routing::get as route;
 use axum::Router;
 use common::*;
 use http::request::Parts;
@@ -23,12 +22,6 @@ use support::*;
 
 const HOUR: Duration = Duration::from_secs(3600);
 const IN_FLIGHT: usize = 50;
-
-fn router(layer: RedisRateLimitLayer<HeaderKey>) -> Router {
-    Router::new()
-        .route("/", route(|| async { "ok" }))
-        .layer(layer)
-}
 
 /// A layer whose requests cost what their `X-Cost` says (1 without one).
 fn builder(client: Client) -> Builder<HeaderKey> {
@@ -142,19 +135,7 @@ fn leased_limits_take_costs_from_blocks_and_lose_no_unit_at_fifty_in_flight() {
     let policy = Gcra::new(400, HOUR);
     block_on_multi(async {
         // Two processes, each with its own layer and connection.
-        let layers: Vec<_> = (0..2)
-            .map(|_| {
-                builder(client(&s, Protocol::Resp2))
-                    .limit(
-                        HttpLimit::shared(policy)
-                            .name("hot")
-                            .key("rl:hot")
-                            .leased(BlockLease::fixed(20)),
-                    )
-                    .build()
-                    .unwrap()
-            })
-            .collect();
+        let layers = hot_leased_layers(&s, policy, 2, builder);
         let apps: Vec<_> = layers.iter().map(|l| router(l.clone())).collect();
         // Costs of 0, 1, 5 (from a block), 20 (a whole block) and 50 (above
         // a block: asked of the store directly), mixed, fifty in flight.

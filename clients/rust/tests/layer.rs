@@ -7,27 +7,15 @@
 mod common;
 mod support;
 
-use axum::http::HeaderName;
-use axum::routing::get as route;
 use axum::Router;
 use common::blocking::waiting;
 use common::*;
-use redis_ratelimit_client::http::{Builder, HeaderKey, HttpLimit, RedisRateLimitLayer};
-use redis_ratelimit_client::{BlockLease, Client, Command, Gcra, Peek};
+use redis_ratelimit_client::http::HttpLimit;
+use redis_ratelimit_client::{BlockLease, Command, Gcra, Peek};
 use std::time::Duration;
 use support::*;
 
 const HOUR: Duration = Duration::from_secs(3600);
-
-fn router(layer: RedisRateLimitLayer<HeaderKey>) -> Router {
-    Router::new()
-        .route("/", route(|| async { "ok" }))
-        .layer(layer)
-}
-
-fn layer(client: Client) -> Builder<HeaderKey> {
-    RedisRateLimitLayer::builder(client, HeaderKey::new(HeaderName::from_static("x-api-key")))
-}
 
 #[test]
 fn the_deny_cache_saves_round_trips_and_never_admits_what_the_store_denies() {
@@ -37,7 +25,7 @@ fn the_deny_cache_saves_round_trips_and_never_admits_what_the_store_denies() {
     // Five an hour: the key outlives the test on the wall clock.
     let policy = Gcra::new(5, Duration::from_secs(3_600));
     block_on(async {
-        let layer = layer(client(&s, Protocol::Resp2))
+        let layer = by_api_key(client(&s, Protocol::Resp2))
             .limit(HttpLimit::per_key(policy).name("per-key").prefix("rl:"))
             .deny_cache(1000)
             .build()
@@ -74,7 +62,7 @@ fn wait_queues_on_the_server_instead_of_denying() {
     let mut c = s.conn();
     clock_set(&mut c, T0);
     block_on(async {
-        let layer = layer(client(&s, Protocol::Resp3))
+        let layer = by_api_key(client(&s, Protocol::Resp3))
             .limit(
                 HttpLimit::per_key(Gcra::new(1, HOUR))
                     .name("per-key")
@@ -100,7 +88,7 @@ fn wait_queues_on_the_server_instead_of_denying() {
         assert_eq!(r.status, 200);
         assert_eq!(r.headers["ratelimit"], "\"per-key\";r=0;t=3600");
         // Beyond the bound: denied at once.
-        let layer = self::layer(client(&s, Protocol::Resp2))
+        let layer = by_api_key(client(&s, Protocol::Resp2))
             .limit(
                 HttpLimit::per_key(Gcra::new(1, HOUR))
                     .name("per-key")
@@ -137,7 +125,7 @@ fn an_outage_admits_fail_open_limits_and_enforces_fail_closed_ones_at_their_shar
     block_on(async {
         let client = client(&s, Protocol::Resp2).timeout(Duration::from_millis(300));
         let closed = router(
-            layer(client.clone())
+            by_api_key(client.clone())
                 .limit(
                     HttpLimit::per_key(policy)
                         .name("plan")
@@ -149,7 +137,7 @@ fn an_outage_admits_fail_open_limits_and_enforces_fail_closed_ones_at_their_shar
                 .unwrap(),
         );
         let open = router(
-            layer(client)
+            by_api_key(client)
                 .limit(
                     HttpLimit::per_key(policy)
                         .name("safety")
@@ -223,7 +211,7 @@ fn a_server_that_does_not_answer_in_time_is_an_outage_too() {
     block_on(async {
         let client = client(&s, Protocol::Resp2).timeout(Duration::from_millis(200));
         let closed = router(
-            layer(client)
+            by_api_key(client)
                 .limit(
                     HttpLimit::per_key(Gcra::new(30, HOUR))
                         .name("plan")
@@ -261,19 +249,7 @@ fn a_leased_limit_admits_from_blocks_and_gives_back_what_is_left() {
     let left = |c: &mut redis::Connection| Peek::new("rl:hot", policy).query(c).unwrap().remaining;
     block_on(async {
         // Three processes, each with its own layer and connection.
-        let layers: Vec<_> = (0..3)
-            .map(|_| {
-                layer(client(&s, Protocol::Resp2))
-                    .limit(
-                        HttpLimit::shared(policy)
-                            .name("hot")
-                            .key("rl:hot")
-                            .leased(BlockLease::fixed(20)),
-                    )
-                    .build()
-                    .unwrap()
-            })
-            .collect();
+        let layers = hot_leased_layers(&s, policy, 3, by_api_key);
         let apps: Vec<_> = layers.iter().map(|l| router(l.clone())).collect();
         let before = calls(&mut c, "rl.gcra");
         let mut admitted = 0u64;
@@ -319,7 +295,7 @@ fn a_leased_limit_with_an_asked_one_puts_its_unit_back_when_the_other_denies() {
     clock_set(&mut c, T0);
     let shared = Gcra::new(100, HOUR);
     block_on(async {
-        let layer = layer(client(&s, Protocol::Resp3))
+        let layer = by_api_key(client(&s, Protocol::Resp3))
             .limit(
                 HttpLimit::per_key(Gcra::new(2, HOUR))
                     .name("per-key")
@@ -357,7 +333,7 @@ fn leases_of_a_thousand_times_more_keys_than_the_capacity_stay_bounded() {
     clock_set(&mut c, T0);
     let policy = Gcra::new(100, HOUR);
     block_on(async {
-        let layer = layer(client(&s, Protocol::Resp2))
+        let layer = by_api_key(client(&s, Protocol::Resp2))
             .limit(
                 HttpLimit::per_key(policy)
                     .name("per-key")

@@ -4,7 +4,11 @@
 #![allow(dead_code)]
 
 use crate::common::Server;
-use redis_ratelimit_client::{connect, Client};
+use axum::http::HeaderName;
+use axum::routing::get as route;
+use axum::Router;
+use redis_ratelimit_client::http::{Builder, HeaderKey, HttpLimit, RedisRateLimitLayer};
+use redis_ratelimit_client::{connect, BlockLease, Client, Gcra};
 use std::future::Future;
 use std::time::Duration;
 
@@ -100,4 +104,40 @@ pub fn block_on_multi<F: Future>(f: F) -> F::Output {
         .build()
         .expect("runtime")
         .block_on(f)
+}
+
+/// An app that answers "ok" on `/` behind `layer`.
+pub fn router(layer: RedisRateLimitLayer<HeaderKey>) -> Router {
+    Router::new()
+        .route("/", route(|| async { "ok" }))
+        .layer(layer)
+}
+
+/// A layer's builder keyed by the `X-Api-Key` header.
+pub fn by_api_key(client: Client) -> Builder<HeaderKey> {
+    RedisRateLimitLayer::builder(client, HeaderKey::new(HeaderName::from_static("x-api-key")))
+}
+
+/// `processes` layers, each with its own client and connection (as
+/// separate processes would have), sharing one limit `hot` on the key
+/// `rl:hot` of `policy`, leased in blocks of 20; `builder` starts each
+/// layer from its client.
+pub fn hot_leased_layers(
+    server: &Server,
+    policy: Gcra,
+    processes: usize,
+    builder: impl Fn(Client) -> Builder<HeaderKey>,
+) -> Vec<RedisRateLimitLayer<HeaderKey>> {
+    (0..processes)
+        .map(|_| {
+            let limit = HttpLimit::shared(policy)
+                .name("hot")
+                .key("rl:hot")
+                .leased(BlockLease::fixed(20));
+            builder(client(server, Protocol::Resp2))
+                .limit(limit)
+                .build()
+                .unwrap()
+        })
+        .collect()
 }
