@@ -4,13 +4,20 @@
 //! queue places it ([`Queues::arrive`]): answered now, or blocked as a
 //! waiter until its admission or deadline.
 //!
+//! A request on keys with a line whose first waiter the keys admit before
+//! its due time (a command outside the module changed the key) lets that
+//! waiter go first: the queue is processed at once (at most
+//! `wait-events-per-tick` events), then the request is placed.
+//!
 //! Pure: the server it runs in is a [`Shell`] that opens keys, names them
-//! for the queue and blocks the caller.
+//! for the queue, blocks the caller and replies to the waiters whose wait
+//! ended.
 
-use super::queue::{Arrival, Keyspace, Queues, Waiter};
+use super::queue::{Arrival, Ended, Keyspace, Queues, Waiter};
 use super::store::Store;
 use super::{KeyError, Outcome, Request};
 use crate::algorithm::Micros;
+use crate::bounds;
 use crate::engine::error::Error;
 use crate::policy::Policy;
 use std::hash::Hash;
@@ -48,6 +55,8 @@ pub trait Shell {
     fn keyspace(&mut self) -> Self::Keyspace<'_>;
     /// Blocks the caller; `None` if the server refused.
     fn block(&mut self) -> Option<Self::Token>;
+    /// Replies to the waiters whose wait ended (admitted ahead of the call).
+    fn ended(&mut self, events: Vec<Ended<Self::Key, Self::Token>>);
 }
 
 /// Decides `request` under `policies` at `now`. `queues` is `None` when
@@ -71,14 +80,26 @@ pub fn decide<S: Shell>(
     if request.wait.is_none() && !names.iter().any(|k| queues.has_waiters(k)) {
         return super::decide(&mut shell.open(), policies, now, request).map(Gated::Now);
     }
-    let arrival = queues.arrive(
+    let mut arrival = queues.arrive_or_wake(
         &mut shell.keyspace(),
         &names,
         policies,
         now,
         request.clone(),
-    );
-    match (arrival?, request.wait) {
+    )?;
+    if let Arrival::Woken = arrival {
+        let budget = bounds::WAIT_EVENTS_PER_TICK.get() as usize;
+        let events = queues.process(&mut shell.keyspace(), now, now, budget);
+        shell.ended(events);
+        arrival = queues.arrive(
+            &mut shell.keyspace(),
+            &names,
+            policies,
+            now,
+            request.clone(),
+        )?;
+    }
+    match (arrival, request.wait) {
         (Arrival::Now(decided), _) => Ok(Gated::Now(decided)),
         (Arrival::Wait(place), Some(timeout)) => {
             let token = shell.block().ok_or_else(internal)?;
@@ -95,7 +116,7 @@ pub fn decide<S: Shell>(
             queues.enqueue(&mut shell.keyspace(), waiter, place);
             Ok(Gated::Blocked)
         }
-        (Arrival::Wait(_), None) => Err(internal()),
+        (Arrival::Wait(_), None) | (Arrival::Woken, _) => Err(internal()),
     }
 }
 
@@ -116,7 +137,7 @@ pub fn behind_line<K: Eq + Hash + Clone, T: Eq + Hash + Clone>(
     let arrival = queues.arrive(keyspace, keys, policies, now, request);
     Some(arrival.and_then(|a| match a {
         Arrival::Now(d) => Ok(d),
-        Arrival::Wait(_) => Err(internal()),
+        Arrival::Wait(_) | Arrival::Woken => Err(internal()),
     }))
 }
 

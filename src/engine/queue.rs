@@ -50,7 +50,12 @@
 //!   released before it expires), and so is one past the operator's bounds
 //!   on waiters;
 //! - `FORCE` and `REFUND` are written whether or not the key has waiters
-//!   (the plan takes them too); a refund wakes the line.
+//!   (the plan takes them too); a refund wakes the line;
+//! - a request on a key whose value admits the line's first waiter before
+//!   its due time (the key was deleted, replaced or given another expiry
+//!   by a command outside the module, which the queue does not see) wakes
+//!   that waiter first ([`Queues::arrive_or_wake`]): the request is decided
+//!   after it, by the rules above.
 
 use crate::algorithm::concurrency::LeaseId;
 use crate::algorithm::{Micros, RetryAfter};
@@ -211,6 +216,9 @@ pub enum Arrival {
     Now(Outcome),
     /// Block the client and [`Queues::enqueue`] it with this place.
     Wait(Place),
+    /// First waiters of its keys' lines are due now
+    /// ([`Queues::arrive_or_wake`]): process the queue, then arrive again.
+    Woken,
 }
 
 /// Where a waiter joins: when it is due if it is a head at once, and its

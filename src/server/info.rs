@@ -23,7 +23,8 @@
 //! for a module that may never be used. Redis's own `INFO commandstats`
 //! rows of the module's commands are Redis's, and reset as ever.
 //! `ratelimit_hooks` says which per-command hooks are on: the command
-//! filter only while clients wait (`wait::watch`).
+//! filter only while an admitted reply is pending, on servers that need it
+//! (`wait::watch`), and how often it was registered.
 
 use super::ffi::{api, Ctx};
 use super::stats;
@@ -104,6 +105,10 @@ extern "C" fn info(ctx: *mut raw::RedisModuleInfoCtx, _for_crash_report: c_int) 
             c"hooks",
             &[
                 (c"command_filter", u64::from(wait::watch::filtering())),
+                (
+                    c"command_filter_registrations",
+                    wait::watch::registrations(),
+                ),
                 (c"keyspace_events", u64::from(wait::subscribed())),
             ],
         );

@@ -33,7 +33,6 @@ use keyspace::ServerKeyspace;
 
 mod keyspace;
 mod leaving;
-mod names;
 pub mod watch;
 use redis_module::raw;
 use std::cell::RefCell;
@@ -110,7 +109,6 @@ fn with_state<R>(f: impl FnOnce(&mut State) -> R) -> Option<R> {
         leaving::settle(&mut state.queues);
         let r = f(&mut state);
         WAITING.store(state.queues.len(), Relaxed);
-        watch::tidy(&state.queues);
         Some(r)
     })
 }
@@ -195,17 +193,17 @@ impl Shell for CallShell<'_> {
 
     fn block(&mut self) -> Option<Token> {
         let bc = block(self.ctx);
-        if !bc.is_null() {
-            let db = selected_db(self.ctx);
-            for key in self.keys {
-                watch::waiting_on(db, key.as_ref());
-            }
-        }
         (!bc.is_null()).then_some(Token {
             bc,
             command: self.command,
             shape: self.shape,
         })
+    }
+
+    fn ended(&mut self, events: Vec<Ended<KeyName, Token>>) {
+        for event in events {
+            resolve(self.ctx, event);
+        }
     }
 }
 
@@ -313,7 +311,6 @@ fn block(ctx: Ctx) -> *mut raw::RedisModuleBlockedClient {
             if !SUBSCRIBED.load(Relaxed) {
                 subscribe(ctx);
             }
-            watch::start(ctx);
         }
         bc
     }
@@ -359,7 +356,7 @@ fn process(ctx: Ctx, state: &mut State, from: Micros, to: Micros) {
     };
     drop(keyspace);
     for event in events {
-        resolve(event);
+        resolve(ctx, event);
     }
     if replica && !state.queues.is_empty() {
         // The rest in the next event-loop iteration.
@@ -380,7 +377,7 @@ struct Resolved {
 }
 
 /// Ends a wait: counts it and unblocks the client with its reply.
-fn resolve(event: Ended<KeyName, Token>) {
+fn resolve(ctx: Ctx, event: Ended<KeyName, Token>) {
     let waited = event.at.saturating_sub(event.since);
     let token = event.token;
     let result = match event.ending {
@@ -405,7 +402,7 @@ fn resolve(event: Ended<KeyName, Token>) {
         result,
         charged: event.charged,
     });
-    watch::reply_pending();
+    watch::reply_pending(ctx);
     // SAFETY: `bc` is a handle from BlockClient that was still in the queue,
     // so it has not been unblocked; Redis hands the pointer to `on_reply`
     // and then to `free_privdata`, which takes the box back.
@@ -622,8 +619,7 @@ thread_local! {
 }
 
 /// Arms (once) a timer for the next event-loop iteration that takes the
-/// waiters that went away out of the queue, wakes the lines the command
-/// filter saw changed ([`watch`]) and decides who is due.
+/// waiters that went away out of the queue and decides who is due.
 fn settle_soon(ctx: Ctx) {
     if SETTLING.with(|s| s.replace(true)) {
         return;
@@ -640,18 +636,6 @@ extern "C" fn on_settle(ctx: *mut raw::RedisModuleCtx, _data: *mut c_void) {
         // `with_state` settles; then whoever moved up is due now.
         with_state(|state| {
             let now = clock::now();
-            let (names, all, dbs) = watch::take_wakes();
-            if all {
-                state.queues.wake_all(now);
-            }
-            for name in names {
-                for &db in &dbs {
-                    let key: KeyName = (db, name.clone());
-                    if state.queues.has_waiters(&key) {
-                        state.queues.wake(&key, now);
-                    }
-                }
-            }
             if ffi::writes_paused() {
                 arm(ctx, state);
                 return;
@@ -705,14 +689,16 @@ pub fn subscribed() -> bool {
 }
 
 /// Subscribes the line's wake-ups to the changes that may admit sooner
-/// and that no command names: a key expired or evicted, `FLUSHDB`/`FLUSHALL`
-/// and `SWAPDB` (the commands that change or remove a named key are seen
-/// by the command filter, [`watch`]), and the role changes ([`leaving`]).
+/// and that no command of the module sees: a key expired or evicted,
+/// `FLUSHDB`/`FLUSHALL` and `SWAPDB`, and the role changes ([`leaving`]).
 /// Done when the first client blocks, not at load. Redis makes a module
 /// context only for an event of a subscribed class: an expiry or an
 /// eviction, never one of the commands a server runs most (a `DEL`, an
-/// `EXPIRE` or a `SET … PX` fire the generic class, which is why it is not
-/// subscribed); every other event costs a look at the subscribers' list.
+/// `EXPIRE` or a `SET … PX` fire the generic class, which is not
+/// subscribed: a waiter whose key such a command changed is decided at its
+/// planned time, or sooner when the module's next command on the key finds
+/// it admissible, see `engine::gate`); every other event costs a look at
+/// the subscribers' list.
 /// Redis 7.0 has no way to unsubscribe, so the subscription stays once
 /// made. If Redis refuses it, the next block tries again, and the
 /// waiters' timers still admit them when due.

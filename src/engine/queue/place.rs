@@ -36,6 +36,37 @@ impl<K: Eq + Hash + Clone, T: Eq + Hash + Clone> Queues<K, T> {
         now: Micros,
         request: Request,
     ) -> Result<Arrival, KeyError> {
+        self.stand(keyspace, keys, policies, now, request, false)
+    }
+
+    /// As [`Queues::arrive`], but first: where the keys alone would admit
+    /// the request now while the first waiter of one of their lines is due
+    /// later, and its keys admit it now (a command outside the module
+    /// deleted or replaced the key, or changed its expiry), that waiter is
+    /// made due now and [`Arrival::Woken`] answered: the caller processes
+    /// the queue at `now` (so that the waiters go first, in order), then
+    /// calls [`Queues::arrive`]. Costs at most one decision per key, and
+    /// only when the keys alone admit the request.
+    pub fn arrive_or_wake<S: Keyspace<K>>(
+        &mut self,
+        keyspace: &mut S,
+        keys: &[K],
+        policies: &[Policy],
+        now: Micros,
+        request: Request,
+    ) -> Result<Arrival, KeyError> {
+        self.stand(keyspace, keys, policies, now, request, true)
+    }
+
+    fn stand<S: Keyspace<K>>(
+        &mut self,
+        keyspace: &mut S,
+        keys: &[K],
+        policies: &[Policy],
+        now: Micros,
+        request: Request,
+        wake: bool,
+    ) -> Result<Arrival, KeyError> {
         let timeout = request.wait.filter(|_| !request.dryrun);
         // A lease may be released before it expires: a request on a
         // concurrency limit waits out its timeout even when the expiries
@@ -73,6 +104,9 @@ impl<K: Eq + Hash + Clone, T: Eq + Hash + Clone> Queues<K, T> {
         let alone = keyspace.decide(keys, policies, now, dry)?;
         if alone.retry_after == RetryAfter::Never {
             return Ok(Arrival::Now(self.granting(alone, &request)));
+        }
+        if wake && alone.allowed && !request.dryrun && self.wake_admissible(keyspace, keys, now) {
+            return Ok(Arrival::Woken);
         }
         if timeout.is_none()
             && alone.allowed
@@ -125,6 +159,44 @@ impl<K: Eq + Hash + Clone, T: Eq + Hash + Clone> Queues<K, T> {
         let after = planned.map(expected);
         self.queued_denial(keyspace, keys, policies, now, after, &request)
             .map(Arrival::Now)
+    }
+
+    /// Makes due at `now` each first waiter of the lines of `keys` that is
+    /// a head due later and that its keys admit now (a look, not charged);
+    /// whether any was.
+    fn wake_admissible<S: Keyspace<K>>(
+        &mut self,
+        keyspace: &mut S,
+        keys: &[K],
+        now: Micros,
+    ) -> bool {
+        let mut woken = false;
+        for key in keys {
+            let Some(front) = self.lines.get(key).and_then(|l| l.turns.front()) else {
+                continue;
+            };
+            let Some(entry) = self.entries.get(&front) else {
+                continue;
+            };
+            if entry.due.is_none_or(|due| due <= now) {
+                continue;
+            }
+            let w = &entry.waiter;
+            let look = Request {
+                dryrun: true,
+                ..w.request(Charge::Normal)
+            };
+            let keys = w.keys.clone();
+            let policies = w.policies.clone();
+            if keyspace
+                .decide(&keys, &policies, now, look)
+                .is_ok_and(|d| d.allowed)
+            {
+                self.set_due(front, now);
+                woken = true;
+            }
+        }
+        woken
     }
 
     /// FORCE and REFUND beside a line: written as without one, and taken
