@@ -10,8 +10,9 @@
 #   policies     the module with `policies on`
 #   used         the module after RL.GCRA calls (no client ever waited)
 #   waiting      WAITERS (10) clients blocked in `RL.GCRA … WAIT 1000h`
-#   after        the same clients admitted and gone (nobody waits any more,
-#                the command filter gone; the expiry and eviction events stay)
+#                (no command filter; the expiry and eviction events on)
+#   after        the same clients admitted and gone (nobody waits any more;
+#                the expiry and eviction events stay)
 # Commands: GET, SET, INCR, EXPIRE, SET … PX and LPUSH on one hot key (that
 # exists: EXPIRE sets its TTL each time) and DEL of as many keys that exist,
 # each REQUESTS (20000) times on one connection (`redis-cli --pipe`: the
@@ -87,18 +88,18 @@ prepare() {
         waiting) start_waiters ;;
         after)
             start_waiters
-            # Each waiter is admitted as the key empties; then nobody waits.
-            for _ in $(seq 1 "$WAITERS"); do cli -n 1 DEL ov:wait >/dev/null; sleep 0.05; done
+            # Each round deletes the key; the module's next command on it
+            # admits the first waiter (and is denied after it).
             for _ in $(seq 1 600); do
                 [ "$(ratelimit_waiting)" = 0 ] && break
                 cli -n 1 DEL ov:wait >/dev/null
-                sleep 0.1
+                cli -n 1 RL.GCRA ov:wait 1 1h >/dev/null
             done
             [ "$(ratelimit_waiting)" = 0 ] || { echo "bench_overhead: waiters left" >&2; exit 1; }
             cli -n 1 FLUSHDB >/dev/null
             stop_waiters
-            # The command filter leaves in an event-loop iteration after the
-            # last wait ended.
+            # A command filter (Redis 7.0, while an admitted reply is
+            # pending) leaves in an event-loop iteration after the last reply.
             for _ in $(seq 1 600); do
                 ratelimit_hooks | grep -q 'command_filter=0' && break
                 sleep 0.1
