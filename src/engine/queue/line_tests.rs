@@ -123,6 +123,7 @@ impl Line {
         let place = match arrival {
             Arrival::Now(d) => return Some(d),
             Arrival::Wait(place) => place,
+            Arrival::Woken => unreachable!("only arrive_or_wake wakes"),
         };
         let token = self.next_token;
         self.next_token += 1;

@@ -66,6 +66,7 @@ fn arrive(
             );
             None
         }
+        Arrival::Woken => unreachable!("only arrive_or_wake wakes"),
     }
 }
 
@@ -553,6 +554,7 @@ fn an_arrival_asks_the_keyspace_the_same_behind_3_and_3000_waiters() {
                     q.enqueue(ks, waiter, place);
                 }
                 Arrival::Now(d) => assert!(d.allowed, "{d:?}"),
+                Arrival::Woken => unreachable!("only arrive_or_wake wakes"),
             }
         }
         let before = ks.calls;
@@ -617,5 +619,63 @@ proptest::proptest! {
                 }
             }
         }
+    }
+}
+
+/// A key deleted behind the queue's back (a command outside the module):
+/// a request never goes ahead of its line; `arrive_or_wake` makes the
+/// waiters its value admits due now, so that they go first, in order,
+/// and the request is decided after them. Only when the keys alone admit
+/// the request, and one decision per line.
+#[test]
+fn a_key_changed_behind_the_queues_back_lets_its_waiters_go_first() {
+    let (mut q, mut ks) = (Q::new(), Ks::default());
+    let policy = bucket();
+    arrive(
+        &mut q,
+        &mut ks,
+        &["k"],
+        policy.clone(),
+        T0,
+        req(10, None),
+        0,
+    )
+    .unwrap();
+    for token in 1..=3 {
+        let waited = arrive(
+            &mut q,
+            &mut ks,
+            &["k"],
+            policy.clone(),
+            T0,
+            req(4, Some(100 * S)),
+            token,
+        );
+        assert!(waited.is_none());
+    }
+    ks.values.remove("k");
+    let policies = [policy];
+    // Without waking: denied behind the line.
+    match q.arrive(&mut ks, &["k"], &policies, T0, req(1, None)) {
+        Ok(Arrival::Now(d)) => assert!(!d.allowed, "{d:?}"),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(
+        q.arrive_or_wake(&mut ks, &["k"], &policies, T0, req(1, None)),
+        Ok(Arrival::Woken)
+    );
+    let events = q.process(&mut ks, T0, T0, BUDGET);
+    // The full bucket of 10 takes the first two waiters of 4, in order.
+    assert_eq!(admitted(&events), vec![(1, T0), (2, T0)]);
+    assert_eq!(q.len(), 1);
+    // Then the request: 2 left, but the third waiter's 4 come first.
+    match q.arrive_or_wake(&mut ks, &["k"], &policies, T0, req(1, None)) {
+        Ok(Arrival::Now(d)) => assert!(!d.allowed, "{d:?}"),
+        other => panic!("{other:?}"),
+    }
+    // A request the key alone denies wakes nothing.
+    match q.arrive_or_wake(&mut ks, &["k"], &policies, T0, req(5, None)) {
+        Ok(Arrival::Now(d)) => assert!(!d.allowed, "{d:?}"),
+        other => panic!("{other:?}"),
     }
 }
