@@ -55,6 +55,8 @@ pub trait Shell {
     fn keyspace(&mut self) -> Self::Keyspace<'_>;
     /// Blocks the caller; `None` if the server refused.
     fn block(&mut self) -> Option<Self::Token>;
+    /// Whether waiters may be admitted here (not on a replica).
+    fn may_admit(&self) -> bool;
     /// Replies to the waiters whose wait ended (admitted ahead of the call).
     fn ended(&mut self, events: Vec<Ended<Self::Key, Self::Token>>);
 }
@@ -80,13 +82,23 @@ pub fn decide<S: Shell>(
     if request.wait.is_none() && !names.iter().any(|k| queues.has_waiters(k)) {
         return super::decide(&mut shell.open(), policies, now, request).map(Gated::Now);
     }
-    let mut arrival = queues.arrive_or_wake(
-        &mut shell.keyspace(),
-        &names,
-        policies,
-        now,
-        request.clone(),
-    )?;
+    let mut arrival = if shell.may_admit() {
+        queues.arrive_or_wake(
+            &mut shell.keyspace(),
+            &names,
+            policies,
+            now,
+            request.clone(),
+        )?
+    } else {
+        queues.arrive(
+            &mut shell.keyspace(),
+            &names,
+            policies,
+            now,
+            request.clone(),
+        )?
+    };
     if let Arrival::Woken = arrival {
         let budget = bounds::WAIT_EVENTS_PER_TICK.get() as usize;
         let events = queues.process(&mut shell.keyspace(), now, now, budget);

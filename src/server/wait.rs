@@ -200,6 +200,10 @@ impl Shell for CallShell<'_> {
         })
     }
 
+    fn may_admit(&self) -> bool {
+        !is_replica(self.ctx)
+    }
+
     fn ended(&mut self, events: Vec<Ended<KeyName, Token>>) {
         for event in events {
             resolve(self.ctx, event);
