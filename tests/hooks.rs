@@ -266,14 +266,29 @@ fn a_key_changed_by_redis_is_decided_at_the_planned_time_at_the_latest() {
         &["PEXPIREAT", "b", "1"],
         &["EXPIRE", "b", "100000"],
         &["PERSIST", "b"],
+        &["SET", "b", "FROM_F", "PX", "3600000"],
     ] {
         clock_set(&mut c, T0);
+        // Another bucket with 9 left, whose value a SET puts in place.
+        let f: Vec<String> = ["RL.BUCKET", "f", "10", "10", "1h"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        decide(&mut c, &strs(&f));
+        let f = get_bytes(&mut c, "f").unwrap();
         decide(&mut c, &strs(&bucket(&["COST", "10"])));
         let mut w = server.conn();
         send(&mut w, &strs(&bucket(&["COST", "5", "WAIT", "100d"])));
         await_waiting(&mut c, 1);
         let before = work(&mut c);
-        call(&mut c, change).unwrap();
+        let mut line = redis::cmd(change[0]);
+        for arg in &change[1..] {
+            match *arg {
+                "FROM_F" => line.arg(&f[..]),
+                _ => line.arg(*arg),
+            };
+        }
+        line.query::<Value>(&mut c).unwrap();
         assert_eq!(work(&mut c), before, "{change:?}: no work of the module");
         advance(&mut c, planned - 1);
         assert_eq!(waiting(&mut c), 1, "{change:?}");
