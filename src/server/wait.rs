@@ -676,6 +676,11 @@ pub fn unblocking(id: u64, error: bool) {
     UNBLOCKING.with(|u| u.set(Some((id, error))));
 }
 
+/// The next command runs: the mark of [`unblocking`] is dropped.
+pub fn unblocking_done() {
+    UNBLOCKING.with(|u| u.set(None));
+}
+
 /// Whether the client of `ctx` is being unblocked by `CLIENT UNBLOCK`
 /// without `ERROR` (Redis then sends it nothing).
 fn unblocked_without_reply(ctx: Ctx) -> bool {

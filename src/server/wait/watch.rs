@@ -149,6 +149,10 @@ extern "C" fn on_command(fctx: *mut raw::RedisModuleCommandFilterCtx) {
     // SAFETY: Redis calls this with a live filter context; the argument
     // stays valid during the call.
     let name = unsafe { filter_arg(fctx, 0) };
+    // A mark left by an earlier `CLIENT UNBLOCK` that ended no admission
+    // (its client was not blocked, or not admitted) concerns that command
+    // only.
+    super::unblocking_done();
     if name.len() == 6 && name.eq_ignore_ascii_case(b"client") {
         // SAFETY: as above.
         unsafe { client(fctx) };
