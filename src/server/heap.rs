@@ -20,10 +20,41 @@ pub fn bytes() -> usize {
 /// misallocated.
 fn add(n: usize) {
     BYTES.store(BYTES.load(Relaxed).wrapping_add(n), Relaxed);
+    #[cfg(test)]
+    on_thread(n, true);
 }
 
 fn sub(n: usize) {
     BYTES.store(BYTES.load(Relaxed).wrapping_sub(n), Relaxed);
+    #[cfg(test)]
+    on_thread(n, false);
+}
+
+#[cfg(test)]
+thread_local! {
+    /// The test thread's own bytes (tests run side by side: the shared
+    /// count moves with every test).
+    static THREAD_BYTES: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
+#[cfg(test)]
+fn on_thread(n: usize, added: bool) {
+    // A thread being torn down has no count: its frees are not counted.
+    let _ = THREAD_BYTES.try_with(|b| {
+        let now = if added {
+            b.get().wrapping_add(n)
+        } else {
+            b.get().wrapping_sub(n)
+        };
+        b.set(now);
+    });
+}
+
+/// The bytes the calling thread allocated and has not freed (what another
+/// thread frees of them is taken from that thread's count).
+#[cfg(test)]
+pub fn thread_bytes() -> usize {
+    THREAD_BYTES.try_with(std::cell::Cell::get).unwrap_or(0)
 }
 
 /// The system allocator, counted.

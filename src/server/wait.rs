@@ -33,6 +33,8 @@ use keyspace::ServerKeyspace;
 
 mod keyspace;
 mod leaving;
+#[cfg(test)]
+mod memory_tests;
 pub mod watch;
 use redis_module::raw;
 use std::cell::RefCell;
