@@ -63,9 +63,10 @@ use crate::bounds;
 use crate::bounds::work::{self, Work};
 use crate::engine::error::Error;
 use crate::engine::store::MemoryStore;
-use crate::engine::{self, Charge, Flow, KeyError, Outcome, PerLimit, Request};
+use crate::engine::{self, Charge, Flow, KeyError, Outcome, Request};
 use crate::policy::Policy;
 use fair::{FlowName, Share, Turn, Turns};
+use lean::{LeanMap, LeanSet};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::hash::Hash;
 
@@ -235,8 +236,9 @@ struct Entry<K, T> {
     due: Option<Micros>,
     /// Its admission as planned when it joined.
     planned: Micros,
-    /// The leases its planned admission holds in the plans.
-    planned_leases: PerLimit<Option<Option<LeaseId>>>,
+    /// The leases its planned admission holds in the plans (empty where
+    /// no limit of its holds leases).
+    planned_leases: Box<[Option<Option<LeaseId>>]>,
     /// Its place in the order of all its lines, once it is the first of
     /// its flow in each (see `fair`).
     turn: Option<Turn>,
@@ -244,7 +246,7 @@ struct Entry<K, T> {
 
 /// The waiters of one key, in arrival order and by flow, and its plan.
 struct Line {
-    ids: BTreeSet<u64>,
+    ids: LeanSet<u64>,
     /// By flow and by turn: the waiter at its front (the smallest turn) is
     /// the only one that may become a head.
     turns: Turns,
@@ -271,7 +273,7 @@ struct Line {
     asked: u128,
     /// How many waiters ask each cost of the key (the smallest bounds who
     /// could take room left now, were those ahead of it to leave).
-    costs: BTreeMap<u64, usize>,
+    costs: LeanMap<u64, usize>,
 }
 
 impl Line {
@@ -301,8 +303,9 @@ pub struct Queues<K, T> {
     next_id: u64,
     /// The order turns are given in.
     next_turn: u64,
-    entries: BTreeMap<u64, Entry<K, T>>,
-    lines: HashMap<K, Line>,
+    /// Boxed: a map's nodes hold room for more entries than they hold.
+    entries: BTreeMap<u64, Box<Entry<K, T>>>,
+    lines: HashMap<K, Box<Line>>,
     /// Heads by due time, then arrival.
     dues: BTreeSet<(Micros, u64)>,
     deadlines: BTreeSet<(Micros, u64)>,
@@ -434,7 +437,7 @@ impl<K: Eq + Hash + Clone, T: Eq + Hash + Clone> Queues<K, T> {
                 // and the waiter's own decision reports the error.
                 let plan = keyspace.value(key).ok().flatten();
                 let line = Line {
-                    ids: BTreeSet::new(),
+                    ids: LeanSet::default(),
                     turns: self.resting.remove(key).unwrap_or_default(),
                     plan,
                     planned_until: place.planned,
@@ -444,9 +447,9 @@ impl<K: Eq + Hash + Clone, T: Eq + Hash + Clone> Queues<K, T> {
                     freed: 0,
                     served: 0,
                     asked: 0,
-                    costs: BTreeMap::new(),
+                    costs: LeanMap::default(),
                 };
-                self.lines.insert(key.clone(), line);
+                self.lines.insert(key.clone(), Box::new(line));
             }
         }
         // The plan takes the charge; a failure leaves it as it was (the
@@ -460,8 +463,10 @@ impl<K: Eq + Hash + Clone, T: Eq + Hash + Clone> Queues<K, T> {
             )
         });
         let planned_leases = match planned {
-            Some(Ok(decided)) => decided.leases,
-            _ => PerLimit::new(),
+            Some(Ok(decided)) if waiter.policies.iter().any(Policy::holds_leases) => {
+                decided.leases.into_iter().collect()
+            }
+            _ => Box::default(),
         };
         let flow = waiter.flow_name();
         for key in &waiter.keys {
@@ -469,7 +474,12 @@ impl<K: Eq + Hash + Clone, T: Eq + Hash + Clone> Queues<K, T> {
                 line.ids.insert(id);
                 let cost = waiter.share_on(key).cost;
                 line.asked += u128::from(cost);
-                *line.costs.entry(cost).or_default() += 1;
+                match line.costs.get_mut(&cost) {
+                    Some(n) => *n += 1,
+                    None => {
+                        line.costs.insert(cost, 1);
+                    }
+                }
                 line.turns.join(&flow, id);
                 line.planned_until = line.planned_until.max(place.planned);
                 if cost > 0 {
@@ -488,7 +498,7 @@ impl<K: Eq + Hash + Clone, T: Eq + Hash + Clone> Queues<K, T> {
             planned_leases,
             turn: None,
         };
-        self.entries.insert(id, entry);
+        self.entries.insert(id, Box::new(entry));
         self.give_turn(id);
         self.promote(id, place.due);
     }
@@ -870,6 +880,7 @@ const MAX_LAG: Micros = crate::algorithm::MAX_HORIZON;
 mod fair;
 #[cfg(test)]
 mod fair_tests;
+mod lean;
 #[cfg(test)]
 mod line_tests;
 #[cfg(test)]

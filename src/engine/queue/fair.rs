@@ -38,7 +38,8 @@
 //! Pure: the waiters are ids, their costs and weights are passed in; each
 //! step costs O(log) in the waiters and flows of the line.
 
-use std::collections::{BTreeSet, HashMap};
+use super::lean::{LeanMap, LeanSet};
+use std::collections::{BTreeMap, BTreeSet};
 
 /// A flow's name on a key; `None`: the requests without `FLOW`, one flow.
 pub type FlowName = Option<Vec<u8>>;
@@ -70,7 +71,7 @@ impl Share {
 /// One flow's waiters in a line.
 struct Flow {
     /// In arrival order.
-    ids: BTreeSet<u64>,
+    ids: LeanSet<u64>,
     /// Where its last admission in this line finished.
     finish: Virtual,
 }
@@ -82,15 +83,15 @@ pub const FORGET_PER_STEP: usize = 2;
 /// The flows of one line and the turns of its waiters.
 #[derive(Default)]
 pub struct Turns {
-    /// The flows with waiters.
-    flows: HashMap<FlowName, Flow>,
+    /// The flows with waiters (most lines have one).
+    flows: LeanMap<FlowName, Flow>,
     /// The flows without waiters whose last admission finished after the
     /// virtual time: where it finished.
-    remembered: HashMap<FlowName, Virtual>,
+    remembered: BTreeMap<FlowName, Virtual>,
     /// The same, by finish.
     by_finish: BTreeSet<(Virtual, FlowName)>,
     /// The waiters that have their turn, in turn order.
-    order: BTreeSet<(Turn, u64)>,
+    order: LeanSet<(Turn, u64)>,
     /// The line's virtual time: the start of the latest admitted turn.
     now: Virtual,
 }
@@ -117,7 +118,7 @@ impl Turns {
         if !self.flows.contains_key(flow) {
             let finish = self.remembered.remove(flow).unwrap_or(0);
             self.by_finish.remove(&(finish, flow.clone()));
-            let ids = BTreeSet::new();
+            let ids = LeanSet::default();
             self.flows.insert(flow.clone(), Flow { ids, finish });
         }
         if let Some(f) = self.flows.get_mut(flow) {
@@ -225,6 +226,7 @@ impl Turns {
 mod tests {
     use super::*;
     use crate::algorithm::limits::MAX_COUNT;
+    use std::collections::HashMap;
 
     fn name(s: &str) -> FlowName {
         Some(s.as_bytes().to_vec())
