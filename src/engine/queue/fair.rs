@@ -80,16 +80,23 @@ struct Flow {
 /// them: more than the one a step may remember, so that they drain.
 pub const FORGET_PER_STEP: usize = 2;
 
+/// Flows remembered without waiters in a line.
+#[derive(Default)]
+struct Remembered {
+    /// Where each one's last admission finished.
+    finish: BTreeMap<FlowName, Virtual>,
+    /// The same, by finish.
+    by_finish: BTreeSet<(Virtual, FlowName)>,
+}
+
 /// The flows of one line and the turns of its waiters.
 #[derive(Default)]
 pub struct Turns {
     /// The flows with waiters (most lines have one).
     flows: LeanMap<FlowName, Flow>,
     /// The flows without waiters whose last admission finished after the
-    /// virtual time: where it finished.
-    remembered: BTreeMap<FlowName, Virtual>,
-    /// The same, by finish.
-    by_finish: BTreeSet<(Virtual, FlowName)>,
+    /// virtual time (`None` while there are none: most lines never have).
+    remembered: Option<Box<Remembered>>,
     /// The waiters that have their turn, in turn order.
     order: LeanSet<(Turn, u64)>,
     /// The line's virtual time: the start of the latest admitted turn.
@@ -109,15 +116,25 @@ impl Turns {
 
     /// How many flows without waiters are remembered.
     pub fn remembered(&self) -> usize {
-        self.remembered.len()
+        self.remembered.as_ref().map_or(0, |r| r.finish.len())
+    }
+
+    /// Forgets the remembered `flow`; where its last admission finished.
+    fn recall(&mut self, flow: &FlowName) -> Option<Virtual> {
+        let remembered = self.remembered.as_mut()?;
+        let finish = remembered.finish.remove(flow)?;
+        remembered.by_finish.remove(&(finish, flow.clone()));
+        if remembered.finish.is_empty() {
+            self.remembered = None;
+        }
+        Some(finish)
     }
 
     /// Waiter `id` (arriving after every other) joins `flow` at its end; a
     /// remembered flow takes up where its last admission finished.
     pub fn join(&mut self, flow: &FlowName, id: u64) {
         if !self.flows.contains_key(flow) {
-            let finish = self.remembered.remove(flow).unwrap_or(0);
-            self.by_finish.remove(&(finish, flow.clone()));
+            let finish = self.recall(flow).unwrap_or(0);
             let ids = LeanSet::default();
             self.flows.insert(flow.clone(), Flow { ids, finish });
         }
@@ -149,7 +166,9 @@ impl Turns {
     pub fn earliest_start(&self, flow: &FlowName) -> Virtual {
         let finish = match self.flows.get(flow) {
             Some(f) => f.finish,
-            None => self.remembered.get(flow).copied().unwrap_or(0),
+            None => (self.remembered.as_ref())
+                .and_then(|r| r.finish.get(flow).copied())
+                .unwrap_or(0),
         };
         self.now.max(finish)
     }
@@ -158,7 +177,7 @@ impl Turns {
     /// would start at the virtual time anyway).
     fn forget_passed(&mut self) {
         for _ in 0..FORGET_PER_STEP {
-            match self.by_finish.first() {
+            match self.remembered.as_ref().and_then(|r| r.by_finish.first()) {
                 Some((finish, _)) if *finish <= self.now => {
                     self.forget_first();
                 }
@@ -170,10 +189,16 @@ impl Turns {
     /// Forgets the remembered flow whose admission finished first; whether
     /// there was one.
     pub fn forget_first(&mut self) -> bool {
-        let Some((_, flow)) = self.by_finish.pop_first() else {
+        let Some(remembered) = self.remembered.as_mut() else {
             return false;
         };
-        self.remembered.remove(&flow);
+        let Some((_, flow)) = remembered.by_finish.pop_first() else {
+            return false;
+        };
+        remembered.finish.remove(&flow);
+        if remembered.finish.is_empty() {
+            self.remembered = None;
+        }
         true
     }
 
@@ -208,8 +233,9 @@ impl Turns {
             let finish = f.finish;
             self.flows.remove(flow);
             if finish > self.now {
-                self.remembered.insert(flow.clone(), finish);
-                self.by_finish.insert((finish, flow.clone()));
+                let remembered = self.remembered.get_or_insert_with(Box::default);
+                remembered.finish.insert(flow.clone(), finish);
+                remembered.by_finish.insert((finish, flow.clone()));
             }
         }
         self.forget_passed();
