@@ -261,7 +261,7 @@ struct Line {
     /// arrival order), its planned admission. Only what lies past the
     /// units `served` is kept (and the entry before: see [`Line::trim`]).
     units: u64,
-    trajectory: BTreeMap<u64, Micros>,
+    trajectory: LeanMap<u64, Micros>,
     /// The units of the waiters who left without admission, their charges
     /// kept in the plan: those behind them stand that many units further
     /// ahead than planned.
@@ -283,7 +283,7 @@ impl Line {
     /// entries as waiters.
     fn trim(&mut self) {
         for _ in 0..TRIM_PER_STEP {
-            let mut through = self.trajectory.keys();
+            let mut through = self.trajectory.iter().map(|(units, _)| units);
             match (through.next(), through.next()) {
                 (Some(_), Some(&second)) if second <= self.served => {
                     self.trajectory.pop_first();
@@ -443,7 +443,7 @@ impl<K: Eq + Hash + Clone, T: Eq + Hash + Clone> Queues<K, T> {
                     planned_until: place.planned,
                     lag: Micros::ZERO,
                     units: 0,
-                    trajectory: BTreeMap::new(),
+                    trajectory: LeanMap::default(),
                     freed: 0,
                     served: 0,
                     asked: 0,
