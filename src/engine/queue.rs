@@ -515,7 +515,7 @@ impl<K: Eq + Hash + Clone, T: Eq + Hash + Clone> Queues<K, T> {
             return;
         }
         let flow = entry.waiter.flow_name();
-        let (mut start, mut now) = (0, 0);
+        let (mut start, mut now) = (fair::Virtual::ZERO, fair::Virtual::ZERO);
         for key in &entry.waiter.keys {
             let Some(line) = self.lines.get(key) else {
                 return;

@@ -44,12 +44,38 @@ use std::collections::{BTreeMap, BTreeSet};
 /// A flow's name on a key; `None`: the requests without `FLOW`, one flow.
 pub type FlowName = Option<Vec<u8>>;
 
-/// Virtual time: cost over weight, in units of 1 / [`SCALE`].
-pub type Virtual = u128;
+/// Virtual time: cost over weight, in units of 1 / [`SCALE`]. A `u128`
+/// kept as its two halves, aligned as a `u64`: a `u128` would pad every
+/// structure holding one (a waiter's turn, a line's flows) to 16 bytes.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Virtual {
+    // The high half first: the derived order is the number's.
+    high: u64,
+    low: u64,
+}
+
+impl Virtual {
+    pub const ZERO: Virtual = Virtual { high: 0, low: 0 };
+
+    fn new(value: u128) -> Virtual {
+        Virtual {
+            high: (value >> 64) as u64,
+            low: value as u64,
+        }
+    }
+
+    fn get(self) -> u128 {
+        (u128::from(self.high) << 64) | u128::from(self.low)
+    }
+
+    fn saturating_add(self, other: Virtual) -> Virtual {
+        Virtual::new(self.get().saturating_add(other.get()))
+    }
+}
 
 /// Divisible by every weight up to 16, so that small weights share
 /// exactly.
-const SCALE: Virtual = 720_720 * 1_000_000;
+const SCALE: u128 = 720_720 * 1_000_000;
 
 /// A waiter's place in the order of every one of its lines: its start
 /// tag, then the order turns were given in (unique).
@@ -64,7 +90,7 @@ pub struct Share {
 
 impl Share {
     pub fn span(self) -> Virtual {
-        Virtual::from(self.cost) * SCALE / Virtual::from(self.weight.max(1))
+        Virtual::new(u128::from(self.cost) * SCALE / u128::from(self.weight.max(1)))
     }
 }
 
@@ -134,7 +160,7 @@ impl Turns {
     /// remembered flow takes up where its last admission finished.
     pub fn join(&mut self, flow: &FlowName, id: u64) {
         if !self.flows.contains_key(flow) {
-            let finish = self.recall(flow).unwrap_or(0);
+            let finish = self.recall(flow).unwrap_or_default();
             let ids = LeanSet::default();
             self.flows.insert(flow.clone(), Flow { ids, finish });
         }
@@ -168,7 +194,7 @@ impl Turns {
             Some(f) => f.finish,
             None => (self.remembered.as_ref())
                 .and_then(|r| r.finish.get(flow).copied())
-                .unwrap_or(0),
+                .unwrap_or_default(),
         };
         self.now.max(finish)
     }
