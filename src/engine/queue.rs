@@ -67,6 +67,7 @@ use crate::engine::{self, Charge, Flow, KeyError, Outcome, Request};
 use crate::policy::Policy;
 use fair::{FlowName, Share, Turn, Turns};
 use lean::{LeanMap, LeanSet};
+use lines::Lines;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::hash::Hash;
 
@@ -305,7 +306,7 @@ pub struct Queues<K, T> {
     next_turn: u64,
     /// Boxed: a map's nodes hold room for more entries than they hold.
     entries: BTreeMap<u64, Box<Entry<K, T>>>,
-    lines: HashMap<K, Box<Line>>,
+    lines: Lines<K>,
     /// Heads by due time, then arrival.
     dues: BTreeSet<(Micros, u64)>,
     deadlines: BTreeSet<(Micros, u64)>,
@@ -324,7 +325,7 @@ impl<K, T> Default for Queues<K, T> {
             next_id: 0,
             next_turn: 0,
             entries: BTreeMap::new(),
-            lines: HashMap::new(),
+            lines: Lines::default(),
             dues: BTreeSet::new(),
             deadlines: BTreeSet::new(),
             by_token: HashMap::new(),
@@ -449,7 +450,7 @@ impl<K: Eq + Hash + Clone, T: Eq + Hash + Clone> Queues<K, T> {
                     asked: 0,
                     costs: LeanMap::default(),
                 };
-                self.lines.insert(key.clone(), Box::new(line));
+                self.lines.insert(key.clone(), line);
             }
         }
         // The plan takes the charge; a failure leaves it as it was (the
@@ -883,6 +884,7 @@ mod fair_tests;
 mod lean;
 #[cfg(test)]
 mod line_tests;
+mod lines;
 #[cfg(test)]
 mod multi_tests;
 mod place;
