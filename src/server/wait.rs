@@ -50,10 +50,13 @@ type KeyName = (c_int, Vec<u8>);
 #[derive(Debug, Clone, Copy)]
 struct Token {
     bc: *mut raw::RedisModuleBlockedClient,
-    /// The command's place in the table, for the statistics.
-    command: usize,
+    /// The command's place in the table, for the statistics (a `u16`: a
+    /// token is 16 bytes, and held twice per waiter).
+    command: u16,
     shape: Shape,
 }
+
+const _: () = assert!(crate::commands::table::COMMAND_COUNT <= u16::MAX as usize);
 
 impl PartialEq for Token {
     fn eq(&self, other: &Token) -> bool {
@@ -197,7 +200,7 @@ impl Shell for CallShell<'_> {
         let bc = block(self.ctx);
         (!bc.is_null()).then_some(Token {
             bc,
-            command: self.command,
+            command: u16::try_from(self.command).unwrap_or(u16::MAX),
             shape: self.shape,
         })
     }
@@ -404,7 +407,7 @@ fn resolve(ctx: Ctx, event: Ended<KeyName, Token>) {
     };
     let resolved = Box::new(Resolved {
         shape: token.shape,
-        command: token.command,
+        command: usize::from(token.command),
         result,
         charged: event.charged,
     });
@@ -557,7 +560,8 @@ extern "C" fn on_timeout(
                 Ending::TimedOut(d) | Ending::Admitted(d) => Ok(d),
                 Ending::Failed(e) => Err(e),
             };
-            send(ctx, event.token.shape, event.token.command, &result);
+            let command = usize::from(event.token.command);
+            send(ctx, event.token.shape, command, &result);
             // SAFETY: the handle is ours and was in the queue; after a
             // timeout Redis leaves freeing it to the module.
             unsafe { api!(RedisModule_UnblockClient)(bc, std::ptr::null_mut()) };
