@@ -316,7 +316,7 @@ pub struct Queues<K, T> {
     /// The turns of keys nobody waits on any more that still remember
     /// flows: a client re-sending once the line emptied (several admitted
     /// in one tick) takes up where its flow was.
-    resting: HashMap<K, Turns>,
+    resting: HashMap<K, Box<Turns>>,
 }
 
 impl<K, T> Default for Queues<K, T> {
@@ -369,6 +369,9 @@ impl<K: Eq + Hash + Clone, T: Eq + Hash + Clone> Queues<K, T> {
     pub(super) fn idle(&mut self, key: &K) {
         if let Some(turns) = self.resting.remove(key) {
             self.remembered = self.remembered.saturating_sub(turns.remembered());
+            if self.resting.is_empty() {
+                self.resting = HashMap::new();
+            }
         }
     }
 
@@ -439,7 +442,7 @@ impl<K: Eq + Hash + Clone, T: Eq + Hash + Clone> Queues<K, T> {
                 let plan = keyspace.value(key).ok().flatten();
                 let line = Line {
                     ids: LeanSet::default(),
-                    turns: self.resting.remove(key).unwrap_or_default(),
+                    turns: self.resting.remove(key).map(|t| *t).unwrap_or_default(),
                     plan,
                     planned_until: place.planned,
                     lag: Micros::ZERO,
@@ -682,7 +685,7 @@ impl<K: Eq + Hash + Clone, T: Eq + Hash + Clone> Queues<K, T> {
                     // flows, until the key admits a waiter at once.
                     if let Some(line) = self.lines.remove(key) {
                         if line.turns.remembered() > 0 {
-                            self.resting.insert(key.clone(), line.turns);
+                            self.resting.insert(key.clone(), Box::new(line.turns));
                         }
                     }
                 }
@@ -697,7 +700,19 @@ impl<K: Eq + Hash + Clone, T: Eq + Hash + Clone> Queues<K, T> {
         for candidate in next {
             self.promote(candidate, at);
         }
+        self.give_back();
         Some(waiter)
+    }
+
+    /// Once nobody waits, the waiters' maps give their memory back (sized
+    /// for the most that waited; a map that empties keeps it).
+    fn give_back(&mut self) {
+        if self.entries.is_empty() {
+            self.entries = BTreeMap::new();
+            self.dues = BTreeSet::new();
+            self.deadlines = BTreeSet::new();
+            self.by_token = HashMap::new();
+        }
     }
 
     /// The waiter holding `token` gives its place up (disconnected) at `at`.

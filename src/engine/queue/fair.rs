@@ -39,7 +39,6 @@
 //! step costs O(log) in the waiters and flows of the line.
 
 use super::lean::{LeanMap, LeanSet};
-use std::collections::{BTreeMap, BTreeSet};
 
 /// A flow's name on a key; `None`: the requests without `FLOW`, one flow.
 pub type FlowName = Option<Vec<u8>>;
@@ -106,13 +105,14 @@ struct Flow {
 /// them: more than the one a step may remember, so that they drain.
 pub const FORGET_PER_STEP: usize = 2;
 
-/// Flows remembered without waiters in a line.
+/// Flows remembered without waiters in a line (most often one: the line's
+/// only flow, its last waiter admitted).
 #[derive(Default)]
 struct Remembered {
     /// Where each one's last admission finished.
-    finish: BTreeMap<FlowName, Virtual>,
+    finish: LeanMap<FlowName, Virtual>,
     /// The same, by finish.
-    by_finish: BTreeSet<(Virtual, FlowName)>,
+    by_finish: LeanSet<(Virtual, FlowName)>,
 }
 
 /// The flows of one line and the turns of its waiters.
