@@ -37,17 +37,27 @@ fn token(i: usize) -> Token {
     }
 }
 
-/// `RL.GCRA k 1 1h WAIT 100000h` by `n` clients standing as `shape`: the
-/// module's bytes per waiter, once all wait.
-fn bytes_per_waiter(n: usize, shape: Shape_) -> f64 {
+/// `n` clients standing as `shape` in `RL.GCRA k 1 1h WAIT 100000h`.
+struct Filled {
+    queues: Queues<KeyName, Token>,
+    keyspace: MemoryKeyspace<KeyName>,
+    /// The thread's bytes before they joined.
+    before: usize,
+    /// The module's own bytes per waiter, once all wait.
+    per_waiter: usize,
+}
+
+fn fill(n: usize, shape: Shape_) -> Filled {
     let one_key = matches!(
         shape,
         Shape_::OneKey | Shape_::OneKeyFlows | Shape_::OneKeyHundredFlows
     );
-    let key =
-        |i: usize| -> KeyName { (0, format!("k:{}", if one_key { 0 } else { i }).into_bytes()) };
+    let key = |i: usize| -> KeyName {
+        let i = if one_key { 0 } else { i };
+        (0, format!("k:{i}").into_bytes())
+    };
     let policy = Policy::Gcra(Gcra::new(1, Micros::new(HOUR), 1).expect("a limit"));
-    let now = Micros::new(1_000 * S);
+    let timeout = Micros::new(100_000 * HOUR);
     let mut keyspace = MemoryKeyspace::<KeyName>::default();
     let mut queues = Queues::<KeyName, Token>::new();
     // The keys exhausted first, as the benchmark does.
@@ -56,9 +66,8 @@ fn bytes_per_waiter(n: usize, shape: Shape_) -> f64 {
             cost: 1,
             ..Request::default()
         };
-        let _ = queues.arrive(&mut keyspace, &[key(i)], &[policy.clone()], now, request);
+        let _ = queues.arrive(&mut keyspace, &[key(i)], &[policy.clone()], NOW, request);
     }
-    keyspace.values.shrink_to_fit();
     // 10,000 on one key: past the default bound on a line (as another
     // test of the queue sets it; none relies on the default).
     crate::bounds::MAX_WAITERS_PER_KEY
@@ -77,14 +86,14 @@ fn bytes_per_waiter(n: usize, shape: Shape_) -> f64 {
         });
         let request = Request {
             cost: 1,
-            wait: Some(Micros::new(100_000 * HOUR)),
+            wait: Some(timeout),
             flow,
             ..Request::default()
         };
         // What the gate holds: the names, the policies, the request.
         let names = vec![key(i)];
         let policies = vec![policy.clone()];
-        let arrival = queues.arrive(&mut keyspace, &names, &policies, now, request.clone());
+        let arrival = queues.arrive(&mut keyspace, &names, &policies, NOW, request.clone());
         let Ok(Arrival::Wait(place)) = arrival else {
             panic!("waiter {i} did not wait: {arrival:?}");
         };
@@ -93,33 +102,84 @@ fn bytes_per_waiter(n: usize, shape: Shape_) -> f64 {
             policies,
             cost: request.cost,
             costs: request.costs,
-            since: now,
-            deadline: now.saturating_add(Micros::new(100_000 * HOUR)),
+            since: NOW,
+            deadline: NOW.saturating_add(timeout),
             flow: request.flow,
             token: token(i),
         };
         queues.enqueue(&mut keyspace, waiter, place);
     }
-    let after = heap::thread_bytes();
     assert_eq!(queues.len(), n);
-    after.wrapping_sub(before) as f64 / n as f64
+    let per_waiter = heap::thread_bytes().wrapping_sub(before) / n;
+    Filled {
+        queues,
+        keyspace,
+        before,
+        per_waiter,
+    }
+}
+
+const NOW: Micros = Micros::new(1_000 * S);
+
+const SHAPES: [Shape_; 5] = [
+    Shape_::Keys,
+    Shape_::OneKey,
+    Shape_::KeysFlows,
+    Shape_::OneKeyFlows,
+    Shape_::OneKeyHundredFlows,
+];
+
+/// 10,000 waiters (1,000 times a happy path's ten), each shape: at most
+/// 1 KB each of the module's own memory, and all of it given back once
+/// they went away.
+#[test]
+fn a_waiter_costs_the_module_at_most_a_kilobyte_and_leaves_nothing() {
+    for shape in SHAPES {
+        let mut filled = fill(10_000, shape);
+        assert!(
+            filled.per_waiter <= 1_024,
+            "{shape:?}: {} bytes",
+            filled.per_waiter
+        );
+        for i in 0..10_000 {
+            filled.queues.abandon(&token(i), NOW);
+        }
+        assert!(filled.queues.is_empty());
+        let left = heap::thread_bytes().wrapping_sub(filled.before);
+        assert_eq!(left, 0, "{shape:?}");
+    }
+}
+
+/// Once admitted, a line whose flows are remembered (a client re-sending
+/// at once takes up where its flow was) keeps its turns, within the bound
+/// on remembered flows: a few hundred bytes each.
+#[test]
+fn admitted_waiters_leave_their_remembered_flows_only() {
+    for shape in SHAPES {
+        let mut filled = fill(10_000, shape);
+        let end = NOW.saturating_add(Micros::new(20_000 * HOUR));
+        while !filled.queues.is_empty() {
+            drop(filled.queues.process(&mut filled.keyspace, NOW, end, 1_000));
+        }
+        let remembered = filled.queues.remembered_flows();
+        let left = heap::thread_bytes().wrapping_sub(filled.before);
+        assert!(remembered <= 10_000, "{shape:?}: {remembered}");
+        // The table of resting lines aside, 400 bytes each at most.
+        assert!(
+            left <= 1_024 + remembered * 400,
+            "{shape:?}: {left} bytes for {remembered}"
+        );
+        println!("{shape:?}: {remembered} remembered, {left} bytes");
+    }
 }
 
 #[test]
 #[ignore = "prints the figures: cargo test --lib memory_tests -- --ignored --nocapture"]
 fn print_bytes_per_waiter() {
-    for shape in [
-        Shape_::Keys,
-        Shape_::OneKey,
-        Shape_::KeysFlows,
-        Shape_::OneKeyFlows,
-        Shape_::OneKeyHundredFlows,
-    ] {
+    for shape in SHAPES {
         for n in [10, 1_000, 10_000] {
-            println!(
-                "{shape:?} {n}: {:.0} bytes per waiter",
-                bytes_per_waiter(n, shape)
-            );
+            let per_waiter = fill(n, shape).per_waiter;
+            println!("{shape:?} {n}: {per_waiter} bytes per waiter");
         }
     }
 }
