@@ -1,8 +1,9 @@
 //! Ordered maps and sets for the lines of the queue, most of which hold
 //! one entry (a waiter alone on its key, one flow in a line): one entry is
-//! held inline; a `BTreeMap` (whose first node has room for eleven) holds
-//! two or more, and gives its last entry back inline. Each step costs
-//! what the `BTreeMap`'s costs, and going from one form to the other O(1).
+//! held inline; a boxed `BTreeMap` (whose first node has room for eleven;
+//! boxed, so that the inline form is as small as its entry) holds two or
+//! more, and gives its last entry back inline. Each step costs what the
+//! `BTreeMap`'s costs, and going from one form to the other O(1).
 
 use std::collections::btree_map::{self, BTreeMap};
 use std::ops::RangeBounds;
@@ -12,7 +13,7 @@ use std::ops::RangeBounds;
 pub enum LeanMap<K, V> {
     Empty,
     One(K, V),
-    Many(BTreeMap<K, V>),
+    Many(Box<BTreeMap<K, V>>),
 }
 
 impl<K, V> Default for LeanMap<K, V> {
@@ -44,7 +45,7 @@ impl<K: Ord, V> LeanMap<K, V> {
             LeanMap::One(k, v) if *k == key => Some(std::mem::replace(v, value)),
             LeanMap::One(..) => {
                 if let LeanMap::One(k, v) = std::mem::take(self) {
-                    *self = LeanMap::Many(BTreeMap::from([(k, v), (key, value)]));
+                    *self = LeanMap::Many(Box::new(BTreeMap::from([(k, v), (key, value)])));
                 }
                 None
             }
