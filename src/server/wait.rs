@@ -44,7 +44,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::Relaxed};
 
 /// A key as the queue knows it: database and name.
-type KeyName = (c_int, Vec<u8>);
+type KeyName = (c_int, Box<[u8]>);
 
 /// A blocked client: its handle, identity in the queue.
 #[derive(Debug, Clone, Copy)]
@@ -186,10 +186,7 @@ impl Shell for CallShell<'_> {
 
     fn names(&self) -> Vec<KeyName> {
         let db = selected_db(self.ctx);
-        self.keys
-            .iter()
-            .map(|k| (db, k.as_ref().to_vec()))
-            .collect()
+        self.keys.iter().map(|k| (db, k.as_ref().into())).collect()
     }
 
     fn keyspace(&mut self) -> ServerKeyspace {
@@ -229,7 +226,7 @@ pub fn behind_line(
         return None;
     }
     let db = selected_db(ctx);
-    let names: Vec<KeyName> = keys.iter().map(|k| (db, k.as_ref().to_vec())).collect();
+    let names: Vec<KeyName> = keys.iter().map(|k| (db, k.as_ref().into())).collect();
     with_state(|state| {
         let mut keyspace = ServerKeyspace::new(ctx);
         gate::behind_line(
@@ -331,7 +328,7 @@ pub fn key_freed(ctx: Ctx, key: &Arg) {
     if WAITING.load(Relaxed) == 0 {
         return;
     }
-    let name: KeyName = (selected_db(ctx), key.as_ref().to_vec());
+    let name: KeyName = (selected_db(ctx), key.as_ref().into());
     with_state(|state| {
         let now = clock::now();
         state.queues.wake(&name, now);
@@ -773,7 +770,7 @@ extern "C" fn on_key_event(
     }
     let ctx = Ctx(ctx);
     let _ = catch_unwind(AssertUnwindSafe(|| {
-        let name: KeyName = (selected_db(ctx), Arg(key).as_ref().to_vec());
+        let name: KeyName = (selected_db(ctx), Arg(key).as_ref().into());
         with_state(|state| {
             if state.queues.has_waiters(&name) {
                 state.queues.wake(&name, clock::now());

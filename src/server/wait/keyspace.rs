@@ -94,7 +94,7 @@ impl ServerKeyspace {
         if let Some((db, _)) = charged.keys.first() {
             self.select(*db);
         }
-        let names = OwnedStrings::new(charged.keys.iter().map(|k| k.1.as_slice()));
+        let names = OwnedStrings::new(charged.keys.iter().map(|k| &*k.1));
         let mut store = RedisStore::open(self.ctx, &names.0);
         let undone = engine::undo(
             &mut store,
@@ -123,7 +123,7 @@ impl Keyspace<KeyName> for ServerKeyspace {
             return true;
         };
         self.select(*db);
-        let names = OwnedStrings::new(keys.iter().map(|k| k.1.as_slice()));
+        let names = OwnedStrings::new(keys.iter().map(|k| &*k.1));
         let (Some(slot), Some(nodes)) = (self.keyslot(names.0[0]), self.cluster_nodes()) else {
             return false;
         };
@@ -146,7 +146,7 @@ impl Keyspace<KeyName> for ServerKeyspace {
 
     fn small_value(&mut self, key: &KeyName, max: usize) -> Result<Option<Option<Vec<u8>>>, Error> {
         self.select(key.0);
-        let names = OwnedStrings::new(std::iter::once(key.1.as_slice()));
+        let names = OwnedStrings::new(std::iter::once(&*key.1));
         let store = RedisStore::open(self.ctx, &names.0);
         // Read in place; copied only if small enough.
         let value = store
@@ -166,7 +166,7 @@ impl Keyspace<KeyName> for ServerKeyspace {
         if let Some((db, _)) = keys.first() {
             self.select(*db);
         }
-        let names = OwnedStrings::new(keys.iter().map(|k| k.1.as_slice()));
+        let names = OwnedStrings::new(keys.iter().map(|k| &*k.1));
         let mut store = RedisStore::open(self.ctx, &names.0);
         let decided = engine::decide(&mut store, policies, at, request);
         drop(store);

@@ -3,6 +3,7 @@
 //! blocked-client tokens), filled as the gate fills it.
 
 use super::{KeyName, Token};
+use crate::algorithm::concurrency::Concurrency;
 use crate::algorithm::gcra::Gcra;
 use crate::algorithm::Micros;
 use crate::commands::Shape;
@@ -27,6 +28,10 @@ enum Shape_ {
     OneKeyFlows,
     /// All on one key, in a hundred flows (the most a flow's line holds by default).
     OneKeyHundredFlows,
+    /// Each on its own key, `RL.ACQUIRE c 1 1h WAIT 100000h`.
+    KeysLeases,
+    /// All on one key, `RL.ACQUIRE c 1 1h WAIT 100000h`.
+    OneKeyLeases,
 }
 
 fn token(i: usize) -> Token {
@@ -50,13 +55,18 @@ struct Filled {
 fn fill(n: usize, shape: Shape_) -> Filled {
     let one_key = matches!(
         shape,
-        Shape_::OneKey | Shape_::OneKeyFlows | Shape_::OneKeyHundredFlows
+        Shape_::OneKey | Shape_::OneKeyFlows | Shape_::OneKeyHundredFlows | Shape_::OneKeyLeases
     );
     let key = |i: usize| -> KeyName {
         let i = if one_key { 0 } else { i };
-        (0, format!("k:{i}").into_bytes())
+        (0, format!("k:{i}").into_bytes().into())
     };
-    let policy = Policy::Gcra(Gcra::new(1, Micros::new(HOUR), 1).expect("a limit"));
+    let policy = match shape {
+        Shape_::KeysLeases | Shape_::OneKeyLeases => {
+            Policy::Concurrency(Concurrency::new(1, Micros::new(HOUR)))
+        }
+        _ => Policy::Gcra(Gcra::new(1, Micros::new(HOUR), 1).expect("a limit")),
+    };
     let timeout = Micros::new(100_000 * HOUR);
     let mut keyspace = MemoryKeyspace::<KeyName>::default();
     let mut queues = Queues::<KeyName, Token>::new();
@@ -76,7 +86,7 @@ fn fill(n: usize, shape: Shape_) -> Filled {
     let before = heap::thread_bytes();
     for i in 0..n {
         let flow = match shape {
-            Shape_::Keys | Shape_::OneKey => None,
+            Shape_::Keys | Shape_::OneKey | Shape_::KeysLeases | Shape_::OneKeyLeases => None,
             Shape_::KeysFlows | Shape_::OneKeyFlows => Some(format!("tenant:{i}")),
             Shape_::OneKeyHundredFlows => Some(format!("tenant:{}", i % 100)),
         };
@@ -121,12 +131,14 @@ fn fill(n: usize, shape: Shape_) -> Filled {
 
 const NOW: Micros = Micros::new(1_000 * S);
 
-const SHAPES: [Shape_; 5] = [
+const SHAPES: [Shape_; 7] = [
     Shape_::Keys,
     Shape_::OneKey,
     Shape_::KeysFlows,
     Shape_::OneKeyFlows,
     Shape_::OneKeyHundredFlows,
+    Shape_::KeysLeases,
+    Shape_::OneKeyLeases,
 ];
 
 /// 10,000 waiters (1,000 times a happy path's ten), each shape: at most
