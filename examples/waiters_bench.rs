@@ -2,14 +2,15 @@
 //! `BLPOP` clients (`scripts/bench_waiters.sh` starts the servers):
 //!
 //! ```text
-//! waiters_bench memory ADDR n rl|blpop keys|one-key
+//! waiters_bench memory ADDR n rl|blpop keys|one-key|keys-flows|one-key-flows
 //! waiters_bench role   ADDR n rl|blpop replicaof|failover [REPLICA_ADDR]
 //! ```
 //!
 //! Both open `n` connections, answer a `PING` on each, then block each:
 //! `rl` sends `RL.GCRA k:i 1 1h WAIT 100000h` on an exhausted key (`one-key`:
-//! all on `k:0`), `blpop` sends `BLPOP k:i 0` (`one-key`: `k:0`), and they
-//! wait until `INFO clients` counts `n` blocked clients.
+//! all on `k:0`; `…-flows`: each in a flow of its own, `FLOW tenant:i`),
+//! `blpop` sends `BLPOP k:i 0` (`one-key`: `k:0`), and they wait until
+//! `INFO clients` counts `n` blocked clients.
 //!
 //! `memory` prints, per blocked client, the growth of `used_memory`
 //! (Redis's allocator) from no connection to the `n` blocked ones (the
@@ -38,7 +39,7 @@ type Res<T> = Result<T, Box<dyn Error>>;
 
 fn main() -> Res<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let usage = "usage: waiters_bench memory|role ADDR n rl|blpop keys|one-key|replicaof|failover [REPLICA_ADDR]";
+    let usage = "usage: waiters_bench memory|role ADDR n rl|blpop keys|one-key|keys-flows|one-key-flows|replicaof|failover [REPLICA_ADDR]";
     let [mode, addr, n, kind, what, ..] = args.as_slice() else {
         return Err(usage.into());
     };
@@ -49,7 +50,10 @@ fn main() -> Res<()> {
         _ => return Err(usage.into()),
     };
     match (mode.as_str(), what.as_str()) {
-        ("memory", "keys" | "one-key") => memory(addr, n, rl, what == "one-key"),
+        ("memory", "keys" | "one-key" | "keys-flows" | "one-key-flows") => {
+            let one_key = what.starts_with("one-key");
+            memory(addr, n, rl, one_key, what.ends_with("-flows"))
+        }
         ("role", "replicaof") => role(addr, n, rl, None),
         ("role", "failover") => {
             let replica = args.get(5).ok_or(usage)?;
@@ -128,7 +132,13 @@ fn open(addr: &str, n: usize) -> Res<Vec<TcpStream>> {
 
 /// Blocks every connection (see the module docs) and waits until the
 /// server counts them.
-fn block(ctl: &mut redis::Connection, socks: &mut [TcpStream], rl: bool, one_key: bool) -> Res<()> {
+fn block(
+    ctl: &mut redis::Connection,
+    socks: &mut [TcpStream],
+    rl: bool,
+    one_key: bool,
+    flows: bool,
+) -> Res<()> {
     let n = socks.len();
     let key = |i: usize| {
         if one_key {
@@ -157,7 +167,10 @@ fn block(ctl: &mut redis::Connection, socks: &mut [TcpStream], rl: bool, one_key
     }
     for (i, s) in socks.iter_mut().enumerate() {
         let k = key(i);
-        let command = if rl {
+        let flow = format!("tenant:{i}");
+        let command = if rl && flows {
+            resp(&["RL.GCRA", &k, "1", "1h", "WAIT", "100000h", "FLOW", &flow])
+        } else if rl {
             // On one key the last is due n hours from now.
             resp(&["RL.GCRA", &k, "1", "1h", "WAIT", "100000h"])
         } else {
@@ -175,13 +188,13 @@ fn block(ctl: &mut redis::Connection, socks: &mut [TcpStream], rl: bool, one_key
     Ok(())
 }
 
-fn memory(addr: &str, n: usize, rl: bool, one_key: bool) -> Res<()> {
+fn memory(addr: &str, n: usize, rl: bool, one_key: bool, flows: bool) -> Res<()> {
     let mut ctl = connect(addr)?;
     let used_alone = info(&mut ctl, "memory", "used_memory")?;
     let mut socks = open(addr, n)?;
     let used_before = info(&mut ctl, "memory", "used_memory")?;
     let heap_before = info(&mut ctl, "ratelimit", "ratelimit_heap_bytes")?;
-    block(&mut ctl, &mut socks, rl, one_key)?;
+    block(&mut ctl, &mut socks, rl, one_key, flows)?;
     let used_after = info(&mut ctl, "memory", "used_memory")?;
     let heap_after = info(&mut ctl, "ratelimit", "ratelimit_heap_bytes")?;
     let per = |a: i64, b: i64| (a - b) as f64 / n as f64;
@@ -195,7 +208,7 @@ fn memory(addr: &str, n: usize, rl: bool, one_key: bool) -> Res<()> {
 fn role(addr: &str, n: usize, rl: bool, replica: Option<&str>) -> Res<()> {
     let mut ctl = connect(addr)?;
     let mut socks = open(addr, n)?;
-    block(&mut ctl, &mut socks, rl, false)?;
+    block(&mut ctl, &mut socks, rl, false, false)?;
     let before = work(&mut ctl)?;
     let callgrind = std::env::var("CALLGRIND_PID").ok();
     if let Some(pid) = &callgrind {

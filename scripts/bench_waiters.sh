@@ -10,7 +10,9 @@
 # client (from no connection: the whole client; from the same connections
 # idle: the blocking alone) and the module's own heap per waiter
 # (`ratelimit_heap_bytes`, outside `used_memory`); then the same with every
-# waiter on one key (`one-key`).
+# waiter on one key (`one-key`), and both with each waiter in a flow of its
+# own (`keys-flows`, `one-key-flows`: `… WAIT 100000h FLOW tenant:i`; the
+# BLPOP clients as without flows).
 # role: ROLE_WAITERS (10000) such clients, then `REPLICAOF` (to a port where
 # nothing listens) and `FAILOVER` (to a replica started for it), the server
 # under callgrind, counted from just before the command until the server
@@ -21,7 +23,7 @@
 # the ratio RL ÷ BLPOP, that search apart, and the module's work counters
 # moved meanwhile; ROUNDS (3) times, each kind on a fresh server (jemalloc's
 # time-driven housekeeping moves a round by up to 15 %), then the ratio of
-# the sums. Knobs: MODULE, COUNTS, ROLE_WAITERS, ROUNDS, ONLY
+# the sums. Knobs: MODULE, COUNTS, SHAPES, ROLE_WAITERS, ROUNDS, ONLY
 # (memory or role), OUT (target/bench-waiters).
 set -euo pipefail
 
@@ -29,6 +31,7 @@ cd "$(dirname "$0")/.."
 # shellcheck source=scripts/lib.sh
 . scripts/lib.sh
 COUNTS=${COUNTS:-10 1000 10000}
+SHAPES=${SHAPES:-keys one-key keys-flows one-key-flows}
 ROLE_WAITERS=${ROLE_WAITERS:-10000}
 ROUNDS=${ROUNDS:-3}
 ONLY=${ONLY:-all}
@@ -51,7 +54,7 @@ echo "commit: $(git rev-parse --short HEAD 2>/dev/null || echo none), date: $(da
 
 if [ "$ONLY" = all ] || [ "$ONLY" = memory ]; then
     printf '\n| waiters | shape | BLPOP: used_memory per client (blocking alone) | RL WAIT: used_memory per client (blocking alone) | RL WAIT: module heap per waiter |\n|---:|---|---:|---:|---:|\n'
-    for shape in keys one-key; do
+    for shape in $SHAPES; do
         for n in $COUNTS; do
             declare -A used=() block=() heap=()
             for kind in blpop rl; do
