@@ -9,17 +9,15 @@ use std::collections::btree_map::{self, BTreeMap};
 use std::ops::RangeBounds;
 
 /// An ordered map holding one entry without allocating.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub enum LeanMap<K, V> {
+    #[default]
     Empty,
     One(K, V),
+    // Boxed: a `BTreeMap` inline would make every map 8 to 16 bytes
+    // larger than its one entry needs (measured per waiter).
+    #[allow(clippy::box_collection)]
     Many(Box<BTreeMap<K, V>>),
-}
-
-impl<K, V> Default for LeanMap<K, V> {
-    fn default() -> Self {
-        LeanMap::Empty
-    }
 }
 
 impl<K: Ord, V> LeanMap<K, V> {

@@ -76,7 +76,13 @@ fn fill(n: usize, shape: Shape_) -> Filled {
             cost: 1,
             ..Request::default()
         };
-        let _ = queues.arrive(&mut keyspace, &[key(i)], &[policy.clone()], NOW, request);
+        let _ = queues.arrive(
+            &mut keyspace,
+            &[key(i)],
+            std::slice::from_ref(&policy),
+            NOW,
+            request,
+        );
     }
     // 10,000 on one key: past the default bound on a line (as another
     // test of the queue sets it; none relies on the default).
