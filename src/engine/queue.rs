@@ -258,6 +258,9 @@ struct Line {
     freed: u64,
     /// The units of the waiters admitted.
     served: u64,
+    /// When a waiter last joined or left (the queue's count of such
+    /// changes then): a figure played out on the line is kept until then.
+    changed: u64,
     /// The units its waiters ask of the key, summed (a request without
     /// `WAIT` on a concurrency limit leaves them free).
     asked: u128,
@@ -305,6 +308,13 @@ pub struct Queues<K, T> {
     /// flows: a client re-sending once the line emptied (several admitted
     /// in one tick) takes up where its flow was.
     resting: HashMap<K, Turns>,
+    /// Joins and departures so far, over all lines.
+    changes: u64,
+    /// The figure last played out for a request over each line's key
+    /// (see `foresee`).
+    foreseen: HashMap<K, Box<foresee::Foreseen<K>>>,
+    /// The decisions taken to play lines out, so far.
+    played: u64,
 }
 
 impl<K, T> Default for Queues<K, T> {
@@ -319,6 +329,9 @@ impl<K, T> Default for Queues<K, T> {
             by_token: HashMap::new(),
             remembered: 0,
             resting: HashMap::new(),
+            changes: 0,
+            foreseen: HashMap::new(),
+            played: 0,
         }
     }
 }
@@ -358,6 +371,12 @@ impl<K: Eq + Hash + Clone, T: Eq + Hash + Clone> Queues<K, T> {
         if let Some(turns) = self.resting.remove(key) {
             self.remembered = self.remembered.saturating_sub(turns.remembered());
         }
+    }
+
+    /// The decisions taken to play lines out (see `foresee`), so far.
+    #[cfg(test)]
+    pub fn played(&self) -> u64 {
+        self.played
     }
 
     /// How many flows without waiters are remembered, over all lines.
@@ -435,6 +454,7 @@ impl<K: Eq + Hash + Clone, T: Eq + Hash + Clone> Queues<K, T> {
                     trajectory: BTreeMap::new(),
                     freed: 0,
                     served: 0,
+                    changed: 0,
                     asked: 0,
                     costs: BTreeMap::new(),
                 };
@@ -456,8 +476,10 @@ impl<K: Eq + Hash + Clone, T: Eq + Hash + Clone> Queues<K, T> {
             _ => PerLimit::new(),
         };
         let flow = waiter.flow_name();
+        self.changes += 1;
         for key in &waiter.keys {
             if let Some(line) = self.lines.get_mut(key) {
+                line.changed = self.changes;
                 line.ids.insert(id);
                 let cost = waiter.share_on(key).cost;
                 line.asked += u128::from(cost);
@@ -638,12 +660,14 @@ impl<K: Eq + Hash + Clone, T: Eq + Hash + Clone> Queues<K, T> {
         // fronts of its lines, and those given their turn, may be heads.
         let mut next = Vec::new();
         let flow = waiter.flow_name();
+        self.changes += 1;
         for key in &waiter.keys {
             let used = admitted.then(|| waiter.share_on(key));
             let first = self.on_turns(key, |turns| turns.leave(&flow, id, entry.turn, used));
             next.extend(first.flatten());
             if let Some(line) = self.lines.get_mut(key) {
                 line.ids.remove(&id);
+                line.changed = self.changes;
                 let cost = waiter.share_on(key).cost;
                 if admitted {
                     line.served = line.served.saturating_add(cost);
@@ -661,6 +685,7 @@ impl<K: Eq + Hash + Clone, T: Eq + Hash + Clone> Queues<K, T> {
                 if line.ids.is_empty() {
                     // Nobody waits: its turns rest while they remember
                     // flows, until the key admits a waiter at once.
+                    self.foreseen.remove(key);
                     if let Some(line) = self.lines.remove(key) {
                         if line.turns.remembered() > 0 {
                             self.resting.insert(key.clone(), line.turns);
@@ -862,6 +887,7 @@ const MAX_LAG: Micros = crate::algorithm::MAX_HORIZON;
 mod fair;
 #[cfg(test)]
 mod fair_tests;
+mod foresee;
 #[cfg(test)]
 mod line_tests;
 #[cfg(test)]
