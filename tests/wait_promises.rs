@@ -490,9 +490,9 @@ fn told_over_rl_share_behind_a_line_that_shrinks_is_when_it_is_admitted() {
     };
     let (a, b) = (path("a"), path("b"));
     // The leaf of each waiter, those leaving, when the request is admitted.
-    let lines: [(&[&Vec<&str>], &[u64], u64); 2] = [
-        (&[&b, &b, &b, &a, &a, &b, &a], &[0, 2, 4, 5], 5 * MIN),
-        (&[&a, &a, &b, &b, &a, &a, &b], &[1, 2, 5], 6 * MIN),
+    let lines: [(&str, &[u64], u64); 2] = [
+        ("bbbaaba", &[0, 2, 4, 5], 5 * MIN),
+        ("aabbaab", &[1, 2, 5], 6 * MIN),
     ];
     for (leaves, leaving, admitted) in lines {
         let server = Server::start();
@@ -500,7 +500,9 @@ fn told_over_rl_share_behind_a_line_that_shrinks_is_when_it_is_admitted() {
         clock_set(&mut ctl, T0);
         while combined(&mut ctl, &a).0 == 1 {}
         while combined(&mut ctl, &b).0 == 1 {}
-        let calls: Vec<Vec<&str>> = leaves.iter().map(|&p| p.clone()).collect();
+        let calls: Vec<Vec<&str>> = (leaves.chars())
+            .map(|leaf| if leaf == 'a' { a.clone() } else { b.clone() })
+            .collect();
         let _left = mixed_line_that_shrinks(&server, &mut ctl, &calls, leaving);
         let (allowed, _, told_ms, _) = combined(&mut ctl, &a);
         assert_eq!(allowed, 0);
