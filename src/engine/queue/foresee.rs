@@ -25,14 +25,15 @@ pub(super) const FORESEE_WAITERS: usize = 48;
 /// The bytes of the keys' values copied to play a line out, at most.
 const FORESEE_BYTES: usize = 4 * AHEAD_CHECK_BYTES;
 
-/// A figure found, kept on the line of the request's first key while
-/// nothing it was found from changes.
+/// A figure found, kept on the line of the request's first key with
+/// waiters while nothing it was found from changes.
 #[derive(Debug, Clone)]
 pub(super) struct Foreseen<K> {
     keys: Vec<K>,
     policies: Vec<Policy>,
     cost: u64,
     costs: Option<Vec<u64>>,
+    charge: Charge,
     /// Every key played out: its line's last change and its value.
     seen: Vec<(K, u64, Option<Vec<u8>>)>,
     /// The instant found (`None`: not within the waiters played out).
@@ -181,12 +182,14 @@ impl<K: Eq + Hash + Clone, T: Eq + Hash + Clone> Queues<K, T> {
         if policies.iter().all(|p| p.schedule().is_some()) {
             return None;
         }
-        let first = keys.first()?;
-        if let Some(kept) = self.foreseen.get(first) {
+        // Kept on the line of its first key with waiters.
+        let home = keys.iter().find(|k| self.lines.contains_key(k))?;
+        if let Some(kept) = self.foreseen.get(home) {
             if kept.keys == keys
                 && kept.policies == policies
                 && kept.cost == request.cost
                 && kept.costs == request.costs
+                && kept.charge == request.charge
                 && kept.at.is_none_or(|at| at >= now)
                 && self.unchanged(keyspace, &kept.seen)
             {
@@ -200,11 +203,13 @@ impl<K: Eq + Hash + Clone, T: Eq + Hash + Clone> Queues<K, T> {
                 (k.clone(), changed, v.clone())
             })
             .collect();
-        let truncated = (keys.iter().zip(&stage.lines)).any(|(k, played)| {
-            self.lines
-                .get(k)
-                .is_some_and(|l| l.ids.len() > played.len())
-        });
+        let truncated: Vec<bool> = (keys.iter().zip(&stage.lines))
+            .map(|(k, played)| {
+                self.lines
+                    .get(k)
+                    .is_some_and(|l| l.ids.len() > played.len())
+            })
+            .collect();
         let mut stage = stage;
         let at = play(
             &mut stage,
@@ -212,7 +217,7 @@ impl<K: Eq + Hash + Clone, T: Eq + Hash + Clone> Queues<K, T> {
             policies,
             request,
             now,
-            truncated,
+            &truncated,
             |k| {
                 self.lines
                     .get(&keys[k])
@@ -220,16 +225,17 @@ impl<K: Eq + Hash + Clone, T: Eq + Hash + Clone> Queues<K, T> {
             },
         );
         self.played = self.played.saturating_add(stage.decisions);
-        if self.lines.contains_key(first) {
+        if self.lines.contains_key(home) {
             let kept = Box::new(Foreseen {
                 keys: keys.to_vec(),
                 policies: policies.to_vec(),
                 cost: request.cost,
                 costs: request.costs.clone(),
+                charge: request.charge,
                 seen,
                 at,
             });
-            self.foreseen.insert(first.clone(), kept);
+            self.foreseen.insert(home.clone(), kept);
         }
         at
     }
@@ -327,17 +333,17 @@ impl<K: Eq + Hash + Clone, T: Eq + Hash + Clone> Queues<K, T> {
 }
 
 /// Plays `stage` out from `now`: the first instant `request` over its
-/// first `mine` keys is admitted (see the module doc). `truncated`: more
-/// wait on those keys than are played out (then an answer after all the
-/// actors is none); `cheapest_of(k)`: the cheapest waiter of the request's
-/// `k`-th key's whole line.
+/// first `mine` keys is admitted (see the module doc). `truncated[k]`:
+/// more wait on the request's `k`-th key than are played out (once those
+/// played out there are gone, nothing is known); `cheapest_of(k)`: the
+/// cheapest waiter of that key's whole line.
 fn play<K>(
     stage: &mut Stage<K>,
     mine: usize,
     policies: &[Policy],
     request: &Request,
     now: Micros,
-    truncated: bool,
+    truncated: &[bool],
     cheapest_of: impl Fn(usize) -> Option<u64>,
 ) -> Option<Micros> {
     let slots: Vec<usize> = (0..mine).collect();
@@ -369,11 +375,12 @@ fn play<K>(
             }
         }
         // The request, before the next event.
-        let waiting = (0..mine).any(|s| stage.front(s).is_some());
-        if !waiting && truncated {
+        let unseen = |s: usize| truncated.get(s).copied().unwrap_or(false);
+        if (0..mine).any(|s| unseen(s) && stage.front(s).is_none()) {
             // Others, not played out, still wait ahead of it.
             return None;
         }
+        let waiting = (0..mine).any(|s| stage.front(s).is_some());
         // The caller is told whole milliseconds, rounded up: it comes back
         // then, not at the microsecond the key would first admit it.
         let alone = stage.earliest(&slots, policies, at, &plain).map(|t| {
@@ -381,8 +388,10 @@ fn play<K>(
             now.saturating_add(Micros::from_millis(ms))
         });
         if let Some(t) = alone.filter(|&t| next.is_none_or(|(e, _)| t < e)) {
+            // A partial charge goes only once nobody waits.
+            let normal = request.charge == Charge::Normal;
             let ahead = (mine, t, truncated);
-            if !waiting || goes_ahead(stage, ahead, policies, &plain, &cheapest_of) {
+            if !waiting || (normal && goes_ahead(stage, ahead, policies, &plain, &cheapest_of)) {
                 return Some(t);
             }
         }
@@ -411,7 +420,7 @@ fn play<K>(
 /// waiter.
 fn goes_ahead<K>(
     stage: &mut Stage<K>,
-    (mine, at, truncated): (usize, Micros, bool),
+    (mine, at, truncated): (usize, Micros, &[bool]),
     policies: &[Policy],
     request: &Request,
     cheapest_of: &impl Fn(usize) -> Option<u64>,
@@ -436,7 +445,7 @@ fn goes_ahead<K>(
                 actor.costs.get(i).copied()
             });
         let mut cheapest = waiting.min().unwrap_or(0);
-        if truncated {
+        if truncated.get(s).copied().unwrap_or(false) {
             cheapest = cheapest.min(cheapest_of(s).unwrap_or(cheapest));
         }
         let value = stage.values[s].as_deref();
