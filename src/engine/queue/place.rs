@@ -36,6 +36,21 @@ impl<K: Eq + Hash + Clone, T: Eq + Hash + Clone> Queues<K, T> {
         now: Micros,
         request: Request,
     ) -> Result<Arrival, KeyError> {
+        self.arrival(keyspace, keys, policies, now, request, true)
+    }
+
+    /// [`Queues::arrive`]; with `played_out`, a request without `WAIT`
+    /// denied behind a line is told when the line played out admits it
+    /// (see `foresee`), else the plan's figure.
+    fn arrival<S: Keyspace<K>>(
+        &mut self,
+        keyspace: &mut S,
+        keys: &[K],
+        policies: &[Policy],
+        now: Micros,
+        request: Request,
+        played_out: bool,
+    ) -> Result<Arrival, KeyError> {
         let timeout = request.wait.filter(|_| !request.dryrun);
         // A lease may be released before it expires: a request on a
         // concurrency limit waits out its timeout even when the expiries
@@ -86,7 +101,7 @@ impl<K: Eq + Hash + Clone, T: Eq + Hash + Clone> Queues<K, T> {
         // A request without `WAIT` is told when it would really be
         // admitted, the line ahead of it played out where it can be.
         let foreseen = match (timeout, releasable) {
-            (None, false) => self.foresee(keyspace, keys, policies, &plain, now),
+            (None, false) if played_out => self.foresee(keyspace, keys, policies, &plain, now),
             _ => None,
         };
         // Where the line runs late against its plan, that much later.
@@ -514,7 +529,9 @@ impl<K: Eq + Hash + Clone, T: Eq + Hash + Clone> Queues<K, T> {
             dryrun: true,
             ..waiter.request(Charge::Normal)
         };
-        match self.arrive(keyspace, keys, policies, at, request.clone())? {
+        // Many may leave in one tick (a role change ends them all): each
+        // is told the plan's figure, nothing is played out.
+        match self.arrival(keyspace, keys, policies, at, request.clone(), false)? {
             Arrival::Now(d) if !d.allowed => Ok(d),
             // Admissible now (the state changed, or it was behind others):
             // it may retry at once.

@@ -672,7 +672,15 @@ fn a_told_request_plays_out_as_much_behind_10_and_10_000_waiters() {
         assert_eq!(q.played(), before + first);
         // A waiter leaves: played out again.
         q.abandon(&3, later);
-        let again = arrive(&mut q, &mut ks, &["k"], fixed.clone(), later, req(1, None), 0);
+        let again = arrive(
+            &mut q,
+            &mut ks,
+            &["k"],
+            fixed.clone(),
+            later,
+            req(1, None),
+            0,
+        );
         assert!(!again.unwrap().allowed);
         assert!(q.played() > before + first);
         played.push(first);
