@@ -33,9 +33,13 @@
 //! each waiter, and when), so what a newcomer is told is when the plan
 //! reached as many units as now stand ahead of it and its own: in whole
 //! windows where room comes in windows, in between where it comes back
-//! continuously. So every arrival, admission,
-//! timeout and departure costs O(log n) in the waiters, whatever their
-//! number, and copies no value but when a line begins.
+//! continuously. A request without `WAIT` beside a line of a limit other
+//! than GCRA and BUCKET is told instead when the line, played out on
+//! copies of its keys, admits it (`foresee`: at most a fixed number of
+//! waiters played out, the answer kept until the line changes). So every
+//! arrival, admission, timeout and departure costs O(log n) in the
+//! waiters, whatever their number (a request played out: a fixed bound
+//! more), and copies no value but when a line begins or is played out.
 //!
 //! The rules this gives, all conservative (never admit ahead of the line):
 //! - a request without `WAIT` on a key with waiters is admitted only if it
