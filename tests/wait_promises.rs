@@ -286,9 +286,21 @@ fn line_that_shrinks(
     n: u64,
     leaving: &[u64],
 ) -> Vec<Connection> {
-    let waiting_call: Vec<&str> = call.iter().copied().chain(["WAIT", "1h"]).collect();
+    let calls = vec![call.to_vec(); n as usize];
+    mixed_line_that_shrinks(server, ctl, &calls, leaving)
+}
+
+/// The same with one call per client, in turn.
+fn mixed_line_that_shrinks(
+    server: &Server,
+    ctl: &mut Connection,
+    calls: &[Vec<&str>],
+    leaving: &[u64],
+) -> Vec<Connection> {
+    let n = calls.len() as u64;
     let mut waiters = Vec::new();
-    for i in 0..n {
+    for (i, call) in (0..n).zip(calls) {
+        let waiting_call: Vec<&str> = call.iter().copied().chain(["WAIT", "1h"]).collect();
         let mut w = server.conn();
         let id = client_id(&mut w);
         send(&mut w, &waiting_call);
@@ -374,4 +386,129 @@ fn told_on_fixed_the_room_a_line_leaves_in_its_first_window() {
     assert_eq!(told[3] as u64, truth_ms, "{told:?}");
     assert_eq!(waiting(&mut ctl), 1);
     assert_eq!(decide(&mut ctl, &call)[0], 1);
+}
+
+/// The call with `COST cost`.
+fn costing<'a>(call: &[&'a str], cost: &'a str) -> Vec<&'a str> {
+    call.iter().copied().chain(["COST", cost]).collect()
+}
+
+/// On windowed limits, where the room a later window leaves depends on
+/// the order of the costs still in the line: the key used up (5 a 10 s
+/// window), waiters of cost 2, 2, 1, 1, 1, 2, 2, 2; the fourth and fifth
+/// leave (CLIENT UNBLOCK, killed). Those left take 2+2+1 of the next
+/// window and 2+2 of the one after, where the unit left fits no waiter: a
+/// request of cost 1 without WAIT is told that window, 20 s, and admitted
+/// exactly then (the line's plan, packed with those who left, ends a
+/// window later).
+#[test]
+fn told_behind_a_windowed_line_of_mixed_costs_is_when_it_is_admitted() {
+    let windowed: [(&[&str], Option<u64>); 3] = [
+        (&["RL.FIXED", "w", "5", "10s", "ALIGNED"], Some(20_000)),
+        (&["RL.SLIDING", "w", "5", "10s", "EXACT"], Some(20_000)),
+        // Its counts move by 2 s subwindows: told and truth agree.
+        (&["RL.SLIDING", "w", "5", "10s", "BUCKETS", "5"], None),
+    ];
+    for (call, admitted_ms) in windowed {
+        let server = Server::start();
+        let mut ctl = server.conn();
+        clock_set(&mut ctl, T0);
+        for _ in 0..5 {
+            assert_eq!(decide(&mut ctl, call)[0], 1, "{call:?}");
+        }
+        let costs = ["2", "2", "1", "1", "1", "2", "2", "2"];
+        let calls: Vec<Vec<&str>> = costs.iter().map(|c| costing(call, c)).collect();
+        let _left = mixed_line_that_shrinks(&server, &mut ctl, &calls, &[3, 4]);
+        let told = decide(&mut ctl, call);
+        assert_eq!(told[0], 0, "{call:?}");
+        // Asked again, the same (the figure is kept).
+        assert_eq!(decide(&mut ctl, call), told, "{call:?}");
+        let probe: Vec<&str> = call.iter().copied().chain(["DRYRUN"]).collect();
+        let truth_ms = truth(&mut ctl, &probe, S) / 1_000;
+        if let Some(ms) = admitted_ms {
+            assert_eq!(truth_ms, ms, "{call:?}");
+        }
+        assert_eq!(told[3] as u64, truth_ms, "{call:?}: {told:?}");
+        // Beside the last waiter, whom the unit does not fit.
+        assert_eq!(waiting(&mut ctl), 1, "{call:?}");
+        assert_eq!(decide(&mut ctl, call)[0], 1, "{call:?}");
+    }
+}
+
+/// RL.ALL over a fixed window `u` (5 a 10 s) and a sliding log `o` (10 a
+/// 10 s), both used up; waiters over both and over `o` alone, of costs 1
+/// and 2, three leaving (CLIENT UNBLOCK, killed). Those left all fit the
+/// next window of each: a request over both without WAIT is told 10 s and
+/// admitted exactly then (the latest of the lines' plans, packed with those
+/// who left, says 20 s).
+#[test]
+fn told_over_rl_all_behind_a_line_that_shrinks_is_when_it_is_admitted() {
+    let both = [
+        "RL.ALL", "2", "u", "o", "FIXED", "5", "10s", "ALIGNED", "SLIDING", "10", "10s", "EXACT",
+    ];
+    let o = ["RL.SLIDING", "o", "10", "10s", "EXACT"];
+    let server = Server::start();
+    let mut ctl = server.conn();
+    clock_set(&mut ctl, T0);
+    for _ in 0..5 {
+        assert_eq!(combined(&mut ctl, &both).0, 1);
+        assert_eq!(decide(&mut ctl, &o)[0], 1);
+    }
+    let calls = [
+        costing(&both, "1"),
+        costing(&both, "2"),
+        costing(&o, "2"),
+        costing(&both, "2"),
+        costing(&both, "1"),
+        costing(&o, "1"),
+        costing(&both, "2"),
+        costing(&both, "2"),
+    ];
+    let _left = mixed_line_that_shrinks(&server, &mut ctl, &calls, &[1, 3, 6]);
+    let (allowed, _, told_ms, _) = combined(&mut ctl, &both);
+    assert_eq!(allowed, 0);
+    let probe: Vec<&str> = both.iter().copied().chain(["DRYRUN"]).collect();
+    let truth_ms = truth(&mut ctl, &probe, S) / 1_000;
+    assert_eq!(truth_ms, 10_000);
+    assert_eq!(told_ms as u64, truth_ms);
+    assert_eq!(waiting(&mut ctl), 0);
+}
+
+/// RL.SHARE: leaves `a` and `b` (1 per 2 min assured, up to 1 a minute)
+/// under a root of 1 a minute, both used up; waiters on either leaf in
+/// turn, some leaving (killed, CLIENT UNBLOCK): a request on `a` without
+/// WAIT is told when the line, each waiter admitted as its path allows,
+/// lets it in, and is admitted exactly then (the latest of the lines'
+/// plans, packed with those who left, says 8 min for the first line and
+/// 5 min for the second).
+#[test]
+fn told_over_rl_share_behind_a_line_that_shrinks_is_when_it_is_admitted() {
+    let path = |leaf: &'static str| {
+        vec![
+            "RL.SHARE", "2", leaf, "r", "1", "2m", "CEIL", "2", "CBURST", "2", "1", "1m",
+        ]
+    };
+    let (a, b) = (path("a"), path("b"));
+    // The leaf of each waiter, those leaving, when the request is admitted.
+    let lines: [(&str, &[u64], u64); 2] = [
+        ("bbbaaba", &[0, 2, 4, 5], 5 * MIN),
+        ("aabbaab", &[1, 2, 5], 6 * MIN),
+    ];
+    for (leaves, leaving, admitted) in lines {
+        let server = Server::start();
+        let mut ctl = server.conn();
+        clock_set(&mut ctl, T0);
+        while combined(&mut ctl, &a).0 == 1 {}
+        while combined(&mut ctl, &b).0 == 1 {}
+        let calls: Vec<Vec<&str>> = (leaves.chars())
+            .map(|leaf| if leaf == 'a' { a.clone() } else { b.clone() })
+            .collect();
+        let _left = mixed_line_that_shrinks(&server, &mut ctl, &calls, leaving);
+        let (allowed, _, told_ms, _) = combined(&mut ctl, &a);
+        assert_eq!(allowed, 0);
+        let probe: Vec<&str> = a.iter().copied().chain(["DRYRUN"]).collect();
+        let truth_ms = truth(&mut ctl, &probe, S) / 1_000;
+        assert_eq!(truth_ms, admitted / 1_000, "{leaving:?}");
+        assert_eq!(told_ms as u64, truth_ms, "{leaving:?}");
+    }
 }

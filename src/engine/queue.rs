@@ -33,9 +33,13 @@
 //! each waiter, and when), so what a newcomer is told is when the plan
 //! reached as many units as now stand ahead of it and its own: in whole
 //! windows where room comes in windows, in between where it comes back
-//! continuously. So every arrival, admission,
-//! timeout and departure costs O(log n) in the waiters, whatever their
-//! number, and copies no value but when a line begins.
+//! continuously. A request without `WAIT` beside a line of a limit other
+//! than GCRA and BUCKET is told instead when the line, played out on
+//! copies of its keys, admits it (`foresee`: at most a fixed number of
+//! waiters played out, the answer kept until the line changes). So every
+//! arrival, admission, timeout and departure costs O(log n) in the
+//! waiters, whatever their number (a request played out: a fixed bound
+//! more), and copies no value but when a line begins or is played out.
 //!
 //! The rules this gives, all conservative (never admit ahead of the line):
 //! - a request without `WAIT` on a key with waiters is admitted only if it
@@ -269,6 +273,9 @@ struct Line {
     freed: u64,
     /// The units of the waiters admitted.
     served: u64,
+    /// When a waiter last joined or left (the queue's count of such
+    /// changes then): a figure played out on the line is kept until then.
+    changed: u64,
     /// The units its waiters ask of the key, summed (a request without
     /// `WAIT` on a concurrency limit leaves them free).
     asked: u128,
@@ -317,6 +324,13 @@ pub struct Queues<K, T> {
     /// flows: a client re-sending once the line emptied (several admitted
     /// in one tick) takes up where its flow was.
     resting: HashMap<K, Box<Turns>>,
+    /// Joins and departures so far, over all lines.
+    changes: u64,
+    /// The figure last played out for a request over each line's key
+    /// (see `foresee`).
+    foreseen: HashMap<K, Box<foresee::Foreseen<K>>>,
+    /// The decisions taken to play lines out, so far.
+    played: u64,
 }
 
 impl<K, T> Default for Queues<K, T> {
@@ -331,6 +345,9 @@ impl<K, T> Default for Queues<K, T> {
             by_token: HashMap::new(),
             remembered: 0,
             resting: HashMap::new(),
+            changes: 0,
+            foreseen: HashMap::new(),
+            played: 0,
         }
     }
 }
@@ -373,6 +390,12 @@ impl<K: Eq + Hash + Clone, T: Eq + Hash + Clone> Queues<K, T> {
                 self.resting = HashMap::new();
             }
         }
+    }
+
+    /// The decisions taken to play lines out (see `foresee`), so far.
+    #[cfg(test)]
+    pub fn played(&self) -> u64 {
+        self.played
     }
 
     /// How many flows without waiters are remembered, over all lines.
@@ -450,6 +473,7 @@ impl<K: Eq + Hash + Clone, T: Eq + Hash + Clone> Queues<K, T> {
                     trajectory: LeanMap::default(),
                     freed: 0,
                     served: 0,
+                    changed: 0,
                     asked: 0,
                     costs: LeanMap::default(),
                 };
@@ -473,8 +497,10 @@ impl<K: Eq + Hash + Clone, T: Eq + Hash + Clone> Queues<K, T> {
             _ => Box::default(),
         };
         let flow = waiter.flow_name();
+        self.changes += 1;
         for key in &waiter.keys {
             if let Some(line) = self.lines.get_mut(key) {
+                line.changed = self.changes;
                 line.ids.insert(id);
                 let cost = waiter.share_on(key).cost;
                 line.asked += u128::from(cost);
@@ -660,12 +686,14 @@ impl<K: Eq + Hash + Clone, T: Eq + Hash + Clone> Queues<K, T> {
         // fronts of its lines, and those given their turn, may be heads.
         let mut next = Vec::new();
         let flow = waiter.flow_name();
+        self.changes += 1;
         for key in &waiter.keys {
             let used = admitted.then(|| waiter.share_on(key));
             let first = self.on_turns(key, |turns| turns.leave(&flow, id, entry.turn, used));
             next.extend(first.flatten());
             if let Some(line) = self.lines.get_mut(key) {
                 line.ids.remove(&id);
+                line.changed = self.changes;
                 let cost = waiter.share_on(key).cost;
                 if admitted {
                     line.served = line.served.saturating_add(cost);
@@ -683,6 +711,7 @@ impl<K: Eq + Hash + Clone, T: Eq + Hash + Clone> Queues<K, T> {
                 if line.ids.is_empty() {
                     // Nobody waits: its turns rest while they remember
                     // flows, until the key admits a waiter at once.
+                    self.foreseen.remove(key);
                     if let Some(line) = self.lines.remove(key) {
                         if line.turns.remembered() > 0 {
                             self.resting.insert(key.clone(), Box::new(line.turns));
@@ -712,6 +741,7 @@ impl<K: Eq + Hash + Clone, T: Eq + Hash + Clone> Queues<K, T> {
             self.dues = BTreeSet::new();
             self.deadlines = BTreeSet::new();
             self.by_token = HashMap::new();
+            self.foreseen = HashMap::new();
         }
     }
 
@@ -896,6 +926,7 @@ const MAX_LAG: Micros = crate::algorithm::MAX_HORIZON;
 mod fair;
 #[cfg(test)]
 mod fair_tests;
+mod foresee;
 mod lean;
 #[cfg(test)]
 mod line_tests;

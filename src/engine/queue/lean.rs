@@ -208,6 +208,11 @@ impl<T: Ord> LeanSet<T> {
     pub fn iter(&self) -> impl Iterator<Item = &T> {
         self.0.iter().map(|(k, _)| k)
     }
+
+    /// The elements in `range`, in order.
+    pub fn range<R: RangeBounds<T>>(&self, range: R) -> impl Iterator<Item = &T> {
+        self.0.range(range).map(|(k, _)| k)
+    }
 }
 
 #[cfg(test)]
@@ -261,6 +266,7 @@ mod tests {
                 prop_assert_eq!(lean.is_empty(), set.is_empty());
                 prop_assert_eq!(lean.first(), set.first());
                 prop_assert!(lean.iter().eq(set.iter()));
+                prop_assert!(lean.range(..=value).eq(set.range(..=value)));
             }
         }
     }

@@ -14,7 +14,7 @@ use std::hash::Hash;
 
 /// The most decisions a plan takes to find a request's admission: a denial
 /// names the exact wait, so two are enough; the rest is margin.
-const ATTEMPTS: usize = 8;
+pub(super) const ATTEMPTS: usize = 8;
 
 /// How many waiters at the front of a line are taken into its first
 /// window to see whether a request fits into the room they leave.
@@ -22,7 +22,7 @@ const FIRST_WINDOW_LOOK: usize = 32;
 
 /// Values up to this size are copied to see whether a request without
 /// `WAIT` can go ahead of a line; larger ones are not (it is denied).
-const AHEAD_CHECK_BYTES: usize = 4096;
+pub(super) const AHEAD_CHECK_BYTES: usize = 4096;
 
 impl<K: Eq + Hash + Clone, T: Eq + Hash + Clone> Queues<K, T> {
     /// Where a request that arrives at `now` stands. Without waiters on its
@@ -36,7 +36,7 @@ impl<K: Eq + Hash + Clone, T: Eq + Hash + Clone> Queues<K, T> {
         now: Micros,
         request: Request,
     ) -> Result<Arrival, KeyError> {
-        self.stand(keyspace, keys, policies, now, request, false)
+        self.stand(keyspace, keys, policies, now, request, false, true)
     }
 
     /// As [`Queues::arrive`], but first: where the keys alone would admit
@@ -55,9 +55,14 @@ impl<K: Eq + Hash + Clone, T: Eq + Hash + Clone> Queues<K, T> {
         now: Micros,
         request: Request,
     ) -> Result<Arrival, KeyError> {
-        self.stand(keyspace, keys, policies, now, request, true)
+        self.stand(keyspace, keys, policies, now, request, true, true)
     }
 
+    /// [`Queues::arrive`]; with `wake`, as [`Queues::arrive_or_wake`]; with
+    /// `played_out`, a request without `WAIT` denied behind a line is told
+    /// when the line played out admits it (see `foresee`), else the plan's
+    /// figure.
+    #[allow(clippy::too_many_arguments)]
     fn stand<S: Keyspace<K>>(
         &mut self,
         keyspace: &mut S,
@@ -66,6 +71,7 @@ impl<K: Eq + Hash + Clone, T: Eq + Hash + Clone> Queues<K, T> {
         now: Micros,
         request: Request,
         wake: bool,
+        played_out: bool,
     ) -> Result<Arrival, KeyError> {
         let timeout = request.wait.filter(|_| !request.dryrun);
         // A lease may be released before it expires: a request on a
@@ -117,13 +123,19 @@ impl<K: Eq + Hash + Clone, T: Eq + Hash + Clone> Queues<K, T> {
                 .map(Arrival::Now);
         }
         let planned = self.plan(keyspace, keys, policies, now, &plain)?;
+        // A request without `WAIT` is told when it would really be
+        // admitted, the line ahead of it played out where it can be.
+        let foreseen = match (timeout, releasable) {
+            (None, false) if played_out => self.foresee(keyspace, keys, policies, &plain, now),
+            _ => None,
+        };
         // Where the line runs late against its plan, that much later.
         let lag = self.lag(keys);
         // The plan's own times stay as they are (its state is as of them);
         // what callers are told moves up where waiters left. (Not on a
         // concurrency limit: there the figure is the instant by which
         // capacity is certain.)
-        let first_windows: Vec<Option<Micros>> = match releasable {
+        let first_windows: Vec<Option<Micros>> = match releasable || foreseen.is_some() {
             true => Vec::new(),
             false => (keys.iter().enumerate())
                 .map(|(i, k)| {
@@ -156,7 +168,10 @@ impl<K: Eq + Hash + Clone, T: Eq + Hash + Clone> Queues<K, T> {
                 }));
             }
         }
-        let after = planned.map(expected);
+        let after = match foreseen {
+            Some(at) => Some(at.max(now)),
+            None => planned.map(expected),
+        };
         self.queued_denial(keyspace, keys, policies, now, after, &request)
             .map(Arrival::Now)
     }
@@ -283,14 +298,8 @@ impl<K: Eq + Hash + Clone, T: Eq + Hash + Clone> Queues<K, T> {
             let Some(line) = self.lines.get(key) else {
                 continue;
             };
-            let look = |value: &Option<Vec<u8>>, at: Micros| {
-                policies[i]
-                    .decide(value.as_deref(), at, 0)
-                    .map(|o| (o.decision.remaining, o.decision.reset_after))
-                    .ok()
-            };
             if policies[i].holds_leases() {
-                let free = look(&after.values[i], now).map(|l| l.0);
+                let free = look(&policies[i], after.values[i].as_deref(), now).map(|l| l.0);
                 if free.is_none_or(|free| u128::from(free) < line.asked) {
                     return Ok(false);
                 }
@@ -299,18 +308,10 @@ impl<K: Eq + Hash + Clone, T: Eq + Hash + Clone> Queues<K, T> {
             // Were those ahead to leave, the cheapest waiter could take
             // room as soon as the key alone has it.
             let cheapest = line.costs.first_key_value().map_or(0, |c| *c.0);
-            let alone = policies[i]
-                .decide(before.values[i].as_deref(), now, cheapest)
-                .map(|o| match o.decision.retry_after {
-                    _ if o.decision.allowed => now,
-                    RetryAfter::After(wait) => now.saturating_add(wait),
-                    _ => Micros::MAX,
-                })
-                .unwrap_or(now);
-            let first = self.next_admission(key, now).min(alone.max(now));
-            if look(&before.values[i], first).is_none()
-                || look(&before.values[i], first) != look(&after.values[i], first)
-            {
+            let (before, after) = (before.values[i].as_deref(), after.values[i].as_deref());
+            let alone = alone_at(&policies[i], before, now, cheapest);
+            let first = self.next_admission(key, now).min(alone);
+            if !gone_by(&policies[i], before, after, first) {
                 return Ok(false);
             }
         }
@@ -591,11 +592,47 @@ impl<K: Eq + Hash + Clone, T: Eq + Hash + Clone> Queues<K, T> {
             dryrun: true,
             ..waiter.request(Charge::Normal)
         };
-        match self.arrive(keyspace, keys, policies, at, request.clone())? {
+        // Many may leave in one tick (a role change ends them all): each
+        // is told the plan's figure, nothing is played out.
+        match self.stand(keyspace, keys, policies, at, request.clone(), false, false)? {
             Arrival::Now(d) if !d.allowed => Ok(d),
             // Admissible now (the state changed, or it was behind others):
             // it may retry at once.
             _ => self.queued_denial(keyspace, keys, policies, at, Some(at), &request),
         }
     }
+}
+
+/// What `policy` says of `value` at `at` without charging: the room left
+/// and when it resets.
+fn look(policy: &Policy, value: Option<&[u8]>, at: Micros) -> Option<(u64, Micros)> {
+    policy
+        .decide(value, at, 0)
+        .map(|o| (o.decision.remaining, o.decision.reset_after))
+        .ok()
+}
+
+/// Whether a charge that took `policy`'s state from `before` to `after`
+/// no longer counts at `at` (the state then looks the same).
+pub(super) fn gone_by(
+    policy: &Policy,
+    before: Option<&[u8]>,
+    after: Option<&[u8]>,
+    at: Micros,
+) -> bool {
+    let then = look(policy, before, at);
+    then.is_some() && then == look(policy, after, at)
+}
+
+/// When `policy` alone admits `cost` on `value`, at or after `now`.
+pub(super) fn alone_at(policy: &Policy, value: Option<&[u8]>, now: Micros, cost: u64) -> Micros {
+    policy
+        .decide(value, now, cost)
+        .map(|o| match o.decision.retry_after {
+            _ if o.decision.allowed => now,
+            RetryAfter::After(wait) => now.saturating_add(wait),
+            _ => Micros::MAX,
+        })
+        .unwrap_or(now)
+        .max(now)
 }

@@ -679,3 +679,71 @@ fn a_key_changed_behind_the_queues_back_lets_its_waiters_go_first() {
         other => panic!("{other:?}"),
     }
 }
+
+/// A request without `WAIT` behind a line is told when the line, played
+/// out, admits it: at most `FORESEE_WAITERS` waiters are played out,
+/// whatever the line's length (10 and 10,000 waiters), and a request
+/// hammering a line that has not changed plays nothing out again.
+#[test]
+fn a_told_request_plays_out_as_much_behind_10_and_10_000_waiters() {
+    use super::foresee::FORESEE_WAITERS;
+    use super::place::ATTEMPTS;
+    // Past the default bound on one key's line (as the test above).
+    crate::bounds::MAX_WAITERS_PER_KEY.set(10_000).unwrap();
+    // Per waiter played out: its decisions, the request's, and the
+    // queue's rule for going ahead.
+    let most = (FORESEE_WAITERS as u64 + 1) * (2 * ATTEMPTS as u64 + 4);
+    let fixed = Policy::Fixed(FixedWindow::new(5, Micros::new(10 * S), true));
+    let mut played = Vec::new();
+    for n in [10u32, 10_000] {
+        let (mut q, mut ks) = (Q::new(), Ks::default());
+        for _ in 0..5 {
+            let d = arrive(&mut q, &mut ks, &["k"], fixed.clone(), T0, req(1, None), 0);
+            assert!(d.unwrap().allowed);
+        }
+        // Costs 2, 1, 2, 1, …; the first of cost 1 leaves.
+        for token in 1..=n {
+            let wait = req(1 + u64::from(token % 2), Some(100_000 * S));
+            assert!(arrive(&mut q, &mut ks, &["k"], fixed.clone(), T0, wait, token).is_none());
+        }
+        q.abandon(&2, T0);
+        let before = q.played();
+        let told = arrive(&mut q, &mut ks, &["k"], fixed.clone(), T0, req(1, None), 0).unwrap();
+        assert!(!told.allowed);
+        let first = q.played() - before;
+        assert!(first > 0 && first <= most, "{n}: {first} > {most}");
+        if n == 10 {
+            // Windows of 2+2+1, 2+1+2 and 1+2+1: one unit is left in the
+            // third, and nobody waits after it.
+            assert_eq!(retry(&told), RetryAfter::After(Micros::new(30 * S)));
+        }
+        // Again, a millisecond later: the figure kept.
+        let later = at(1_000);
+        let again = arrive(
+            &mut q,
+            &mut ks,
+            &["k"],
+            fixed.clone(),
+            later,
+            req(1, None),
+            0,
+        );
+        assert!(!again.unwrap().allowed);
+        assert_eq!(q.played(), before + first);
+        // A waiter leaves: played out again.
+        q.abandon(&3, later);
+        let again = arrive(
+            &mut q,
+            &mut ks,
+            &["k"],
+            fixed.clone(),
+            later,
+            req(1, None),
+            0,
+        );
+        assert!(!again.unwrap().allowed);
+        assert!(q.played() > before + first);
+        played.push(first);
+    }
+    println!("decisions played out behind 10 and 10,000 waiters: {played:?}");
+}
