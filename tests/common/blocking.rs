@@ -38,6 +38,27 @@ pub fn client_unblock_allowed(c: &mut Connection) -> bool {
     info_field(c, "ratelimit", "ratelimit_client_unblock").as_deref() == Some("yes")
 }
 
+/// Makes the waiting client `id` leave its line: by `CLIENT UNBLOCK` where
+/// the server allows it, else by `CLIENT KILL`.
+pub fn unblock_or_kill(ctl: &mut Connection, id: i64) {
+    let id = id.to_string();
+    let ended: i64 = if client_unblock_allowed(ctl) {
+        redis::cmd("CLIENT")
+            .arg("UNBLOCK")
+            .arg(&id)
+            .query(ctl)
+            .unwrap()
+    } else {
+        redis::cmd("CLIENT")
+            .arg("KILL")
+            .arg("ID")
+            .arg(&id)
+            .query(ctl)
+            .unwrap()
+    };
+    assert_eq!(ended, 1, "client {id} was not waiting");
+}
+
 /// Ends the waits of clients `ids` that are still blocked, and says which
 /// of them were ended without a reply to read: by `CLIENT UNBLOCK` where
 /// the server allows it (each then gets the timeout's denial), else by
