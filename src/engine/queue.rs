@@ -306,6 +306,12 @@ impl Line {
 /// one per line).
 const TRIM_PER_STEP: usize = 2;
 
+/// The turns of a key nobody waits on, and when it came to rest.
+struct Resting {
+    since: u64,
+    turns: Box<Turns>,
+}
+
 /// Every waiter, in arrival order, and the line of each key.
 pub struct Queues<K, T> {
     next_id: u64,
@@ -322,8 +328,14 @@ pub struct Queues<K, T> {
     remembered: usize,
     /// The turns of keys nobody waits on any more that still remember
     /// flows: a client re-sending once the line emptied (several admitted
-    /// in one tick) takes up where its flow was.
-    resting: HashMap<K, Box<Turns>>,
+    /// in one tick) takes up where its flow was. Past the bound on
+    /// remembered flows, those of the key that has rested longest are
+    /// forgotten first.
+    resting: HashMap<K, Resting>,
+    /// The resting keys by when they came to rest, oldest first.
+    resting_order: BTreeMap<u64, K>,
+    /// Keys come to rest so far.
+    rested: u64,
     /// Joins and departures so far, over all lines.
     changes: u64,
     /// The figure last played out for a request over each line's key
@@ -345,6 +357,8 @@ impl<K, T> Default for Queues<K, T> {
             by_token: HashMap::new(),
             remembered: 0,
             resting: HashMap::new(),
+            resting_order: BTreeMap::new(),
+            rested: 0,
             changes: 0,
             foreseen: HashMap::new(),
             played: 0,
@@ -384,12 +398,49 @@ impl<K: Eq + Hash + Clone, T: Eq + Hash + Clone> Queues<K, T> {
     /// `key` admitted a request at once that could have waited: it has
     /// room, nobody wants its turns; every flow starts afresh there.
     pub(super) fn idle(&mut self, key: &K) {
-        if let Some(turns) = self.resting.remove(key) {
+        if let Some(turns) = self.wake_resting(key) {
             self.remembered = self.remembered.saturating_sub(turns.remembered());
-            if self.resting.is_empty() {
-                self.resting = HashMap::new();
-            }
         }
+    }
+
+    /// The turns `key` kept while nobody waited on it, taken back.
+    fn wake_resting(&mut self, key: &K) -> Option<Box<Turns>> {
+        let resting = self.resting.remove(key)?;
+        self.resting_order.remove(&resting.since);
+        if self.resting.is_empty() {
+            self.resting = HashMap::new();
+        }
+        Some(resting.turns)
+    }
+
+    /// `key`'s line emptied while its turns remember flows: they rest.
+    fn rest(&mut self, key: K, turns: Turns) {
+        let since = self.rested;
+        self.rested += 1;
+        self.resting_order.insert(since, key.clone());
+        let turns = Box::new(turns);
+        self.resting.insert(key, Resting { since, turns });
+    }
+
+    /// Forgets one remembered flow of the key that has rested longest;
+    /// whether there was one.
+    fn forget_resting(&mut self) -> bool {
+        let Some(oldest) = self.resting_order.first_entry() else {
+            return false;
+        };
+        let Some(resting) = self.resting.get_mut(oldest.get()) else {
+            oldest.remove();
+            return false;
+        };
+        let forgot = resting.turns.forget_first();
+        if forgot {
+            self.remembered = self.remembered.saturating_sub(1);
+        }
+        if resting.turns.remembered() == 0 {
+            let key = oldest.remove();
+            self.resting.remove(&key);
+        }
+        forgot
     }
 
     /// The decisions taken to play lines out (see `foresee`), so far.
@@ -405,20 +456,32 @@ impl<K: Eq + Hash + Clone, T: Eq + Hash + Clone> Queues<K, T> {
     }
 
     /// Runs `f` on the turns of `key`'s line, keeping the count of
-    /// remembered flows, and forgetting the line's oldest past the bound.
+    /// remembered flows; past the bound, forgetting those of the key that
+    /// has rested longest, else the line's oldest.
     fn on_turns<R>(&mut self, key: &K, f: impl FnOnce(&mut Turns) -> R) -> Option<R> {
         let line = self.lines.get_mut(key)?;
         let others = self.remembered.saturating_sub(line.turns.remembered());
         let r = f(&mut line.turns);
+        self.remembered = others + line.turns.remembered();
         // A step remembers at most one flow; a lowered bound drains a few
         // at each step.
         let bound = bounds::MAX_REMEMBERED_FLOWS.get() as usize;
         for _ in 0..fair::FORGET_PER_STEP {
-            if others + line.turns.remembered() <= bound || !line.turns.forget_first() {
+            if self.remembered <= bound {
                 break;
             }
+            if self.forget_resting() {
+                continue;
+            }
+            let forgot = self
+                .lines
+                .get_mut(key)
+                .is_some_and(|l| l.turns.forget_first());
+            if !forgot {
+                break;
+            }
+            self.remembered = self.remembered.saturating_sub(1);
         }
-        self.remembered = others + line.turns.remembered();
         Some(r)
     }
 
@@ -465,7 +528,7 @@ impl<K: Eq + Hash + Clone, T: Eq + Hash + Clone> Queues<K, T> {
                 let plan = keyspace.value(key).ok().flatten();
                 let line = Line {
                     ids: LeanSet::default(),
-                    turns: self.resting.remove(key).map(|t| *t).unwrap_or_default(),
+                    turns: self.wake_resting(key).map(|t| *t).unwrap_or_default(),
                     plan,
                     planned_until: place.planned,
                     lag: Micros::ZERO,
@@ -714,7 +777,7 @@ impl<K: Eq + Hash + Clone, T: Eq + Hash + Clone> Queues<K, T> {
                     self.foreseen.remove(key);
                     if let Some(line) = self.lines.remove(key) {
                         if line.turns.remembered() > 0 {
-                            self.resting.insert(key.clone(), Box::new(line.turns));
+                            self.rest(key.clone(), line.turns);
                         }
                     }
                 }

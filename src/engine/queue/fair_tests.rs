@@ -432,6 +432,58 @@ fn remembered_flows_are_forgotten_past_the_bound() {
     // Once a's turns pass them, a few are forgotten at each step.
     key.run_to(secs(10_019));
     assert!(key.q.remembered_flows() <= remembered - 2 * 19);
+    // Here, not in a test of its own: the bound is the server's, shared
+    // by the tests running beside this one.
+    keys_resting_longest_forget_first();
+}
+
+/// Past the bound, the flows of the keys that have rested longest (nobody
+/// waiting) are forgotten first: 5,010 keys come to rest in turn, each
+/// remembering the flow of its one waiter, under a bound of 5,000; the 10
+/// first forget theirs, and each key that rested last keeps its flow
+/// (where a client re-sending at once takes up).
+fn keys_resting_longest_forget_first() {
+    bounds::MAX_REMEMBERED_FLOWS.set(5_000).unwrap();
+    let (mut q, mut ks) = (Q::new(), Ks::default());
+    let flow = Flow {
+        name: b"f".to_vec(),
+        weight: 1,
+    };
+    let names: Vec<&'static str> = (0..5_010)
+        .map(|i| &*Box::leak(format!("r{i}").into_boxed_str()))
+        .collect();
+    for (token, &name) in (0u32..).zip(&names) {
+        let now = secs(u64::from(token));
+        let used = q.arrive(&mut ks, &[name], &[gcra()], now, Request::default());
+        assert!(matches!(used, Ok(Arrival::Now(d)) if d.allowed));
+        let request = Request {
+            wait: Some(LONG),
+            flow: Some(flow.clone()),
+            ..Request::default()
+        };
+        let Ok(Arrival::Wait(place)) = q.arrive(&mut ks, &[name], &[gcra()], now, request) else {
+            panic!("{name} did not wait");
+        };
+        let waiter = Waiter {
+            keys: vec![name],
+            policies: vec![gcra()],
+            cost: 1,
+            costs: None,
+            since: now,
+            deadline: now.saturating_add(LONG),
+            flow: Some(flow.clone()),
+            token,
+        };
+        q.enqueue(&mut ks, waiter, place);
+        let admitted = q.process(&mut ks, now, secs(u64::from(token) + 1), 10);
+        assert_eq!(admitted.len(), 1, "{name}");
+    }
+    let remembered = q.remembered_flows();
+    bounds::MAX_REMEMBERED_FLOWS.reset();
+    assert_eq!(remembered, 5_000);
+    let resting = |name: &&'static str| q.resting.contains_key(name);
+    assert!(!names[..10].iter().any(resting));
+    assert!(names[10..].iter().all(resting));
 }
 
 proptest::proptest! {
