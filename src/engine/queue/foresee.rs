@@ -34,8 +34,10 @@ pub(super) struct Foreseen<K> {
     cost: u64,
     costs: Option<Vec<u64>>,
     charge: Charge,
-    /// Every key played out: its line's last change and its value.
-    seen: Vec<(K, u64, Option<Vec<u8>>)>,
+    /// Every key played out: its line's last change and its value's
+    /// [`fingerprint`] (not the value: a line keeps a few bytes, however
+    /// large its keys' values).
+    seen: Vec<(K, u64, Option<u64>)>,
     /// The instant found (`None`: not within the waiters played out).
     at: Option<Micros>,
 }
@@ -200,7 +202,7 @@ impl<K: Eq + Hash + Clone, T: Eq + Hash + Clone> Queues<K, T> {
         let seen = (stage.keys.iter().zip(&stage.values))
             .map(|(k, v)| {
                 let changed = self.lines.get(k).map_or(0, |l| l.changed);
-                (k.clone(), changed, v.clone())
+                (k.clone(), changed, v.as_deref().map(fingerprint))
             })
             .collect();
         let truncated: Vec<bool> = (keys.iter().zip(&stage.lines))
@@ -242,16 +244,12 @@ impl<K: Eq + Hash + Clone, T: Eq + Hash + Clone> Queues<K, T> {
 
     /// Whether the lines and values a figure was found from are as they
     /// were.
-    fn unchanged<S: Keyspace<K>>(
-        &self,
-        keyspace: &mut S,
-        seen: &[(K, u64, Option<Vec<u8>>)],
-    ) -> bool {
+    fn unchanged<S: Keyspace<K>>(&self, keyspace: &mut S, seen: &[(K, u64, Option<u64>)]) -> bool {
         seen.iter().all(|(key, changed, value)| {
             self.lines.get(key).map_or(0, |l| l.changed) == *changed
                 && keyspace
                     .small_value(key, AHEAD_CHECK_BYTES)
-                    .is_ok_and(|v| v.as_ref() == Some(value))
+                    .is_ok_and(|v| v.map(|v| v.as_deref().map(fingerprint)) == Some(*value))
         })
     }
 
@@ -464,4 +462,14 @@ fn goes_ahead<K>(
         }
     }
     true
+}
+
+/// A value's fingerprint, to see whether it changed since a line was
+/// played out (two values that differ share one by chance only, and then
+/// the figure kept is told once more).
+fn fingerprint(value: &[u8]) -> u64 {
+    use std::hash::{DefaultHasher, Hasher};
+    let mut hasher = DefaultHasher::new();
+    hasher.write(value);
+    hasher.finish()
 }
