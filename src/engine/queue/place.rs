@@ -201,12 +201,10 @@ impl<K: Eq + Hash + Clone, T: Eq + Hash + Clone> Queues<K, T> {
                 dryrun: true,
                 ..w.request(Charge::Normal)
             };
-            let keys = w.keys.clone();
-            let policies = w.policies.clone();
-            if keyspace
-                .decide(&keys, &policies, now, look)
-                .is_ok_and(|d| d.allowed)
-            {
+            let admits = keyspace
+                .decide(&w.keys, &w.policies, now, look)
+                .is_ok_and(|d| d.allowed);
+            if admits {
                 self.set_due(front, now);
                 woken = true;
             }
