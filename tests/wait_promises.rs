@@ -350,12 +350,7 @@ fn told_behind_a_windowed_line_that_shrinks_is_when_it_is_admitted() {
         (&["RL.SLIDING", "w", "5", "10s", "BUCKETS", "5"], 24_000),
     ];
     for (call, admitted_ms) in windowed {
-        let server = Server::start();
-        let mut ctl = server.conn();
-        clock_set(&mut ctl, T0);
-        for _ in 0..5 {
-            assert_eq!(decide(&mut ctl, call)[0], 1, "{call:?}");
-        }
+        let (server, mut ctl) = used_up(call);
         let _left = line_that_shrinks(&server, &mut ctl, call, 12, &[1, 2, 3, 6, 8, 11]);
         let told = decide(&mut ctl, call);
         assert_eq!(told[0], 0, "{call:?}");
@@ -394,6 +389,18 @@ fn told_on_fixed_the_room_a_line_leaves_in_its_first_window() {
 }
 
 /// The call with `COST cost`.
+/// A server whose key of `call` (a limit of 5) is used up at `T0`, and a
+/// connection to it.
+fn used_up(call: &[&str]) -> (Server, Connection) {
+    let server = Server::start();
+    let mut ctl = server.conn();
+    clock_set(&mut ctl, T0);
+    for _ in 0..5 {
+        assert_eq!(decide(&mut ctl, call)[0], 1, "{call:?}");
+    }
+    (server, ctl)
+}
+
 fn costing<'a>(call: &[&'a str], cost: &'a str) -> Vec<&'a str> {
     call.iter().copied().chain(["COST", cost]).collect()
 }
@@ -415,12 +422,7 @@ fn told_behind_a_windowed_line_of_mixed_costs_is_when_it_is_admitted() {
         (&["RL.SLIDING", "w", "5", "10s", "BUCKETS", "5"], None),
     ];
     for (call, admitted_ms) in windowed {
-        let server = Server::start();
-        let mut ctl = server.conn();
-        clock_set(&mut ctl, T0);
-        for _ in 0..5 {
-            assert_eq!(decide(&mut ctl, call)[0], 1, "{call:?}");
-        }
+        let (server, mut ctl) = used_up(call);
         let costs = ["2", "2", "1", "1", "1", "2", "2", "2"];
         let calls: Vec<Vec<&str>> = costs.iter().map(|c| costing(call, c)).collect();
         let _left = mixed_line_that_shrinks(&server, &mut ctl, &calls, &[3, 4]);

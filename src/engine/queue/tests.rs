@@ -719,29 +719,15 @@ fn a_told_request_plays_out_as_much_behind_10_and_10_000_waiters() {
         }
         // Again, a millisecond later: the figure kept.
         let later = at(1_000);
-        let again = arrive(
-            &mut q,
-            &mut ks,
-            &["k"],
-            fixed.clone(),
-            later,
-            req(1, None),
-            0,
-        );
-        assert!(!again.unwrap().allowed);
+        let mut ask_again = |q: &mut Q| {
+            let again = arrive(q, &mut ks, &["k"], fixed.clone(), later, req(1, None), 0);
+            assert!(!again.unwrap().allowed);
+        };
+        ask_again(&mut q);
         assert_eq!(q.played(), before + first);
         // A waiter leaves: played out again.
         q.abandon(&3, later);
-        let again = arrive(
-            &mut q,
-            &mut ks,
-            &["k"],
-            fixed.clone(),
-            later,
-            req(1, None),
-            0,
-        );
-        assert!(!again.unwrap().allowed);
+        ask_again(&mut q);
         assert!(q.played() > before + first);
         played.push(first);
     }
