@@ -1,0 +1,140 @@
+// The conformance scenarios shared by every client
+// (conformance/scenarios.json), through the typed calls and their header
+// fields, with both client libraries, against a real server on the manual
+// clock.
+import assert from "node:assert/strict";
+import { readFileSync } from "node:fs";
+import { dirname, resolve } from "node:path";
+import { fileURLToPath } from "node:url";
+import { after, before, describe, test } from "node:test";
+import { type AllDecision, type Decision, type Policy, RateLimiter } from "redis-ratelimit";
+import { CLIENTS, type OpenClient, Server } from "./harness.js";
+
+interface Limit {
+  readonly key: string;
+  readonly policy: string;
+  readonly name: string;
+}
+
+interface Step {
+  readonly clock_ms?: number;
+  readonly clock_us?: number;
+  readonly decide?: readonly Limit[];
+  readonly cost?: number;
+  readonly times?: number;
+  readonly expect?: {
+    readonly allowed?: boolean;
+    readonly remaining?: number;
+    readonly retry_after_ms?: number | null;
+    readonly headers?: Readonly<Record<string, string | null>>;
+    readonly violated?: readonly string[];
+  };
+}
+
+interface Scenario {
+  readonly name: string;
+  readonly steps: readonly Step[];
+}
+
+const here = dirname(fileURLToPath(import.meta.url));
+const file = JSON.parse(readFileSync(resolve(here, "../../../../conformance/scenarios.json"), "utf8")) as {
+  scenarios: Scenario[];
+};
+
+const UNIT_MS: Readonly<Record<string, number>> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 };
+
+/** A duration word of the module's (`60s`, `250ms`, a bare number of seconds) in milliseconds. */
+function millis(word: string | undefined): number {
+  const m = /^(\d+)(ms|s|m|h|d)?$/.exec(word ?? "");
+  if (m === null) throw new Error(`bad duration '${word}'`);
+  return Number(m[1]) * (UNIT_MS[m[2] ?? "s"] ?? 1000);
+}
+
+/** A policy from the module's words, as the typed policies say it. */
+function policy(text: string): Exclude<Policy, { type: "concurrency" | "policy" }> {
+  const [kind, a = "", b, c, d] = text.split(/\s+/);
+  const upper = c?.toUpperCase();
+  switch (kind?.toUpperCase()) {
+    case "GCRA":
+      return upper === "BURST" ? { type: "gcra", limit: Number(a), period: millis(b), burst: Number(d) } : { type: "gcra", limit: Number(a), period: millis(b) };
+    case "BUCKET":
+      return { type: "bucket", capacity: Number(a), refill: Number(b), period: millis(c) };
+    case "FIXED":
+      return { type: "fixed", limit: Number(a), window: millis(b), aligned: upper === "ALIGNED" };
+    case "SLIDING": {
+      const mode = upper === "APPROX" ? "approx" : upper === "BUCKETS" ? { buckets: Number(d) } : "exact";
+      return { type: "sliding", limit: Number(a), window: millis(b), mode };
+    }
+    default:
+      throw new Error(`no typed policy for '${text}'`);
+  }
+}
+
+async function decide(rl: RateLimiter, step: Step): Promise<{ d: Decision | AllDecision; remaining?: number }> {
+  const limits = step.decide ?? [];
+  const cost = step.cost ?? 1;
+  const [only] = limits;
+  if (limits.length === 1 && only !== undefined) {
+    const d = await rl.decide(only.key, policy(only.policy), { name: only.name, cost });
+    return { d, remaining: d.remaining };
+  }
+  const d = await rl.all(
+    limits.map((l) => ({ key: l.key, policy: policy(l.policy), name: l.name })),
+    { costs: limits.map(() => cost) },
+  );
+  return { d };
+}
+
+function differences(answer: { d: Decision | AllDecision; remaining?: number }, step: Step): string[] {
+  const want = step.expect ?? {};
+  const out: string[] = [];
+  const { d } = answer;
+  if (want.allowed !== undefined && d.allowed !== want.allowed) out.push(`allowed ${d.allowed} (expected ${want.allowed})`);
+  if (want.remaining !== undefined && answer.remaining !== undefined && answer.remaining !== want.remaining)
+    out.push(`remaining ${answer.remaining} (expected ${want.remaining})`);
+  if (want.retry_after_ms !== undefined && d.retryAfterMs !== want.retry_after_ms)
+    out.push(`retry_after_ms ${d.retryAfterMs} (expected ${want.retry_after_ms})`);
+  const fields = Object.fromEntries(Object.entries(d.headers()).map(([k, v]) => [k.toLowerCase(), v as string | undefined]));
+  for (const [name, value] of Object.entries(want.headers ?? {})) {
+    const got = fields[name.toLowerCase()] ?? null;
+    if (got !== value) out.push(`header ${name}: ${JSON.stringify(got)} (expected ${JSON.stringify(value)})`);
+  }
+  if (want.violated !== undefined) {
+    const limits: readonly Decision[] = "limits" in d ? d.limits : [d];
+    const violated = limits.filter((l) => !l.allowed).map((l) => l.described.name);
+    if (JSON.stringify(violated) !== JSON.stringify(want.violated)) out.push(`violated ${JSON.stringify(violated)} (expected ${JSON.stringify(want.violated)})`);
+  }
+  return out;
+}
+
+for (const kind of CLIENTS) {
+  describe(`conformance scenarios, ${kind.name}`, () => {
+    let server: Server;
+    let open: OpenClient;
+    before(async () => {
+      server = await Server.start();
+      open = await kind.open(server.url);
+    });
+    after(async () => {
+      await open.close();
+      await server.stop();
+    });
+
+    for (const scenario of file.scenarios) {
+      test(scenario.name, async () => {
+        const rl = new RateLimiter(open.redis);
+        await rl.raw(["FLUSHALL"]);
+        const failed: string[] = [];
+        for (const [i, step] of scenario.steps.entries()) {
+          if (step.clock_ms !== undefined) await rl.raw(["RL.CLOCK", "SET", String(step.clock_ms * 1000)]);
+          if (step.clock_us !== undefined) await rl.raw(["RL.CLOCK", "SET", String(step.clock_us)]);
+          if (step.decide === undefined) continue;
+          for (let n = 0; n < (step.times ?? 1); n++) {
+            failed.push(...differences(await decide(rl, step), step).map((x) => `step ${i}: ${x}`));
+          }
+        }
+        assert.deepEqual(failed, []);
+      });
+    }
+  });
+}

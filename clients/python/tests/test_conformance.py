@@ -1,0 +1,90 @@
+"""The conformance scenarios shared by every client (``conformance/scenarios.json``).
+
+Each scenario runs through the typed API and its header fields against a
+real server with the manual clock, on an empty database.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from redis_ratelimit import Decision, Policy, RateLimiter
+
+from .conftest import REPO, Server
+
+SCENARIOS: list[dict[str, Any]] = json.loads((REPO / "conformance" / "scenarios.json").read_text())[
+    "scenarios"
+]
+
+
+def policy(words: str, name: str) -> Policy:
+    """A policy from the module's words, through the typed constructors."""
+    w = words.split()
+    kind, rest = w[0].upper(), w[1:]
+    if kind == "GCRA":
+        burst = int(rest[3]) if len(rest) > 2 and rest[2].upper() == "BURST" else None
+        return Policy.gcra(int(rest[0]), rest[1], burst=burst, name=name)
+    if kind == "BUCKET":
+        return Policy.bucket(int(rest[0]), int(rest[1]), rest[2], name=name)
+    if kind == "FIXED":
+        return Policy.fixed(int(rest[0]), rest[1], aligned=rest[2:] == ["ALIGNED"], name=name)
+    if kind == "SLIDING":
+        mode = rest[2].upper() if len(rest) > 2 else "EXACT"
+        if mode == "BUCKETS":
+            return Policy.sliding(int(rest[0]), rest[1], buckets=int(rest[3]), name=name)
+        return Policy.sliding(
+            int(rest[0]), rest[1], mode="approx" if mode == "APPROX" else "exact", name=name
+        )
+    raise ValueError(f"no typed constructor for {words!r}")
+
+
+def decide(limiter: RateLimiter, step: dict[str, Any]) -> Decision:
+    limits = [(lim["key"], policy(lim["policy"], lim["name"])) for lim in step["decide"]]
+    cost = int(step.get("cost", 1))
+    if len(limits) == 1:
+        key, p = limits[0]
+        return limiter.decide(key, p, cost=cost)
+    return limiter.all(limits, costs=[cost] * len(limits))
+
+
+def differences(d: Decision, expect: dict[str, Any], single: bool) -> list[str]:
+    out = []
+    if "allowed" in expect and d.allowed != expect["allowed"]:
+        out.append(f"allowed {d.allowed} (expected {expect['allowed']})")
+    if single and "remaining" in expect and d.remaining != expect["remaining"]:
+        out.append(f"remaining {d.remaining} (expected {expect['remaining']})")
+    if "retry_after_ms" in expect:
+        got = None if d.retry_after is None else round(d.retry_after.total_seconds() * 1000)
+        if got != expect["retry_after_ms"]:
+            out.append(f"retry_after_ms {got} (expected {expect['retry_after_ms']})")
+    fields = {k.lower(): v for k, v in d.headers().items()}
+    for name, value in expect.get("headers", {}).items():
+        if fields.get(name.lower()) != value:
+            out.append(f"header {name}: {fields.get(name.lower())!r} (expected {value!r})")
+    if "violated" in expect and d.problem()["violated-policies"] != expect["violated"]:
+        out.append(f"violated {d.problem()['violated-policies']} (expected {expect['violated']})")
+    return out
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS, ids=[s["name"] for s in SCENARIOS])
+def test_scenario_answers_as_written(server: Server, scenario: dict[str, Any]) -> None:
+    c = server.client()
+    c.flushall()
+    limiter = RateLimiter(c)
+    failed: list[str] = []
+    for i, step in enumerate(scenario["steps"]):
+        if "clock_ms" in step:
+            limiter.set_clock(step["clock_ms"] * 1000)
+        if "clock_us" in step:
+            limiter.set_clock(step["clock_us"])
+        if "decide" not in step:
+            continue
+        for _ in range(int(step.get("times", 1))):
+            d = decide(limiter, step)
+            failed += [
+                f"step {i}: {x}" for x in differences(d, step["expect"], len(step["decide"]) == 1)
+            ]
+    assert not failed, "\n".join(failed)
