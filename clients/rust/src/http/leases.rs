@@ -382,8 +382,24 @@ where
         refunds
     }
 
+    /// Sends `refunds` from a task of their own, waiting for them at most
+    /// the client's timeout: dropped or timed out, the refunds taken from
+    /// the leases still reach the server.
     async fn refund(&self, refunds: Vec<(Slot, u64)>) -> Result<(), Error> {
-        send_refunds(&self.client, &self.policies, refunds, true).await
+        if refunds.is_empty() {
+            return Ok(());
+        }
+        let (client, policies) = (self.client.clone(), self.policies.clone());
+        let sending =
+            tokio::spawn(async move { send_refunds(&client, &policies, refunds, false).await });
+        let bound = self.client.bound(Duration::ZERO);
+        let finished = match bound {
+            Some(bound) => tokio::time::timeout(bound, sending)
+                .await
+                .map_err(|_| Error::Timeout(bound))?,
+            None => sending.await,
+        };
+        finished.unwrap_or_else(|_| Err(Error::Reply("a refund's task ended early".into())))
     }
 
     /// Refunds what keys unused for `idle` hold.
