@@ -2,7 +2,7 @@
 //! number, and the refunds of what they hold (when idle, at shutdown, when
 //! a key gives way to another, and when the layer is dropped).
 
-use crate::blocks::{granted, BlockLease, Flight, Step, MOST_WAITS};
+use crate::blocks::{granted, BlockLease, Flight, Step, Unlanded, MOST_WAITS};
 use crate::command::{Charge, Decide};
 use crate::reply::Decision;
 use crate::{Client, Error, Policy};
@@ -217,7 +217,19 @@ where
         let call = Decide::new(slot.1.clone(), policy).charge(Charge::Partial(k));
         let (client, owner) = (self.client.clone(), Arc::downgrade(self));
         let (slot, flight) = (slot.clone(), Arc::clone(flight));
+        let unlanded = Unlanded {
+            flight: Arc::clone(&flight),
+            reset: {
+                let (owner, slot, flight) = (owner.clone(), slot.clone(), Arc::clone(&flight));
+                move || {
+                    if let Some(leases) = owner.upgrade() {
+                        leases.failed(&slot, &flight);
+                    }
+                }
+            },
+        };
         tokio::spawn(async move {
+            let _unlanded = unlanded;
             let reply = client.send_untimed(&call).await;
             let leases = owner.upgrade();
             let failure = match &reply {
