@@ -682,6 +682,8 @@ where
     }
 
     /// Gives the unused units back if the key was idle for `idle`.
+    /// Dropped or timed out, the refund still reaches the server (see
+    /// [`Client::send`]).
     pub async fn refund_if_idle(&self, idle: Duration) -> Result<(), Error> {
         let units = self.shared.state().lease.take_if_idle(Instant::now(), idle);
         self.shared.refund(units).await
@@ -711,7 +713,8 @@ where
 
     /// Gives every unused unit back (at shutdown), after the call out, if
     /// any, has landed (waiting at most the client's timeout plus the
-    /// queue timeout).
+    /// queue timeout). Dropped or timed out, what it took from the lease
+    /// still reaches the server.
     pub async fn refund_all(&self) -> Result<(), Error> {
         if let Some(flight) = self.shared.flight() {
             let _ = flight.wait(self.shared.bound()).await;
@@ -735,7 +738,8 @@ where
         self.shared.granted.load(Ordering::Relaxed)
     }
 
-    /// Units given back so far.
+    /// Units given back so far (those whose refund was answered while its
+    /// caller waited).
     pub fn units_refunded(&self) -> u64 {
         self.shared.refunded.load(Ordering::Relaxed)
     }

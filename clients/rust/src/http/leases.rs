@@ -118,7 +118,7 @@ where
                 if let Ok(runtime) = tokio::runtime::Handle::try_current() {
                     let (client, policies) = (client.clone(), policies.clone());
                     runtime.spawn(async move {
-                        let _ = send_refunds(&client, &policies, refunds, false).await;
+                        let _ = send_refunds(&client, &policies, refunds).await;
                     });
                 }
             })
@@ -402,8 +402,7 @@ where
             return Ok(());
         }
         let (client, policies) = (self.client.clone(), self.policies.clone());
-        let sending =
-            tokio::spawn(async move { send_refunds(&client, &policies, refunds, false).await });
+        let sending = tokio::spawn(async move { send_refunds(&client, &policies, refunds).await });
         let bound = self.client.bound(Duration::ZERO);
         let finished = match bound {
             Some(bound) => tokio::time::timeout(bound, sending)
@@ -447,22 +446,20 @@ where
                     return;
                 };
                 let refunds = leases.take_idle(Instant::now(), idle);
-                let _ = send_refunds(&leases.client, &leases.policies, refunds, false).await;
+                let _ = send_refunds(&leases.client, &leases.policies, refunds).await;
             }
         })
     }
 }
 
-/// Sends `REFUND n` for each slot; the last error if any failed (a failed
-/// refund is not retried: its units stay charged until they refill).
-/// `timed`: within the client's timeout; otherwise (in the background)
-/// however long the answer takes, since a refund cut short by a timeout
-/// may never be sent.
+/// Sends `REFUND n` for each slot, waiting for each answer however long
+/// it takes (in the background: a refund cut short by a timeout may never
+/// be sent); the last error if any failed (a failed refund is not
+/// retried: its units stay charged until they refill).
 async fn send_refunds<C>(
     client: &Client<C>,
     policies: &Policies,
     refunds: Vec<(Slot, u64)>,
-    timed: bool,
 ) -> Result<(), Error>
 where
     C: redis::aio::ConnectionLike + Clone + Send + Sync + 'static,
@@ -473,12 +470,7 @@ where
             continue;
         };
         let call = Decide::new(key, *policy).charge(Charge::Refund(units));
-        let sent = if timed {
-            client.send(&call).await
-        } else {
-            client.send_untimed(&call).await
-        };
-        if let Err(e) = sent {
+        if let Err(e) = client.send_untimed(&call).await {
             result = Err(e);
         }
     }
