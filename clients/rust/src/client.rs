@@ -103,8 +103,9 @@ where
     /// back ([`Command::undo`]): a charge refunded, a lease released. A
     /// refund or release cut short still reaches the server.
     pub async fn send<T: Command>(&self, command: &T) -> Result<T::Output, Error> {
-        let call = Landing::new(&self.conn, command.to_cmd(), command.undo());
-        let reply = match self.bound(command.waits()) {
+        let waits = command.waits();
+        let call = Landing::new(&self.conn, command.to_cmd(), command.undo(), waits);
+        let reply = match self.bound(waits) {
             Some(bound) => tokio::time::timeout(bound, call)
                 .await
                 .map_err(|_| Error::Timeout(bound))?,

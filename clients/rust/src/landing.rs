@@ -17,9 +17,9 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-/// How long a call whose caller has gone is waited for in the background.
-/// Past that (a server stalled that long) its effect stands: a lease ends
-/// at its TTL, charged units refill.
+/// How long a call whose caller has gone is waited for in the background,
+/// beyond its own `WAIT`. Past that (a server stalled that long) its
+/// effect stands: a lease ends at its TTL, charged units refill.
 pub const ORPHAN_WAIT: Duration = Duration::from_secs(60);
 
 /// What gives back what a command took, for a call whose caller stopped
@@ -103,6 +103,8 @@ where
 {
     call: Option<Call>,
     undo: Option<Undo>,
+    /// How long the server may hold the reply back (`WAIT`).
+    waits: Duration,
     conn: C,
 }
 
@@ -110,7 +112,14 @@ impl<C> Landing<C>
 where
     C: redis::aio::ConnectionLike + Clone + Send + Sync + 'static,
 {
-    pub(crate) fn new(conn: &C, cmd: redis::Cmd, undo: Option<Undo>) -> Landing<C> {
+    /// `cmd` sent over `conn`; the server may hold its reply back for
+    /// `waits`.
+    pub(crate) fn new(
+        conn: &C,
+        cmd: redis::Cmd,
+        undo: Option<Undo>,
+        waits: Duration,
+    ) -> Landing<C> {
         let mut sending = conn.clone();
         let call: Call = Box::pin(async move {
             let reply = cmd.query_async::<Value>(&mut sending).await?;
@@ -119,6 +128,7 @@ where
         Landing {
             call: Some(call),
             undo,
+            waits,
             conn: conn.clone(),
         }
     }
@@ -158,8 +168,9 @@ where
             return;
         };
         let (undo, mut conn) = (self.undo.take(), self.conn.clone());
+        let bound = ORPHAN_WAIT.saturating_add(self.waits);
         runtime.spawn(async move {
-            let Ok(Ok(reply)) = tokio::time::timeout(ORPHAN_WAIT, call).await else {
+            let Ok(Ok(reply)) = tokio::time::timeout(bound, call).await else {
                 return;
             };
             if let Some(cmd) = undo.and_then(|u| u.command(&reply)) {
