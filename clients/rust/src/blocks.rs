@@ -683,7 +683,7 @@ where
 
     /// Gives the unused units back if the key was idle for `idle`.
     /// Dropped or timed out, the refund still reaches the server (see
-    /// [`Client::send`]).
+    /// [`crate::Command::undo`]).
     pub async fn refund_if_idle(&self, idle: Duration) -> Result<(), Error> {
         let units = self.shared.state().lease.take_if_idle(Instant::now(), idle);
         self.shared.refund(units).await

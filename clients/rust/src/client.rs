@@ -1,5 +1,11 @@
 //! The async client: sends [`Command`]s over a multiplexed connection with
 //! a timeout per call, and holds concurrency leases as guards.
+//!
+//! Cancellation-safe: a call whose caller stops waiting (the future
+//! dropped, or [`Error::Timeout`]) is finished in the background on the
+//! current tokio runtime, and what its answer says it took is given back
+//! ([`Command::undo`]): a charge refunded, a lease released. A refund or
+//! release cut short still reaches the server.
 
 use crate::command::{Command, Decide, Release, Renew};
 use crate::landing::Landing;
@@ -96,31 +102,23 @@ where
     }
 
     /// Sends one command and reads its reply.
-    ///
-    /// Cancellation-safe: a call whose caller stops waiting (the future
-    /// dropped, or [`Error::Timeout`]) is finished in the background on
-    /// the current tokio runtime, and what its answer says it took is given
-    /// back ([`Command::undo`]): a charge refunded, a lease released. A
-    /// refund or release cut short still reaches the server.
     pub async fn send<T: Command>(&self, command: &T) -> Result<T::Output, Error> {
-        let waits = command.waits();
-        let call = Landing::new(&self.conn, command.to_cmd(), command.undo(), waits);
-        let reply = match self.bound(waits) {
+        let call = self.send_untimed(command);
+        match self.bound(command.waits()) {
             Some(bound) => tokio::time::timeout(bound, call)
                 .await
                 .map_err(|_| Error::Timeout(bound))?,
             None => call.await,
-        }?;
-        T::parse(&reply)
+        }
     }
 
     /// Sends one command and waits for its reply however long it takes:
     /// for calls whose reply must land (what the server granted) even when
-    /// their caller has stopped waiting.
+    /// their caller has stopped waiting. Dropped, it finishes in the
+    /// background and is undone (see the module's documentation).
     pub(crate) async fn send_untimed<T: Command>(&self, command: &T) -> Result<T::Output, Error> {
-        let cmd = command.to_cmd();
-        let mut conn = self.conn.clone();
-        let reply = cmd.query_async::<Value>(&mut conn).await?;
+        let (cmd, undo) = (command.to_cmd(), command.undo());
+        let reply = Landing::new(&self.conn, cmd, undo, command.waits()).await?;
         T::parse(&reply)
     }
 

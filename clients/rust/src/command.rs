@@ -27,9 +27,15 @@ pub trait Command {
     }
 
     /// What gives back what the command took when its caller stopped
-    /// waiting before the answer (see [`crate::Client::send`]): a charge
-    /// is refunded, a lease released. `None` (the default): nothing to
-    /// give back.
+    /// waiting before the answer: a charge is refunded, a lease released.
+    /// `None` (the default): nothing to give back.
+    ///
+    /// A [`crate::Client`] call whose caller stops waiting (the future
+    /// dropped, or [`Error::Timeout`]) may or may not have reached the
+    /// server, so it is finished in the background on the current tokio
+    /// runtime (for up to [`crate::ORPHAN_WAIT`] beyond its `WAIT`), and
+    /// this undo is sent if its answer says something was taken. A refund
+    /// or release cut short still reaches the server.
     fn undo(&self) -> Option<Undo> {
         None
     }
