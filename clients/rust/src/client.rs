@@ -12,7 +12,6 @@ use crate::landing::Landing;
 use crate::reply::{Decision, LeaseId};
 use crate::Error;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
-use redis::Value;
 use std::future::Future;
 use std::time::Duration;
 
