@@ -14,7 +14,7 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use redis_ratelimit_client::http::HttpLimit;
 use redis_ratelimit_client::{
-    acquire, All, BlockLease, Client, Decide, Gcra, LeasedLimit, Peek, Policy,
+    acquire, All, BlockLease, Client, Command, Decide, Gcra, LeasedLimit, Peek, Policy, Release,
 };
 use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -342,4 +342,57 @@ fn a_cancelled_send_of_a_charge_is_refunded_when_its_reply_lands() {
     );
     assert!(cut > 100, "only {cut} calls were cut short");
     assert_eq!(consumed, admitted);
+}
+
+#[test]
+fn a_queued_call_cut_short_is_refunded_when_the_server_admits_it_later() {
+    // One an hour: the second call queues on the server (WAIT 2 h) and
+    // its caller gives up; the server admits it once the clock moves on,
+    // and what it took goes back. (An hour: the key's TTL, in real time,
+    // outlasts the test.) A queued call holds its connection: each has
+    // its own.
+    let s = started();
+    let policy = Gcra::new(1, Duration::from_secs(3600));
+    let slot = acquire("slot", 1, Duration::from_secs(864_000)).wait(Duration::from_secs(10));
+    let mut c = s.conn();
+    let peek = |c: &mut redis::Connection, key: &str, policy: Policy| {
+        Peek::new(key, policy).query(c).unwrap().remaining
+    };
+    block_on_multi(async {
+        let calls = client(&s, Protocol::Resp2).timeout(Duration::from_secs(5));
+        let leases = client(&s, Protocol::Resp2).timeout(Duration::from_secs(5));
+        let queued = Decide::new("queued", policy).wait(Duration::from_secs(7200));
+        assert!(calls.send(&queued).await.unwrap().allowed);
+        let cut = timeout(Duration::from_millis(100), calls.send(&queued)).await;
+        assert!(cut.is_err(), "the second call waits in line");
+        let first = leases.acquire(&slot).await.unwrap().unwrap();
+        let cut = timeout(Duration::from_millis(100), leases.acquire(&slot)).await;
+        assert!(cut.is_err(), "the second acquire waits in line");
+        // The callers have given up; the server admits both now.
+        advance(&mut c, 3_600_000_000);
+        // Released on another connection: the lease's own waits behind the
+        // queued acquire (the guard's release later finds it gone).
+        assert!(Release::new("slot", first.id().clone())
+            .query(&mut c)
+            .unwrap());
+        drop(first);
+        let settled = |c: &mut redis::Connection| {
+            peek(c, "queued", policy.into()) == 1 && peek(c, "slot", slot.policy) == 1
+        };
+        settle(|| {
+            let done = settled(&mut s.conn());
+            async move { done }
+        })
+        .await;
+    });
+    assert_eq!(
+        peek(&mut c, "queued", policy.into()),
+        1,
+        "the unit the server gave the call cut short is back"
+    );
+    assert_eq!(
+        peek(&mut c, "slot", slot.policy),
+        1,
+        "the lease granted to the acquire cut short is released"
+    );
 }
