@@ -23,7 +23,9 @@
 //! full block that leaves three or more shortens the spacing by a tenth
 //! (others went quiet) and the next block may be taken at once, one that
 //! leaves less than one block lengthens it by a twentieth. Spacing is at
-//! most [`MAX_GAP`].
+//! most [`MAX_GAP`]; after a denial, the next call waits for the store's
+//! `retry_after` however long (nothing would fit sooner), and the requests
+//! denied locally meanwhile are told that wait.
 //!
 //! **Queued blocks.** Pacing cannot know when the others call: with many
 //! hungry processes some calls still come back short. A lease made
@@ -90,14 +92,37 @@ fn accrual(reply: &Decision, units: u64) -> Duration {
     if reply.remaining > 0 || reply.limit == 0 {
         return Duration::ZERO;
     }
-    reply.reset_after.mul_f64(units as f64 / reply.limit as f64)
+    scale(reply.reset_after, units.into(), reply.limit.into())
+}
+
+/// `d × num / den` in whole nanoseconds, saturating at `Duration::MAX`
+/// (`den` 0 counts as 1): exact integers, whatever the server's counts
+/// and periods.
+pub(crate) fn scale(d: Duration, num: u128, den: u128) -> Duration {
+    let den = den.max(1);
+    let nanos = d.as_nanos();
+    let scaled = match nanos.checked_mul(num) {
+        Some(product) => Some(product / den),
+        // Divided first: exact enough where the product overflows.
+        None => (nanos / den).checked_mul(num),
+    };
+    let Some(scaled) = scaled else {
+        return Duration::MAX;
+    };
+    match u64::try_from(scaled / 1_000_000_000) {
+        // The remainder is below 10^9: it fits a u32.
+        Ok(secs) => Duration::new(secs, (scaled % 1_000_000_000) as u32),
+        Err(_) => Duration::MAX,
+    }
 }
 
 /// What the processes together should leave on the server between calls:
 /// one to three blocks (at most a quarter to three quarters of the limit).
 fn band(block: u64, limit: u64) -> (u64, u64) {
     let low = block.min(limit / 4);
-    (low, (3 * block).min(limit * 3 / 4).max(low + 1))
+    let three_quarters = u64::try_from(u128::from(limit) * 3 / 4).unwrap_or(u64::MAX);
+    let high = block.saturating_mul(3).min(three_quarters);
+    (low, high.max(low.saturating_add(1)))
 }
 
 /// The leasing policy of one key under one limit.
@@ -311,6 +336,14 @@ impl BlockLease {
             // polling; the server paces the line.
             self.contended = true;
             self.next_call = Some(now);
+        } else if granted == 0 {
+            // Denied: nothing fits before the store's `retry_after`, which
+            // may be longer than any spacing; the requests denied locally
+            // until then are told that wait.
+            if let Some(wait) = reply.retry_after {
+                let due = now.checked_add(wait.min(crate::MAX_DURATION));
+                self.next_call = self.next_call.max(due);
+            }
         }
         self.held = self.held.saturating_add(granted);
         granted
@@ -358,12 +391,13 @@ impl BlockLease {
             // last call. The spacing grows towards it, at most twofold (after
             // a denial fourfold), and never stays below the time a block
             // takes to accrue on an empty key.
-            let got = if granted == 0 { 0.5 } else { granted as f64 };
-            let estimate = since.mul_f64(asked as f64 / got);
+            // In half units: nothing counts as one half.
+            let got = u128::from(granted).saturating_mul(2).max(1);
+            let estimate = scale(since, u128::from(asked) * 2, got);
             let floor = accrual(reply, asked).max(reply.retry_after.unwrap_or_default());
             let gap = self.gap.max(floor);
-            let most = if granted == 0 { 4.0 } else { 2.0 };
-            return estimate.clamp(gap, gap.mul_f64(most));
+            let most = if granted == 0 { 4 } else { 2 };
+            return estimate.clamp(gap, gap.saturating_mul(most));
         }
         // A full block. The processes together should leave between one
         // and three blocks on the server: a call that comes early then
@@ -371,9 +405,9 @@ impl BlockLease {
         let (low, high) = band(asked, reply.limit);
         if reply.remaining >= high {
             // Units left unused: call sooner.
-            self.gap.mul_f64(0.9)
+            scale(self.gap, 9, 10)
         } else if reply.remaining < low {
-            self.gap.mul_f64(1.05)
+            scale(self.gap, 21, 20)
         } else {
             self.gap
         }
@@ -543,6 +577,25 @@ impl Flight {
     }
 }
 
+/// Held by a call's task: if the task ends without finishing its flight
+/// (a panic while landing the reply), `reset` lets the next request call
+/// and the requests waiting get an error that is not an outage, so that
+/// no fail-open limit admits on it.
+pub(crate) struct Unlanded<F: FnMut()> {
+    pub(crate) flight: Arc<Flight>,
+    pub(crate) reset: F,
+}
+
+impl<F: FnMut()> Drop for Unlanded<F> {
+    fn drop(&mut self) {
+        if !self.flight.done.load(Ordering::Acquire) {
+            (self.reset)();
+            let failure = Error::Reply("the store's reply could not be landed".into());
+            self.flight.finish(Some(failure));
+        }
+    }
+}
+
 /// How many times a request may wait for another's call before it gives
 /// up waiting: each wait ends with units for some of those waiting, so a
 /// request still without one after this many is denied.
@@ -629,6 +682,8 @@ where
     }
 
     /// Gives the unused units back if the key was idle for `idle`.
+    /// Dropped or timed out, the refund still reaches the server (see
+    /// [`crate::Command::undo`]).
     pub async fn refund_if_idle(&self, idle: Duration) -> Result<(), Error> {
         let units = self.shared.state().lease.take_if_idle(Instant::now(), idle);
         self.shared.refund(units).await
@@ -658,7 +713,8 @@ where
 
     /// Gives every unused unit back (at shutdown), after the call out, if
     /// any, has landed (waiting at most the client's timeout plus the
-    /// queue timeout).
+    /// queue timeout). Dropped or timed out, what it took from the lease
+    /// still reaches the server.
     pub async fn refund_all(&self) -> Result<(), Error> {
         if let Some(flight) = self.shared.flight() {
             let _ = flight.wait(self.shared.bound()).await;
@@ -682,7 +738,8 @@ where
         self.shared.granted.load(Ordering::Relaxed)
     }
 
-    /// Units given back so far.
+    /// Units given back so far (those whose refund was answered while its
+    /// caller waited).
     pub fn units_refunded(&self) -> u64 {
         self.shared.refunded.load(Ordering::Relaxed)
     }
@@ -732,7 +789,28 @@ where
         };
         self.commands.fetch_add(1, Ordering::Relaxed);
         let (owner, landing) = (Arc::downgrade(self), Arc::clone(flight));
+        let unlanded = {
+            let (owner, flight) = (owner.clone(), Arc::clone(flight));
+            move || {
+                if let Some(shared) = owner.upgrade() {
+                    let mut state = shared.state();
+                    if state
+                        .flight
+                        .as_ref()
+                        .is_some_and(|f| Arc::ptr_eq(f, &flight))
+                    {
+                        state.flight = None;
+                        state.lease.on_failure();
+                    }
+                }
+            }
+        };
+        let unlanded = Unlanded {
+            flight: Arc::clone(flight),
+            reset: unlanded,
+        };
         tokio::spawn(async move {
+            let _unlanded = unlanded;
             let reply = client.send_untimed(&call).await;
             let Some(shared) = owner.upgrade() else {
                 // The lease is gone: what was granted goes back.
@@ -949,6 +1027,59 @@ mod tests {
     }
 
     #[test]
+    fn a_denial_longer_than_any_spacing_is_waited_out_and_told() {
+        // 10 a minute in blocks of 5: once both blocks are spent the store
+        // says 6 s, beyond the longest spacing.
+        let mut l = BlockLease::fixed(5);
+        let t = Instant::now();
+        let six = Duration::from_secs(6);
+        l.step(t);
+        let denied = Decision {
+            limit: 10,
+            reset_after: Duration::from_secs(60),
+            ..reply(false, 0, Some(6000))
+        };
+        assert!(!l.on_reply(t, &denied));
+        let until = t + six;
+        assert_eq!(l.step(t + MAX_GAP), Step::Deny { until });
+        assert_eq!(l.blocked_until(), Some(until));
+        assert_eq!(l.step(until), Step::Ask(5));
+    }
+
+    #[test]
+    fn spacing_is_exact_integer_arithmetic_at_the_extremes() {
+        let s = Duration::from_secs;
+        assert_eq!(scale(s(3), 5, 10), Duration::from_millis(1500));
+        assert_eq!(scale(s(3), u128::from(u64::MAX), 1), Duration::MAX);
+        assert_eq!(scale(Duration::MAX, u128::MAX, 1), Duration::MAX);
+        assert_eq!(scale(Duration::MAX, 1, 0), Duration::MAX);
+        assert_eq!(scale(Duration::from_nanos(1), 1, u128::MAX), Duration::ZERO);
+        let max = crate::MAX_COUNT;
+        assert_eq!(band(max, max), (max / 4, max / 4 * 3 + 2));
+        assert_eq!(band(20, max), (20, 60));
+        assert_eq!(band(u64::MAX, u64::MAX).1, u64::MAX / 4 * 3 + 2);
+        // A block of MAX_COUNT on 1 per 3 s, denied, then granted one.
+        let mut l = BlockLease::fixed(max);
+        let t = Instant::now();
+        let empty = |allowed, granted, retry: Option<Duration>| Decision {
+            allowed,
+            limit: 1,
+            remaining: 0,
+            retry_after: retry,
+            reset_after: s(3),
+            granted: Some(granted),
+            lease: None,
+        };
+        assert_eq!(l.step(t), Step::Ask(max));
+        assert!(l.on_reply(t, &empty(true, 1, None)));
+        assert!(l.gap <= MAX_GAP);
+        let later = t + s(3);
+        assert_eq!(l.step(later), Step::Ask(max));
+        assert!(!l.on_reply(later, &empty(false, 0, Some(s(3)))));
+        assert_eq!(l.blocked_until(), Some(later + s(3)));
+    }
+
+    #[test]
     fn an_adaptive_block_follows_the_local_rate_and_starts_at_one() {
         let mut l = BlockLease::adaptive(20);
         let t0 = Instant::now();
@@ -1013,7 +1144,7 @@ mod tests {
         l.held = 0;
         l.step(t2 + ms(36));
         l.on_reply(t2 + ms(36), &full(19));
-        assert_eq!(l.gap, ms(18).mul_f64(1.05));
+        assert_eq!(l.gap, ms(18) * 21 / 20);
     }
 
     #[test]

@@ -1,11 +1,17 @@
 //! The async client: sends [`Command`]s over a multiplexed connection with
 //! a timeout per call, and holds concurrency leases as guards.
+//!
+//! Cancellation-safe: a call whose caller stops waiting (the future
+//! dropped, or [`Error::Timeout`]) is finished in the background on the
+//! current tokio runtime, and what its answer says it took is given back
+//! ([`Command::undo`]): a charge refunded, a lease released. A refund or
+//! release cut short still reaches the server.
 
 use crate::command::{Command, Decide, Release, Renew};
+use crate::landing::Landing;
 use crate::reply::{Decision, LeaseId};
 use crate::Error;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
-use redis::Value;
 use std::future::Future;
 use std::time::Duration;
 
@@ -107,18 +113,19 @@ where
 
     /// Sends one command and waits for its reply however long it takes:
     /// for calls whose reply must land (what the server granted) even when
-    /// their caller has stopped waiting.
+    /// their caller has stopped waiting. Dropped, it finishes in the
+    /// background and is undone (see the module's documentation).
     pub(crate) async fn send_untimed<T: Command>(&self, command: &T) -> Result<T::Output, Error> {
-        let cmd = command.to_cmd();
-        let mut conn = self.conn.clone();
-        let reply = cmd.query_async::<Value>(&mut conn).await?;
+        let (cmd, undo) = (command.to_cmd(), command.undo());
+        let reply = Landing::new(&self.conn, cmd, undo, command.waits()).await?;
         T::parse(&reply)
     }
 
     /// Acquires a concurrency lease (`RL.ACQUIRE`, built with
     /// [`crate::acquire`]): a guard that releases it when dropped, or the
     /// denial. A policy other than `Concurrency` is an [`Error::Config`],
-    /// and nothing is sent.
+    /// and nothing is sent. Dropped or timed out before the answer, the
+    /// lease it may have been granted is released when the answer lands.
     pub async fn acquire(&self, call: &Decide) -> Result<Result<LeaseGuard<C>, Decision>, Error> {
         let ttl = match call.policy {
             crate::Policy::Concurrency(c) => c.ttl,
@@ -183,13 +190,13 @@ where
         self.client.send(&self.renewal()).await
     }
 
-    /// Releases the lease now; `false` if it had already ended.
+    /// Releases the lease now; `false` if it had already ended. Dropped
+    /// or timed out, the release still reaches the server.
     pub async fn release(mut self) -> Result<bool, Error> {
-        // Marked only once answered: a release dropped half-way is sent
-        // again in the background when the guard drops.
-        let released = self.client.send(&self.release_command()).await;
+        // Marked at once: from here the release is sent whatever happens
+        // to this future (see `Client::send`).
         self.released = true;
-        released
+        self.client.send(&self.release_command()).await
     }
 
     /// Runs `work` while renewing the lease every third of its TTL, then

@@ -2,6 +2,7 @@
 //! turned into a `redis::Cmd`, its reply read into a type. Send one with
 //! [`crate::Client::send`] (async) or [`Command::query`] (blocking).
 
+use crate::landing::{taken, Undo};
 use crate::policy::{duration_arg, Concurrency, Policy};
 use crate::reply::{AllDecision, Decision, LeaseId, ThrottleDecision};
 use crate::Error;
@@ -23,6 +24,20 @@ pub trait Command {
     /// timeout is added to it.
     fn waits(&self) -> Duration {
         Duration::ZERO
+    }
+
+    /// What gives back what the command took when its caller stopped
+    /// waiting before the answer: a charge is refunded, a lease released.
+    /// `None` (the default): nothing to give back.
+    ///
+    /// A [`crate::Client`] call whose caller stops waiting (the future
+    /// dropped, or [`Error::Timeout`]) may or may not have reached the
+    /// server, so it is finished in the background on the current tokio
+    /// runtime (for up to [`crate::ORPHAN_WAIT`] beyond its `WAIT`), and
+    /// this undo is sent if its answer says something was taken. A refund
+    /// or release cut short still reaches the server.
+    fn undo(&self) -> Option<Undo> {
+        None
     }
 
     /// Sends the command on a blocking connection.
@@ -175,6 +190,20 @@ impl Command for Decide {
     fn waits(&self) -> Duration {
         self.options.wait.unwrap_or_default()
     }
+
+    fn undo(&self) -> Option<Undo> {
+        if self.options.dryrun {
+            return None;
+        }
+        Undo::decide(self, self.options.charge)
+    }
+}
+
+impl Decide {
+    /// What the decision charges.
+    pub(crate) fn charge_of(&self) -> Charge {
+        self.options.charge
+    }
 }
 
 /// `RL.ACQUIRE key limit ttl`: a [`Decide`] on a [`Concurrency`] policy.
@@ -257,6 +286,56 @@ impl Command for All {
 
     fn waits(&self) -> Duration {
         self.options.wait.unwrap_or_default()
+    }
+
+    fn undo(&self) -> Option<Undo> {
+        let refunds = matches!(self.options.charge, Charge::Refund(_));
+        // A concurrency limit takes no refund (its leases are released).
+        let leases = self
+            .limits
+            .iter()
+            .any(|(_, p)| matches!(p, Policy::Concurrency(_)));
+        (!self.options.dryrun && !refunds && !leases).then(|| {
+            Undo::all(All {
+                limits: self.limits.clone(),
+                options: Options {
+                    charge: self.options.charge,
+                    ..Options::default()
+                },
+                costs: self.costs.clone(),
+            })
+        })
+    }
+}
+
+impl All {
+    /// The refund of what this call took, from its reply (`allowed` and
+    /// each limit's decision, in order): `None` if it took nothing.
+    pub(crate) fn refund(&self, allowed: bool, limits: &[Decision]) -> Option<All> {
+        let charge = self.options.charge;
+        let costs: Vec<u64> = match &self.costs {
+            Some(costs) => costs
+                .iter()
+                .map(|&c| match charge {
+                    Charge::Force(_) => c,
+                    _ if allowed => c,
+                    _ => 0,
+                })
+                .collect(),
+            None => {
+                let each = limits.iter().map(|d| taken(charge, allowed, d.granted));
+                each.map(|u| u.unwrap_or(0)).collect()
+            }
+        };
+        if costs.iter().all(|&c| c == 0) {
+            return None;
+        }
+        let refund = All {
+            limits: self.limits.clone(),
+            options: Options::default(),
+            costs: Some(costs),
+        };
+        Some(refund.charge(Charge::Refund(0)))
     }
 }
 

@@ -32,6 +32,7 @@ mod degraded;
 pub mod deny_cache;
 mod error;
 pub mod http;
+mod landing;
 mod policy;
 mod reply;
 
@@ -43,6 +44,7 @@ pub use client::{
 pub use command::{acquire, All, Charge, Command, Decide, Peek, Release, Renew, Sketch, Throttle};
 pub use deny_cache::DenyCache;
 pub use error::Error;
+pub use landing::{Undo, ORPHAN_WAIT};
 pub use policy::{
     parse_duration, Bucket, Concurrency, Fixed, Gcra, ParsePolicyError, Policy, Quota, Sliding,
     SlidingMode, MAX_COUNT, MAX_DURATION,

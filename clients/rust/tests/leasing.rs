@@ -8,6 +8,7 @@ mod common;
 mod support;
 
 use common::*;
+use redis_ratelimit_client::http::HttpLimit;
 use redis_ratelimit_client::{BlockLease, Charge, Command, Decide, Gcra, LeasedLimit, Peek};
 use std::time::Duration;
 use support::*;
@@ -140,5 +141,36 @@ fn a_queued_lease_waits_on_its_own_connection_and_shares_the_block_it_brings() {
         assert_eq!((hot.commands(), hot.held()), (2, 2));
         hot.refund_all().await.unwrap();
         assert_eq!(Peek::new("q", policy).query(&mut c).unwrap().remaining, 2);
+    });
+}
+
+#[test]
+fn a_leased_limit_tells_the_wait_the_store_tells() {
+    // 10 a minute leased in blocks of 5: after both blocks the next unit
+    // is 6 s away, and every 429 says so, like the plain limit's.
+    let s = Server::start();
+    clock_set(&mut s.conn(), T0);
+    let policy = Gcra::new(10, Duration::from_secs(60));
+    block_on(async {
+        for leased in [false, true] {
+            let mut limit = HttpLimit::per_key(policy).name("per-key");
+            if leased {
+                limit = limit.prefix("leased:").leased(BlockLease::fixed(5));
+            }
+            let app = router(
+                by_api_key(client(&s, Protocol::Resp2))
+                    .limit(limit)
+                    .build()
+                    .unwrap(),
+            );
+            for _ in 0..10 {
+                assert_eq!(get(&app, Some("k")).await.status, 200);
+            }
+            for _ in 0..5 {
+                let r = get(&app, Some("k")).await;
+                assert_eq!(r.status, 429);
+                assert_eq!(r.headers["retry-after"], "6", "leased: {leased}");
+            }
+        }
     });
 }

@@ -1,7 +1,14 @@
 //! No panic is reachable through the public API: every entry point driven
 //! with extreme values (durations from zero to `Duration::MAX`, counts and
 //! costs up to `u64::MAX`, shares near zero, names with quotes, control
-//! characters and non-ASCII text), and replies of any shape.
+//! characters and non-ASCII text), replies of any shape, and the real
+//! server's replies at the extremes it accepts (counts up to `MAX_COUNT`,
+//! periods from 1 ms, or 1 µs rounded up, to `MAX_DURATION`), where a
+//! panic in a call's task must never become an outage that a fail-open
+//! limit admits through.
+
+#[path = "../../../tests/common/mod.rs"]
+mod common;
 
 use proptest::prelude::*;
 use redis::Value;
@@ -10,8 +17,11 @@ use redis_ratelimit_client::http::{
 };
 use redis_ratelimit_client::{
     acquire, parse_duration, All, AllDecision, BlockLease, Bucket, Charge, Client, Command,
-    Concurrency, Decide, Decision, Fixed, Gcra, Peek, Policy, Quota, Sliding, Throttle,
+    Concurrency, Decide, Decision, Fixed, Gcra, LeasedLimit, Peek, Policy, Quota, Sliding,
+    Throttle, MAX_COUNT, MAX_DURATION,
 };
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Once};
 use std::time::Duration;
 
 fn duration() -> impl Strategy<Value = Duration> {
@@ -225,4 +235,228 @@ fn block_on<F: std::future::Future>(f: F) -> F::Output {
         .build()
         .expect("runtime")
         .block_on(f)
+}
+
+static PANICKED: AtomicBool = AtomicBool::new(false);
+
+/// Records every panic, in any thread (a call's task included), before the
+/// default report.
+fn watch_panics() {
+    static HOOK: Once = Once::new();
+    HOOK.call_once(|| {
+        let report = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            PANICKED.store(true, Ordering::SeqCst);
+            report(info)
+        }));
+    });
+}
+
+fn multi<F: std::future::Future>(f: F) -> F::Output {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime")
+        .block_on(f)
+}
+
+/// Counts the server takes, their edges first.
+fn server_count() -> impl Strategy<Value = u64> {
+    prop_oneof![
+        Just(1),
+        Just(2),
+        Just(20),
+        Just(MAX_COUNT),
+        Just(MAX_COUNT - 1),
+        1..=MAX_COUNT
+    ]
+}
+
+/// Periods the server takes (1 µs is sent as 1 ms), their edges first.
+fn server_period() -> impl Strategy<Value = Duration> {
+    prop_oneof![
+        Just(Duration::from_micros(1)),
+        Just(Duration::from_millis(1)),
+        Just(Duration::from_secs(3)),
+        Just(MAX_DURATION),
+        (1u64..=MAX_DURATION.as_millis() as u64).prop_map(Duration::from_millis),
+    ]
+}
+
+fn server_policy() -> impl Strategy<Value = Policy> {
+    prop_oneof![
+        (server_count(), server_period()).prop_map(|(l, p)| Gcra::new(l, p).into()),
+        (server_count(), server_count(), server_period())
+            .prop_map(|(l, b, p)| Gcra::new(l, p).burst(b).into()),
+        (server_count(), server_count(), server_period())
+            .prop_map(|(c, r, p)| Bucket::new(c, r, p).into()),
+        (server_count(), server_period()).prop_map(|(l, w)| Fixed::new(l, w).into()),
+    ]
+}
+
+/// Clock steps: none, the smallest, a period's worth, years.
+fn server_step() -> impl Strategy<Value = u64> {
+    prop_oneof![
+        Just(0u64),
+        Just(1),
+        Just(3_000_000),
+        Just(MAX_DURATION.as_micros() as u64),
+        0u64..=MAX_DURATION.as_micros() as u64,
+    ]
+}
+
+/// No error of a call may say its reply could not be landed (a panic).
+fn landed<T>(result: &Result<T, redis_ratelimit_client::Error>) -> bool {
+    !matches!(result, Err(redis_ratelimit_client::Error::Reply(r)) if r.contains("landed"))
+}
+
+#[test]
+fn leasing_layers_and_undos_on_real_replies_at_the_extremes() {
+    use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
+    watch_panics();
+    let s = common::Server::start();
+    common::clock_set(&mut s.conn(), common::T0);
+    let url = s.url();
+    let case = AtomicU64::new(0);
+    let config = Config {
+        cases: 128,
+        failure_persistence: None,
+        ..Config::default()
+    };
+    let mut runner =
+        TestRunner::new_with_rng(config, TestRng::deterministic_rng(RngAlgorithm::ChaCha));
+    let strategy = (
+        server_policy(),
+        server_count(),
+        prop_oneof![Just(0u64), Just(1), server_count()],
+        proptest::collection::vec(server_step(), 4),
+        any::<bool>(),
+    );
+    runner
+        .run(&strategy, |(policy, k, cost, steps, adaptive)| {
+            let n = case.fetch_add(1, Ordering::Relaxed);
+            let mut admin = s.conn();
+            multi(async {
+                let guard = Duration::from_secs(20);
+                let client = Client::new(redis_ratelimit_client::connect(&url).unwrap());
+                let lease = if adaptive {
+                    BlockLease::adaptive(k)
+                } else {
+                    BlockLease::fixed(k)
+                };
+                let hot =
+                    LeasedLimit::new(client.clone(), format!("hot{n}"), policy, lease.clone());
+                let layer = RedisRateLimitLayer::builder(
+                    client.clone(),
+                    HeaderKey::new(http::header::AUTHORIZATION),
+                )
+                .limit(
+                    HttpLimit::per_key(policy)
+                        .name("leased")
+                        .prefix(format!("l{n}:"))
+                        .leased(lease)
+                        .fail_open(),
+                )
+                .limit(
+                    HttpLimit::per_key(policy)
+                        .name("plain")
+                        .prefix(format!("p{n}:"))
+                        .fail_open(),
+                )
+                .deny_cache(16)
+                .cost(move |_| cost)
+                .build();
+                // A layer refuses a period under 1 ms, which the server
+                // would round up (calls of its own send it as 1 ms).
+                let layer = match layer {
+                    Ok(layer) => Some(layer),
+                    Err(e) => {
+                        prop_assert!(e.to_string().contains("duration"), "{e}");
+                        None
+                    }
+                };
+                let mut service = layer.clone().map(|layer| {
+                    tower::ServiceBuilder::new().layer(layer).service_fn(
+                        |_r: http::Request<String>| async {
+                            Ok::<_, std::convert::Infallible>(http::Response::new(String::new()))
+                        },
+                    )
+                });
+                for step in &steps {
+                    let acquired = tokio::time::timeout(guard, hot.acquire()).await;
+                    prop_assert!(acquired.as_ref().is_ok_and(landed), "{acquired:?}");
+                    let partial = Decide::new(format!("d{n}"), policy).charge(Charge::Partial(k));
+                    let sent = tokio::time::timeout(guard, client.send(&partial)).await;
+                    prop_assert!(sent.is_ok());
+                    // Cut short at once: finished and refunded in the background.
+                    let _ = tokio::time::timeout(Duration::ZERO, client.send(&partial)).await;
+                    let mut request = http::Request::new(String::new());
+                    request.headers_mut().insert(
+                        http::header::AUTHORIZATION,
+                        http::HeaderValue::from_static("key"),
+                    );
+                    use tower::Service;
+                    if let Some(service) = service.as_mut() {
+                        let response = tokio::time::timeout(guard, service.call(request)).await;
+                        prop_assert!(response.is_ok());
+                    }
+                    common::advance(&mut admin, *step);
+                }
+                let refunds = tokio::time::timeout(guard, hot.refund_if_idle(Duration::ZERO)).await;
+                prop_assert!(refunds.is_ok());
+                let _ = tokio::time::timeout(guard, hot.refund_all()).await;
+                if let Some(layer) = layer {
+                    let _ = tokio::time::timeout(guard, layer.refund_all()).await;
+                }
+                Ok(())
+            })?;
+            prop_assert!(!PANICKED.load(Ordering::SeqCst), "a panic (see above)");
+            Ok(())
+        })
+        .unwrap();
+}
+
+#[test]
+fn a_block_of_max_count_on_one_per_three_seconds_admits_one_even_failing_open() {
+    watch_panics();
+    let s = common::Server::start();
+    common::clock_set(&mut s.conn(), common::T0);
+    let served = Arc::new(AtomicU64::new(0));
+    multi(async {
+        let client = Client::new(redis_ratelimit_client::connect(&s.url()).unwrap());
+        let policy = Gcra::new(1, Duration::from_secs(3));
+        let layer =
+            RedisRateLimitLayer::builder(client, HeaderKey::new(http::header::AUTHORIZATION))
+                .limit(
+                    HttpLimit::per_key(policy)
+                        .leased(BlockLease::fixed(MAX_COUNT))
+                        .fail_open(),
+                )
+                .build()
+                .unwrap();
+        let counter = served.clone();
+        let mut service = tower::ServiceBuilder::new().layer(layer).service_fn(
+            move |_r: http::Request<String>| {
+                counter.fetch_add(1, Ordering::Relaxed);
+                async { Ok::<_, std::convert::Infallible>(http::Response::new(String::new())) }
+            },
+        );
+        for _ in 0..4 {
+            let mut request = http::Request::new(String::new());
+            request.headers_mut().insert(
+                http::header::AUTHORIZATION,
+                http::HeaderValue::from_static("key"),
+            );
+            use tower::Service;
+            let response = service.call(request).await.unwrap();
+            assert!(
+                [200, 429].contains(&response.status().as_u16()),
+                "{}",
+                response.status()
+            );
+        }
+    });
+    assert!(!PANICKED.load(Ordering::SeqCst), "a panic (see above)");
+    assert_eq!(served.load(Ordering::Relaxed), 1, "one unit in 3 s");
 }

@@ -2,7 +2,7 @@
 //! number, and the refunds of what they hold (when idle, at shutdown, when
 //! a key gives way to another, and when the layer is dropped).
 
-use crate::blocks::{granted, BlockLease, Flight, Step, MOST_WAITS};
+use crate::blocks::{granted, BlockLease, Flight, Step, Unlanded, MOST_WAITS};
 use crate::command::{Charge, Decide};
 use crate::reply::Decision;
 use crate::{Client, Error, Policy};
@@ -118,7 +118,7 @@ where
                 if let Ok(runtime) = tokio::runtime::Handle::try_current() {
                     let (client, policies) = (client.clone(), policies.clone());
                     runtime.spawn(async move {
-                        let _ = send_refunds(&client, &policies, refunds, false).await;
+                        let _ = send_refunds(&client, &policies, refunds).await;
                     });
                 }
             })
@@ -217,7 +217,19 @@ where
         let call = Decide::new(slot.1.clone(), policy).charge(Charge::Partial(k));
         let (client, owner) = (self.client.clone(), Arc::downgrade(self));
         let (slot, flight) = (slot.clone(), Arc::clone(flight));
+        let unlanded = Unlanded {
+            flight: Arc::clone(&flight),
+            reset: {
+                let (owner, slot, flight) = (owner.clone(), slot.clone(), Arc::clone(&flight));
+                move || {
+                    if let Some(leases) = owner.upgrade() {
+                        leases.failed(&slot, &flight);
+                    }
+                }
+            },
+        };
         tokio::spawn(async move {
+            let _unlanded = unlanded;
             let reply = client.send_untimed(&call).await;
             let leases = owner.upgrade();
             let failure = match &reply {
@@ -382,8 +394,23 @@ where
         refunds
     }
 
+    /// Sends `refunds` from a task of their own, waiting for them at most
+    /// the client's timeout: dropped or timed out, the refunds taken from
+    /// the leases still reach the server.
     async fn refund(&self, refunds: Vec<(Slot, u64)>) -> Result<(), Error> {
-        send_refunds(&self.client, &self.policies, refunds, true).await
+        if refunds.is_empty() {
+            return Ok(());
+        }
+        let (client, policies) = (self.client.clone(), self.policies.clone());
+        let sending = tokio::spawn(async move { send_refunds(&client, &policies, refunds).await });
+        let bound = self.client.bound(Duration::ZERO);
+        let finished = match bound {
+            Some(bound) => tokio::time::timeout(bound, sending)
+                .await
+                .map_err(|_| Error::Timeout(bound))?,
+            None => sending.await,
+        };
+        finished.unwrap_or_else(|_| Err(Error::Reply("a refund's task ended early".into())))
     }
 
     /// Refunds what keys unused for `idle` hold.
@@ -419,22 +446,20 @@ where
                     return;
                 };
                 let refunds = leases.take_idle(Instant::now(), idle);
-                let _ = send_refunds(&leases.client, &leases.policies, refunds, false).await;
+                let _ = send_refunds(&leases.client, &leases.policies, refunds).await;
             }
         })
     }
 }
 
-/// Sends `REFUND n` for each slot; the last error if any failed (a failed
-/// refund is not retried: its units stay charged until they refill).
-/// `timed`: within the client's timeout; otherwise (in the background)
-/// however long the answer takes, since a refund cut short by a timeout
-/// may never be sent.
+/// Sends `REFUND n` for each slot, waiting for each answer however long
+/// it takes (in the background: a refund cut short by a timeout may never
+/// be sent); the last error if any failed (a failed refund is not
+/// retried: its units stay charged until they refill).
 async fn send_refunds<C>(
     client: &Client<C>,
     policies: &Policies,
     refunds: Vec<(Slot, u64)>,
-    timed: bool,
 ) -> Result<(), Error>
 where
     C: redis::aio::ConnectionLike + Clone + Send + Sync + 'static,
@@ -445,12 +470,7 @@ where
             continue;
         };
         let call = Decide::new(key, *policy).charge(Charge::Refund(units));
-        let sent = if timed {
-            client.send(&call).await
-        } else {
-            client.send_untimed(&call).await
-        };
-        if let Err(e) = sent {
+        if let Err(e) = client.send_untimed(&call).await {
             result = Err(e);
         }
     }
