@@ -9,8 +9,9 @@
 //! replies on a key everyone together consumed
 //! `min(limit, level_before + rate × elapsed) − level_now` units, of
 //! which this process charged what it sent. Both are summed with a decay
-//! of the limit's window (a step may be negative when replies are read
-//! out of order; the sums telescope), and the share is their ratio. A key
+//! of the limit's window or [`SHARE_MEMORY`], whichever is longer (a step
+//! may be negative when replies are read out of order; the sums
+//! telescope), and the share is their ratio. A key
 //! this process has not seen answered has no share: it is denied (it fails
 //! closed). When the store answers again the local buckets are dropped.
 //!
@@ -50,8 +51,13 @@ fn per_second(quota: Quota) -> f64 {
     quota.q as f64 / quota.w.max(1) as f64
 }
 
+/// How far back the share looks at least: over a window as short as a
+/// second, too few admissions to tell a share within a few per cent.
+pub(crate) const SHARE_MEMORY: Duration = Duration::from_secs(10);
+
 fn decay(since: Duration, quota: Quota) -> f64 {
-    (-since.as_secs_f64() / quota.w.max(1) as f64).exp()
+    let memory = (quota.w as f64).max(SHARE_MEMORY.as_secs_f64());
+    (-since.as_secs_f64() / memory).exp()
 }
 
 /// The units left a reply tells, fractional: `remaining` whole, and what
