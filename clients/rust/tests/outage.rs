@@ -219,9 +219,9 @@ fn signal(pid: u32, name: &str) {
 fn degraded_each_process_admits_its_share_of_the_limit_above_and_below_it() {
     let (before, secs) = (Duration::from_secs(4), Duration::from_secs(6));
     let outage = (secs - before).as_secs_f64() - 0.2;
-    // Above the limit (300 a second on 100): each its share of 100.
+    // Above the limit (600 a second on 100): each its share of 100.
     let mut s = Server::with(Config::real_clock());
-    let above = three_processes(&mut s, "above", [50.0, 100.0, 150.0], before, secs);
+    let above = three_processes(&mut s, "above", [100.0, 200.0, 300.0], before, secs);
     let whole: u64 = above.iter().map(|c| c.0).sum();
     for (p, &(store, _, local)) in above.iter().enumerate() {
         let share = store as f64 / whole as f64;
@@ -240,4 +240,45 @@ fn degraded_each_process_admits_its_share_of_the_limit_above_and_below_it() {
             "{p}: {below:?}"
         );
     }
+}
+
+#[test]
+fn degraded_alone_with_20_in_flight_admits_the_whole_rate() {
+    let mut s = Server::with(Config::real_clock());
+    let policy = Gcra::new(100, Duration::from_secs(1));
+    let (before, secs) = (Duration::from_secs(3), Duration::from_secs(5));
+    let start = Instant::now();
+    let outage = start + before;
+    let local = Arc::new(Mutex::new(0u64));
+    block_on_multi(async {
+        let app = app(&s, policy, Duration::from_millis(100));
+        // Closed loop: each worker asks again 1 ms after its answer.
+        let workers: Vec<_> = (0..20)
+            .map(|_| {
+                let (app, local) = (app.clone(), Arc::clone(&local));
+                tokio::spawn(async move {
+                    while start.elapsed() < secs {
+                        let asked = Instant::now();
+                        let a = ask(&app, "alone").await;
+                        if a.admitted && !a.store && asked >= outage + Duration::from_millis(200) {
+                            *local.lock().unwrap() += 1;
+                        }
+                        tokio::time::sleep(Duration::from_millis(1)).await;
+                    }
+                })
+            })
+            .collect();
+        tokio::time::sleep_until(outage.into()).await;
+        s.freeze();
+        for w in workers {
+            w.await.unwrap();
+        }
+    });
+    s.resume();
+    let expected = 100.0 * ((secs - before).as_secs_f64() - 0.2);
+    let local = *local.lock().unwrap() as f64;
+    assert!(
+        (0.8..=1.2).contains(&(local / expected)),
+        "{local} for {expected}"
+    );
 }
