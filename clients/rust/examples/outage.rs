@@ -26,6 +26,7 @@
 //! cargo run --release -p redis-ratelimit-client --example outage -- failfast freeze 100 20
 //! cargo run --release -p redis-ratelimit-client --example outage -- degraded 10 60
 //! cargo run --release -p redis-ratelimit-client --example outage -- degraded 10 50,100,150
+//! cargo run --release -p redis-ratelimit-client --example outage -- degraded 10 c100
 //! ```
 
 #[path = "../../../tests/common/mod.rs"]
@@ -221,41 +222,62 @@ fn epoch_ms() -> u64 {
         .as_millis() as u64
 }
 
+/// Counts per 100 ms slot since `start`: requests, the store's
+/// admissions, local admissions.
+type Slots = Arc<Mutex<Vec<(u64, u64, u64)>>>;
+
+async fn ask_and_count(app: &Router, start: Instant, counts: &Slots) {
+    let by = ask(app, "shared").await;
+    let slot = (start.elapsed().as_millis() / 100) as usize;
+    let mut counts = counts.lock().unwrap();
+    if let Some(c) = counts.get_mut(slot) {
+        c.0 += 1;
+        match by {
+            By::Store(true) => c.1 += 1,
+            By::Local(true) => c.2 += 1,
+            _ => {}
+        }
+    }
+}
+
 /// One process of the degraded run: offers `rate` a second on one key
-/// (Poisson arrivals) from `at` (epoch ms) for `secs`; prints per 100 ms
+/// (Poisson arrivals; `cN`: N closed-loop workers, each asking again 1 ms
+/// after its answer) from `at` (epoch ms) for `secs`; prints per 100 ms
 /// slot its requests, the store's admissions and the local ones, as
 /// `slot offered store local`.
-fn degraded_child(url: &str, rate: f64, at: u64, secs: u64) {
+fn degraded_child(url: &str, rate: &str, at: u64, secs: u64) {
     let rt = runtime();
     let app = rt.block_on(async { app(url, Arc::default()) });
-    let slots = (secs * 10) as usize;
-    let counts = Arc::new(Mutex::new(vec![(0u64, 0u64, 0u64); slots]));
+    let counts: Slots = Arc::new(Mutex::new(vec![(0, 0, 0); (secs * 10) as usize]));
     rt.block_on(async {
         let wait = at.saturating_sub(epoch_ms());
         tokio::time::sleep(Duration::from_millis(wait)).await;
         let start = Instant::now();
-        // Poisson arrivals: exponential gaps of mean 1/rate.
-        let mut rng = StdRng::seed_from_u64(rate.to_bits());
-        let mut next = start;
+        let end = start + Duration::from_secs(secs);
         let mut tasks = Vec::new();
-        while start.elapsed() < Duration::from_secs(secs) {
-            let gap = -(1.0 - rng.gen::<f64>()).ln() / rate;
-            next += Duration::from_secs_f64(gap);
-            tokio::time::sleep_until(next.into()).await;
-            let (app, counts) = (app.clone(), Arc::clone(&counts));
-            tasks.push(tokio::spawn(async move {
-                let by = ask(&app, "shared").await;
-                let slot = (start.elapsed().as_millis() / 100) as usize;
-                let mut counts = counts.lock().unwrap();
-                if let Some(c) = counts.get_mut(slot) {
-                    c.0 += 1;
-                    match by {
-                        By::Store(true) => c.1 += 1,
-                        By::Local(true) => c.2 += 1,
-                        _ => {}
+        if let Some(workers) = rate.strip_prefix('c') {
+            for _ in 0..workers.parse::<usize>().unwrap() {
+                let (app, counts) = (app.clone(), Arc::clone(&counts));
+                tasks.push(tokio::spawn(async move {
+                    while Instant::now() < end {
+                        ask_and_count(&app, start, &counts).await;
+                        tokio::time::sleep(Duration::from_millis(1)).await;
                     }
-                }
-            }));
+                }));
+            }
+        } else {
+            // Poisson arrivals: exponential gaps of mean 1/rate.
+            let rate: f64 = rate.parse().unwrap();
+            let mut rng = StdRng::seed_from_u64(rate.to_bits());
+            let mut next = start;
+            while Instant::now() < end {
+                next += Duration::from_secs_f64(-(1.0 - rng.gen::<f64>()).ln() / rate);
+                tokio::time::sleep_until(next.into()).await;
+                let (app, counts) = (app.clone(), Arc::clone(&counts));
+                tasks.push(tokio::spawn(async move {
+                    ask_and_count(&app, start, &counts).await;
+                }));
+            }
         }
         for t in tasks {
             let _ = t.await;
@@ -266,7 +288,7 @@ fn degraded_child(url: &str, rate: f64, at: u64, secs: u64) {
     }
 }
 
-fn degraded(outage: u64, rates: &[f64]) {
+fn degraded(outage: u64, rates: &[String]) {
     let mut server = Server::with(Config::real_clock());
     let url = server.url();
     let (before, after) = (8u64, 2u64);
@@ -279,7 +301,7 @@ fn degraded(outage: u64, rates: &[f64]) {
                 .args([
                     "degraded-child",
                     &url,
-                    &rate.to_string(),
+                    rate,
                     &at.to_string(),
                     &secs.to_string(),
                 ])
@@ -327,7 +349,7 @@ fn degraded(outage: u64, rates: &[f64]) {
         let expected = (share * 100.0).min(offered as f64 / span);
         sum_rate += rate;
         println!(
-            "process={p} offered={:.0}/s share={:.3} outage_admitted={:.1}/s expected={:.1}/s \
+            "process={p} offered={}/s share={:.3} outage_admitted={:.1}/s expected={:.1}/s \
              ratio={:.2} (store-answered during outage: {store}, offered {offered})",
             rates[p],
             share,
@@ -349,15 +371,12 @@ fn main() {
             Duration::from_millis(arg(3, "20").parse().unwrap()),
         ),
         "degraded" => {
-            let rates: Vec<f64> = arg(2, "60")
-                .split(',')
-                .map(|r| r.parse().unwrap())
-                .collect();
+            let rates: Vec<String> = arg(2, "60").split(',').map(String::from).collect();
             degraded(arg(1, "10").parse().unwrap(), &rates);
         }
         "degraded-child" => degraded_child(
             &args[1],
-            args[2].parse().unwrap(),
+            &args[2],
             args[3].parse().unwrap(),
             args[4].parse().unwrap(),
         ),
