@@ -7,18 +7,21 @@
 //! ([`Command::undo`]): a charge refunded, a lease released. A refund or
 //! release cut short still reaches the server.
 
+use crate::circuit::Circuit;
 use crate::command::{Command, Decide, Release, Renew};
 use crate::landing::Landing;
 use crate::reply::{Decision, LeaseId};
 use crate::Error;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use std::future::Future;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// The first wait before reconnecting; it doubles after each failure...
 pub const RECONNECT_MIN_DELAY: Duration = Duration::from_millis(50);
-/// ...up to this (plus up to as much again of random jitter).
-pub const RECONNECT_MAX_DELAY: Duration = Duration::from_secs(1);
+/// ...up to this (plus up to as much again of random jitter): a server
+/// that returns is connected to again within twice this.
+pub const RECONNECT_MAX_DELAY: Duration = Duration::from_millis(250);
 /// One connection attempt gives up after this.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_millis(500);
 /// How long a [`Client`] waits for an answer unless told otherwise
@@ -49,7 +52,9 @@ pub fn connect(url: &str) -> Result<ConnectionManager, Error> {
 }
 
 /// Sends the module's commands. Cheap to clone: clones share the
-/// connection.
+/// connection and its circuit: once a call finds the store unavailable,
+/// calls fail at once with [`Error::StoreDown`] until a probe finds it
+/// back (see [`crate::PROBE_INTERVAL`]).
 ///
 /// ```no_run
 /// # async fn f() -> Result<(), redis_ratelimit_client::Error> {
@@ -65,6 +70,7 @@ pub fn connect(url: &str) -> Result<ConnectionManager, Error> {
 pub struct Client<C = ConnectionManager> {
     conn: C,
     timeout: Option<Duration>,
+    circuit: Arc<Circuit>,
 }
 
 impl<C> Client<C>
@@ -77,6 +83,7 @@ where
         Client {
             conn,
             timeout: Some(DEFAULT_TIMEOUT),
+            circuit: Arc::default(),
         }
     }
 
@@ -100,15 +107,36 @@ where
         self.timeout.map(|t| t.saturating_add(waits))
     }
 
-    /// Sends one command and reads its reply.
+    /// Sends one command and reads its reply; while the store is known
+    /// down, fails at once with [`Error::StoreDown`] without sending it.
     pub async fn send<T: Command>(&self, command: &T) -> Result<T::Output, Error> {
+        self.up()?;
         let call = self.send_untimed(command);
-        match self.bound(command.waits()) {
+        let outcome = match self.bound(command.waits()) {
             Some(bound) => tokio::time::timeout(bound, call)
                 .await
-                .map_err(|_| Error::Timeout(bound))?,
+                .unwrap_or(Err(Error::Timeout(bound))),
             None => call.await,
+        };
+        self.circuit.record(&outcome);
+        outcome
+    }
+
+    /// `Err(StoreDown)` while the store is known down (and, if one is due,
+    /// a probe started); `Ok` while calls are sent.
+    pub(crate) fn up(&self) -> Result<(), Error> {
+        if !self.circuit.is_open() {
+            return Ok(());
         }
+        let bound = self.bound(Duration::ZERO).unwrap_or(DEFAULT_TIMEOUT);
+        self.circuit.probe(&self.conn, bound);
+        Err(Error::StoreDown)
+    }
+
+    /// What the outcome of a call sent otherwise than by [`Client::send`]
+    /// says of the store (see [`Client::up`]).
+    pub(crate) fn record<T>(&self, outcome: &Result<T, Error>) {
+        self.circuit.record(outcome);
     }
 
     /// Sends one command and waits for its reply however long it takes:

@@ -22,6 +22,10 @@ pub enum Error {
     },
     /// No answer within the client's timeout.
     Timeout(Duration),
+    /// Not sent: the store is known down (a recent call got no answer in
+    /// time or its connection failed) and has not answered a probe since;
+    /// see [`crate::PROBE_INTERVAL`].
+    StoreDown,
     /// The connection failed (refused, dropped, reconnecting).
     Connection(Arc<redis::RedisError>),
     /// The reply did not have the shape the command's reference gives.
@@ -34,7 +38,10 @@ impl Error {
     /// Whether the store could not be asked (as opposed to answering with
     /// an error): what a limit's fail-open or fail-closed choice is for.
     pub fn is_unavailable(&self) -> bool {
-        matches!(self, Error::Timeout(_) | Error::Connection(_))
+        matches!(
+            self,
+            Error::Timeout(_) | Error::Connection(_) | Error::StoreDown
+        )
     }
 }
 
@@ -68,6 +75,7 @@ impl fmt::Display for Error {
         match self {
             Error::Server { message, .. } => f.write_str(message),
             Error::Timeout(d) => write!(f, "no answer from the store within {d:?}"),
+            Error::StoreDown => f.write_str("not sent: the store is down"),
             Error::Connection(e) => write!(f, "store connection: {e}"),
             Error::Reply(what) => write!(f, "unexpected reply: {what}"),
             Error::Config(what) => write!(f, "invalid configuration: {what}"),

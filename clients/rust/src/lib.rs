@@ -26,6 +26,7 @@
 #![warn(missing_docs)]
 
 pub mod blocks;
+mod circuit;
 mod client;
 mod command;
 mod degraded;
@@ -37,6 +38,7 @@ mod policy;
 mod reply;
 
 pub use blocks::{BlockLease, BlockingLeasedLimit, LeasedLimit};
+pub use circuit::PROBE_INTERVAL;
 pub use client::{
     connect, Client, LeaseGuard, CONNECT_TIMEOUT, DEFAULT_TIMEOUT, RECONNECT_MAX_DELAY,
     RECONNECT_MIN_DELAY,

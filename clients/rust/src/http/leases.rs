@@ -192,11 +192,18 @@ where
                     (Step::Join, Some(flight)) => flight,
                     // The layer's leases never queue (see `HttpLimit::leased`).
                     (Step::Ask(k) | Step::Queue { units: k, .. }, Some(flight)) => {
+                        // The store known down: no call, the fallback at once.
+                        if let Err(e) = self.client.up() {
+                            self.failed(&slot, &flight);
+                            flight.finish(Some(e.clone()));
+                            return Outcome::Failed(e);
+                        }
                         self.start(&slot, *policy, k, &flight);
                         flight
                     }
                 };
                 if let Err(e) = flight.wait(self.client.bound(Duration::ZERO)).await {
+                    self.client.record::<()>(&Err(e.clone()));
                     return Outcome::Failed(e);
                 }
             }
