@@ -2,7 +2,8 @@
 //! with `COST k PARTIAL`, admit from the block without a round trip, give
 //! back what was not used with `REFUND` when idle or at shutdown.
 //!
-//! [`BlockLease`] is the policy alone (time passed in, no I/O);
+//! A [`LeasePlan`] says how a key is leased; [`BlockLease`] is one key's
+//! lease as it runs, the policy alone (time passed in, no I/O);
 //! [`LeasedLimit`] runs it over a [`Client`].
 //!
 //! **k.** A fixed block, or adaptive: the key's local rate over the last
@@ -27,7 +28,7 @@
 //!
 //! **Queued blocks.** Pacing cannot know when the others call: with many
 //! hungry processes some calls still come back short. A lease made
-//! [`BlockLease::queued`] queues from its first call, and again whenever
+//! [`LeasePlan::queued`] queues from its first call, and again whenever
 //! the key is contended (a block came back short or denied), for the next
 //! whole block on the
 //! server (`COST k WAIT timeout`, first come first served among the
@@ -48,6 +49,7 @@
 //! (`k` × processes).
 
 use crate::command::{Charge, Command, Decide};
+pub use crate::leasing::{Admission, LeasePlan};
 use crate::reply::Decision;
 use crate::{Client, Error, Policy};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -100,7 +102,9 @@ fn band(block: u64, limit: u64) -> (u64, u64) {
     (low, (3 * block).min(limit * 3 / 4).max(low + 1))
 }
 
-/// The leasing policy of one key under one limit.
+/// One key's lease as it runs: the units held, the block the next call
+/// asks for, when it is due. Started from a [`LeasePlan`]; read with
+/// [`LeasedLimit::lease`] and [`BlockingLeasedLimit::lease`].
 #[derive(Clone, Debug, PartialEq)]
 #[non_exhaustive]
 pub struct BlockLease {
@@ -126,13 +130,13 @@ pub struct BlockLease {
 
 impl BlockLease {
     /// Always asks for `k` units.
-    pub fn fixed(k: u64) -> BlockLease {
+    pub(crate) fn fixed(k: u64) -> BlockLease {
         BlockLease::new(k, false)
     }
 
     /// Asks for what the key's local rate uses in `RATE_WINDOW`, from 1 to
     /// `max_k`.
-    pub fn adaptive(max_k: u64) -> BlockLease {
+    pub(crate) fn adaptive(max_k: u64) -> BlockLease {
         BlockLease::new(max_k, true)
     }
 
@@ -157,17 +161,11 @@ impl BlockLease {
     /// Once the key is contended, queues on the server for whole blocks,
     /// waiting up to `timeout` in line (see the module's documentation).
     /// The caller of a queued step waits that long at most.
-    pub fn queued(mut self, timeout: Duration) -> BlockLease {
+    pub(crate) fn queued(mut self, timeout: Duration) -> BlockLease {
         self.queue = Some(timeout);
         // Queues from the first call, until a block says the key is not
         // contended.
         self.contended = true;
-        self
-    }
-
-    /// The same lease without queueing.
-    pub(crate) fn unqueued(mut self) -> BlockLease {
-        self.queue = None;
         self
     }
 
@@ -196,6 +194,12 @@ impl BlockLease {
         self.next_call.filter(|_| self.held == 0)
     }
 
+    /// When the next call is due (before then a request the block cannot
+    /// serve is denied locally).
+    pub(crate) fn next_call_at(&self) -> Option<Instant> {
+        self.next_call
+    }
+
     fn count_request(&mut self, now: Instant) {
         let since = self
             .recent_at
@@ -221,6 +225,7 @@ impl BlockLease {
     /// The step of a request already counted by [`BlockLease::step`] that
     /// waited while another request's call was out: a unit of the block
     /// that call brought, or the call to make now.
+    #[cfg(test)]
     pub(crate) fn step_again(&mut self, now: Instant) -> Step {
         self.step_again_for(now, 1)
     }
@@ -419,12 +424,15 @@ impl BlockLease {
 ///
 /// ```no_run
 /// # async fn f() -> Result<(), redis_ratelimit_client::Error> {
-/// use redis_ratelimit_client::{connect, BlockLease, Client, Gcra, LeasedLimit};
+/// use redis_ratelimit_client::{connect, Client, Gcra, LeasePlan, LeasedLimit};
 /// use std::time::Duration;
 /// let client = Client::new(connect("redis://127.0.0.1/")?);
-/// let hot = LeasedLimit::new(client, "rl:hot", Gcra::new(2000, Duration::from_secs(1)), BlockLease::fixed(20));
+/// let hot = LeasedLimit::new(client, "rl:hot", Gcra::new(2000, Duration::from_secs(1)), LeasePlan::fixed(20));
 /// let _refunder = hot.refund_when_idle(Duration::from_millis(200));
-/// if hot.acquire().await? { /* serve */ }
+/// if hot.acquire().await?.allowed { /* serve */ }
+/// // A request that costs 5 units: taken from the block when it holds them.
+/// let upload = hot.acquire_cost(5).await?;
+/// if !upload.allowed { println!("retry after {:?}", upload.retry_after) }
 /// hot.refund_all().await?; // at shutdown
 /// # Ok(()) }
 /// ```
@@ -482,11 +490,11 @@ impl State {
 
     /// A request's step (`first`: not yet counted), with the call to wait
     /// for: the one out, or the one this step starts.
-    fn step(&mut self, now: Instant, first: bool) -> (Step, Option<Arc<Flight>>) {
+    fn step(&mut self, now: Instant, first: bool, cost: u64) -> (Step, Option<Arc<Flight>>) {
         let step = if first {
-            self.lease.step(now)
+            self.lease.step_for(now, cost)
         } else {
-            self.lease.step_again(now)
+            self.lease.step_again_for(now, cost)
         };
         let flight = match step {
             Step::Admit | Step::Deny { .. } => None,
@@ -552,8 +560,8 @@ impl<C> LeasedLimit<C>
 where
     C: redis::aio::ConnectionLike + Clone + Send + Sync + 'static,
 {
-    /// Leases `key` under `policy` over `client`. A [`BlockLease::queued`]
-    /// lease sends its queued calls over `client` too unless given a
+    /// Leases `key` under `policy` over `client`, as `plan` says. A
+    /// [`LeasePlan::queued`] lease sends its queued calls over `client` too unless given a
     /// connection of their own ([`LeasedLimit::queue_on`]): a queued call
     /// holds its connection (every call behind it on a shared connection
     /// waits as long).
@@ -561,14 +569,14 @@ where
         client: Client<C>,
         key: impl Into<String>,
         policy: impl Into<Policy>,
-        lease: BlockLease,
+        plan: LeasePlan,
     ) -> LeasedLimit<C> {
         LeasedLimit {
             shared: Arc::new(Shared {
                 client,
                 queue_client: None,
                 call: Decide::new(key, policy),
-                state: State::new(lease),
+                state: State::new(plan.into()),
                 commands: AtomicU64::new(0),
                 granted: AtomicU64::new(0),
                 refunded: AtomicU64::new(0),
@@ -607,10 +615,26 @@ where
     /// by the client's timeout, plus the queue timeout of a queued lease).
     /// Cancellation-safe: a request dropped while it waits loses nothing;
     /// the block lands in the lease for the next requests (or a refund).
-    pub async fn acquire(&self) -> Result<bool, Error> {
+    pub async fn acquire(&self) -> Result<Admission, Error> {
+        self.acquire_cost(1).await
+    }
+
+    /// Admits a request of `cost` units once the block holds them all (a
+    /// call asks for at least `cost`); a cost of 0 is admitted at once.
+    /// Otherwise as [`LeasedLimit::acquire`].
+    pub async fn acquire_cost(&self, cost: u64) -> Result<Admission, Error> {
+        let allowed = self.admit(cost).await?;
+        Ok(Admission::of(
+            allowed,
+            &self.shared.state().lease,
+            Instant::now(),
+        ))
+    }
+
+    async fn admit(&self, cost: u64) -> Result<bool, Error> {
         let shared = &self.shared;
         for wait in 0..MOST_WAITS {
-            let (step, flight) = locked(&shared.state).step(Instant::now(), wait == 0);
+            let (step, flight) = locked(&shared.state).step(Instant::now(), wait == 0, cost);
             match (step, flight) {
                 (Step::Admit, _) => return Ok(true),
                 (Step::Deny { .. }, _) | (_, None) => return Ok(false),
@@ -835,8 +859,7 @@ pub struct BlockingLeasedLimit<C: redis::ConnectionLike> {
     conn: C,
     call: Decide,
     lease: BlockLease,
-    /// Store commands sent so far.
-    pub commands: u64,
+    commands: u64,
 }
 
 impl<C: redis::ConnectionLike> BlockingLeasedLimit<C> {
@@ -845,25 +868,32 @@ impl<C: redis::ConnectionLike> BlockingLeasedLimit<C> {
         conn: C,
         key: impl Into<String>,
         policy: impl Into<Policy>,
-        lease: BlockLease,
+        plan: LeasePlan,
     ) -> BlockingLeasedLimit<C> {
         BlockingLeasedLimit {
             conn,
             call: Decide::new(key, policy),
-            lease,
+            lease: plan.into(),
             commands: 0,
         }
     }
 
     /// Admits one request, locally when it can.
-    pub fn acquire(&mut self) -> Result<bool, Error> {
-        self.acquire_with(Instant::now, Instant::now())
+    pub fn acquire(&mut self) -> Result<Admission, Error> {
+        let allowed = self.acquire_with(Instant::now, Instant::now())?;
+        Ok(Admission::of(allowed, &self.lease, Instant::now()))
     }
 
     /// [`BlockingLeasedLimit::acquire`] on a clock of the caller's: the
     /// request and the store's reply both at `now`.
-    pub fn acquire_at(&mut self, now: Instant) -> Result<bool, Error> {
-        self.acquire_with(|| now, now)
+    pub fn acquire_at(&mut self, now: Instant) -> Result<Admission, Error> {
+        let allowed = self.acquire_with(|| now, now)?;
+        Ok(Admission::of(allowed, &self.lease, now))
+    }
+
+    /// Store commands sent so far.
+    pub fn commands(&self) -> u64 {
+        self.commands
     }
 
     fn acquire_with(&mut self, clock: impl Fn() -> Instant, now: Instant) -> Result<bool, Error> {

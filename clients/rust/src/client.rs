@@ -7,7 +7,7 @@ use crate::Error;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::Value;
 use std::future::Future;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// The first wait before reconnecting; it doubles after each failure...
 pub const RECONNECT_MIN_DELAY: Duration = Duration::from_millis(50);
@@ -48,7 +48,7 @@ pub fn connect(url: &str) -> Result<ConnectionManager, Error> {
 /// ```no_run
 /// # async fn f() -> Result<(), redis_ratelimit_client::Error> {
 /// use redis_ratelimit_client::{connect, Client, Decide, Gcra};
-/// use std::time::Duration;
+/// use std::time::{Duration, Instant};
 /// let client = Client::new(connect("redis://127.0.0.1/")?).timeout(Duration::from_millis(100));
 /// let d = client.send(&Decide::new("rl:user:42", Gcra::new(10, Duration::from_secs(1)))).await?;
 /// if !d.allowed { println!("retry after {:?}", d.retry_after) }
@@ -96,13 +96,14 @@ where
 
     /// Sends one command and reads its reply.
     pub async fn send<T: Command>(&self, command: &T) -> Result<T::Output, Error> {
-        let call = self.send_untimed(command);
-        match self.bound(command.waits()) {
+        let (call, start) = (self.send_untimed(command), Instant::now());
+        let reply = match self.bound(command.waits()) {
             Some(bound) => tokio::time::timeout(bound, call)
                 .await
                 .map_err(|_| Error::Timeout(bound))?,
             None => call.await,
-        }
+        };
+        reply.map_err(|e| e.with_deadline(start.elapsed()))
     }
 
     /// Sends one command and waits for its reply however long it takes:

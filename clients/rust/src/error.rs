@@ -20,7 +20,9 @@ pub enum Error {
         /// The whole line.
         message: String,
     },
-    /// No answer within the client's timeout.
+    /// No answer within this time: the client's timeout plus the call's
+    /// own `WAIT`, or, when the connection's own timeout (a response or
+    /// read timeout set on it) fired first, the time waited for it.
     Timeout(Duration),
     /// The connection failed (refused, dropped, reconnecting).
     Connection(Arc<redis::RedisError>),
@@ -31,6 +33,15 @@ pub enum Error {
 }
 
 impl Error {
+    /// A timeout the connection reported (whose length the redis crate
+    /// does not say), as the time `waited` for it.
+    pub(crate) fn with_deadline(self, waited: Duration) -> Error {
+        match self {
+            Error::Timeout(d) if d.is_zero() => Error::Timeout(waited),
+            e => e,
+        }
+    }
+
     /// Whether the store could not be asked (as opposed to answering with
     /// an error): what a limit's fail-open or fail-closed choice is for.
     pub fn is_unavailable(&self) -> bool {

@@ -32,10 +32,11 @@ mod degraded;
 pub mod deny_cache;
 mod error;
 pub mod http;
+mod leasing;
 mod policy;
 mod reply;
 
-pub use blocks::{BlockLease, BlockingLeasedLimit, LeasedLimit};
+pub use blocks::{Admission, BlockLease, BlockingLeasedLimit, LeasePlan, LeasedLimit};
 pub use client::{
     connect, Client, LeaseGuard, CONNECT_TIMEOUT, DEFAULT_TIMEOUT, RECONNECT_MAX_DELAY,
     RECONNECT_MIN_DELAY,

@@ -10,7 +10,7 @@ use redis_ratelimit_client::http::{
 };
 use redis_ratelimit_client::{
     acquire, parse_duration, All, AllDecision, BlockLease, Bucket, Charge, Client, Command,
-    Concurrency, Decide, Decision, Fixed, Gcra, Peek, Policy, Quota, Sliding, Throttle,
+    Concurrency, Decide, Decision, Fixed, Gcra, LeasePlan, Peek, Policy, Quota, Sliding, Throttle,
 };
 use std::time::Duration;
 
@@ -152,9 +152,11 @@ proptest! {
 
     #[test]
     fn block_leases_and_limits_of_any_size(k in count(), d in duration(), n in name(), p in policy()) {
-        let lease = BlockLease::adaptive(k).queued(d);
+        let plan = LeasePlan::adaptive(k).queued(d);
+        let _ = (plan.max_block(), plan.is_adaptive(), plan.queue_timeout());
+        let lease = BlockLease::from(plan);
         let _ = (lease.block(), lease.held(), lease.blocked_until(), lease.queues());
-        let limit = HttpLimit::per_key(p).name(n.clone()).prefix(n.clone()).leased(BlockLease::fixed(k));
+        let limit = HttpLimit::per_key(p).name(n.clone()).prefix(n.clone()).leased(LeasePlan::fixed(k));
         let _ = limit.key_for(&n);
         let _ = HttpLimit::shared(p).name(n.clone()).key_for(&n);
     }
@@ -182,7 +184,7 @@ proptest! {
             let _ = tokio::time::timeout(short, forever.send(&call)).await;
             let _ = tokio::time::timeout(short, client.acquire(&Decide::new("k", p))).await;
             let layer = RedisRateLimitLayer::builder(client.clone(), HeaderKey::new(http::header::AUTHORIZATION))
-                .limit(HttpLimit::per_key(p).name(n.clone()).leased(BlockLease::adaptive(k)))
+                .limit(HttpLimit::per_key(p).name(n.clone()).leased(LeasePlan::adaptive(k)))
                 .wait(d)
                 .deny_cache(k.min(1 << 20) as usize)
                 .degraded(k.min(1 << 20) as usize)

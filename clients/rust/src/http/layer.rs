@@ -6,7 +6,7 @@ use super::headers::{deciding, header_fields, legacy_fields, problem, Named};
 use super::leases::{Leases, Outcome};
 use super::rejection::{Denial, Reason, Rejection};
 use super::{HttpLimit, KeyExtractor, OnStoreError};
-use crate::blocks::{Flight, MOST_WAITS};
+use crate::blocks::{BlockLease, Flight, MOST_WAITS};
 use crate::command::All;
 use crate::degraded::Shares;
 use crate::deny_cache::DenyCache;
@@ -452,7 +452,10 @@ where
         let policies: Vec<_> = self
             .limits
             .iter()
-            .map(|l| l.lease.clone().map(|lease| (l.policy, lease.unqueued())))
+            .map(|l| {
+                l.lease
+                    .map(|plan| (l.policy, BlockLease::from(plan.unqueued())))
+            })
             .collect();
         self.leases = policies.iter().any(Option::is_some).then(|| {
             Arc::new(Leases::new(

@@ -55,7 +55,7 @@ pub use keys::{GlobalKey, HeaderKey, KeyExtractor, PeerIp, SmartIp};
 pub use layer::{Builder, RedisRateLimit, RedisRateLimitLayer, DEFAULT_LEASE_CAPACITY};
 pub use rejection::{Denial, Reason, Rejection};
 
-use crate::{BlockLease, Policy};
+use crate::{LeasePlan, Policy};
 
 /// What a limit does when the store cannot answer in time.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -99,7 +99,7 @@ pub struct HttpLimit {
     key: KeyOf,
     policy: Policy,
     on_store_error: OnStoreError,
-    lease: Option<BlockLease>,
+    lease: Option<LeasePlan>,
 }
 
 impl HttpLimit {
@@ -157,14 +157,14 @@ impl HttpLimit {
     /// `REFUND` when the key is idle
     /// ([`RedisRateLimitLayer::refund_when_idle`]), at shutdown
     /// ([`RedisRateLimitLayer::refund_all`]) and when the layer is
-    /// dropped. `lease` is the policy each key starts with, e.g.
-    /// `BlockLease::fixed(20)`. The layer's calls share one connection,
+    /// dropped. `plan` is how each key is leased, e.g.
+    /// `LeasePlan::fixed(20)`. The layer's calls share one connection,
     /// which a queued call would hold: its leases take what fits
-    /// (`PARTIAL`) and never queue ([`BlockLease::queued`] is ignored
+    /// (`PARTIAL`) and never queue ([`LeasePlan::queued`] is ignored
     /// here; [`crate::LeasedLimit::queue_on`] queues on a connection of
     /// its own).
-    pub fn leased(mut self, lease: BlockLease) -> HttpLimit {
-        self.lease = Some(lease);
+    pub fn leased(mut self, plan: LeasePlan) -> HttpLimit {
+        self.lease = Some(plan);
         self
     }
 
