@@ -14,6 +14,9 @@
 //!     .limit(HttpLimit::per_key(Gcra::new(10, Duration::from_secs(1))).name("per-key").prefix("rl:key:"))
 //!     // A safety limit for everyone: admits while it cannot be checked.
 //!     .limit(HttpLimit::shared(Sliding::new(1000, Duration::from_secs(60)).approx()).name("global").fail_open())
+//!     // Without an API key: the caller's fault (the default, 500, is for a
+//!     // layer that cannot key its requests).
+//!     .missing_key(http::StatusCode::UNAUTHORIZED, "missing X-Api-Key\n")
 //!     .build()?;
 //! // axum: Router::new().route(...).layer(layer)
 //! # Ok(()) }
