@@ -362,3 +362,40 @@ fn an_error_handler_answers_with_any_into_response() {
         );
     });
 }
+
+#[test]
+fn fifty_in_flight_from_one_client_through_many_proxies_admit_exactly_the_limit() {
+    let s = Server::start();
+    let mut c = s.conn();
+    clock_set(&mut c, T0);
+    block_on_multi(async {
+        let layer = RedisRateLimitLayer::builder(client(&s, Protocol::Resp3), SmartIp)
+            .limit(HttpLimit::per_key(three_an_hour()).prefix("rl:ip:"))
+            .legacy_headers(true)
+            .deny_cache(100)
+            .build()
+            .unwrap();
+        let app = app(layer);
+        let tasks: Vec<_> = (0..50)
+            .map(|i| {
+                let app = app.clone();
+                tokio::spawn(async move {
+                    let chain = format!("203.0.113.7, 10.0.{}.{}", i / 10, i % 10);
+                    let fields = [("x-forwarded-for", chain.as_str())];
+                    call(&app, Method::GET, &fields, None).await
+                })
+            })
+            .collect();
+        let mut admitted = 0;
+        for task in tasks {
+            let r = task.await.unwrap();
+            match r.status {
+                200 => admitted += 1,
+                429 => assert_eq!(r.headers["x-ratelimit-remaining"], "0"),
+                other => panic!("{other}"),
+            }
+        }
+        assert_eq!(admitted, 3);
+        assert_eq!(remaining(&mut c, "rl:ip:203.0.113.7"), 0);
+    });
+}
