@@ -122,3 +122,25 @@ fn a_queued_lease_waits_in_line_for_whole_blocks_one_command_each() {
     assert_eq!(remaining(&mut c, "q"), 6);
     assert_eq!((a.commands(), b.commands()), (3, 2));
 }
+
+#[test]
+fn a_failed_call_does_not_leave_the_lease_waiting_for_it() {
+    let s = Server::start();
+    let mut c = s.conn();
+    clock_set(&mut c, T0);
+    let t = Instant::now();
+    // A key of another type: the store answers the block's call with an
+    // error.
+    let _: () = cmd(&["SET", "broken", "x"]).query(&mut c).unwrap();
+    let mut a = lease(&s, "broken", LeasePlan::fixed(4));
+    assert!(matches!(
+        a.acquire_at(t),
+        Err(redis_ratelimit_client::Error::Server { .. })
+    ));
+    // Once the key is fixed the next request calls again.
+    let _: () = cmd(&["DEL", "broken"]).query(&mut c).unwrap();
+    let answer = a.acquire_at(t).unwrap();
+    assert!(answer.allowed, "{answer:?}");
+    assert_eq!((a.commands(), a.lease().held()), (2, 3));
+    assert_eq!(remaining(&mut c, "broken"), 6);
+}

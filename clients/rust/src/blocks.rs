@@ -909,7 +909,14 @@ impl<C: redis::ConnectionLike> BlockingLeasedLimit<C> {
             ),
         };
         self.commands += 1;
-        let reply = call.query(&mut self.conn)?;
+        let reply = match call.query(&mut self.conn) {
+            Ok(reply) => reply,
+            Err(e) => {
+                // Nothing was granted: the next request may call.
+                self.lease.on_failure();
+                return Err(e);
+            }
+        };
         Ok(match queued {
             Some(units) => self.lease.on_queued_reply(clock(), units, &reply),
             None => self.lease.on_reply(clock(), &reply),
