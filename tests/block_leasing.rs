@@ -144,3 +144,39 @@ fn a_failed_call_does_not_leave_the_lease_waiting_for_it() {
     assert_eq!((a.commands(), a.lease().held()), (2, 3));
     assert_eq!(remaining(&mut c, "broken"), 6);
 }
+
+#[test]
+fn a_request_of_several_units_takes_them_from_the_block_or_is_denied() {
+    let s = Server::start();
+    let mut c = s.conn();
+    clock_set(&mut c, T0);
+    let t = Instant::now();
+    let mut a = lease(&s, "costs", LeasePlan::fixed(4));
+    // A call of max(block, cost) units; the request takes 3 of them.
+    assert!(a.acquire_cost_at(t, 3).unwrap().allowed);
+    assert_eq!((a.commands(), a.lease().held()), (1, 1));
+    assert_eq!(remaining(&mut c, "costs"), 6);
+    let mut admitted: i64 = 3;
+    for cost in [2, 0, 4, 1, 5, 2, 3] {
+        let answer = a.acquire_cost_at(t, cost).unwrap();
+        if answer.allowed {
+            admitted += cost as i64;
+        } else {
+            // Denied locally until the next call is due.
+            assert!(
+                answer.retry_after.is_some_and(|d| d <= MAX_GAP),
+                "{answer:?}"
+            );
+        }
+    }
+    // More than the limit: never admitted; what the call took is held.
+    assert!(!a.acquire_cost_at(t + MAX_GAP, 11).unwrap().allowed);
+    assert!(a.acquire_cost_at(t + MAX_GAP, 0).unwrap().allowed);
+    a.refund_all().unwrap();
+    assert_eq!(a.lease().held(), 0);
+    assert_eq!(
+        remaining(&mut c, "costs"),
+        10 - admitted,
+        "the server charged what was admitted"
+    );
+}

@@ -210,6 +210,7 @@ impl BlockLease {
     }
 
     /// A request at `now`.
+    #[cfg(test)]
     pub(crate) fn step(&mut self, now: Instant) -> Step {
         self.step_for(now, 1)
     }
@@ -880,14 +881,26 @@ impl<C: redis::ConnectionLike> BlockingLeasedLimit<C> {
 
     /// Admits one request, locally when it can.
     pub fn acquire(&mut self) -> Result<Admission, Error> {
-        let allowed = self.acquire_with(Instant::now, Instant::now())?;
+        self.acquire_cost(1)
+    }
+
+    /// Admits a request of `cost` units once the block holds them all (a
+    /// call asks for at least `cost`); a cost of 0 is admitted at once.
+    pub fn acquire_cost(&mut self, cost: u64) -> Result<Admission, Error> {
+        let allowed = self.acquire_with(Instant::now, Instant::now(), cost)?;
         Ok(Admission::of(allowed, &self.lease, Instant::now()))
     }
 
     /// [`BlockingLeasedLimit::acquire`] on a clock of the caller's: the
     /// request and the store's reply both at `now`.
     pub fn acquire_at(&mut self, now: Instant) -> Result<Admission, Error> {
-        let allowed = self.acquire_with(|| now, now)?;
+        self.acquire_cost_at(now, 1)
+    }
+
+    /// [`BlockingLeasedLimit::acquire_cost`] at `now`, as
+    /// [`BlockingLeasedLimit::acquire_at`].
+    pub fn acquire_cost_at(&mut self, now: Instant, cost: u64) -> Result<Admission, Error> {
+        let allowed = self.acquire_with(|| now, now, cost)?;
         Ok(Admission::of(allowed, &self.lease, now))
     }
 
@@ -896,8 +909,13 @@ impl<C: redis::ConnectionLike> BlockingLeasedLimit<C> {
         self.commands
     }
 
-    fn acquire_with(&mut self, clock: impl Fn() -> Instant, now: Instant) -> Result<bool, Error> {
-        let (call, queued) = match self.lease.step(now) {
+    fn acquire_with(
+        &mut self,
+        clock: impl Fn() -> Instant,
+        now: Instant,
+        cost: u64,
+    ) -> Result<bool, Error> {
+        let (call, queued) = match self.lease.step_for(now, cost) {
             Step::Admit => return Ok(true),
             // Nothing is out on a blocking connection: its calls land
             // before `acquire` returns.
@@ -917,9 +935,26 @@ impl<C: redis::ConnectionLike> BlockingLeasedLimit<C> {
                 return Err(e);
             }
         };
-        Ok(match queued {
-            Some(units) => self.lease.on_queued_reply(clock(), units, &reply),
-            None => self.lease.on_reply(clock(), &reply),
+        let now = clock();
+        if cost == 1 {
+            return Ok(match queued {
+                Some(units) => self.lease.on_queued_reply(now, units, &reply),
+                None => self.lease.on_reply(now, &reply),
+            });
+        }
+        match queued {
+            Some(units) => self.lease.land_queued(now, units, &reply),
+            None => self.lease.land(now, &reply),
+        };
+        Ok(match self.lease.step_again_for(now, cost) {
+            Step::Admit => true,
+            // Short of `cost` and free to call again: the next request
+            // calls (this one is not kept waiting).
+            Step::Ask(_) | Step::Queue { .. } => {
+                self.lease.on_failure();
+                false
+            }
+            Step::Deny { .. } | Step::Join => false,
         })
     }
 
