@@ -319,7 +319,7 @@ fn the_quota_is_the_rate_not_the_burst() {
 fn quotas_come_from_the_policy() {
     let quota = |p: &str| {
         let q = p.parse::<Policy>().unwrap().quota().unwrap();
-        (q.q, q.w)
+        (q.units(), q.window_secs())
     };
     assert_eq!(quota("GCRA 10 1s BURST 20"), (10, 1));
     assert_eq!(quota("GCRA 10 1s BURST 1"), (10, 1));

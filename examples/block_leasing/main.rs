@@ -20,7 +20,7 @@
 //!
 //! `REDIS_URL` (default `redis://127.0.0.1:6379/`) overrides the server.
 
-use redis_ratelimit_client::{BlockLease, BlockingLeasedLimit, Gcra};
+use redis_ratelimit_client::{BlockingLeasedLimit, Gcra, LeasePlan};
 use std::sync::{Arc, Barrier};
 use std::thread;
 use std::time::{Duration, Instant};
@@ -68,11 +68,11 @@ enum Block {
 }
 
 impl Block {
-    fn lease(self) -> BlockLease {
+    fn lease(self) -> LeasePlan {
         match self {
-            Block::Fixed(k) => BlockLease::fixed(k),
-            Block::Adaptive(max) => BlockLease::adaptive(max),
-            Block::Queued(k) => BlockLease::fixed(k).queued(QUEUE_TIMEOUT),
+            Block::Fixed(k) => LeasePlan::fixed(k),
+            Block::Adaptive(max) => LeasePlan::adaptive(max),
+            Block::Queued(k) => LeasePlan::fixed(k).queued(QUEUE_TIMEOUT),
         }
     }
 
@@ -131,13 +131,13 @@ fn run(url: &str, limit: u64, burst: u64, workers: usize, block: Block, secs: u6
                         continue;
                     }
                     next += interval;
-                    if lease.acquire().unwrap() {
+                    if lease.acquire().unwrap().allowed {
                         admitted.push(now);
                     }
                 }
                 refunds += u64::from(lease.lease().held() > 0);
                 lease.refund_all().unwrap();
-                (admitted, lease.commands, refunds)
+                (admitted, lease.commands(), refunds)
             })
         })
         .collect();

@@ -8,7 +8,7 @@
 //!   closed-loop workers each (a worker re-sends at once; denied locally,
 //!   it waits until the next call is due) against
 //!   `RL.GCRA 2000 1s BURST 100`, in blocks of k = 20 that queue on the
-//!   server once the key is contended (`BlockLease::queued`, up to
+//!   server once the key is contended (`LeasePlan::queued`, up to
 //!   [`QUEUE_TIMEOUT`]); `polling` instead of `leasing` runs the same with
 //!   blocks that only poll (`PARTIAL`). At the end each process leaves the
 //!   line (`CLIENT UNBLOCK`, as a process that stops leaves it: its last
@@ -39,7 +39,7 @@
 use axum::routing::get;
 use axum::Router;
 use redis_ratelimit_client::http::{HeaderKey, HttpLimit, RedisRateLimitLayer};
-use redis_ratelimit_client::{connect, BlockLease, Client, Gcra, LeasedLimit};
+use redis_ratelimit_client::{connect, Client, Gcra, LeasePlan, LeasedLimit};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tower_service::Service;
@@ -114,7 +114,7 @@ fn leasing(
         let mut ids = Vec::new();
         let mut limits = Vec::new();
         for _ in 0..processes {
-            let mut block = BlockLease::fixed(k);
+            let mut block = LeasePlan::fixed(k);
             // A block of one is no block: the row to compare with.
             if queued && k > 1 {
                 block = block.queued(QUEUE_TIMEOUT);
@@ -139,7 +139,7 @@ fn leasing(
                     let (mut admitted, mut all) = (Vec::new(), 0u64);
                     while Instant::now() < end {
                         match limit.acquire().await {
-                            Ok(true) => {
+                            Ok(a) if a.allowed => {
                                 all += 1;
                                 // A queued block may come after the end:
                                 // the run counts what came within it.
@@ -284,7 +284,7 @@ fn hot(url: &str, inflight: usize, secs: u64) -> (u64, f64, f64) {
                 HttpLimit::per_key(Gcra::new(1_000_000, Duration::from_secs(1)))
                     .name("per-key")
                     .prefix(format!("bench:hot:{}:", std::process::id()))
-                    .leased(BlockLease::fixed(100)),
+                    .leased(LeasePlan::fixed(100)),
             )
             .deny_cache(1000)
             .degraded(1000)

@@ -2,7 +2,8 @@
 //! with `COST k PARTIAL`, admit from the block without a round trip, give
 //! back what was not used with `REFUND` when idle or at shutdown.
 //!
-//! [`BlockLease`] is the policy alone (time passed in, no I/O);
+//! A [`LeasePlan`] says how a key is leased; [`BlockLease`] is one key's
+//! lease as it runs, the policy alone (time passed in, no I/O);
 //! [`LeasedLimit`] runs it over a [`Client`].
 //!
 //! **k.** A fixed block, or adaptive: the key's local rate over the last
@@ -29,7 +30,7 @@
 //!
 //! **Queued blocks.** Pacing cannot know when the others call: with many
 //! hungry processes some calls still come back short. A lease made
-//! [`BlockLease::queued`] queues from its first call, and again whenever
+//! [`LeasePlan::queued`] queues from its first call, and again whenever
 //! the key is contended (a block came back short or denied), for the next
 //! whole block on the
 //! server (`COST k WAIT timeout`, first come first served among the
@@ -50,6 +51,7 @@
 //! (`k` × processes).
 
 use crate::command::{Charge, Command, Decide};
+pub use crate::leasing::{Admission, LeasePlan};
 use crate::reply::Decision;
 use crate::{Client, Error, Policy};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -125,7 +127,9 @@ fn band(block: u64, limit: u64) -> (u64, u64) {
     (low, high.max(low.saturating_add(1)))
 }
 
-/// The leasing policy of one key under one limit.
+/// One key's lease as it runs: the units held, the block the next call
+/// asks for, when it is due. Started from a [`LeasePlan`]; read with
+/// [`LeasedLimit::lease`] and [`BlockingLeasedLimit::lease`].
 #[derive(Clone, Debug, PartialEq)]
 #[non_exhaustive]
 pub struct BlockLease {
@@ -151,13 +155,13 @@ pub struct BlockLease {
 
 impl BlockLease {
     /// Always asks for `k` units.
-    pub fn fixed(k: u64) -> BlockLease {
+    pub(crate) fn fixed(k: u64) -> BlockLease {
         BlockLease::new(k, false)
     }
 
     /// Asks for what the key's local rate uses in `RATE_WINDOW`, from 1 to
     /// `max_k`.
-    pub fn adaptive(max_k: u64) -> BlockLease {
+    pub(crate) fn adaptive(max_k: u64) -> BlockLease {
         BlockLease::new(max_k, true)
     }
 
@@ -182,17 +186,11 @@ impl BlockLease {
     /// Once the key is contended, queues on the server for whole blocks,
     /// waiting up to `timeout` in line (see the module's documentation).
     /// The caller of a queued step waits that long at most.
-    pub fn queued(mut self, timeout: Duration) -> BlockLease {
+    pub(crate) fn queued(mut self, timeout: Duration) -> BlockLease {
         self.queue = Some(timeout);
         // Queues from the first call, until a block says the key is not
         // contended.
         self.contended = true;
-        self
-    }
-
-    /// The same lease without queueing.
-    pub(crate) fn unqueued(mut self) -> BlockLease {
-        self.queue = None;
         self
     }
 
@@ -221,6 +219,12 @@ impl BlockLease {
         self.next_call.filter(|_| self.held == 0)
     }
 
+    /// When the next call is due (before then a request the block cannot
+    /// serve is denied locally).
+    pub(crate) fn next_call_at(&self) -> Option<Instant> {
+        self.next_call
+    }
+
     fn count_request(&mut self, now: Instant) {
         let since = self
             .recent_at
@@ -231,6 +235,7 @@ impl BlockLease {
     }
 
     /// A request at `now`.
+    #[cfg(test)]
     pub(crate) fn step(&mut self, now: Instant) -> Step {
         self.step_for(now, 1)
     }
@@ -246,6 +251,7 @@ impl BlockLease {
     /// The step of a request already counted by [`BlockLease::step`] that
     /// waited while another request's call was out: a unit of the block
     /// that call brought, or the call to make now.
+    #[cfg(test)]
     pub(crate) fn step_again(&mut self, now: Instant) -> Step {
         self.step_again_for(now, 1)
     }
@@ -453,12 +459,15 @@ impl BlockLease {
 ///
 /// ```no_run
 /// # async fn f() -> Result<(), redis_ratelimit_client::Error> {
-/// use redis_ratelimit_client::{connect, BlockLease, Client, Gcra, LeasedLimit};
+/// use redis_ratelimit_client::{connect, Client, Gcra, LeasePlan, LeasedLimit};
 /// use std::time::Duration;
 /// let client = Client::new(connect("redis://127.0.0.1/")?);
-/// let hot = LeasedLimit::new(client, "rl:hot", Gcra::new(2000, Duration::from_secs(1)), BlockLease::fixed(20));
+/// let hot = LeasedLimit::new(client, "rl:hot", Gcra::new(2000, Duration::from_secs(1)), LeasePlan::fixed(20));
 /// let _refunder = hot.refund_when_idle(Duration::from_millis(200));
-/// if hot.acquire().await? { /* serve */ }
+/// if hot.acquire().await?.allowed { /* serve */ }
+/// // A request that costs 5 units: taken from the block when it holds them.
+/// let upload = hot.acquire_cost(5).await?;
+/// if !upload.allowed { println!("retry after {:?}", upload.retry_after) }
 /// hot.refund_all().await?; // at shutdown
 /// # Ok(()) }
 /// ```
@@ -516,11 +525,11 @@ impl State {
 
     /// A request's step (`first`: not yet counted), with the call to wait
     /// for: the one out, or the one this step starts.
-    fn step(&mut self, now: Instant, first: bool) -> (Step, Option<Arc<Flight>>) {
+    fn step(&mut self, now: Instant, first: bool, cost: u64) -> (Step, Option<Arc<Flight>>) {
         let step = if first {
-            self.lease.step(now)
+            self.lease.step_for(now, cost)
         } else {
-            self.lease.step_again(now)
+            self.lease.step_again_for(now, cost)
         };
         let flight = match step {
             Step::Admit | Step::Deny { .. } => None,
@@ -605,8 +614,8 @@ impl<C> LeasedLimit<C>
 where
     C: redis::aio::ConnectionLike + Clone + Send + Sync + 'static,
 {
-    /// Leases `key` under `policy` over `client`. A [`BlockLease::queued`]
-    /// lease sends its queued calls over `client` too unless given a
+    /// Leases `key` under `policy` over `client`, as `plan` says. A
+    /// [`LeasePlan::queued`] lease sends its queued calls over `client` too unless given a
     /// connection of their own ([`LeasedLimit::queue_on`]): a queued call
     /// holds its connection (every call behind it on a shared connection
     /// waits as long).
@@ -614,14 +623,14 @@ where
         client: Client<C>,
         key: impl Into<String>,
         policy: impl Into<Policy>,
-        lease: BlockLease,
+        plan: LeasePlan,
     ) -> LeasedLimit<C> {
         LeasedLimit {
             shared: Arc::new(Shared {
                 client,
                 queue_client: None,
                 call: Decide::new(key, policy),
-                state: State::new(lease),
+                state: State::new(plan.into()),
                 commands: AtomicU64::new(0),
                 granted: AtomicU64::new(0),
                 refunded: AtomicU64::new(0),
@@ -660,10 +669,26 @@ where
     /// by the client's timeout, plus the queue timeout of a queued lease).
     /// Cancellation-safe: a request dropped while it waits loses nothing;
     /// the block lands in the lease for the next requests (or a refund).
-    pub async fn acquire(&self) -> Result<bool, Error> {
+    pub async fn acquire(&self) -> Result<Admission, Error> {
+        self.acquire_cost(1).await
+    }
+
+    /// Admits a request of `cost` units once the block holds them all (a
+    /// call asks for at least `cost`); a cost of 0 is admitted at once.
+    /// Otherwise as [`LeasedLimit::acquire`].
+    pub async fn acquire_cost(&self, cost: u64) -> Result<Admission, Error> {
+        let allowed = self.admit(cost).await?;
+        Ok(Admission::of(
+            allowed,
+            &self.shared.state().lease,
+            Instant::now(),
+        ))
+    }
+
+    async fn admit(&self, cost: u64) -> Result<bool, Error> {
         let shared = &self.shared;
         for wait in 0..MOST_WAITS {
-            let (step, flight) = locked(&shared.state).step(Instant::now(), wait == 0);
+            let (step, flight) = locked(&shared.state).step(Instant::now(), wait == 0, cost);
             match (step, flight) {
                 (Step::Admit, _) => return Ok(true),
                 (Step::Deny { .. }, _) | (_, None) => return Ok(false),
@@ -913,8 +938,7 @@ pub struct BlockingLeasedLimit<C: redis::ConnectionLike> {
     conn: C,
     call: Decide,
     lease: BlockLease,
-    /// Store commands sent so far.
-    pub commands: u64,
+    commands: u64,
 }
 
 impl<C: redis::ConnectionLike> BlockingLeasedLimit<C> {
@@ -923,29 +947,53 @@ impl<C: redis::ConnectionLike> BlockingLeasedLimit<C> {
         conn: C,
         key: impl Into<String>,
         policy: impl Into<Policy>,
-        lease: BlockLease,
+        plan: LeasePlan,
     ) -> BlockingLeasedLimit<C> {
         BlockingLeasedLimit {
             conn,
             call: Decide::new(key, policy),
-            lease,
+            lease: plan.into(),
             commands: 0,
         }
     }
 
     /// Admits one request, locally when it can.
-    pub fn acquire(&mut self) -> Result<bool, Error> {
-        self.acquire_with(Instant::now, Instant::now())
+    pub fn acquire(&mut self) -> Result<Admission, Error> {
+        self.acquire_cost(1)
+    }
+
+    /// Admits a request of `cost` units once the block holds them all (a
+    /// call asks for at least `cost`); a cost of 0 is admitted at once.
+    pub fn acquire_cost(&mut self, cost: u64) -> Result<Admission, Error> {
+        let allowed = self.acquire_with(Instant::now, Instant::now(), cost)?;
+        Ok(Admission::of(allowed, &self.lease, Instant::now()))
     }
 
     /// [`BlockingLeasedLimit::acquire`] on a clock of the caller's: the
     /// request and the store's reply both at `now`.
-    pub fn acquire_at(&mut self, now: Instant) -> Result<bool, Error> {
-        self.acquire_with(|| now, now)
+    pub fn acquire_at(&mut self, now: Instant) -> Result<Admission, Error> {
+        self.acquire_cost_at(now, 1)
     }
 
-    fn acquire_with(&mut self, clock: impl Fn() -> Instant, now: Instant) -> Result<bool, Error> {
-        let (call, queued) = match self.lease.step(now) {
+    /// [`BlockingLeasedLimit::acquire_cost`] at `now`, as
+    /// [`BlockingLeasedLimit::acquire_at`].
+    pub fn acquire_cost_at(&mut self, now: Instant, cost: u64) -> Result<Admission, Error> {
+        let allowed = self.acquire_with(|| now, now, cost)?;
+        Ok(Admission::of(allowed, &self.lease, now))
+    }
+
+    /// Store commands sent so far.
+    pub fn commands(&self) -> u64 {
+        self.commands
+    }
+
+    fn acquire_with(
+        &mut self,
+        clock: impl Fn() -> Instant,
+        now: Instant,
+        cost: u64,
+    ) -> Result<bool, Error> {
+        let (call, queued) = match self.lease.step_for(now, cost) {
             Step::Admit => return Ok(true),
             // Nothing is out on a blocking connection: its calls land
             // before `acquire` returns.
@@ -957,10 +1005,34 @@ impl<C: redis::ConnectionLike> BlockingLeasedLimit<C> {
             ),
         };
         self.commands += 1;
-        let reply = call.query(&mut self.conn)?;
-        Ok(match queued {
-            Some(units) => self.lease.on_queued_reply(clock(), units, &reply),
-            None => self.lease.on_reply(clock(), &reply),
+        let reply = match call.query(&mut self.conn) {
+            Ok(reply) => reply,
+            Err(e) => {
+                // Nothing was granted: the next request may call.
+                self.lease.on_failure();
+                return Err(e);
+            }
+        };
+        let now = clock();
+        if cost == 1 {
+            return Ok(match queued {
+                Some(units) => self.lease.on_queued_reply(now, units, &reply),
+                None => self.lease.on_reply(now, &reply),
+            });
+        }
+        match queued {
+            Some(units) => self.lease.land_queued(now, units, &reply),
+            None => self.lease.land(now, &reply),
+        };
+        Ok(match self.lease.step_again_for(now, cost) {
+            Step::Admit => true,
+            // Short of `cost` and free to call again: the next request
+            // calls (this one is not kept waiting).
+            Step::Ask(_) | Step::Queue { .. } => {
+                self.lease.on_failure();
+                false
+            }
+            Step::Deny { .. } | Step::Join => false,
         })
     }
 

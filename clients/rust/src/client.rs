@@ -15,7 +15,7 @@ use crate::Error;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use std::future::Future;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// The first wait before reconnecting; it doubles after each failure...
 pub const RECONNECT_MIN_DELAY: Duration = Duration::from_millis(50);
@@ -59,7 +59,7 @@ pub fn connect(url: &str) -> Result<ConnectionManager, Error> {
 /// ```no_run
 /// # async fn f() -> Result<(), redis_ratelimit_client::Error> {
 /// use redis_ratelimit_client::{connect, Client, Decide, Gcra};
-/// use std::time::Duration;
+/// use std::time::{Duration, Instant};
 /// let client = Client::new(connect("redis://127.0.0.1/")?).timeout(Duration::from_millis(100));
 /// let d = client.send(&Decide::new("rl:user:42", Gcra::new(10, Duration::from_secs(1)))).await?;
 /// if !d.allowed { println!("retry after {:?}", d.retry_after) }
@@ -111,13 +111,14 @@ where
     /// down, fails at once with [`Error::StoreDown`] without sending it.
     pub async fn send<T: Command>(&self, command: &T) -> Result<T::Output, Error> {
         self.up()?;
-        let call = self.send_untimed(command);
+        let (call, start) = (self.send_untimed(command), Instant::now());
         let outcome = match self.bound(command.waits()) {
             Some(bound) => tokio::time::timeout(bound, call)
                 .await
                 .unwrap_or(Err(Error::Timeout(bound))),
             None => call.await,
         };
+        let outcome = outcome.map_err(|e| e.with_deadline(start.elapsed()));
         self.circuit.record(&outcome);
         outcome
     }

@@ -42,7 +42,11 @@ pub trait Command {
 
     /// Sends the command on a blocking connection.
     fn query(&self, conn: &mut dyn redis::ConnectionLike) -> Result<Self::Output, Error> {
-        let reply: Value = self.to_cmd().query(conn)?;
+        let start = std::time::Instant::now();
+        let reply: Value = self
+            .to_cmd()
+            .query(conn)
+            .map_err(|e| Error::from(e).with_deadline(start.elapsed()))?;
         Self::parse(&reply)
     }
 }

@@ -20,7 +20,9 @@ pub enum Error {
         /// The whole line.
         message: String,
     },
-    /// No answer within the client's timeout.
+    /// No answer within this time: the client's timeout plus the call's
+    /// own `WAIT`, or, when the connection's own timeout (a response or
+    /// read timeout set on it) fired first, the time waited for it.
     Timeout(Duration),
     /// Not sent: the store is known down (a recent call got no answer in
     /// time or its connection failed) and has not answered a probe since;
@@ -35,6 +37,15 @@ pub enum Error {
 }
 
 impl Error {
+    /// A timeout the connection reported (whose length the redis crate
+    /// does not say), as the time `waited` for it.
+    pub(crate) fn with_deadline(self, waited: Duration) -> Error {
+        match self {
+            Error::Timeout(d) if d.is_zero() => Error::Timeout(waited),
+            e => e,
+        }
+    }
+
     /// Whether the store could not be asked (as opposed to answering with
     /// an error): what a limit's fail-open or fail-closed choice is for.
     pub fn is_unavailable(&self) -> bool {

@@ -34,10 +34,11 @@ pub mod deny_cache;
 mod error;
 pub mod http;
 mod landing;
+mod leasing;
 mod policy;
 mod reply;
 
-pub use blocks::{BlockLease, BlockingLeasedLimit, LeasedLimit};
+pub use blocks::{Admission, BlockLease, BlockingLeasedLimit, LeasePlan, LeasedLimit};
 pub use circuit::PROBE_INTERVAL;
 pub use client::{
     connect, Client, LeaseGuard, CONNECT_TIMEOUT, DEFAULT_TIMEOUT, RECONNECT_MAX_DELAY,

@@ -386,20 +386,32 @@ impl fmt::Display for Policy {
     }
 }
 
-/// A rate in the terms of `RateLimit-Policy`: `q` per `w` seconds.
+/// A rate in the terms of `RateLimit-Policy`: [`Quota::units`] per
+/// [`Quota::window_secs`] (the draft's `q` and `w`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Quota {
-    /// The quota: units per window.
-    pub q: u64,
-    /// The window, in whole seconds.
-    pub w: u64,
+    pub(crate) q: u64,
+    pub(crate) w: u64,
 }
 
 impl Quota {
-    /// `q` units per `w` seconds.
-    pub fn new(q: u64, w: u64) -> Quota {
-        Quota { q, w }
+    /// `units` per `window_secs` seconds.
+    pub fn new(units: u64, window_secs: u64) -> Quota {
+        Quota {
+            q: units,
+            w: window_secs,
+        }
+    }
+
+    /// The units a window allows (`q`).
+    pub fn units(&self) -> u64 {
+        self.q
+    }
+
+    /// The window, in whole seconds (`w`).
+    pub fn window_secs(&self) -> u64 {
+        self.w
     }
 
     /// `count` per `period_ms`. A period of whole seconds is `w`; otherwise

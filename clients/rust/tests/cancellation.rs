@@ -14,7 +14,7 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use redis_ratelimit_client::http::HttpLimit;
 use redis_ratelimit_client::{
-    acquire, All, BlockLease, Client, Command, Decide, Gcra, LeasedLimit, Peek, Policy, Release,
+    acquire, All, Client, Command, Decide, Gcra, LeasePlan, LeasedLimit, Peek, Policy, Release,
 };
 use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -148,7 +148,7 @@ fn a_cancelled_leased_acquire_or_refund_loses_no_unit() {
     let admitted = Arc::new(AtomicU64::new(0));
     let (admitted, consumed) = block_on_multi(async {
         let client = client(&s, Protocol::Resp2).timeout(Duration::from_secs(5));
-        let hot = LeasedLimit::new(client.clone(), "hot", plenty(), BlockLease::fixed(20));
+        let hot = LeasedLimit::new(client.clone(), "hot", plenty(), LeasePlan::fixed(20));
         run_tasks(TASKS * 2, SEED + 100, |mut rng| {
             let (hot, cuts, admitted) = (hot.clone(), cuts.clone(), admitted.clone());
             async move {
@@ -160,7 +160,7 @@ fn a_cancelled_leased_acquire_or_refund_loses_no_unit() {
                     } else {
                         cuts.run(&mut rng, hot.acquire()).await.and_then(Result::ok)
                     };
-                    if admit == Some(true) {
+                    if admit.is_some_and(|a| a.allowed) {
                         admitted.fetch_add(1, Ordering::Relaxed);
                     }
                     if i % 7 != 1 {
@@ -208,7 +208,7 @@ fn layer_run(leased: bool, seed: u64) -> (u64, u64, u64) {
         let client = client(&s, Protocol::Resp2).timeout(Duration::from_secs(5));
         let mut per_key = HttpLimit::per_key(plenty()).name("per-key").prefix("rl:");
         if leased {
-            per_key = per_key.leased(BlockLease::fixed(20));
+            per_key = per_key.leased(LeasePlan::fixed(20));
         }
         let layer = by_api_key(client.clone()).limit(per_key).build().unwrap();
         let counter = served.clone();

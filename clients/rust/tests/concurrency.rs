@@ -11,7 +11,7 @@ use axum::Router;
 use common::*;
 use redis_ratelimit_client::http::HttpLimit;
 use redis_ratelimit_client::{
-    acquire, BlockLease, Command, Concurrency, Error, Gcra, LeasedLimit, Peek,
+    acquire, Command, Concurrency, Error, Gcra, LeasePlan, LeasedLimit, Peek,
 };
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -35,7 +35,7 @@ async fn hammer(processes: &[LeasedLimit], rounds: usize) -> u64 {
             for _ in 0..IN_FLIGHT {
                 let (p, admitted) = (p.clone(), admitted.clone());
                 tasks.push(tokio::spawn(async move {
-                    if p.acquire().await.unwrap() {
+                    if p.acquire().await.unwrap().allowed {
                         admitted.fetch_add(1, Ordering::Relaxed);
                     }
                 }));
@@ -59,7 +59,7 @@ fn fifty_requests_in_flight_per_key_send_one_call_at_a_time_and_lose_no_unit() {
         let processes: Vec<_> = (0..3)
             .map(|_| {
                 let client = client(&s, Protocol::Resp2);
-                LeasedLimit::new(client, "hot", policy, BlockLease::fixed(20))
+                LeasedLimit::new(client, "hot", policy, LeasePlan::fixed(20))
             })
             .collect();
         let before = calls(&mut c, "rl.gcra");
@@ -92,13 +92,14 @@ fn callers_that_give_up_lose_nothing_the_server_granted() {
             client(&s, Protocol::Resp3),
             "gave-up",
             policy,
-            BlockLease::fixed(20),
+            LeasePlan::fixed(20),
         );
         // Each request is dropped as soon as it has started (its call, if
         // it sent one, is out); some finish in the meantime.
         let mut admitted = 0;
         for _ in 0..200 {
-            if let Ok(Ok(true)) = tokio::time::timeout(Duration::ZERO, hot.acquire()).await {
+            if matches!(tokio::time::timeout(Duration::ZERO, hot.acquire()).await, Ok(Ok(a)) if a.allowed)
+            {
                 admitted += 1;
             }
         }
@@ -121,7 +122,7 @@ fn a_dropped_lease_refunds_what_lands_after_it() {
             client(&s, Protocol::Resp2),
             "dropped",
             policy,
-            BlockLease::fixed(20),
+            LeasePlan::fixed(20),
         );
         // The idle-refund task holds the lease weakly: it ends with it.
         let refunder = hot.refund_when_idle(Duration::from_millis(2));
@@ -129,7 +130,7 @@ fn a_dropped_lease_refunds_what_lands_after_it() {
         // machine the call may land before the caller gives up: then it is
         // admitted, and that unit is used.)
         let answer = tokio::time::timeout(Duration::ZERO, hot.acquire()).await;
-        let used = u64::from(matches!(answer, Ok(Ok(true))));
+        let used = u64::from(matches!(answer, Ok(Ok(a)) if a.allowed));
         drop(hot);
         refunder.await.unwrap();
         // Whatever was granted and not used goes back (bounded wait for the

@@ -15,7 +15,7 @@ use http::request::Parts;
 use redis_ratelimit_client::http::{
     Builder, HeaderKey, HttpLimit, Reason, RedisRateLimitLayer, Rejection,
 };
-use redis_ratelimit_client::{connect, BlockLease, Client, Command, Gcra, Peek};
+use redis_ratelimit_client::{connect, Client, Command, Gcra, LeasePlan, Peek};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use support::*;
@@ -170,7 +170,7 @@ fn a_leased_limit_one_request_at_a_time_takes_a_cost_above_its_block_from_the_st
                 HttpLimit::shared(policy)
                     .name("hot")
                     .key("rl:hot")
-                    .leased(BlockLease::fixed(10)),
+                    .leased(LeasePlan::fixed(10)),
             )
             .build()
             .unwrap();

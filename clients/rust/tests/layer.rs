@@ -11,7 +11,7 @@ use axum::Router;
 use common::blocking::waiting;
 use common::*;
 use redis_ratelimit_client::http::HttpLimit;
-use redis_ratelimit_client::{BlockLease, Command, Gcra, Peek};
+use redis_ratelimit_client::{Command, Gcra, LeasePlan, Peek};
 use std::time::Duration;
 use support::*;
 
@@ -305,7 +305,7 @@ fn a_leased_limit_with_an_asked_one_puts_its_unit_back_when_the_other_denies() {
                 HttpLimit::shared(shared)
                     .name("global")
                     .key("rl:global")
-                    .leased(BlockLease::fixed(10)),
+                    .leased(LeasePlan::fixed(10)),
             )
             .build()
             .unwrap();
@@ -338,7 +338,7 @@ fn leases_of_a_thousand_times_more_keys_than_the_capacity_stay_bounded() {
                 HttpLimit::per_key(policy)
                     .name("per-key")
                     .prefix("rl:many:")
-                    .leased(BlockLease::fixed(5)),
+                    .leased(LeasePlan::fixed(5)),
             )
             .lease_capacity(2)
             .build()

@@ -9,7 +9,7 @@ mod support;
 
 use common::*;
 use redis_ratelimit_client::http::HttpLimit;
-use redis_ratelimit_client::{BlockLease, Charge, Command, Decide, Gcra, LeasedLimit, Peek};
+use redis_ratelimit_client::{Charge, Command, Decide, Gcra, LeasePlan, LeasedLimit, Peek};
 use std::time::Duration;
 use support::*;
 
@@ -22,7 +22,7 @@ fn leased_blocks_never_admit_beyond_the_limit_and_refunds_return_the_rest() {
     block_on(async {
         let processes: Vec<_> = (0..3)
             .map(|_| {
-                let lease = BlockLease::fixed(20);
+                let lease = LeasePlan::fixed(20);
                 LeasedLimit::new(client(&s, Protocol::Resp2), "hot", policy, lease)
             })
             .collect();
@@ -30,7 +30,7 @@ fn leased_blocks_never_admit_beyond_the_limit_and_refunds_return_the_rest() {
         // 1,000 requests for 100 units.
         for i in 0..1000 {
             let p = &processes[i % 3];
-            admitted += u64::from(p.acquire().await.unwrap());
+            admitted += u64::from(p.acquire().await.unwrap().allowed);
             assert!(p.held() < 20);
         }
         let held: u64 = processes.iter().map(|p| p.held()).sum();
@@ -59,9 +59,9 @@ fn an_adaptive_block_asks_for_one_unit_on_a_cold_key() {
             client(&s, Protocol::Resp3),
             "cold",
             policy,
-            BlockLease::adaptive(20),
+            LeasePlan::adaptive(20),
         );
-        assert!(cold.acquire().await.unwrap());
+        assert!(cold.acquire().await.unwrap().allowed);
         assert_eq!(cold.held(), 0, "one unit asked, one used");
         let left = Peek::new("cold", policy).query(&mut c).unwrap().remaining;
         assert_eq!(left, 99);
@@ -79,10 +79,10 @@ fn an_idle_key_gives_its_block_back_by_itself() {
             client(&s, Protocol::Resp2),
             "idle",
             policy,
-            BlockLease::fixed(20),
+            LeasePlan::fixed(20),
         ));
         let refunder = hot.refund_when_idle(Duration::from_millis(20));
-        assert!(hot.acquire().await.unwrap());
+        assert!(hot.acquire().await.unwrap().allowed);
         let left =
             |c: &mut redis::Connection| Peek::new("idle", policy).query(c).unwrap().remaining;
         assert_eq!(left(&mut c), 80);
@@ -107,13 +107,13 @@ fn a_queued_lease_waits_on_its_own_connection_and_shares_the_block_it_brings() {
     let policy = Gcra::new(10, Duration::from_secs(10));
     block_on(async {
         let shared = client(&s, Protocol::Resp2);
-        let lease = BlockLease::fixed(4).queued(Duration::from_secs(60));
+        let lease = LeasePlan::fixed(4).queued(Duration::from_secs(60));
         let hot = std::sync::Arc::new(
             LeasedLimit::new(shared.clone(), "q", policy, lease)
                 .queue_on(client(&s, Protocol::Resp2)),
         );
         for _ in 0..4 {
-            assert!(hot.acquire().await.unwrap());
+            assert!(hot.acquire().await.unwrap().allowed);
         }
         // Someone else takes the other 6: the next block must accrue.
         let rest = Decide::new("q", policy).charge(Charge::Cost(6));
@@ -121,7 +121,7 @@ fn a_queued_lease_waits_on_its_own_connection_and_shares_the_block_it_brings() {
         let requests: Vec<_> = (0..2)
             .map(|_| {
                 let hot = hot.clone();
-                tokio::spawn(async move { hot.acquire().await.unwrap() })
+                tokio::spawn(async move { hot.acquire().await.unwrap().allowed })
             })
             .collect();
         // One queued call for both requests (bounded wait for it to arrive).
@@ -155,7 +155,7 @@ fn a_leased_limit_tells_the_wait_the_store_tells() {
         for leased in [false, true] {
             let mut limit = HttpLimit::per_key(policy).name("per-key");
             if leased {
-                limit = limit.prefix("leased:").leased(BlockLease::fixed(5));
+                limit = limit.prefix("leased:").leased(LeasePlan::fixed(5));
             }
             let app = router(
                 by_api_key(client(&s, Protocol::Resp2))

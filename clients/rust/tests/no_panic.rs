@@ -17,8 +17,8 @@ use redis_ratelimit_client::http::{
 };
 use redis_ratelimit_client::{
     acquire, parse_duration, All, AllDecision, BlockLease, Bucket, Charge, Client, Command,
-    Concurrency, Decide, Decision, Fixed, Gcra, LeasedLimit, Peek, Policy, Quota, Sliding,
-    Throttle, MAX_COUNT, MAX_DURATION,
+    Concurrency, Decide, Decision, Fixed, Gcra, LeasePlan, LeasedLimit, Peek, Policy, Quota,
+    Sliding, Throttle, MAX_COUNT, MAX_DURATION,
 };
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Once};
@@ -162,9 +162,11 @@ proptest! {
 
     #[test]
     fn block_leases_and_limits_of_any_size(k in count(), d in duration(), n in name(), p in policy()) {
-        let lease = BlockLease::adaptive(k).queued(d);
+        let plan = LeasePlan::adaptive(k).queued(d);
+        let _ = (plan.max_block(), plan.is_adaptive(), plan.queue_timeout());
+        let lease = BlockLease::from(plan);
         let _ = (lease.block(), lease.held(), lease.blocked_until(), lease.queues());
-        let limit = HttpLimit::per_key(p).name(n.clone()).prefix(n.clone()).leased(BlockLease::fixed(k));
+        let limit = HttpLimit::per_key(p).name(n.clone()).prefix(n.clone()).leased(LeasePlan::fixed(k));
         let _ = limit.key_for(&n);
         let _ = HttpLimit::shared(p).name(n.clone()).key_for(&n);
     }
@@ -192,7 +194,7 @@ proptest! {
             let _ = tokio::time::timeout(short, forever.send(&call)).await;
             let _ = tokio::time::timeout(short, client.acquire(&Decide::new("k", p))).await;
             let layer = RedisRateLimitLayer::builder(client.clone(), HeaderKey::new(http::header::AUTHORIZATION))
-                .limit(HttpLimit::per_key(p).name(n.clone()).leased(BlockLease::adaptive(k)))
+                .limit(HttpLimit::per_key(p).name(n.clone()).leased(LeasePlan::adaptive(k)))
                 .wait(d)
                 .deny_cache(k.min(1 << 20) as usize)
                 .degraded(k.min(1 << 20) as usize)
@@ -341,12 +343,11 @@ fn leasing_layers_and_undos_on_real_replies_at_the_extremes() {
                 let guard = Duration::from_secs(20);
                 let client = Client::new(redis_ratelimit_client::connect(&url).unwrap());
                 let lease = if adaptive {
-                    BlockLease::adaptive(k)
+                    LeasePlan::adaptive(k)
                 } else {
-                    BlockLease::fixed(k)
+                    LeasePlan::fixed(k)
                 };
-                let hot =
-                    LeasedLimit::new(client.clone(), format!("hot{n}"), policy, lease.clone());
+                let hot = LeasedLimit::new(client.clone(), format!("hot{n}"), policy, lease);
                 let layer = RedisRateLimitLayer::builder(
                     client.clone(),
                     HeaderKey::new(http::header::AUTHORIZATION),
@@ -430,7 +431,7 @@ fn a_block_of_max_count_on_one_per_three_seconds_admits_one_even_failing_open() 
             RedisRateLimitLayer::builder(client, HeaderKey::new(http::header::AUTHORIZATION))
                 .limit(
                     HttpLimit::per_key(policy)
-                        .leased(BlockLease::fixed(MAX_COUNT))
+                        .leased(LeasePlan::fixed(MAX_COUNT))
                         .fail_open(),
                 )
                 .build()

@@ -107,6 +107,40 @@ pub fn header_fields(decision: &AllDecision, limits: &[Named]) -> Vec<(&'static 
     fields
 }
 
+/// The older `X-RateLimit-*` fields (tower_governor's, GitHub's), for
+/// clients that read them: `x-ratelimit-limit` (the quota),
+/// `x-ratelimit-remaining` and `x-ratelimit-reset` (seconds until the
+/// limit is full again, or on a denial the wait) of the deciding limit on a
+/// denial (with `x-ratelimit-after`, the wait), otherwise of the limit
+/// with the least left.
+pub fn legacy_fields(decision: &AllDecision, limits: &[Named]) -> Vec<(&'static str, String)> {
+    let pair = |i: usize| Some((limits.get(i)?, decision.limits.get(i)?));
+    if let Some((i, wait)) = deciding(decision) {
+        let wait = ceil_seconds(wait).to_string();
+        let Some((limit, d)) = pair(i) else {
+            return vec![("x-ratelimit-after", wait)];
+        };
+        return vec![
+            ("x-ratelimit-limit", limit.quota.q.to_string()),
+            ("x-ratelimit-remaining", d.remaining.to_string()),
+            ("x-ratelimit-reset", wait.clone()),
+            ("x-ratelimit-after", wait),
+        ];
+    }
+    let least = (0..limits.len().min(decision.limits.len()))
+        .min_by_key(|&i| decision.limits[i].remaining)
+        .and_then(pair);
+    let Some((limit, d)) = least else {
+        return Vec::new();
+    };
+    let reset = ceil_seconds(d.reset_after).min(limit.quota.w);
+    vec![
+        ("x-ratelimit-limit", limit.quota.q.to_string()),
+        ("x-ratelimit-remaining", d.remaining.to_string()),
+        ("x-ratelimit-reset", reset.to_string()),
+    ]
+}
+
 /// The `application/problem+json` body of a 429, naming the limits that
 /// denied.
 pub fn problem(decision: &AllDecision, limits: &[Named]) -> String {

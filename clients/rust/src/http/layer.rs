@@ -2,18 +2,18 @@
 //! denial), the contract's headers on every response, `429` with a problem
 //! body, `503` or admission when the store cannot answer.
 
-use super::headers::{deciding, header_fields, problem, Named};
+use super::headers::{deciding, header_fields, legacy_fields, problem, Named};
 use super::leases::{Leases, Outcome};
 use super::rejection::{Denial, Reason, Rejection};
 use super::{HttpLimit, KeyExtractor, OnStoreError};
-use crate::blocks::{Flight, MOST_WAITS};
+use crate::blocks::{BlockLease, Flight, MOST_WAITS};
 use crate::command::All;
 use crate::degraded::Shares;
 use crate::deny_cache::DenyCache;
 use crate::reply::{AllDecision, Decision};
 use crate::{Client, Error};
 use http::request::Parts;
-use http::{HeaderName, HeaderValue, Request, Response, StatusCode};
+use http::{HeaderName, HeaderValue, Method, Request, Response, StatusCode};
 use redis::aio::ConnectionManager;
 use std::collections::HashMap;
 use std::future::Future;
@@ -24,7 +24,7 @@ use std::time::{Duration, Instant};
 
 type ErrorHook = Arc<dyn Fn(&Error) + Send + Sync>;
 type CostOf = Arc<dyn Fn(&Parts) -> u64 + Send + Sync>;
-type ErrorHandler = Arc<dyn Fn(Rejection) -> Response<String> + Send + Sync>;
+type ErrorHandler<B> = Arc<dyn Fn(Rejection) -> Response<B> + Send + Sync>;
 
 /// How many keys' block leases a layer keeps unless told otherwise.
 pub const DEFAULT_LEASE_CAPACITY: usize = 10_000;
@@ -48,9 +48,11 @@ struct Config<K, C> {
     missing_key: (StatusCode, &'static str),
     on_error: Option<ErrorHook>,
     headers: bool,
+    legacy_headers: bool,
+    /// The methods limited; every method when `None`.
+    methods: Option<Vec<Method>>,
     /// The units a request costs; 1 when `None`.
     cost: Option<CostOf>,
-    error_handler: Option<ErrorHandler>,
 }
 
 /// Limits every request of the service it wraps: a key taken from each
@@ -72,15 +74,21 @@ struct Config<K, C> {
 /// // axum: Router::new().route("/", get(handler)).layer(layer)
 /// # Ok(()) }
 /// ```
+///
+/// `B` is the body of the responses the layer gives itself (`String`
+/// unless [`Builder::error_handler`] returns another): the wrapped
+/// service's response body must be `From<B>`.
 #[non_exhaustive]
-pub struct RedisRateLimitLayer<K, C = ConnectionManager> {
+pub struct RedisRateLimitLayer<K, C = ConnectionManager, B = String> {
     config: Arc<Config<K, C>>,
+    handler: ErrorHandler<B>,
 }
 
-impl<K, C> Clone for RedisRateLimitLayer<K, C> {
+impl<K, C, B> Clone for RedisRateLimitLayer<K, C, B> {
     fn clone(&self) -> Self {
         RedisRateLimitLayer {
             config: Arc::clone(&self.config),
+            handler: Arc::clone(&self.handler),
         }
     }
 }
@@ -89,18 +97,19 @@ impl<K, C> Clone for RedisRateLimitLayer<K, C> {
 /// [`Builder::build`].
 #[must_use = "a builder does nothing until built"]
 #[non_exhaustive]
-pub struct Builder<K, C = ConnectionManager> {
+pub struct Builder<K, C = ConnectionManager, B = String> {
     config: Config<K, C>,
+    handler: ErrorHandler<B>,
 }
 
-impl<K, C> Builder<K, C>
+impl<K, C, B> Builder<K, C, B>
 where
     K: KeyExtractor,
     C: redis::aio::ConnectionLike + Clone + Send + Sync + 'static,
 {
     /// Adds a limit; every request must pass all of them, decided in one
     /// `RL.ALL` (in a cluster, their keys must share a hash slot).
-    pub fn limit(mut self, limit: HttpLimit) -> Builder<K, C> {
+    pub fn limit(mut self, limit: HttpLimit) -> Builder<K, C, B> {
         self.config.limits.push(limit);
         self
     }
@@ -108,14 +117,14 @@ where
     /// Keeps the block leases of at most `capacity` keys (default
     /// [`DEFAULT_LEASE_CAPACITY`]); the least recently used gives way, its
     /// units refunded at the next idle sweep.
-    pub fn lease_capacity(mut self, capacity: usize) -> Builder<K, C> {
+    pub fn lease_capacity(mut self, capacity: usize) -> Builder<K, C, B> {
         self.config.lease_capacity = capacity;
         self
     }
 
     /// Queues a request on the server for up to `timeout` (`WAIT`) before
     /// denying it; the client's timeout is added to the wait.
-    pub fn wait(mut self, timeout: Duration) -> Builder<K, C> {
+    pub fn wait(mut self, timeout: Duration) -> Builder<K, C, B> {
         self.config.wait = Some(timeout);
         self
     }
@@ -128,7 +137,7 @@ where
     /// this layer moves it on by the time one unit takes, so a key offered
     /// more than its limit reaches the store about once per admission (see
     /// [`crate::deny_cache`]).
-    pub fn deny_cache(mut self, capacity: usize) -> Builder<K, C> {
+    pub fn deny_cache(mut self, capacity: usize) -> Builder<K, C, B> {
         self.config.deny_cache = Some(Arc::new(DenyCache::new(capacity)));
         self
     }
@@ -142,28 +151,61 @@ where
     /// fail-open limits admit. A denial there is a `429` with
     /// `Retry-After`; an admission carries no `RateLimit` fields. The next
     /// answer from the store ends it.
-    pub fn degraded(mut self, capacity: usize) -> Builder<K, C> {
+    pub fn degraded(mut self, capacity: usize) -> Builder<K, C, B> {
         self.config.shares = Some(Arc::new(Mutex::new(Shares::new(capacity))));
         self
     }
 
-    /// The status and body for a request without a key (default `401`).
-    pub fn missing_key(mut self, status: StatusCode, body: &'static str) -> Builder<K, C> {
+    /// The status and body for a request the key extractor finds no key
+    /// in (default `500`: a layer that cannot key its requests is
+    /// misconfigured; say `401` where the key is the caller's to give, such
+    /// as an API key).
+    pub fn missing_key(mut self, status: StatusCode, body: &'static str) -> Builder<K, C, B> {
         self.config.missing_key = (status, body);
         self
     }
 
     /// Called with each store error (for the log). Responses never carry
     /// the store's words: they name keys.
-    pub fn on_error(mut self, hook: impl Fn(&Error) + Send + Sync + 'static) -> Builder<K, C> {
+    pub fn on_error(mut self, hook: impl Fn(&Error) + Send + Sync + 'static) -> Builder<K, C, B> {
         self.config.on_error = Some(Arc::new(hook));
         self
     }
 
     /// Whether responses carry the `RateLimit-Policy`, `RateLimit` and
     /// `Retry-After` fields (default `true`).
-    pub fn headers(mut self, on: bool) -> Builder<K, C> {
+    pub fn headers(mut self, on: bool) -> Builder<K, C, B> {
         self.config.headers = on;
+        self
+    }
+
+    /// Whether responses also carry the older `x-ratelimit-limit`,
+    /// `x-ratelimit-remaining`, `x-ratelimit-reset` and, on a denial,
+    /// `x-ratelimit-after` fields (default `false`; see
+    /// [`super::legacy_fields`]).
+    pub fn legacy_headers(mut self, on: bool) -> Builder<K, C, B> {
+        self.config.legacy_headers = on;
+        self
+    }
+
+    /// Limits only requests of these methods; the others are served
+    /// without a round trip, a key or header fields (default: every
+    /// method).
+    ///
+    /// ```no_run
+    /// # fn f(client: redis_ratelimit_client::Client) -> Result<(), redis_ratelimit_client::Error> {
+    /// use redis_ratelimit_client::http::{HttpLimit, RedisRateLimitLayer, SmartIp};
+    /// use redis_ratelimit_client::Gcra;
+    /// use std::time::Duration;
+    /// // Writes only: 10 a minute per client address.
+    /// let layer = RedisRateLimitLayer::builder(client, SmartIp)
+    ///     .limit(HttpLimit::per_key(Gcra::new(10, Duration::from_secs(60))))
+    ///     .methods([http::Method::POST, http::Method::PUT, http::Method::DELETE])
+    ///     .build()?;
+    /// # let _ = layer; Ok(()) }
+    /// ```
+    pub fn methods(mut self, methods: impl IntoIterator<Item = Method>) -> Builder<K, C, B> {
+        self.config.methods = Some(methods.into_iter().collect());
         self
     }
 
@@ -192,7 +234,10 @@ where
     ///     .build()?;
     /// # let _ = layer; Ok(()) }
     /// ```
-    pub fn cost(mut self, cost: impl Fn(&Parts) -> u64 + Send + Sync + 'static) -> Builder<K, C> {
+    pub fn cost(
+        mut self,
+        cost: impl Fn(&Parts) -> u64 + Send + Sync + 'static,
+    ) -> Builder<K, C, B> {
         self.config.cost = Some(Arc::new(cost));
         self
     }
@@ -201,7 +246,10 @@ where
     /// without a key, the store unavailable or in error: a [`Rejection`],
     /// with the response the layer would give) to the response it gets.
     /// Without one, that default response is given: `429` with the
-    /// `RateLimit` fields and a problem body, `401`, `503` or `500`.
+    /// `RateLimit` fields and a problem body, `500` without a key, `503`
+    /// or `500`. The handler may return any `http::Response<T>` whose body
+    /// the service's converts from (`T` = `String`, or with axum
+    /// `.into_response()` of any `IntoResponse`).
     ///
     /// ```no_run
     /// # fn f(client: redis_ratelimit_client::Client) -> Result<(), redis_ratelimit_client::Error> {
@@ -231,19 +279,21 @@ where
     ///     .build()?;
     /// # let _ = layer; Ok(()) }
     /// ```
-    pub fn error_handler(
-        mut self,
-        handler: impl Fn(Rejection) -> Response<String> + Send + Sync + 'static,
-    ) -> Builder<K, C> {
-        self.config.error_handler = Some(Arc::new(handler));
-        self
+    pub fn error_handler<T>(
+        self,
+        handler: impl Fn(Rejection) -> Response<T> + Send + Sync + 'static,
+    ) -> Builder<K, C, T> {
+        Builder {
+            config: self.config,
+            handler: Arc::new(handler),
+        }
     }
 
     /// The layer, once every limit's policy is one the server takes
     /// ([`crate::Policy::validate`]) and a rate limit (a `Concurrency`
     /// policy needs releasing when the request ends: use
     /// [`Client::acquire`]), with at least one limit.
-    pub fn build(mut self) -> Result<RedisRateLimitLayer<K, C>, Error> {
+    pub fn build(mut self) -> Result<RedisRateLimitLayer<K, C, B>, Error> {
         if self.config.limits.is_empty() {
             return Err(Error::Config("a layer needs at least one limit".into()));
         }
@@ -270,6 +320,7 @@ where
         self.config.renew_leases();
         Ok(RedisRateLimitLayer {
             config: Arc::new(self.config),
+            handler: self.handler,
         })
     }
 }
@@ -296,15 +347,26 @@ where
                 shares: None,
                 leases: None,
                 lease_capacity: DEFAULT_LEASE_CAPACITY,
-                missing_key: (StatusCode::UNAUTHORIZED, "missing rate-limit key\n"),
+                missing_key: (
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    "no rate-limit key in the request\n",
+                ),
                 on_error: None,
                 headers: true,
+                legacy_headers: false,
+                methods: None,
                 cost: None,
-                error_handler: None,
             },
+            handler: Arc::new(|rejection: Rejection| rejection.response),
         }
     }
+}
 
+impl<K, C, B> RedisRateLimitLayer<K, C, B>
+where
+    K: KeyExtractor,
+    C: redis::aio::ConnectionLike + Clone + Send + Sync + 'static,
+{
     /// A task (on the current tokio runtime) that refunds the units of
     /// leased keys unused for `idle`, checking twice per `idle`; `None`
     /// without leased limits. It holds the layer's leases weakly and ends
@@ -341,29 +403,32 @@ where
     }
 }
 
-impl<S, K, C> tower_layer::Layer<S> for RedisRateLimitLayer<K, C> {
-    type Service = RedisRateLimit<S, K, C>;
+impl<S, K, C, B> tower_layer::Layer<S> for RedisRateLimitLayer<K, C, B> {
+    type Service = RedisRateLimit<S, K, C, B>;
 
-    fn layer(&self, inner: S) -> RedisRateLimit<S, K, C> {
+    fn layer(&self, inner: S) -> RedisRateLimit<S, K, C, B> {
         RedisRateLimit {
             inner,
             config: self.config.clone(),
+            handler: self.handler.clone(),
         }
     }
 }
 
 /// The service [`RedisRateLimitLayer`] wraps around another.
 #[non_exhaustive]
-pub struct RedisRateLimit<S, K, C = ConnectionManager> {
+pub struct RedisRateLimit<S, K, C = ConnectionManager, B = String> {
     inner: S,
     config: Arc<Config<K, C>>,
+    handler: ErrorHandler<B>,
 }
 
-impl<S: Clone, K, C> Clone for RedisRateLimit<S, K, C> {
+impl<S: Clone, K, C, B> Clone for RedisRateLimit<S, K, C, B> {
     fn clone(&self) -> Self {
         RedisRateLimit {
             inner: self.inner.clone(),
             config: Arc::clone(&self.config),
+            handler: Arc::clone(&self.handler),
         }
     }
 }
@@ -387,7 +452,10 @@ where
         let policies: Vec<_> = self
             .limits
             .iter()
-            .map(|l| l.lease.clone().map(|lease| (l.policy, lease.unqueued())))
+            .map(|l| {
+                l.lease
+                    .map(|plan| (l.policy, BlockLease::from(plan.unqueued())))
+            })
             .collect();
         self.leases = policies.iter().any(Option::is_some).then(|| {
             Arc::new(Leases::new(
@@ -415,7 +483,13 @@ where
     }
 
     async fn decide(&self, request: &Parts) -> Verdict {
-        let Some(request_key) = self.extractor.key(request) else {
+        if let Some(methods) = &self.methods {
+            if !methods.contains(&request.method) {
+                return Verdict::Serve(Vec::new(), None);
+            }
+        }
+        // Formatted at once: a typed key need not be `Send`.
+        let Some(request_key) = self.extractor.key(request).map(|k| k.to_string()) else {
             let (status, body) = self.missing_key;
             return self.answer(Reason::MissingKey, status, body.to_string(), Vec::new());
         };
@@ -516,12 +590,19 @@ where
     }
 
     fn serve(&self, decision: AllDecision) -> Verdict {
-        let fields = if self.headers {
-            header_fields(&decision, &self.named)
-        } else {
-            Vec::new()
-        };
-        Verdict::Serve(fields, Some(decision))
+        Verdict::Serve(self.fields(&decision), Some(decision))
+    }
+
+    /// The header fields the layer is set to give for a decision.
+    fn fields(&self, decision: &AllDecision) -> Vec<(&'static str, String)> {
+        let mut fields = Vec::new();
+        if self.headers {
+            fields = header_fields(decision, &self.named);
+        }
+        if self.legacy_headers {
+            fields.extend(legacy_fields(decision, &self.named));
+        }
+        fields
     }
 
     /// Whether this request may ask the store: denied by a remembered
@@ -608,7 +689,7 @@ where
             Reason::Denied(denial),
             StatusCode::TOO_MANY_REQUESTS,
             problem(decision, &self.named),
-            header_fields(decision, &self.named),
+            self.fields(decision),
         )
     }
 
@@ -632,7 +713,7 @@ where
             http::header::CONTENT_TYPE,
             HeaderValue::from_static(content_type),
         );
-        if self.headers || status == StatusCode::SERVICE_UNAVAILABLE {
+        if self.headers || self.legacy_headers || status == StatusCode::SERVICE_UNAVAILABLE {
             add_fields(response.headers_mut(), fields);
         }
         Verdict::Answer(Rejection { reason, response })
@@ -844,14 +925,15 @@ impl Drop for Probe {
     }
 }
 
-impl<S, K, C, ReqB, ResB> tower_service::Service<Request<ReqB>> for RedisRateLimit<S, K, C>
+impl<S, K, C, B, ReqB, ResB> tower_service::Service<Request<ReqB>> for RedisRateLimit<S, K, C, B>
 where
     S: tower_service::Service<Request<ReqB>, Response = Response<ResB>> + Clone + Send + 'static,
     S::Future: Send + 'static,
     K: KeyExtractor,
     C: redis::aio::ConnectionLike + Clone + Send + Sync + 'static,
+    B: 'static,
     ReqB: Send + 'static,
-    ResB: From<String> + Send + 'static,
+    ResB: From<B> + Send + 'static,
 {
     type Response = Response<ResB>;
     type Error = S::Error;
@@ -867,6 +949,7 @@ where
         let ready = self.inner.clone();
         let mut inner = std::mem::replace(&mut self.inner, ready);
         let config = self.config.clone();
+        let handler = self.handler.clone();
         Box::pin(async move {
             let (parts, body) = request.into_parts();
             match config.decide(&parts).await {
@@ -879,13 +962,7 @@ where
                     add_fields(response.headers_mut(), fields);
                     Ok(response)
                 }
-                Verdict::Answer(rejection) => {
-                    let response = match &config.error_handler {
-                        Some(handler) => handler(rejection),
-                        None => rejection.response,
-                    };
-                    Ok(response.map(ResB::from))
-                }
+                Verdict::Answer(rejection) => Ok(handler(rejection).map(ResB::from)),
             }
         })
     }

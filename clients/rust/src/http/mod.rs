@@ -14,6 +14,9 @@
 //!     .limit(HttpLimit::per_key(Gcra::new(10, Duration::from_secs(1))).name("per-key").prefix("rl:key:"))
 //!     // A safety limit for everyone: admits while it cannot be checked.
 //!     .limit(HttpLimit::shared(Sliding::new(1000, Duration::from_secs(60)).approx()).name("global").fail_open())
+//!     // Without an API key: the caller's fault (the default, 500, is for a
+//!     // layer that cannot key its requests).
+//!     .missing_key(http::StatusCode::UNAUTHORIZED, "missing X-Api-Key\n")
 //!     .build()?;
 //! // axum: Router::new().route(...).layer(layer)
 //! # Ok(()) }
@@ -27,11 +30,14 @@
 //! |---|---|
 //! | `GovernorLayer` / `Governor` | [`RedisRateLimitLayer`] / [`RedisRateLimit`] |
 //! | `GovernorConfigBuilder::default().per_second(..).burst_size(..).finish()` | `RedisRateLimitLayer::builder(client, key).limit(HttpLimit::per_key(Gcra::new(..).burst(..))).build()` |
-//! | `KeyExtractor`, `PeerIpKeyExtractor`, `SmartIpKeyExtractor` | [`KeyExtractor`], [`PeerIp`], [`HeaderKey`] (any `Fn(&Parts) -> Option<String>`) |
-//! | `.use_headers()` (`x-ratelimit-*`) | [`Builder::headers`], on by default (`RateLimit-Policy`, `RateLimit`, `Retry-After` of the IETF draft) |
-//! | `.error_handler(\|err: GovernorError\| ..)` | [`Builder::error_handler`]`(\|rejection: Rejection\| ..)`: the [`Reason`] (a [`Denial`] with the deciding limit's name, `retry_after`, `remaining` and the decision; a missing key; the store unavailable or in error) and the default response to keep or replace |
+//! | `KeyExtractor` (typed keys) | [`KeyExtractor`] (its `Key: Display`); any `Fn(&Parts) -> Option<T>` |
+//! | `PeerIpKeyExtractor`, `SmartIpKeyExtractor`, `GlobalKeyExtractor` | [`PeerIp`], [`SmartIp`] (`Forwarded`, `X-Forwarded-For`, `X-Real-IP`, the peer), [`GlobalKey`]; and [`HeaderKey`] |
+//! | `.methods(..)` | [`Builder::methods`]: other methods pass without a round trip |
+//! | `.use_headers()` (`x-ratelimit-*`) | [`Builder::legacy_headers`]; the IETF draft's `RateLimit-Policy`, `RateLimit`, `Retry-After` are on by default ([`Builder::headers`]) |
+//! | `.error_handler(\|err: GovernorError\| ..)` | [`Builder::error_handler`]`(\|rejection: Rejection\| response)`, any `http::Response` (with axum, `.into_response()` of any `IntoResponse`): the [`Reason`] (a [`Denial`] with the deciding limit's name, `retry_after`, `remaining` and the decision; a missing key; the store unavailable or in error) and the default response to keep or replace |
+//! | no key: `500` | no key: `500` unless [`Builder::missing_key`] says otherwise |
 //! | every request costs 1 | [`Builder::cost`]`(\|request: &Parts\| n)`, 0 free |
-//! | — | [`Builder::on_error`] (every store error, for the log), [`Builder::missing_key`], the [`crate::AllDecision`] in each served request's extensions |
+//! | — | [`Builder::on_error`] (every store error, for the log), the [`crate::AllDecision`] in each served request's extensions |
 //! | — (one process's memory) | fail-open / fail-closed per limit, degraded mode, deny cache, block leasing |
 //!
 //! What the store cannot answer: a limit admits ([`HttpLimit::fail_open`])
@@ -42,17 +48,17 @@
 //! of [`Builder::build`].
 
 pub mod headers;
+mod keys;
 mod layer;
 mod leases;
 mod rejection;
 
-pub use headers::{ceil_seconds, header_fields, problem, Named};
+pub use headers::{ceil_seconds, header_fields, legacy_fields, problem, Named};
+pub use keys::{GlobalKey, HeaderKey, KeyExtractor, PeerIp, SmartIp};
 pub use layer::{Builder, RedisRateLimit, RedisRateLimitLayer, DEFAULT_LEASE_CAPACITY};
 pub use rejection::{Denial, Reason, Rejection};
 
-use crate::{BlockLease, Policy};
-use http::request::Parts;
-use http::HeaderName;
+use crate::{LeasePlan, Policy};
 
 /// What a limit does when the store cannot answer in time.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -96,7 +102,7 @@ pub struct HttpLimit {
     key: KeyOf,
     policy: Policy,
     on_store_error: OnStoreError,
-    lease: Option<BlockLease>,
+    lease: Option<LeasePlan>,
 }
 
 impl HttpLimit {
@@ -154,14 +160,14 @@ impl HttpLimit {
     /// `REFUND` when the key is idle
     /// ([`RedisRateLimitLayer::refund_when_idle`]), at shutdown
     /// ([`RedisRateLimitLayer::refund_all`]) and when the layer is
-    /// dropped. `lease` is the policy each key starts with, e.g.
-    /// `BlockLease::fixed(20)`. The layer's calls share one connection,
+    /// dropped. `plan` is how each key is leased, e.g.
+    /// `LeasePlan::fixed(20)`. The layer's calls share one connection,
     /// which a queued call would hold: its leases take what fits
-    /// (`PARTIAL`) and never queue ([`BlockLease::queued`] is ignored
+    /// (`PARTIAL`) and never queue ([`LeasePlan::queued`] is ignored
     /// here; [`crate::LeasedLimit::queue_on`] queues on a connection of
     /// its own).
-    pub fn leased(mut self, lease: BlockLease) -> HttpLimit {
-        self.lease = Some(lease);
+    pub fn leased(mut self, plan: LeasePlan) -> HttpLimit {
+        self.lease = Some(plan);
         self
     }
 
@@ -199,84 +205,5 @@ impl HttpLimit {
             KeyOf::Shared(Some(key)) => key.clone(),
             KeyOf::Shared(None) => format!("rl:shared:{}", self.name),
         }
-    }
-}
-
-/// Takes the key that requests are limited by (an API key, a user, an IP)
-/// from a request; `None` refuses the request (`401` by default). Any
-/// `Fn(&Parts) -> Option<String>` is one.
-pub trait KeyExtractor: Clone + Send + Sync + 'static {
-    /// The request's key, or `None` to refuse it.
-    fn key(&self, request: &Parts) -> Option<String>;
-}
-
-impl<F> KeyExtractor for F
-where
-    F: Fn(&Parts) -> Option<String> + Clone + Send + Sync + 'static,
-{
-    fn key(&self, request: &Parts) -> Option<String> {
-        self(request)
-    }
-}
-
-/// The value of a request header (non-empty, visible ASCII) as the key.
-///
-/// ```
-/// use redis_ratelimit_client::http::HeaderKey;
-/// let by_api_key = HeaderKey::new(http::HeaderName::from_static("x-api-key"));
-/// let by_auth = HeaderKey::new(http::header::AUTHORIZATION);
-/// # let _ = (by_api_key, by_auth);
-/// ```
-#[derive(Clone, Debug)]
-#[non_exhaustive]
-pub struct HeaderKey(HeaderName);
-
-impl HeaderKey {
-    /// The value of the header `name`.
-    pub fn new(name: HeaderName) -> HeaderKey {
-        HeaderKey(name)
-    }
-}
-
-impl KeyExtractor for HeaderKey {
-    fn key(&self, request: &Parts) -> Option<String> {
-        request
-            .headers
-            .get(&self.0)
-            .and_then(|v| v.to_str().ok())
-            .filter(|k| !k.is_empty())
-            .map(str::to_string)
-    }
-}
-
-/// The peer's IP address as the key: a `SocketAddr` in the request's
-/// extensions, or (with the `axum` feature) axum's
-/// `ConnectInfo<SocketAddr>` (serve with
-/// `into_make_service_with_connect_info::<SocketAddr>()`). `None` (a
-/// `401`) when neither is there. Behind a proxy every request
-/// has the proxy's address: take a header the proxy sets instead
-/// ([`HeaderKey`]).
-#[derive(Clone, Copy, Debug, Default)]
-#[non_exhaustive]
-pub struct PeerIp;
-
-impl PeerIp {
-    /// The peer's IP address as the key.
-    pub const fn new() -> PeerIp {
-        PeerIp
-    }
-}
-
-impl KeyExtractor for PeerIp {
-    fn key(&self, request: &Parts) -> Option<String> {
-        let addr = request.extensions.get::<std::net::SocketAddr>().copied();
-        #[cfg(feature = "axum")]
-        let addr = addr.or_else(|| {
-            request
-                .extensions
-                .get::<axum::extract::ConnectInfo<std::net::SocketAddr>>()
-                .map(|c| c.0)
-        });
-        Some(addr?.ip().to_string())
     }
 }

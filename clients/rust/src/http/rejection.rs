@@ -36,8 +36,9 @@ pub struct Rejection {
     /// Why the request is not served.
     pub reason: Reason,
     /// What the layer answers by default: `429` with the `RateLimit`
-    /// fields and a problem body, `401` without a key ([`super::Builder::missing_key`]),
-    /// `503` while the store is unavailable, `500` on a store error.
+    /// fields and a problem body, `500` without a key (or what
+    /// [`super::Builder::missing_key`] says), `503` while the store is
+    /// unavailable, `500` on a store error.
     pub response: Response<String>,
 }
 

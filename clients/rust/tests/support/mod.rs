@@ -8,7 +8,7 @@ use axum::http::HeaderName;
 use axum::routing::get as route;
 use axum::Router;
 use redis_ratelimit_client::http::{Builder, HeaderKey, HttpLimit, RedisRateLimitLayer};
-use redis_ratelimit_client::{connect, BlockLease, Client, Gcra};
+use redis_ratelimit_client::{connect, Client, Gcra, LeasePlan};
 use std::future::Future;
 use std::time::Duration;
 
@@ -133,7 +133,7 @@ pub fn hot_leased_layers(
             let limit = HttpLimit::shared(policy)
                 .name("hot")
                 .key("rl:hot")
-                .leased(BlockLease::fixed(20));
+                .leased(LeasePlan::fixed(20));
             builder(client(server, Protocol::Resp2))
                 .limit(limit)
                 .build()
