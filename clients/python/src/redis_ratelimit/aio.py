@@ -4,17 +4,30 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from types import TracebackType
 from typing import Any, Literal, Protocol, Unpack
 
+import redis.asyncio
+import redis.asyncio.retry
+import redis.backoff
 import redis.exceptions
 
 from . import _commands
 from ._commands import Options
-from .client import renew_interval
+from ._guard import (
+    DEFAULT_DEADLINE,
+    OUTAGE,
+    PROBE_INTERVAL,
+    Fallback,
+    Guard,
+    client_options,
+    timeout,
+)
+from .client import Limits, renew_interval
 from .decision import Decision, parse_all, parse_decision, parse_throttle
-from .errors import CommandError, LimitExceeded, server_error
+from .errors import CommandError, LimitExceeded, Unavailable, server_error
 from .policy import Duration, Node, Policy, duration_ms, duration_word
 
 
@@ -32,25 +45,103 @@ class AsyncRateLimiter:
     and with ``decode_responses`` on or off; in a cluster, the keys of one
     ``RL.ALL`` or ``RL.SHARE`` must share a hash slot (``{tag}``). A server
     error is raised as :class:`~redis_ratelimit.CommandError` with the
-    server's message; connection errors and timeouts are redis-py's own.
+    server's message. The deadline, the fallback and the circuit are those
+    of :class:`~redis_ratelimit.RateLimiter`; a call past its deadline is
+    cancelled, its connection closed, and nothing of it is sent again.
     """
 
-    def __init__(self, client: AsyncClient) -> None:
+    def __init__(
+        self,
+        client: AsyncClient,
+        *,
+        deadline: float = DEFAULT_DEADLINE,
+        fallback: Fallback = "raise",
+        degraded_share: float = 1.0,
+        probe_interval: float = PROBE_INTERVAL,
+    ) -> None:
         """A limiter sending its commands through ``client``."""
         self.client = client
+        self.guard = Guard(deadline, fallback, degraded_share, probe_interval)
 
-    async def _run(self, args: Sequence[Any]) -> Any:
+    @classmethod
+    def from_url(
+        cls,
+        url: str = "redis://localhost:6379",
+        *,
+        deadline: float = DEFAULT_DEADLINE,
+        fallback: Fallback = "raise",
+        degraded_share: float = 1.0,
+        probe_interval: float = PROBE_INTERVAL,
+        **options: Any,
+    ) -> AsyncRateLimiter:
+        """A limiter on a client of its own (see :meth:`RateLimiter.from_url`)."""
+        settings = {**client_options(deadline), "retry": no_retry(), **options}
+        client = redis.asyncio.from_url(url, **settings)
+        return cls(
+            client,
+            deadline=deadline,
+            fallback=fallback,
+            degraded_share=degraded_share,
+            probe_interval=probe_interval,
+        )
+
+    async def _send(self, args: Sequence[Any], seconds: float) -> Any:
         try:
-            return await self.client.execute_command(*args)
+            return await asyncio.wait_for(self.client.execute_command(*args), max(seconds, 0.001))
         except redis.exceptions.ResponseError as e:
             raise server_error(e) from None
+
+    async def _run(self, args: Sequence[Any]) -> Any:
+        return await self._send(args, self.guard.deadline)
+
+    async def _decide(
+        self,
+        args: Sequence[Any],
+        limits: Limits,
+        options: Options,
+        parse: Callable[[Any], Decision],
+    ) -> Decision:
+        """Sends a decision within its deadline, or answers the fallback."""
+        wait = duration_ms(options["wait"]) if "wait" in options else 0
+        seconds = timeout(self.guard, options.get("deadline"), wait)
+        try:
+            reply = await self._guarded(args, seconds)
+        except Unavailable as e:
+            return self.guard.answer(limits, options.get("cost", 1), e)
+        return parse(reply)
+
+    async def _guarded(self, args: Sequence[Any], seconds: float) -> Any:
+        """One command through the circuit within ``seconds``; ``Unavailable`` on an outage."""
+        circuit = self.guard.circuit
+        step = circuit.step()
+        if step == "skip":
+            raise Unavailable("Redis is unavailable (the circuit is open)")
+        start = time.monotonic()
+        try:
+            if step == "probe":
+                await self._send(("PING",), seconds)
+            reply = await self._send(args, seconds - (time.monotonic() - start))
+        except CommandError:
+            circuit.succeeded()
+            raise
+        except OUTAGE as e:
+            circuit.failed()
+            raise Unavailable(f"Redis is unavailable: {e}") from e
+        except BaseException:
+            if step == "probe":
+                circuit.abandoned()
+            raise
+        circuit.succeeded()
+        return reply
 
     async def decide(
         self, key: str | bytes, policy: Policy, **options: Unpack[Options]
     ) -> Decision:
         """Decides one request on ``key`` under ``policy`` with its single-key command."""
         args, partial = _commands.decide(key, policy, options)
-        return parse_decision(await self._run(args), policy, partial)
+        return await self._decide(
+            args, [(key, policy)], options, lambda r: parse_decision(r, policy, partial)
+        )
 
     async def gcra(
         self,
@@ -115,7 +206,9 @@ class AsyncRateLimiter:
     ) -> Decision:
         """``RL.SKETCH``: ``limit`` per ``window`` for each ``item``, in one sketch at ``key``."""
         args = _commands.sketch(key, item, limit, window, width, depth, cost, dryrun)
-        return parse_decision(await self._run(args), None, False)
+        limits = _commands.sketch_limits(key, item, limit, window)
+        options: Options = {"cost": cost} if cost is not None else {}
+        return await self._decide(args, limits, options, lambda r: parse_decision(r, None, False))
 
     async def all(
         self,
@@ -127,14 +220,17 @@ class AsyncRateLimiter:
     ) -> Decision:
         """``RL.ALL``: every ``(key, policy)`` admits, all charged, or none changes."""
         args, partial = _commands.all_limits(limits, costs, refund_costs, options)
-        return parse_all(await self._run(args), [p for _, p in limits], partial)
+        policies = [p for _, p in limits]
+        return await self._decide(args, limits, options, lambda r: parse_all(r, policies, partial))
 
     async def share(
         self, path: Sequence[tuple[str | bytes, Node]], **options: Unpack[Options]
     ) -> Decision:
         """``RL.SHARE``: limits along a path, leaf first, lending unused capacity."""
         args = _commands.share("RL.SHARE", path, options)
-        return parse_all(await self._run(args), [None] * len(path), False)
+        limits = _commands.share_limits(path)
+        nothing = [None] * len(path)
+        return await self._decide(args, limits, options, lambda r: parse_all(r, nothing, False))
 
     async def share_peek(self, path: Sequence[tuple[str | bytes, Node]]) -> Decision:
         """``RL.SHARE.PEEK``: what one unit at the leaf would get now, changing nothing."""
@@ -169,9 +265,9 @@ class AsyncRateLimiter:
         self, key: str | bytes, max_burst: int, count: int, period: int, quantity: int = 1
     ) -> Decision:
         """``CL.THROTTLE`` (redis-cell): ``count`` per ``period`` s, bursts of ``max_burst + 1``."""
-        return parse_throttle(
-            await self._run(("CL.THROTTLE", key, max_burst, count, period, quantity))
-        )
+        args = ("CL.THROTTLE", key, max_burst, count, period, quantity)
+        limits = [(key, Policy.gcra(count, period, burst=max_burst + 1))]
+        return await self._decide(args, limits, {"cost": quantity}, parse_throttle)
 
     async def clock(self) -> int:
         """``RL.CLOCK``: the limiter's time, microseconds since the epoch."""
@@ -203,6 +299,11 @@ class AsyncRateLimiter:
         ``wait=``, after waiting up to that long on the server).
         """
         return AsyncLease(self, key, limit, ttl, renew_every, options)
+
+
+def no_retry() -> redis.asyncio.retry.Retry:
+    """redis-py's retry that does not: the deadline is the limiter's."""
+    return redis.asyncio.retry.Retry(redis.backoff.NoBackoff(), 0)
 
 
 # Tasks that finish a lease whose holder was cancelled (a release), kept
