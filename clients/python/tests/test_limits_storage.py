@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 
 import flask
 import httpx
@@ -157,3 +158,23 @@ async def test_slowapi_in_flight(fresh: Server) -> None:
     ) as http:
         responses = await asyncio.gather(*(http.get("/") for _ in range(50)))
     assert sorted(r.status_code for r in responses) == [200] * 10 + [429] * 40
+
+
+@pytest.mark.parametrize("at", [7, 50])
+def test_the_sliding_window_counter_resets_when_a_hit_is_admitted_again(
+    fresh: Server, at: int
+) -> None:
+    """10 per minute, 10 hits `at` s into an aligned window: the next fits 6 s into the next."""
+    storage = RateLimitStorage(fresh.url)
+    limiter = STRATEGIES["sliding-window-counter"](storage)
+    item = parse("10/minute")
+    clock = fresh.client()
+    clock.execute_command("RL.CLOCK", "ADVANCE", at * 1_000_000)
+    assert [limiter.hit(item, "k") for _ in range(11)] == [True] * 10 + [False]
+    told = limiter.get_window_stats(item, "k").reset_time - time.time()
+    true_wait = 60 - at + 6
+    assert true_wait - 1 < told <= true_wait + 0.1
+    clock.execute_command("RL.CLOCK", "ADVANCE", (true_wait - 1) * 1_000_000)
+    assert not limiter.hit(item, "k")  # a client that came back a second early
+    clock.execute_command("RL.CLOCK", "ADVANCE", 1_000_000)
+    assert limiter.hit(item, "k")  # one that waited as told

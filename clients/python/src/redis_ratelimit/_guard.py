@@ -222,14 +222,12 @@ def client_options(deadline: float) -> dict[str, object]:
     """redis-py options for a client whose calls end by ``deadline`` seconds.
 
     No retry (redis-py 8 retries a refused connection for about 4.4 s by
-    default), connecting and reading bounded by the deadline, RESP2 and no
-    ``CLIENT SETINFO``: connecting is one round trip, not three.
+    default), connecting and reading bounded by the deadline, and RESP2
+    (no ``HELLO`` when connecting).
     """
     return {
         "socket_timeout": deadline,
         "socket_connect_timeout": deadline,
         "retry_on_timeout": False,
         "protocol": 2,
-        "lib_name": None,
-        "lib_version": None,
     }

@@ -13,10 +13,17 @@ over the limit still counts, as ``limits`` expects), the moving window
 ``RL.SLIDING ... EXACT`` and the sliding window counter ``RL.SLIDING ...
 APPROX``. The reads behind ``test`` and ``get_window_stats`` are
 ``RL.PEEK``\\ s, which change nothing.
+
+Every command waits at most ``deadline`` seconds (a storage option,
+:data:`~redis_ratelimit.DEFAULT_DEADLINE` by default). An outage raises
+:class:`~redis_ratelimit.Unavailable` (a ``redis.ConnectionError``), at once
+while the connection is known down; Flask-Limiter and slowapi then apply
+their own fallback (``swallow_errors``, ``in_memory_fallback_enabled``).
 """
 
 from __future__ import annotations
 
+import math
 import time
 from typing import Any
 
@@ -30,8 +37,11 @@ from limits.limits import TIME_TYPES
 from limits.storage import MovingWindowSupport, SlidingWindowCounterSupport, Storage
 from limits.storage.base import TimestampedSlidingWindow
 
+from ._guard import DEFAULT_DEADLINE, PROBE_INTERVAL, client_options
+from .aio import AsyncRateLimiter
+from .aio import no_retry as async_no_retry
+from .client import RateLimiter, no_retry
 from .decision import Decision, parse_decision
-from .errors import server_error
 
 COUNTER = 9223372036854775807
 """The fixed window's limit: the largest count, so that RL.FIXED counts every hit."""
@@ -150,15 +160,17 @@ def sliding_window(reply: Any, expiry: float) -> Window | tuple[int, float]:
     return previous, reset, 0, 0.0
 
 
-def sliding_reset(count: int, reset: float, reply: Any, expiry: float) -> Window:
+def sliding_reset(count: int, reply: Any, expiry: float) -> Window:
     """The current window's reading, given when one unit frees (RL.PEEK at ``count``).
 
-    ``limits`` resets at the earlier of the previous window's next unit and
-    the end of the current window: a unit freed before the window ends is
-    the reset, else the window's end (``reset`` modulo the window).
+    ``limits`` takes the reset as the current window's TTL modulo the
+    window, so the wait until a unit frees is passed as that TTL. A wait of
+    a whole window or more (hits at the very start of a window) cannot be
+    told that way: it is told as just under a window, early by at most
+    ``expiry / limit``.
     """
     frees = _seconds(_decision(reply))
-    return 0, 0.0, count, frees if frees < reset - expiry else reset
+    return 0, 0.0, count, min(frees, math.nextafter(float(expiry), 0.0))
 
 
 def _seconds(d: Decision) -> float:
@@ -172,8 +184,9 @@ class RateLimitStorage(
     """The ``limits`` storage for ``redis+ratelimit://`` URIs (blocking redis-py).
 
     ``uri`` is a Redis URL with ``+ratelimit`` after its scheme; ``options``
-    go to :func:`redis.from_url` (``protocol=2``, ``socket_timeout=``, ...).
-    ``client`` uses a client of your own instead.
+    go to :func:`redis.from_url` after :func:`~redis_ratelimit.client_options`
+    (no retry, timeouts of ``deadline``, RESP2). ``client`` uses a client of
+    your own instead (give it those options: see the README).
     """
 
     STORAGE_SCHEME = [  # noqa: RUF012 - limits declares it a plain list
@@ -190,12 +203,18 @@ class RateLimitStorage(
         key_prefix: str = PREFIX,
         wrap_exceptions: bool = False,
         client: redis.Redis | None = None,
+        deadline: float = DEFAULT_DEADLINE,
+        probe_interval: float = PROBE_INTERVAL,
         **options: Any,
     ) -> None:
         """A storage on the server at ``uri``, its keys under ``key_prefix``."""
         super().__init__(uri, wrap_exceptions=wrap_exceptions)
         self.key_prefix = key_prefix
-        self.storage = client if client is not None else redis.from_url(redis_url(uri), **options)
+        if client is None:
+            settings = {**client_options(deadline), "retry": no_retry(), **options}
+            client = redis.from_url(redis_url(uri), **settings)
+        self.storage = client
+        self.limiter = RateLimiter(client, deadline=deadline, probe_interval=probe_interval)
 
     @property
     def base_exceptions(self) -> type[Exception] | tuple[type[Exception], ...]:
@@ -203,10 +222,7 @@ class RateLimitStorage(
         return redis.exceptions.RedisError
 
     def _run(self, args: tuple[Any, ...]) -> Any:
-        try:
-            return self.storage.execute_command(*args)  # type: ignore[no-untyped-call]
-        except redis.exceptions.ResponseError as e:
-            raise server_error(e) from None
+        return self.limiter._guarded(args, self.limiter.guard.deadline)
 
     def incr(self, key: str, expiry: int, amount: int = 1) -> int:
         """Counts ``amount`` in the key's fixed window of ``expiry`` seconds: one RL.FIXED."""
@@ -274,8 +290,8 @@ class RateLimitStorage(
         window = sliding_window(self._run(self.sliding_args(key, COUNTER, expiry)), expiry)
         if len(window) == 4:
             return window
-        count, reset = window
-        return sliding_reset(count, reset, self._run(self.sliding_args(key, count, expiry)), expiry)
+        count, _ = window
+        return sliding_reset(count, self._run(self.sliding_args(key, count, expiry)), expiry)
 
     def clear_sliding_window(self, key: str, expiry: int) -> None:
         """Resets one sliding-window-counter limit (DEL)."""
@@ -305,14 +321,18 @@ class AsyncRateLimitStorage(
         key_prefix: str = PREFIX,
         wrap_exceptions: bool = False,
         client: redis.asyncio.Redis | None = None,
+        deadline: float = DEFAULT_DEADLINE,
+        probe_interval: float = PROBE_INTERVAL,
         **options: Any,
     ) -> None:
         """A storage on the server at ``uri``, its keys under ``key_prefix``."""
         super().__init__(uri, wrap_exceptions=wrap_exceptions)
         self.key_prefix = key_prefix
-        self.storage = (
-            client if client is not None else redis.asyncio.from_url(redis_url(uri), **options)
-        )
+        if client is None:
+            settings = {**client_options(deadline), "retry": async_no_retry(), **options}
+            client = redis.asyncio.from_url(redis_url(uri), **settings)
+        self.storage = client
+        self.limiter = AsyncRateLimiter(client, deadline=deadline, probe_interval=probe_interval)
 
     @property
     def base_exceptions(self) -> type[Exception] | tuple[type[Exception], ...]:
@@ -320,10 +340,7 @@ class AsyncRateLimitStorage(
         return redis.exceptions.RedisError
 
     async def _run(self, args: tuple[Any, ...]) -> Any:
-        try:
-            return await self.storage.execute_command(*args)  # type: ignore[no-untyped-call]
-        except redis.exceptions.ResponseError as e:
-            raise server_error(e) from None
+        return await self.limiter._guarded(args, self.limiter.guard.deadline)
 
     async def incr(self, key: str, expiry: int, amount: int = 1) -> int:
         """Counts ``amount`` in the key's fixed window of ``expiry`` seconds: one RL.FIXED."""
@@ -392,9 +409,9 @@ class AsyncRateLimitStorage(
         window = sliding_window(await self._run(self.sliding_args(key, COUNTER, expiry)), expiry)
         if len(window) == 4:
             return window
-        count, reset = window
+        count, _ = window
         reply = await self._run(self.sliding_args(key, count, expiry))
-        return sliding_reset(count, reset, reply, expiry)
+        return sliding_reset(count, reply, expiry)
 
     async def clear_sliding_window(self, key: str, expiry: int) -> None:
         """Resets one sliding-window-counter limit (DEL)."""
