@@ -218,15 +218,18 @@ def timeout(guard: Guard, deadline: float | None, wait_ms: int) -> float:
     return (deadline if deadline is not None else guard.deadline) + wait_ms / 1000
 
 
-def client_options(deadline: float) -> dict[str, object]:
+def client_options(deadline: float, *, asyncio: bool = False) -> dict[str, object]:
     """redis-py options for a client whose calls end by ``deadline`` seconds.
 
     No retry (redis-py 8 retries a refused connection for about 4.4 s by
-    default), connecting and reading bounded by the deadline, and RESP2
-    (no ``HELLO`` when connecting).
+    default) and RESP2 (no ``HELLO`` when connecting). A blocking client
+    connects within the deadline and reads its handshake within it (a call
+    reads its reply with its own timeout); an asyncio client has no socket
+    timeout, as the limiter cancels the whole call at its deadline (a
+    socket timeout would cut a ``wait``).
     """
     return {
-        "socket_timeout": deadline,
+        "socket_timeout": None if asyncio else deadline,
         "socket_connect_timeout": deadline,
         "retry_on_timeout": False,
         "protocol": 2,

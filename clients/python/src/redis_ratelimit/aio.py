@@ -75,7 +75,7 @@ class AsyncRateLimiter:
         **options: Any,
     ) -> AsyncRateLimiter:
         """A limiter on a client of its own (see :meth:`RateLimiter.from_url`)."""
-        settings = {**client_options(deadline), "retry": no_retry(), **options}
+        settings = {**client_options(deadline, asyncio=True), "retry": no_retry(), **options}
         client = redis.asyncio.from_url(url, **settings)
         return cls(
             client,

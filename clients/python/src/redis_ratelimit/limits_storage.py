@@ -329,7 +329,11 @@ class AsyncRateLimitStorage(
         super().__init__(uri, wrap_exceptions=wrap_exceptions)
         self.key_prefix = key_prefix
         if client is None:
-            settings = {**client_options(deadline), "retry": async_no_retry(), **options}
+            settings = {
+                **client_options(deadline, asyncio=True),
+                "retry": async_no_retry(),
+                **options,
+            }
             client = redis.asyncio.from_url(redis_url(uri), **settings)
         self.storage = client
         self.limiter = AsyncRateLimiter(client, deadline=deadline, probe_interval=probe_interval)
