@@ -24,13 +24,25 @@ import os
 import signal
 import threading
 import time
+from collections.abc import MutableMapping
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
-from redis_ratelimit import AsyncRateLimiter, Decision, RateLimiter
+from limits import parse
+from limits.aio.strategies import FixedWindowRateLimiter as AsyncFixedWindowRateLimiter
+from limits.strategies import FixedWindowRateLimiter
+
+from redis_ratelimit import AsyncRateLimiter, Policy, RateLimiter, Unavailable
+from redis_ratelimit.asgi import HttpLimit, RateLimitMiddleware, Receive, Scope, Send, header_key
+from redis_ratelimit.limits_storage import AsyncRateLimitStorage, RateLimitStorage
 from tests.conftest import Server
 
 Kind = Literal["killed", "frozen"]
+Through = Literal["typed", "storage", "asgi"]
+"""The typed API, the ``limits`` storage (as Flask-Limiter and slowapi call it), the middleware."""
+ITEM = parse("1/hour")
+SYNC: tuple[Through, ...] = ("typed", "storage")
+ASYNC: tuple[Through, ...] = ("typed", "asgi", "storage")
 
 
 @dataclass
@@ -101,13 +113,36 @@ def _outage(server: Server, kind: Kind, trace: Trace, normal: float, down: float
     trace.back_at = time.monotonic()
 
 
-def _served(d: Decision) -> bool:
-    return d.fallback is None
+async def _request(app: RateLimitMiddleware, n: int) -> bool:
+    """One HTTP request straight through the middleware: whether the server decided it."""
+    scope = {"type": "http", "method": "GET", "path": "/", "headers": [(b"x-n", str(n).encode())]}
+    fields: list[tuple[bytes, bytes]] = []
+
+    async def receive() -> dict[str, object]:
+        return {"type": "http.request", "body": b""}
+
+    async def send(message: MutableMapping[str, Any]) -> None:
+        if message["type"] == "http.response.start":
+            fields.extend(message["headers"])
+
+    await app(scope, receive, send)
+    return any(name == b"ratelimit" for name, _ in fields)
+
+
+async def _ok(scope: Scope, receive: Receive, send: Send) -> None:
+    await send({"type": "http.response.start", "status": 200, "headers": []})
+    await send({"type": "http.response.body", "body": b""})
+
+
+def _key(through: Through, n: int) -> str:
+    """The key a decision makes on the server."""
+    return f"out:{ITEM.key_for(str(n))}" if through == "storage" else f"out:{n}"
 
 
 def _result(
     api: str, kind: Kind, deadline: float, callers: int, trace: Trace, server: Server
 ) -> Result:
+    through: Through = "storage" if "storage" in api else "typed"
     during = [c for c in trace.calls if trace.down_at <= c[0] < trace.back_at]
     times = sorted(c[1] for c in during)
     p99 = times[min(len(times) - 1, int(len(times) * 0.99))] if times else 0.0
@@ -117,7 +152,7 @@ def _result(
     client = server.client()
     pipe = client.pipeline(transaction=False)
     for c in given_up:
-        pipe.exists(f"out:{c[2]}")
+        pipe.exists(_key(through, c[2]))
     ran = [c for c, found in zip(given_up, pipe.execute(), strict=True) if found]
     client.close()
     return Result(
@@ -138,6 +173,7 @@ def _result(
 
 def run_sync(
     kind: Kind,
+    through: Through = "typed",
     *,
     deadline: float = 0.1,
     threads: int = 8,
@@ -154,13 +190,24 @@ def run_sync(
     rl = RateLimiter.from_url(
         f"redis://127.0.0.1:{server.port}", deadline=deadline, fallback="closed"
     )
+    storage = RateLimitStorage(server.url, key_prefix="out", deadline=deadline)
+    hits = FixedWindowRateLimiter(storage)
+
+    def decide(n: int) -> bool:
+        if through == "typed":
+            return rl.gcra(f"out:{n}", 1, "1h").fallback is None
+        try:
+            hits.hit(ITEM, str(n))
+            return True
+        except Unavailable:
+            return False
 
     def caller() -> None:
         while not stop.is_set():
             n = next(seq)
             start = time.monotonic()
-            d = rl.gcra(f"out:{n}", 1, "1h")
-            trace.add(start, time.monotonic(), n, _served(d))
+            served = decide(n)
+            trace.add(start, time.monotonic(), n, served)
             time.sleep(pause)
 
     workers = [threading.Thread(target=caller) for _ in range(threads)]
@@ -172,7 +219,8 @@ def run_sync(
         stop.set()
         for w in workers:
             w.join()
-        return _result("sync", kind, deadline, threads, trace, server)
+        api = "sync" if through == "typed" else "sync limits storage"
+        return _result(api, kind, deadline, threads, trace, server)
     finally:
         stop.set()
         server.remove()
@@ -180,6 +228,7 @@ def run_sync(
 
 def run_async(
     kind: Kind,
+    through: Through = "typed",
     *,
     deadline: float = 0.1,
     tasks: int = 50,
@@ -198,13 +247,28 @@ def run_async(
             f"redis://127.0.0.1:{server.port}", deadline=deadline, fallback="closed"
         )
         stop = asyncio.Event()
+        storage = AsyncRateLimitStorage("async+" + server.url, key_prefix="out", deadline=deadline)
+        hits = AsyncFixedWindowRateLimiter(storage)
+        limit = HttpLimit("hourly", Policy.gcra(1, "1h"), prefix="out:")
+        app = RateLimitMiddleware(_ok, rl, [limit], key=header_key("x-n"), fallback="closed")
+
+        async def decide(n: int) -> bool:
+            if through == "typed":
+                return (await rl.gcra(f"out:{n}", 1, "1h")).fallback is None
+            if through == "asgi":
+                return await _request(app, n)
+            try:
+                await hits.hit(ITEM, str(n))
+                return True
+            except Unavailable:
+                return False
 
         async def caller() -> None:
             while not stop.is_set():
                 n = next(seq)
                 start = time.monotonic()
-                d = await rl.gcra(f"out:{n}", 1, "1h")
-                trace.add(start, time.monotonic(), n, _served(d))
+                served = await decide(n)
+                trace.add(start, time.monotonic(), n, served)
                 await asyncio.sleep(pause)
 
         running = [asyncio.create_task(caller()) for _ in range(tasks)]
@@ -216,7 +280,8 @@ def run_async(
 
     try:
         asyncio.run(drive())
-        return _result("asyncio", kind, deadline, tasks, trace, server)
+        api = {"typed": "asyncio", "asgi": "asyncio ASGI", "storage": "asyncio limits storage"}
+        return _result(api[through], kind, deadline, tasks, trace, server)
     finally:
         server.remove()
 
@@ -224,9 +289,12 @@ def run_async(
 def main() -> None:
     deadline = float(os.environ.get("DEADLINE", "0.1"))
     print(HEADER)
-    for kind in ("killed", "frozen"):
-        print(run_sync(kind, deadline=deadline).row(), flush=True)
-        print(run_async(kind, deadline=deadline).row(), flush=True)
+    kinds: tuple[Kind, ...] = ("killed", "frozen")
+    for kind in kinds:
+        for sync in SYNC:
+            print(run_sync(kind, sync, deadline=deadline).row(), flush=True)
+        for through in ASYNC:
+            print(run_async(kind, through, deadline=deadline).row(), flush=True)
 
 
 if __name__ == "__main__":

@@ -15,7 +15,7 @@ from flask_limiter.util import get_remote_address
 from limits import parse
 from limits.strategies import STRATEGIES
 
-from bench.outage import Kind, Result, run_async, run_sync
+from bench.outage import ASYNC, SYNC, Kind, Result, Through, run_async, run_sync
 from redis_ratelimit import AsyncRateLimiter, RateLimiter, Unavailable
 from redis_ratelimit.limits_storage import RateLimitStorage
 
@@ -32,14 +32,16 @@ def _check(result: Result) -> None:
     assert result.sent_after_giving_up == 0, result.row()
 
 
+@pytest.mark.parametrize("through", SYNC)
 @pytest.mark.parametrize("kind", ["killed", "frozen"])
-def test_threads_through_an_outage(kind: Kind) -> None:
-    _check(run_sync(kind, deadline=DEADLINE, normal=0.3, down=1.0, after=1.2))
+def test_threads_through_an_outage(kind: Kind, through: Through) -> None:
+    _check(run_sync(kind, through, deadline=DEADLINE, normal=0.3, down=1.0, after=1.2))
 
 
+@pytest.mark.parametrize("through", ASYNC)
 @pytest.mark.parametrize("kind", ["killed", "frozen"])
-def test_tasks_through_an_outage(kind: Kind) -> None:
-    _check(run_async(kind, deadline=DEADLINE, normal=0.3, down=1.0, after=1.2))
+def test_tasks_through_an_outage(kind: Kind, through: Through) -> None:
+    _check(run_async(kind, through, deadline=DEADLINE, normal=0.3, down=1.0, after=1.2))
 
 
 def _timed(call: object) -> float:
