@@ -147,7 +147,7 @@ def sliding_window(reply: Any, expiry: float) -> Window | tuple[int, float]:
     window of the count that weighs as much now, so that ``limits``
     computes its reset from it as for its own aligned storages. The first
     reads as the current window, and needs a second look (the count and
-    when the window ends are returned for :func:`sliding_reset`).
+    ``reset_after`` are returned for :func:`reading` and :func:`sliding_reset`).
     """
     d = _decision(reply)
     count = COUNTER - d.remaining
@@ -160,17 +160,35 @@ def sliding_window(reply: Any, expiry: float) -> Window | tuple[int, float]:
     return previous, reset, 0, 0.0
 
 
-def sliding_reset(count: int, reply: Any, expiry: float) -> Window:
-    """The current window's reading, given when one unit frees (RL.PEEK at ``count``).
+def sliding_reset(count: int, reply: Any, expiry: float, end: float | None) -> Window:
+    """The current window's reading, given when a unit frees (``reply``: RL.PEEK at the limit).
 
-    ``limits`` takes the reset as the current window's TTL modulo the
-    window, so the wait until a unit frees is passed as that TTL. A wait of
-    a whole window or more (hits at the very start of a window) cannot be
-    told that way: it is told as just under a window, early by at most
-    ``expiry / limit``.
+    ``limits`` reads the reset as the current window's TTL modulo the window.
+    For a key that is not full it is, as for ``limits``' own storages, the
+    earlier of when a unit frees and the window's ``end``. For a full key
+    (``end`` None) it is when a hit is admitted again, what ``Retry-After``
+    tells, not the window's end, which comes up to ``expiry / limit``
+    sooner; a wait of a whole window or more (hits in a window's first
+    moments) is told as just under a window, as ``limits`` reads no more.
     """
     frees = _seconds(_decision(reply))
-    return 0, 0.0, count, min(frees, math.nextafter(float(expiry), 0.0))
+    return 0, 0.0, count, min(frees, end if end is not None else math.nextafter(expiry, 0.0))
+
+
+def limit_of(key: str) -> int | None:
+    """The limit of a ``limits`` key (``.../10/2/minute`` is 10), else ``None``."""
+    parts = key.rsplit("/", 3)
+    if len(parts) == 4 and parts[1].isdigit() and window_of(key) != FOREVER:
+        return int(parts[1])
+    return None
+
+
+def reading(key: str, count: int, reset: float, expiry: float) -> tuple[int, float | None]:
+    """The limit to look at a key's wait with, and its window's end unless it is full."""
+    limit = limit_of(key)
+    if limit is not None and count >= limit:
+        return limit, None
+    return count, reset - expiry
 
 
 def _seconds(d: Decision) -> float:
@@ -290,8 +308,9 @@ class RateLimitStorage(
         window = sliding_window(self._run(self.sliding_args(key, COUNTER, expiry)), expiry)
         if len(window) == 4:
             return window
-        count, _ = window
-        return sliding_reset(count, self._run(self.sliding_args(key, count, expiry)), expiry)
+        count, reset = window
+        limit, end = reading(key, count, reset, expiry)
+        return sliding_reset(count, self._run(self.sliding_args(key, limit, expiry)), expiry, end)
 
     def clear_sliding_window(self, key: str, expiry: int) -> None:
         """Resets one sliding-window-counter limit (DEL)."""
@@ -413,9 +432,10 @@ class AsyncRateLimitStorage(
         window = sliding_window(await self._run(self.sliding_args(key, COUNTER, expiry)), expiry)
         if len(window) == 4:
             return window
-        count, _ = window
-        reply = await self._run(self.sliding_args(key, count, expiry))
-        return sliding_reset(count, reply, expiry)
+        count, reset = window
+        limit, end = reading(key, count, reset, expiry)
+        reply = await self._run(self.sliding_args(key, limit, expiry))
+        return sliding_reset(count, reply, expiry, end)
 
     async def clear_sliding_window(self, key: str, expiry: int) -> None:
         """Resets one sliding-window-counter limit (DEL)."""
