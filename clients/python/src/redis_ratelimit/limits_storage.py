@@ -23,7 +23,6 @@ their own fallback (``swallow_errors``, ``in_memory_fallback_enabled``).
 
 from __future__ import annotations
 
-import math
 import time
 from typing import Any
 
@@ -136,43 +135,10 @@ Window = tuple[int, float, int, float]
 """``get_sliding_window``'s reply: previous count and TTL, current count and TTL."""
 
 
-def sliding_window(reply: Any, expiry: float) -> Window | tuple[int, float]:
-    """``get_sliding_window``'s tuple from an ``RL.PEEK ... APPROX`` at the largest limit.
-
-    The module weighs the previous window itself, so one look gives the
-    weighted count (rounded up) and, in ``reset_after``, where the aligned
-    window stands: a key with a count in the current window is full again
-    at the end of the next one (more than a window away), a key with only a
-    previous count at the end of this one. The second reads as a previous
-    window of the count that weighs as much now, so that ``limits``
-    computes its reset from it as for its own aligned storages. The first
-    reads as the current window, and needs a second look (the count and
-    ``reset_after`` are returned for :func:`reading` and :func:`sliding_reset`).
-    """
+def weighted_count(reply: Any) -> tuple[int, float]:
+    """The weighted count (rounded up) and ``reset_after`` from an RL.PEEK at the largest limit."""
     d = _decision(reply)
-    count = COUNTER - d.remaining
-    if count <= 0:
-        return 0, 0.0, 0, 0.0
-    reset = d.reset_after.total_seconds()
-    if reset > expiry:
-        return count, reset
-    previous = int(count * expiry // reset) if reset > 0 else count
-    return previous, reset, 0, 0.0
-
-
-def sliding_reset(count: int, reply: Any, expiry: float, end: float | None) -> Window:
-    """The current window's reading, given when a unit frees (``reply``: RL.PEEK at the limit).
-
-    ``limits`` reads the reset as the current window's TTL modulo the window.
-    For a key that is not full it is, as for ``limits``' own storages, the
-    earlier of when a unit frees and the window's ``end``. For a full key
-    (``end`` None) it is when a hit is admitted again, what ``Retry-After``
-    tells, not the window's end, which comes up to ``expiry / limit``
-    sooner; a wait of a whole window or more (hits in a window's first
-    moments) is told as just under a window, as ``limits`` reads no more.
-    """
-    frees = _seconds(_decision(reply))
-    return 0, 0.0, count, min(frees, end if end is not None else math.nextafter(expiry, 0.0))
+    return COUNTER - d.remaining, d.reset_after.total_seconds()
 
 
 def limit_of(key: str) -> int | None:
@@ -183,12 +149,32 @@ def limit_of(key: str) -> int | None:
     return None
 
 
-def reading(key: str, count: int, reset: float, expiry: float) -> tuple[int, float | None]:
-    """The limit to look at a key's wait with, and its window's end unless it is full."""
+def look_at(key: str, count: int) -> tuple[int, bool]:
+    """The limit at which a second RL.PEEK tells the reset, and whether the key is full."""
     limit = limit_of(key)
     if limit is not None and count >= limit:
-        return limit, None
-    return count, reset - expiry
+        return limit, True
+    return count, False
+
+
+def sliding_window(count: int, reset: float, reply: Any, expiry: float, full: bool) -> Window:
+    """``get_sliding_window``'s tuple, given the weighted ``count`` and a look at the reset.
+
+    ``reply`` (an RL.PEEK at the limit of :func:`look_at`) says when a unit
+    frees: for a full key, when a hit is admitted again (what
+    ``Retry-After`` tells); for another key the reset is, as for ``limits``'
+    own storages, the earlier of that and the end of the current window
+    (``reset_after`` past a window, when the current window has a count).
+    ``limits`` weighs the tuple to ``count`` plus less than one (its
+    ``remaining`` is the module's) and reads the reset from the previous
+    window's TTL: at most just under a window, so a wait of a whole window
+    or more (hits in a window's first moments) is told as just under one.
+    """
+    wait = _seconds(_decision(reply))
+    if not full and reset > expiry:
+        wait = min(wait, reset - expiry)
+    below = expiry - 0.001  # a millisecond: expiry + below must stay under two windows
+    return 1, expiry + min(wait, below), count - 1, below
 
 
 def _seconds(d: Decision) -> float:
@@ -305,12 +291,12 @@ class RateLimitStorage(
 
     def get_sliding_window(self, key: str, expiry: int) -> tuple[int, float, int, float]:
         """The window as ``limits`` reads it, from one or two RL.PEEKs (:func:`sliding_window`)."""
-        window = sliding_window(self._run(self.sliding_args(key, COUNTER, expiry)), expiry)
-        if len(window) == 4:
-            return window
-        count, reset = window
-        limit, end = reading(key, count, reset, expiry)
-        return sliding_reset(count, self._run(self.sliding_args(key, limit, expiry)), expiry, end)
+        count, reset = weighted_count(self._run(self.sliding_args(key, COUNTER, expiry)))
+        if count <= 0:
+            return 0, 0.0, 0, 0.0
+        limit, full = look_at(key, count)
+        reply = self._run(self.sliding_args(key, limit, expiry))
+        return sliding_window(count, reset, reply, expiry, full)
 
     def clear_sliding_window(self, key: str, expiry: int) -> None:
         """Resets one sliding-window-counter limit (DEL)."""
@@ -429,13 +415,12 @@ class AsyncRateLimitStorage(
 
     async def get_sliding_window(self, key: str, expiry: int) -> tuple[int, float, int, float]:
         """The window as ``limits`` reads it, from one or two RL.PEEKs (:func:`sliding_window`)."""
-        window = sliding_window(await self._run(self.sliding_args(key, COUNTER, expiry)), expiry)
-        if len(window) == 4:
-            return window
-        count, reset = window
-        limit, end = reading(key, count, reset, expiry)
+        count, reset = weighted_count(await self._run(self.sliding_args(key, COUNTER, expiry)))
+        if count <= 0:
+            return 0, 0.0, 0, 0.0
+        limit, full = look_at(key, count)
         reply = await self._run(self.sliding_args(key, limit, expiry))
-        return sliding_reset(count, reply, expiry, end)
+        return sliding_window(count, reset, reply, expiry, full)
 
     async def clear_sliding_window(self, key: str, expiry: int) -> None:
         """Resets one sliding-window-counter limit (DEL)."""
