@@ -11,6 +11,7 @@ from ._guard import DEFAULT_DEADLINE, PROBE_INTERVAL, Fallback, client_options
 from .aio import AsyncLease, AsyncRateLimiter
 from .client import Lease, RateLimiter
 from .decision import Decision
+from .deny_cache import DenyCache
 from .errors import CommandError, LimitExceeded, RateLimitError, Unavailable, WrongTypeError
 from .policy import Duration, Node, Policy, Quota
 
@@ -21,6 +22,7 @@ __all__ = [
     "AsyncRateLimiter",
     "CommandError",
     "Decision",
+    "DenyCache",
     "Duration",
     "Fallback",
     "Lease",

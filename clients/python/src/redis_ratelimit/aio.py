@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from types import TracebackType
 from typing import Any, Literal, Protocol, Unpack
 
@@ -25,8 +25,9 @@ from ._guard import (
     client_options,
     timeout,
 )
-from .client import Limits, renew_interval
+from .client import CACHEABLE, Limits, renew_interval
 from .decision import Decision, parse_all, parse_decision, parse_throttle
+from .deny_cache import DenyCache, pace
 from .errors import CommandError, LimitExceeded, Unavailable, server_error
 from .policy import Duration, Node, Policy, duration_ms, duration_word
 
@@ -58,10 +59,12 @@ class AsyncRateLimiter:
         fallback: Fallback = "raise",
         degraded_share: float = 1.0,
         probe_interval: float = PROBE_INTERVAL,
+        deny_cache: DenyCache | None = None,
     ) -> None:
         """A limiter sending its commands through ``client``."""
         self.client = client
         self.guard = Guard(deadline, fallback, degraded_share, probe_interval)
+        self.deny_cache = deny_cache
 
     @classmethod
     def from_url(
@@ -72,6 +75,7 @@ class AsyncRateLimiter:
         fallback: Fallback = "raise",
         degraded_share: float = 1.0,
         probe_interval: float = PROBE_INTERVAL,
+        deny_cache: DenyCache | None = None,
         **options: Any,
     ) -> AsyncRateLimiter:
         """A limiter on a client of its own (see :meth:`RateLimiter.from_url`)."""
@@ -83,6 +87,7 @@ class AsyncRateLimiter:
             fallback=fallback,
             degraded_share=degraded_share,
             probe_interval=probe_interval,
+            deny_cache=deny_cache,
         )
 
     async def _send(self, args: Sequence[Any], seconds: float) -> Any:
@@ -100,15 +105,32 @@ class AsyncRateLimiter:
         limits: Limits,
         options: Options,
         parse: Callable[[Any], Decision],
+        slot: Hashable = None,
+        interval: float | None = None,
     ) -> Decision:
-        """Sends a decision within its deadline, or answers the fallback."""
+        """Sends a decision within its deadline, or answers the deny cache or the fallback."""
+        cost = options.get("cost", 1)
+        cache = self.deny_cache if slot is not None and options.keys() <= CACHEABLE else None
+        flying = False
+        sent = 0.0
+        if cache is not None:
+            sent = cache.clock()
+            denied, flying = cache.check(slot, cost)
+            if denied is not None:
+                return denied
         wait = duration_ms(options["wait"]) if "wait" in options else 0
         seconds = timeout(self.guard, options.get("deadline"), wait)
         try:
             reply = await self._guarded(args, seconds)
+            decision = parse(reply)
+            if cache is not None:
+                cache.observe(slot, cost, decision, interval, sent)
         except Unavailable as e:
-            return self.guard.answer(limits, options.get("cost", 1), e)
-        return parse(reply)
+            return self.guard.answer(limits, cost, e)
+        finally:
+            if flying:
+                cache.landed(slot)  # type: ignore[union-attr]
+        return decision
 
     async def _guarded(self, args: Sequence[Any], seconds: float) -> Any:
         """One command through the circuit within ``seconds``; ``Unavailable`` on an outage."""
@@ -140,7 +162,12 @@ class AsyncRateLimiter:
         """Decides one request on ``key`` under ``policy`` with its single-key command."""
         args, partial = _commands.decide(key, policy, options)
         return await self._decide(
-            args, [(key, policy)], options, lambda r: parse_decision(r, policy, partial)
+            args,
+            [(key, policy)],
+            options,
+            lambda r: parse_decision(r, policy, partial),
+            (key, policy.words),
+            pace(policy),
         )
 
     async def gcra(
@@ -221,7 +248,14 @@ class AsyncRateLimiter:
         """``RL.ALL``: every ``(key, policy)`` admits, all charged, or none changes."""
         args, partial = _commands.all_limits(limits, costs, refund_costs, options)
         policies = [p for _, p in limits]
-        return await self._decide(args, limits, options, lambda r: parse_all(r, policies, partial))
+        slot = (
+            tuple((k, p.words) for k, p in limits),
+            tuple(costs or ()),
+            tuple(refund_costs or ()),
+        )
+        return await self._decide(
+            args, limits, options, lambda r: parse_all(r, policies, partial), slot
+        )
 
     async def share(
         self, path: Sequence[tuple[str | bytes, Node]], **options: Unpack[Options]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from types import TracebackType
 from typing import Any, Literal, Protocol, Unpack
 
@@ -26,10 +26,13 @@ from ._guard import (
     timeout,
 )
 from .decision import Decision, parse_all, parse_decision, parse_throttle
+from .deny_cache import DenyCache, pace
 from .errors import CommandError, LimitExceeded, Unavailable, server_error
 from .policy import Duration, Node, Policy, duration_ms, duration_word
 
 Limits = Sequence[tuple[str | bytes, Policy | None]]
+CACHEABLE = frozenset({"cost", "deadline"})
+"""The options of a call the deny cache may answer (``wait``, ``dryrun``, ... go to the server)."""
 
 
 class SyncClient(Protocol):
@@ -66,10 +69,12 @@ class RateLimiter:
         fallback: Fallback = "raise",
         degraded_share: float = 1.0,
         probe_interval: float = PROBE_INTERVAL,
+        deny_cache: DenyCache | None = None,
     ) -> None:
         """A limiter sending its commands through ``client``."""
         self.client = client
         self.guard = Guard(deadline, fallback, degraded_share, probe_interval)
+        self.deny_cache = deny_cache
 
     @classmethod
     def from_url(
@@ -80,6 +85,7 @@ class RateLimiter:
         fallback: Fallback = "raise",
         degraded_share: float = 1.0,
         probe_interval: float = PROBE_INTERVAL,
+        deny_cache: DenyCache | None = None,
         **options: Any,
     ) -> RateLimiter:
         """A limiter on a client of its own whose every wait ends by ``deadline``.
@@ -96,6 +102,7 @@ class RateLimiter:
             fallback=fallback,
             degraded_share=degraded_share,
             probe_interval=probe_interval,
+            deny_cache=deny_cache,
         )
 
     def _send(self, args: Sequence[Any], seconds: float) -> Any:
@@ -133,15 +140,32 @@ class RateLimiter:
         limits: Limits,
         options: Options,
         parse: Callable[[Any], Decision],
+        slot: Hashable = None,
+        interval: float | None = None,
     ) -> Decision:
-        """Sends a decision within its deadline, or answers the fallback."""
+        """Sends a decision within its deadline, or answers the deny cache or the fallback."""
+        cost = options.get("cost", 1)
+        cache = self.deny_cache if slot is not None and options.keys() <= CACHEABLE else None
+        flying = False
+        sent = 0.0
+        if cache is not None:
+            sent = cache.clock()
+            denied, flying = cache.check(slot, cost)
+            if denied is not None:
+                return denied
         wait = duration_ms(options["wait"]) if "wait" in options else 0
         seconds = timeout(self.guard, options.get("deadline"), wait)
         try:
             reply = self._guarded(args, seconds)
+            decision = parse(reply)
+            if cache is not None:
+                cache.observe(slot, cost, decision, interval, sent)
         except Unavailable as e:
-            return self.guard.answer(limits, options.get("cost", 1), e)
-        return parse(reply)
+            return self.guard.answer(limits, cost, e)
+        finally:
+            if flying:
+                cache.landed(slot)  # type: ignore[union-attr]
+        return decision
 
     def _guarded(self, args: Sequence[Any], seconds: float) -> Any:
         """One command through the circuit within ``seconds``; ``Unavailable`` on an outage."""
@@ -171,7 +195,12 @@ class RateLimiter:
         """Decides one request on ``key`` under ``policy`` with its single-key command."""
         args, partial = _commands.decide(key, policy, options)
         return self._decide(
-            args, [(key, policy)], options, lambda r: parse_decision(r, policy, partial)
+            args,
+            [(key, policy)],
+            options,
+            lambda r: parse_decision(r, policy, partial),
+            (key, policy.words),
+            pace(policy),
         )
 
     def gcra(
@@ -252,7 +281,12 @@ class RateLimiter:
         """``RL.ALL``: every ``(key, policy)`` admits, all charged, or none changes."""
         args, partial = _commands.all_limits(limits, costs, refund_costs, options)
         policies = [p for _, p in limits]
-        return self._decide(args, limits, options, lambda r: parse_all(r, policies, partial))
+        slot = (
+            tuple((k, p.words) for k, p in limits),
+            tuple(costs or ()),
+            tuple(refund_costs or ()),
+        )
+        return self._decide(args, limits, options, lambda r: parse_all(r, policies, partial), slot)
 
     def share(
         self, path: Sequence[tuple[str | bytes, Node]], **options: Unpack[Options]
