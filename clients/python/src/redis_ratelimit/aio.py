@@ -112,9 +112,7 @@ class AsyncRateLimiter:
         cost = options.get("cost", 1)
         cache = self.deny_cache if slot is not None and options.keys() <= CACHEABLE else None
         flying = False
-        sent = 0.0
         if cache is not None:
-            sent = cache.clock()
             denied, flying = cache.check(slot, cost)
             if denied is not None:
                 return denied
@@ -124,7 +122,7 @@ class AsyncRateLimiter:
             reply = await self._guarded(args, seconds)
             decision = parse(reply)
             if cache is not None:
-                cache.observe(slot, cost, decision, interval, sent)
+                cache.observe(slot, cost, decision, interval)
         except Unavailable as e:
             return self.guard.answer(limits, cost, e)
         finally:

@@ -49,7 +49,6 @@ class _Entry:
     interval: float | None
     cost: int
     decision: Decision
-    since: float
     flying: bool = False
 
     def expiry(self) -> float:
@@ -122,30 +121,27 @@ class DenyCache:
                 entry.flying = False
 
     def observe(
-        self,
-        slot: Hashable,
-        cost: int,
-        decision: Decision,
-        interval: float | None,
-        sent: float,
+        self, slot: Hashable, cost: int, decision: Decision, interval: float | None
     ) -> None:
-        """The server's decision of ``cost`` on ``slot``, asked at ``sent`` (:attr:`clock`).
+        """The server's decision of ``cost`` on ``slot``: remember a denial, pace an admission.
 
-        Remembers a denial; paces an admission asked after the denial came
-        (one asked before may be in the denial's wait already).
+        An admission answered after a denial counts against it even when
+        the server ran it first (already in the denial's wait): the cache
+        then denies one interval longer, where not counting it would make
+        the next request one more denial of the server's.
         """
         now = self.clock()
         with self._lock:
             if decision.allowed:
                 entry = self._entries.get(slot)
-                if entry is not None and entry.interval is not None and sent >= entry.since:
+                if entry is not None and entry.interval is not None:
                     entry.until += entry.interval * cost  # one fewer unit accrued since
                 return
             retry = decision.retry_after
             if retry is None or retry <= timedelta(0):
                 return  # never admissible, or admissible now: the server's answer is needed
             until = now + retry.total_seconds()
-            self._entries[slot] = _Entry(until, interval, cost, decision, now)
+            self._entries[slot] = _Entry(until, interval, cost, decision)
             self._entries.move_to_end(slot)
             if len(self._entries) > self.capacity:
                 self._entries.popitem(last=False)
