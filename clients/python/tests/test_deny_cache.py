@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import asyncio
 import threading
-import time
 
+import pytest
 import redis
 
-from redis_ratelimit import AsyncRateLimiter, DenyCache, Policy, RateLimiter
+from bench import deny_cache
+from redis_ratelimit import DenyCache, Policy, RateLimiter
 
 from .conftest import Server
 
@@ -110,51 +111,20 @@ def test_it_never_admits_what_the_server_would_deny(fresh: Server) -> None:
     assert cache.saved >= 900  # denied for an hour: after the first denials, all local
 
 
-def test_at_ten_times_the_limit_a_key_costs_at_most_0_12_commands_per_request() -> None:
-    """Asyncio, real clock: 1,000 requests/s offered for 3 s on a key of 100 per second.
+@pytest.mark.parametrize("api", ["sync", "asyncio"])
+def test_at_ten_times_the_limit_a_key_costs_at_most_0_12_commands_per_request(api: str) -> None:
+    """Real clock: 1,000 requests/s offered for 3 s on a key of 100 per second (bench/deny_cache).
 
     Counted after the first second, once the burst is spent: the steady state.
     """
     server = Server(manual_clock=False)
     try:
-        figures = asyncio.run(offered(server, warm=1.0, seconds=3.0))
+        if api == "sync":
+            f = deny_cache.run_sync(server, warm=1.0, seconds=3.0)
+        else:
+            f = asyncio.run(deny_cache.run_async(server, warm=1.0, seconds=3.0))
     finally:
         server.remove()
-    requests, commands, admitted, took = figures
-    assert requests / took > 800, figures  # about 10x the limit was offered
-    assert commands / requests <= 0.12, figures
-    assert 0.8 * 100 * took <= admitted <= 100 * took + 2, figures  # the limit's rate
-
-
-async def offered(server: Server, warm: float, seconds: float) -> tuple[int, int, int, float]:
-    """Requests, commands, admissions and seconds after ``warm``: 10 tasks, each every 10 ms."""
-    cache = DenyCache()
-    rl = AsyncRateLimiter(server.aclient(), deny_cache=cache)
-    policy = Policy.gcra(100, "1s")
-    counts = [0, 0]
-    start = time.monotonic()
-    measured = 0.0
-
-    async def caller(offset: float) -> None:
-        n = 0
-        while time.monotonic() - start < seconds:
-            admitted = (await rl.decide("hot", policy)).allowed
-            if measured:
-                counts[0] += 1
-                counts[1] += admitted
-            n += 1
-            await asyncio.sleep(max(0.0, start + offset + n * 0.01 - time.monotonic()))
-
-    async def warm_up() -> int:
-        nonlocal measured
-        await asyncio.sleep(warm)
-        stats = await rl.client.execute_command("INFO", "commandstats")
-        measured = time.monotonic()
-        return int(stats["cmdstat_rl.gcra"]["calls"])
-
-    before = (await asyncio.gather(warm_up(), *(caller(i * 0.001) for i in range(10))))[0]
-    assert before is not None
-    took = time.monotonic() - measured
-    stats = await rl.client.execute_command("INFO", "commandstats")
-    await rl.client.aclose()  # type: ignore[attr-defined]
-    return counts[0], int(stats["cmdstat_rl.gcra"]["calls"]) - before, counts[1], took
+    assert f.requests / f.seconds > 800, f  # about 10x the limit was offered
+    assert f.commands / f.requests <= 0.12, f
+    assert 0.8 * 100 * f.seconds <= f.admitted <= 100 * f.seconds + 2, f  # the limit's rate
