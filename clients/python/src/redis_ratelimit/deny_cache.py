@@ -15,9 +15,9 @@ unit comes after r, then one per interval. After n admissions of this
 process since then the key holds at most ``accrued - n`` units, whatever
 others did, so a request before ``r + n * interval`` is denied here too: a
 key offered more than its limit costs about one command per admission, not
-one per admission and one per denial. Until one more interval has passed,
-the key holds at most one unit: one request at a time goes to the server
-for it, and the others meanwhile are denied here until the interval after.
+one per admission and one per denial. Past that time, the units that can
+have come since are counted too: as many requests as units go to the
+server at once, and the others meanwhile are denied here until the next.
 
 Memory is bounded by ``capacity`` entries, the least recently used giving
 way; every operation is O(1). Thread-safe; one cache may serve several
@@ -49,7 +49,8 @@ class _Entry:
     interval: float | None
     cost: int
     decision: Decision
-    flying: bool = False
+    flying: int = 0
+    """Requests out for units that came since the denial."""
 
     def expiry(self) -> float:
         return self.until + max(GRACE, self.interval or 0.0)
@@ -83,8 +84,8 @@ class DenyCache:
     def check(self, slot: Hashable, cost: int) -> tuple[Decision | None, bool]:
         """The local denial of ``cost`` on ``slot`` (``None``: ask the server).
 
-        And whether this request is the one out for a paced key's next
-        unit (then :meth:`landed` when it ends).
+        And whether this request is out for one of a paced key's units
+        (then :meth:`landed` when it ends).
         """
         now = self.clock()
         with self._lock:
@@ -98,12 +99,14 @@ class DenyCache:
                 return None, False
             if now < entry.until:
                 return self._deny(slot, entry, entry.until - now), False
-            if entry.interval is None or now >= entry.until + entry.interval:
+            if entry.interval is None:
                 return None, False
-            if entry.flying:
-                return self._deny(slot, entry, entry.until + entry.interval - now), False
-            entry.flying = True
-            return None, True
+            # At most this many units have come since (after this process's admissions).
+            accrued = 1 + math.floor((now - entry.until) / entry.interval)
+            if entry.flying < accrued:
+                entry.flying += 1
+                return None, True
+            return self._deny(slot, entry, entry.until + entry.flying * entry.interval - now), False
 
     def _deny(self, slot: Hashable, entry: _Entry, wait: float) -> Decision:
         self._entries.move_to_end(slot)
@@ -118,7 +121,7 @@ class DenyCache:
         with self._lock:
             entry = self._entries.get(slot)
             if entry is not None:
-                entry.flying = False
+                entry.flying = max(0, entry.flying - 1)
 
     def observe(
         self, slot: Hashable, cost: int, decision: Decision, interval: float | None
