@@ -133,7 +133,7 @@ class Degraded:
             buckets: list[tuple[_Bucket, float, float]] = []
             wait = 0.0
             for key, policy in limits:
-                if policy is None or policy.quota is None:
+                if policy is None or policy.quota is None or policy.quota.q <= 0:
                     return denial(policy, None)
                 size = max(1.0, self.share * policy.quota.q)
                 rate = size / policy.quota.w

@@ -106,7 +106,7 @@ class AsyncRateLimiter:
         options: Options,
         parse: Callable[[Any], Decision],
         slot: Hashable = None,
-        interval: float | None = None,
+        paced: Policy | None = None,
     ) -> Decision:
         """Sends a decision within its deadline, or answers the deny cache or the fallback."""
         cost = options.get("cost", 1)
@@ -122,7 +122,7 @@ class AsyncRateLimiter:
             reply = await self._guarded(args, seconds)
             decision = parse(reply)
             if cache is not None:
-                cache.observe(slot, cost, decision, interval)
+                cache.observe(slot, cost, decision, pace(paced))
         except Unavailable as e:
             return self.guard.answer(limits, cost, e)
         finally:
@@ -165,7 +165,7 @@ class AsyncRateLimiter:
             options,
             lambda r: parse_decision(r, policy, partial),
             (key, policy.words),
-            pace(policy),
+            policy,
         )
 
     async def gcra(

@@ -141,7 +141,7 @@ class RateLimiter:
         options: Options,
         parse: Callable[[Any], Decision],
         slot: Hashable = None,
-        interval: float | None = None,
+        paced: Policy | None = None,
     ) -> Decision:
         """Sends a decision within its deadline, or answers the deny cache or the fallback."""
         cost = options.get("cost", 1)
@@ -157,7 +157,7 @@ class RateLimiter:
             reply = self._guarded(args, seconds)
             decision = parse(reply)
             if cache is not None:
-                cache.observe(slot, cost, decision, interval)
+                cache.observe(slot, cost, decision, pace(paced))
         except Unavailable as e:
             return self.guard.answer(limits, cost, e)
         finally:
@@ -198,7 +198,7 @@ class RateLimiter:
             options,
             lambda r: parse_decision(r, policy, partial),
             (key, policy.words),
-            pace(policy),
+            policy,
         )
 
     def gcra(

@@ -60,6 +60,8 @@ def pace(policy: Policy | None) -> float | None:
     """Seconds one unit takes for a limit that regains one unit at a time (GCRA, BUCKET)."""
     if policy is None or policy.quota is None or policy.command not in ("RL.GCRA", "RL.BUCKET"):
         return None
+    if policy.quota.q <= 0:
+        return None  # a zero rate: the server refuses it
     return policy.quota.w / policy.quota.q
 
 
