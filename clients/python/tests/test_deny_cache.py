@@ -127,4 +127,5 @@ def test_at_ten_times_the_limit_a_key_costs_at_most_0_12_commands_per_request(ap
         server.remove()
     assert f.requests / f.seconds > 800, f  # about 10x the limit was offered
     assert f.commands / f.requests <= 0.12, f
-    assert 0.8 * 100 * f.seconds <= f.admitted <= 100 * f.seconds + 2, f  # the limit's rate
+    # The limit's rate, give or take the requests out at the window's edges.
+    assert 0.8 * 100 * f.seconds <= f.admitted <= 100 * f.seconds + 10, f
