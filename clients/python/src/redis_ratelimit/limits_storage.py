@@ -207,12 +207,17 @@ class RateLimitStorage(
         key_prefix: str = PREFIX,
         wrap_exceptions: bool = False,
         client: redis.Redis | None = None,
-        deadline: float = DEFAULT_DEADLINE,
-        probe_interval: float = PROBE_INTERVAL,
+        deadline: float | str = DEFAULT_DEADLINE,
+        probe_interval: float | str = PROBE_INTERVAL,
         **options: Any,
     ) -> None:
-        """A storage on the server at ``uri``, its keys under ``key_prefix``."""
+        """A storage on the server at ``uri``, its keys under ``key_prefix``.
+
+        ``deadline`` and ``probe_interval`` are seconds (a string, as
+        ``storage_options`` may give them, is read as a number).
+        """
         super().__init__(uri, wrap_exceptions=wrap_exceptions)
+        deadline, probe_interval = float(deadline), float(probe_interval)
         self.key_prefix = key_prefix
         if client is None:
             settings = {**client_options(deadline), "retry": no_retry(), **options}
@@ -326,12 +331,17 @@ class AsyncRateLimitStorage(
         key_prefix: str = PREFIX,
         wrap_exceptions: bool = False,
         client: redis.asyncio.Redis | None = None,
-        deadline: float = DEFAULT_DEADLINE,
-        probe_interval: float = PROBE_INTERVAL,
+        deadline: float | str = DEFAULT_DEADLINE,
+        probe_interval: float | str = PROBE_INTERVAL,
         **options: Any,
     ) -> None:
-        """A storage on the server at ``uri``, its keys under ``key_prefix``."""
+        """A storage on the server at ``uri``, its keys under ``key_prefix``.
+
+        ``deadline`` and ``probe_interval`` are seconds (a string, as
+        ``storage_options`` may give them, is read as a number).
+        """
         super().__init__(uri, wrap_exceptions=wrap_exceptions)
+        deadline, probe_interval = float(deadline), float(probe_interval)
         self.key_prefix = key_prefix
         if client is None:
             settings = {
