@@ -7,6 +7,8 @@ server's keys say which decisions it ran.
 
 from __future__ import annotations
 
+import os
+import signal
 import time
 
 import httpx
@@ -141,5 +143,30 @@ def test_the_limits_storage_fails_fast_for_flask_limiters_fallbacks() -> None:
                 limiter.hit(item, "k")
         assert (time.monotonic() - start) / 20 < 0.005
         assert get_remote_address is not None
+    finally:
+        server.remove()
+
+
+async def test_a_per_call_deadline_on_a_frozen_server() -> None:
+    """The limiter waits 5 s; a call that says 50 ms is answered by its fallback after 50 ms."""
+    server = Server()
+    url = f"redis://127.0.0.1:{server.port}"
+    rl = RateLimiter.from_url(url, deadline=5, fallback="open")
+    arl = AsyncRateLimiter.from_url(url, deadline=5, fallback="open")
+    try:
+        assert rl.gcra("k", 5, "1m").fallback is None
+        assert (await arl.gcra("k", 5, "1m")).fallback is None
+        assert server.process is not None
+        os.kill(server.process.pid, signal.SIGSTOP)
+        try:
+            start = time.monotonic()
+            assert rl.gcra("k", 5, "1m", deadline=0.05).fallback == "open"
+            assert 0.05 <= time.monotonic() - start < 0.05 + 0.02
+            start = time.monotonic()
+            assert (await arl.gcra("j", 5, "1m", deadline=0.05)).fallback == "open"
+            assert 0.05 <= time.monotonic() - start < 0.05 + 0.02
+        finally:
+            os.kill(server.process.pid, signal.SIGCONT)
+        await arl.client.aclose()  # type: ignore[attr-defined]
     finally:
         server.remove()
