@@ -103,8 +103,9 @@ class RateLimitMiddleware:
       timeout, or the limiter's circuit open), ``"open"`` lets requests
       through, ``"closed"`` answers ``503`` with ``Retry-After``,
       ``"degraded"`` decides on a local limit at ``degraded_share`` of each
-      limit's rate (429 as usual). ``fail_open`` is the older switch
-      between the first two (``fallback`` wins when given). A command error
+      limit's rate (429 as usual), whatever the limiter's own fallback.
+      ``fail_open`` is the older switch between the first two
+      (``fallback`` wins when given). A command error
       (a key of the wrong type, a bad policy) is never failed open: it
       propagates as the application's error.
     """
@@ -161,6 +162,9 @@ class RateLimitMiddleware:
             decision = await self.limiter.all(pairs, **self._options)
         except Unavailable:
             decision = self._fallback(pairs)
+        else:
+            if decision.fallback is not None:  # the middleware's fallback, not the limiter's
+                decision = self._fallback(pairs)
         if decision.fallback == "open":
             await self.app(scope, receive, send)
             return
