@@ -7,13 +7,14 @@ counter moved with it, so every step is deterministic.
 from __future__ import annotations
 
 import asyncio
+import random
 import threading
 
 import pytest
 import redis
 
 from bench import deny_cache
-from redis_ratelimit import DenyCache, Policy, RateLimiter
+from redis_ratelimit import AsyncRateLimiter, DenyCache, Policy, RateLimiter
 
 from .conftest import Server
 
@@ -67,19 +68,20 @@ def test_paced_after_each_admission_the_next_unit_is_one_interval_later(fresh: S
     clock = Clock(client)
     cache = DenyCache(clock=clock)
     rl = RateLimiter(fresh.client(), deny_cache=cache)
-    per_second = Policy.gcra(10, "1s", burst=1)  # a unit every 100 ms
-    assert rl.decide("g", per_second).allowed
-    denied = rl.decide("g", per_second)
+    # A unit every minute (keys expire on the server's real clock: no shorter).
+    per_minute = Policy.gcra(10, "10m", burst=1)
+    assert rl.decide("g", per_minute).allowed
+    denied = rl.decide("g", per_minute)
     assert not denied.allowed and denied.retry_after is not None
-    assert denied.retry_after.total_seconds() == 0.1
-    clock.advance(0.1)
-    assert rl.decide("g", per_second).allowed  # the server admits the unit that came
+    assert denied.retry_after.total_seconds() == 60
+    clock.advance(60)
+    assert rl.decide("g", per_minute).allowed  # the server admits the unit that came
     sent = calls(client, "rl.gcra")
-    d = rl.decide("g", per_second)  # paced: the next unit is 100 ms away, answered here
+    d = rl.decide("g", per_minute)  # paced: the next unit is a minute away, answered here
     assert not d.allowed and calls(client, "rl.gcra") == sent
-    assert d.retry_after is not None and d.retry_after.total_seconds() == 0.1
-    clock.advance(0.1)
-    assert rl.decide("g", per_second).allowed
+    assert d.retry_after is not None and d.retry_after.total_seconds() == 60
+    clock.advance(60)
+    assert rl.decide("g", per_minute).allowed
     assert calls(client, "rl.gcra") == sent + 1
 
 
@@ -129,3 +131,24 @@ def test_at_ten_times_the_limit_a_key_costs_at_most_0_12_commands_per_request(ap
     assert f.commands / f.requests <= 0.12, f
     # The limit's rate, give or take the requests out at the window's edges.
     assert 0.8 * 100 * f.seconds <= f.admitted <= 100 * f.seconds + 10, f
+
+
+async def test_cancelled_calls_leave_no_request_counted_out(fresh: Server) -> None:
+    """Tasks cancelled at random points: none stays counted as out for the key's units."""
+    clock = Clock(fresh.client())
+    cache = DenyCache(clock=clock)
+    arl = AsyncRateLimiter(fresh.aclient(max_connections=100), deny_cache=cache, deadline=10)
+    policy = Policy.gcra(10, "10m", burst=1)
+    assert (await arl.decide("c", policy)).allowed
+    assert not (await arl.decide("c", policy)).allowed  # denied: the cache knows the key
+    clock.advance(60)  # one unit has come: calls go out for it
+    rng = random.Random(7)
+    for _ in range(20):
+        tasks = [asyncio.create_task(arl.decide("c", policy)) for _ in range(5)]
+        await asyncio.sleep(rng.random() * 0.002)
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        assert all(entry.flying == 0 for entry in cache._entries.values())
+    assert arl.guard.circuit.step() == "send"
+    await arl.client.aclose()  # type: ignore[attr-defined]
