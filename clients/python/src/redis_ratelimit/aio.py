@@ -91,8 +91,23 @@ class AsyncRateLimiter:
         )
 
     async def _send(self, args: Sequence[Any], seconds: float) -> Any:
+        """One command, answered within ``seconds`` or given up.
+
+        A call given up (past its deadline, or its caller cancelled) is
+        cancelled and left to close its connection in the background: the
+        caller does not wait for that, and nothing of it is sent again.
+        """
+        call = asyncio.create_task(self.client.execute_command(*args))
         try:
-            return await asyncio.wait_for(self.client.execute_command(*args), max(seconds, 0.001))
+            done, _ = await asyncio.wait((call,), timeout=max(seconds, 0.001))
+        except BaseException:
+            _abandon(call)
+            raise
+        if not done:
+            _abandon(call)
+            raise TimeoutError(f"no reply within {seconds:.3f} s")
+        try:
+            return call.result()
         except redis.exceptions.ResponseError as e:
             raise server_error(e) from None
 
@@ -347,6 +362,18 @@ def _in_background(task: asyncio.Task[Any]) -> asyncio.Task[Any]:
     _background.add(task)
     task.add_done_callback(_background.discard)
     return task
+
+
+def _abandon(call: asyncio.Task[Any]) -> None:
+    """Cancels a call given up and lets it finish on its own, its outcome read and dropped."""
+    call.cancel()
+    call.add_done_callback(_dropped)
+    _in_background(call)
+
+
+def _dropped(call: asyncio.Future[Any]) -> None:
+    if not call.cancelled():
+        call.exception()  # read, so that asyncio does not report it
 
 
 class AsyncLease:
