@@ -9,7 +9,7 @@ import pytest
 from redis_ratelimit import CommandError, Decision, Node, Policy, RateLimiter, WrongTypeError
 from redis_ratelimit.policy import Quota
 
-from .conftest import Server
+from .conftest import SLACK, Server
 
 
 def ms(n: int) -> timedelta:
@@ -191,7 +191,7 @@ def test_decisions_are_the_same_from_resp2_and_resp3(fresh: Server) -> None:
         lambda r, k: r.sketch(k + ":sk", "ip", 10, "1m"),
     ]
     readers = {
-        name: RateLimiter(fresh.client(p, decode_responses=decode))
+        name: RateLimiter(fresh.client(p, decode_responses=decode), deadline=SLACK)
         for name, p, decode in [("2", 2, False), ("3", 3, False), ("2d", 2, True), ("3d", 3, True)]
     }
     for call in calls:

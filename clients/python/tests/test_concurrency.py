@@ -14,7 +14,7 @@ import redis.cluster
 
 from redis_ratelimit import AsyncRateLimiter, Policy, RateLimiter
 
-from .conftest import Server
+from .conftest import SLACK, Server
 
 IN_FLIGHT = 50
 LIMIT = Policy.gcra(10, "1m")  # 10 at once, then one every 6 s of limiter time
@@ -27,7 +27,7 @@ async def test_fifty_in_flight_asyncio(arl: AsyncRateLimiter) -> None:
 
 
 def test_fifty_in_flight_threads(fresh: Server, protocol: int) -> None:
-    rl = RateLimiter(fresh.client(protocol, max_connections=IN_FLIGHT))
+    rl = RateLimiter(fresh.client(protocol, max_connections=IN_FLIGHT), deadline=SLACK)
     with ThreadPoolExecutor(IN_FLIGHT) as pool:
         decisions = list(pool.map(lambda _: rl.decide("hot", LIMIT), range(IN_FLIGHT)))
     assert sum(d.allowed for d in decisions) == 10
@@ -71,7 +71,7 @@ def cluster() -> object:
 
 def test_cluster_client(cluster: Server, protocol: int) -> None:
     client = redis.cluster.RedisCluster(host="127.0.0.1", port=cluster.port, protocol=protocol)
-    rl = RateLimiter(client)
+    rl = RateLimiter(client, deadline=SLACK)
     key = f"c{protocol}"
     assert rl.gcra(key, 10, "1s").remaining == 9
     d = rl.all([(f"{{{key}}}:u", Policy.gcra(10, "1s")), (f"{{{key}}}", Policy.gcra(15, "1s"))])
@@ -83,7 +83,7 @@ async def test_async_cluster_client(cluster: Server, protocol: int) -> None:
     client = redis.asyncio.cluster.RedisCluster(
         host="127.0.0.1", port=cluster.port, protocol=protocol
     )
-    arl = AsyncRateLimiter(client)
+    arl = AsyncRateLimiter(client, deadline=SLACK)
     key = f"a{protocol}"
     d = await arl.all(
         [(f"{{{key}}}:u", Policy.gcra(10, "1s")), (f"{{{key}}}", Policy.gcra(15, "1s"))]

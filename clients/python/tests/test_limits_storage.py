@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 
 import flask
 import httpx
@@ -22,7 +23,7 @@ from slowapi.errors import RateLimitExceeded
 import redis_ratelimit.limits_storage
 from redis_ratelimit.limits_storage import AsyncRateLimitStorage, RateLimitStorage
 
-from .conftest import Server
+from .conftest import SLACK, Server
 
 STRATEGY_NAMES = sorted(STRATEGIES)
 
@@ -35,7 +36,7 @@ def commands(client: redis.Redis) -> int:
 
 @pytest.mark.parametrize("strategy", STRATEGY_NAMES)
 def test_strategies_decide_with_one_command_per_hit(fresh: Server, strategy: str) -> None:
-    storage = storage_from_string(fresh.url)
+    storage = storage_from_string(fresh.url, deadline=SLACK)
     assert isinstance(storage, RateLimitStorage)
     limiter = STRATEGIES[strategy](storage)
     item = parse("3/minute")
@@ -59,7 +60,7 @@ def test_strategies_decide_with_one_command_per_hit(fresh: Server, strategy: str
 
 
 def test_window_stats(fresh: Server) -> None:
-    storage = RateLimitStorage(fresh.url)
+    storage = RateLimitStorage(fresh.url, deadline=SLACK)
     item = parse("10/minute")
     moving = STRATEGIES["moving-window"](storage)
     moving.hit(item, "k", cost=4)
@@ -77,7 +78,7 @@ def test_window_stats(fresh: Server) -> None:
 
 
 async def test_async_storage(fresh: Server) -> None:
-    storage = storage_from_string("async+" + fresh.url)
+    storage = storage_from_string("async+" + fresh.url, deadline=SLACK)
     assert isinstance(storage, AsyncRateLimitStorage)
     item = parse("3/minute")
     for name in ("fixed-window", "moving-window", "sliding-window-counter"):
@@ -92,7 +93,7 @@ async def test_async_storage(fresh: Server) -> None:
 def test_server_errors_are_storage_errors_when_asked(fresh: Server) -> None:
     from limits.errors import StorageError
 
-    storage = RateLimitStorage(fresh.url, wrap_exceptions=True)
+    storage = RateLimitStorage(fresh.url, wrap_exceptions=True, deadline=SLACK)
     with pytest.raises(StorageError):
         storage.acquire_entry("k", 10_000_000, 60)  # above ratelimit.max-log-entries
 
@@ -102,7 +103,12 @@ def test_flask_limiter(fresh: Server, strategy: str) -> None:
     assert redis_ratelimit.limits_storage  # the import registers redis+ratelimit://
     app = flask.Flask(__name__)
     limiter = FlaskLimiter(
-        get_remote_address, app=app, storage_uri=fresh.url, strategy=strategy, headers_enabled=True
+        get_remote_address,
+        app=app,
+        storage_uri=fresh.url,
+        strategy=strategy,
+        headers_enabled=True,
+        storage_options={"deadline": int(SLACK)},
     )
 
     @app.route("/")
@@ -121,7 +127,10 @@ def test_flask_limiter(fresh: Server, strategy: str) -> None:
 @pytest.mark.parametrize("strategy", STRATEGY_NAMES)
 async def test_slowapi(fresh: Server, strategy: str) -> None:
     limiter = SlowLimiter(
-        key_func=lambda request: "client", storage_uri=fresh.url, strategy=strategy
+        key_func=lambda request: "client",
+        storage_uri=fresh.url,
+        strategy=strategy,
+        storage_options={"deadline": str(SLACK)},
     )
     app = FastAPI()
     app.state.limiter = limiter
@@ -141,7 +150,10 @@ async def test_slowapi(fresh: Server, strategy: str) -> None:
 
 async def test_slowapi_in_flight(fresh: Server) -> None:
     limiter = SlowLimiter(
-        key_func=lambda request: "hot", storage_uri=fresh.url, strategy="moving-window"
+        key_func=lambda request: "hot",
+        storage_uri=fresh.url,
+        strategy="moving-window",
+        storage_options={"deadline": str(SLACK)},
     )
     app = FastAPI()
     app.state.limiter = limiter
@@ -157,3 +169,23 @@ async def test_slowapi_in_flight(fresh: Server) -> None:
     ) as http:
         responses = await asyncio.gather(*(http.get("/") for _ in range(50)))
     assert sorted(r.status_code for r in responses) == [200] * 10 + [429] * 40
+
+
+@pytest.mark.parametrize("at", [7, 50])
+def test_the_sliding_window_counter_resets_when_a_hit_is_admitted_again(
+    fresh: Server, at: int
+) -> None:
+    """10 per minute, 10 hits `at` s into an aligned window: the next fits 6 s into the next."""
+    storage = RateLimitStorage(fresh.url, deadline=SLACK)
+    limiter = STRATEGIES["sliding-window-counter"](storage)
+    item = parse("10/minute")
+    clock = fresh.client()
+    clock.execute_command("RL.CLOCK", "ADVANCE", at * 1_000_000)
+    assert [limiter.hit(item, "k") for _ in range(11)] == [True] * 10 + [False]
+    told = limiter.get_window_stats(item, "k").reset_time - time.time()
+    true_wait = 60 - at + 6
+    assert true_wait - 1 < told <= true_wait + 0.1
+    clock.execute_command("RL.CLOCK", "ADVANCE", (true_wait - 1) * 1_000_000)
+    assert not limiter.hit(item, "k")  # a client that came back a second early
+    clock.execute_command("RL.CLOCK", "ADVANCE", 1_000_000)
+    assert limiter.hit(item, "k")  # one that waited as told

@@ -48,3 +48,82 @@ def test_the_readme_example_limits_to_100_per_minute_with_retry_after(
     assert headers["Retry-After"] == "1"  # 600 ms, rounded up
     assert "q=100;w=60" in headers["RateLimit-Policy"]
     assert check("bob")[0] == 200  # one key per API key
+
+
+PACKAGE_README = Path(__file__).resolve().parents[1] / "README.md"
+
+
+def package_blocks() -> list[str]:
+    """Every ```python block of the package's README."""
+    return re.findall(r"```python\n(.*?)```", PACKAGE_README.read_text(), re.S)
+
+
+def run_block(containing: str, server: Server) -> dict[str, Any]:
+    """Runs the package README's block containing ``containing``, pointed at ``server``."""
+    block = next(b for b in package_blocks() if containing in b)
+    source = block.replace("localhost:6379", f"127.0.0.1:{server.port}")
+    source = source.replace("port=6379", f"port={server.port}")
+    scope: dict[str, Any] = {"__name__": "readme"}
+    exec(compile(source, str(PACKAGE_README), "exec"), scope)
+    return scope
+
+
+def test_every_package_readme_block_is_run_here() -> None:
+    marks = ['rl.gcra("rl:user:42"', "rl.all(", "RateLimiter(client,", "Starlette(", "Flask("]
+    marks.append("FastAPI()")
+    assert len(package_blocks()) == len(marks)
+    for block in package_blocks():
+        assert sum(m in block for m in marks) == 1, block
+
+
+def test_the_package_readme_typed_calls(fresh: Server) -> None:
+    assert run_block('rl.gcra("rl:user:42"', fresh)["d"].allowed
+    assert run_block("rl.all(", fresh)["d"].allowed
+    own = run_block("RateLimiter(client,", fresh)["rl"]
+    assert own.gcra("k", 1, "1m").allowed and own.guard.fallback == "closed"
+
+
+async def test_the_package_readme_asgi_app(fresh: Server) -> None:
+    import httpx
+
+    app = run_block("Starlette(", fresh)["app"]
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://t") as http:
+        alice = {"x-api-key": "alice"}
+        codes = [(await http.get("/hello", headers=alice)).status_code for _ in range(11)]
+        assert codes == [200] * 10 + [429]
+        denied = await http.get("/hello", headers=alice)
+        assert denied.headers["retry-after"] == "1"
+        assert (await http.get("/hello")).status_code == 200  # no key: not limited
+
+
+def test_the_package_readme_flask_app(fresh: Server) -> None:
+    app = run_block("Flask(", fresh)["app"]
+    http = app.test_client()
+    codes = [http.get("/hello").status_code for _ in range(11)]
+    assert codes == [200] * 10 + [429]
+    denied = http.get("/hello")
+    # Ten hits at the start of an aligned minute: the next fits 6 s into the next
+    # minute, more than a window away, told as just under a window.
+    assert 59 <= int(denied.headers["Retry-After"]) <= 60
+
+
+async def test_the_package_readme_slowapi_app(fresh: Server) -> None:
+    import httpx
+
+    app = run_block("FastAPI()", fresh)["app"]
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://t") as http:
+        codes = [(await http.get("/hello")).status_code for _ in range(6)]
+        assert codes == [200] * 5 + [429]
+
+
+def test_one_version_everywhere() -> None:
+    """The package's version is the module's (Cargo.toml), as the changelog names it."""
+    root = Path(__file__).resolve().parents[3]
+    crate = re.search(r'^version = "(.+)"', (root / "Cargo.toml").read_text(), re.M)
+    package = re.search(
+        r'^version = "(.+)"', (root / "clients/python/pyproject.toml").read_text(), re.M
+    )
+    assert crate and package and package.group(1) == crate.group(1)
+    assert f"## {crate.group(1)} " in (root / "CHANGELOG.md").read_text()

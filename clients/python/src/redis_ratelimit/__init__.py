@@ -7,18 +7,24 @@ the ``limits`` storage (``redis+ratelimit://``) in
 :mod:`redis_ratelimit.limits_storage`.
 """
 
+from ._guard import DEFAULT_DEADLINE, PROBE_INTERVAL, Fallback, client_options
 from .aio import AsyncLease, AsyncRateLimiter
 from .client import Lease, RateLimiter
 from .decision import Decision
-from .errors import CommandError, LimitExceeded, RateLimitError, WrongTypeError
+from .deny_cache import DenyCache
+from .errors import CommandError, LimitExceeded, RateLimitError, Unavailable, WrongTypeError
 from .policy import Duration, Node, Policy, Quota
 
 __all__ = [
+    "DEFAULT_DEADLINE",
+    "PROBE_INTERVAL",
     "AsyncLease",
     "AsyncRateLimiter",
     "CommandError",
     "Decision",
+    "DenyCache",
     "Duration",
+    "Fallback",
     "Lease",
     "LimitExceeded",
     "Node",
@@ -26,5 +32,7 @@ __all__ = [
     "Quota",
     "RateLimitError",
     "RateLimiter",
+    "Unavailable",
     "WrongTypeError",
+    "client_options",
 ]

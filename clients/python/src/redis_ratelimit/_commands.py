@@ -16,10 +16,12 @@ class Options(TypedDict, total=False):
     of being denied. ``flow``/``weight``: share a key's admissions between
     waiting tenants by weight. ``force``: charge even what does not fit.
     ``partial``: charge as much of ``cost`` as fits. ``refund``: give units
-    back.
+    back. ``deadline``: seconds to wait for Redis on this call (the
+    limiter's by default), besides ``wait``.
     """
 
     cost: int
+    deadline: float
     dryrun: bool
     wait: Duration
     flow: str | bytes
@@ -112,3 +114,19 @@ def sketch(
     if dryrun:
         args.append("DRYRUN")
     return args
+
+
+def sketch_limits(
+    key: str | bytes, item: str | bytes, limit: int, window: Duration
+) -> list[tuple[str | bytes, Policy | None]]:
+    """The limit a sketch's item is held to, for a local fallback: a fixed window."""
+    name = (key.decode() if isinstance(key, bytes) else key) + ":"
+    name += item.decode() if isinstance(item, bytes) else item
+    return [(name, Policy.fixed(limit, window))]
+
+
+def share_limits(
+    path: Sequence[tuple[str | bytes, Node]],
+) -> list[tuple[str | bytes, Policy | None]]:
+    """The assured rates along a path, for a local fallback."""
+    return [(key, Policy.gcra(n.limit, n.period)) for key, n in path]

@@ -4,17 +4,31 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Hashable, Sequence
 from types import TracebackType
 from typing import Any, Literal, Protocol, Unpack
 
+import redis.asyncio
+import redis.asyncio.retry
+import redis.backoff
 import redis.exceptions
 
 from . import _commands
 from ._commands import Options
-from .client import renew_interval
+from ._guard import (
+    DEFAULT_DEADLINE,
+    OUTAGE,
+    PROBE_INTERVAL,
+    Fallback,
+    Guard,
+    client_options,
+    timeout,
+)
+from .client import CACHEABLE, Limits, renew_interval
 from .decision import Decision, parse_all, parse_decision, parse_throttle
-from .errors import CommandError, LimitExceeded, server_error
+from .deny_cache import DenyCache, pace
+from .errors import CommandError, LimitExceeded, Unavailable, server_error
 from .policy import Duration, Node, Policy, duration_ms, duration_word
 
 
@@ -32,25 +46,142 @@ class AsyncRateLimiter:
     and with ``decode_responses`` on or off; in a cluster, the keys of one
     ``RL.ALL`` or ``RL.SHARE`` must share a hash slot (``{tag}``). A server
     error is raised as :class:`~redis_ratelimit.CommandError` with the
-    server's message; connection errors and timeouts are redis-py's own.
+    server's message. The deadline, the fallback and the circuit are those
+    of :class:`~redis_ratelimit.RateLimiter`; a call past its deadline is
+    cancelled, its connection closed, and nothing of it is sent again.
     """
 
-    def __init__(self, client: AsyncClient) -> None:
+    def __init__(
+        self,
+        client: AsyncClient,
+        *,
+        deadline: float = DEFAULT_DEADLINE,
+        fallback: Fallback = "raise",
+        degraded_share: float = 1.0,
+        probe_interval: float = PROBE_INTERVAL,
+        deny_cache: DenyCache | None = None,
+    ) -> None:
         """A limiter sending its commands through ``client``."""
         self.client = client
+        self.guard = Guard(deadline, fallback, degraded_share, probe_interval)
+        self.deny_cache = deny_cache
 
-    async def _run(self, args: Sequence[Any]) -> Any:
+    @classmethod
+    def from_url(
+        cls,
+        url: str = "redis://localhost:6379",
+        *,
+        deadline: float = DEFAULT_DEADLINE,
+        fallback: Fallback = "raise",
+        degraded_share: float = 1.0,
+        probe_interval: float = PROBE_INTERVAL,
+        deny_cache: DenyCache | None = None,
+        **options: Any,
+    ) -> AsyncRateLimiter:
+        """A limiter on a client of its own (see :meth:`RateLimiter.from_url`)."""
+        settings = {**client_options(deadline, asyncio=True), "retry": no_retry(), **options}
+        client = redis.asyncio.from_url(url, **settings)
+        return cls(
+            client,
+            deadline=deadline,
+            fallback=fallback,
+            degraded_share=degraded_share,
+            probe_interval=probe_interval,
+            deny_cache=deny_cache,
+        )
+
+    async def _send(self, args: Sequence[Any], seconds: float) -> Any:
+        """One command, answered within ``seconds`` or given up.
+
+        A call given up (past its deadline, or its caller cancelled) is
+        cancelled and left to close its connection in the background: the
+        caller does not wait for that, and nothing of it is sent again.
+        """
+        call = asyncio.create_task(self.client.execute_command(*args))
         try:
-            return await self.client.execute_command(*args)
+            done, _ = await asyncio.wait((call,), timeout=max(seconds, 0.001))
+        except BaseException:
+            _abandon(call)
+            raise
+        if not done:
+            _abandon(call)
+            raise TimeoutError(f"no reply within {seconds:.3f} s")
+        try:
+            return call.result()
         except redis.exceptions.ResponseError as e:
             raise server_error(e) from None
+
+    async def _run(self, args: Sequence[Any]) -> Any:
+        return await self._send(args, self.guard.deadline)
+
+    async def _decide(
+        self,
+        args: Sequence[Any],
+        limits: Limits,
+        options: Options,
+        parse: Callable[[Any], Decision],
+        slot: Hashable = None,
+        paced: Policy | None = None,
+    ) -> Decision:
+        """Sends a decision within its deadline, or answers the deny cache or the fallback."""
+        cost = options.get("cost", 1)
+        cache = self.deny_cache if slot is not None and options.keys() <= CACHEABLE else None
+        flying = False
+        if cache is not None:
+            denied, flying = cache.check(slot, cost)
+            if denied is not None:
+                return denied
+        wait = duration_ms(options["wait"]) if "wait" in options else 0
+        seconds = timeout(self.guard, options.get("deadline"), wait)
+        try:
+            reply = await self._guarded(args, seconds)
+            decision = parse(reply)
+            if cache is not None:
+                cache.observe(slot, cost, decision, pace(paced))
+        except Unavailable as e:
+            return self.guard.answer(limits, cost, e)
+        finally:
+            if flying:
+                cache.landed(slot)  # type: ignore[union-attr]
+        return decision
+
+    async def _guarded(self, args: Sequence[Any], seconds: float) -> Any:
+        """One command through the circuit within ``seconds``; ``Unavailable`` on an outage."""
+        circuit = self.guard.circuit
+        step = circuit.step()
+        if step == "skip":
+            raise Unavailable("Redis is unavailable (the circuit is open)")
+        start = time.monotonic()
+        try:
+            if step == "probe":
+                await self._send(("PING",), seconds)
+            reply = await self._send(args, seconds - (time.monotonic() - start))
+        except CommandError:
+            circuit.succeeded()
+            raise
+        except OUTAGE as e:
+            circuit.failed()
+            raise Unavailable(f"Redis is unavailable: {e}") from e
+        except BaseException:
+            if step == "probe":
+                circuit.abandoned()
+            raise
+        circuit.succeeded()
+        return reply
 
     async def decide(
         self, key: str | bytes, policy: Policy, **options: Unpack[Options]
     ) -> Decision:
         """Decides one request on ``key`` under ``policy`` with its single-key command."""
         args, partial = _commands.decide(key, policy, options)
-        return parse_decision(await self._run(args), policy, partial)
+        return await self._decide(
+            args,
+            [(key, policy)],
+            options,
+            lambda r: parse_decision(r, policy, partial),
+            (key, policy.words),
+            policy,
+        )
 
     async def gcra(
         self,
@@ -115,7 +246,9 @@ class AsyncRateLimiter:
     ) -> Decision:
         """``RL.SKETCH``: ``limit`` per ``window`` for each ``item``, in one sketch at ``key``."""
         args = _commands.sketch(key, item, limit, window, width, depth, cost, dryrun)
-        return parse_decision(await self._run(args), None, False)
+        limits = _commands.sketch_limits(key, item, limit, window)
+        options: Options = {"cost": cost} if cost is not None else {}
+        return await self._decide(args, limits, options, lambda r: parse_decision(r, None, False))
 
     async def all(
         self,
@@ -127,14 +260,24 @@ class AsyncRateLimiter:
     ) -> Decision:
         """``RL.ALL``: every ``(key, policy)`` admits, all charged, or none changes."""
         args, partial = _commands.all_limits(limits, costs, refund_costs, options)
-        return parse_all(await self._run(args), [p for _, p in limits], partial)
+        policies = [p for _, p in limits]
+        slot = (
+            tuple((k, p.words) for k, p in limits),
+            tuple(costs or ()),
+            tuple(refund_costs or ()),
+        )
+        return await self._decide(
+            args, limits, options, lambda r: parse_all(r, policies, partial), slot
+        )
 
     async def share(
         self, path: Sequence[tuple[str | bytes, Node]], **options: Unpack[Options]
     ) -> Decision:
         """``RL.SHARE``: limits along a path, leaf first, lending unused capacity."""
         args = _commands.share("RL.SHARE", path, options)
-        return parse_all(await self._run(args), [None] * len(path), False)
+        limits = _commands.share_limits(path)
+        nothing = [None] * len(path)
+        return await self._decide(args, limits, options, lambda r: parse_all(r, nothing, False))
 
     async def share_peek(self, path: Sequence[tuple[str | bytes, Node]]) -> Decision:
         """``RL.SHARE.PEEK``: what one unit at the leaf would get now, changing nothing."""
@@ -169,9 +312,9 @@ class AsyncRateLimiter:
         self, key: str | bytes, max_burst: int, count: int, period: int, quantity: int = 1
     ) -> Decision:
         """``CL.THROTTLE`` (redis-cell): ``count`` per ``period`` s, bursts of ``max_burst + 1``."""
-        return parse_throttle(
-            await self._run(("CL.THROTTLE", key, max_burst, count, period, quantity))
-        )
+        args = ("CL.THROTTLE", key, max_burst, count, period, quantity)
+        limits = [(key, Policy.gcra(count, period, burst=max_burst + 1))]
+        return await self._decide(args, limits, {"cost": quantity}, parse_throttle)
 
     async def clock(self) -> int:
         """``RL.CLOCK``: the limiter's time, microseconds since the epoch."""
@@ -205,6 +348,11 @@ class AsyncRateLimiter:
         return AsyncLease(self, key, limit, ttl, renew_every, options)
 
 
+def no_retry() -> redis.asyncio.retry.Retry:
+    """redis-py's retry that does not: the deadline is the limiter's."""
+    return redis.asyncio.retry.Retry(redis.backoff.NoBackoff(), 0)
+
+
 # Tasks that finish a lease whose holder was cancelled (a release), kept
 # referenced until done.
 _background: set[asyncio.Task[Any]] = set()
@@ -214,6 +362,18 @@ def _in_background(task: asyncio.Task[Any]) -> asyncio.Task[Any]:
     _background.add(task)
     task.add_done_callback(_background.discard)
     return task
+
+
+def _abandon(call: asyncio.Task[Any]) -> None:
+    """Cancels a call given up and lets it finish on its own, its outcome read and dropped."""
+    call.cancel()
+    call.add_done_callback(_dropped)
+    _in_background(call)
+
+
+def _dropped(call: asyncio.Future[Any]) -> None:
+    if not call.cancelled():
+        call.exception()  # read, so that asyncio does not report it
 
 
 class AsyncLease:

@@ -10,17 +10,19 @@ that denied.
 
 from __future__ import annotations
 
-import asyncio
 import inspect
 import json
+import math
 from collections.abc import Awaitable, Callable, MutableMapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from datetime import timedelta
+from typing import Any, Literal
 
-import redis.exceptions
-
+from ._guard import Degraded, denial
 from .aio import AsyncRateLimiter
-from .policy import Duration, Policy, duration_ms
+from .decision import Decision
+from .errors import Unavailable
+from .policy import Duration, Policy
 
 Scope = MutableMapping[str, Any]
 """An ASGI connection scope."""
@@ -96,11 +98,16 @@ class RateLimitMiddleware:
     - ``wait``: queue a request on the server (``WAIT``) up to this long
       before answering 429.
     - ``timeout``: the longest the middleware waits for Redis (added to
-      ``wait``), in seconds.
-    - ``fail_open``: when Redis is unavailable (a connection error or the
-      timeout), let requests through (the default) or answer ``503``. A
-      command error (a key of the wrong type, a bad policy) is never
-      failed open: it propagates as the application's error.
+      ``wait``), in seconds; by default the limiter's ``deadline``.
+    - ``fallback``: when Redis is unavailable (a connection error, the
+      timeout, or the limiter's circuit open), ``"open"`` lets requests
+      through, ``"closed"`` answers ``503`` with ``Retry-After``,
+      ``"degraded"`` decides on a local limit at ``degraded_share`` of each
+      limit's rate (429 as usual), whatever the limiter's own fallback.
+      ``fail_open`` is the older switch between the first two
+      (``fallback`` wins when given). A command error
+      (a key of the wrong type, a bad policy) is never failed open: it
+      propagates as the application's error.
     """
 
     def __init__(
@@ -112,8 +119,10 @@ class RateLimitMiddleware:
         key: KeyFunc = client_address,
         cost: int = 1,
         wait: Duration | None = None,
-        timeout: float = 0.5,
+        timeout: float | None = None,
         fail_open: bool = True,
+        fallback: Literal["open", "closed", "degraded"] | None = None,
+        degraded_share: float = 1.0,
     ) -> None:
         """Wraps ``app``; see the class for the parameters."""
         if not limits:
@@ -122,16 +131,18 @@ class RateLimitMiddleware:
         self.limiter = limiter
         self.limits = tuple(limits)
         self.key = key
-        self.fail_open = fail_open
+        self.fallback = fallback or ("open" if fail_open else "closed")
+        self.degraded = Degraded(degraded_share)
+        self._cost = cost
         self._policies = tuple(limit.policy.with_name(limit.name) for limit in self.limits)
         self._names = tuple(limit.name for limit in self.limits)
         self._options: dict[str, Any] = {}
         if cost != 1:
             self._options["cost"] = cost
-        self._timeout = timeout
+        if timeout is not None:
+            self._options["deadline"] = timeout
         if wait is not None:
             self._options["wait"] = wait
-            self._timeout += duration_ms(wait) / 1000
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         """Decides an HTTP request, then answers 429 or runs the app with the header fields."""
@@ -148,14 +159,19 @@ class RateLimitMiddleware:
             (limit.key_for(client), p) for limit, p in zip(self.limits, self._policies, strict=True)
         ]
         try:
-            decision = await asyncio.wait_for(
-                self.limiter.all(pairs, **self._options), self._timeout
-            )
-        except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, TimeoutError):
-            if self.fail_open:
-                await self.app(scope, receive, send)
-            else:
-                await _respond(send, 503, [(b"retry-after", b"1")], UNAVAILABLE)
+            decision = await self.limiter.all(pairs, **self._options)
+        except Unavailable:
+            decision = self._fallback(pairs)
+        else:
+            if decision.fallback is not None:  # the middleware's fallback, not the limiter's
+                decision = self._fallback(pairs)
+        if decision.fallback == "open":
+            await self.app(scope, receive, send)
+            return
+        if decision.fallback == "closed":
+            retry = decision.retry_after.total_seconds() if decision.retry_after else 1
+            fields = [(b"retry-after", str(max(1, math.ceil(retry))).encode())]
+            await _respond(send, 503, fields, UNAVAILABLE)
             return
         fields = [
             (name.lower().encode(), value.encode())
@@ -165,6 +181,13 @@ class RateLimitMiddleware:
             await _respond(send, 429, fields, decision.problem_json(self._names))
             return
         await self.app(scope, receive, _with_fields(send, fields))
+
+    def _fallback(self, pairs: Sequence[tuple[str, Policy]]) -> Decision:
+        if self.fallback == "degraded":
+            return self.degraded.decide(pairs, self._cost)
+        if self.fallback == "open":
+            return Decision(True, 0, 0, None, timedelta(0), fallback="open")
+        return denial(None, max(1.0, self.limiter.guard.circuit.retry_after()))
 
 
 def _with_fields(send: Send, fields: list[tuple[bytes, bytes]]) -> Send:

@@ -4,17 +4,35 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Hashable, Sequence
 from types import TracebackType
 from typing import Any, Literal, Protocol, Unpack
 
+import redis
+import redis.backoff
 import redis.exceptions
+import redis.retry
 
 from . import _commands
 from ._commands import Options
+from ._guard import (
+    DEFAULT_DEADLINE,
+    OUTAGE,
+    PROBE_INTERVAL,
+    Fallback,
+    Guard,
+    client_options,
+    timeout,
+)
 from .decision import Decision, parse_all, parse_decision, parse_throttle
-from .errors import CommandError, LimitExceeded, server_error
+from .deny_cache import DenyCache, pace
+from .errors import CommandError, LimitExceeded, Unavailable, server_error
 from .policy import Duration, Node, Policy, duration_ms, duration_word
+
+Limits = Sequence[tuple[str | bytes, Policy | None]]
+CACHEABLE = frozenset({"cost", "deadline"})
+"""The options of a call the deny cache may answer (``wait``, ``dryrun``, ... go to the server)."""
 
 
 class SyncClient(Protocol):
@@ -31,23 +49,157 @@ class RateLimiter:
     and with ``decode_responses`` on or off; in a cluster, the keys of one
     ``RL.ALL`` or ``RL.SHARE`` must share a hash slot (``{tag}``). A server
     error is raised as :class:`~redis_ratelimit.CommandError` with the
-    server's message; connection errors and timeouts are redis-py's own.
+    server's message.
+
+    Every call waits at most ``deadline`` seconds for Redis (plus its own
+    ``wait``; ``deadline=`` on a call overrides it). A decision that meets
+    an outage (a connection error or the deadline) answers ``fallback``:
+    ``"raise"`` :class:`~redis_ratelimit.Unavailable`, ``"open"`` admits,
+    ``"closed"`` denies, ``"degraded"`` decides on a local limit at
+    ``degraded_share`` of each limit's rate. From the first outage on, the
+    fallback answers at once, while one call every ``probe_interval``
+    seconds looks whether Redis is back (a ``PING``, then its decision).
     """
 
-    def __init__(self, client: SyncClient) -> None:
+    def __init__(
+        self,
+        client: SyncClient,
+        *,
+        deadline: float = DEFAULT_DEADLINE,
+        fallback: Fallback = "raise",
+        degraded_share: float = 1.0,
+        probe_interval: float = PROBE_INTERVAL,
+        deny_cache: DenyCache | None = None,
+    ) -> None:
         """A limiter sending its commands through ``client``."""
         self.client = client
+        self.guard = Guard(deadline, fallback, degraded_share, probe_interval)
+        self.deny_cache = deny_cache
+
+    @classmethod
+    def from_url(
+        cls,
+        url: str = "redis://localhost:6379",
+        *,
+        deadline: float = DEFAULT_DEADLINE,
+        fallback: Fallback = "raise",
+        degraded_share: float = 1.0,
+        probe_interval: float = PROBE_INTERVAL,
+        deny_cache: DenyCache | None = None,
+        **options: Any,
+    ) -> RateLimiter:
+        """A limiter on a client of its own whose every wait ends by ``deadline``.
+
+        The client does not retry, connects and reads within the deadline
+        and speaks RESP2 (:func:`redis_ratelimit.client_options`);
+        ``options`` go to :func:`redis.from_url` after those.
+        """
+        settings = {**client_options(deadline), "retry": no_retry(), **options}
+        client = redis.from_url(url, **settings)
+        return cls(
+            client,
+            deadline=deadline,
+            fallback=fallback,
+            degraded_share=degraded_share,
+            probe_interval=probe_interval,
+            deny_cache=deny_cache,
+        )
+
+    def _send(self, args: Sequence[Any], seconds: float) -> Any:
+        """One command, its reply awaited at most ``seconds`` (a plain ``redis.Redis``).
+
+        Other clients (a cluster) wait as long as their own socket timeout.
+        """
+        client = self.client
+        if not isinstance(client, redis.Redis) or client.connection is not None:
+            try:
+                return client.execute_command(*args)
+            except redis.exceptions.ResponseError as e:
+                raise server_error(e) from None
+        pool = client.connection_pool
+        conn = pool.get_connection()
+        try:
+            conn.send_command(*args)  # type: ignore[no-untyped-call]
+            reply = conn.read_response(timeout=max(seconds, 0.001))
+        except redis.exceptions.ResponseError as e:
+            pool.release(conn)
+            raise server_error(e) from None
+        except BaseException:
+            conn.disconnect()  # type: ignore[no-untyped-call]  # a late reply must not be read
+            pool.release(conn)
+            raise
+        pool.release(conn)
+        return reply
 
     def _run(self, args: Sequence[Any]) -> Any:
+        return self._send(args, self.guard.deadline)
+
+    def _decide(
+        self,
+        args: Sequence[Any],
+        limits: Limits,
+        options: Options,
+        parse: Callable[[Any], Decision],
+        slot: Hashable = None,
+        paced: Policy | None = None,
+    ) -> Decision:
+        """Sends a decision within its deadline, or answers the deny cache or the fallback."""
+        cost = options.get("cost", 1)
+        cache = self.deny_cache if slot is not None and options.keys() <= CACHEABLE else None
+        flying = False
+        if cache is not None:
+            denied, flying = cache.check(slot, cost)
+            if denied is not None:
+                return denied
+        wait = duration_ms(options["wait"]) if "wait" in options else 0
+        seconds = timeout(self.guard, options.get("deadline"), wait)
         try:
-            return self.client.execute_command(*args)
-        except redis.exceptions.ResponseError as e:
-            raise server_error(e) from None
+            reply = self._guarded(args, seconds)
+            decision = parse(reply)
+            if cache is not None:
+                cache.observe(slot, cost, decision, pace(paced))
+        except Unavailable as e:
+            return self.guard.answer(limits, cost, e)
+        finally:
+            if flying:
+                cache.landed(slot)  # type: ignore[union-attr]
+        return decision
+
+    def _guarded(self, args: Sequence[Any], seconds: float) -> Any:
+        """One command through the circuit within ``seconds``; ``Unavailable`` on an outage."""
+        circuit = self.guard.circuit
+        step = circuit.step()
+        if step == "skip":
+            raise Unavailable("Redis is unavailable (the circuit is open)")
+        start = time.monotonic()
+        try:
+            if step == "probe":
+                self._send(("PING",), seconds)
+            reply = self._send(args, seconds - (time.monotonic() - start))
+        except CommandError:
+            circuit.succeeded()
+            raise
+        except OUTAGE as e:
+            circuit.failed()
+            raise Unavailable(f"Redis is unavailable: {e}") from e
+        except BaseException:
+            if step == "probe":
+                circuit.abandoned()
+            raise
+        circuit.succeeded()
+        return reply
 
     def decide(self, key: str | bytes, policy: Policy, **options: Unpack[Options]) -> Decision:
         """Decides one request on ``key`` under ``policy`` with its single-key command."""
         args, partial = _commands.decide(key, policy, options)
-        return parse_decision(self._run(args), policy, partial)
+        return self._decide(
+            args,
+            [(key, policy)],
+            options,
+            lambda r: parse_decision(r, policy, partial),
+            (key, policy.words),
+            policy,
+        )
 
     def gcra(
         self,
@@ -112,7 +264,9 @@ class RateLimiter:
     ) -> Decision:
         """``RL.SKETCH``: ``limit`` per ``window`` for each ``item``, in one sketch at ``key``."""
         args = _commands.sketch(key, item, limit, window, width, depth, cost, dryrun)
-        return parse_decision(self._run(args), None, False)
+        limits = _commands.sketch_limits(key, item, limit, window)
+        options: Options = {"cost": cost} if cost is not None else {}
+        return self._decide(args, limits, options, lambda r: parse_decision(r, None, False))
 
     def all(
         self,
@@ -124,14 +278,22 @@ class RateLimiter:
     ) -> Decision:
         """``RL.ALL``: every ``(key, policy)`` admits, all charged, or none changes."""
         args, partial = _commands.all_limits(limits, costs, refund_costs, options)
-        return parse_all(self._run(args), [p for _, p in limits], partial)
+        policies = [p for _, p in limits]
+        slot = (
+            tuple((k, p.words) for k, p in limits),
+            tuple(costs or ()),
+            tuple(refund_costs or ()),
+        )
+        return self._decide(args, limits, options, lambda r: parse_all(r, policies, partial), slot)
 
     def share(
         self, path: Sequence[tuple[str | bytes, Node]], **options: Unpack[Options]
     ) -> Decision:
         """``RL.SHARE``: limits along a path, leaf first, lending unused capacity."""
         args = _commands.share("RL.SHARE", path, options)
-        return parse_all(self._run(args), [None] * len(path), False)
+        limits = _commands.share_limits(path)
+        nothing = [None] * len(path)
+        return self._decide(args, limits, options, lambda r: parse_all(r, nothing, False))
 
     def share_peek(self, path: Sequence[tuple[str | bytes, Node]]) -> Decision:
         """``RL.SHARE.PEEK``: what one unit at the leaf would get now, changing nothing."""
@@ -166,7 +328,9 @@ class RateLimiter:
         self, key: str | bytes, max_burst: int, count: int, period: int, quantity: int = 1
     ) -> Decision:
         """``CL.THROTTLE`` (redis-cell): ``count`` per ``period`` s, bursts of ``max_burst + 1``."""
-        return parse_throttle(self._run(("CL.THROTTLE", key, max_burst, count, period, quantity)))
+        args = ("CL.THROTTLE", key, max_burst, count, period, quantity)
+        limits = [(key, Policy.gcra(count, period, burst=max_burst + 1))]
+        return self._decide(args, limits, {"cost": quantity}, parse_throttle)
 
     def clock(self) -> int:
         """``RL.CLOCK``: the limiter's time, microseconds since the epoch."""
@@ -198,6 +362,11 @@ class RateLimiter:
         ``wait=``, after waiting up to that long on the server).
         """
         return Lease(self, key, limit, ttl, renew_every, options)
+
+
+def no_retry() -> redis.retry.Retry:
+    """redis-py's retry that does not: the deadline is the limiter's."""
+    return redis.retry.Retry(redis.backoff.NoBackoff(), 0)
 
 
 def renew_interval(ttl: Duration, renew_every: Duration | None) -> float:

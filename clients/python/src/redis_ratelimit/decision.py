@@ -48,6 +48,9 @@ class Decision:
     """RL.ALL, RL.SHARE: each limit's own decision, in key order."""
     policy: Policy | None = None
     """The policy decided, when the call named one (for the header fields)."""
+    fallback: str | None = None
+    """``None`` when the server decided; else the fallback that answered while
+    Redis was unavailable: ``"open"``, ``"closed"`` or ``"degraded"``."""
 
     def __bool__(self) -> bool:
         """A decision is true when the request was admitted."""

@@ -46,6 +46,15 @@ class WrongTypeError(CommandError):
     """The key holds another type, or another limiter's state (``WRONGTYPE``)."""
 
 
+class Unavailable(RateLimitError, redis.exceptions.ConnectionError):
+    """Redis did not answer by the deadline, or the connection is known down.
+
+    Raised by decisions whose fallback is ``"raise"`` (the default), at
+    once while the circuit is open; a :class:`redis.exceptions.ConnectionError`,
+    so existing handlers keep working.
+    """
+
+
 class LimitExceeded(RateLimitError):
     """A lease or a block of work was denied: the decision says how long to wait."""
 

@@ -13,6 +13,12 @@ over the limit still counts, as ``limits`` expects), the moving window
 ``RL.SLIDING ... EXACT`` and the sliding window counter ``RL.SLIDING ...
 APPROX``. The reads behind ``test`` and ``get_window_stats`` are
 ``RL.PEEK``\\ s, which change nothing.
+
+Every command waits at most ``deadline`` seconds (a storage option,
+:data:`~redis_ratelimit.DEFAULT_DEADLINE` by default). An outage raises
+:class:`~redis_ratelimit.Unavailable` (a ``redis.ConnectionError``), at once
+while the connection is known down; Flask-Limiter and slowapi then apply
+their own fallback (``swallow_errors``, ``in_memory_fallback_enabled``).
 """
 
 from __future__ import annotations
@@ -30,8 +36,11 @@ from limits.limits import TIME_TYPES
 from limits.storage import MovingWindowSupport, SlidingWindowCounterSupport, Storage
 from limits.storage.base import TimestampedSlidingWindow
 
+from ._guard import DEFAULT_DEADLINE, PROBE_INTERVAL, client_options
+from .aio import AsyncRateLimiter
+from .aio import no_retry as async_no_retry
+from .client import RateLimiter, no_retry
 from .decision import Decision, parse_decision
-from .errors import server_error
 
 COUNTER = 9223372036854775807
 """The fixed window's limit: the largest count, so that RL.FIXED counts every hit."""
@@ -126,39 +135,46 @@ Window = tuple[int, float, int, float]
 """``get_sliding_window``'s reply: previous count and TTL, current count and TTL."""
 
 
-def sliding_window(reply: Any, expiry: float) -> Window | tuple[int, float]:
-    """``get_sliding_window``'s tuple from an ``RL.PEEK ... APPROX`` at the largest limit.
-
-    The module weighs the previous window itself, so one look gives the
-    weighted count (rounded up) and, in ``reset_after``, where the aligned
-    window stands: a key with a count in the current window is full again
-    at the end of the next one (more than a window away), a key with only a
-    previous count at the end of this one. The second reads as a previous
-    window of the count that weighs as much now, so that ``limits``
-    computes its reset from it as for its own aligned storages. The first
-    reads as the current window, and needs a second look (the count and
-    when the window ends are returned for :func:`sliding_reset`).
-    """
+def weighted_count(reply: Any) -> tuple[int, float]:
+    """The weighted count (rounded up) and ``reset_after`` from an RL.PEEK at the largest limit."""
     d = _decision(reply)
-    count = COUNTER - d.remaining
-    if count <= 0:
-        return 0, 0.0, 0, 0.0
-    reset = d.reset_after.total_seconds()
-    if reset > expiry:
-        return count, reset
-    previous = int(count * expiry // reset) if reset > 0 else count
-    return previous, reset, 0, 0.0
+    return COUNTER - d.remaining, d.reset_after.total_seconds()
 
 
-def sliding_reset(count: int, reset: float, reply: Any, expiry: float) -> Window:
-    """The current window's reading, given when one unit frees (RL.PEEK at ``count``).
+def limit_of(key: str) -> int | None:
+    """The limit of a ``limits`` key (``.../10/2/minute`` is 10), else ``None``."""
+    parts = key.rsplit("/", 3)
+    if len(parts) == 4 and parts[1].isdigit() and window_of(key) != FOREVER:
+        return int(parts[1])
+    return None
 
-    ``limits`` resets at the earlier of the previous window's next unit and
-    the end of the current window: a unit freed before the window ends is
-    the reset, else the window's end (``reset`` modulo the window).
+
+def look_at(key: str, count: int) -> tuple[int, bool]:
+    """The limit at which a second RL.PEEK tells the reset, and whether the key is full."""
+    limit = limit_of(key)
+    if limit is not None and count >= limit:
+        return limit, True
+    return count, False
+
+
+def sliding_window(count: int, reset: float, reply: Any, expiry: float, full: bool) -> Window:
+    """``get_sliding_window``'s tuple, given the weighted ``count`` and a look at the reset.
+
+    ``reply`` (an RL.PEEK at the limit of :func:`look_at`) says when a unit
+    frees: for a full key, when a hit is admitted again (what
+    ``Retry-After`` tells); for another key the reset is, as for ``limits``'
+    own storages, the earlier of that and the end of the current window
+    (``reset_after`` past a window, when the current window has a count).
+    ``limits`` weighs the tuple to ``count`` plus less than one (its
+    ``remaining`` is the module's) and reads the reset from the previous
+    window's TTL: at most just under a window, so a wait of a whole window
+    or more (hits in a window's first moments) is told as just under one.
     """
-    frees = _seconds(_decision(reply))
-    return 0, 0.0, count, frees if frees < reset - expiry else reset
+    wait = _seconds(_decision(reply))
+    if not full and reset > expiry:
+        wait = min(wait, reset - expiry)
+    below = expiry - 0.001  # a millisecond: expiry + below must stay under two windows
+    return 1, expiry + min(wait, below), count - 1, below
 
 
 def _seconds(d: Decision) -> float:
@@ -172,8 +188,9 @@ class RateLimitStorage(
     """The ``limits`` storage for ``redis+ratelimit://`` URIs (blocking redis-py).
 
     ``uri`` is a Redis URL with ``+ratelimit`` after its scheme; ``options``
-    go to :func:`redis.from_url` (``protocol=2``, ``socket_timeout=``, ...).
-    ``client`` uses a client of your own instead.
+    go to :func:`redis.from_url` after :func:`~redis_ratelimit.client_options`
+    (no retry, timeouts of ``deadline``, RESP2). ``client`` uses a client of
+    your own instead (give it those options: see the README).
     """
 
     STORAGE_SCHEME = [  # noqa: RUF012 - limits declares it a plain list
@@ -190,12 +207,23 @@ class RateLimitStorage(
         key_prefix: str = PREFIX,
         wrap_exceptions: bool = False,
         client: redis.Redis | None = None,
+        deadline: float | str = DEFAULT_DEADLINE,
+        probe_interval: float | str = PROBE_INTERVAL,
         **options: Any,
     ) -> None:
-        """A storage on the server at ``uri``, its keys under ``key_prefix``."""
+        """A storage on the server at ``uri``, its keys under ``key_prefix``.
+
+        ``deadline`` and ``probe_interval`` are seconds (a string, as
+        ``storage_options`` may give them, is read as a number).
+        """
         super().__init__(uri, wrap_exceptions=wrap_exceptions)
+        deadline, probe_interval = float(deadline), float(probe_interval)
         self.key_prefix = key_prefix
-        self.storage = client if client is not None else redis.from_url(redis_url(uri), **options)
+        if client is None:
+            settings = {**client_options(deadline), "retry": no_retry(), **options}
+            client = redis.from_url(redis_url(uri), **settings)
+        self.storage = client
+        self.limiter = RateLimiter(client, deadline=deadline, probe_interval=probe_interval)
 
     @property
     def base_exceptions(self) -> type[Exception] | tuple[type[Exception], ...]:
@@ -203,10 +231,7 @@ class RateLimitStorage(
         return redis.exceptions.RedisError
 
     def _run(self, args: tuple[Any, ...]) -> Any:
-        try:
-            return self.storage.execute_command(*args)  # type: ignore[no-untyped-call]
-        except redis.exceptions.ResponseError as e:
-            raise server_error(e) from None
+        return self.limiter._guarded(args, self.limiter.guard.deadline)
 
     def incr(self, key: str, expiry: int, amount: int = 1) -> int:
         """Counts ``amount`` in the key's fixed window of ``expiry`` seconds: one RL.FIXED."""
@@ -271,11 +296,12 @@ class RateLimitStorage(
 
     def get_sliding_window(self, key: str, expiry: int) -> tuple[int, float, int, float]:
         """The window as ``limits`` reads it, from one or two RL.PEEKs (:func:`sliding_window`)."""
-        window = sliding_window(self._run(self.sliding_args(key, COUNTER, expiry)), expiry)
-        if len(window) == 4:
-            return window
-        count, reset = window
-        return sliding_reset(count, reset, self._run(self.sliding_args(key, count, expiry)), expiry)
+        count, reset = weighted_count(self._run(self.sliding_args(key, COUNTER, expiry)))
+        if count <= 0:
+            return 0, 0.0, 0, 0.0
+        limit, full = look_at(key, count)
+        reply = self._run(self.sliding_args(key, limit, expiry))
+        return sliding_window(count, reset, reply, expiry, full)
 
     def clear_sliding_window(self, key: str, expiry: int) -> None:
         """Resets one sliding-window-counter limit (DEL)."""
@@ -305,14 +331,27 @@ class AsyncRateLimitStorage(
         key_prefix: str = PREFIX,
         wrap_exceptions: bool = False,
         client: redis.asyncio.Redis | None = None,
+        deadline: float | str = DEFAULT_DEADLINE,
+        probe_interval: float | str = PROBE_INTERVAL,
         **options: Any,
     ) -> None:
-        """A storage on the server at ``uri``, its keys under ``key_prefix``."""
+        """A storage on the server at ``uri``, its keys under ``key_prefix``.
+
+        ``deadline`` and ``probe_interval`` are seconds (a string, as
+        ``storage_options`` may give them, is read as a number).
+        """
         super().__init__(uri, wrap_exceptions=wrap_exceptions)
+        deadline, probe_interval = float(deadline), float(probe_interval)
         self.key_prefix = key_prefix
-        self.storage = (
-            client if client is not None else redis.asyncio.from_url(redis_url(uri), **options)
-        )
+        if client is None:
+            settings = {
+                **client_options(deadline, asyncio=True),
+                "retry": async_no_retry(),
+                **options,
+            }
+            client = redis.asyncio.from_url(redis_url(uri), **settings)
+        self.storage = client
+        self.limiter = AsyncRateLimiter(client, deadline=deadline, probe_interval=probe_interval)
 
     @property
     def base_exceptions(self) -> type[Exception] | tuple[type[Exception], ...]:
@@ -320,10 +359,7 @@ class AsyncRateLimitStorage(
         return redis.exceptions.RedisError
 
     async def _run(self, args: tuple[Any, ...]) -> Any:
-        try:
-            return await self.storage.execute_command(*args)  # type: ignore[no-untyped-call]
-        except redis.exceptions.ResponseError as e:
-            raise server_error(e) from None
+        return await self.limiter._guarded(args, self.limiter.guard.deadline)
 
     async def incr(self, key: str, expiry: int, amount: int = 1) -> int:
         """Counts ``amount`` in the key's fixed window of ``expiry`` seconds: one RL.FIXED."""
@@ -389,12 +425,12 @@ class AsyncRateLimitStorage(
 
     async def get_sliding_window(self, key: str, expiry: int) -> tuple[int, float, int, float]:
         """The window as ``limits`` reads it, from one or two RL.PEEKs (:func:`sliding_window`)."""
-        window = sliding_window(await self._run(self.sliding_args(key, COUNTER, expiry)), expiry)
-        if len(window) == 4:
-            return window
-        count, reset = window
-        reply = await self._run(self.sliding_args(key, count, expiry))
-        return sliding_reset(count, reset, reply, expiry)
+        count, reset = weighted_count(await self._run(self.sliding_args(key, COUNTER, expiry)))
+        if count <= 0:
+            return 0, 0.0, 0, 0.0
+        limit, full = look_at(key, count)
+        reply = await self._run(self.sliding_args(key, limit, expiry))
+        return sliding_window(count, reset, reply, expiry, full)
 
     async def clear_sliding_window(self, key: str, expiry: int) -> None:
         """Resets one sliding-window-counter limit (DEL)."""
