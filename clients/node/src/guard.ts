@@ -61,7 +61,8 @@ interface IoredisShape {
   call(command: string, ...args: string[]): Promise<unknown>;
   readonly status?: string;
   readonly once?: unknown;
-  readonly options?: { readonly autoResendUnfulfilledCommands?: boolean };
+  readonly stream?: { readonly writable?: boolean };
+  readonly options?: { readonly autoResendUnfulfilledCommands?: boolean; readonly enableOfflineQueue?: boolean };
 }
 
 let warnedResend = false;
@@ -79,15 +80,18 @@ export function toTransport(client: RedisLike): Transport {
   }
   if ("call" in client && typeof client.call === "function") {
     const io = client as IoredisShape;
-    if (io.options !== undefined && io.options.autoResendUnfulfilledCommands !== false && !warnedResend) {
+    const o = io.options;
+    if (o !== undefined && (o.autoResendUnfulfilledCommands !== false || o.enableOfflineQueue !== false) && !warnedResend) {
       warnedResend = true;
       process.emitWarning(
-        "redis-ratelimit: this ioredis client resends, after a reconnection, commands it wrote before the connection dropped; " +
-          "pass { autoResendUnfulfilledCommands: false } so that a decision whose caller gave up is never executed later",
-        { code: "RATELIMIT_IOREDIS_RESEND" },
+        "redis-ratelimit: this ioredis client queues commands while reconnecting and resends, after a reconnection, commands it " +
+          "wrote before the connection dropped; pass { enableOfflineQueue: false, autoResendUnfulfilledCommands: false } so that " +
+          "a decision whose caller gave up is never executed later",
+        { code: "RATELIMIT_IOREDIS_QUEUE" },
       );
     }
-    const ready = (): boolean => io.status === undefined || io.status === "ready";
+    // "ready" with a closed stream: ioredis would queue the command offline.
+    const ready = (): boolean => (io.status === undefined || io.status === "ready") && io.stream?.writable !== false;
     return {
       send: (args) => {
         const [command = "", ...rest] = args;
