@@ -71,6 +71,8 @@ export interface DecisionFields {
    * was known down, nothing was sent).
    */
   readonly fallback?: "timeout" | "unavailable" | undefined;
+  /** `true` when the limiter's deny cache answered, without a round trip. */
+  readonly cached?: boolean | undefined;
 }
 
 /** One limit's decision, parsed the same from RESP2 and RESP3 replies. */
@@ -94,6 +96,8 @@ export class Decision implements DecisionFields {
   declare readonly shadowDenied?: boolean | undefined;
   /** Set when the limiter's fallback decided: `"timeout"` or `"unavailable"`. */
   declare readonly fallback?: "timeout" | "unavailable" | undefined;
+  /** `true` when the limiter's deny cache answered, without a round trip. */
+  declare readonly cached?: boolean | undefined;
   /** The limit's name and rate, for {@link Decision.headers}. */
   readonly described: Described;
 
@@ -108,6 +112,7 @@ export class Decision implements DecisionFields {
     if (fields.lease !== undefined) this.lease = fields.lease;
     if (fields.shadowDenied !== undefined) this.shadowDenied = fields.shadowDenied;
     if (fields.fallback !== undefined) this.fallback = fields.fallback;
+    if (fields.cached !== undefined) this.cached = fields.cached;
     this.described = described;
   }
 
@@ -115,9 +120,9 @@ export class Decision implements DecisionFields {
   toJSON(): object {
     const quota = this.described.quota;
     const num = (v: bigint): number | string => (v <= BigInt(Number.MAX_SAFE_INTEGER) ? Number(v) : String(v));
-    const { allowed, limit, remaining, retryAfterMs, resetAfterMs, granted, lease, shadowDenied, fallback } = this;
+    const { allowed, limit, remaining, retryAfterMs, resetAfterMs, granted, lease, shadowDenied, fallback, cached } = this;
     const described = { name: this.described.name, quota: quota === undefined ? undefined : { q: num(quota.q), w: num(quota.w) } };
-    return { allowed, limit, remaining, retryAfterMs, resetAfterMs, granted, lease, shadowDenied, fallback, described };
+    return { allowed, limit, remaining, retryAfterMs, resetAfterMs, granted, lease, shadowDenied, fallback, cached, described };
   }
 
   /**

@@ -121,6 +121,8 @@ export function toTransport(client: RedisLike): Transport {
 export class Guard {
   private openSince: number | undefined;
   private probing = false;
+  /** Decision commands handed to the client so far (probes not counted). */
+  sent = 0;
   /** The client reported itself not ready since the circuit opened: its being ready again closes the circuit. */
   private sawDown = false;
   private probeTimer: NodeJS.Timeout | undefined;
@@ -167,11 +169,15 @@ export class Guard {
     // A client not ready yet (connecting) is waited for within the deadline: the command is
     // written once it is ready, or never.
     const transport = this.transport;
+    const handOver = (): Promise<unknown> => {
+      this.sent++;
+      return transport.send(args, controller.signal);
+    };
     const sent = transport.ready()
-      ? transport.send(args, controller.signal)
+      ? handOver()
       : transport.untilReady(controller.signal).then((ready) => {
-          if (!ready) throw new UnavailableError("timeout", args[0] ?? "");
-          return transport.send(args, controller.signal);
+          if (!ready || controller.signal.aborted) throw new UnavailableError("timeout", args[0] ?? "");
+          return handOver();
         });
     // Once the call has answered, a late reply or failure is nobody's: never unhandled.
     sent.catch(() => undefined);

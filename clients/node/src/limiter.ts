@@ -1,6 +1,7 @@
 import { type RawReply, type RedisLike, type SendCommand, toSendCommand } from "./client.js";
 import { AllDecision, Decision, type Described } from "./decision.js";
 import { type Duration, durationArg, durationMillis } from "./duration.js";
+import { DenyCache } from "./deny-cache.js";
 import { UnavailableError } from "./errors.js";
 import { type CallOptions, DEFAULT_TIMEOUT_MS, Guard, toTransport } from "./guard.js";
 import { DEFAULT_MAX_WAITERS, WaitPool } from "./pool.js";
@@ -35,6 +36,12 @@ export interface LimiterOptions {
   readonly fallback?: Fallback;
   /** The most commands waiting on the server (`wait`) at once, each on a connection of its own (default 64). */
   readonly maxWaiters?: number;
+  /**
+   * Remember up to this many denials (keys × limits) and deny again
+   * locally until their `retryAfterMs` has passed (default 0: off). See
+   * {@link DenyCache}.
+   */
+  readonly denyCache?: number;
 }
 
 /** Options every call takes. */
@@ -159,6 +166,16 @@ function optionWords(options: DecideOptions & AllOptions): string[] {
   return words;
 }
 
+/** The ms one unit of a paced limit takes to come back (GCRA, bucket); `undefined` for windows. */
+function unitInterval(policy: GcraPolicy | BucketPolicy | SlidingPolicy | FixedPolicy): number | undefined {
+  if (policy.type === "gcra" || policy.type === "bucket") {
+    const ms = durationMillis(policy.period);
+    const units = Number(policy.type === "gcra" ? policy.limit : policy.refill);
+    return ms === undefined || !(units > 0) ? undefined : Number(ms) / units;
+  }
+  return undefined;
+}
+
 const COMMAND = { gcra: "RL.GCRA", bucket: "RL.BUCKET", sliding: "RL.SLIDING", fixed: "RL.FIXED" } as const;
 
 /**
@@ -181,6 +198,7 @@ export class RateLimiter {
   readonly guard: Guard;
   private readonly waits: WaitPool;
   private readonly fallback: Fallback;
+  private readonly denials: DenyCache | undefined;
 
   /** A limiter sending its commands through `client`. */
   constructor(client: RedisLike, options: LimiterOptions = {}) {
@@ -188,6 +206,7 @@ export class RateLimiter {
     this.guard = new Guard(toTransport(client), options.timeout ?? DEFAULT_TIMEOUT_MS);
     this.waits = new WaitPool(client, this.guard, options.maxWaiters ?? DEFAULT_MAX_WAITERS);
     this.fallback = options.fallback ?? "closed";
+    this.denials = options.denyCache === undefined || options.denyCache === 0 ? undefined : new DenyCache(options.denyCache);
   }
 
   /**
@@ -245,9 +264,21 @@ export class RateLimiter {
   }
 
   /** A decision under `policy` (GCRA, bucket, sliding or fixed), by its own command. */
-  decide(key: string, policy: GcraPolicy | BucketPolicy | SlidingPolicy | FixedPolicy, options: DecideOptions = {}): Promise<Decision> {
+  async decide(key: string, policy: GcraPolicy | BucketPolicy | SlidingPolicy | FixedPolicy, options: DecideOptions = {}): Promise<Decision> {
     const described = { name: options.name ?? "default", quota: policyQuota(policy) };
-    return this.single(COMMAND[policy.type], key, policyArgs(policy), described, options);
+    const args = policyArgs(policy);
+    const command = COMMAND[policy.type];
+    // The deny cache sees plain requests only: no wait, dry run or other kind of charge.
+    const plain = options.wait === undefined && options.dryRun !== true && options.force !== true && options.partial !== true && options.refund === undefined;
+    const cache = plain ? this.denials : undefined;
+    if (cache === undefined) return this.single(command, key, args, described, options);
+    const slot = [command, key, ...args].join("\0");
+    const cost = Number(options.cost ?? 1);
+    const local = cache.check(slot, cost);
+    if (local !== undefined) return local;
+    const d = await this.single(command, key, args, described, options);
+    cache.observe(slot, cost, d, unitInterval(policy));
+    return d;
   }
 
   /** `RL.GCRA key limit period [BURST n]`: a sustained rate with bursts. */

@@ -2,7 +2,7 @@ import type { RedisLike } from "./client.js";
 import type { Decision } from "./decision.js";
 import type { Duration, DurationUnit } from "./duration.js";
 import { UnavailableError } from "./errors.js";
-import { DEFAULT_TIMEOUT_MS } from "./guard.js";
+import { DEFAULT_TIMEOUT_MS, type Guard } from "./guard.js";
 import { RateLimiter } from "./limiter.js";
 import type { Policy } from "./policy.js";
 
@@ -38,7 +38,7 @@ export interface RatelimitResponse {
    * connection was known down (nothing was sent), and the request was let
    * through.
    */
-  readonly reason?: "timeout";
+  readonly reason?: "timeout" | "cacheBlock";
 }
 
 /** The options of {@link Ratelimit}, those of @upstash/ratelimit's that apply. */
@@ -59,6 +59,14 @@ export interface RatelimitConfig {
   readonly timeout?: number;
   /** The most `blockUntilReady` calls waiting at once, each on a connection of its own (default 64). */
   readonly maxWaiters?: number;
+  /**
+   * Denials remembered in this process (on by default, as Upstash's): an
+   * identifier denied until T is denied here until T, `reason:
+   * "cacheBlock"`, without a round trip. `false` turns it off. A `Map` is
+   * accepted for Upstash's signature, but the cache is the package's own,
+   * bounded to 10,000 entries (least recently used first out).
+   */
+  readonly ephemeralCache?: Map<string, number> | false;
 }
 
 /** The options of {@link Ratelimit.limit}. */
@@ -103,9 +111,15 @@ export class Ratelimit {
   /** A rate limit over `config.redis`. */
   constructor(config: RatelimitConfig) {
     const timeout = config.timeout === undefined ? 5000 : config.timeout > 0 ? config.timeout : DEFAULT_TIMEOUT_MS;
-    this.limiter = new RateLimiter(config.redis, { timeout, fallback: "error", maxWaiters: config.maxWaiters ?? 64 });
+    const denyCache = config.ephemeralCache === false ? 0 : 10_000;
+    this.limiter = new RateLimiter(config.redis, { timeout, fallback: "error", maxWaiters: config.maxWaiters ?? 64, denyCache });
     this.algorithm = config.limiter;
     this.prefix = config.prefix ?? "@upstash/ratelimit";
+  }
+
+  /** The deadlines and circuit of every call (`guard.open`: the connection is known down). */
+  get guard(): Guard {
+    return this.limiter.guard;
   }
 
   /** Closes the connections `blockUntilReady` opened (the client itself is the caller's). */
@@ -140,7 +154,8 @@ export class Ratelimit {
 
   private response(d: Decision): RatelimitResponse {
     const wait = d.allowed || d.retryAfterMs === null ? d.resetAfterMs : d.retryAfterMs;
-    return { success: d.allowed, limit: this.algorithm.tokens, remaining: d.remaining, reset: Date.now() + wait, pending: Promise.resolve() };
+    const r = { success: d.allowed, limit: this.algorithm.tokens, remaining: d.remaining, reset: Date.now() + wait, pending: Promise.resolve() };
+    return d.cached === true ? { ...r, reason: "cacheBlock" } : r;
   }
 
   /** The answer when the server gave none: let through, as @upstash/ratelimit does. */
