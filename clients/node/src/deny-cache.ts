@@ -53,13 +53,20 @@ export class DenyCache {
     return new Decision({ allowed: false, limit: d.limit, remaining: 0, retryAfterMs: Math.ceil(entry.until - now), resetAfterMs: d.resetAfterMs, cached: true }, d.described);
   }
 
+  /** Whether `slot` was denied lately (its entry is still of use): its requests go to the server one at a time. */
+  recent(slot: string): boolean {
+    const entry = this.entries.get(slot);
+    return entry !== undefined && performance.now() < entry.until + Math.max(GRACE_MS, entry.interval ?? 0);
+  }
+
   /** What the server answered for a request of `cost` on `slot`; `interval` for paced limits. */
   observe(slot: string, cost: number, d: Decision, interval: number | undefined): void {
     if (!d.allowed) {
       const now = performance.now();
       if (d.retryAfterMs === null || d.retryAfterMs <= 0 || d.fallback !== undefined) return;
+      const until = Math.max(now + d.retryAfterMs, this.entries.get(slot)?.until ?? 0);
       this.entries.delete(slot);
-      this.entries.set(slot, { until: now + d.retryAfterMs, interval, cost, decision: d });
+      this.entries.set(slot, { until, interval, cost, decision: d });
       if (this.entries.size > this.capacity) {
         const oldest = this.entries.keys().next().value;
         if (oldest !== undefined) this.entries.delete(oldest);

@@ -199,6 +199,8 @@ export class RateLimiter {
   private readonly waits: WaitPool;
   private readonly fallback: Fallback;
   private readonly denials: DenyCache | undefined;
+  /** A lately denied slot's request at the server: the others on it wait for its answer, then look again. */
+  private readonly asking = new Map<string, Promise<unknown>>();
 
   /** A limiter sending its commands through `client`. */
   constructor(client: RedisLike, options: LimiterOptions = {}) {
@@ -274,11 +276,28 @@ export class RateLimiter {
     if (cache === undefined) return this.single(command, key, args, described, options);
     const slot = [command, key, ...args].join("\0");
     const cost = Number(options.cost ?? 1);
-    const local = cache.check(slot, cost);
-    if (local !== undefined) return local;
-    const d = await this.single(command, key, args, described, options);
-    cache.observe(slot, cost, d, unitInterval(policy));
-    return d;
+    for (;;) {
+      const local = cache.check(slot, cost);
+      if (local !== undefined) return local;
+      const ahead = this.asking.get(slot);
+      if (ahead === undefined || !cache.recent(slot)) break;
+      // One request at a time on a key denied lately (bounded by each call's own deadline).
+      await ahead;
+    }
+    const asked = this.single(command, key, args, described, options).then((d) => {
+      cache.observe(slot, cost, d, unitInterval(policy));
+      return d;
+    });
+    const settled = asked.then(
+      () => undefined,
+      () => undefined,
+    );
+    this.asking.set(slot, settled);
+    try {
+      return await asked;
+    } finally {
+      if (this.asking.get(slot) === settled) this.asking.delete(slot);
+    }
   }
 
   /** `RL.GCRA key limit period [BURST n]`: a sustained rate with bursts. */
