@@ -40,6 +40,40 @@ describe("server stopped and restarted", () => {
     });
   }
 
+  for (const kind of [CLIENTS[0], CLIENTS[2]]) {
+    if (kind === undefined) continue;
+    test(`a frozen server: the per-call deadline and AbortSignal answer on time (${kind.name})`, async () => {
+      const server = await Server.start();
+      const client = await kind.open(server.url);
+      const rl = new RateLimiter(client.redis, { timeout: 5000 });
+      try {
+        assert.equal((await rl.gcra("f", { limit: 3, period: "1m" })).allowed, true);
+        server.pause();
+        let started = performance.now();
+        const aborted = await rl.gcra("f", { limit: 3, period: "1m" }, { signal: AbortSignal.timeout(30) }).catch((e: unknown) => e);
+        assert.ok(aborted instanceof Error && aborted.name === "TimeoutError", String(aborted));
+        assert.ok(performance.now() - started < 30 + 100);
+        started = performance.now();
+        const d = await rl.gcra("f", { limit: 3, period: "1m" }, { timeout: 50 });
+        const took = performance.now() - started;
+        assert.deepEqual([d.allowed, d.fallback], [false, "timeout"]);
+        assert.ok(took >= 49 && took < 50 + 100, `${took} ms`);
+        // The circuit is open: at once, nothing sent.
+        started = performance.now();
+        assert.equal((await rl.gcra("f", { limit: 3, period: "1m" })).fallback, "unavailable");
+        assert.ok(performance.now() - started < 20);
+        server.resume();
+        await closed(rl);
+        assert.equal((await rl.gcra("f", { limit: 3, period: "1m" })).fallback, undefined);
+      } finally {
+        server.resume();
+        rl.close();
+        await client.close();
+        await server.stop();
+      }
+    });
+  }
+
   test("without an offline queue the call answers the fallback too", async () => {
     const server = await Server.start();
     const client = createClient({ url: server.url, disableOfflineQueue: true });
