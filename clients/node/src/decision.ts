@@ -65,6 +65,14 @@ export interface DecisionFields {
   readonly lease?: string | null | undefined;
   /** A `SHADOW` named policy: whether enforcing it would have denied. */
   readonly shadowDenied?: boolean | undefined;
+  /**
+   * Set when the server gave no answer and the limiter's fallback decided:
+   * `"timeout"` (the deadline passed) or `"unavailable"` (the connection
+   * was known down, nothing was sent).
+   */
+  readonly fallback?: "timeout" | "unavailable" | undefined;
+  /** `true` when the limiter's deny cache answered, without a round trip. */
+  readonly cached?: boolean | undefined;
 }
 
 /** One limit's decision, parsed the same from RESP2 and RESP3 replies. */
@@ -86,6 +94,10 @@ export class Decision implements DecisionFields {
   declare readonly lease?: string | null | undefined;
   /** A `SHADOW` named policy: whether enforcing it would have denied. */
   declare readonly shadowDenied?: boolean | undefined;
+  /** Set when the limiter's fallback decided: `"timeout"` or `"unavailable"`. */
+  declare readonly fallback?: "timeout" | "unavailable" | undefined;
+  /** `true` when the limiter's deny cache answered, without a round trip. */
+  declare readonly cached?: boolean | undefined;
   /** The limit's name and rate, for {@link Decision.headers}. */
   readonly described: Described;
 
@@ -99,7 +111,18 @@ export class Decision implements DecisionFields {
     if (fields.granted !== undefined) this.granted = fields.granted;
     if (fields.lease !== undefined) this.lease = fields.lease;
     if (fields.shadowDenied !== undefined) this.shadowDenied = fields.shadowDenied;
+    if (fields.fallback !== undefined) this.fallback = fields.fallback;
+    if (fields.cached !== undefined) this.cached = fields.cached;
     this.described = described;
+  }
+
+  /** For `JSON.stringify`: the quota's integers as numbers when exact, else as strings. */
+  toJSON(): object {
+    const quota = this.described.quota;
+    const num = (v: bigint): number | string => (v <= BigInt(Number.MAX_SAFE_INTEGER) ? Number(v) : String(v));
+    const { allowed, limit, remaining, retryAfterMs, resetAfterMs, granted, lease, shadowDenied, fallback, cached } = this;
+    const described = { name: this.described.name, quota: quota === undefined ? undefined : { q: num(quota.q), w: num(quota.w) } };
+    return { allowed, limit, remaining, retryAfterMs, resetAfterMs, granted, lease, shadowDenied, fallback, cached, described };
   }
 
   /**

@@ -17,7 +17,14 @@ const UNIT_MS: Record<DurationUnit, bigint> = { ms: 1n, s: 1000n, m: 60_000n, h:
  * so that the server checks it and names it in its error.
  */
 export function durationArg(duration: Duration): string {
-  return typeof duration === "number" ? `${duration}ms` : duration.replace(" ", "");
+  if (typeof duration === "number") return `${duration}ms`;
+  const decimal = /^(\d*\.\d+) ?(ms|s|m|h|d)?$/.exec(duration);
+  if (decimal === null) return duration.replace(" ", "");
+  // The module reads whole numbers: "1.5 s" is sent as "1500ms" (a fraction of a ms is refused).
+  const ms = Number(decimal[1]) * Number(UNIT_MS[(decimal[2] ?? "s") as DurationUnit]);
+  const whole = Math.round(ms);
+  if (Math.abs(ms - whole) > 1e-6) throw new RangeError(`duration '${duration}' is not a whole number of milliseconds`);
+  return `${whole}ms`;
 }
 
 /**
@@ -27,6 +34,14 @@ export function durationArg(duration: Duration): string {
 export function durationMillis(duration: Duration): bigint | undefined {
   if (typeof duration === "number") {
     return Number.isSafeInteger(duration) && duration > 0 ? BigInt(duration) : undefined;
+  }
+  if (duration.includes(".")) {
+    try {
+      const arg = durationArg(duration);
+      return /^\d+ms$/.test(arg) ? durationMillis(Number(arg.slice(0, -2))) : undefined;
+    } catch {
+      return undefined;
+    }
   }
   const match = /^(\d+) ?(ms|s|m|h|d)?$/.exec(duration);
   if (match === null) return undefined;

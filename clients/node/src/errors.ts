@@ -59,3 +59,24 @@ export function fromClientError(error: unknown, command: string): unknown {
   const Type = error.message.startsWith("WRONGTYPE ") ? WrongTypeError : ReplyError;
   return new Type(error.message, command, { cause: error });
 }
+
+/**
+ * No answer from the server: the call's deadline passed (`reason:
+ * "timeout"`), or the connection is known down (`"unavailable"`: the
+ * client is reconnecting, or an earlier call failed or timed out and no
+ * probe has been answered since). The caller's fallback decides.
+ */
+export class UnavailableError extends RateLimitError {
+  override name = "UnavailableError";
+  /** Why there is no answer. */
+  readonly reason: "timeout" | "unavailable";
+  /** The command that got no answer (its name, e.g. `RL.GCRA`). */
+  readonly command: string;
+
+  /** No answer to `command`, for `reason`. */
+  constructor(reason: "timeout" | "unavailable", command: string, options?: ErrorOptions) {
+    super(reason === "timeout" ? `${command}: no answer within the deadline` : `${command}: the connection is down`, options);
+    this.reason = reason;
+    this.command = command;
+  }
+}

@@ -1,5 +1,7 @@
 import type { ClientRateLimitInfo, IncrementResponse, Options, Store } from "express-rate-limit";
-import { type RedisLike, type SendCommand, send, toSendCommand } from "./client.js";
+import { type RawReply, type RedisLike, type SendCommand, toSendCommand } from "./client.js";
+import { UnavailableError } from "./errors.js";
+import { DEFAULT_TIMEOUT_MS, Guard, toTransport } from "./guard.js";
 import { parseDecision } from "./reply.js";
 
 /** How {@link RedisRateLimitStore} is set up. */
@@ -13,8 +15,23 @@ export interface RedisRateLimitStoreOptions {
   readonly sendCommand?: (...args: string[]) => Promise<unknown>;
   /** Or a node-redis / ioredis client, used through its raw-command call. */
   readonly client?: RedisLike;
-  /** Prepended to every key (default `"rl:"`, as rate-limit-redis). */
+  /**
+   * Prepended to every key (default `"ratelimit:"`: not rate-limit-redis's
+   * `"rl:"`, whose keys hold another type, so that the two can run side by
+   * side while moving from one to the other).
+   */
   readonly prefix?: string;
+  /** Each command's deadline in ms (default 500). */
+  readonly timeout?: number;
+  /**
+   * The answer when the server gives none (the deadline passed, or the
+   * connection is known down): `"error"` (the default) throws, and
+   * express-rate-limit's `passOnStoreError` decides (`false`: the error
+   * goes to express, a 500; `true`: the request passes); `"open"` counts
+   * nothing (the request passes); `"closed"` answers over any limit, a
+   * 429 with `Retry-After: 1`.
+   */
+  readonly fallback?: "error" | "open" | "closed";
   /**
    * `"fixed"` (the default): express-rate-limit's own semantics, a count
    * per window that starts at a key's first hit. `"sliding"`: the
@@ -60,15 +77,28 @@ export class RedisRateLimitStore implements Store {
   readonly window: "fixed" | "sliding";
   /** The window's length in ms, from the middleware's `windowMs` (set by `init`). */
   windowMs = 60_000;
+  /** Deadlines and the circuit. */
+  readonly guard: Guard;
+  private readonly fallback: "error" | "open" | "closed";
 
   /** A store sending its commands with `options.sendCommand` or `options.client`. */
   constructor(options: RedisRateLimitStoreOptions) {
     const { sendCommand, client } = options;
-    if (sendCommand !== undefined) this.sendCommand = (args) => sendCommand(...args);
-    else if (client !== undefined) this.sendCommand = toSendCommand(client);
-    else throw new TypeError("RedisRateLimitStore needs sendCommand or client");
-    this.prefix = options.prefix ?? "rl:";
+    const timeout = options.timeout ?? DEFAULT_TIMEOUT_MS;
+    if (sendCommand !== undefined) {
+      this.sendCommand = (args) => sendCommand(...args);
+      this.guard = new Guard(toTransport(this.sendCommand), timeout);
+    } else if (client !== undefined) {
+      this.sendCommand = toSendCommand(client);
+      this.guard = new Guard(toTransport(client), timeout);
+    } else throw new TypeError("RedisRateLimitStore needs sendCommand or client");
+    this.prefix = options.prefix ?? "ratelimit:";
     this.window = options.window ?? "fixed";
+    this.fallback = options.fallback ?? "error";
+  }
+
+  private send(args: string[]): Promise<RawReply> {
+    return this.guard.call(args);
   }
 
   /** Takes the middleware's `windowMs`. */
@@ -83,7 +113,14 @@ export class RedisRateLimitStore implements Store {
 
   private async command(key: string, extra: string[]): Promise<ClientRateLimitInfo> {
     const [command = "", ...policy] = this.policy();
-    const reply = await send(this.sendCommand, [command, this.prefix + key, ...policy, ...extra]);
+    let reply: RawReply;
+    try {
+      reply = await this.send([command, this.prefix + key, ...policy, ...extra]);
+    } catch (error) {
+      if (!(error instanceof UnavailableError) || this.fallback === "error") throw error;
+      // Open: nothing counted; closed: over any limit, back in a second.
+      return { totalHits: this.fallback === "open" ? 0 : COUNT_MAX, resetTime: new Date(Date.now() + 1000) };
+    }
     const d = parseDecision(reply, { name: "", quota: undefined }, false);
     return { totalHits: COUNT_MAX - d.remaining, resetTime: new Date(Date.now() + d.resetAfterMs) };
   }
@@ -102,7 +139,7 @@ export class RedisRateLimitStore implements Store {
   async get(key: string): Promise<ClientRateLimitInfo | undefined> {
     const [command = "", ...policy] = this.policy();
     const words = command === "RL.SLIDING" ? ["SLIDING", ...policy] : ["FIXED", ...policy];
-    const reply = await send(this.sendCommand, ["RL.PEEK", this.prefix + key, ...words]);
+    const reply = await this.send(["RL.PEEK", this.prefix + key, ...words]);
     const d = parseDecision(reply, { name: "", quota: undefined }, false);
     const totalHits = COUNT_MAX - d.remaining;
     if (totalHits <= 0 && d.resetAfterMs === 0) return undefined;
@@ -111,11 +148,11 @@ export class RedisRateLimitStore implements Store {
 
   /** Forgets the key's hits (`DEL`). */
   async resetKey(key: string): Promise<void> {
-    await send(this.sendCommand, ["DEL", this.prefix + key]);
+    await this.send(["DEL", this.prefix + key]);
   }
 
-  /** Nothing to release: the Redis client is the application's, which closes it. */
+  /** Stops probing a connection known down; the Redis client is the application's, which closes it. */
   shutdown(): void {
-    // The connection belongs to the caller.
+    this.guard.close();
   }
 }

@@ -1,7 +1,9 @@
 export { type RawReply, type RawMap, type SendCommand, type NodeRedisLike, type IoredisLike, type RedisLike, fromNodeRedis, fromIoredis, toSendCommand } from "./client.js";
 export { AllDecision, Decision, type DecisionFields, type Described, type Quota, type RateLimitHeaders, ceilSeconds, quotaOf } from "./decision.js";
 export { type Duration, type DurationUnit, durationArg, durationMillis } from "./duration.js";
-export { LeaseLostError, RateLimitError, ReplyError, UnexpectedReplyError, WrongTypeError } from "./errors.js";
+export { LeaseLostError, RateLimitError, ReplyError, UnavailableError, UnexpectedReplyError, WrongTypeError } from "./errors.js";
+export { type CallOptions, type Transport, DEFAULT_TIMEOUT_MS, Guard, PROBE_INTERVAL_MS, toTransport } from "./guard.js";
+export { DEFAULT_MAX_WAITERS, WaitPool } from "./pool.js";
 export { type HeldLease, type LeaseOptions, type LeaseResult, withLease } from "./lease.js";
 export {
   type AcquireOptions,
@@ -10,6 +12,8 @@ export {
   type ChargeOptions,
   type CostOptions,
   type DecideOptions,
+  type Fallback,
+  type LimiterOptions,
   type NameOption,
   type ShareNode,
   type ShareOptions,

@@ -1,6 +1,10 @@
-import { type RawReply, type RedisLike, type SendCommand, send, toSendCommand } from "./client.js";
+import { type RawReply, type RedisLike, type SendCommand, toSendCommand } from "./client.js";
 import { AllDecision, Decision, type Described } from "./decision.js";
-import { type Duration, durationArg } from "./duration.js";
+import { type Duration, durationArg, durationMillis } from "./duration.js";
+import { DenyCache } from "./deny-cache.js";
+import { UnavailableError } from "./errors.js";
+import { type CallOptions, DEFAULT_TIMEOUT_MS, Guard, toTransport } from "./guard.js";
+import { DEFAULT_MAX_WAITERS, WaitPool } from "./pool.js";
 import { parseAllDecision, parseBigInteger, parseDecision, parseInteger } from "./reply.js";
 import {
   type BucketPolicy,
@@ -16,19 +20,46 @@ import {
   rateQuota,
 } from "./policy.js";
 
+/**
+ * What a decision answers when the server does not (its deadline passed,
+ * or the connection is known down): `"closed"` denies (`retryAfterMs`
+ * 1000, so `Retry-After: 1`), `"open"` admits, `"error"` rejects with the
+ * {@link UnavailableError}. The decision says which in `fallback`.
+ */
+export type Fallback = "closed" | "open" | "error";
+
+/** How a {@link RateLimiter} is set up. */
+export interface LimiterOptions {
+  /** Each call's deadline in ms (default 500), a command's own `wait` on top. */
+  readonly timeout?: number;
+  /** The answer when there is none from the server (default `"closed"`). */
+  readonly fallback?: Fallback;
+  /** The most commands waiting on the server (`wait`) at once, each on a connection of its own (default 64). */
+  readonly maxWaiters?: number;
+  /**
+   * Remember up to this many denials (keys × limits) and deny again
+   * locally until their `retryAfterMs` has passed (default 0: off). See
+   * {@link DenyCache}.
+   */
+  readonly denyCache?: number;
+}
+
 /** Options every call takes. */
-export interface NameOption {
+export interface NameOption extends CallOptions {
   /** The limit's name in {@link Decision.headers} (default `"default"`). */
   readonly name?: string;
+  /** This call's answer when the server gives none (default: the limiter's). */
+  readonly fallback?: Fallback;
 }
 
 /** `WAIT timeout [FLOW name [WEIGHT w]]`: wait on the server to be admitted instead of being denied. */
 export interface WaitOptions {
   /**
    * Wait up to this long, first come first served, instead of being
-   * denied. The call holds its connection while it waits: send it on a
-   * connection of its own (node-redis `client.duplicate()`, a second ioredis
-   * client).
+   * denied. The command is sent on a connection of its own, from a pool
+   * opened with the client's `duplicate()`, so that other calls are never
+   * queued behind it (a `sendCommand` function has no `duplicate()`: give
+   * it a connection of its own). The call's deadline is `timeout` + `wait`.
    */
   readonly wait?: Duration;
   /** With `wait`: the flow (tenant) this waiter belongs to; flows share the key's admissions by weight. */
@@ -65,10 +96,15 @@ export interface SketchOptions extends NameOption, CostOptions {}
 export interface AcquireOptions extends NameOption, CostOptions, WaitOptions {}
 
 /** The options of `RL.SHARE`. */
-export interface ShareOptions extends CostOptions, WaitOptions {}
+export interface ShareOptions extends CostOptions, WaitOptions, CallOptions {
+  /** This call's answer when the server gives none (default: the limiter's). */
+  readonly fallback?: Fallback;
+}
 
 /** The options of `RL.ALL`. */
-export interface AllOptions extends CostOptions, WaitOptions, ChargeOptions {
+export interface AllOptions extends CostOptions, WaitOptions, ChargeOptions, CallOptions {
+  /** This call's answer when the server gives none (default: the limiter's). */
+  readonly fallback?: Fallback;
   /** `COSTS c1 .. cN`: each limit's own cost (instead of `cost`). */
   readonly costs?: readonly Count[];
   /** `REFUND COSTS c1 .. cN`: each limit's own refund (instead of `refund`). */
@@ -130,6 +166,16 @@ function optionWords(options: DecideOptions & AllOptions): string[] {
   return words;
 }
 
+/** The ms one unit of a paced limit takes to come back (GCRA, bucket); `undefined` for windows. */
+function unitInterval(policy: GcraPolicy | BucketPolicy | SlidingPolicy | FixedPolicy): number | undefined {
+  if (policy.type === "gcra" || policy.type === "bucket") {
+    const ms = durationMillis(policy.period);
+    const units = Number(policy.type === "gcra" ? policy.limit : policy.refill);
+    return ms === undefined || !(units > 0) ? undefined : Number(ms) / units;
+  }
+  return undefined;
+}
+
 const COMMAND = { gcra: "RL.GCRA", bucket: "RL.BUCKET", sliding: "RL.SLIDING", fixed: "RL.FIXED" } as const;
 
 /**
@@ -146,28 +192,112 @@ const COMMAND = { gcra: "RL.GCRA", bucket: "RL.BUCKET", sliding: "RL.SLIDING", f
  * ```
  */
 export class RateLimiter {
-  /** The raw-command call every command goes through. */
+  /** The client's raw-command call (without deadline). */
   readonly sendCommand: SendCommand;
+  /** The deadlines and circuit every call goes through. */
+  readonly guard: Guard;
+  private readonly waits: WaitPool;
+  private readonly fallback: Fallback;
+  private readonly denials: DenyCache | undefined;
+  /** A lately denied slot's request at the server: the others on it wait for its answer, then look again. */
+  private readonly asking = new Map<string, Promise<unknown>>();
 
   /** A limiter sending its commands through `client`. */
-  constructor(client: RedisLike) {
+  constructor(client: RedisLike, options: LimiterOptions = {}) {
     this.sendCommand = toSendCommand(client);
+    this.guard = new Guard(toTransport(client), options.timeout ?? DEFAULT_TIMEOUT_MS);
+    this.waits = new WaitPool(client, this.guard, options.maxWaiters ?? DEFAULT_MAX_WAITERS);
+    this.fallback = options.fallback ?? "closed";
+    this.denials = options.denyCache === undefined || options.denyCache === 0 ? undefined : new DenyCache(options.denyCache);
   }
 
-  /** Sends `args` (a command and its arguments) as they are, with this package's error types. */
-  raw(args: string[]): Promise<RawReply> {
-    return send(this.sendCommand, args);
+  /**
+   * Sends `args` (a command and its arguments) as they are, with this
+   * package's error types, within the deadline: no answer rejects with
+   * {@link UnavailableError}.
+   */
+  raw(args: string[], options: CallOptions = {}): Promise<RawReply> {
+    return this.guard.call(args, options);
+  }
+
+  /** Closes the connections of waiting commands (the client itself is the caller's) and stops probing. */
+  close(): void {
+    this.waits.close();
+    this.guard.close();
+  }
+
+  /** Sends a decision command: on the wait pool when it waits, else through the guard. */
+  private decisionReply(args: string[], options: WaitOptions & CallOptions): Promise<RawReply> {
+    if (options.wait === undefined) return this.guard.call(args, options);
+    const waitMs = Number(durationMillis(options.wait) ?? 0n);
+    return this.waits.call(args, options, waitMs);
+  }
+
+  /** The decision answered for `error` by `fallback`, or `error` thrown. */
+  private fallbackDecision(error: unknown, described: Described, fallback: Fallback): Decision {
+    if (!(error instanceof UnavailableError) || fallback === "error") throw error;
+    const open = fallback === "open";
+    return new Decision(
+      { allowed: open, limit: 0, remaining: 0, retryAfterMs: open ? null : 1000, resetAfterMs: 0, fallback: error.reason },
+      described,
+    );
   }
 
   private async single(command: string, key: string, args: string[], described: Described, options: DecideOptions): Promise<Decision> {
-    const reply = await this.raw([command, key, ...args, ...optionWords(options)]);
+    let reply: RawReply;
+    try {
+      reply = await this.decisionReply([command, key, ...args, ...optionWords(options)], options);
+    } catch (error) {
+      return this.fallbackDecision(error, described, options.fallback ?? this.fallback);
+    }
     return parseDecision(reply, described, options.partial === true);
   }
 
+  private async several(args: string[], described: Described[], options: AllOptions | ShareOptions, partial: boolean): Promise<AllDecision> {
+    let reply: RawReply;
+    try {
+      reply = await this.decisionReply(args, options);
+    } catch (error) {
+      const limits = described.map((d) => this.fallbackDecision(error, d, options.fallback ?? this.fallback));
+      const allowed = limits.every((d) => d.allowed);
+      return new AllDecision(allowed, allowed ? null : 0, allowed ? null : 1000, limits);
+    }
+    return parseAllDecision(reply, described, partial);
+  }
+
   /** A decision under `policy` (GCRA, bucket, sliding or fixed), by its own command. */
-  decide(key: string, policy: GcraPolicy | BucketPolicy | SlidingPolicy | FixedPolicy, options: DecideOptions = {}): Promise<Decision> {
+  async decide(key: string, policy: GcraPolicy | BucketPolicy | SlidingPolicy | FixedPolicy, options: DecideOptions = {}): Promise<Decision> {
     const described = { name: options.name ?? "default", quota: policyQuota(policy) };
-    return this.single(COMMAND[policy.type], key, policyArgs(policy), described, options);
+    const args = policyArgs(policy);
+    const command = COMMAND[policy.type];
+    // The deny cache sees plain requests only: no wait, dry run or other kind of charge.
+    const plain = options.wait === undefined && options.dryRun !== true && options.force !== true && options.partial !== true && options.refund === undefined;
+    const cache = plain ? this.denials : undefined;
+    if (cache === undefined) return this.single(command, key, args, described, options);
+    const slot = [command, key, ...args].join("\0");
+    const cost = Number(options.cost ?? 1);
+    for (;;) {
+      const local = cache.check(slot, cost);
+      if (local !== undefined) return local;
+      const ahead = this.asking.get(slot);
+      if (ahead === undefined || !cache.recent(slot)) break;
+      // One request at a time on a key denied lately (bounded by each call's own deadline).
+      await ahead;
+    }
+    const asked = this.single(command, key, args, described, options).then((d) => {
+      cache.observe(slot, cost, d, unitInterval(policy));
+      return d;
+    });
+    const settled = asked.then(
+      () => undefined,
+      () => undefined,
+    );
+    this.asking.set(slot, settled);
+    try {
+      return await asked;
+    } finally {
+      if (this.asking.get(slot) === settled) this.asking.delete(slot);
+    }
   }
 
   /** `RL.GCRA key limit period [BURST n]`: a sustained rate with bursts. */
@@ -210,9 +340,8 @@ export class RateLimiter {
   /** `RL.ALL`: several limits admitted all or nothing, in one atomic decision. */
   async all(limits: readonly AllLimit[], options: AllOptions = {}): Promise<AllDecision> {
     const args = ["RL.ALL", String(limits.length), ...limits.map((l) => l.key), ...limits.flatMap((l) => policyWords(l.policy))];
-    const reply = await this.raw([...args, ...optionWords(options)]);
     const described = limits.map((l) => ({ name: l.name ?? "default", quota: policyQuota(l.policy) }));
-    return parseAllDecision(reply, described, options.partial === true);
+    return this.several([...args, ...optionWords(options)], described, options, options.partial === true);
   }
 
   private shareArgs(command: string, path: readonly ShareNode[]): string[] {
@@ -231,13 +360,12 @@ export class RateLimiter {
 
   /** `RL.SHARE`: limits along a path (leaf first) that lend each other unused capacity. */
   async share(path: readonly ShareNode[], options: ShareOptions = {}): Promise<AllDecision> {
-    const reply = await this.raw([...this.shareArgs("RL.SHARE", path), ...optionWords(options)]);
-    return parseAllDecision(reply, RateLimiter.shareDescribed(path), false);
+    return this.several([...this.shareArgs("RL.SHARE", path), ...optionWords(options)], RateLimiter.shareDescribed(path), options, false);
   }
 
   /** `RL.SHARE.PEEK`: what a request of one unit at the path's leaf would get now, changing nothing. */
-  async sharePeek(path: readonly ShareNode[]): Promise<AllDecision> {
-    const reply = await this.raw(this.shareArgs("RL.SHARE.PEEK", path));
+  async sharePeek(path: readonly ShareNode[], options: CallOptions = {}): Promise<AllDecision> {
+    const reply = await this.raw(this.shareArgs("RL.SHARE.PEEK", path), options);
     return parseAllDecision(reply, RateLimiter.shareDescribed(path), false);
   }
 
@@ -253,7 +381,7 @@ export class RateLimiter {
 
   /** `RL.PEEK key policy`: a read-only look at a limiter (one unit, now). */
   peek(key: string, policy: Policy, options: NameOption = {}): Promise<Decision> {
-    return this.single("RL.PEEK", key, policyWords(policy), { name: options.name ?? "default", quota: policyQuota(policy) }, {});
+    return this.single("RL.PEEK", key, policyWords(policy), { name: options.name ?? "default", quota: policyQuota(policy) }, options);
   }
 
   /**
@@ -267,13 +395,13 @@ export class RateLimiter {
   }
 
   /** `RL.RELEASE key lease`: `true` if the lease was held, `false` if it had expired or was released. */
-  async release(key: string, lease: string): Promise<boolean> {
-    return parseInteger(await this.raw(["RL.RELEASE", key, lease])) === 1;
+  async release(key: string, lease: string, options: CallOptions = {}): Promise<boolean> {
+    return parseInteger(await this.raw(["RL.RELEASE", key, lease], options)) === 1;
   }
 
   /** `RL.RENEW key lease ttl`: `true` and the lease now ends `ttl` from now, or `false` (it had ended). */
-  async renew(key: string, lease: string, ttl: Duration): Promise<boolean> {
-    return parseInteger(await this.raw(["RL.RENEW", key, lease, durationArg(ttl)])) === 1;
+  async renew(key: string, lease: string, ttl: Duration, options: CallOptions = {}): Promise<boolean> {
+    return parseInteger(await this.raw(["RL.RENEW", key, lease, durationArg(ttl)], options)) === 1;
   }
 
   /**
@@ -284,7 +412,7 @@ export class RateLimiter {
   async throttle(key: string, params: ThrottleParams, options: NameOption = {}): Promise<Decision> {
     const args = ["CL.THROTTLE", key, String(params.maxBurst), String(params.count), String(params.periodSeconds)];
     if (params.quantity !== undefined) args.push(String(params.quantity));
-    const reply = await this.raw(args);
+    const reply = await this.raw(args, options);
     if (!Array.isArray(reply) || reply.length !== 5) return parseDecision(reply, { name: "", quota: undefined }, false);
     const [limited, limit, remaining, retry, reset] = reply.map((v) => parseInteger(v));
     const quota = rateQuota(params.count, Number(params.periodSeconds) * 1000);
@@ -301,7 +429,7 @@ export class RateLimiter {
   }
 
   /** `RL.CLOCK`: the limiter's time, in microseconds since the Unix epoch. */
-  async clock(): Promise<bigint> {
-    return parseBigInteger(await this.raw(["RL.CLOCK"]));
+  async clock(options: CallOptions = {}): Promise<bigint> {
+    return parseBigInteger(await this.raw(["RL.CLOCK"], options));
   }
 }

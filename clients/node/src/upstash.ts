@@ -1,6 +1,8 @@
-import { type RedisLike, type SendCommand, send, toSendCommand } from "./client.js";
+import type { RedisLike } from "./client.js";
 import type { Decision } from "./decision.js";
 import type { Duration, DurationUnit } from "./duration.js";
+import { UnavailableError } from "./errors.js";
+import { DEFAULT_TIMEOUT_MS, type Guard } from "./guard.js";
 import { RateLimiter } from "./limiter.js";
 import type { Policy } from "./policy.js";
 
@@ -31,8 +33,12 @@ export interface RatelimitResponse {
   readonly reset: number;
   /** Resolved at once: there is no background work (no analytics, no multi-region sync). */
   readonly pending: Promise<unknown>;
-  /** `"timeout"` when Redis did not answer within `timeout` and the request was let through. */
-  readonly reason?: "timeout";
+  /**
+   * `"timeout"` when Redis did not answer within `timeout`, or the
+   * connection was known down (nothing was sent), and the request was let
+   * through.
+   */
+  readonly reason?: "timeout" | "cacheBlock";
 }
 
 /** The options of {@link Ratelimit}, those of @upstash/ratelimit's that apply. */
@@ -45,23 +51,44 @@ export interface RatelimitConfig {
   readonly prefix?: string;
   /**
    * Let the request through when Redis has not answered after this many
-   * ms (default 5000; 0 waits for ever), as @upstash/ratelimit does, with
-   * `reason: "timeout"`.
+   * ms (default 5000, as @upstash/ratelimit), with `reason: "timeout"`;
+   * at once while the connection is known down. Every decision has a
+   * deadline: 0 (which @upstash/ratelimit reads as "no timeout") is taken
+   * as 500.
    */
   readonly timeout?: number;
+  /** The most `blockUntilReady` calls waiting at once, each on a connection of its own (default 64). */
+  readonly maxWaiters?: number;
+  /**
+   * Denials remembered in this process (on by default, as Upstash's): an
+   * identifier denied until T is denied here until T, `reason:
+   * "cacheBlock"`, without a round trip. `false` turns it off. A `Map` is
+   * accepted for Upstash's signature, but the cache is the package's own,
+   * bounded to 10,000 entries (least recently used first out).
+   */
+  readonly ephemeralCache?: Map<string, number> | false;
 }
 
 /** The options of {@link Ratelimit.limit}. */
 export interface LimitOptions {
   /** The units this request takes (default 1). */
   readonly rate?: number;
+  /** Stops waiting: the call rejects with `signal.reason`, and a command not yet written is never written. */
+  readonly signal?: AbortSignal;
 }
 
+const UNIT_MS = { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000, w: 604_800_000 } as const;
+
 function moduleDuration(duration: UpstashDuration): Duration {
-  const match = /^(\d+) ?(ms|s|m|h|d|w)$/.exec(duration);
-  if (match === null) throw new TypeError(`invalid duration '${duration}': expected e.g. "10 s", "1m", "250ms"`);
+  const match = /^(\d*\.?\d+) ?(ms|s|m|h|d|w)$/.exec(duration);
+  if (match === null) throw new TypeError(`invalid duration '${duration}': expected e.g. "10 s", "1.5 s", "1m", "250ms"`);
   const [, n = "0", unit = "s"] = match;
-  return (unit === "w" ? `${BigInt(n) * 7n}d` : `${n}${unit}`) as Duration;
+  if (!n.includes(".")) return (unit === "w" ? `${BigInt(n) * 7n}d` : `${n}${unit}`) as Duration;
+  // A fraction ("1.5 s", as @upstash/ratelimit takes it) in whole milliseconds.
+  const ms = Number(n) * UNIT_MS[unit as keyof typeof UNIT_MS];
+  const whole = Math.round(ms);
+  if (whole <= 0 || Math.abs(ms - whole) > 1e-6) throw new TypeError(`invalid duration '${duration}': not a whole number of milliseconds`);
+  return whole;
 }
 
 /**
@@ -78,18 +105,26 @@ function moduleDuration(duration: UpstashDuration): Duration {
  */
 export class Ratelimit {
   private readonly limiter: RateLimiter;
-  private readonly sendCommand: SendCommand;
   private readonly algorithm: Algorithm;
   private readonly prefix: string;
-  private readonly timeout: number;
 
   /** A rate limit over `config.redis`. */
   constructor(config: RatelimitConfig) {
-    this.sendCommand = toSendCommand(config.redis);
-    this.limiter = new RateLimiter(this.sendCommand);
+    const timeout = config.timeout === undefined ? 5000 : config.timeout > 0 ? config.timeout : DEFAULT_TIMEOUT_MS;
+    const denyCache = config.ephemeralCache === false ? 0 : 10_000;
+    this.limiter = new RateLimiter(config.redis, { timeout, fallback: "error", maxWaiters: config.maxWaiters ?? 64, denyCache });
     this.algorithm = config.limiter;
     this.prefix = config.prefix ?? "@upstash/ratelimit";
-    this.timeout = config.timeout ?? 5000;
+  }
+
+  /** The deadlines and circuit of every call (`guard.open`: the connection is known down). */
+  get guard(): Guard {
+    return this.limiter.guard;
+  }
+
+  /** Closes the connections `blockUntilReady` opened (the client itself is the caller's). */
+  close(): void {
+    this.limiter.close();
   }
 
   /**
@@ -119,54 +154,41 @@ export class Ratelimit {
 
   private response(d: Decision): RatelimitResponse {
     const wait = d.allowed || d.retryAfterMs === null ? d.resetAfterMs : d.retryAfterMs;
-    return { success: d.allowed, limit: this.algorithm.tokens, remaining: d.remaining, reset: Date.now() + wait, pending: Promise.resolve() };
+    const r = { success: d.allowed, limit: this.algorithm.tokens, remaining: d.remaining, reset: Date.now() + wait, pending: Promise.resolve() };
+    return d.cached === true ? { ...r, reason: "cacheBlock" } : r;
   }
 
-  /** `promise`, or `fallback()` once `ms` have passed (never with `ms` 0). */
-  private async within<T>(promise: Promise<T>, ms: number, fallback: () => T): Promise<T> {
-    if (ms <= 0) return promise;
-    let timer: NodeJS.Timeout | undefined;
-    const late = new Promise<T>((resolve) => {
-      timer = setTimeout(() => {
-        resolve(fallback());
-      }, ms);
-    });
-    try {
-      return await Promise.race([promise, late]);
-    } finally {
-      clearTimeout(timer);
-    }
-  }
-
-  private timedOut(): RatelimitResponse {
-    return { success: true, limit: 0, remaining: 0, reset: 0, pending: Promise.resolve(), reason: "timeout" };
+  /** The answer when the server gave none: let through, as @upstash/ratelimit does. */
+  private timedOut(error: unknown): RatelimitResponse {
+    if (!(error instanceof UnavailableError)) throw error;
+    return { success: true, limit: this.algorithm.tokens, remaining: 0, reset: 0, pending: Promise.resolve(), reason: "timeout" };
   }
 
   /** Decides one request of `identifier` (taking `rate` units): one command. */
-  limit(identifier: string, options: LimitOptions = {}): Promise<RatelimitResponse> {
-    const cost = options.rate === undefined ? {} : { cost: options.rate };
-    const decision = this.limiter.decide(this.key(identifier), this.decisive(), cost);
-    return this.within(
-      decision.then((d) => this.response(d)),
-      this.timeout,
-      () => this.timedOut(),
-    );
+  async limit(identifier: string, options: LimitOptions = {}): Promise<RatelimitResponse> {
+    const call = { ...(options.rate === undefined ? {} : { cost: options.rate }), ...(options.signal === undefined ? {} : { signal: options.signal }) };
+    try {
+      return this.response(await this.limiter.decide(this.key(identifier), this.decisive(), call));
+    } catch (error) {
+      return this.timedOut(error);
+    }
   }
 
   /**
    * Waits until the request may pass, or `timeout` ms have passed: one
    * command that waits on the server (`WAIT`), first come first served, no
-   * polling. The call holds its connection while it waits.
+   * polling, on a connection of its own (from a bounded pool opened with
+   * the client's `duplicate()`), so that `limit()` calls are never queued
+   * behind it.
    */
-  async blockUntilReady(identifier: string, timeout: number): Promise<RatelimitResponse> {
+  async blockUntilReady(identifier: string, timeout: number, options: { readonly signal?: AbortSignal } = {}): Promise<RatelimitResponse> {
     if (timeout <= 0) throw new Error("timeout must be positive");
-    const decision = this.limiter.decide(this.key(identifier), this.decisive(), { wait: Math.ceil(timeout) });
-    const bound = this.timeout <= 0 ? 0 : this.timeout + Math.ceil(timeout);
-    return this.within(
-      decision.then((d) => this.response(d)),
-      bound,
-      () => this.timedOut(),
-    );
+    try {
+      const call = { wait: Math.ceil(timeout), ...(options.signal === undefined ? {} : { signal: options.signal }) };
+      return this.response(await this.limiter.decide(this.key(identifier), this.decisive(), call));
+    } catch (error) {
+      return this.timedOut(error);
+    }
   }
 
   /** What `identifier` has left now, changing nothing (`RL.PEEK`). */
@@ -177,7 +199,7 @@ export class Ratelimit {
 
   /** Forgets `identifier`'s use: its limit is full again (`DEL`). */
   async resetUsedTokens(identifier: string): Promise<void> {
-    await send(this.sendCommand, ["DEL", this.key(identifier)]);
+    await this.limiter.raw(["DEL", this.key(identifier)]);
   }
 
   private decisive(): Exclude<Policy, { type: "concurrency" | "policy" }> {

@@ -194,6 +194,8 @@ describe("express-rate-limit with RedisRateLimitStore", () => {
       assert.ok(app.logged.lines.some((l) => l.includes("allowing request without rate-limiting")));
       await own.spawn();
       if (c.status !== "ready") await new Promise((r) => c.once("ready", r));
+      // The circuit closes at the first answered probe, within 150 ms.
+      while (store.guard.open) await new Promise((r) => setTimeout(r, 10));
       assert.deepEqual(await statuses(app.url, 2), [200, 429]);
     } finally {
       await app.close();

@@ -100,6 +100,16 @@ export class Server {
     await exited;
   }
 
+  /** Freezes the process (`SIGSTOP`): connections stay open, nothing is answered. */
+  pause(): void {
+    this.child?.kill("SIGSTOP");
+  }
+
+  /** Thaws a frozen process (`SIGCONT`). */
+  resume(): void {
+    this.child?.kill("SIGCONT");
+  }
+
   /** Stops the server and removes its directory. */
   async stop(): Promise<void> {
     await this.kill();

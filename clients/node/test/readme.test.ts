@@ -3,7 +3,7 @@
 // package (so `redis-ratelimit` resolves to this build), with its
 // `createClient()` pointed at the test server.
 import assert from "node:assert/strict";
-import { readFileSync, rmSync, writeFileSync } from "node:fs";
+import { mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { after, before, test } from "node:test";
 import { fileURLToPath, pathToFileURL } from "node:url";
@@ -27,6 +27,30 @@ before(async () => {
 });
 after(async () => {
   await server.stop();
+});
+
+test("the README example type-checks with tsc --strict", () => {
+  const dir = join(PACKAGE, "build", "readme-check");
+  mkdirSync(dir, { recursive: true });
+  const file = join(dir, "example.ts");
+  writeFileSync(file, readmeExample());
+  try {
+    const program = ts.createProgram([file], {
+      strict: true,
+      exactOptionalPropertyTypes: true,
+      noUncheckedIndexedAccess: true,
+      module: ts.ModuleKind.NodeNext,
+      moduleResolution: ts.ModuleResolutionKind.NodeNext,
+      target: ts.ScriptTarget.ES2022,
+      types: ["node"],
+      skipLibCheck: true,
+      noEmit: true,
+    });
+    const errors = ts.getPreEmitDiagnostics(program).map((d) => ts.flattenDiagnosticMessageText(d.messageText, "\n"));
+    assert.deepEqual(errors, []);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
 });
 
 test("the README example limits to 100 per minute per API key, with Retry-After", async () => {

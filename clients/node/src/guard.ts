@@ -1,0 +1,272 @@
+import { type RawReply, type RedisLike, type SendCommand } from "./client.js";
+import { UnavailableError, fromClientError } from "./errors.js";
+
+/** The default deadline of one decision, in ms (a command's own `WAIT` comes on top). */
+export const DEFAULT_TIMEOUT_MS = 500;
+
+/** While the circuit is open, a `PING` probes the connection this often (ms), one at a time. */
+export const PROBE_INTERVAL_MS = 150;
+
+/** The deadline and cancellation of one call. */
+export interface CallOptions {
+  /** This call's deadline in ms (default: the limiter's `timeout`). */
+  readonly timeout?: number;
+  /** Gives up waiting: the call rejects with `signal.reason`, and a command not yet written is never written. */
+  readonly signal?: AbortSignal;
+}
+
+/**
+ * How a command reaches a Redis client: `send` writes it (a command still
+ * queued when `signal` aborts is dropped by node-redis and never written);
+ * `ready` says whether a command sent now would be written now rather than
+ * queued for a reconnection.
+ */
+export interface Transport {
+  send(args: string[], signal: AbortSignal): Promise<unknown>;
+  ready(): boolean;
+  /** Resolves `true` once the client is ready, `false` if `signal` aborts first. */
+  untilReady(signal: AbortSignal): Promise<boolean>;
+}
+
+interface Emitter {
+  once(event: "ready", listener: () => void): unknown;
+  removeListener(event: "ready", listener: () => void): unknown;
+}
+
+/** `true` once `client` emits `ready` (or `ready()` holds), `false` if `signal` aborts first. */
+function readyEvent(client: Emitter, ready: () => boolean, signal: AbortSignal): Promise<boolean> {
+  if (ready()) return Promise.resolve(true);
+  if (signal.aborted) return Promise.resolve(false);
+  return new Promise((resolve) => {
+    const onReady = (): void => {
+      signal.removeEventListener("abort", onAbort);
+      resolve(true);
+    };
+    const onAbort = (): void => {
+      client.removeListener("ready", onReady);
+      resolve(false);
+    };
+    client.once("ready", onReady);
+    signal.addEventListener("abort", onAbort, { once: true });
+  });
+}
+
+interface NodeRedisShape {
+  sendCommand(args: string[], options?: { abortSignal?: AbortSignal }): Promise<unknown>;
+  readonly isReady?: boolean;
+  readonly once?: unknown;
+}
+
+interface IoredisShape {
+  call(command: string, ...args: string[]): Promise<unknown>;
+  readonly status?: string;
+  readonly once?: unknown;
+  readonly stream?: { readonly writable?: boolean };
+  readonly options?: { readonly autoResendUnfulfilledCommands?: boolean; readonly enableOfflineQueue?: boolean };
+}
+
+let warnedResend = false;
+
+/**
+ * The transport of `client`. A node-redis client is given each call's
+ * signal (its queued commands are dropped at the deadline) and is ready
+ * when `isReady`; an ioredis client when its `status` is `"ready"`. A
+ * `sendCommand` function is always taken as ready.
+ */
+export function toTransport(client: RedisLike): Transport {
+  if (typeof client === "function") {
+    const send: SendCommand = client;
+    return { send: (args) => send(args), ready: () => true, untilReady: () => Promise.resolve(true) };
+  }
+  if ("call" in client && typeof client.call === "function") {
+    const io = client as IoredisShape;
+    const o = io.options;
+    if (o !== undefined && (o.autoResendUnfulfilledCommands !== false || o.enableOfflineQueue !== false) && !warnedResend) {
+      warnedResend = true;
+      process.emitWarning(
+        "redis-ratelimit: this ioredis client queues commands while reconnecting and resends, after a reconnection, commands it " +
+          "wrote before the connection dropped; pass { enableOfflineQueue: false, autoResendUnfulfilledCommands: false } so that " +
+          "a decision whose caller gave up is never executed later",
+        { code: "RATELIMIT_IOREDIS_QUEUE" },
+      );
+    }
+    // "ready" with a closed stream: ioredis would queue the command offline.
+    const ready = (): boolean => (io.status === undefined || io.status === "ready") && io.stream?.writable !== false;
+    return {
+      send: (args) => {
+        const [command = "", ...rest] = args;
+        return io.call(command, ...rest);
+      },
+      ready,
+      untilReady: (signal) => (typeof io.once === "function" ? readyEvent(io as IoredisShape & Emitter, ready, signal) : Promise.resolve(ready())),
+    };
+  }
+  const nr = client as NodeRedisShape;
+  const ready = (): boolean => nr.isReady !== false;
+  return {
+    send: (args, signal) => nr.sendCommand(args, { abortSignal: signal }),
+    ready,
+    untilReady: (signal) => (typeof nr.once === "function" ? readyEvent(nr as NodeRedisShape & Emitter, ready, signal) : Promise.resolve(ready())),
+  };
+}
+
+/**
+ * Deadlines and a circuit over one connection. Every call has a deadline;
+ * a call is never sent while the connection is known down (the client is
+ * reconnecting, or a call timed out or failed on the connection): it is
+ * refused at once with {@link UnavailableError}. While the circuit is open
+ * one `PING` at a time, every {@link PROBE_INTERVAL_MS}, probes the
+ * connection; the first answer closes the circuit.
+ */
+export class Guard {
+  private openSince: number | undefined;
+  private probing = false;
+  /** Decision commands handed to the client so far (probes not counted). */
+  sent = 0;
+  /** The client reported itself not ready since the circuit opened: its being ready again closes the circuit. */
+  private sawDown = false;
+  private probeTimer: NodeJS.Timeout | undefined;
+
+  constructor(
+    readonly transport: Transport,
+    readonly timeoutMs: number = DEFAULT_TIMEOUT_MS,
+  ) {
+    if (!(timeoutMs > 0) || !Number.isFinite(timeoutMs)) throw new RangeError(`timeout must be a positive number of ms, got ${timeoutMs}`);
+  }
+
+  /** Whether calls are refused at once (the connection is known down). */
+  get open(): boolean {
+    return this.openSince !== undefined;
+  }
+
+  /**
+   * Sends `args` and resolves with the reply within `options.timeout` (plus
+   * `extraMs`, a command's own `WAIT`), else rejects with
+   * {@link UnavailableError}; a server error rejects with a `ReplyError`.
+   */
+  async call(args: string[], options: CallOptions = {}, extraMs = 0): Promise<RawReply> {
+    const { signal } = options;
+    if (signal?.aborted === true) throw signal.reason;
+    if (this.open) this.refuseIfDown(args[0] ?? "");
+    const timeout = options.timeout ?? this.timeoutMs;
+    const controller = new AbortController();
+    let timer: NodeJS.Timeout | undefined;
+    let onAbort: (() => void) | undefined;
+    const stop = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => {
+        const error = new UnavailableError("timeout", args[0] ?? "");
+        controller.abort(error);
+        reject(error);
+      }, timeout + extraMs);
+      if (signal !== undefined) {
+        onAbort = () => {
+          controller.abort(signal.reason);
+          reject(signal.reason as Error);
+        };
+        signal.addEventListener("abort", onAbort, { once: true });
+      }
+    });
+    // A client not ready yet (connecting) is waited for within the deadline: the command is
+    // written once it is ready, or never.
+    const transport = this.transport;
+    const handOver = (): Promise<unknown> => {
+      this.sent++;
+      return transport.send(args, controller.signal);
+    };
+    const sent = transport.ready()
+      ? handOver()
+      : transport.untilReady(controller.signal).then((ready) => {
+          if (!ready || controller.signal.aborted) throw new UnavailableError("timeout", args[0] ?? "");
+          return handOver();
+        });
+    // Once the call has answered, a late reply or failure is nobody's: never unhandled.
+    sent.catch(() => undefined);
+    try {
+      return (await Promise.race([sent, stop])) as RawReply;
+    } catch (error) {
+      if (error instanceof UnavailableError) {
+        this.trip();
+        throw error;
+      }
+      if (signal !== undefined && error === signal.reason) throw error;
+      const typed = fromClientError(error, args[0] ?? "");
+      if (typed === error) {
+        // Not the server's answer: the connection failed.
+        this.trip();
+        throw new UnavailableError("unavailable", args[0] ?? "", { cause: error });
+      }
+      throw typed;
+    } finally {
+      clearTimeout(timer);
+      if (onAbort !== undefined) signal?.removeEventListener("abort", onAbort);
+    }
+  }
+
+  /** Throws {@link UnavailableError} at once (and opens the circuit) when the connection is known down. */
+  refuseIfDown(command: string): void {
+    const ready = this.transport.ready();
+    if (this.open && ready && this.sawDown) this.reset();
+    if (this.open || !ready) {
+      if (!ready) this.sawDown = true;
+      this.trip();
+      throw new UnavailableError("unavailable", command);
+    }
+  }
+
+  /** Closes the circuit. */
+  private reset(): void {
+    this.openSince = undefined;
+    this.sawDown = false;
+  }
+
+  /** Opens the circuit (if closed) and schedules the next probe. */
+  private trip(): void {
+    this.openSince ??= Date.now();
+    if (this.probing || this.probeTimer !== undefined) return;
+    this.probeTimer = setTimeout(() => {
+      this.probeTimer = undefined;
+      void this.probe();
+    }, PROBE_INTERVAL_MS);
+    this.probeTimer.unref();
+  }
+
+  private async probe(): Promise<void> {
+    if (!this.open) return;
+    if (!this.transport.ready()) {
+      this.sawDown = true;
+      this.trip();
+      return;
+    }
+    if (this.sawDown) {
+      // The client reconnected by itself: its handshake was the probe.
+      this.reset();
+      return;
+    }
+    this.probing = true;
+    const controller = new AbortController();
+    const timer = setTimeout(() => { controller.abort(); }, Math.max(this.timeoutMs, PROBE_INTERVAL_MS));
+    timer.unref();
+    try {
+      const sent = this.transport.send(["PING"], controller.signal);
+      sent.catch(() => undefined);
+      const aborted = new Promise<never>((_, reject) => {
+        controller.signal.addEventListener("abort", () => { reject(new Error("probe timed out")); }, { once: true });
+      });
+      await Promise.race([sent, aborted]);
+      this.reset();
+    } catch {
+      // Still down: probe again.
+      this.probing = false;
+      this.trip();
+    } finally {
+      clearTimeout(timer);
+      this.probing = false;
+    }
+  }
+
+  /** Stops probing (the circuit stays as it is). */
+  close(): void {
+    clearTimeout(this.probeTimer);
+    this.probeTimer = undefined;
+  }
+}
