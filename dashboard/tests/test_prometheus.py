@@ -12,6 +12,7 @@ import urllib.parse
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -19,6 +20,7 @@ from .conftest import Dashboard, Server, free_port, until
 
 MIDNIGHT_US = 20833 * 86_400 * 1_000_000
 TOKEN = "scrape-token"
+HERE = Path(__file__).resolve().parents[1]
 
 
 class Prometheus:
@@ -31,6 +33,7 @@ class Prometheus:
         self.dir = Path(tempfile.mkdtemp(prefix="rl-dash-prom-"))
         (self.dir / "prometheus.yml").write_text(
             "global: {scrape_interval: 1s, evaluation_interval: 1s}\n"
+            f"rule_files: ['{HERE / 'alerts.yml'}']\n"
             "scrape_configs:\n"
             "  - job_name: ratelimit\n"
             f"    authorization: {{credentials: {TOKEN}}}\n"
@@ -58,13 +61,17 @@ class Prometheus:
             assert self.process.poll() is None, "prometheus exited"
             return False
 
-    def query(self, q: str) -> float | None:
-        """The single value of an instant query, None when it has no series."""
-        url = f"http://127.0.0.1:{self.port}/api/v1/query?" + urllib.parse.urlencode({"query": q})
+    def api(self, path: str, **params: str) -> Any:
+        """The ``data`` of a successful API answer."""
+        url = f"http://127.0.0.1:{self.port}/api/v1/{path}?" + urllib.parse.urlencode(params)
         with urllib.request.urlopen(url, timeout=5) as r:
             body = json.load(r)
         assert body["status"] == "success", body
-        result = body["data"]["result"]
+        return body["data"]
+
+    def query(self, q: str) -> float | None:
+        """The single value of an instant query, None when it has no series."""
+        result = self.api("query", query=q)["result"]
         assert len(result) <= 1, result
         return float(result[0]["value"][1]) if result else None
 
@@ -138,6 +145,27 @@ def test_prometheus_reads_the_counts_and_rates(
     rate = prom.query(rate_q)
     print({"sent per second": sent_rate, rate_q: rate, "total": prom.query(allowed)})
     assert rate is not None and 0.7 * sent_rate < rate < 1.3 * sent_rate
+
+    # Every query of the shipped Grafana dashboard runs, and those over traffic find series.
+    grafana = json.loads((HERE / "grafana.json").read_text())
+    for panel in grafana["panels"]:
+        for target in panel["targets"]:
+            expr = target["expr"].replace("$instance", ".*").replace("$__rate_interval", "10s")
+            result = prom.api("query", query=expr)["result"]
+            if panel["title"] in (
+                "Up",
+                "Decisions per second",
+                "Most denied keys (this minute and the last)",
+            ):
+                assert result, (panel["title"], expr)
+    # The shipped alerting rules load and evaluate.
+    groups = prom.api("rules")["groups"]
+    rules = {r["name"]: r for g in groups for r in g["rules"]}
+    assert len(rules) == 5
+    until(
+        "the rules evaluated",
+        lambda: all(r.get("health") == "ok" for r in prom.api("rules")["groups"][0]["rules"]),
+    )
 
     server.stop()
     until("ratelimit_up 0", lambda: prom.query("ratelimit_up") == 0)
