@@ -47,7 +47,7 @@ def test_page_shows_the_modules_numbers_and_the_outage(
         "the dashboard to read the traffic and three samples",
         lambda: (
             dashboard.state().get("commands", {}).get("rl.gcra", {}).get("denied") == 20
-            and len(dashboard.state()["series"]["t"]) >= 2
+            and len(dashboard.state().get("series", {}).get("t", [])) >= 2
         ),
     )
     expected = info(server)
@@ -110,20 +110,23 @@ def test_screenshot_under_traffic() -> None:
 
     def traffic() -> None:
         c = server.client()
-        c.execute_command("RL.POLICY", "SET", "plan:free", "GCRA", 20, "1s")
-        c.execute_command("RL.POLICY", "SET", "plan:pro", "GCRA", 60, "1s", "SHADOW")
+        c.execute_command("RL.POLICY", "SET", "plan:free", "GCRA", 8, "1s")
+        c.execute_command("RL.POLICY", "SET", "plan:pro", "GCRA", 40, "1s", "SHADOW")
         i = 0
         while not stop.is_set():
             i += 1
-            c.execute_command("RL.CHECK", f"user:{i % 7}", "plan:free")
-            c.execute_command("RL.CHECK", f"org:{i % 3}", "plan:pro")
-            c.execute_command("RL.GCRA", f"ip:{i % 5}", 10, "1s")
+            c.execute_command("RL.CHECK", f"user:{i % 5}", "plan:free")
+            c.execute_command("RL.CHECK", f"org:{i % 2}", "plan:pro")
+            c.execute_command("RL.GCRA", f"ip:{i % 4}", 20, "1s")
             stop.wait(0.004 if (i // 500) % 2 else 0.012)  # pacing: alternating load phases
 
     t = threading.Thread(target=traffic)
     t.start()
     try:
-        until("twelve samples of traffic", lambda: len(dashboard.state()["series"]["t"]) >= 12)
+        until(
+            "twelve samples of traffic",
+            lambda: len(dashboard.state().get("series", {}).get("t", [])) >= 12,
+        )
         with tempfile.TemporaryDirectory() as tmp:
             shot = Path(tmp) / "dashboard.png"
             chromium(f"--screenshot={shot}", dashboard.base + "/")
