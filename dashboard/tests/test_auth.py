@@ -10,7 +10,7 @@ import urllib.request
 
 import pytest
 
-from .conftest import Dashboard, Server
+from .conftest import Dashboard, Server, until
 
 
 def status(url: str, header: str | None = None, method: str = "GET") -> int:
@@ -47,5 +47,27 @@ def test_a_token_is_asked_for_on_every_route(server: Server, path: str) -> None:
         basic = base64.b64encode(b"anyone:t0ken").decode()
         assert status(url, f"Basic {basic}") == 200
         assert status(url, "Bearer t0ken", method="POST") == 405
+    finally:
+        d.stop()
+
+
+READ_ONLY_ACL = [
+    *("-@all", "+info", "+config|get", "+module|list", "+command|list"),
+    *("+rl.policy|stats", "+client|setname"),
+]
+
+
+def test_a_user_with_the_documented_read_only_acl_is_enough(server: Server) -> None:
+    c = server.client()
+    c.execute_command("ACL", "SETUSER", "dashboard", "on", ">dash-pw", *READ_ONLY_ACL)
+    c.execute_command("RL.POLICY", "SET", "p", "FIXED", 1, "1m")
+    for _ in range(3):
+        c.execute_command("RL.CHECK", "k", "p")
+    d = Dashboard(f"redis://dashboard:dash-pw@127.0.0.1:{server.port}")
+    try:
+        until("a read with the top denied keys", lambda: d.state().get("top_denied"))
+        state = d.state()
+        assert state["up"] and state["error"] == ""
+        assert state["top_denied"][0] == {"policy": "p", "key": "k", "count": 2, "error": 0}
     finally:
         d.stop()
