@@ -75,6 +75,13 @@ def main(argv: list[str] | None = None) -> None:
         default=20,
         help="named policies with metrics of their own, the most called (default 20)",
     )
+    p.add_argument(
+        "--stats-policies",
+        type=int,
+        default=5,
+        help="most called policies whose most denied keys are read, one RL.POLICY STATS "
+        "each a second (default 5)",
+    )
     a = p.parse_args(argv)
     if not loopback(a.bind) and not a.token:
         p.error(f"--bind {a.bind} is beyond loopback: give --token (or $RL_DASHBOARD_TOKEN)")
@@ -82,7 +89,7 @@ def main(argv: list[str] | None = None) -> None:
         connect(a.url, a.timeout),
         target(a.url),
         interval=a.interval,
-        top_policies=min(a.policies, 5),
+        stats_policies=a.stats_policies,
     )
     server = Dashboard(
         (a.bind, a.port), poller, token=a.token, top_keys=a.top_keys, max_policies=a.policies

@@ -60,11 +60,11 @@ class Poller:
     """Reads the server every ``interval`` seconds on a thread of its own."""
 
     def __init__(
-        self, client: redis.Redis, target: str, *, interval: float = 1.0, top_policies: int = 5
+        self, client: redis.Redis, target: str, *, interval: float = 1.0, stats_policies: int = 5
     ) -> None:
         self.client = client
         self.interval = interval
-        self.top_policies = top_policies
+        self.stats_policies = stats_policies
         self.lock = threading.Lock()
         self.state = State(target=target)
         self.multi_info = True
@@ -154,7 +154,7 @@ class Poller:
             for f, r in zip(extras, replies[n + 2 :], strict=True)
         }
         sample = Sample(time.time(), info, bounds(replies[n]), module, extras=extra)
-        names = [p["name"] for p in policy_lines(info.get("ratelimit", {}))][: self.top_policies]
+        names = [p["name"] for p in policy_lines(info.get("ratelimit", {}))][: self.stats_policies]
         if names and module is not None and module["policies"]:
             pipe = self.client.pipeline(transaction=False)
             for name in names:
