@@ -23,6 +23,11 @@ def rows(reply: Any) -> list[list[str]]:
     return [[str(reply)]]
 
 
+def page(reply: Any) -> list[list[str]]:
+    """A SCAN-like ``[cursor, [row, ...]]`` reply: its first page's rows."""
+    return rows(reply[1]) if isinstance(reply, list | tuple) and len(reply) == 2 else rows(reply)
+
+
 @dataclass(frozen=True)
 class Feature:
     """An optional panel: its title, the command it sends (read-only) and how to show it."""
@@ -36,8 +41,16 @@ class Feature:
 
 
 FEATURES: tuple[Feature, ...] = (
-    Feature("hot_keys", "Hot keys", ("RL.HOTKEYS",), "rl.hotkeys"),
-    Feature("deny_list", "Deny-listed keys", ("RL.DENY", "LIST"), "rl.deny|list"),
+    Feature(
+        "hot_keys", "Hot keys (key, decisions per second, error)", ("RL.HOTKEYS",), "rl.hotkeys"
+    ),
+    Feature(
+        "deny_list",
+        "Deny-listed keys (key, ms left, reason)",
+        ("RL.DENYLIST", "0", "COUNT", "20"),
+        "rl.denylist",
+        page,
+    ),
     Feature("penalty_box", "Penalty-boxed keys", ("RL.PENALTY", "LIST"), "rl.penalty|list"),
 )
-"""The command names are those proposed for these features; change them here when they land."""
+"""Each read-only; a server without the command shows "not offered by this server"."""

@@ -60,11 +60,18 @@ class Poller:
     """Reads the server every ``interval`` seconds on a thread of its own."""
 
     def __init__(
-        self, client: redis.Redis, target: str, *, interval: float = 1.0, stats_policies: int = 5
+        self,
+        client: redis.Redis,
+        target: str,
+        *,
+        interval: float = 1.0,
+        stats_policies: int = 5,
+        features: tuple[Feature, ...] = FEATURES,
     ) -> None:
         self.client = client
         self.interval = interval
         self.stats_policies = stats_policies
+        self.features = features
         self.lock = threading.Lock()
         self.state = State(target=target)
         self.multi_info = True
@@ -112,20 +119,20 @@ class Poller:
     def _offered(self) -> dict[str, bool]:
         with self.lock:
             offered = dict(self.state.offered)
-        if offered or not FEATURES:
+        if offered or not self.features:
             return offered
         try:
             names = set(send(self.client, "COMMAND", "LIST", "FILTERBY", "PATTERN", "rl.*"))
         except redis.ResponseError:  # before Redis 7.0: no optional panel is offered
             names = set()
-        offered = {f.name: f.check in names for f in FEATURES}
+        offered = {f.name: f.check in names for f in self.features}
         with self.lock:
             self.state.offered = offered
         return offered
 
     def _read(self) -> Sample:
         offered = self._offered()
-        extras: list[Feature] = [f for f in FEATURES if offered.get(f.name)]
+        extras: list[Feature] = [f for f in self.features if offered.get(f.name)]
         sections = ("server", "replication", "ratelimit")
         pipe = self.client.pipeline(transaction=False)
         if self.multi_info:

@@ -6,7 +6,7 @@ from datetime import datetime, timezone
 from itertools import pairwise
 from typing import Any
 
-from rl_dashboard.features import FEATURES
+from rl_dashboard.features import Feature
 from rl_dashboard.parse import command_lines, counts, policy_lines
 from rl_dashboard.poller import Sample, State
 
@@ -110,7 +110,7 @@ def top_denied(sample: Sample, n: int) -> list[dict[str, Any]]:
     return rows[:n]
 
 
-def page_state(state: State, *, top_keys: int) -> dict[str, Any]:
+def page_state(state: State, features: tuple[Feature, ...], *, top_keys: int) -> dict[str, Any]:
     """The JSON the page draws: the last sample, the outage if any, and the history."""
     s = state.last
     out: dict[str, Any] = {
@@ -121,7 +121,7 @@ def page_state(state: State, *, top_keys: int) -> dict[str, Any]:
         "read_at": iso(s.t) if s else None,
         "features": [
             {"name": f.name, "title": f.title, "offered": state.offered.get(f.name, False)}
-            for f in FEATURES
+            for f in features
         ],
     }
     if s is None:

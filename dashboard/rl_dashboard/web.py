@@ -81,7 +81,7 @@ class Handler(BaseHTTPRequestHandler):
             self.send(200, PAGE, "text/html; charset=utf-8")
         elif path == "/api/state":
             with poller.lock:
-                body = page_state(poller.state, top_keys=self.server.top_keys)
+                body = page_state(poller.state, poller.features, top_keys=self.server.top_keys)
             self.send(200, json.dumps(body).encode(), "application/json")
         elif path == "/metrics":
             with poller.lock:
