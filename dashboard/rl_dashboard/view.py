@@ -31,10 +31,12 @@ def used(sample: Sample) -> dict[str, int]:
 
 
 def totals(sample: Sample) -> dict[str, int]:
-    """Decisions over every command, and the named policies' shadow denials."""
+    """Decisions over every command, waits begun, and the named policies' shadow denials."""
     cmds = command_lines(sample.info.get("ratelimit", {}))
     pol = counts(sample.info.get("ratelimit", {}).get("ratelimit_policies", ""))
+    waits = counts(sample.info.get("ratelimit", {}).get("ratelimit_waits", ""))
     return {
+        "waits": waits.get("started", 0),
         "allowed": sum(c.get("allowed", 0) for c in cmds.values()),
         "denied": sum(c.get("denied", 0) for c in cmds.values()),
         "shadow_denied": pol.get("shadow_denied", 0),
@@ -54,6 +56,7 @@ def series(history: list[Sample]) -> dict[str, Any]:
         "allowed": [],
         "denied": [],
         "shadow_denied": [],
+        "waits": [],
         "waiting": [],
         "heap_bytes": [],
         "commands": {},
@@ -63,7 +66,7 @@ def series(history: list[Sample]) -> dict[str, Any]:
         dt = cur.t - prev.t
         out["t"].append(round(cur.t, 3))
         pt, ct = totals(prev), totals(cur)
-        for k in ("allowed", "denied", "shadow_denied"):
+        for k in ("allowed", "denied", "shadow_denied", "waits"):
             out[k].append(rate(pt[k], ct[k], dt))
         rl = cur.info.get("ratelimit", {})
         out["waiting"].append(int(rl.get("ratelimit_waiting", "0")))

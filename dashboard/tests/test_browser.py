@@ -69,6 +69,13 @@ def test_page_shows_the_modules_numbers_and_the_outage(
     key, count, _ = stats["top_denied"][0]
     assert dom.text["top-0"].startswith(f"{key}plan:free{count}")
     assert (key, count) == ("user:1", 7)
+    rl = server.client().info("ratelimit")
+    waits = rl["ratelimit_waits"]
+    assert dom.text["waits"] == " / ".join(
+        f"{waits[k]:,}" for k in ("started", "admitted", "timed_out", "abandoned")
+    )
+    assert dom.text["waiting"] == f"{rl['ratelimit_waiting']:,}"
+    assert dom.text["heap-bytes"] == f"{rl['ratelimit_heap_bytes']:,}"
     server_info = server.client().info("server")
     assert dom.text["redis-version"] == server_info["redis_version"]
     assert dom.text["role"] == "master"
