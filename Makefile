@@ -51,6 +51,7 @@ test: deps lint
 	$(MAKE) test-dist
 	$(MAKE) test-python
 	$(MAKE) test-node
+	$(MAKE) test-dashboard
 
 PYTHON  ?= python3
 PYVENV  := clients/python/.venv
@@ -67,6 +68,33 @@ test-python: deps
 	cd clients/python && .venv/bin/ruff format --check . && .venv/bin/ruff check . && \
 		.venv/bin/mypy && .venv/bin/pytest -q && \
 		.venv/bin/python -m build --wheel --outdir dist . >/dev/null && ls dist/*.whl
+
+## The dashboard (dashboard/): a read-only live page and Prometheus /metrics
+## on http://127.0.0.1:8080/ for the server at DASHBOARD_URL (a password in
+## the URL stays in the dashboard). Options: docs/operations.md#dashboard.
+DASHBOARD_URL ?= redis://localhost:6379
+DASHVENV := dashboard/.venv
+.PHONY: dashboard test-dashboard dashboard-venv
+dashboard: dashboard-venv
+	$(DASHVENV)/bin/python -m rl_dashboard --url '$(DASHBOARD_URL)'
+
+dashboard-venv:
+	@$(PYTHON) -c 'import ensurepip, venv' 2>/dev/null || { $(SUDO) apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq python3-venv; }
+	@[ -x $(DASHVENV)/bin/python ] || $(PYTHON) -m venv $(DASHVENV)
+	$(DASHVENV)/bin/pip install -q --disable-pip-version-check -e 'dashboard[test]'
+
+## The dashboard's ruff, mypy --strict and pytest: a real server with the
+## debug module, the page in headless Chromium, /metrics scraped by a real
+## Prometheus (both from Debian, installed when missing). With
+## DASHBOARD_SCREENSHOT=$$PWD/docs/dashboard.png it renews the screenshot.
+test-dashboard: deps dashboard-venv
+	cargo build -p redis-ratelimit --lib
+	@command -v chromium >/dev/null && command -v prometheus >/dev/null || { \
+		$(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) \
+		apt-get install -y -qq --no-install-recommends chromium prometheus; }
+	cd dashboard && .venv/bin/ruff format --check . && .venv/bin/ruff check . && \
+		.venv/bin/mypy && .venv/bin/pytest -q
 
 ## The Node package (clients/node): installed from its lockfile, built with
 ## tsc (ESM and CommonJS), type-checked and linted, then its node:test

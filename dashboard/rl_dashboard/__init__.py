@@ -1,0 +1,1 @@
+"""A read-only live dashboard and Prometheus /metrics for a server with the module."""
