@@ -7,7 +7,7 @@ import { readFileSync } from "node:fs";
 import { dirname, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { after, before, describe, test } from "node:test";
-import { type AllDecision, type Decision, type Policy, RateLimiter } from "redis-ratelimit";
+import { type AllDecision, type Decision, type Policy, RateLimiter, UnavailableError } from "redis-ratelimit";
 import { CLIENTS, type OpenClient, Server } from "./harness.js";
 
 interface Limit {
@@ -22,7 +22,13 @@ interface Step {
   readonly decide?: readonly Limit[];
   readonly cost?: number;
   readonly times?: number;
+  readonly freeze?: boolean;
+  readonly resume?: boolean;
+  readonly deadline_ms?: number;
+  readonly until_served_ms?: number;
   readonly expect?: {
+    readonly unavailable?: boolean;
+    readonly within_ms?: number;
     readonly allowed?: boolean;
     readonly remaining?: number;
     readonly retry_after_ms?: number | null;
@@ -73,14 +79,15 @@ function policy(text: string): Exclude<Policy, { type: "concurrency" | "policy" 
 async function decide(rl: RateLimiter, step: Step): Promise<{ d: Decision | AllDecision; remaining?: number }> {
   const limits = step.decide ?? [];
   const cost = step.cost ?? 1;
+  const timeout = step.deadline_ms ?? 10_000;
   const [only] = limits;
   if (limits.length === 1 && only !== undefined) {
-    const d = await rl.decide(only.key, policy(only.policy), { name: only.name, cost });
+    const d = await rl.decide(only.key, policy(only.policy), { name: only.name, cost, timeout });
     return { d, remaining: d.remaining };
   }
   const d = await rl.all(
     limits.map((l) => ({ key: l.key, policy: policy(l.policy), name: l.name })),
-    { costs: limits.map(() => cost) },
+    { costs: limits.map(() => cost), timeout },
   );
   return { d };
 }
@@ -107,6 +114,37 @@ function differences(answer: { d: Decision | AllDecision; remaining?: number }, 
   return out;
 }
 
+/** One decide step: repeated `times`, or until the server decides (`until_served_ms`). */
+async function runStep(rl: RateLimiter, step: Step): Promise<string[]> {
+  const want = step.expect ?? {};
+  const out: string[] = [];
+  for (let n = 0; n < (step.times ?? 1); n++) {
+    const start = performance.now();
+    const until = start + (step.until_served_ms ?? 0);
+    let answer: Awaited<ReturnType<typeof decide>> | UnavailableError;
+    for (;;) {
+      try {
+        answer = await decide(rl, step);
+      } catch (e) {
+        if (!(e instanceof UnavailableError)) throw e;
+        answer = e;
+      }
+      if (!(answer instanceof UnavailableError) || performance.now() >= until) break;
+      await new Promise((r) => setTimeout(r, 5)); // polling a state, bounded by until_served_ms
+    }
+    const took = performance.now() - start;
+    if (want.within_ms !== undefined && took > want.within_ms) out.push(`answered after ${took.toFixed(1)} ms (expected within ${want.within_ms})`);
+    if (answer instanceof UnavailableError) {
+      if (want.unavailable !== true) out.push(`unavailable: ${answer.message}`);
+    } else if (want.unavailable === true) {
+      out.push("decided (expected: the store unavailable)");
+    } else {
+      out.push(...differences(answer, step));
+    }
+  }
+  return out;
+}
+
 for (const kind of CLIENTS) {
   describe(`conformance scenarios, ${kind.name}`, () => {
     let server: Server;
@@ -122,16 +160,19 @@ for (const kind of CLIENTS) {
 
     for (const scenario of file.scenarios) {
       test(scenario.name, async () => {
-        const rl = new RateLimiter(open.redis);
+        const rl = new RateLimiter(open.redis, { fallback: "error" });
         await rl.raw(["FLUSHALL"]);
         const failed: string[] = [];
-        for (const [i, step] of scenario.steps.entries()) {
-          if (step.clock_ms !== undefined) await rl.raw(["RL.CLOCK", "SET", String(step.clock_ms * 1000)]);
-          if (step.clock_us !== undefined) await rl.raw(["RL.CLOCK", "SET", String(step.clock_us)]);
-          if (step.decide === undefined) continue;
-          for (let n = 0; n < (step.times ?? 1); n++) {
-            failed.push(...differences(await decide(rl, step), step).map((x) => `step ${i}: ${x}`));
+        try {
+          for (const [i, step] of scenario.steps.entries()) {
+            if (step.clock_ms !== undefined) await rl.raw(["RL.CLOCK", "SET", String(step.clock_ms * 1000)]);
+            if (step.clock_us !== undefined) await rl.raw(["RL.CLOCK", "SET", String(step.clock_us)]);
+            if (step.freeze === true) server.pause();
+            if (step.resume === true) server.resume();
+            if (step.decide !== undefined) failed.push(...(await runStep(rl, step)).map((x) => `step ${i}: ${x}`));
           }
+        } finally {
+          server.resume(); // never leave the shared server frozen
         }
         assert.deepEqual(failed, []);
       });

@@ -7,11 +7,13 @@ real server with the manual clock, on an empty database.
 from __future__ import annotations
 
 import json
+import signal
+import time
 from typing import Any
 
 import pytest
 
-from redis_ratelimit import Decision, Policy, RateLimiter
+from redis_ratelimit import Decision, Policy, RateLimiter, Unavailable
 
 from .conftest import REPO, Server
 
@@ -44,10 +46,39 @@ def policy(words: str, name: str) -> Policy:
 def decide(limiter: RateLimiter, step: dict[str, Any]) -> Decision:
     limits = [(lim["key"], policy(lim["policy"], lim["name"])) for lim in step["decide"]]
     cost = int(step.get("cost", 1))
+    deadline = step.get("deadline_ms", 10_000) / 1000
     if len(limits) == 1:
         key, p = limits[0]
-        return limiter.decide(key, p, cost=cost)
-    return limiter.all(limits, costs=[cost] * len(limits))
+        return limiter.decide(key, p, cost=cost, deadline=deadline)
+    return limiter.all(limits, costs=[cost] * len(limits), deadline=deadline)
+
+
+def run_step(limiter: RateLimiter, step: dict[str, Any]) -> list[str]:
+    """One decide step: repeated ``times``, or until the server decides (``until_served_ms``)."""
+    expect, out = step["expect"], []
+    single = len(step["decide"]) == 1
+    for _ in range(int(step.get("times", 1))):
+        start = time.monotonic()
+        until = start + step.get("until_served_ms", 0) / 1000
+        while True:
+            try:
+                answer: Decision | Unavailable = decide(limiter, step)
+            except Unavailable as e:
+                answer = e
+            if not isinstance(answer, Unavailable) or time.monotonic() >= until:
+                break
+            time.sleep(0.005)  # polling a state, bounded by until_served_ms
+        took_ms = (time.monotonic() - start) * 1000
+        if "within_ms" in expect and took_ms > expect["within_ms"]:
+            out.append(f"answered after {took_ms:.1f} ms (expected within {expect['within_ms']})")
+        if isinstance(answer, Unavailable):
+            if not expect.get("unavailable"):
+                out.append(f"unavailable: {answer}")
+        elif expect.get("unavailable"):
+            out.append("decided (expected: the store unavailable)")
+        else:
+            out += differences(answer, expect, single)
+    return out
 
 
 def differences(d: Decision, expect: dict[str, Any], single: bool) -> list[str]:
@@ -73,18 +104,22 @@ def differences(d: Decision, expect: dict[str, Any], single: bool) -> list[str]:
 def test_scenario_answers_as_written(server: Server, scenario: dict[str, Any]) -> None:
     c = server.client()
     c.flushall()
-    limiter = RateLimiter(c)
+    limiter = RateLimiter.from_url(f"redis://127.0.0.1:{server.port}")
+    process = server.process
+    assert process is not None
     failed: list[str] = []
-    for i, step in enumerate(scenario["steps"]):
-        if "clock_ms" in step:
-            limiter.set_clock(step["clock_ms"] * 1000)
-        if "clock_us" in step:
-            limiter.set_clock(step["clock_us"])
-        if "decide" not in step:
-            continue
-        for _ in range(int(step.get("times", 1))):
-            d = decide(limiter, step)
-            failed += [
-                f"step {i}: {x}" for x in differences(d, step["expect"], len(step["decide"]) == 1)
-            ]
+    try:
+        for i, step in enumerate(scenario["steps"]):
+            if "clock_ms" in step:
+                limiter.set_clock(step["clock_ms"] * 1000)
+            if "clock_us" in step:
+                limiter.set_clock(step["clock_us"])
+            if step.get("freeze"):
+                process.send_signal(signal.SIGSTOP)
+            if step.get("resume"):
+                process.send_signal(signal.SIGCONT)
+            if "decide" in step:
+                failed += [f"step {i}: {x}" for x in run_step(limiter, step)]
+    finally:
+        process.send_signal(signal.SIGCONT)  # never leave the shared server frozen
     assert not failed, "\n".join(failed)

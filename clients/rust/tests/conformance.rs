@@ -8,9 +8,10 @@ mod support;
 
 use common::*;
 use redis_ratelimit_client::http::{header_fields, problem, Named};
-use redis_ratelimit_client::{All, AllDecision, Client, Decide, Policy};
+use redis_ratelimit_client::{All, AllDecision, Client, Decide, Error, Policy};
 use serde_json::Value;
 use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
 use support::*;
 
 /// One limit of a decide step: its key, its policy's words, its name.
@@ -38,7 +39,7 @@ struct Answer {
     names: Vec<Named>,
 }
 
-async fn decide(client: &Client, step: &Value) -> Answer {
+async fn decide(client: &Client, step: &Value) -> Result<Answer, Error> {
     let limits = limits(step);
     let cost = step["cost"].as_u64().unwrap_or(1);
     let names = limits
@@ -48,26 +49,62 @@ async fn decide(client: &Client, step: &Value) -> Answer {
     if let [(key, policy, _)] = limits.as_slice() {
         let d = client
             .send(&Decide::new(key.clone(), *policy).cost(cost))
-            .await
-            .expect("decide");
+            .await?;
         let remaining = Some(d.remaining);
-        return Answer {
+        return Ok(Answer {
             decision: AllDecision::new(vec![d]),
             remaining,
             names,
-        };
+        });
     }
     let mut all = All::new();
     for (key, policy, _) in &limits {
         all = all.limit(key.clone(), *policy);
     }
     let all = all.costs(vec![cost; limits.len()]);
-    let decision = client.send(&all).await.expect("RL.ALL");
-    Answer {
+    let decision = client.send(&all).await?;
+    Ok(Answer {
         decision,
         remaining: None,
         names,
+    })
+}
+
+/// Runs one decide step: at its deadline, repeated `times`, or until the
+/// server decides (`until_served_ms`); where it differs, one line each.
+async fn run_step(client: &Client, step: &Value) -> Vec<String> {
+    let expect = &step["expect"];
+    let client = match step["deadline_ms"].as_u64() {
+        Some(ms) => client.clone().timeout(Duration::from_millis(ms)),
+        None => client.clone(),
+    };
+    let mut out = Vec::new();
+    for _ in 0..step["times"].as_u64().unwrap_or(1) {
+        let start = Instant::now();
+        let mut answer = decide(&client, step).await;
+        if let Some(ms) = step["until_served_ms"].as_u64() {
+            let until = start + Duration::from_millis(ms);
+            while matches!(&answer, Err(e) if e.is_unavailable()) && Instant::now() < until {
+                tokio::time::sleep(Duration::from_millis(5)).await; // polling a state, bounded
+                answer = decide(&client, step).await;
+            }
+        }
+        let took = start.elapsed();
+        if let Some(ms) = expect["within_ms"].as_u64() {
+            if took > Duration::from_millis(ms) {
+                out.push(format!("answered after {took:?} (expected within {ms} ms)"));
+            }
+        }
+        match answer {
+            Err(e) if expect["unavailable"].as_bool() == Some(true) && e.is_unavailable() => {}
+            Err(e) => out.push(format!("error {e}")),
+            Ok(_) if expect["unavailable"].as_bool() == Some(true) => {
+                out.push("decided (expected: the store unavailable)".into())
+            }
+            Ok(a) => out.extend(differences(&a, expect)),
+        }
     }
+    out
 }
 
 /// Where `answer` differs from `expect`, one line each.
@@ -122,7 +159,7 @@ fn every_scenario_answers_as_written() {
     ))
     .expect("conformance/scenarios.json");
     let file: Value = serde_json::from_str(&text).expect("scenarios JSON");
-    let server = Server::start();
+    let mut server = Server::start();
     let mut c = server.conn();
     let mut failed = Vec::new();
     block_on(async {
@@ -142,12 +179,14 @@ fn every_scenario_answers_as_written() {
                 if let Some(us) = step["clock_us"].as_u64() {
                     clock_set(&mut c, us);
                 }
-                if step.get("decide").is_none() {
-                    continue;
+                if step["freeze"].as_bool() == Some(true) {
+                    server.freeze();
                 }
-                for _ in 0..step["times"].as_u64().unwrap_or(1) {
-                    let answer = decide(&client, step).await;
-                    for d in differences(&answer, &step["expect"]) {
+                if step["resume"].as_bool() == Some(true) {
+                    server.resume();
+                }
+                if step.get("decide").is_some() {
+                    for d in run_step(&client, step).await {
                         failed.push(format!("{name}, step {i}: {d}"));
                     }
                 }
