@@ -319,12 +319,13 @@ mod tests {
             get("rl.gcra"),
             "key:key limit:integer period:string [BURST burst:integer] [COST cost:integer] [DRYRUN] \
              [WAIT timeout:string [FLOW flow:string [WEIGHT weight:integer]]] \
-             [(FORCE | PARTIAL | REFUND refund:integer)]"
+             [(FORCE | PARTIAL | REFUND refund:integer)] [RESERVE maxdelay:string] [JITTER]"
         );
         assert_eq!(
             get("rl.sliding"),
             "key:key limit:integer window:string [(EXACT | APPROX | BUCKETS buckets:integer)] \
-             [COST cost:integer] [DRYRUN] [WAIT timeout:string [FLOW flow:string [WEIGHT weight:integer]]] [(FORCE | PARTIAL | REFUND refund:integer)]"
+             [COST cost:integer] [DRYRUN] [WAIT timeout:string [FLOW flow:string [WEIGHT weight:integer]]] [(FORCE | PARTIAL | REFUND refund:integer)] \
+             [JITTER]"
         );
         assert_eq!(
             get("rl.peek"),
@@ -342,7 +343,7 @@ mod tests {
             get("rl.check"),
             "key:key name:string [OR name:string...] [COST cost:integer] [DRYRUN] \
              [WAIT timeout:string [FLOW flow:string [WEIGHT weight:integer]]] \
-             [(FORCE | PARTIAL | REFUND refund:integer)]"
+             [(FORCE | PARTIAL | REFUND refund:integer)] [RESERVE maxdelay:string] [JITTER]"
         );
         assert_eq!(get("rl.policy|list"), "[MATCH pattern:string]");
         assert!(get("rl.policy|set").starts_with("name:string (GCRA limit:integer"));

@@ -355,7 +355,7 @@ pub fn check<H: Host>(command: &CommandDef, host: &mut H, args: &[H::Arg]) -> Re
                 });
             }
         };
-        if let Some(token) = request.charge.token().filter(|t| entry.refuses.contains(t)) {
+        if let Some(token) = request.refusable().find(|t| entry.refuses.contains(t)) {
             return Err(Error::Combination {
                 option: token,
                 with: entry.keyword,
@@ -466,7 +466,7 @@ mod tests {
             assert_eq!(def(given).unwrap().definition, canonical.as_bytes());
         }
         let e = def("CONCURRENCY 5 30s").unwrap();
-        assert_eq!(e.refuses, ["FORCE", "PARTIAL", "REFUND"]);
+        assert_eq!(e.refuses, ["FORCE", "PARTIAL", "REFUND", "RESERVE"]);
         // The canonical text parses back to the same entry.
         let again = def(std::str::from_utf8(&e.definition).unwrap()).unwrap();
         assert_eq!(again, e);

@@ -107,8 +107,8 @@ pub fn parse<A: AsRef<[u8]>>(policies_allowed: &Policies, args: &[A]) -> Result<
     let (tail, per_key) = take_costs(tail, numkeys)?;
     let request = parse_common_with(&tail, per_key)?;
     // A common option one of the policies does not take (CONCURRENCY takes
-    // no FORCE, PARTIAL or REFUND).
-    if let Some(token) = request.charge.token().filter(|t| refused.contains(t)) {
+    // no FORCE, PARTIAL, REFUND or RESERVE; the windows no RESERVE).
+    if let Some(token) = request.refusable().find(|t| refused.contains(t)) {
         let with = policies_allowed
             .iter()
             .find(|p| p.refuses.contains(&token))

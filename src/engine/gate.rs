@@ -15,7 +15,7 @@
 
 use super::queue::{Arrival, Ended, Keyspace, Queues, Waiter};
 use super::store::Store;
-use super::{KeyError, Outcome, Request};
+use super::{KeyError, Outcome, Request, Reservation};
 use crate::algorithm::Micros;
 use crate::bounds;
 use crate::engine::error::Error;
@@ -64,6 +64,34 @@ pub trait Shell {
 /// Decides `request` under `policies` at `now`. `queues` is `None` when
 /// nobody waits anywhere (then nothing waits, and no queue is read).
 pub fn decide<S: Shell>(
+    shell: &mut S,
+    queues: Option<&mut Queues<S::Key, S::Token>>,
+    policies: &[Policy],
+    now: Micros,
+    request: Request,
+) -> Result<Gated, KeyError> {
+    if request.reserve.is_none() {
+        return decide_waiting(shell, queues, policies, now, request);
+    }
+    // `RESERVE` never waits; behind a line it is answered as without it,
+    // and still says so.
+    let gated = decide_waiting(shell, queues, policies, now, request)?;
+    Ok(match gated {
+        Gated::Now(mut outcome) => {
+            if outcome.reservation.is_none() {
+                outcome.reservation = Some(match outcome.allowed {
+                    true => Reservation::Starts(Micros::ZERO),
+                    false => Reservation::Denied,
+                });
+            }
+            Gated::Now(outcome)
+        }
+        Gated::Blocked => Gated::Blocked,
+    })
+}
+
+/// [`decide`], whatever `RESERVE` said.
+fn decide_waiting<S: Shell>(
     shell: &mut S,
     queues: Option<&mut Queues<S::Key, S::Token>>,
     policies: &[Policy],

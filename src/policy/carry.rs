@@ -187,6 +187,10 @@ impl Limiter for Carrying<'_> {
         self.0.holds_leases()
     }
 
+    fn reserves(&self) -> bool {
+        self.0.reserves()
+    }
+
     fn refund(&self, stored: Option<&[u8]>, now: Micros, n: u64) -> Result<Transition, StateError> {
         self.transition(stored, now, |s| self.0.refund(s, now, n))
     }

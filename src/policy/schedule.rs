@@ -20,6 +20,10 @@ impl<S: Scheduled> Limiter for S {
         S::KIND
     }
 
+    fn reserves(&self) -> bool {
+        true
+    }
+
     fn decide(
         &self,
         stored: Option<&[u8]>,

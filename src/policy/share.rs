@@ -71,6 +71,12 @@ impl Limiter for Node {
         Kind::Share
     }
 
+    /// Every rate on the path is a TAT: a charge at a later start reads
+    /// before it as the admission then would leave it.
+    fn reserves(&self) -> bool {
+        true
+    }
+
     fn decide(
         &self,
         stored: Option<&[u8]>,
