@@ -155,6 +155,8 @@ pub struct Named {
     pub policy: Policy,
     /// The common options it refuses.
     pub refuses: &'static [&'static str],
+    /// Its policy's keyword, as a refusal names it.
+    pub keyword: &'static str,
     /// Where it sits, to count the call that uses it.
     pub handle: Handle,
 }
@@ -173,6 +175,7 @@ pub fn lookup(name: &[u8], enforced: bool) -> Result<Named, Error> {
         Ok(Named {
             policy: one_limit(name, entry)?,
             refuses: entry.refuses,
+            keyword: entry.keyword,
             handle,
         })
     })

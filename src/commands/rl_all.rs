@@ -60,7 +60,8 @@ pub fn parse<A: AsRef<[u8]>>(policies_allowed: &Policies, args: &[A]) -> Result<
         }
     }
     let mut policies = Vec::with_capacity(numkeys);
-    let mut refused: Vec<&'static str> = Vec::new();
+    // The common options a policy given refuses, and its keyword.
+    let mut refused: Vec<(&'static str, &'static str)> = Vec::new();
     let mut named = SmallVec::new();
     while policies.len() < numkeys {
         // `POLICY name`: a registered policy, parsed when it was defined.
@@ -69,7 +70,7 @@ pub fn parse<A: AsRef<[u8]>>(policies_allowed: &Policies, args: &[A]) -> Result<
                 let found = named::lookup(name.as_ref(), true)?;
                 named.push((policies.len(), found.handle));
                 policies.push(found.policy);
-                refused.extend(found.refuses);
+                refused.extend(found.refuses.iter().map(|t| (*t, found.keyword)));
                 tail = &tail[2..];
                 continue;
             }
@@ -86,7 +87,7 @@ pub fn parse<A: AsRef<[u8]>>(policies_allowed: &Policies, args: &[A]) -> Result<
         };
         let (policy, used) = definition.parse_prefix(&tail[1..])?;
         policies.push(policy);
-        refused.extend(definition.refuses);
+        refused.extend(definition.refuses.iter().map(|t| (*t, definition.keyword)));
         tail = tail.get(1 + used..).unwrap_or(&[]);
     }
     let extra = tail
@@ -108,15 +109,10 @@ pub fn parse<A: AsRef<[u8]>>(policies_allowed: &Policies, args: &[A]) -> Result<
     let request = parse_common_with(&tail, per_key)?;
     // A common option one of the policies does not take (CONCURRENCY takes
     // no FORCE, PARTIAL, REFUND or RESERVE; the windows no RESERVE).
-    if let Some(token) = request.refusable().find(|t| refused.contains(t)) {
-        let with = policies_allowed
-            .iter()
-            .find(|p| p.refuses.contains(&token))
-            .map_or(NAME, |p| p.keyword);
-        return Err(Error::Combination {
-            option: token,
-            with,
-        });
+    for option in request.refusable() {
+        if let Some((_, with)) = refused.iter().find(|(t, _)| *t == option) {
+            return Err(Error::Combination { option, with });
+        }
     }
     Ok(Call {
         numkeys,

@@ -75,7 +75,11 @@ impl<S: Store> Store for Later<'_, S> {
         self.store.value(key)
     }
 
-    fn prepare(&mut self, key: usize, write: &StateWrite) -> Result<(), crate::engine::error::Error> {
+    fn prepare(
+        &mut self,
+        key: usize,
+        write: &StateWrite,
+    ) -> Result<(), crate::engine::error::Error> {
         self.store.prepare(key, write)
     }
 
@@ -91,9 +95,9 @@ impl<S: Store> Store for Later<'_, S> {
 #[cfg(test)]
 mod tests {
     use super::{Micros, Policy, Request, Reservation, RetryAfter};
-    use crate::engine::decide;
     use crate::algorithm::gcra::Gcra;
     use crate::algorithm::token_bucket::TokenBucket;
+    use crate::engine::decide;
     use crate::engine::store::MemoryStore;
 
     const S: u64 = 1_000_000;
@@ -129,7 +133,12 @@ mod tests {
         let wait = Micros::new(10 * S);
         assert_eq!(reserved.reservation, Some(Reservation::Starts(wait)));
         assert!(reserved.allowed);
-        let at_start = decide(&mut waited, &policies, now.saturating_add(wait), request(1, None));
+        let at_start = decide(
+            &mut waited,
+            &policies,
+            now.saturating_add(wait),
+            request(1, None),
+        );
         let at_start = at_start.unwrap();
         assert!(at_start.allowed);
         assert_eq!(store.values, waited.values);
