@@ -5,6 +5,7 @@
 
 pub mod error;
 pub mod gate;
+pub mod jitter;
 pub mod queue;
 pub mod registry;
 mod reserve;

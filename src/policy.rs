@@ -199,6 +199,12 @@ impl Policy {
         with_limiter!(self, l => Limiter::holds_leases(l))
     }
 
+    /// The time in which it admits one unit on average
+    /// ([`Limiter::interval`]).
+    pub fn interval(&self) -> Option<Micros> {
+        with_limiter!(self, l => Limiter::interval(l))
+    }
+
     /// Whether a request may be admitted now for a later start
     /// ([`Limiter::reserves`]).
     pub fn reserves(&self) -> bool {

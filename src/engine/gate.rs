@@ -13,6 +13,7 @@
 //! for the queue, blocks the caller and replies to the waiters whose wait
 //! ended.
 
+use super::jitter;
 use super::queue::{Arrival, Ended, Keyspace, Queues, Waiter};
 use super::store::Store;
 use super::{KeyError, Outcome, Request, Reservation};
@@ -73,24 +74,29 @@ pub fn decide<S: Shell>(
     now: Micros,
     request: Request,
 ) -> Result<Gated, KeyError> {
-    if request.reserve.is_none() {
-        return decide_waiting(shell, queues, policies, now, request);
+    let (reserving, jitter, cost) = (request.reserve.is_some(), request.jitter, request.cost);
+    let gated = decide_waiting(shell, queues, policies, now, request)?;
+    let Gated::Now(mut outcome) = gated else {
+        return Ok(gated);
+    };
+    if outcome.allowed && !reserving {
+        return Ok(Gated::Now(outcome));
     }
     // `RESERVE` never waits; behind a line it is answered as without it,
     // and still says so.
-    let gated = decide_waiting(shell, queues, policies, now, request)?;
-    Ok(match gated {
-        Gated::Now(mut outcome) => {
-            if outcome.reservation.is_none() {
-                outcome.reservation = Some(match outcome.allowed {
-                    true => Reservation::Starts(Micros::ZERO),
-                    false => Reservation::Denied,
-                });
-            }
-            Gated::Now(outcome)
+    if reserving && outcome.reservation.is_none() {
+        outcome.reservation = Some(match outcome.allowed {
+            true => Reservation::Starts(Micros::ZERO),
+            false => Reservation::Denied,
+        });
+    }
+    if !outcome.allowed && jitter::wanted(jitter) {
+        let names = shell.names();
+        if let Some(key) = outcome.blocked_by.and_then(|i| names.get(i)) {
+            jitter::spread(&mut outcome, key, policies, now, cost);
         }
-        Gated::Blocked => Gated::Blocked,
-    })
+    }
+    Ok(Gated::Now(outcome))
 }
 
 /// [`decide`], whatever `RESERVE` said.

@@ -158,6 +158,10 @@ fn is_other_kind(e: &StateError) -> bool {
 }
 
 impl Limiter for Carrying<'_> {
+    fn interval(&self) -> Option<Micros> {
+        self.0.interval()
+    }
+
     fn kind(&self) -> Kind {
         self.0.kind()
     }

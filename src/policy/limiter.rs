@@ -61,6 +61,13 @@ pub trait Limiter {
         false
     }
 
+    /// The time in which it admits one unit on average (a schedule's
+    /// emission interval, a window over its limit): what a jittered wait
+    /// spreads a key's denied clients by (see `engine::jitter`).
+    fn interval(&self) -> Option<Micros> {
+        None
+    }
+
     /// Whether a request may be admitted now for a start later
     /// (`RESERVE`): the state its decision at the start writes reads, at
     /// every instant before, as the admission then would leave it, so it

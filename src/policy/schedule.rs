@@ -16,6 +16,10 @@ pub trait Scheduled {
 }
 
 impl<S: Scheduled> Limiter for S {
+    fn interval(&self) -> Option<Micros> {
+        Some(self.schedule().interval())
+    }
+
     fn kind(&self) -> Kind {
         S::KIND
     }

@@ -67,6 +67,10 @@ pub fn write(node: &Node, state: &NodeState) -> StateWrite {
 }
 
 impl Limiter for Node {
+    fn interval(&self) -> Option<Micros> {
+        Some(self.assured.interval())
+    }
+
     fn kind(&self) -> Kind {
         Kind::Share
     }
