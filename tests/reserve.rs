@@ -7,6 +7,7 @@
 
 mod common;
 use common::blocking::*;
+use common::topology::{replica_config, wait_link_up, wait_replicas, wait_replicas_online};
 use common::*;
 use redis::Connection;
 
@@ -323,4 +324,63 @@ fn resp3_names_the_delay() {
     assert_eq!(fields[5].1, redis::Value::Int(0));
     let fields = resp3_map(call(&mut c, &gcra("k", &[])).unwrap());
     assert_eq!(names(&fields), DECISION_FIELDS);
+}
+
+/// Many clients reserving on one key at one instant, from threads on
+/// connections of their own: each admitted one takes the next start, one
+/// emission interval after the last, whatever the order they arrive in;
+/// past `maxdelay` they are denied and charge nothing.
+#[test]
+fn concurrent_reservations_take_successive_starts() {
+    let s = Server::start();
+    let mut c = s.conn();
+    clock_set(&mut c, T0);
+    let threads: Vec<_> = (0..8)
+        .map(|_| {
+            let mut conn = s.conn();
+            std::thread::spawn(move || {
+                (0..5)
+                    .map(|_| ints(&mut conn, &gcra("k", &["RESERVE", "1d"]))[5])
+                    .collect::<Vec<i64>>()
+            })
+        })
+        .collect();
+    let mut delays: Vec<i64> = threads
+        .into_iter()
+        .flat_map(|t| t.join().expect("a client thread"))
+        .collect();
+    delays.sort_unstable();
+    // 40 asked: the one admitted now, then one an hour for a day.
+    let mut want = vec![-1; 15];
+    want.extend((0..=24).map(|h| h * HOUR_MS));
+    assert_eq!(delays, want);
+    // The server's state: the next start is 25 hours away.
+    let peek = decide(&mut c, &["RL.PEEK", "k", "GCRA", "1", "1h"]);
+    assert_eq!(peek[3], 25 * HOUR_MS);
+}
+
+/// Replicas and the AOF receive a reservation's effect, as any
+/// admission's (never the command); a denied one sends nothing.
+#[test]
+fn a_replica_and_the_aof_carry_a_reservation_as_an_admission() {
+    let primary = Server::with(
+        Config::default()
+            .arg("appendonly", "yes")
+            .arg("aof-use-rdb-preamble", "no"),
+    );
+    let replica = Server::with(replica_config(&primary));
+    wait_link_up(&replica);
+    wait_replicas_online(&primary, 1);
+    let (mut p, mut r) = (primary.conn(), replica.conn());
+    clock_set(&mut p, T0);
+    assert_eq!(decide(&mut p, &gcra("k", &[]))[0], 1);
+    assert_eq!(ints(&mut p, &gcra("k", &["RESERVE", "2h"]))[5], HOUR_MS);
+    assert_eq!(ints(&mut p, &gcra("k", &["RESERVE", "1m"]))[5], -1);
+    call(&mut p, &["SET", "marker", "1"]).unwrap();
+    wait_replicas(&mut p, 1);
+    assert_eq!(get_bytes(&mut r, "k"), get_bytes(&mut p, "k"));
+    assert_eq!(pexpiretime(&mut r, "k"), pexpiretime(&mut p, "k"));
+    let text = aof_through(&primary, "marker");
+    assert!(!text.to_lowercase().contains("reserve"), "{text}");
+    assert_eq!(text.matches("PXAT").count(), 2, "{text}");
 }
