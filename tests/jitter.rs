@@ -128,3 +128,39 @@ fn every_decision_command_takes_it_and_an_admission_is_as_without() {
         assert!(reply.len() >= 5, "{args:?}");
     }
 }
+
+/// A named policy defined with JITTER spreads the waits of RL.CHECK and
+/// of `POLICY name` in RL.ALL, without the option in the call.
+#[test]
+fn a_named_policy_can_carry_it() {
+    let s = Server::with(Config::default().with_policies());
+    let mut c = s.conn();
+    call(
+        &mut c,
+        &["RL.POLICY", "SET", "api", "gcra", "100", "1s", "jitter"],
+    )
+    .unwrap();
+    let text: String =
+        redis::from_redis_value(call(&mut c, &["RL.POLICY", "GET", "api"]).unwrap()).unwrap();
+    assert_eq!(text, "GCRA 100 1s JITTER");
+    clock_set(&mut c, T0);
+    assert_eq!(
+        decide(&mut c, &["RL.CHECK", "k", "api", "COST", "100"])[0],
+        1
+    );
+    let waits: Vec<i64> = (0..20)
+        .map(|_| decide(&mut c, &["RL.CHECK", "k", "api"])[3])
+        .collect();
+    assert!(waits.iter().all(|w| *w >= 10), "{waits:?}");
+    assert!(waits.iter().any(|w| *w > 20), "{waits:?}");
+    let all = ["RL.ALL", "1", "k", "POLICY", "api"];
+    let (allowed, _, retry, _) = combined(&mut c, &all);
+    assert_eq!(allowed, 0);
+    assert!(retry >= 10, "{retry}");
+    let words = "RL.POLICY SET p SHARE 10 1s CEIL 20 100 1s JITTER";
+    let args: Vec<&[u8]> = words.split(' ').map(str::as_bytes).collect();
+    assert_eq!(
+        error_of(&mut c, &args).1,
+        "ERR syntax error: JITTER cannot be combined with SHARE"
+    );
+}

@@ -63,6 +63,8 @@ pub fn parse<A: AsRef<[u8]>>(policies_allowed: &Policies, args: &[A]) -> Result<
     // The common options a policy given refuses, and its keyword.
     let mut refused: Vec<(&'static str, &'static str)> = Vec::new();
     let mut named = SmallVec::new();
+    // A named policy defined with `JITTER` spreads the call's waits.
+    let mut jitter = false;
     while policies.len() < numkeys {
         // `POLICY name`: a registered policy, parsed when it was defined.
         if let Some([word, name, ..]) = tail.get(..2) {
@@ -71,6 +73,7 @@ pub fn parse<A: AsRef<[u8]>>(policies_allowed: &Policies, args: &[A]) -> Result<
                 named.push((policies.len(), found.handle));
                 policies.push(found.policy);
                 refused.extend(found.refuses.iter().map(|t| (*t, found.keyword)));
+                jitter |= found.jitter;
                 tail = &tail[2..];
                 continue;
             }
@@ -106,7 +109,8 @@ pub fn parse<A: AsRef<[u8]>>(policies_allowed: &Policies, args: &[A]) -> Result<
         });
     }
     let (tail, per_key) = take_costs(tail, numkeys)?;
-    let request = parse_common_with(&tail, per_key)?;
+    let mut request = parse_common_with(&tail, per_key)?;
+    request.jitter |= jitter;
     // A common option one of the policies does not take (CONCURRENCY takes
     // no FORCE, PARTIAL, REFUND or RESERVE; the windows no RESERVE).
     for option in request.refusable() {
