@@ -215,6 +215,7 @@ pub fn decide<S: Store>(
 }
 
 /// [`decide`] without `RESERVE`.
+#[inline(always)]
 fn decide_now<S: Store>(
     store: &mut S,
     policies: &[Policy],

@@ -74,6 +74,23 @@ pub fn decide<S: Shell>(
     now: Micros,
     request: Request,
 ) -> Result<Gated, KeyError> {
+    // Without RESERVE or JITTER, the outcome goes back as it is decided.
+    if request.reserve.is_none() && !jitter::wanted(request.jitter) {
+        return decide_waiting(shell, queues, policies, now, request);
+    }
+    decide_and_answer(shell, queues, policies, now, request)
+}
+
+/// [`decide`] with `RESERVE` or `JITTER`: the reservation said, the
+/// denial's wait spread.
+#[inline(never)]
+fn decide_and_answer<S: Shell>(
+    shell: &mut S,
+    queues: Option<&mut Queues<S::Key, S::Token>>,
+    policies: &[Policy],
+    now: Micros,
+    request: Request,
+) -> Result<Gated, KeyError> {
     let (reserving, jitter, cost) = (request.reserve.is_some(), request.jitter, request.cost);
     let gated = decide_waiting(shell, queues, policies, now, request)?;
     let Gated::Now(mut outcome) = gated else {
@@ -100,6 +117,7 @@ pub fn decide<S: Shell>(
 }
 
 /// [`decide`], whatever `RESERVE` said.
+#[inline(always)]
 fn decide_waiting<S: Shell>(
     shell: &mut S,
     queues: Option<&mut Queues<S::Key, S::Token>>,

@@ -134,6 +134,7 @@ struct Extra {
 }
 
 impl Extra {
+    #[inline(always)]
     fn of(decided: &Outcome, i: usize) -> Extra {
         Extra {
             granted: decided.granted,
