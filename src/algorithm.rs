@@ -21,6 +21,12 @@ pub mod token_bucket;
 mod time;
 pub use time::Micros;
 
+/// `span` shared out over `units`, rounded up: the time in which a limit
+/// of `units` per `span` admits one on average.
+pub fn per_unit(span: Micros, units: u64) -> Micros {
+    Micros::new(span.as_u64().div_ceil(units.max(1)))
+}
+
 /// The longest time a limiter may need to return to its full state
 /// (`burst × period / limit` for GCRA, `capacity × period / refill` for a
 /// bucket): 1,000 years. It bounds every stored time and every TTL.

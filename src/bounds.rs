@@ -119,8 +119,14 @@ pub static MAX_PATH_NODES: Bound = Bound::new("max-path-nodes", 32, 1, 65_536);
 /// first: INFO stays bounded whatever `max-policies` is.
 pub static INFO_POLICIES: Bound = Bound::new("info-policies", 100, 0, 10_000);
 
+/// 1: every denial's wait is spread as with `JITTER`; 0 (the default):
+/// only those of requests with `JITTER`.
+pub static JITTER: Bound = Bound::new("jitter", 0, 0, 1);
+/// The most emission intervals a jittered wait is spread over: the most
+/// denied clients of one key it spreads (see `engine::jitter`).
+pub static JITTER_MAX_HERD: Bound = Bound::new("jitter-max-herd", 10_000, 1, 1_000_000);
 /// Every bound, in the order `CONFIG GET ratelimit.*` lists them.
-pub static ALL: [&Bound; 12] = [
+pub static ALL: [&Bound; 14] = [
     &MAX_WAITERS_PER_KEY,
     &MAX_WAITERS_PER_FLOW,
     &MAX_WAITERS,
@@ -133,6 +139,8 @@ pub static ALL: [&Bound; 12] = [
     &MAX_POLICY_NAME,
     &MAX_PATH_NODES,
     &INFO_POLICIES,
+    &JITTER,
+    &JITTER_MAX_HERD,
 ];
 
 #[cfg(test)]

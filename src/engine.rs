@@ -5,8 +5,10 @@
 
 pub mod error;
 pub mod gate;
+pub mod jitter;
 pub mod queue;
 pub mod registry;
+mod reserve;
 mod share;
 pub mod store;
 pub mod topk;
@@ -71,6 +73,11 @@ pub struct Request {
     /// `FLOW name [WEIGHT w]` (with `WAIT`): the flow whose share of the
     /// key's admissions its wait is taken from.
     pub flow: Option<Flow>,
+    /// `RESERVE maxdelay`: if denied now but admitted within `maxdelay`,
+    /// admitted now for a start then (see `reserve`).
+    pub reserve: Option<Micros>,
+    /// `JITTER`: a denial's wait is spread (see `jitter`).
+    pub jitter: bool,
 }
 
 /// A flow of waiters on a key: its name and the weight of its share.
@@ -93,11 +100,20 @@ impl Default for Request {
             dryrun: false,
             wait: None,
             flow: None,
+            reserve: None,
+            jitter: false,
         }
     }
 }
 
 impl Request {
+    /// The options given that a policy may refuse: the kind of charge,
+    /// and `RESERVE`.
+    pub fn refusable(&self) -> impl Iterator<Item = &'static str> {
+        let reserve = self.reserve.map(|_| "RESERVE");
+        self.charge.token().into_iter().chain(reserve)
+    }
+
     /// The cost for key `key`.
     pub fn cost_of(&self, key: usize) -> u64 {
         self.costs
@@ -162,6 +178,8 @@ pub struct Outcome {
     /// concurrency limit, the lease it now holds (`Some(None)` when denied
     /// or a dry run).
     pub leases: PerLimit<Option<Option<LeaseId>>>,
+    /// `RESERVE`'s answer; `None` for a request without it.
+    pub reservation: Option<Reservation>,
     /// RL.SHARE, admitted: the node whose assured rate the request used
     /// (what taking the admission back gives back; see [`undo`]).
     /// Kept for the first 65,536 nodes of a path, so that an outcome stays
@@ -170,11 +188,35 @@ pub struct Outcome {
     pub lender: Option<u16>,
 }
 
+/// What a request with `RESERVE` was answered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reservation {
+    /// Admitted and charged now; its admission starts after this delay
+    /// (zero: admitted at once).
+    Starts(Micros),
+    /// Not admitted within its `maxdelay`: denied, nothing charged.
+    Denied,
+}
+
 /// Decides `request` under `policies` (policy `i` over key `i` of `store`)
 /// at `now`, and writes the new states: an ordinary or partial charge only
 /// if every limit admits it, a forced charge or a refund always; never for
-/// DRYRUN or a peek.
+/// DRYRUN or a peek. With `RESERVE`, see `reserve`.
 pub fn decide<S: Store>(
+    store: &mut S,
+    policies: &[Policy],
+    now: Micros,
+    request: Request,
+) -> Result<Outcome, KeyError> {
+    match request.reserve {
+        None => decide_now(store, policies, now, request),
+        Some(most) => reserve::decide(store, policies, now, request, most),
+    }
+}
+
+/// [`decide`] without `RESERVE`.
+#[inline(always)]
+fn decide_now<S: Store>(
     store: &mut S,
     policies: &[Policy],
     now: Micros,
@@ -212,6 +254,7 @@ pub fn decide<S: Store>(
         granted,
         units: PerLimit::with_capacity(policies.len()),
         leases: PerLimit::with_capacity(policies.len()),
+        reservation: None,
         lender: None,
     };
     work::add(Work::Decisions, policies.len() as u64);
@@ -292,6 +335,7 @@ pub fn undo<S: Store>(
         charge: Charge::Refund,
         dryrun: false,
         wait: None,
+        reserve: None,
         ..request.clone()
     };
     match share::path(policies) {
@@ -573,6 +617,8 @@ mod tests {
             dryrun: false,
             wait: None,
             flow: None,
+            reserve: None,
+            jitter: false,
         }
     }
 

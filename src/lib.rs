@@ -28,7 +28,8 @@
 //!
 //! One meaning each, the same in code, tests and docs:
 //! - *request*: what one call asks: its cost, its charge (`FORCE`,
-//!   `PARTIAL`, `REFUND`, or a look), `DRYRUN`, `WAIT` (`engine::Request`).
+//!   `PARTIAL`, `REFUND`, or a look), `DRYRUN`, `WAIT`, `RESERVE`, `JITTER`
+//!   (`engine::Request`).
 //! - *policy*: one limit, an algorithm with its parameters
 //!   (`policy::Policy`); a *named policy* is one kept in the registry.
 //! - *state*: a limiter's bytes in one Redis string.
@@ -49,6 +50,10 @@
 //!   leasing*.
 //! - *cell*: redis-cell's state (CL.THROTTLE); a count-min sketch holds
 //!   *counters*.
+//! - *reservation*: a request admitted now whose admission *starts* after a
+//!   delay (`RESERVE`); its *start* is the instant `WAIT` would admit it.
+//! - *herd*: the clients a key denied recently, as a schedule of one
+//!   emission interval each; a jittered wait is spread over it (`JITTER`).
 #![deny(unsafe_code)]
 
 mod algorithm;

@@ -199,6 +199,18 @@ impl Policy {
         with_limiter!(self, l => Limiter::holds_leases(l))
     }
 
+    /// The time in which it admits one unit on average
+    /// ([`Limiter::interval`]).
+    pub fn interval(&self) -> Option<Micros> {
+        with_limiter!(self, l => Limiter::interval(l))
+    }
+
+    /// Whether a request may be admitted now for a later start
+    /// ([`Limiter::reserves`]).
+    pub fn reserves(&self) -> bool {
+        with_limiter!(self, l => Limiter::reserves(l))
+    }
+
     /// The policy as it applies to the key named `name` (a concurrency
     /// limit's leases carry a check of the name). The name is read only
     /// for such a limit: reading an argument is a call into the server.

@@ -92,11 +92,13 @@ fn command_synopsis(doc: &Value) -> String {
 const GCRA: &str = "GCRA limit:integer period:string [BURST burst:integer]";
 const BUCKET: &str = "BUCKET capacity:integer refill:integer period:string";
 const MODE: &str = "[(EXACT | APPROX | BUCKETS buckets:integer)]";
-const COMMON: &str = "[COST cost:integer] [DRYRUN] [WAIT timeout:string [FLOW flow:string [WEIGHT weight:integer]]] [(FORCE | PARTIAL | REFUND refund:integer)]";
+const COMMON: &str = "[COST cost:integer] [DRYRUN] [WAIT timeout:string [FLOW flow:string [WEIGHT weight:integer]]] [(FORCE | PARTIAL | REFUND refund:integer)] [RESERVE maxdelay:string] [JITTER]";
+/// The windows' (no RESERVE).
+const COMMON_WINDOWS: &str = "[COST cost:integer] [DRYRUN] [WAIT timeout:string [FLOW flow:string [WEIGHT weight:integer]]] [(FORCE | PARTIAL | REFUND refund:integer)] [JITTER]";
 /// RL.ALL's: COST is one of its amounts.
 const COMMON_BUT_COST: &str =
     "[DRYRUN] [WAIT timeout:string [FLOW flow:string [WEIGHT weight:integer]]] \
-                               [(FORCE | PARTIAL | REFUND refund:integer)]";
+                               [(FORCE | PARTIAL | REFUND refund:integer)] [RESERVE maxdelay:string] [JITTER]";
 const POLICY: &str = "(GCRA limit:integer period:string [BURST burst:integer] | \
                       BUCKET capacity:integer refill:integer period:string | \
                       SLIDING limit:integer window:string [(EXACT | APPROX | BUCKETS buckets:integer)] | \
@@ -123,16 +125,16 @@ fn every_command_documents_its_arguments() {
         ),
         (
             "rl.sliding",
-            format!("key:key limit:integer window:string {MODE} {COMMON}"),
+            format!("key:key limit:integer window:string {MODE} {COMMON_WINDOWS}"),
         ),
         (
             "rl.fixed",
-            format!("key:key limit:integer window:string [ALIGNED] {COMMON}"),
+            format!("key:key limit:integer window:string [ALIGNED] {COMMON_WINDOWS}"),
         ),
         (
             "rl.sketch",
             "key:key item:string limit:integer window:string [WIDTH width:integer] \
-             [DEPTH depth:integer] [COST cost:integer] [DRYRUN] [PARTIAL]"
+             [DEPTH depth:integer] [COST cost:integer] [DRYRUN] [PARTIAL] [JITTER]"
                 .to_string(),
         ),
         (
@@ -151,7 +153,8 @@ fn every_command_documents_its_arguments() {
             format!(
                 "numkeys:integer key:key... ({NODE}... | POLICY name:string) \
                  [COST cost:integer] [DRYRUN] \
-                 [WAIT timeout:string [FLOW flow:string [WEIGHT weight:integer]]]"
+                 [WAIT timeout:string [FLOW flow:string [WEIGHT weight:integer]]] \
+                 [RESERVE maxdelay:string] [JITTER]"
             ),
         ),
         (
@@ -168,7 +171,7 @@ fn every_command_documents_its_arguments() {
         ),
         (
             "rl.acquire",
-            "key:key limit:integer ttl:string [COST cost:integer] [DRYRUN] [WAIT timeout:string [FLOW flow:string [WEIGHT weight:integer]]]"
+            "key:key limit:integer ttl:string [COST cost:integer] [DRYRUN] [WAIT timeout:string [FLOW flow:string [WEIGHT weight:integer]]] [JITTER]"
                 .to_string(),
         ),
         ("rl.release", "key:key lease:string".into()),

@@ -446,6 +446,8 @@ impl Gen {
 /// What a reply must look like; counts decisions by outcome.
 fn check_reply(cmd: &[Vec<u8>], reply: &Reply, tally: &mut Tally) {
     let name = String::from_utf8_lossy(&cmd[0]).to_ascii_uppercase();
+    // With RESERVE the sixth field is `delay_ms`, not PARTIAL's `granted`.
+    let reserving = cmd.iter().any(|w| w.eq_ignore_ascii_case(b"RESERVE"));
     match reply {
         Reply::Error(e) => {
             tally.errors += 1;
@@ -485,10 +487,14 @@ fn check_reply(cmd: &[Vec<u8>], reply: &Reply, tally: &mut Tally) {
             assert!(retry >= -1 && (allowed == 0 || retry == -1), "{}", bad());
             for one in limits {
                 let f = one.ints();
-                check_decision(&f, false, &bad);
-                // PARTIAL: the call is admitted exactly when it grants.
-                if let Some(&granted) = f.get(5) {
-                    assert_eq!(granted >= 1, allowed == 1, "{}", bad());
+                check_decision(&f, false, reserving, &bad);
+                match f.get(5) {
+                    // RESERVE: every limit says the call's delay, -1 when
+                    // the call is denied.
+                    Some(&delay) if reserving => assert_eq!(delay >= 0, allowed == 1, "{}", bad()),
+                    // PARTIAL: the call is admitted exactly when it grants.
+                    Some(&granted) => assert_eq!(granted >= 1, allowed == 1, "{}", bad()),
+                    None => {}
                 }
             }
             // RL.ALL admits when every limit does; a path when its leaf
@@ -513,9 +519,13 @@ fn check_reply(cmd: &[Vec<u8>], reply: &Reply, tally: &mut Tally) {
         Reply::Array(Some(_)) if name != "RL.CLOCK" => {
             let f = reply.ints();
             let cell = name == "CL.THROTTLE";
-            check_decision(&f, cell, &|| format!("{} -> {f:?}", show(cmd)));
-            if let Some(&granted) = f.get(5) {
-                assert_eq!(granted >= 1, f[0] == 1, "{} -> {f:?}", show(cmd));
+            check_decision(&f, cell, reserving, &|| format!("{} -> {f:?}", show(cmd)));
+            match f.get(5) {
+                Some(&delay) if reserving => {
+                    assert_eq!(delay >= 0, f[0] == 1, "{} -> {f:?}", show(cmd))
+                }
+                Some(&granted) => assert_eq!(granted >= 1, f[0] == 1, "{} -> {f:?}", show(cmd)),
+                None => {}
             }
             let admitted = if cell { f[0] == 0 } else { f[0] == 1 };
             tally.allowed += usize::from(admitted);
@@ -526,10 +536,13 @@ fn check_reply(cmd: &[Vec<u8>], reply: &Reply, tally: &mut Tally) {
 }
 
 /// The invariants of one decision reply: five fields, and a sixth,
-/// `granted`, after PARTIAL (at least 1 when admitted, 0 when denied).
-fn check_decision(f: &[i64], cell: bool, context: &dyn Fn() -> String) {
+/// `granted`, after PARTIAL (at least 1 when admitted, 0 when denied), or
+/// `delay_ms` with RESERVE (-1 when denied).
+fn check_decision(f: &[i64], cell: bool, reserving: bool, context: &dyn Fn() -> String) {
     assert!(f.len() == 5 || (f.len() == 6 && !cell), "{}", context());
-    if let Some(&granted) = f.get(5) {
+    if let (Some(&delay), true) = (f.get(5), reserving) {
+        assert!(delay >= -1, "{}", context());
+    } else if let Some(&granted) = f.get(5) {
         // (In RL.ALL a limit may admit the unit that another denies.)
         assert!(granted >= 0 && (granted == 0 || f[0] == 1), "{}", context());
     }

@@ -39,6 +39,8 @@ fn column_words(column: &str) -> &'static [&'static str] {
         "`FORCE`" => &["COST", "2", "FORCE"],
         "`PARTIAL`" => &["COST", "2", "PARTIAL"],
         "`REFUND n`" => &["REFUND", "1"],
+        "`RESERVE maxdelay`" => &["RESERVE", "1m"],
+        "`JITTER`" => &["JITTER"],
         other => panic!("a column the test does not know: {other}"),
     }
 }

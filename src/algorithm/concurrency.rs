@@ -142,6 +142,12 @@ pub struct Concurrency {
 }
 
 impl Concurrency {
+    /// The time in which it admits one unit on average, were every lease
+    /// held for its ttl.
+    pub fn interval(&self) -> Micros {
+        super::per_unit(self.ttl, self.limit)
+    }
+
     /// `limit` in `1..=MAX_LEASES` and `ttl` at least 1 µs (both clamped;
     /// the grammar holds `limit` to the operator bound).
     pub fn new(limit: u64, ttl: Micros) -> Concurrency {

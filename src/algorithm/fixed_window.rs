@@ -29,6 +29,11 @@ impl FixedWindow {
         }
     }
 
+    /// The time in which it admits one unit on average.
+    pub fn interval(&self) -> Micros {
+        super::per_unit(self.window, self.limit)
+    }
+
     /// Whether windows start at multiples of the window since the epoch.
     pub fn aligned(&self) -> bool {
         self.aligned

@@ -92,6 +92,11 @@ fn gcd(mut a: u64, mut b: u64) -> u64 {
 }
 
 impl Schedule {
+    /// The emission interval in whole microseconds, rounded up.
+    pub fn interval(&self) -> Micros {
+        Micros::new(self.interval_ticks.div_ceil(self.den.max(1)))
+    }
+
     /// `burst`, `rate` and `period` must all be at least 1 (µs).
     pub fn new(burst: u64, rate: u64, period: Micros) -> Result<Schedule, ScheduleError> {
         let (burst, rate, period_us) = (burst.max(1), rate.max(1), period.as_u64().max(1));

@@ -89,6 +89,11 @@ pub struct Sketch {
 }
 
 impl Sketch {
+    /// The time in which it admits one unit of an item on average.
+    pub fn interval(&self) -> Micros {
+        self.approx.interval()
+    }
+
     /// `width` and `depth` are clamped to `1..=MAX_*`, `limit` to
     /// `1..=MAX_SKETCH_LIMIT` (the parser rejects anything outside).
     pub fn new(limit: u64, window: Micros, width: u64, depth: u64) -> Sketch {

@@ -24,6 +24,11 @@ pub struct ApproxState {
 }
 
 impl SlidingApprox {
+    /// The time in which it admits one unit on average.
+    pub fn interval(&self) -> Micros {
+        super::per_unit(self.window, self.limit)
+    }
+
     pub fn new(limit: u64, window: Micros) -> SlidingApprox {
         SlidingApprox {
             limit: limit.max(1),

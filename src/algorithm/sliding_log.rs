@@ -118,6 +118,11 @@ impl<E: Entries + ?Sized> Entries for EditedLog<'_, E> {
 }
 
 impl SlidingLog {
+    /// The time in which it admits one unit on average.
+    pub fn interval(&self) -> Micros {
+        super::per_unit(self.window, self.limit)
+    }
+
     /// `limit` in `1..=MAX_SLIDING_LOG_LIMIT` and `window` at least 1 µs
     /// (clamped).
     pub fn new(limit: u64, window: Micros) -> SlidingLog {

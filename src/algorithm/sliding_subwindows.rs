@@ -31,6 +31,11 @@ pub struct SubwindowState {
 }
 
 impl SlidingSubwindows {
+    /// The time in which it admits one unit on average.
+    pub fn interval(&self) -> Micros {
+        super::per_unit(self.window, self.limit)
+    }
+
     pub fn new(limit: u64, window: Micros, n: u64) -> SlidingSubwindows {
         SlidingSubwindows {
             limit: limit.max(1),

@@ -3,7 +3,7 @@
 
 use super::definition::{CommandDef, Grammar, RegistryOp};
 use super::grammar::{Opt, Param, Parse, PolicyDef, COMMON};
-use super::named::{OR, POLICY, SHADOW, SHARE};
+use super::named::{JITTER, OR, POLICY, SHADOW, SHARE};
 use super::rl_all::{COST, COSTS};
 use super::table::{POLICIES, SHARE_NODE};
 
@@ -259,7 +259,8 @@ pub fn arguments(command: &CommandDef) -> Vec<DocArg> {
             let name = || DocArg::new("name", DocType::String);
             match op {
                 RegistryOp::Set => {
-                    // A limit, or a path of RL.SHARE nodes (never SHADOW).
+                    // A limit, or a path of RL.SHARE nodes (never JITTER
+                    // or SHADOW).
                     let mut policy = policy_choice(&POLICIES);
                     let node = DocArg::parent("node", DocType::Block, policy_args(&SHARE_NODE));
                     policy.subargs.push(
@@ -269,6 +270,9 @@ pub fn arguments(command: &CommandDef) -> Vec<DocArg> {
                     vec![
                         name(),
                         policy,
+                        DocArg::new("jitter", DocType::PureToken)
+                            .with_token(JITTER)
+                            .optional(),
                         DocArg::new("shadow", DocType::PureToken)
                             .with_token(SHADOW)
                             .optional(),
@@ -319,12 +323,13 @@ mod tests {
             get("rl.gcra"),
             "key:key limit:integer period:string [BURST burst:integer] [COST cost:integer] [DRYRUN] \
              [WAIT timeout:string [FLOW flow:string [WEIGHT weight:integer]]] \
-             [(FORCE | PARTIAL | REFUND refund:integer)]"
+             [(FORCE | PARTIAL | REFUND refund:integer)] [RESERVE maxdelay:string] [JITTER]"
         );
         assert_eq!(
             get("rl.sliding"),
             "key:key limit:integer window:string [(EXACT | APPROX | BUCKETS buckets:integer)] \
-             [COST cost:integer] [DRYRUN] [WAIT timeout:string [FLOW flow:string [WEIGHT weight:integer]]] [(FORCE | PARTIAL | REFUND refund:integer)]"
+             [COST cost:integer] [DRYRUN] [WAIT timeout:string [FLOW flow:string [WEIGHT weight:integer]]] [(FORCE | PARTIAL | REFUND refund:integer)] \
+             [JITTER]"
         );
         assert_eq!(
             get("rl.peek"),
@@ -342,13 +347,13 @@ mod tests {
             get("rl.check"),
             "key:key name:string [OR name:string...] [COST cost:integer] [DRYRUN] \
              [WAIT timeout:string [FLOW flow:string [WEIGHT weight:integer]]] \
-             [(FORCE | PARTIAL | REFUND refund:integer)]"
+             [(FORCE | PARTIAL | REFUND refund:integer)] [RESERVE maxdelay:string] [JITTER]"
         );
         assert_eq!(get("rl.policy|list"), "[MATCH pattern:string]");
         assert!(get("rl.policy|set").starts_with("name:string (GCRA limit:integer"));
         assert!(get("rl.policy|set").ends_with(
             "ttl:string | SHARE limit:integer period:string [BURST burst:integer] \
-             [CEIL ceil:integer] [CBURST cburst:integer] [MAXDEBT maxdebt:string]...) [SHADOW]"
+             [CEIL ceil:integer] [CBURST cburst:integer] [MAXDEBT maxdebt:string]...) [JITTER] [SHADOW]"
         ));
         assert_eq!(
             get("rl.share.peek"),

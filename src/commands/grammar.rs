@@ -305,9 +305,11 @@ pub struct PolicyDef {
 }
 
 /// The options every decision command takes: `COST n`, `DRYRUN`,
-/// `WAIT timeout` (in the line of `FLOW name` with `WEIGHT w`), and what
-/// kind of charge it is (`FORCE`, `PARTIAL` or `REFUND n`).
-pub const COMMON: [Opt; 8] = [
+/// `WAIT timeout` (in the line of `FLOW name` with `WEIGHT w`), what
+/// kind of charge it is (`FORCE`, `PARTIAL` or `REFUND n`), `RESERVE
+/// maxdelay` (admitted now for a later start) and `JITTER` (a denial's wait
+/// spread).
+pub const COMMON: [Opt; 10] = [
     Opt::integer("COST", 0, MAX_COUNT),
     Opt::flag("DRYRUN"),
     Opt::duration("WAIT").value_named("timeout"),
@@ -316,6 +318,8 @@ pub const COMMON: [Opt; 8] = [
     Opt::flag("FORCE").in_group("charge"),
     Opt::flag("PARTIAL").in_group("charge"),
     Opt::integer("REFUND", 1, MAX_COUNT).in_group("charge"),
+    Opt::duration("RESERVE").value_named("maxdelay"),
+    Opt::flag("JITTER"),
 ];
 const COST: usize = 0;
 const DRYRUN: usize = 1;
@@ -325,6 +329,8 @@ const WEIGHT: usize = 4;
 const FORCE: usize = 5;
 const PARTIAL: usize = 6;
 const REFUND: usize = 7;
+const RESERVE: usize = 8;
+const JITTER: usize = 9;
 
 /// The common options as given: their values, and the bytes of `FLOW`.
 struct Common<'a> {
@@ -590,6 +596,20 @@ fn common_of(common: &Common, per_key: PerKey) -> Result<Request, Error> {
     };
     // Waiting is for a charge that may have to wait its turn; the others
     // are settled at once.
+    // A reservation is admitted now, or denied: it never waits, and it is
+    // a plain charge (a start for a debt, a part or a refund means
+    // nothing).
+    if given(RESERVE) {
+        if given(WAIT) {
+            return Err(exclude(RESERVE, token(WAIT)));
+        }
+        if let Some(option) = charge.token() {
+            return Err(Error::Combination {
+                option,
+                with: token(RESERVE),
+            });
+        }
+    }
     if given(WAIT) && charge != Charge::Normal {
         let option = match charge {
             Charge::Force => FORCE,
@@ -652,6 +672,8 @@ fn common_of(common: &Common, per_key: PerKey) -> Result<Request, Error> {
         dryrun: given(DRYRUN),
         wait: values[WAIT].map(Micros::new),
         flow,
+        reserve: values[RESERVE].map(Micros::new),
+        jitter: given(JITTER),
     })
 }
 

@@ -25,6 +25,8 @@ use std::sync::Arc;
 
 /// Marks a definition as shadow: decided and charged, never enforced.
 pub const SHADOW: &str = "SHADOW";
+/// Marks a definition whose denials' waits are spread, as with `JITTER`.
+pub const JITTER: &str = "JITTER";
 /// Starts a definition that is a path of RL.SHARE nodes.
 pub const SHARE: &str = "SHARE";
 /// Separates the names of an RL.CHECK chain.
@@ -35,26 +37,36 @@ fn is(word: &[u8], token: &str) -> bool {
     word.eq_ignore_ascii_case(token.as_bytes())
 }
 
-/// A definition's words (`GCRA 100 1m [SHADOW]`) as a registry entry: the
-/// policy parsed as RL.ALL parses it, nothing after it but `SHADOW`.
+/// A definition's words (`GCRA 100 1m [JITTER] [SHADOW]`) as a registry
+/// entry: the policy parsed as RL.ALL parses it, nothing after it but
+/// `JITTER` and `SHADOW`, in either order.
 pub fn parse_definition<A: AsRef<[u8]>>(
     words: &[A],
     command: &'static str,
 ) -> Result<Entry, Error> {
-    let (words, shadow) = match words.split_last() {
-        Some((last, init)) if is(last.as_ref(), SHADOW) => (init, true),
-        _ => (words, false),
-    };
-    if shadow && words.last().is_some_and(|w| is(w.as_ref(), SHADOW)) {
-        return Err(Error::RepeatedOption(SHADOW));
+    let (mut words, mut shadow, mut jitter) = (words, false, false);
+    while let Some((last, init)) = words.split_last() {
+        let flag = match last.as_ref() {
+            w if is(w, SHADOW) => (&mut shadow, SHADOW),
+            w if is(w, JITTER) => (&mut jitter, JITTER),
+            _ => break,
+        };
+        if *flag.0 {
+            return Err(Error::RepeatedOption(flag.1));
+        }
+        *flag.0 = true;
+        words = init;
     }
     let [keyword, rest @ ..] = words else {
         return Err(Error::Arity(command));
     };
     if is(keyword.as_ref(), SHARE) {
-        if shadow {
+        if let Some(option) = [(shadow, SHADOW), (jitter, JITTER)]
+            .into_iter()
+            .find_map(|(given, option)| given.then_some(option))
+        {
             return Err(Error::Combination {
-                option: SHADOW,
+                option,
                 with: SHARE,
             });
         }
@@ -74,6 +86,9 @@ pub fn parse_definition<A: AsRef<[u8]>>(
     }
     // Equal policies give equal text, and so equal digests.
     let mut text = definition.canonical(&rest[..used]);
+    if jitter {
+        text.extend_from_slice(b" JITTER");
+    }
     if shadow {
         text.extend_from_slice(b" SHADOW");
     }
@@ -82,6 +97,7 @@ pub fn parse_definition<A: AsRef<[u8]>>(
         // Decides on state written under an earlier definition of its name.
         limits: Limits::One(policy.named()),
         shadow,
+        jitter,
         keyword: definition.keyword,
         refuses: definition.refuses,
     })
@@ -129,6 +145,7 @@ fn parse_path<A: AsRef<[u8]>>(mut rest: &[A]) -> Result<Entry, Error> {
         definition: text,
         limits: Limits::Path(nodes.collect()),
         shadow: false,
+        jitter: false,
         keyword: SHARE,
         refuses: SHARE_NODE.refuses,
     })
@@ -155,6 +172,10 @@ pub struct Named {
     pub policy: Policy,
     /// The common options it refuses.
     pub refuses: &'static [&'static str],
+    /// Its policy's keyword, as a refusal names it.
+    pub keyword: &'static str,
+    /// Its denials' waits are spread (`JITTER` in its definition).
+    pub jitter: bool,
     /// Where it sits, to count the call that uses it.
     pub handle: Handle,
 }
@@ -173,6 +194,8 @@ pub fn lookup(name: &[u8], enforced: bool) -> Result<Named, Error> {
         Ok(Named {
             policy: one_limit(name, entry)?,
             refuses: entry.refuses,
+            keyword: entry.keyword,
+            jitter: entry.jitter,
             handle,
         })
     })
@@ -355,12 +378,13 @@ pub fn check<H: Host>(command: &CommandDef, host: &mut H, args: &[H::Arg]) -> Re
                 });
             }
         };
-        if let Some(token) = request.charge.token().filter(|t| entry.refuses.contains(t)) {
+        if let Some(token) = request.refusable().find(|t| entry.refuses.contains(t)) {
             return Err(Error::Combination {
                 option: token,
                 with: entry.keyword,
             });
         }
+        request.jitter |= entry.jitter;
         Ok((handle, policy, entry.shadow))
     })?;
     if shadow {
@@ -409,7 +433,7 @@ pub fn help<A: AsRef<[u8]>>(command: &CommandDef, args: &[A]) -> Result<Reply, E
 fn usage(op: RegistryOp) -> String {
     match op {
         RegistryOp::Set => {
-            format!("SET <name> (<policy> [{SHADOW}] | {SHARE} <node> [<node> ...])")
+            format!("SET <name> (<policy> [{JITTER}] [{SHADOW}] | {SHARE} <node> [<node> ...])")
         }
         RegistryOp::Get => "GET <name>".into(),
         RegistryOp::Del => "DEL <name>".into(),
@@ -466,7 +490,7 @@ mod tests {
             assert_eq!(def(given).unwrap().definition, canonical.as_bytes());
         }
         let e = def("CONCURRENCY 5 30s").unwrap();
-        assert_eq!(e.refuses, ["FORCE", "PARTIAL", "REFUND"]);
+        assert_eq!(e.refuses, ["FORCE", "PARTIAL", "REFUND", "RESERVE"]);
         // The canonical text parses back to the same entry.
         let again = def(std::str::from_utf8(&e.definition).unwrap()).unwrap();
         assert_eq!(again, e);
@@ -572,6 +596,31 @@ mod tests {
             format!(
                 "ERR syntax error: unknown option 'plan:free' (separate policy names with OR): {hint}"
             )
+        );
+    }
+
+    #[test]
+    fn jitter_and_shadow_follow_a_limit_in_either_order() {
+        let def = |text: &str| {
+            let words: Vec<&str> = text.split(' ').collect();
+            parse_definition(&words, "RL.POLICY|SET")
+        };
+        let e = def("gcra 1 1s shadow jitter").unwrap();
+        assert_eq!(e.definition, b"GCRA 1 1s JITTER SHADOW");
+        assert!(e.jitter && e.shadow);
+        let again = def(std::str::from_utf8(&e.definition).unwrap()).unwrap();
+        assert_eq!(again, e);
+        assert!(!def("GCRA 1 1s").unwrap().jitter);
+        assert_eq!(
+            def("GCRA 1 1s JITTER jitter"),
+            Err(Error::RepeatedOption(JITTER))
+        );
+        assert_eq!(
+            def("SHARE 10 1s CEIL 20 100 1s JITTER"),
+            Err(Error::Combination {
+                option: JITTER,
+                with: SHARE
+            })
         );
     }
 

@@ -60,8 +60,11 @@ pub fn parse<A: AsRef<[u8]>>(policies_allowed: &Policies, args: &[A]) -> Result<
         }
     }
     let mut policies = Vec::with_capacity(numkeys);
-    let mut refused: Vec<&'static str> = Vec::new();
+    // The common options a policy given refuses, and its keyword.
+    let mut refused: Vec<(&'static str, &'static str)> = Vec::new();
     let mut named = SmallVec::new();
+    // A named policy defined with `JITTER` spreads the call's waits.
+    let mut jitter = false;
     while policies.len() < numkeys {
         // `POLICY name`: a registered policy, parsed when it was defined.
         if let Some([word, name, ..]) = tail.get(..2) {
@@ -69,7 +72,8 @@ pub fn parse<A: AsRef<[u8]>>(policies_allowed: &Policies, args: &[A]) -> Result<
                 let found = named::lookup(name.as_ref(), true)?;
                 named.push((policies.len(), found.handle));
                 policies.push(found.policy);
-                refused.extend(found.refuses);
+                refused.extend(found.refuses.iter().map(|t| (*t, found.keyword)));
+                jitter |= found.jitter;
                 tail = &tail[2..];
                 continue;
             }
@@ -86,7 +90,7 @@ pub fn parse<A: AsRef<[u8]>>(policies_allowed: &Policies, args: &[A]) -> Result<
         };
         let (policy, used) = definition.parse_prefix(&tail[1..])?;
         policies.push(policy);
-        refused.extend(definition.refuses);
+        refused.extend(definition.refuses.iter().map(|t| (*t, definition.keyword)));
         tail = tail.get(1 + used..).unwrap_or(&[]);
     }
     let extra = tail
@@ -105,18 +109,14 @@ pub fn parse<A: AsRef<[u8]>>(policies_allowed: &Policies, args: &[A]) -> Result<
         });
     }
     let (tail, per_key) = take_costs(tail, numkeys)?;
-    let request = parse_common_with(&tail, per_key)?;
+    let mut request = parse_common_with(&tail, per_key)?;
+    request.jitter |= jitter;
     // A common option one of the policies does not take (CONCURRENCY takes
-    // no FORCE, PARTIAL or REFUND).
-    if let Some(token) = request.charge.token().filter(|t| refused.contains(t)) {
-        let with = policies_allowed
-            .iter()
-            .find(|p| p.refuses.contains(&token))
-            .map_or(NAME, |p| p.keyword);
-        return Err(Error::Combination {
-            option: token,
-            with,
-        });
+    // no FORCE, PARTIAL, REFUND or RESERVE; the windows no RESERVE).
+    for option in request.refusable() {
+        if let Some((_, with)) = refused.iter().find(|(t, _)| *t == option) {
+            return Err(Error::Combination { option, with });
+        }
     }
     Ok(Call {
         numkeys,

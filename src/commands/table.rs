@@ -79,7 +79,9 @@ pub const SLIDING: PolicyDef = PolicyDef {
         Opt::flag("APPROX").in_group("mode"),
         Opt::integer("BUCKETS", MIN_SUBWINDOWS, MAX_SUBWINDOWS).in_group("mode"),
     ],
-    refuses: &[],
+    // A window or a log holds the present: a charge at a later start would
+    // overwrite it or count early (see `engine::reserve`).
+    refuses: &["RESERVE"],
     build: build_sliding,
 };
 
@@ -109,7 +111,8 @@ pub const FIXED: PolicyDef = PolicyDef {
     keyword: "FIXED",
     params: LIMIT_AND_WINDOW,
     options: &[Opt::flag("ALIGNED")],
-    refuses: &[],
+    // As SLIDING: one window is held, the present one.
+    refuses: &["RESERVE"],
     build: build_fixed,
 };
 
@@ -133,7 +136,7 @@ pub const SKETCH: PolicyDef = PolicyDef {
     // Lowering shared counters could under-count other items, and a debt
     // in a sketch is every colliding item's debt. Waiting would put every
     // item of the sketch in one line, though each is limited on its own.
-    refuses: &["FORCE", "REFUND", "WAIT", "FLOW", "WEIGHT"],
+    refuses: &["FORCE", "REFUND", "WAIT", "FLOW", "WEIGHT", "RESERVE"],
     build: build_sketch,
 };
 
@@ -164,8 +167,9 @@ pub const CONCURRENCY: PolicyDef = PolicyDef {
         Param::duration("ttl"),
     ],
     options: &[],
-    // A lease is held or not: no debts, partial holds or refunds.
-    refuses: &["FORCE", "PARTIAL", "REFUND"],
+    // A lease is held or not: no debts, partial holds or refunds; when
+    // one comes free depends on releases nobody can foresee (no start).
+    refuses: &["FORCE", "PARTIAL", "REFUND", "RESERVE"],
     build: build_concurrency,
 };
 

@@ -13,9 +13,10 @@
 //! for the queue, blocks the caller and replies to the waiters whose wait
 //! ended.
 
+use super::jitter;
 use super::queue::{Arrival, Ended, Keyspace, Queues, Waiter};
 use super::store::Store;
-use super::{KeyError, Outcome, Request};
+use super::{KeyError, Outcome, Request, Reservation};
 use crate::algorithm::Micros;
 use crate::bounds;
 use crate::engine::error::Error;
@@ -23,6 +24,9 @@ use crate::policy::Policy;
 use std::hash::Hash;
 
 /// What the gate did with a request.
+// Almost every call is answered now: boxing the outcome would allocate on
+// every decision to save bytes on the rare blocked one.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug)]
 pub enum Gated {
     /// Outcome now.
@@ -64,6 +68,57 @@ pub trait Shell {
 /// Decides `request` under `policies` at `now`. `queues` is `None` when
 /// nobody waits anywhere (then nothing waits, and no queue is read).
 pub fn decide<S: Shell>(
+    shell: &mut S,
+    queues: Option<&mut Queues<S::Key, S::Token>>,
+    policies: &[Policy],
+    now: Micros,
+    request: Request,
+) -> Result<Gated, KeyError> {
+    // Without RESERVE or JITTER, the outcome goes back as it is decided.
+    if request.reserve.is_none() && !jitter::wanted(request.jitter) {
+        return decide_waiting(shell, queues, policies, now, request);
+    }
+    decide_and_answer(shell, queues, policies, now, request)
+}
+
+/// [`decide`] with `RESERVE` or `JITTER`: the reservation said, the
+/// denial's wait spread.
+#[inline(never)]
+fn decide_and_answer<S: Shell>(
+    shell: &mut S,
+    queues: Option<&mut Queues<S::Key, S::Token>>,
+    policies: &[Policy],
+    now: Micros,
+    request: Request,
+) -> Result<Gated, KeyError> {
+    let (reserving, jitter, cost) = (request.reserve.is_some(), request.jitter, request.cost);
+    let gated = decide_waiting(shell, queues, policies, now, request)?;
+    let Gated::Now(mut outcome) = gated else {
+        return Ok(gated);
+    };
+    if outcome.allowed && !reserving {
+        return Ok(Gated::Now(outcome));
+    }
+    // `RESERVE` never waits; behind a line it is answered as without it,
+    // and still says so.
+    if reserving && outcome.reservation.is_none() {
+        outcome.reservation = Some(match outcome.allowed {
+            true => Reservation::Starts(Micros::ZERO),
+            false => Reservation::Denied,
+        });
+    }
+    if !outcome.allowed && jitter::wanted(jitter) {
+        let names = shell.names();
+        if let Some(key) = outcome.blocked_by.and_then(|i| names.get(i)) {
+            jitter::spread(&mut outcome, key, policies, now, cost);
+        }
+    }
+    Ok(Gated::Now(outcome))
+}
+
+/// [`decide`], whatever `RESERVE` said.
+#[inline(always)]
+fn decide_waiting<S: Shell>(
     shell: &mut S,
     queues: Option<&mut Queues<S::Key, S::Token>>,
     policies: &[Policy],

@@ -26,6 +26,8 @@ pub struct Entry {
     pub limits: Limits,
     /// Decides and charges as if enforced, but always admits.
     pub shadow: bool,
+    /// Its denials' waits are spread, as with `JITTER`.
+    pub jitter: bool,
     /// The algorithm's keyword (`GCRA`), as errors name it.
     pub keyword: &'static str,
     /// Common options the policy's algorithm does not take.
@@ -576,6 +578,7 @@ mod tests {
                 false,
             ))),
             shadow: false,
+            jitter: false,
             keyword: "FIXED",
             refuses: &[],
         }

@@ -111,6 +111,7 @@ pub(super) fn decide<S: Store>(
         granted: None,
         units: shared.nodes.iter().map(|_| units).collect(),
         leases: shared.nodes.iter().map(|_| None).collect(),
+        reservation: None,
         lender: shared.lender.and_then(|m| u16::try_from(m).ok()),
     };
     let writes: PerLimit<Option<StateWrite>> = (shared.nodes.iter().zip(nodes))

@@ -158,6 +158,10 @@ fn is_other_kind(e: &StateError) -> bool {
 }
 
 impl Limiter for Carrying<'_> {
+    fn interval(&self) -> Option<Micros> {
+        self.0.interval()
+    }
+
     fn kind(&self) -> Kind {
         self.0.kind()
     }
@@ -185,6 +189,10 @@ impl Limiter for Carrying<'_> {
 
     fn holds_leases(&self) -> bool {
         self.0.holds_leases()
+    }
+
+    fn reserves(&self) -> bool {
+        self.0.reserves()
     }
 
     fn refund(&self, stored: Option<&[u8]>, now: Micros, n: u64) -> Result<Transition, StateError> {

@@ -11,6 +11,10 @@ use crate::codec::lease::{self, StoredLeases};
 use crate::codec::{Kind, StateError};
 
 impl Limiter for Concurrency {
+    fn interval(&self) -> Option<Micros> {
+        Some(Concurrency::interval(self))
+    }
+
     fn kind(&self) -> Kind {
         Kind::Concurrency
     }

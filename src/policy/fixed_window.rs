@@ -7,6 +7,10 @@ use crate::algorithm::Micros;
 use crate::codec::{window, Kind, StateError};
 
 impl Limiter for FixedWindow {
+    fn interval(&self) -> Option<Micros> {
+        Some(FixedWindow::interval(self))
+    }
+
     fn kind(&self) -> Kind {
         if self.aligned() {
             Kind::FixedAligned

@@ -61,6 +61,23 @@ pub trait Limiter {
         false
     }
 
+    /// The time in which it admits one unit on average (a schedule's
+    /// emission interval, a window over its limit): what a jittered wait
+    /// spreads a key's denied clients by (see `engine::jitter`).
+    fn interval(&self) -> Option<Micros> {
+        None
+    }
+
+    /// Whether a request may be admitted now for a start later
+    /// (`RESERVE`): the state its decision at the start writes reads, at
+    /// every instant before, as the admission then would leave it, so it
+    /// may be written at once. True where the state is an instant (a
+    /// schedule's TAT); a window or a log holds the present, which a
+    /// future charge would overwrite or count early.
+    fn reserves(&self) -> bool {
+        false
+    }
+
     /// The write that gives back `n` units of the stored `value`, never
     /// beyond the full, untouched state; `None` when nothing changes (the
     /// default: an algorithm that cannot give units back).

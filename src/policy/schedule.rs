@@ -16,8 +16,16 @@ pub trait Scheduled {
 }
 
 impl<S: Scheduled> Limiter for S {
+    fn interval(&self) -> Option<Micros> {
+        Some(self.schedule().interval())
+    }
+
     fn kind(&self) -> Kind {
         S::KIND
+    }
+
+    fn reserves(&self) -> bool {
+        true
     }
 
     fn decide(

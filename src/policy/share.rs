@@ -67,8 +67,18 @@ pub fn write(node: &Node, state: &NodeState) -> StateWrite {
 }
 
 impl Limiter for Node {
+    fn interval(&self) -> Option<Micros> {
+        Some(self.assured.interval())
+    }
+
     fn kind(&self) -> Kind {
         Kind::Share
+    }
+
+    /// Every rate on the path is a TAT: a charge at a later start reads
+    /// before it as the admission then would leave it.
+    fn reserves(&self) -> bool {
+        true
     }
 
     fn decide(

@@ -17,6 +17,10 @@ pub struct ItemSketch<'a> {
 }
 
 impl Limiter for ItemSketch<'_> {
+    fn interval(&self) -> Option<Micros> {
+        Some(self.sketch.interval())
+    }
+
     fn kind(&self) -> Kind {
         Kind::Sketch
     }

@@ -7,6 +7,10 @@ use crate::algorithm::Micros;
 use crate::codec::{window, Kind, StateError};
 
 impl Limiter for SlidingApprox {
+    fn interval(&self) -> Option<Micros> {
+        Some(SlidingApprox::interval(self))
+    }
+
     fn kind(&self) -> Kind {
         Kind::SlidingApprox
     }

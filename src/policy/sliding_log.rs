@@ -16,6 +16,10 @@ use crate::codec::sliding_log::{self as codec, LogBytes, StoredSlidingLog};
 use crate::codec::{Kind, StateError};
 
 impl Limiter for SlidingLog {
+    fn interval(&self) -> Option<Micros> {
+        Some(SlidingLog::interval(self))
+    }
+
     fn kind(&self) -> Kind {
         Kind::SlidingLog
     }

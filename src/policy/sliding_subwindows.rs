@@ -7,6 +7,10 @@ use crate::algorithm::Micros;
 use crate::codec::{window, Kind, StateError};
 
 impl Limiter for SlidingSubwindows {
+    fn interval(&self) -> Option<Micros> {
+        Some(SlidingSubwindows::interval(self))
+    }
+
     fn kind(&self) -> Kind {
         Kind::SlidingSubwindows
     }

@@ -3,7 +3,9 @@
 //!
 //! RESP2: `[allowed (1|0), limit, remaining, retry_after_ms, reset_after_ms]`.
 //! RESP3: a map with those names, `allowed` a boolean. A concurrency
-//! limit's adds `lease` (a bulk string, nil when none is held).
+//! limit's adds `lease` (a bulk string, nil when none is held), PARTIAL
+//! `granted`, and a request with `RESERVE` `delay_ms` (when its admission
+//! starts; -1 when denied).
 
 use super::ffi::{self, Ctx};
 use crate::algorithm::cell::CellReply;
@@ -13,7 +15,7 @@ use crate::codec::lease::format_lease;
 use crate::commands::Reply;
 use crate::engine::registry::PolicyStats;
 use crate::engine::topk::TopKey;
-use crate::engine::Outcome;
+use crate::engine::{Outcome, Reservation};
 
 /// Writes `reply` (nothing for a blocked caller: its reply comes later).
 pub fn write(ctx: Ctx, reply: &Reply) {
@@ -104,7 +106,7 @@ pub fn all(ctx: Ctx, decided: &Outcome) {
     }
     for i in 0..decisions.len() {
         if let Some(d) = decided.reported(i) {
-            decision_in(ctx, resp3, &d, decided.granted, lease_of(decided, i));
+            decision_in(ctx, resp3, &d, Extra::of(decided, i));
         }
     }
 }
@@ -113,17 +115,47 @@ fn lease_of(decided: &Outcome, i: usize) -> Option<Option<LeaseId>> {
     decided.leases.get(i).copied().flatten()
 }
 
+/// `delay_ms` of a request with `RESERVE`: when its admission starts, in
+/// whole milliseconds rounded up (acting on it is never early); -1 when
+/// denied.
+fn delay_of(decided: &Outcome) -> Option<i64> {
+    decided.reservation.map(|r| match r {
+        Reservation::Starts(delay) => to_i64(delay.ceil_millis()),
+        Reservation::Denied => -1,
+    })
+}
+
+/// What a decision adds to the five fields.
+#[derive(Debug, Clone, Copy)]
+struct Extra {
+    granted: Option<u64>,
+    delay: Option<i64>,
+    lease: Option<Option<LeaseId>>,
+}
+
+impl Extra {
+    #[inline(always)]
+    fn of(decided: &Outcome, i: usize) -> Extra {
+        Extra {
+            granted: decided.granted,
+            delay: delay_of(decided),
+            lease: lease_of(decided, i),
+        }
+    }
+
+    fn fields(&self) -> usize {
+        usize::from(self.granted.is_some())
+            + usize::from(self.delay.is_some())
+            + usize::from(self.lease.is_some())
+    }
+}
+
 /// Replies with a single-key command's decision in the caller's protocol:
-/// PARTIAL adds the units `granted`, a concurrency limit its lease.
+/// PARTIAL adds the units `granted`, RESERVE the delay, a concurrency limit
+/// its lease.
 pub fn decision(ctx: Ctx, decided: &Outcome) {
     if let Some(d) = decided.reported(0) {
-        decision_in(
-            ctx,
-            ffi::is_resp3(ctx),
-            &d,
-            decided.granted,
-            lease_of(decided, 0),
-        );
+        decision_in(ctx, ffi::is_resp3(ctx), &d, Extra::of(decided, 0));
     }
 }
 
@@ -139,9 +171,8 @@ pub fn shadow_decision(ctx: Ctx, decided: &Outcome) {
         allowed: true,
         ..*d
     };
-    let (granted, lease) = (decided.granted, lease_of(decided, 0));
-    let fields = 6 + usize::from(granted.is_some()) + usize::from(lease.is_some());
-    decision_with(ctx, resp3, &admitted, granted, lease, fields);
+    let extra = Extra::of(decided, 0);
+    decision_with(ctx, resp3, &admitted, extra, 6 + extra.fields());
     if resp3 {
         ffi::reply_name(ctx, c"shadow_denied");
         ffi::reply_bool(ctx, !d.allowed);
@@ -161,29 +192,20 @@ pub fn throttle(ctx: Ctx, reply: &CellReply) {
 }
 
 /// Writes one decision (the whole reply, or one element of a larger one):
-/// five fields, then `granted` (PARTIAL) and `lease` (a concurrency limit's,
-/// nil if none) where they apply.
-fn decision_in(
-    ctx: Ctx,
-    resp3: bool,
-    d: &Decision,
-    granted: Option<u64>,
-    lease: Option<Option<LeaseId>>,
-) {
-    let fields = 5 + usize::from(granted.is_some()) + usize::from(lease.is_some());
-    decision_with(ctx, resp3, d, granted, lease, fields);
+/// five fields, then `granted` (PARTIAL), `delay_ms` (RESERVE) and `lease`
+/// (a concurrency limit's, nil if none) where they apply.
+fn decision_in(ctx: Ctx, resp3: bool, d: &Decision, extra: Extra) {
+    decision_with(ctx, resp3, d, extra, 5 + extra.fields());
 }
 
 /// [`decision_in`] in a map or array of `fields` (more than it writes when
 /// the caller adds some).
-fn decision_with(
-    ctx: Ctx,
-    resp3: bool,
-    d: &Decision,
-    granted: Option<u64>,
-    lease: Option<Option<LeaseId>>,
-    fields: usize,
-) {
+fn decision_with(ctx: Ctx, resp3: bool, d: &Decision, extra: Extra, fields: usize) {
+    let Extra {
+        granted,
+        delay,
+        lease,
+    } = extra;
     let f = Fields::from(d);
     if resp3 {
         ffi::reply_map(ctx, fields);
@@ -201,6 +223,10 @@ fn decision_with(
             ffi::reply_name(ctx, c"granted");
             ffi::reply_int(ctx, to_i64(granted));
         }
+        if let Some(delay) = delay {
+            ffi::reply_name(ctx, c"delay_ms");
+            ffi::reply_int(ctx, delay);
+        }
     } else {
         ffi::reply_array(ctx, fields);
         ffi::reply_int(ctx, i64::from(f.allowed));
@@ -210,6 +236,9 @@ fn decision_with(
         ffi::reply_int(ctx, f.reset_after_ms);
         if let Some(granted) = granted {
             ffi::reply_int(ctx, to_i64(granted));
+        }
+        if let Some(delay) = delay {
+            ffi::reply_int(ctx, delay);
         }
     }
     if let Some(lease) = lease {

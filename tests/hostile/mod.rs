@@ -401,6 +401,9 @@ const WAIT: Opt = valued("WAIT", duration("WAIT"), "1ms");
 /// The flow a `WAIT` waits in (any name), and its weight.
 const FLOW: Opt = valued("FLOW", item("FLOW"), "tenant");
 const WEIGHT: Opt = valued("WEIGHT", count("WEIGHT", 1, 1_000), "1");
+/// A reservation's longest delay, and a denial's wait spread.
+const RESERVE: Opt = valued("RESERVE", duration("RESERVE"), "1ms");
+const JITTER: Opt = flag("JITTER");
 
 /// Values under a schedule tag that are not the TAT layout: too short, an
 /// improper or zero fraction, a truncated or overlong varint, trailing bytes.
@@ -694,8 +697,7 @@ pub const SHAPES: &[Shape] = &[
             WEIGHT,
             CHARGES[0],
             CHARGES[1],
-            CHARGES[2],
-        ],
+            CHARGES[2], RESERVE, JITTER,],
         extra: Extra::UnknownOption,
         state: State::Tagged {
             tag: 0xA1,
@@ -718,8 +720,7 @@ pub const SHAPES: &[Shape] = &[
         short: None,
         tail: &[],
         options: &[
-            COST, DRYRUN, WAIT, FLOW, WEIGHT, CHARGES[0], CHARGES[1], CHARGES[2],
-        ],
+            COST, DRYRUN, WAIT, FLOW, WEIGHT, CHARGES[0], CHARGES[1], CHARGES[2], RESERVE, JITTER,],
         extra: Extra::UnknownOption,
         state: State::Tagged {
             tag: 0xA2,
@@ -793,8 +794,7 @@ pub const SHAPES: &[Shape] = &[
             WEIGHT,
             CHARGES[0],
             CHARGES[1],
-            CHARGES[2],
-        ],
+            CHARGES[2], RESERVE, JITTER,],
         extra: Extra::UnknownOption,
         state: State::Tagged {
             tag: 0xA1,
@@ -817,8 +817,7 @@ pub const SHAPES: &[Shape] = &[
         short: Some("ERR syntax error: the policy is BUCKET capacity refill period"),
         tail: &[],
         options: &[
-            COST, DRYRUN, WAIT, FLOW, WEIGHT, CHARGES[0], CHARGES[1], CHARGES[2],
-        ],
+            COST, DRYRUN, WAIT, FLOW, WEIGHT, CHARGES[0], CHARGES[1], CHARGES[2], RESERVE, JITTER,],
         extra: Extra::UnknownOption,
         state: State::Tagged {
             tag: 0xA2,
@@ -847,8 +846,7 @@ pub const SHAPES: &[Shape] = &[
             WEIGHT,
             CHARGES[0],
             CHARGES[1],
-            CHARGES[2],
-        ],
+            CHARGES[2], JITTER,],
         extra: Extra::UnknownOption,
         state: State::Tagged {
             tag: 0xAB,
@@ -867,8 +865,7 @@ pub const SHAPES: &[Shape] = &[
         short: None,
         tail: &["APPROX"],
         options: &[
-            COST, DRYRUN, WAIT, FLOW, WEIGHT, CHARGES[0], CHARGES[1], CHARGES[2],
-        ],
+            COST, DRYRUN, WAIT, FLOW, WEIGHT, CHARGES[0], CHARGES[1], CHARGES[2], JITTER,],
         extra: Extra::UnknownOption,
         state: State::Tagged {
             tag: 0xA4,
@@ -887,8 +884,7 @@ pub const SHAPES: &[Shape] = &[
         short: None,
         tail: &["BUCKETS", "4"],
         options: &[
-            COST, DRYRUN, WAIT, FLOW, WEIGHT, CHARGES[0], CHARGES[1], CHARGES[2],
-        ],
+            COST, DRYRUN, WAIT, FLOW, WEIGHT, CHARGES[0], CHARGES[1], CHARGES[2], JITTER,],
         extra: Extra::UnknownOption,
         state: State::Tagged {
             tag: 0xA5,
@@ -915,8 +911,7 @@ pub const SHAPES: &[Shape] = &[
             WEIGHT,
             CHARGES[0],
             CHARGES[1],
-            CHARGES[2],
-        ],
+            CHARGES[2], JITTER,],
         extra: Extra::UnknownOption,
         state: State::Tagged {
             tag: 0xA6,
@@ -935,8 +930,7 @@ pub const SHAPES: &[Shape] = &[
         short: None,
         tail: &["ALIGNED"],
         options: &[
-            COST, DRYRUN, WAIT, FLOW, WEIGHT, CHARGES[0], CHARGES[1], CHARGES[2],
-        ],
+            COST, DRYRUN, WAIT, FLOW, WEIGHT, CHARGES[0], CHARGES[1], CHARGES[2], JITTER,],
         extra: Extra::UnknownOption,
         state: State::Tagged {
             tag: 0xA7,
@@ -967,8 +961,7 @@ pub const SHAPES: &[Shape] = &[
             WEIGHT,
             CHARGES[0],
             CHARGES[1],
-            CHARGES[2],
-        ],
+            CHARGES[2], JITTER,],
         extra: Extra::UnknownOption,
         state: State::Tagged {
             tag: 0xAB,
@@ -989,8 +982,7 @@ pub const SHAPES: &[Shape] = &[
         ),
         tail: &["BUCKETS", "4"],
         options: &[
-            COST, DRYRUN, WAIT, FLOW, WEIGHT, CHARGES[0], CHARGES[1], CHARGES[2],
-        ],
+            COST, DRYRUN, WAIT, FLOW, WEIGHT, CHARGES[0], CHARGES[1], CHARGES[2], JITTER,],
         extra: Extra::UnknownOption,
         state: State::Tagged {
             tag: 0xA5,
@@ -1017,8 +1009,7 @@ pub const SHAPES: &[Shape] = &[
             WEIGHT,
             CHARGES[0],
             CHARGES[1],
-            CHARGES[2],
-        ],
+            CHARGES[2], JITTER,],
         extra: Extra::UnknownOption,
         state: State::Tagged {
             tag: 0xA6,
@@ -1104,8 +1095,7 @@ pub const SHAPES: &[Shape] = &[
             COST,
             DRYRUN,
             // PARTIAL alone: RL.SKETCH refuses FORCE, REFUND and WAIT.
-            CHARGES[1],
-        ],
+            CHARGES[1], JITTER,],
         extra: Extra::UnknownOption,
         state: State::Tagged {
             tag: 0xA8,
@@ -1126,7 +1116,7 @@ pub const SHAPES: &[Shape] = &[
         min_arity: 4,
         short: None,
         tail: &[],
-        options: &[COST, DRYRUN, WAIT, FLOW, WEIGHT],
+        options: &[COST, DRYRUN, WAIT, FLOW, WEIGHT, JITTER,],
         extra: Extra::UnknownOption,
         state: LEASES,
     },
@@ -1143,7 +1133,7 @@ pub const SHAPES: &[Shape] = &[
         min_arity: 5,
         short: Some("ERR syntax error: the policy is CONCURRENCY limit ttl"),
         tail: &[],
-        options: &[COST, DRYRUN, WAIT, FLOW, WEIGHT],
+        options: &[COST, DRYRUN, WAIT, FLOW, WEIGHT, JITTER,],
         extra: Extra::UnknownOption,
         state: LEASES,
     },
@@ -1160,8 +1150,7 @@ pub const SHAPES: &[Shape] = &[
         short: None,
         tail: &[],
         options: &[
-            COST, DRYRUN, WAIT, FLOW, WEIGHT, CHARGES[0], CHARGES[1], CHARGES[2],
-        ],
+            COST, DRYRUN, WAIT, FLOW, WEIGHT, CHARGES[0], CHARGES[1], CHARGES[2], RESERVE, JITTER,],
         extra: Extra::UnknownOption,
         state: State::Named {
             tag: 0xA1,
@@ -1191,8 +1180,7 @@ pub const SHAPES: &[Shape] = &[
             DRYRUN,
             WAIT,
             FLOW,
-            WEIGHT,
-        ],
+            WEIGHT, RESERVE, JITTER,],
         extra: Extra::UnknownOption,
         state: State::Tagged {
             tag: 0xAD,

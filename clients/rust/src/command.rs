@@ -4,7 +4,7 @@
 
 use crate::landing::{taken, Undo};
 use crate::policy::{duration_arg, Concurrency, Policy};
-use crate::reply::{AllDecision, Decision, LeaseId, ThrottleDecision};
+use crate::reply::{AllDecision, Decision, LeaseId, Reservation, ThrottleDecision};
 use crate::Error;
 use redis::Value;
 use std::time::Duration;
@@ -91,6 +91,7 @@ struct Options {
     charge: Charge,
     dryrun: bool,
     wait: Option<Duration>,
+    jitter: bool,
 }
 
 impl Default for Options {
@@ -99,6 +100,7 @@ impl Default for Options {
             charge: Charge::Cost(1),
             dryrun: false,
             wait: None,
+            jitter: false,
         }
     }
 }
@@ -111,6 +113,9 @@ impl Options {
         }
         if let Some(wait) = self.wait {
             cmd.arg("WAIT").arg(duration_arg(wait));
+        }
+        if self.jitter {
+            cmd.arg("JITTER");
         }
     }
 }
@@ -140,6 +145,14 @@ macro_rules! option_setters {
         /// of being denied.
         pub fn wait(mut self, timeout: Duration) -> Self {
             self.options.wait = Some(timeout);
+            self
+        }
+
+        /// `JITTER`: a denial's `retry_after` is spread over the time the
+        /// key needs to admit the clients it denied recently, never earlier
+        /// than the true wait.
+        pub fn jitter(mut self) -> Self {
+            self.options.jitter = true;
             self
         }
     };
@@ -207,6 +220,43 @@ impl Decide {
     /// What the decision charges.
     pub(crate) fn charge_of(&self) -> Charge {
         self.options.charge
+    }
+}
+
+impl Decide {
+    /// `RESERVE max_delay`: admitted now if the request would be admitted
+    /// within `max_delay`, its admission starting after the delay the
+    /// reply says ([`Reservation::delay`]); sleep that long, then go. On
+    /// GCRA and BUCKET limits (the server refuses the others by name).
+    pub fn reserve(self, max_delay: Duration) -> Reserve {
+        Reserve {
+            call: self,
+            max_delay,
+        }
+    }
+}
+
+/// A [`Decide`] with `RESERVE max_delay` ([`Decide::reserve`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Reserve {
+    /// The decision asked.
+    pub call: Decide,
+    /// The longest delay accepted.
+    pub max_delay: Duration,
+}
+
+impl Command for Reserve {
+    type Output = Reservation;
+
+    fn to_cmd(&self) -> redis::Cmd {
+        let mut cmd = self.call.to_cmd();
+        cmd.arg("RESERVE").arg(duration_arg(self.max_delay));
+        cmd
+    }
+
+    fn parse(reply: &Value) -> Result<Reservation, Error> {
+        Reservation::from_value(reply)
     }
 }
 

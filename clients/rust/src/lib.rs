@@ -44,7 +44,9 @@ pub use client::{
     connect, Client, LeaseGuard, CONNECT_TIMEOUT, DEFAULT_TIMEOUT, RECONNECT_MAX_DELAY,
     RECONNECT_MIN_DELAY,
 };
-pub use command::{acquire, All, Charge, Command, Decide, Peek, Release, Renew, Sketch, Throttle};
+pub use command::{
+    acquire, All, Charge, Command, Decide, Peek, Release, Renew, Reserve, Sketch, Throttle,
+};
 pub use deny_cache::DenyCache;
 pub use error::Error;
 pub use landing::{Undo, ORPHAN_WAIT};
@@ -55,4 +57,4 @@ pub use policy::{
 /// The redis crate this client is built on (its connections, `Client`,
 /// `ConnectionManager`), so that callers use the same version.
 pub use redis;
-pub use reply::{AllDecision, Decision, LeaseId, ThrottleDecision};
+pub use reply::{AllDecision, Decision, LeaseId, Reservation, ThrottleDecision};

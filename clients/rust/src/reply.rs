@@ -128,6 +128,39 @@ impl Decision {
     }
 }
 
+/// A reservation's reply (`RESERVE max_delay`): the decision, and when an
+/// admitted one starts.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Reservation {
+    /// The decision: admitted (charged now), or denied as without
+    /// `RESERVE` (nothing charged).
+    pub decision: Decision,
+    /// Admitted: the delay after which its admission starts (zero: at
+    /// once; rounded up to the millisecond, never early). `None` when
+    /// denied.
+    pub delay: Option<Duration>,
+}
+
+impl Reservation {
+    /// Reads `[allowed, limit, remaining, retry_after_ms, reset_after_ms,
+    /// delay_ms]` or the RESP3 map with `delay_ms`.
+    pub fn from_value(v: &Value) -> Result<Reservation, Error> {
+        let (decision, delay) = match v {
+            Value::Array(items) if items.len() == 6 => (
+                Decision::from_value(&Value::Array(items[..5].to_vec()))?,
+                &items[5],
+            ),
+            Value::Map(map) => (Decision::from_value(v)?, required(map, "delay_ms")?),
+            other => return Err(shape("a reservation", other)),
+        };
+        Ok(Reservation {
+            decision,
+            delay: wait_ms(delay)?,
+        })
+    }
+}
+
 /// `RL.ALL`'s decision over several limits (the tower layer puts it in
 /// each served request's extensions).
 ///

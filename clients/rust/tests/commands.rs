@@ -348,3 +348,34 @@ fn a_lease_guard_releases_when_done_or_dropped_and_renews_while_work_runs() {
 }
 
 const MS_DURATION: Duration = Duration::from_millis(1);
+
+/// `RESERVE`: admitted now for a start later, the delay read in both
+/// protocols; beyond the delay accepted, denied with none. `JITTER`: a
+/// denial's wait never earlier than the true one.
+#[test]
+fn reservations_and_jittered_waits_through_the_typed_client() {
+    for protocol in [Protocol::Resp2, Protocol::Resp3] {
+        let s = Server::start();
+        clock_set(&mut s.conn(), T0);
+        block_on(async {
+            let client = client(&s, protocol);
+            let call = Decide::new("k", Gcra::new(1, H));
+            let r = client.send(&call.clone().reserve(H)).await.unwrap();
+            assert!(r.decision.allowed);
+            assert_eq!(r.delay, Some(Duration::ZERO));
+            let r = client.send(&call.clone().reserve(2 * H)).await.unwrap();
+            assert!(r.decision.allowed, "{r:?}");
+            assert_eq!((r.delay, r.decision.reset_after), (Some(H), 2 * H));
+            let r = client.send(&call.clone().reserve(H)).await.unwrap();
+            assert!(!r.decision.allowed);
+            assert_eq!((r.delay, r.decision.retry_after), (None, Some(2 * H)));
+            let d = client.send(&call.clone().jitter()).await.unwrap();
+            assert!(!d.allowed && d.retry_after >= Some(2 * H), "{d:?}");
+            let err = client
+                .send(&Decide::new("w", Fixed::new(1, H)).reserve(H))
+                .await
+                .unwrap_err();
+            assert!(err.to_string().contains("RESERVE"), "{err}");
+        });
+    }
+}

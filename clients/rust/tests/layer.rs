@@ -364,3 +364,36 @@ fn leases_of_a_thousand_times_more_keys_than_the_capacity_stay_bounded() {
         assert_eq!(left("rl:many:k1000"), 95);
     });
 }
+
+/// `.jitter()`: clients denied together are told different `Retry-After`
+/// values, none earlier than the true wait (the manual clock does not
+/// move: one instant, one true wait).
+#[test]
+fn jittered_denials_spread_their_retry_after() {
+    let s = Server::start();
+    clock_set(&mut s.conn(), T0);
+    block_on(async {
+        // One a second, bursts of one: after the first, the true wait
+        // is 1 s and each denial spreads the herd by another second.
+        let layer = by_api_key(client(&s, Protocol::Resp2))
+            .limit(
+                HttpLimit::per_key(Gcra::new(3_600, HOUR).burst(1))
+                    .name("per-key")
+                    .prefix("rl:"),
+            )
+            .jitter()
+            .build()
+            .unwrap();
+        let app = router(layer);
+        assert_eq!(get(&app, Some("alice")).await.status, 200);
+        let mut told = Vec::new();
+        for _ in 0..20 {
+            let r = get(&app, Some("alice")).await;
+            assert_eq!(r.status, 429);
+            told.push(r.headers["retry-after"].parse::<u64>().unwrap());
+        }
+        // The true wait is 1 s; twenty denials spread over 20 s.
+        assert!(told.iter().all(|t| *t >= 1), "{told:?}");
+        assert!(told.iter().any(|t| *t > 2), "{told:?}");
+    });
+}

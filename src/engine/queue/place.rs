@@ -103,6 +103,13 @@ impl<K: Eq + Hash + Clone, T: Eq + Hash + Clone> Queues<K, T> {
         if matches!(request.charge, Charge::Force | Charge::Refund) {
             return self.charge_beside(keyspace, keys, policies, now, plain);
         }
+        // Behind a line no reservation is made: its start would be a
+        // waiter's, whose charge the plan holds and the state does not yet
+        // (answered as without `RESERVE`; see `engine::reserve`).
+        let plain = Request {
+            reserve: None,
+            ..plain
+        };
         let dry = Request {
             dryrun: true,
             ..plain.clone()

@@ -37,6 +37,8 @@ struct Config<K, C> {
     /// Each limit's words, the deny cache's name for it.
     words: Vec<String>,
     wait: Option<Duration>,
+    /// `JITTER` on every call: a denial's `Retry-After` spread.
+    jitter: bool,
     deny_cache: Option<Arc<DenyCache>>,
     /// The request keys whose call is out while the deny cache holds a
     /// denial on them: the requests behind it wait for its answer.
@@ -126,6 +128,16 @@ where
     /// denying it; the client's timeout is added to the wait.
     pub fn wait(mut self, timeout: Duration) -> Builder<K, C, B> {
         self.config.wait = Some(timeout);
+        self
+    }
+
+    /// `JITTER` on every call: a denial's `retry_after` (and so its
+    /// `Retry-After`) is spread by the server over the time the key needs
+    /// to admit the clients it denied recently, never earlier than the
+    /// true wait, so that clients denied together do not come back
+    /// together.
+    pub fn jitter(mut self) -> Builder<K, C> {
+        self.config.jitter = true;
         self
     }
 
@@ -342,6 +354,7 @@ where
                 named: Vec::new(),
                 words: Vec::new(),
                 wait: None,
+                jitter: false,
                 deny_cache: None,
                 probes: Arc::default(),
                 shares: None,
@@ -557,6 +570,9 @@ where
         }
         if let Some(wait) = self.wait {
             call = call.wait(wait);
+        }
+        if self.jitter {
+            call = call.jitter();
         }
         // Dropped before the answer (the request's future dropped), the
         // units taken go back.
