@@ -136,7 +136,7 @@ where
     /// to admit the clients it denied recently, never earlier than the
     /// true wait, so that clients denied together do not come back
     /// together.
-    pub fn jitter(mut self) -> Builder<K, C> {
+    pub fn jitter(mut self) -> Builder<K, C, B> {
         self.config.jitter = true;
         self
     }
