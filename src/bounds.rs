@@ -119,8 +119,15 @@ pub static MAX_PATH_NODES: Bound = Bound::new("max-path-nodes", 32, 1, 65_536);
 /// first: INFO stays bounded whatever `max-policies` is.
 pub static INFO_POLICIES: Bound = Bound::new("info-policies", 100, 0, 10_000);
 
+/// Keys the deny list holds (`RL.DENY`); past it a new key is refused.
+pub static MAX_DENIED_KEYS: Bound = Bound::new("max-denied-keys", 100_000, 0, 10_000_000);
+
+/// Counters that find the hot keys (`RL.HOTKEYS`), rounded up to whole
+/// shards of 80 (about 17.7 KB each); 0: decisions are not counted.
+pub static HOT_KEY_COUNTERS: Bound = Bound::new("hot-key-counters", 0, 0, 5_120);
+
 /// Every bound, in the order `CONFIG GET ratelimit.*` lists them.
-pub static ALL: [&Bound; 12] = [
+pub static ALL: [&Bound; 14] = [
     &MAX_WAITERS_PER_KEY,
     &MAX_WAITERS_PER_FLOW,
     &MAX_WAITERS,
@@ -133,6 +140,8 @@ pub static ALL: [&Bound; 12] = [
     &MAX_POLICY_NAME,
     &MAX_PATH_NODES,
     &INFO_POLICIES,
+    &MAX_DENIED_KEYS,
+    &HOT_KEY_COUNTERS,
 ];
 
 #[cfg(test)]

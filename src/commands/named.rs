@@ -18,7 +18,7 @@ use crate::bounds::MAX_PATH_NODES;
 use crate::engine::error::{printable, Error};
 use crate::engine::gate::Gated;
 use crate::engine::registry::{self, Entry, Handle, Limits};
-use crate::engine::Verdict;
+use crate::engine::{deny, Verdict};
 use crate::policy::Policy;
 use smallvec::SmallVec;
 use std::sync::Arc;
@@ -378,7 +378,14 @@ pub fn check<H: Host>(command: &CommandDef, host: &mut H, args: &[H::Arg]) -> Re
     let denied_key =
         matches!(verdict, Verdict::Denied | Verdict::ShadowDenied).then_some(key.as_ref());
     let now = host.now();
-    registry::with(|r| r.record_at(applies, verdict, denied_key, now));
+    // Asked again only for a denial, and only when keys are denied.
+    let listed = verdict == Verdict::Denied && deny::holds(key.as_ref(), now);
+    registry::with(|r| {
+        r.record_at(applies, verdict, denied_key, now);
+        if let Some(stats) = r.stats_at(applies).filter(|_| listed) {
+            stats.deny_listed += 1;
+        }
+    });
     Ok(match gated {
         Gated::Blocked => Reply::Blocked,
         Gated::Now(decided) if shadow => Reply::Shadow(decided),
