@@ -94,7 +94,7 @@ fn a_denied_key_is_denied_by_every_decision_command_and_nothing_is_charged() {
     );
     // Counted: in INFO and in the named policy's statistics.
     let info = info_field(&mut c, "ratelimit", "ratelimit_deny_list").unwrap();
-    assert_eq!(info, "keys=1,denials=15");
+    assert_eq!(info, "keys=1,denials=15,policy_denials=1");
     let stats: Vec<Value> = cmd(&["RL.POLICY", "STATS", "api"]).query(&mut c).unwrap();
     let at = stats
         .iter()

@@ -8,11 +8,11 @@
 //! ratelimit_client_unblock:yes
 //! ratelimit_waiting:0
 //! ratelimit_waits:started=3,admitted=2,timed_out=1,abandoned=0,waited_us=1500000
-//! ratelimit_policies:defined=2,calls=7,allowed=5,denied=1,shadow_denied=1,waits=0,listed=2,unlisted=0,deny_listed=0
+//! ratelimit_policies:defined=2,calls=7,allowed=5,denied=1,shadow_denied=1,waits=0,listed=2,unlisted=0
 //! ratelimit_policies_rdb:when_defined
 //! ratelimit_policy_1:name=plan:free,calls=6,allowed=4,denied=1,shadow_denied=1,waits=0
 //! ratelimit_policy_2:name=a%20b,calls=1,allowed=1,denied=0,shadow_denied=0,waits=0
-//! ratelimit_deny_list:keys=1,denials=4
+//! ratelimit_deny_list:keys=1,denials=4,policy_denials=1
 //! ratelimit_hot_keys:counters=0
 //! ratelimit_rl_gcra:calls=12,allowed=10,denied=2,errors=0
 //! ...
@@ -152,7 +152,6 @@ extern "C" fn info(ctx: *mut raw::RedisModuleInfoCtx, _for_crash_report: c_int) 
                     (c"waits", sum.waits),
                     (c"listed", listed_count),
                     (c"unlisted", (defined as u64).saturating_sub(listed_count)),
-                    (c"deny_listed", sum.deny_listed),
                 ],
             );
             // Whether an RDB saved with no policy loads without the module.
@@ -185,13 +184,19 @@ extern "C" fn info(ctx: *mut raw::RedisModuleInfoCtx, _for_crash_report: c_int) 
                 api!(RedisModule_InfoEndDictField)(ctx);
             }
         });
-        // The deny list: keys held (ended ones until let go) and the
-        // decisions it denied; the hot keys' counters (0: off).
+        // The deny list: keys held (ended ones until let go), the
+        // decisions it denied, those of calls naming a policy; the hot
+        // keys' counters (0: off).
         let keys = deny::with(|l| l.len() as u64);
+        let by_policies = registry::with(|r| r.totals().1.deny_listed);
         dict(
             ctx,
             c"deny_list",
-            &[(c"keys", keys), (c"denials", deny::denials())],
+            &[
+                (c"keys", keys),
+                (c"denials", deny::denials()),
+                (c"policy_denials", by_policies),
+            ],
         );
         dict(ctx, c"hot_keys", &[(c"counters", hot::counters())]);
         for (i, command) in super::register::table().iter().enumerate() {
