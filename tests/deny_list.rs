@@ -280,3 +280,56 @@ fn the_list_is_saved_in_the_rdb() {
     let mut c = s.conn();
     assert_eq!(scan_all(&mut c, "10"), Vec::new());
 }
+
+/// Closed-loop clients on one key, each with several calls in flight
+/// (pipelines), while the operator denies and lifts the key: every
+/// admitted reply was charged and no denied one was, as the server's own
+/// state says; once denied, every call is denied.
+#[test]
+fn clients_hammering_a_key_while_it_is_denied_are_charged_only_for_admissions() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+    let s = policies();
+    let mut c = s.conn();
+    clock_set(&mut c, T0);
+    let stop = Arc::new(AtomicBool::new(false));
+    let workers: Vec<_> = (0..4)
+        .map(|_| {
+            let mut w = s.conn();
+            w.set_read_timeout(Some(std::time::Duration::from_secs(10)))
+                .unwrap();
+            let stop = stop.clone();
+            std::thread::spawn(move || {
+                let mut admitted = 0i64;
+                while !stop.load(Ordering::Relaxed) {
+                    let mut pipe = redis::pipe();
+                    for _ in 0..8 {
+                        pipe.cmd("RL.FIXED").arg("k").arg("100000").arg("1h");
+                    }
+                    let replies: Vec<Vec<i64>> = pipe.query(&mut w).unwrap();
+                    admitted += replies.iter().map(|r| r[0]).sum::<i64>();
+                }
+                admitted
+            })
+        })
+        .collect();
+    for round in 0..5 {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        ok(
+            &mut c,
+            &["RL.DENY", "k", "1h", "REASON", &format!("round {round}")],
+        );
+        for _ in 0..10 {
+            assert_eq!(decide(&mut c, &["RL.FIXED", "k", "100000", "1h"])[0], 0);
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        assert_eq!(int(&mut c, &["RL.UNDENY", "k"]), 1);
+    }
+    stop.store(true, Ordering::Relaxed);
+    let admitted: i64 = workers.into_iter().map(|w| w.join().unwrap()).sum();
+    assert!(admitted > 0);
+    let peek = decide(&mut c, &["RL.PEEK", "k", "FIXED", "100000", "1h"]);
+    assert_eq!(peek[2], 100_000 - admitted, "admitted {admitted}");
+    let info = info_field(&mut c, "ratelimit", "ratelimit_deny_list").unwrap();
+    assert!(info.starts_with("keys=0,"), "{info}");
+}
