@@ -87,6 +87,12 @@ fn a_denied_key_is_denied_by_every_decision_command_and_nothing_is_charged() {
     ok(&mut c, &["RL.POLICY", "SET", "api", "FIXED", "5", "1m"]);
     assert_eq!(decide(&mut c, &["RL.CHECK", "k", "api"])[0], 0);
     assert_eq!(decide(&mut c, &["RL.CHECK", "free", "api"])[0], 1);
+    // A shadow policy does not admit a denied key.
+    ok(
+        &mut c,
+        &["RL.POLICY", "SET", "watch", "FIXED", "5", "1m", "SHADOW"],
+    );
+    assert_eq!(decide(&mut c, &["RL.CHECK", "k", "watch"])[0], 0);
     // WAIT does not wait out a denial.
     assert_eq!(
         decide(&mut c, &["RL.GCRA", "k", "10", "1m", "WAIT", "1h"])[0],
@@ -94,7 +100,7 @@ fn a_denied_key_is_denied_by_every_decision_command_and_nothing_is_charged() {
     );
     // Counted: in INFO and in the named policy's statistics.
     let info = info_field(&mut c, "ratelimit", "ratelimit_deny_list").unwrap();
-    assert_eq!(info, "keys=1,denials=15,policy_denials=1");
+    assert_eq!(info, "keys=1,denials=16,policy_denials=2");
     let stats: Vec<Value> = cmd(&["RL.POLICY", "STATS", "api"]).query(&mut c).unwrap();
     let at = stats
         .iter()

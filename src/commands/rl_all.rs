@@ -241,7 +241,7 @@ pub fn run<H: Host>(command: &CommandDef, host: &mut H, args: &[H::Arg]) -> Resu
                     // when its own limit denied it.
                     Gated::Now(d) => {
                         let own = d.decisions.get(limit).is_some_and(|x| !x.allowed);
-                        (Verdict::Denied, keys.get(limit).filter(|_| own))
+                        (Verdict::Denied, keys.get(limit).filter(|_| own && !listed))
                     }
                 };
                 r.record_at(handle, verdict, denied_key.map(AsRef::as_ref), now);

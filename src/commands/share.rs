@@ -181,7 +181,7 @@ fn record<H: Host>(host: &H, handle: Handle, keys: &[H::Arg], gated: &Gated) {
     registry::with(|r| match gated {
         Gated::Blocked => r.record_at(handle, Verdict::Waiting, None, now),
         Gated::Now(d) => {
-            let denied = (!d.allowed).then_some(leaf).flatten();
+            let denied = (!d.allowed && !listed).then_some(leaf).flatten();
             r.record_at(handle, Verdict::of(d.allowed), denied, now);
             if let Some(stats) = r.stats_at(handle).filter(|_| listed) {
                 stats.deny_listed += 1;
