@@ -125,8 +125,16 @@ pub static JITTER: Bound = Bound::new("jitter", 0, 0, 1);
 /// The most emission intervals a jittered wait is spread over: the most
 /// denied clients of one key it spreads (see `engine::jitter`).
 pub static JITTER_MAX_HERD: Bound = Bound::new("jitter-max-herd", 10_000, 1, 1_000_000);
+
+/// Keys the deny list holds (`RL.DENY`); past it a new key is refused.
+pub static MAX_DENIED_KEYS: Bound = Bound::new("max-denied-keys", 100_000, 0, 10_000_000);
+
+/// Counters that find the hot keys (`RL.HOTKEYS`), rounded up to whole
+/// shards of 80 (about 17.7 KB each); 0: decisions are not counted.
+pub static HOT_KEY_COUNTERS: Bound = Bound::new("hot-key-counters", 0, 0, 5_120);
+
 /// Every bound, in the order `CONFIG GET ratelimit.*` lists them.
-pub static ALL: [&Bound; 14] = [
+pub static ALL: [&Bound; 16] = [
     &MAX_WAITERS_PER_KEY,
     &MAX_WAITERS_PER_FLOW,
     &MAX_WAITERS,
@@ -141,6 +149,8 @@ pub static ALL: [&Bound; 14] = [
     &INFO_POLICIES,
     &JITTER,
     &JITTER_MAX_HERD,
+    &MAX_DENIED_KEYS,
+    &HOT_KEY_COUNTERS,
 ];
 
 #[cfg(test)]

@@ -6,6 +6,7 @@
 pub mod args;
 pub mod clock;
 pub mod definition;
+pub mod deny;
 mod describe;
 pub mod docs;
 pub mod grammar;
@@ -21,7 +22,7 @@ pub mod table;
 pub mod throttle;
 
 pub use crate::engine::Verdict;
-pub use host::{Host, Reply, Shape};
+pub use host::{Host, Item, Reply, Shape};
 
 use crate::engine::error::Error;
 use definition::{CommandDef, Handler};
@@ -46,5 +47,10 @@ pub fn run<H: Host>(command: &CommandDef, host: &mut H, args: &[H::Arg]) -> Resu
         Handler::PolicyDigest => named::digest(command, args),
         Handler::PolicyStats => named::stats(command, host, args),
         Handler::PolicyHelp => named::help(command, args),
+        Handler::Deny => deny::deny(command, host, args),
+        Handler::Undeny => deny::undeny(command, host, args),
+        Handler::Denied => deny::denied(command, host, args),
+        Handler::DenyList => deny::list(command, host, args),
+        Handler::HotKeys => deny::hot_keys(command, host, args),
     }
 }

@@ -3,8 +3,10 @@
 //! admit is any state written (unless DRYRUN), each key with a TTL of its
 //! own decision's reset, all or nothing.
 
+pub mod deny;
 pub mod error;
 pub mod gate;
+pub mod hot;
 pub mod jitter;
 pub mod queue;
 pub mod registry;

@@ -7,6 +7,7 @@ mod acl;
 pub mod clock;
 mod cluster_nodes;
 mod config;
+mod denies;
 mod ffi;
 mod heap;
 mod host;

@@ -406,7 +406,7 @@ fn stats(c: &mut redis::Connection, name: &str) -> Stats {
             "allowed" => out.allowed = int(&pair[1]),
             "denied" => out.denied = int(&pair[1]),
             "waits" => out.waits = int(&pair[1]),
-            "shadow_denied" => assert_eq!(int(&pair[1]), 0),
+            "shadow_denied" | "deny_listed" => assert_eq!(int(&pair[1]), 0),
             "top_denied" => {
                 let top: Vec<(String, i64, i64)> =
                     redis::from_redis_value(pair[1].clone()).unwrap();
@@ -500,6 +500,7 @@ fn stats_count_per_node_which_node_blocked_and_which_lent() {
             "denied",
             "shadow_denied",
             "waits",
+            "deny_listed",
             "top_denied",
             "nodes"
         ]

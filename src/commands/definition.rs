@@ -30,6 +30,11 @@ pub enum Handler {
     PolicyDigest,
     PolicyStats,
     PolicyHelp,
+    Deny,
+    Undeny,
+    Denied,
+    DenyList,
+    HotKeys,
 }
 
 /// What follows a command's name.
@@ -68,6 +73,23 @@ pub enum Grammar {
         name: &'static str,
         choices: &'static [(&'static str, Param)],
     },
+    /// An operator's command on the deny list or the hot keys.
+    Operator(OperatorOp),
+}
+
+/// What an operator's command takes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OperatorOp {
+    /// `key (duration | FOREVER | UNTIL instant) [REASON text]`.
+    Deny,
+    /// `key`.
+    Undeny,
+    /// `key`.
+    Denied,
+    /// `cursor [COUNT n]`.
+    DenyList,
+    /// `[COUNT n]`.
+    HotKeys,
 }
 
 /// What an `RL.POLICY` subcommand does, and so what follows its name.
@@ -193,9 +215,14 @@ impl CommandDef {
             Grammar::Policy(_)
             | Grammar::Peek { .. }
             | Grammar::Positional { .. }
-            | Grammar::Check => Keys::First,
+            | Grammar::Check
+            | Grammar::Operator(OperatorOp::Deny | OperatorOp::Undeny | OperatorOp::Denied) => {
+                Keys::First
+            }
             Grammar::All { .. } | Grammar::Share { .. } => Keys::Counted,
-            Grammar::Subcommands { .. } | Grammar::Registry(_) => Keys::None,
+            Grammar::Subcommands { .. }
+            | Grammar::Registry(_)
+            | Grammar::Operator(OperatorOp::DenyList | OperatorOp::HotKeys) => Keys::None,
         }
     }
 
@@ -223,6 +250,11 @@ impl CommandDef {
             },
             // A key and a name.
             Grammar::Check => 3,
+            Grammar::Operator(op) => match op {
+                OperatorOp::Deny => 3,
+                OperatorOp::Undeny | OperatorOp::Denied | OperatorOp::DenyList => 2,
+                OperatorOp::HotKeys => 1,
+            },
         };
         -(fewest as i32)
     }

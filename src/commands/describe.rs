@@ -61,6 +61,7 @@ impl CommandDef {
             }
             Grammar::Registry(RegistryOp::List) => (None, &[], vec![MATCH]),
             Grammar::Registry(RegistryOp::Digest | RegistryOp::Help) => (None, &[], Vec::new()),
+            Grammar::Operator(_) => (None, &[], Vec::new()),
         };
         let mut lines: Vec<String> = syntax.map(|s| format!("syntax {s}")).into_iter().collect();
         lines.extend(

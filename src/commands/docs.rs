@@ -1,7 +1,7 @@
 //! COMMAND DOCS arguments, derived from a command's definition. Plain data
 //! here; `server::register` hands it to Redis.
 
-use super::definition::{CommandDef, Grammar, RegistryOp};
+use super::definition::{CommandDef, Grammar, OperatorOp, RegistryOp};
 use super::grammar::{Opt, Param, Parse, PolicyDef, COMMON};
 use super::named::{JITTER, OR, POLICY, SHADOW, SHARE};
 use super::rl_all::{COST, COSTS};
@@ -194,6 +194,34 @@ fn policy_or_named(policies: &[&PolicyDef]) -> DocArg {
     choice
 }
 
+/// The arguments of an operator's command.
+fn operator_args(op: OperatorOp) -> Vec<DocArg> {
+    let count = || {
+        DocArg::new("count", DocType::Integer)
+            .with_token("COUNT")
+            .optional()
+    };
+    match op {
+        OperatorOp::Deny => {
+            let end = vec![
+                DocArg::new("duration", DocType::String),
+                DocArg::new("forever", DocType::PureToken).with_token("FOREVER"),
+                DocArg::new("instant", DocType::Integer).with_token("UNTIL"),
+            ];
+            vec![
+                key(),
+                DocArg::parent("end", DocType::OneOf, end),
+                DocArg::new("reason", DocType::String)
+                    .with_token("REASON")
+                    .optional(),
+            ]
+        }
+        OperatorOp::Undeny | OperatorOp::Denied => vec![key()],
+        OperatorOp::DenyList => vec![DocArg::new("cursor", DocType::Integer), count()],
+        OperatorOp::HotKeys => vec![count()],
+    }
+}
+
 /// The arguments of `command`, in order, without the command name.
 pub fn arguments(command: &CommandDef) -> Vec<DocArg> {
     match &command.grammar {
@@ -238,6 +266,7 @@ pub fn arguments(command: &CommandDef) -> Vec<DocArg> {
             out
         }
         Grammar::Peek { policies } => vec![key(), policy_or_named(policies)],
+        Grammar::Operator(op) => operator_args(*op),
         Grammar::Positional { params, optional } => {
             let required = params.len() - optional;
             let mut out = vec![key()];

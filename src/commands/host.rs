@@ -59,6 +59,18 @@ pub trait Host {
     fn set_clock(&mut self, to: Micros);
     /// Sends this call, as it is, to replicas and the AOF.
     fn replicate_verbatim(&mut self);
+    /// Sends `command args...` to replicas and the AOF in place of this
+    /// call (its effect, where the call itself depends on the clock).
+    fn replicate(&mut self, command: &str, args: &[&[u8]]);
+}
+
+/// One element of a nested reply ([`Reply::Items`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Item {
+    Int(i64),
+    Bulk(Vec<u8>),
+    Nil,
+    Array(Vec<Item>),
 }
 
 /// What a call answers.
@@ -88,6 +100,8 @@ pub enum Reply {
     Lines(Vec<String>),
     /// RL.POLICY STATS.
     PolicyStats(PolicyStats, Vec<TopKey>),
+    /// Nested arrays of integers and strings (RL.DENYLIST, RL.HOTKEYS).
+    Items(Item),
 }
 
 impl Reply {
@@ -122,7 +136,8 @@ impl Reply {
             | Reply::Bulk(_)
             | Reply::Bulks(_)
             | Reply::Lines(_)
-            | Reply::PolicyStats(..) => Verdict::Other,
+            | Reply::PolicyStats(..)
+            | Reply::Items(_) => Verdict::Other,
         }
     }
 }

@@ -18,7 +18,7 @@ use crate::bounds::MAX_PATH_NODES;
 use crate::engine::error::{printable, Error};
 use crate::engine::gate::Gated;
 use crate::engine::registry::{self, Entry, Handle, Limits};
-use crate::engine::Verdict;
+use crate::engine::{deny, Verdict};
 use crate::policy::Policy;
 use smallvec::SmallVec;
 use std::sync::Arc;
@@ -393,19 +393,27 @@ pub fn check<H: Host>(command: &CommandDef, host: &mut H, args: &[H::Arg]) -> Re
         request.flow = None;
     }
     let gated = decide_one(host, key, policy, request)?;
+    let now = host.now();
+    // The deny list is enforced even under a shadow policy. Asked again
+    // only for a denial, and only when keys are denied.
+    let listed = matches!(&gated, Gated::Now(d) if !d.allowed) && deny::holds(key.as_ref(), now);
     let verdict = match &gated {
         Gated::Blocked => Verdict::Waiting,
         Gated::Now(d) if d.allowed => Verdict::Allowed,
-        Gated::Now(_) if shadow => Verdict::ShadowDenied,
+        Gated::Now(_) if shadow && !listed => Verdict::ShadowDenied,
         Gated::Now(_) => Verdict::Denied,
     };
-    let denied_key =
-        matches!(verdict, Verdict::Denied | Verdict::ShadowDenied).then_some(key.as_ref());
-    let now = host.now();
-    registry::with(|r| r.record_at(applies, verdict, denied_key, now));
+    let denied_key = (matches!(verdict, Verdict::Denied | Verdict::ShadowDenied) && !listed)
+        .then_some(key.as_ref());
+    registry::with(|r| {
+        r.record_at(applies, verdict, denied_key, now);
+        if let Some(stats) = r.stats_at(applies).filter(|_| listed) {
+            stats.deny_listed += 1;
+        }
+    });
     Ok(match gated {
         Gated::Blocked => Reply::Blocked,
-        Gated::Now(decided) if shadow => Reply::Shadow(decided),
+        Gated::Now(decided) if shadow && !listed => Reply::Shadow(decided),
         Gated::Now(decided) => Reply::Decision(decided),
     })
 }

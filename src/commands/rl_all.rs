@@ -12,8 +12,8 @@ use crate::commands::args;
 use crate::engine::error::Error;
 use crate::engine::gate::Gated;
 use crate::engine::registry::{self, Handle};
-use crate::engine::Request;
 use crate::engine::Verdict;
+use crate::engine::{deny, Request};
 use crate::policy::Policy;
 use smallvec::SmallVec;
 use std::collections::HashSet;
@@ -230,6 +230,8 @@ pub fn run<H: Host>(command: &CommandDef, host: &mut H, args: &[H::Arg]) -> Resu
     let gated = decide_keys(host, keys, &policies, call.request)?;
     if !call.named.is_empty() {
         let now = host.now();
+        let listed = matches!(&gated, Gated::Now(d) if !d.allowed)
+            && keys.iter().any(|k| deny::holds(k.as_ref(), now));
         registry::with(|r| {
             for &(limit, handle) in &call.named {
                 let (verdict, denied_key) = match &gated {
@@ -239,10 +241,13 @@ pub fn run<H: Host>(command: &CommandDef, host: &mut H, args: &[H::Arg]) -> Resu
                     // when its own limit denied it.
                     Gated::Now(d) => {
                         let own = d.decisions.get(limit).is_some_and(|x| !x.allowed);
-                        (Verdict::Denied, keys.get(limit).filter(|_| own))
+                        (Verdict::Denied, keys.get(limit).filter(|_| own && !listed))
                     }
                 };
                 r.record_at(handle, verdict, denied_key.map(AsRef::as_ref), now);
+                if let Some(stats) = r.stats_at(handle).filter(|_| listed) {
+                    stats.deny_listed += 1;
+                }
             }
         });
     }

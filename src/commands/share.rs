@@ -18,7 +18,7 @@ use crate::commands::args;
 use crate::engine::error::{printable, Error};
 use crate::engine::gate::Gated;
 use crate::engine::registry::{self, Handle};
-use crate::engine::{self, Charge, Request, Verdict};
+use crate::engine::{self, deny, Charge, Request, Verdict};
 use crate::policy::Policy;
 
 const NAME: &str = "RL.SHARE";
@@ -176,11 +176,16 @@ pub fn run<H: Host>(command: &CommandDef, host: &mut H, args: &[H::Arg]) -> Resu
 fn record<H: Host>(host: &H, handle: Handle, keys: &[H::Arg], gated: &Gated) {
     let now = host.now();
     let leaf = keys.first().map(AsRef::as_ref);
+    let listed = matches!(gated, Gated::Now(d) if !d.allowed)
+        && keys.iter().any(|k| deny::holds(k.as_ref(), now));
     registry::with(|r| match gated {
         Gated::Blocked => r.record_at(handle, Verdict::Waiting, None, now),
         Gated::Now(d) => {
-            let denied = (!d.allowed).then_some(leaf).flatten();
+            let denied = (!d.allowed && !listed).then_some(leaf).flatten();
             r.record_at(handle, Verdict::of(d.allowed), denied, now);
+            if let Some(stats) = r.stats_at(handle).filter(|_| listed) {
+                stats.deny_listed += 1;
+            }
             if let Some(stats) = r.stats_at(handle) {
                 let lender = d.lender.map(usize::from);
                 stats.record_nodes(d.decisions.iter().map(|x| x.allowed), d.blocked_by, lender);

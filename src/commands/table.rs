@@ -3,7 +3,7 @@
 //! categories, `fast` from each command's `cost`) and the INFO counter
 //! names are all derived from these definitions.
 
-use super::definition::{CommandDef, Cost, Grammar, Handler, RegistryOp};
+use super::definition::{CommandDef, Cost, Grammar, Handler, OperatorOp, RegistryOp};
 use super::grammar::{Opt, Param, PolicyDef, Values};
 use super::{clock, lease, throttle};
 use crate::algorithm::concurrency::Concurrency;
@@ -255,7 +255,7 @@ const WAITING_DECISION: Cost = Cost::Logarithmic(
 
 /// How many commands there are: the length of [`COMMANDS`] and of every
 /// per-command table derived from it.
-pub const COMMAND_COUNT: usize = 22;
+pub const COMMAND_COUNT: usize = 27;
 
 pub static COMMANDS: [CommandDef; COMMAND_COUNT] = [
     CommandDef {
@@ -547,6 +547,61 @@ pub static COMMANDS: [CommandDef; COMMAND_COUNT] = [
         since: "0.2.0",
         run: Handler::PolicyHelp,
     },
+    CommandDef {
+        name: "RL.DENY",
+        grammar: Grammar::Operator(OperatorOp::Deny),
+        // Holds a key out of every limit: an administrator's.
+        flags: "write deny-oom",
+        more_acl_categories: "admin dangerous",
+        summary: "Denies every decision on a key, for a duration or until removed, with a reason, before any limit is consulted.",
+        cost: Cost::Logarithmic("O(log(N)) where N is the number of denied keys"),
+        since: "0.3.0",
+        run: Handler::Deny,
+    },
+    CommandDef {
+        name: "RL.UNDENY",
+        grammar: Grammar::Operator(OperatorOp::Undeny),
+        flags: "write",
+        more_acl_categories: "admin dangerous",
+        summary: "Removes a key from the deny list.",
+        cost: Cost::Logarithmic("O(log(N)) where N is the number of denied keys"),
+        since: "0.3.0",
+        run: Handler::Undeny,
+    },
+    CommandDef {
+        name: "RL.DENIED",
+        grammar: Grammar::Operator(OperatorOp::Denied),
+        flags: "readonly",
+        more_acl_categories: "",
+        summary: "Returns how long a key stays denied and why, or nil if it is not.",
+        cost: Cost::Constant,
+        since: "0.3.0",
+        run: Handler::Denied,
+    },
+    CommandDef {
+        name: "RL.DENYLIST",
+        grammar: Grammar::Operator(OperatorOp::DenyList),
+        flags: "readonly",
+        more_acl_categories: "admin",
+        summary: "Lists the denied keys a page at a time, with the time left and the reason, from a cursor as SCAN does.",
+        cost: Cost::Linear(
+            "O(COUNT + log(N)) where N is the number of denied keys",
+        ),
+        since: "0.3.0",
+        run: Handler::DenyList,
+    },
+    CommandDef {
+        name: "RL.HOTKEYS",
+        grammar: Grammar::Operator(OperatorOp::HotKeys),
+        flags: "readonly",
+        more_acl_categories: "",
+        summary: "Returns the keys with the most decisions, with their decisions per second and its error bound.",
+        cost: Cost::Linear(
+            "O(C log(C)) where C is ratelimit.hot-key-counters",
+        ),
+        since: "0.3.0",
+        run: Handler::HotKeys,
+    },
 ];
 
 #[cfg(test)]
@@ -659,6 +714,11 @@ mod tests {
             ("RL.POLICY|DIGEST", ("readonly", "read slow")),
             ("RL.POLICY|STATS", ("readonly fast", "read fast")),
             ("RL.POLICY|HELP", ("allow-loading allow-stale fast", "fast")),
+            ("RL.DENY", ("write deny-oom", "write slow admin dangerous")),
+            ("RL.UNDENY", ("write", "write slow admin dangerous")),
+            ("RL.DENIED", ("readonly fast", "read fast")),
+            ("RL.DENYLIST", ("readonly", "read slow admin")),
+            ("RL.HOTKEYS", ("readonly", "read slow")),
         ];
         let got: Vec<(&str, (String, String))> = COMMANDS
             .iter()

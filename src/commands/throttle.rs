@@ -13,6 +13,7 @@ use crate::codec::cell::{decode_cell_state, encode_cell_state};
 use crate::codec::StateError;
 use crate::engine::error::Error;
 use crate::engine::store::{self, Store};
+use crate::engine::{deny, hot};
 use crate::policy::StateWrite;
 
 pub const NAME: &str = "CL.THROTTLE";
@@ -67,6 +68,27 @@ pub fn parse<A: AsRef<[u8]>>(args: &[A]) -> Result<Call, Error> {
 }
 
 impl Call {
+    /// The reply to a key on the deny list: limited, nothing charged,
+    /// `retry_after` the denial's end in whole seconds rounded up (-1
+    /// until removed), `remaining` 0.
+    pub fn denied(&self, until: Option<Micros>, now: Micros) -> CellReply {
+        let limit = self
+            .cell
+            .now_ns(now)
+            .map_or(0, |ns| self.cell.throttle(None, ns, 0).0.limit);
+        let retry_after_s = until.map_or(-1, |end| {
+            let us = end.saturating_sub(now).as_u64();
+            i64::try_from(us.div_ceil(1_000_000)).unwrap_or(i64::MAX)
+        });
+        CellReply {
+            limited: true,
+            limit,
+            remaining: 0,
+            retry_after_s,
+            reset_after_s: 0,
+        }
+    }
+
     /// Answers the call at `now` on the key's stored value (`None`: no
     /// key), as the command does: the reply and, when admitted, the new
     /// state and its TTL.
@@ -108,7 +130,14 @@ pub fn run<H: Host>(_command: &CommandDef, host: &mut H, args: &[H::Arg]) -> Res
     call.cell
         .now_ns(now)
         .ok_or(Error::ClockOutOfRange("CL.THROTTLE's nanosecond state"))?;
-    let mut store = host.open(std::slice::from_ref(key), false);
+    let keys = std::slice::from_ref(key);
+    if hot::is_on() {
+        hot::count(keys, now);
+    }
+    if let Some(until) = deny::ends(key.as_ref(), now) {
+        return Ok(Reply::Throttle(call.denied(until, now)));
+    }
+    let mut store = host.open(keys, false);
     let (reply, write) = call.decide(store.value(0)?, now)?;
     if let Some((value, ttl)) = write {
         store::write_one(&mut store, 0, &value, ttl)?;

@@ -161,6 +161,16 @@ pub enum Error {
     },
     /// A lease identifier RL.ACQUIRE returned for another key.
     LeaseOfAnotherKey,
+    /// A new key past `ratelimit.max-denied-keys`.
+    TooManyDenied {
+        max: u64,
+    },
+    /// The deny list used on a server that did not load it.
+    DenyListOff,
+    /// An RL.DENY reason longer than `max` bytes.
+    DenyReason {
+        max: usize,
+    },
     /// A named path used where one limit is decided on one key (RL.CHECK,
     /// `POLICY name` in RL.ALL and RL.PEEK).
     PathByName {
@@ -444,6 +454,17 @@ impl std::fmt::Display for Error {
             Error::LeaseOfAnotherKey => {
                 write!(f, "ERR lease was acquired under another key")
             }
+            Error::TooManyDenied { max } => write!(
+                f,
+                "ERR the deny list is full: at most {max} keys (ratelimit.max-denied-keys)"
+            ),
+            Error::DenyListOff => write!(
+                f,
+                "ERR the deny list is off: load the module with 'policies on'"
+            ),
+            Error::DenyReason { max } => {
+                write!(f, "ERR REASON must be at most {max} bytes")
+            }
         }
     }
 }
@@ -570,6 +591,9 @@ mod tests {
                 nodes: 3,
                 keys: 2,
             },
+            Error::TooManyDenied { max: 1 },
+            Error::DenyReason { max: 1 },
+            Error::DenyListOff,
         ];
         for e in all {
             let m = e.to_string();

@@ -82,6 +82,8 @@ pub struct PolicyStats {
     pub shadow_denied: u64,
     /// Calls that waited (`WAIT`): counted here, not as allowed or denied.
     pub waits: u64,
+    /// Denied calls the deny list denied (counted in `denied` too).
+    pub deny_listed: u64,
     /// The keys this policy's own decision denied most (shadow denials
     /// included).
     pub top_denied: TopDenied,
@@ -140,6 +142,7 @@ impl PolicyStats {
         self.denied += other.denied;
         self.shadow_denied += other.shadow_denied;
         self.waits += other.waits;
+        self.deny_listed += other.deny_listed;
     }
 }
 

@@ -54,7 +54,7 @@ struct Group {
 
 /// One period's Space-Saving summary.
 #[derive(Debug, Clone, PartialEq, Eq)]
-struct Summary {
+pub(crate) struct Summary {
     /// At most [`COUNTERS`]; a counter keeps its number while it lives.
     counters: Vec<Counter>,
     /// Counter numbers by count, most first.
@@ -70,7 +70,7 @@ struct Summary {
 }
 
 impl Summary {
-    fn new() -> Box<Summary> {
+    pub(crate) fn new() -> Box<Summary> {
         let mut free = [0u8; COUNTERS];
         for (i, f) in free.iter_mut().enumerate() {
             *f = i as u8;
@@ -86,7 +86,7 @@ impl Summary {
         })
     }
 
-    fn add(&mut self, id: u64, key: &[u8]) {
+    pub(crate) fn add(&mut self, id: u64, key: &[u8]) {
         if let Some(n) = self.find(id) {
             self.bump(n);
             return;
@@ -187,6 +187,13 @@ impl Summary {
 
     fn count(&self, c: &Counter) -> u64 {
         self.groups[usize::from(c.group)].count
+    }
+
+    /// Every counted key: its hash, count, error and shown bytes.
+    pub(crate) fn counted(&self) -> impl Iterator<Item = (u64, u64, u64, &[u8])> + '_ {
+        self.counters
+            .iter()
+            .map(|c| (c.id, self.count(c), c.error, &c.shown[..usize::from(c.len)]))
     }
 
     fn home(id: u64) -> usize {
@@ -326,7 +333,7 @@ impl TopDenied {
 }
 
 /// 64-bit FNV-1a.
-fn hash(key: &[u8]) -> u64 {
+pub(crate) fn hash(key: &[u8]) -> u64 {
     key.iter().fold(0xcbf2_9ce4_8422_2325, |h, b| {
         (h ^ u64::from(*b)).wrapping_mul(0x0000_0100_0000_01b3)
     })

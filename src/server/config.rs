@@ -4,6 +4,7 @@
 
 use super::ffi::{api, Ctx};
 use crate::bounds::{self, Bound};
+use crate::engine::hot;
 use redis_module::raw;
 use std::ffi::{c_char, c_int, c_longlong, c_void, CString};
 
@@ -38,6 +39,7 @@ pub fn register(ctx: Ctx) -> Result<(), String> {
     if unsafe { api!(RedisModule_LoadConfigs)(ctx.0) } != raw::REDISMODULE_OK as c_int {
         return Err("cannot load the ratelimit.* configuration".into());
     }
+    hot::configure(bounds::HOT_KEY_COUNTERS.get());
     Ok(())
 }
 
@@ -62,7 +64,13 @@ extern "C" fn set(
         .zip(u64::try_from(value).ok())
         .map(|(b, v)| b.set(v));
     match stored {
-        Some(Ok(())) => raw::REDISMODULE_OK as c_int,
+        Some(Ok(())) => {
+            // The hot keys start over with the counters given.
+            if bound(privdata) == Some(&bounds::HOT_KEY_COUNTERS) {
+                hot::configure(bounds::HOT_KEY_COUNTERS.get());
+            }
+            raw::REDISMODULE_OK as c_int
+        }
         _ => raw::REDISMODULE_ERR as c_int,
     }
 }

@@ -112,6 +112,27 @@ pub fn replicate_verbatim(ctx: Ctx) {
     unsafe { api!(RedisModule_ReplicateVerbatim)(ctx.0) };
 }
 
+/// Sends `command args...` to replicas and the AOF (the running call's
+/// effect, in place of the call).
+pub fn replicate(ctx: Ctx, command: &str, args: &[&[u8]]) {
+    let Ok(name) = std::ffi::CString::new(command) else {
+        return;
+    };
+    let argv = OwnedStrings::new(args.iter().copied());
+    // SAFETY: ctx is the live command context; `v` takes an array of
+    // `argv.0.len()` strings (an `Arg` is a transparent string pointer),
+    // alive for the call; Redis copies them.
+    unsafe {
+        api!(RedisModule_Replicate)(
+            ctx.0,
+            name.as_ptr(),
+            c"v".as_ptr(),
+            argv.0.as_ptr(),
+            argv.0.len(),
+        )
+    };
+}
+
 /// A nil reply (RESP3 null).
 pub fn reply_null(ctx: Ctx) {
     // SAFETY: as above.

@@ -7,6 +7,7 @@ use super::{clock, wait};
 use crate::algorithm::Micros;
 use crate::commands::{Host, Shape};
 use crate::engine::gate::Gated;
+use crate::engine::{deny, hot};
 use crate::engine::{KeyError, Outcome, Request};
 use crate::policy::Policy;
 use std::cell::Cell;
@@ -56,6 +57,14 @@ impl Host for ServerHost {
         request: Request,
     ) -> Result<Gated, KeyError> {
         let now = self.now();
+        if hot::is_on() {
+            hot::count(keys, now);
+        }
+        if !deny::is_empty() {
+            if let Some(denied) = deny::screen(keys, policies, now) {
+                return Ok(Gated::Now(denied));
+            }
+        }
         wait::decide(self.ctx, self.command, shape, keys, policies, now, request)
     }
 
@@ -86,5 +95,9 @@ impl Host for ServerHost {
 
     fn replicate_verbatim(&mut self) {
         ffi::replicate_verbatim(self.ctx);
+    }
+
+    fn replicate(&mut self, command: &str, args: &[&[u8]]) {
+        ffi::replicate(self.ctx, command, args);
     }
 }

@@ -12,6 +12,8 @@
 //! ratelimit_policies_rdb:when_defined
 //! ratelimit_policy_1:name=plan:free,calls=6,allowed=4,denied=1,shadow_denied=1,waits=0
 //! ratelimit_policy_2:name=a%20b,calls=1,allowed=1,denied=0,shadow_denied=0,waits=0
+//! ratelimit_deny_list:keys=1,denials=4,policy_denials=1
+//! ratelimit_hot_keys:counters=0
 //! ratelimit_rl_gcra:calls=12,allowed=10,denied=2,errors=0
 //! ...
 //! ```
@@ -30,7 +32,7 @@ use super::ffi::{api, Ctx};
 use super::stats;
 use super::{clock, wait};
 use crate::bounds::{self, work};
-use crate::engine::registry;
+use crate::engine::{deny, hot, registry};
 use redis_module::raw;
 use std::ffi::{c_int, CStr, CString};
 
@@ -182,6 +184,21 @@ extern "C" fn info(ctx: *mut raw::RedisModuleInfoCtx, _for_crash_report: c_int) 
                 api!(RedisModule_InfoEndDictField)(ctx);
             }
         });
+        // The deny list: keys held (ended ones until let go), the
+        // decisions it denied, those of calls naming a policy; the hot
+        // keys' counters (0: off).
+        let keys = deny::with(|l| l.len() as u64);
+        let by_policies = registry::with(|r| r.totals().1.deny_listed);
+        dict(
+            ctx,
+            c"deny_list",
+            &[
+                (c"keys", keys),
+                (c"denials", deny::denials()),
+                (c"policy_denials", by_policies),
+            ],
+        );
+        dict(ctx, c"hot_keys", &[(c"counters", hot::counters())]);
         for (i, command) in super::register::table().iter().enumerate() {
             let Ok(name) = CString::new(command.info_field()) else {
                 continue;

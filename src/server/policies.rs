@@ -25,6 +25,7 @@
 //! do not hold the server up at once; each is written as it is when its
 //! turn comes (one deleted meanwhile is not: its `DEL` is in the AOF).
 
+use super::denies;
 use super::ffi::{api, log_warning, writes_paused, CallReply, Ctx, OwnedStrings, PAUSED_RETRY_MS};
 use crate::commands::named::parse_definition;
 use crate::engine::registry;
@@ -73,6 +74,7 @@ pub fn register(ctx: Ctx) -> Result<(), String> {
     }
     registry::with(|r| r.clear());
     registry::enable();
+    super::denies::register(ctx)?;
     let fork = raw::RedisModuleEvent {
         id: raw::REDISMODULE_EVENT_FORK_CHILD,
         dataver: 1,
@@ -143,25 +145,35 @@ extern "C" fn on_loading(
             (raw::REDISMODULE_EVENT_LOADING, raw::REDISMODULE_SUBEVENT_LOADING_AOF_START) => {
                 staging.staged = None;
                 registry::with(|r| r.clear());
+                denies::load_started(false);
             }
             (raw::REDISMODULE_EVENT_LOADING, raw::REDISMODULE_SUBEVENT_LOADING_RDB_START)
             | (raw::REDISMODULE_EVENT_LOADING, raw::REDISMODULE_SUBEVENT_LOADING_REPL_START)
             | (
                 raw::REDISMODULE_EVENT_REPL_ASYNC_LOAD,
                 raw::REDISMODULE_SUBEVENT_REPL_ASYNC_LOAD_STARTED,
-            ) => staging.staged = Some(Vec::new()),
+            ) => {
+                staging.staged = Some(Vec::new());
+                denies::load_started(true);
+            }
             // With `swapdb`, COMPLETED comes when the loaded data is swapped
             // in, before LOADING_ENDED (which then finds nothing staged).
             (raw::REDISMODULE_EVENT_LOADING, raw::REDISMODULE_SUBEVENT_LOADING_ENDED)
             | (
                 raw::REDISMODULE_EVENT_REPL_ASYNC_LOAD,
                 raw::REDISMODULE_SUBEVENT_REPL_ASYNC_LOAD_COMPLETED,
-            ) => commit(staging.staged.take()),
+            ) => {
+                commit(staging.staged.take());
+                denies::load_ended(true);
+            }
             (raw::REDISMODULE_EVENT_LOADING, raw::REDISMODULE_SUBEVENT_LOADING_FAILED)
             | (
                 raw::REDISMODULE_EVENT_REPL_ASYNC_LOAD,
                 raw::REDISMODULE_SUBEVENT_REPL_ASYNC_LOAD_ABORTED,
-            ) => staging.staged = None,
+            ) => {
+                staging.staged = None;
+                denies::load_ended(false);
+            }
             _ => {}
         }
     }));

@@ -12,7 +12,7 @@ use crate::algorithm::cell::CellReply;
 use crate::algorithm::concurrency::LeaseId;
 use crate::algorithm::{Decision, RetryAfter};
 use crate::codec::lease::format_lease;
-use crate::commands::Reply;
+use crate::commands::{Item, Reply};
 use crate::engine::registry::PolicyStats;
 use crate::engine::topk::TopKey;
 use crate::engine::{Outcome, Reservation};
@@ -41,6 +41,21 @@ pub fn write(ctx: Ctx, reply: &Reply) {
             }
         }
         Reply::PolicyStats(stats, top) => policy_stats(ctx, stats, top),
+        Reply::Items(item) => items(ctx, item),
+    }
+}
+
+fn items(ctx: Ctx, item: &Item) {
+    match item {
+        Item::Int(n) => ffi::reply_int(ctx, *n),
+        Item::Bulk(b) => ffi::reply_bulk(ctx, b),
+        Item::Nil => ffi::reply_null(ctx),
+        Item::Array(list) => {
+            ffi::reply_array(ctx, list.len());
+            for i in list {
+                items(ctx, i);
+            }
+        }
     }
 }
 
@@ -263,6 +278,7 @@ pub fn policy_stats(ctx: Ctx, stats: &PolicyStats, top: &[TopKey]) {
         (c"denied", stats.denied),
         (c"shadow_denied", stats.shadow_denied),
         (c"waits", stats.waits),
+        (c"deny_listed", stats.deny_listed),
     ];
     // A path's counts per node follow, as a last field.
     let fields = counts.len() + 1 + usize::from(!stats.nodes.is_empty());
