@@ -5,13 +5,14 @@ from __future__ import annotations
 import asyncio
 from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
+from typing import Literal
 
 import httpx
 import pytest
 
 from redis_ratelimit import AsyncRateLimiter, CommandError, Policy, RateLimiter, Reservation
 
-from .conftest import SLACK, Server
+from .conftest import SLACK, Server, free_port
 from .test_asgi import starlette_app
 
 
@@ -135,3 +136,12 @@ async def test_middleware_passes_on_the_jittered_retry_after(arl: AsyncRateLimit
     # 2 per minute: the true wait is 30 s; the spread adds up to 30 s per denial.
     assert set(plain) == {"30"}
     assert all(int(v) >= 30 for v in jittered) and len(set(jittered)) > 1
+
+
+@pytest.mark.parametrize("fallback", ["open", "closed"])
+def test_reserve_without_redis_answers_the_fallback(fallback: Literal["open", "closed"]) -> None:
+    """Nothing listening: an admission by the fallback starts at once, a denial has no delay."""
+    rl = RateLimiter.from_url(f"redis://127.0.0.1:{free_port()}", deadline=0.2, fallback=fallback)
+    r = rl.reserve("api:1", ONE_PER_S, "1s")
+    assert r.decision.fallback == fallback
+    assert r.delay == (timedelta(0) if fallback == "open" else None)
