@@ -75,6 +75,14 @@ export interface DecisionFields {
   readonly cached?: boolean | undefined;
 }
 
+/** A reservation's answer (`RESERVE maxDelay`): the decision, and when it starts. */
+export interface Reservation {
+  /** Admitted (charged now), or denied as without `RESERVE` (nothing charged). */
+  readonly decision: Decision;
+  /** Admitted: the ms after which the admission starts (0: at once; rounded up, never early). `null` when denied. */
+  readonly delayMs: number | null;
+}
+
 /** One limit's decision, parsed the same from RESP2 and RESP3 replies. */
 export class Decision implements DecisionFields {
   /** Whether the request was admitted. */

@@ -1,5 +1,5 @@
 export { type RawReply, type RawMap, type SendCommand, type NodeRedisLike, type IoredisLike, type RedisLike, fromNodeRedis, fromIoredis, toSendCommand } from "./client.js";
-export { AllDecision, Decision, type DecisionFields, type Described, type Quota, type RateLimitHeaders, ceilSeconds, quotaOf } from "./decision.js";
+export { AllDecision, Decision, type DecisionFields, type Described, type Quota, type RateLimitHeaders, type Reservation, ceilSeconds, quotaOf } from "./decision.js";
 export { type Duration, type DurationUnit, durationArg, durationMillis } from "./duration.js";
 export { LeaseLostError, RateLimitError, ReplyError, UnavailableError, UnexpectedReplyError, WrongTypeError } from "./errors.js";
 export { type CallOptions, type Transport, DEFAULT_TIMEOUT_MS, Guard, PROBE_INTERVAL_MS, toTransport } from "./guard.js";

@@ -1,11 +1,11 @@
 import { type RawReply, type RedisLike, type SendCommand, toSendCommand } from "./client.js";
-import { AllDecision, Decision, type Described } from "./decision.js";
+import { AllDecision, Decision, type Described, type Reservation } from "./decision.js";
 import { type Duration, durationArg, durationMillis } from "./duration.js";
 import { DenyCache } from "./deny-cache.js";
 import { UnavailableError } from "./errors.js";
 import { type CallOptions, DEFAULT_TIMEOUT_MS, Guard, toTransport } from "./guard.js";
 import { DEFAULT_MAX_WAITERS, WaitPool } from "./pool.js";
-import { parseAllDecision, parseBigInteger, parseDecision, parseInteger } from "./reply.js";
+import { parseAllDecision, parseBigInteger, parseDecision, parseInteger, parseReservation } from "./reply.js";
 import {
   type BucketPolicy,
   type ConcurrencyPolicy,
@@ -68,12 +68,19 @@ export interface WaitOptions {
   readonly weight?: number;
 }
 
-/** `COST n` and `DRYRUN`. */
+/** `COST n`, `DRYRUN` and `JITTER`. */
 export interface CostOptions {
   /** What the request takes (default 1; 0 never changes state). */
   readonly cost?: Count;
   /** Decide without changing anything. */
   readonly dryRun?: boolean;
+  /**
+   * `JITTER`: a denial's `retryAfterMs` is spread over the time the key
+   * needs to admit the clients it denied together (never before the true
+   * wait), so they do not all come back at once. Always sent to the
+   * server (the deny cache would answer the unspread wait).
+   */
+  readonly jitter?: boolean;
 }
 
 /** The other kinds of charge: at most one of them. */
@@ -154,6 +161,7 @@ function optionWords(options: DecideOptions & AllOptions): string[] {
   if (options.costs !== undefined) words.push("COSTS", ...options.costs.map(String));
   else if (options.cost !== undefined) words.push("COST", String(options.cost));
   if (options.dryRun === true) words.push("DRYRUN");
+  if (options.jitter === true) words.push("JITTER");
   if (options.wait !== undefined) {
     words.push("WAIT", durationArg(options.wait));
     if (options.flow !== undefined) words.push("FLOW", options.flow);
@@ -271,7 +279,7 @@ export class RateLimiter {
     const args = policyArgs(policy);
     const command = COMMAND[policy.type];
     // The deny cache sees plain requests only: no wait, dry run or other kind of charge.
-    const plain = options.wait === undefined && options.dryRun !== true && options.force !== true && options.partial !== true && options.refund === undefined;
+    const plain = options.wait === undefined && options.dryRun !== true && options.force !== true && options.partial !== true && options.refund === undefined && options.jitter !== true;
     const cache = plain ? this.denials : undefined;
     if (cache === undefined) return this.single(command, key, args, described, options);
     const slot = [command, key, ...args].join("\0");
@@ -298,6 +306,27 @@ export class RateLimiter {
     } finally {
       if (this.asking.get(slot) === settled) this.asking.delete(slot);
     }
+  }
+
+  /**
+   * `RESERVE maxDelay`: admitted now if the request would be admitted
+   * within `maxDelay`, charged now, its admission starting after
+   * `delayMs` (0: at once; rounded up, never early): wait that long, then
+   * go, without asking again. Beyond `maxDelay` it is denied as without
+   * it (`delayMs` `null`, nothing charged). GCRA and bucket policies (the
+   * server refuses the others by name); a fallback's admission starts at once.
+   */
+  async reserve(key: string, policy: GcraPolicy | BucketPolicy, maxDelay: Duration, options: DecideOptions = {}): Promise<Reservation> {
+    const described = { name: options.name ?? "default", quota: policyQuota(policy) };
+    const args = [COMMAND[policy.type], key, ...policyArgs(policy), ...optionWords(options), "RESERVE", durationArg(maxDelay)];
+    let reply: RawReply;
+    try {
+      reply = await this.decisionReply(args, options);
+    } catch (error) {
+      const decision = this.fallbackDecision(error, described, options.fallback ?? this.fallback);
+      return { decision, delayMs: decision.allowed ? 0 : null };
+    }
+    return parseReservation(reply, described);
   }
 
   /** `RL.GCRA key limit period [BURST n]`: a sustained rate with bursts. */

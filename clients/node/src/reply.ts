@@ -1,5 +1,5 @@
 import type { RawReply } from "./client.js";
-import { AllDecision, Decision, type Described } from "./decision.js";
+import { AllDecision, Decision, type Described, type Reservation } from "./decision.js";
 import { UnexpectedReplyError } from "./errors.js";
 
 /** The fields of a RESP3 map reply, whichever way the client returned it. */
@@ -104,6 +104,14 @@ export function parseDecision(reply: RawReply, described: Described, partial: bo
     },
     described,
   );
+}
+
+/** A reply with `delay_ms` (`RESERVE`): the sixth field (RESP2), or the map entry (RESP3). */
+export function parseReservation(reply: RawReply, described: Described): Reservation {
+  const fields = fieldsOf(reply);
+  if (fields !== undefined) return { decision: parseDecision(reply, described, false), delayMs: wait(fields.get("delay_ms"), reply) };
+  if (!Array.isArray(reply) || reply.length !== 6) throw unexpected(reply);
+  return { decision: parseDecision(reply.slice(0, 5), described, false), delayMs: wait(reply[5], reply) };
 }
 
 /**

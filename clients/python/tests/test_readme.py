@@ -7,6 +7,7 @@ the test server and runs the example in RESP2 and RESP3.
 from __future__ import annotations
 
 import re
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -70,7 +71,7 @@ def run_block(containing: str, server: Server) -> dict[str, Any]:
 
 def test_every_package_readme_block_is_run_here() -> None:
     marks = ['rl.gcra("rl:user:42"', "rl.all(", "RateLimiter(client,", "Starlette(", "Flask("]
-    marks.append("FastAPI()")
+    marks += ["FastAPI()", "rl.reserve("]
     assert len(package_blocks()) == len(marks)
     for block in package_blocks():
         assert sum(m in block for m in marks) == 1, block
@@ -81,6 +82,8 @@ def test_the_package_readme_typed_calls(fresh: Server) -> None:
     assert run_block("rl.all(", fresh)["d"].allowed
     own = run_block("RateLimiter(client,", fresh)["rl"]
     assert own.gcra("k", 1, "1m").allowed and own.guard.fallback == "closed"
+    scope = run_block("rl.reserve(", fresh)
+    assert scope["r"].delay == timedelta(0) and scope["d"].allowed
 
 
 async def test_the_package_readme_asgi_app(fresh: Server) -> None:

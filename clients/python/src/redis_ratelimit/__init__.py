@@ -10,7 +10,7 @@ the ``limits`` storage (``redis+ratelimit://``) in
 from ._guard import DEFAULT_DEADLINE, PROBE_INTERVAL, Fallback, client_options
 from .aio import AsyncLease, AsyncRateLimiter
 from .client import Lease, RateLimiter
-from .decision import Decision
+from .decision import Decision, Reservation
 from .deny_cache import DenyCache
 from .errors import CommandError, LimitExceeded, RateLimitError, Unavailable, WrongTypeError
 from .policy import Duration, Node, Policy, Quota
@@ -32,6 +32,7 @@ __all__ = [
     "Quota",
     "RateLimitError",
     "RateLimiter",
+    "Reservation",
     "Unavailable",
     "WrongTypeError",
     "client_options",

@@ -17,7 +17,10 @@ class Options(TypedDict, total=False):
     waiting tenants by weight. ``force``: charge even what does not fit.
     ``partial``: charge as much of ``cost`` as fits. ``refund``: give units
     back. ``deadline``: seconds to wait for Redis on this call (the
-    limiter's by default), besides ``wait``.
+    limiter's by default), besides ``wait``. ``jitter``: a denial's
+    ``retry_after`` is spread over the time the key needs to admit the
+    clients it denied together (never earlier than the true wait), so they
+    do not all come back at once.
     """
 
     cost: int
@@ -29,6 +32,7 @@ class Options(TypedDict, total=False):
     force: bool
     partial: bool
     refund: int
+    jitter: bool
 
 
 def add_options(args: list[Any], options: Options) -> bool:
@@ -51,6 +55,8 @@ def add_options(args: list[Any], options: Options) -> bool:
         args.append("PARTIAL")
     if "refund" in options:
         args += ("REFUND", options["refund"])
+    if options.get("jitter"):
+        args.append("JITTER")
     return partial
 
 

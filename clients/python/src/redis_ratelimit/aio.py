@@ -26,7 +26,15 @@ from ._guard import (
     timeout,
 )
 from .client import CACHEABLE, Limits, renew_interval
-from .decision import Decision, parse_all, parse_decision, parse_throttle
+from .decision import (
+    Decision,
+    Reservation,
+    parse_all,
+    parse_decision,
+    parse_reservation,
+    parse_throttle,
+    reservation,
+)
 from .deny_cache import DenyCache, pace
 from .errors import CommandError, LimitExceeded, Unavailable, server_error
 from .policy import Duration, Node, Policy, duration_ms, duration_word
@@ -182,6 +190,33 @@ class AsyncRateLimiter:
             (key, policy.words),
             policy,
         )
+
+    async def reserve(
+        self,
+        key: str | bytes,
+        policy: Policy,
+        max_delay: Duration,
+        **options: Unpack[Options],
+    ) -> Reservation:
+        """``RESERVE max_delay``: admitted now if ``key`` would admit within ``max_delay``.
+
+        The admission is charged now and starts after
+        :attr:`Reservation.delay`: sleep that long, then go, without asking
+        again. Beyond ``max_delay`` it is denied as without it (``delay``
+        ``None``, nothing charged). GCRA and bucket policies (the server
+        refuses the others by name); a fallback's admission starts at once.
+        """
+        args, _ = _commands.decide(key, policy, options)
+        args += ("RESERVE", duration_word(max_delay))
+        delay: list[int] = []
+
+        def parse(reply: Any) -> Decision:
+            decision, ms = parse_reservation(reply, policy)
+            delay.append(ms)
+            return decision
+
+        decision = await self._decide(args, [(key, policy)], options, parse)
+        return reservation(decision, delay[0] if delay else None)
 
     async def gcra(
         self,

@@ -97,6 +97,9 @@ class RateLimitMiddleware:
       ``None`` lets a request through unlimited.
     - ``wait``: queue a request on the server (``WAIT``) up to this long
       before answering 429.
+    - ``jitter``: send ``JITTER``, so a 429's ``Retry-After`` is the
+      server's spread wait (clients turned away together come back at the
+      rate the limits admit, never before their true wait).
     - ``timeout``: the longest the middleware waits for Redis (added to
       ``wait``), in seconds; by default the limiter's ``deadline``.
     - ``fallback``: when Redis is unavailable (a connection error, the
@@ -123,6 +126,7 @@ class RateLimitMiddleware:
         fail_open: bool = True,
         fallback: Literal["open", "closed", "degraded"] | None = None,
         degraded_share: float = 1.0,
+        jitter: bool = False,
     ) -> None:
         """Wraps ``app``; see the class for the parameters."""
         if not limits:
@@ -143,6 +147,8 @@ class RateLimitMiddleware:
             self._options["deadline"] = timeout
         if wait is not None:
             self._options["wait"] = wait
+        if jitter:
+            self._options["jitter"] = True
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         """Decides an HTTP request, then answers 429 or runs the app with the header fields."""

@@ -241,6 +241,37 @@ def parse_all(reply: Any, policies: Sequence[Policy | None], partial: bool) -> D
     )
 
 
+@dataclass(frozen=True, slots=True)
+class Reservation:
+    """A reservation's answer (``RESERVE max_delay``): the decision, and when it starts."""
+
+    decision: Decision
+    """Admitted (charged now), or denied as without ``RESERVE`` (nothing charged)."""
+    delay: timedelta | None
+    """Admitted: the delay after which the admission starts (zero: at once;
+    rounded up to the millisecond, never early). ``None`` when denied."""
+
+    def __bool__(self) -> bool:
+        """A reservation is true when it was admitted."""
+        return self.decision.allowed
+
+
+def parse_reservation(reply: Any, policy: Policy | None) -> tuple[Decision, int]:
+    """A reply with ``delay_ms`` (RESP2: the sixth field; RESP3: the map entry)."""
+    if isinstance(reply, Mapping):
+        delay = _normal(reply)["delay_ms"]
+        rest = {k: v for k, v in reply.items() if k not in ("delay_ms", b"delay_ms")}
+        return parse_decision(rest, policy, False), int(delay)
+    return parse_decision(reply[:5], policy, False), int(reply[5])
+
+
+def reservation(decision: Decision, delay_ms: int | None) -> Reservation:
+    """The reservation of a decision; a fallback's admission (no delay known) starts at once."""
+    if not decision.allowed or (delay_ms is not None and delay_ms < 0):
+        return Reservation(decision, None)
+    return Reservation(decision, _duration(delay_ms or 0))
+
+
 def parse_throttle(reply: Any) -> Decision:
     """A ``CL.THROTTLE`` reply: redis-cell's array (seconds, ``limited`` first)."""
     limited, limit, remaining, retry, reset = reply
