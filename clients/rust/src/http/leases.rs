@@ -404,6 +404,10 @@ where
         cost: u64,
     ) -> (Step, Option<Arc<Flight>>) {
         let mut inner = self.lock();
+        // Read under the lock: an instant read before it may precede the
+        // landing of a call another thread just made, and be told to wait
+        // for a call due at that landing.
+        let now = now.max(Instant::now());
         if !inner.by_slot.contains(slot) {
             self.make_room(&mut inner);
             let lease = self.policies[slot.0]
