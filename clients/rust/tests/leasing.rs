@@ -280,3 +280,58 @@ fn only_the_keys_the_server_names_hot_are_leased_and_given_back_when_they_cool()
         assert_eq!(left(&mut c), limit - admitted - 50);
     });
 }
+
+#[test]
+fn the_poll_of_hot_keys_follows_the_server_and_ends_with_the_layer() {
+    let s = Server::start();
+    let mut c = s.conn();
+    clock_set(&mut c, T0);
+    redis::cmd("CONFIG")
+        .arg(&["SET", "ratelimit.hot-key-counters", "320"])
+        .query::<()>(&mut c)
+        .unwrap();
+    let policy = Gcra::new(100_000, Duration::from_secs(36_500 * 86_400));
+    block_on_multi(async {
+        let layer = by_api_key(client(&s, Protocol::Resp2))
+            .limit(HttpLimit::per_key(policy).leased_when_hot(LeasePlan::fixed(20)))
+            .build()
+            .unwrap();
+        let poll = layer.follow_hot_keys(Duration::from_millis(5)).unwrap();
+        let app = router(layer.clone());
+        assert_eq!(hammer(app.clone(), "hot".into(), 300, 10).await, 300);
+        advance(&mut c, 1_000_000);
+        // The next polls name it (bounded wait for them).
+        let named = tokio::time::timeout(Duration::from_secs(10), async {
+            while layer.hot_keys().is_empty() {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        });
+        named.await.expect("named hot within 10 s");
+        assert_eq!(layer.hot_keys(), vec!["rl:hot".to_string()]);
+        let gcra = calls(&mut c, "rl.gcra");
+        assert_eq!(hammer(app.clone(), "hot".into(), 100, 1).await, 100);
+        assert_eq!(calls(&mut c, "rl.gcra") - gcra, 5);
+        // Without a layer the task ends.
+        drop((app, layer));
+        tokio::time::timeout(Duration::from_secs(10), poll)
+            .await
+            .expect("the poll ends with the layer")
+            .unwrap();
+    });
+}
+
+#[test]
+fn a_layer_without_limits_leased_while_hot_polls_nothing() {
+    let s = Server::start();
+    block_on(async {
+        let layer = by_api_key(client(&s, Protocol::Resp2))
+            .limit(HttpLimit::per_key(Gcra::new(10, Duration::from_secs(1))))
+            .build()
+            .unwrap();
+        assert!(layer.follow_hot_keys(Duration::from_secs(1)).is_none());
+        layer.refresh_hot_keys().await.unwrap();
+        assert!(layer.hot_keys().is_empty());
+    });
+    let mut c = s.conn();
+    assert_eq!(calls(&mut c, "rl.hotkeys"), 0);
+}
