@@ -704,3 +704,70 @@ mod tests {
         );
     }
 }
+
+/// `RL.HOTKEYS COUNT n`: the keys with the most decisions, most first,
+/// each with its decisions per second and the error of that count (per
+/// second), as the server lists them (a key by its first 64 bytes).
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct HotKeys {
+    /// At most this many keys (the server takes 1 to 1000).
+    pub count: usize,
+}
+
+impl HotKeys {
+    /// The `count` hottest keys.
+    pub fn new(count: usize) -> HotKeys {
+        HotKeys { count }
+    }
+}
+
+/// A key `RL.HOTKEYS` names.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct HotKey {
+    /// The key (its first 64 bytes).
+    pub key: String,
+    /// Its decisions per second, over-counted by at most `error_per_second`.
+    pub per_second: u64,
+    /// The bound on the over-count.
+    pub error_per_second: u64,
+}
+
+impl Command for HotKeys {
+    type Output = Vec<HotKey>;
+
+    fn to_cmd(&self) -> redis::Cmd {
+        let mut cmd = redis::cmd("RL.HOTKEYS");
+        cmd.arg("COUNT").arg(self.count);
+        cmd
+    }
+
+    fn parse(reply: &Value) -> Result<Vec<HotKey>, Error> {
+        let shape = || Error::Reply(format!("expected [[key, rate, error], ...], got {reply:?}"));
+        let Value::Array(rows) = reply else {
+            return Err(shape());
+        };
+        let number = |v: &Value| match v {
+            Value::Int(n) => u64::try_from(*n).map_err(|_| shape()),
+            _ => Err(shape()),
+        };
+        rows.iter()
+            .map(|row| match row {
+                Value::Array(row) if row.len() == 3 => {
+                    let key = match &row[0] {
+                        Value::BulkString(b) => String::from_utf8_lossy(b).into_owned(),
+                        Value::SimpleString(s) => s.clone(),
+                        _ => return Err(shape()),
+                    };
+                    Ok(HotKey {
+                        key,
+                        per_second: number(&row[1])?,
+                        error_per_second: number(&row[2])?,
+                    })
+                }
+                _ => Err(shape()),
+            })
+            .collect()
+    }
+}

@@ -45,7 +45,8 @@ pub use client::{
     RECONNECT_MIN_DELAY,
 };
 pub use command::{
-    acquire, All, Charge, Command, Decide, Peek, Release, Renew, Reserve, Sketch, Throttle,
+    acquire, All, Charge, Command, Decide, HotKey, HotKeys, Peek, Release, Renew, Reserve, Sketch,
+    Throttle,
 };
 pub use deny_cache::DenyCache;
 pub use error::Error;

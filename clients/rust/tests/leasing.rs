@@ -174,3 +174,164 @@ fn a_leased_limit_tells_the_wait_the_store_tells() {
         }
     });
 }
+
+/// `n` requests on `key` through `app`, `in_flight` at a time: the
+/// admissions.
+async fn hammer(app: axum::Router, key: String, n: usize, in_flight: usize) -> u64 {
+    let tasks: Vec<_> = (0..in_flight)
+        .map(|t| {
+            let (app, key) = (app.clone(), key.clone());
+            let share = n / in_flight + usize::from(t < n % in_flight);
+            tokio::spawn(async move {
+                let mut admitted = 0;
+                for _ in 0..share {
+                    admitted += u64::from(get(&app, Some(&key)).await.status == 200);
+                }
+                admitted
+            })
+        })
+        .collect();
+    let mut admitted = 0;
+    for t in tasks {
+        admitted += t.await.unwrap();
+    }
+    admitted
+}
+
+#[test]
+fn only_the_keys_the_server_names_hot_are_leased_and_given_back_when_they_cool() {
+    let s = Server::start();
+    let mut c = s.conn();
+    clock_set(&mut c, T0);
+    redis::cmd("CONFIG")
+        .arg(&["SET", "ratelimit.hot-key-counters", "320"])
+        .query::<()>(&mut c)
+        .unwrap();
+    let limit = 100_000;
+    // A unit every 8.76 h: the clock moved by seconds accrues none.
+    let policy = Gcra::new(limit, Duration::from_secs(36_500 * 86_400));
+    let left = |c: &mut redis::Connection| Peek::new("rl:hot", policy).query(c).unwrap().remaining;
+    block_on_multi(async {
+        let layer = by_api_key(client(&s, Protocol::Resp2))
+            .limit(
+                HttpLimit::per_key(policy)
+                    .name("per-key")
+                    .leased_when_hot(LeasePlan::fixed(20)),
+            )
+            .hot_keys(10, 100)
+            .build()
+            .unwrap();
+        let app = router(layer.clone());
+        let cold: Vec<String> = (0..20).map(|k| format!("cold{k}")).collect();
+        // Before any poll every key is asked per request: 500 on the hot
+        // key (50 in flight), 5 on each cold one.
+        let mut admitted = hammer(app.clone(), "hot".into(), 500, 50).await;
+        for k in &cold {
+            assert_eq!(hammer(app.clone(), k.clone(), 5, 1).await, 5);
+        }
+        assert_eq!(admitted, 500);
+        assert_eq!(layer.leased_units(), 0);
+        // The server lists all 21 keys; only the one above 100 a second
+        // turns hot.
+        // Their rates over that second.
+        advance(&mut c, 1_000_000);
+        layer.refresh_hot_keys().await.unwrap();
+        assert_eq!(layer.hot_keys(), vec!["rl:hot".to_string()]);
+        let (all, gcra) = (calls(&mut c, "rl.all"), calls(&mut c, "rl.gcra"));
+        // 4,000 requests on the hot key, 50 in flight, beside 10 on each
+        // cold key (one in flight per key).
+        let hot = tokio::spawn(hammer(app.clone(), "hot".into(), 4000, 50));
+        let colds: Vec<_> = cold
+            .iter()
+            .map(|k| tokio::spawn(hammer(app.clone(), k.clone(), 10, 1)))
+            .collect();
+        let hot_admitted = hot.await.unwrap();
+        for t in colds {
+            assert_eq!(t.await.unwrap(), 10);
+        }
+        // A request that waited for 64 blocks in a row, each taken by
+        // others, is denied: a few at 50 in flight on blocks of 20.
+        assert!(hot_admitted >= 3800, "{hot_admitted} of 4000 admitted");
+        admitted += hot_admitted;
+        let blocks = calls(&mut c, "rl.gcra") - gcra;
+        // Cold keys: one command per request; the hot key: one a block.
+        assert_eq!(calls(&mut c, "rl.all") - all, 200);
+        let per_admission = blocks as f64 / hot_admitted as f64;
+        assert!(
+            per_admission <= 0.06,
+            "{blocks} commands for {hot_admitted}"
+        );
+        println!("hot key: {blocks} commands for {hot_admitted} admissions ({per_admission:.4})");
+        // The store charged what was admitted and what the layer holds
+        // (at most a block).
+        let held = layer.leased_units();
+        assert!(held < 20);
+        assert_eq!(left(&mut c), limit - admitted - held);
+        // Two periods later the server lists nothing: the key cools and
+        // its units go back; its requests are asked one by one again.
+        advance(&mut c, 3_000_000);
+        layer.refresh_hot_keys().await.unwrap();
+        assert!(layer.hot_keys().is_empty());
+        assert_eq!(layer.leased_units(), 0);
+        assert_eq!(left(&mut c), limit - admitted);
+        let all = calls(&mut c, "rl.all");
+        assert_eq!(hammer(app.clone(), "hot".into(), 50, 5).await, 50);
+        assert_eq!(calls(&mut c, "rl.all") - all, 50);
+        assert_eq!(left(&mut c), limit - admitted - 50);
+    });
+}
+
+#[test]
+fn the_poll_of_hot_keys_follows_the_server_and_ends_with_the_layer() {
+    let s = Server::start();
+    let mut c = s.conn();
+    clock_set(&mut c, T0);
+    redis::cmd("CONFIG")
+        .arg(&["SET", "ratelimit.hot-key-counters", "320"])
+        .query::<()>(&mut c)
+        .unwrap();
+    let policy = Gcra::new(100_000, Duration::from_secs(36_500 * 86_400));
+    block_on_multi(async {
+        let layer = by_api_key(client(&s, Protocol::Resp2))
+            .limit(HttpLimit::per_key(policy).leased_when_hot(LeasePlan::fixed(20)))
+            .build()
+            .unwrap();
+        let poll = layer.follow_hot_keys(Duration::from_millis(5)).unwrap();
+        let app = router(layer.clone());
+        assert_eq!(hammer(app.clone(), "hot".into(), 300, 10).await, 300);
+        advance(&mut c, 1_000_000);
+        // The next polls name it (bounded wait for them).
+        let named = tokio::time::timeout(Duration::from_secs(10), async {
+            while layer.hot_keys().is_empty() {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        });
+        named.await.expect("named hot within 10 s");
+        assert_eq!(layer.hot_keys(), vec!["rl:hot".to_string()]);
+        let gcra = calls(&mut c, "rl.gcra");
+        assert_eq!(hammer(app.clone(), "hot".into(), 100, 1).await, 100);
+        assert_eq!(calls(&mut c, "rl.gcra") - gcra, 5);
+        // Without a layer the task ends.
+        drop((app, layer));
+        tokio::time::timeout(Duration::from_secs(10), poll)
+            .await
+            .expect("the poll ends with the layer")
+            .unwrap();
+    });
+}
+
+#[test]
+fn a_layer_without_limits_leased_while_hot_polls_nothing() {
+    let s = Server::start();
+    block_on(async {
+        let layer = by_api_key(client(&s, Protocol::Resp2))
+            .limit(HttpLimit::per_key(Gcra::new(10, Duration::from_secs(1))))
+            .build()
+            .unwrap();
+        assert!(layer.follow_hot_keys(Duration::from_secs(1)).is_none());
+        layer.refresh_hot_keys().await.unwrap();
+        assert!(layer.hot_keys().is_empty());
+    });
+    let mut c = s.conn();
+    assert_eq!(calls(&mut c, "rl.hotkeys"), 0);
+}

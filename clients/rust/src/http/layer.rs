@@ -3,7 +3,7 @@
 //! body, `503` or admission when the store cannot answer.
 
 use super::headers::{deciding, header_fields, legacy_fields, problem, Named};
-use super::leases::{Leases, Outcome};
+use super::leases::{Follow, Leases, Outcome};
 use super::rejection::{Denial, Reason, Rejection};
 use super::{HttpLimit, KeyExtractor, OnStoreError};
 use crate::blocks::{BlockLease, Flight, MOST_WAITS};
@@ -29,6 +29,17 @@ type ErrorHandler<B> = Arc<dyn Fn(Rejection) -> Response<B> + Send + Sync>;
 /// How many keys' block leases a layer keeps unless told otherwise.
 pub const DEFAULT_LEASE_CAPACITY: usize = 10_000;
 
+/// How many hot keys a layer asks the server for unless told otherwise.
+pub const DEFAULT_HOT_KEYS_COUNT: usize = 10;
+
+/// The decisions a second at which a listed key turns hot unless told
+/// otherwise.
+pub const DEFAULT_HOT_KEYS_RATE: u64 = 100;
+
+/// How often [`RedisRateLimitLayer::follow_hot_keys`] polls unless told
+/// otherwise.
+pub const DEFAULT_HOT_KEYS_POLL: Duration = Duration::from_secs(1);
+
 struct Config<K, C> {
     client: Client<C>,
     extractor: K,
@@ -47,6 +58,8 @@ struct Config<K, C> {
     /// The block leases of the leased limits, if any is.
     leases: Option<Arc<Leases<C>>>,
     lease_capacity: usize,
+    /// How the limits leased while hot follow the server's hot keys.
+    follow: Follow,
     missing_key: (StatusCode, &'static str),
     on_error: Option<ErrorHook>,
     headers: bool,
@@ -121,6 +134,21 @@ where
     /// units refunded at the next idle sweep.
     pub fn lease_capacity(mut self, capacity: usize) -> Builder<K, C, B> {
         self.config.lease_capacity = capacity;
+        self
+    }
+
+    /// For limits leased while hot ([`HttpLimit::leased_when_hot`]): each
+    /// poll asks for the `count` hottest keys (`RL.HOTKEYS COUNT`, 1 to
+    /// 1000; default [`DEFAULT_HOT_KEYS_COUNT`]), and a listed key turns
+    /// hot once its rate less its error is at least `per_second`
+    /// decisions a second (default [`DEFAULT_HOT_KEYS_RATE`]). A hot key
+    /// stays hot while listed: leased, it makes about one decision per
+    /// block.
+    pub fn hot_keys(mut self, count: usize, per_second: u64) -> Builder<K, C, B> {
+        self.config.follow = Follow {
+            count: count.clamp(1, 1000),
+            min_per_second: per_second,
+        };
         self
     }
 
@@ -360,6 +388,10 @@ where
                 shares: None,
                 leases: None,
                 lease_capacity: DEFAULT_LEASE_CAPACITY,
+                follow: Follow {
+                    count: DEFAULT_HOT_KEYS_COUNT,
+                    min_per_second: DEFAULT_HOT_KEYS_RATE,
+                },
                 missing_key: (
                     StatusCode::INTERNAL_SERVER_ERROR,
                     "no rate-limit key in the request\n",
@@ -403,6 +435,34 @@ where
             Some(leases) => leases.refund_all().await,
             None => Ok(()),
         }
+    }
+
+    /// A task (on the current tokio runtime) that polls the server's hot
+    /// keys every `every` (default [`DEFAULT_HOT_KEYS_POLL`]; one call each,
+    /// backing off up to 16 times that while the store fails), for the
+    /// limits leased while hot; `None` without such limits. It holds the
+    /// layer's leases weakly and ends once the layer is dropped.
+    pub fn follow_hot_keys(&self, every: Duration) -> Option<tokio::task::JoinHandle<()>> {
+        let leases = self.config.leases.as_ref()?;
+        leases.follows_hot_keys().then(|| leases.follow_hot(every))
+    }
+
+    /// One poll of the server's hot keys (`RL.HOTKEYS COUNT n`): the keys
+    /// that turned hot are leased from their next request, the units of
+    /// those that cooled are refunded.
+    pub async fn refresh_hot_keys(&self) -> Result<(), Error> {
+        match &self.config.leases {
+            Some(leases) if leases.follows_hot_keys() => leases.refresh_hot().await,
+            _ => Ok(()),
+        }
+    }
+
+    /// The keys the layer leases as hot now (as `RL.HOTKEYS` shows them).
+    pub fn hot_keys(&self) -> Vec<String> {
+        self.config
+            .leases
+            .as_ref()
+            .map_or_else(Vec::new, |l| l.hot_keys())
     }
 
     /// Units the leased limits hold now.
@@ -470,10 +530,13 @@ where
                     .map(|plan| (l.policy, BlockLease::from(plan.unqueued())))
             })
             .collect();
+        let when_hot = self.limits.iter().map(|l| l.when_hot).collect();
         self.leases = policies.iter().any(Option::is_some).then(|| {
             Arc::new(Leases::new(
                 self.client.clone(),
                 policies,
+                when_hot,
+                self.follow,
                 self.lease_capacity,
             ))
         });
@@ -485,14 +548,18 @@ where
     K: KeyExtractor,
     C: redis::aio::ConnectionLike + Clone + Send + Sync + 'static,
 {
-    fn is_leased(&self, index: usize) -> bool {
-        self.leases.as_ref().is_some_and(|l| l.is_leased(index))
+    fn is_leased(&self, index: usize, key: &str) -> bool {
+        self.leases
+            .as_ref()
+            .is_some_and(|l| l.is_leased(index, key))
     }
 
     /// Whether a request of `cost` on the limit at `index` is decided from
     /// the limit's leased blocks.
-    fn decided_by_blocks(&self, index: usize, cost: u64) -> bool {
-        self.leases.as_ref().is_some_and(|l| l.takes(index, cost))
+    fn decided_by_blocks(&self, index: usize, key: &str, cost: u64) -> bool {
+        self.leases
+            .as_ref()
+            .is_some_and(|l| l.takes(index, key, cost))
     }
 
     async fn decide(&self, request: &Parts) -> Verdict {
@@ -543,7 +610,7 @@ where
             }
         }
         let asked: Vec<usize> = (0..keys.len())
-            .filter(|&i| !self.decided_by_blocks(i, cost))
+            .filter(|&i| !self.decided_by_blocks(i, &keys[i], cost))
             .collect();
         if asked.is_empty() {
             let limits = decided
@@ -763,7 +830,9 @@ where
         let now = Instant::now();
         let charged = if decision.allowed { cost } else { 0 };
         for (i, d) in decision.limits.iter().enumerate() {
-            if self.limits[i].on_store_error == OnStoreError::FailClosed && !self.is_leased(i) {
+            if self.limits[i].on_store_error == OnStoreError::FailClosed
+                && !self.is_leased(i, &keys[i])
+            {
                 shares.observe(&keys[i], self.named[i].quota, d, charged, now);
             }
         }
@@ -854,7 +923,7 @@ where
         let now = Instant::now();
         let limits = keys.iter().zip(&self.words).zip(&decision.limits);
         for (i, ((key, words), d)) in limits.enumerate() {
-            if !self.is_leased(i) {
+            if !self.is_leased(i, key) {
                 let interval = self.limits[i].policy.unit_interval();
                 cache.record_paced(key, words, cost, d, now, interval);
             }

@@ -3,11 +3,12 @@
 //! a key gives way to another, and when the layer is dropped).
 
 use crate::blocks::{granted, BlockLease, Flight, Step, Unlanded, MOST_WAITS};
-use crate::command::{Charge, Decide};
+use crate::command::{Charge, Decide, HotKey, HotKeys};
 use crate::reply::Decision;
 use crate::{Client, Error, Policy};
 use lru::LruCache;
 use std::collections::hash_map::RandomState;
+use std::collections::HashSet;
 use std::num::NonZeroUsize;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
@@ -32,6 +33,25 @@ struct Inner {
     /// Units of slots that gave way, still to be refunded (at most
     /// `capacity` of them; past that they stay charged).
     evicted: Vec<(Slot, u64)>,
+    /// The keys the server last named hot (by their first 64 bytes, as
+    /// `RL.HOTKEYS` lists them; at most [`Follow::count`]).
+    hot: HashSet<Box<[u8]>>,
+}
+
+/// How the limits leased only while hot follow the server's hot keys.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Follow {
+    /// `RL.HOTKEYS COUNT` of each poll.
+    pub(crate) count: usize,
+    /// A listed key turns hot once it surely takes this many decisions a
+    /// second (its rate less its error); it stays hot while listed.
+    pub(crate) min_per_second: u64,
+}
+
+/// How `RL.HOTKEYS` shows a key: its first 64 bytes.
+fn listed_as(key: &str) -> &[u8] {
+    let bytes = key.as_bytes();
+    &bytes[..bytes.len().min(64)]
 }
 
 type Policies = Arc<Vec<Option<(Policy, BlockLease)>>>;
@@ -56,6 +76,9 @@ pub(crate) struct Leases<C> {
     /// Each limit's policy, `None` for limits that are not leased.
     policies: Policies,
     capacity: usize,
+    /// Each limit: leased only while its key is hot.
+    when_hot: Vec<bool>,
+    follow: Follow,
     inner: Mutex<Inner>,
     /// Sends the last refunds in the background when dropped.
     on_drop: Refunder,
@@ -107,6 +130,8 @@ where
     pub(crate) fn new(
         client: Client<C>,
         policies: Vec<Option<(Policy, BlockLease)>>,
+        when_hot: Vec<bool>,
+        follow: Follow,
         capacity: usize,
     ) -> Leases<C> {
         let policies = Arc::new(policies);
@@ -127,27 +152,110 @@ where
             client,
             policies,
             capacity: capacity.get(),
+            when_hot,
+            follow,
             inner: Mutex::new(Inner {
                 by_slot: LruCache::with_hasher(capacity, RandomState::new()),
                 evicted: Vec::new(),
+                hot: HashSet::new(),
             }),
             on_drop,
         }
     }
 
-    /// Whether the limit at `index` is leased.
-    pub(crate) fn is_leased(&self, index: usize) -> bool {
+    /// Whether `key` of the limit at `index` is leased (if leased only
+    /// while hot: the key is hot).
+    pub(crate) fn is_leased(&self, index: usize, key: &str) -> bool {
         self.policies.get(index).is_some_and(Option::is_some)
+            && (!self.when_hot[index] || self.lock().hot.contains(listed_as(key)))
     }
 
-    /// Whether a request of `cost` units on the limit at `index` is
-    /// decided from its blocks: the limit is leased and the cost fits in a
-    /// block (a larger one goes to the store).
-    pub(crate) fn takes(&self, index: usize, cost: u64) -> bool {
+    /// Whether a request of `cost` units on `key` of the limit at `index`
+    /// is decided from its blocks: the limit is leased (and, if leased only
+    /// while hot, the key is hot) and the cost fits in a block (a larger
+    /// one goes to the store).
+    pub(crate) fn takes(&self, index: usize, key: &str, cost: u64) -> bool {
         match self.policies.get(index) {
-            Some(Some((_, lease))) => cost <= lease.max_block(),
+            Some(Some((_, lease))) => cost <= lease.max_block() && self.is_leased(index, key),
             _ => false,
         }
+    }
+
+    /// Whether a limit is leased only while its key is hot.
+    pub(crate) fn follows_hot_keys(&self) -> bool {
+        self.when_hot.iter().any(|&h| h)
+    }
+
+    /// The keys named hot now (as `RL.HOTKEYS` shows them).
+    pub(crate) fn hot_keys(&self) -> Vec<String> {
+        let inner = self.lock();
+        inner
+            .hot
+            .iter()
+            .map(|k| String::from_utf8_lossy(k).into_owned())
+            .collect()
+    }
+
+    /// Takes the server's list: the keys hot from now on, and the units
+    /// of the keys that cooled (leased only while hot, and no longer hot),
+    /// to refund.
+    fn set_hot(&self, listed: &[HotKey]) -> Vec<(Slot, u64)> {
+        let mut inner = self.lock();
+        let min = self.follow.min_per_second;
+        let hot: HashSet<Box<[u8]>> = listed
+            .iter()
+            .filter(|h| {
+                inner.hot.contains(h.key.as_bytes())
+                    || h.per_second.saturating_sub(h.error_per_second) >= min
+            })
+            .map(|h| Box::from(h.key.as_bytes()))
+            .collect();
+        inner.hot = hot;
+        let cooled: Vec<Slot> = inner
+            .by_slot
+            .iter()
+            .filter(|(slot, _)| self.when_hot[slot.0] && !inner.hot.contains(listed_as(&slot.1)))
+            .map(|(slot, _)| slot.clone())
+            .collect();
+        let mut refunds = Vec::new();
+        for slot in cooled {
+            if let Some(mut held) = inner.by_slot.pop(&slot) {
+                if let Some(units) = held.lease.take_all() {
+                    refunds.push((slot, units));
+                }
+            }
+        }
+        refunds
+    }
+
+    /// One poll of the server's hot keys (`RL.HOTKEYS COUNT n`, within
+    /// the client's timeout): the keys that turned hot are leased from
+    /// their next request, those that cooled give their units back.
+    pub(crate) async fn refresh_hot(&self) -> Result<(), Error> {
+        let listed = self.client.send(&HotKeys::new(self.follow.count)).await?;
+        let refunds = self.set_hot(&listed);
+        self.refund(refunds).await
+    }
+
+    /// A task that polls the server's hot keys every `every` (backing off
+    /// up to 16 times that while the polls fail); it holds the leases
+    /// weakly and ends with the layer.
+    pub(crate) fn follow_hot(self: &Arc<Self>, every: Duration) -> tokio::task::JoinHandle<()> {
+        let leases = Arc::downgrade(self);
+        let every = every.max(Duration::from_millis(1));
+        tokio::spawn(async move {
+            let mut wait = every;
+            loop {
+                tokio::time::sleep(wait).await;
+                let Some(leases) = leases.upgrade() else {
+                    return;
+                };
+                wait = match leases.refresh_hot().await {
+                    Ok(()) => every,
+                    Err(_) => (wait * 2).min(every * 16),
+                };
+            }
+        })
     }
 
     /// A request of `cost` units on the leased limits' keys (`keys[i]` for
@@ -165,7 +273,7 @@ where
             let Some((policy, _)) = &self.policies[i] else {
                 continue;
             };
-            if !self.takes(i, cost) {
+            if !self.takes(i, key, cost) {
                 continue;
             }
             let slot: Slot = (i, key.clone());
@@ -296,6 +404,10 @@ where
         cost: u64,
     ) -> (Step, Option<Arc<Flight>>) {
         let mut inner = self.lock();
+        // Read under the lock: an instant read before it may precede the
+        // landing of a call another thread just made, and be told to wait
+        // for a call due at that landing.
+        let now = now.max(Instant::now());
         if !inner.by_slot.contains(slot) {
             self.make_room(&mut inner);
             let lease = self.policies[slot.0]

@@ -55,7 +55,10 @@ mod rejection;
 
 pub use headers::{ceil_seconds, header_fields, legacy_fields, problem, Named};
 pub use keys::{GlobalKey, HeaderKey, KeyExtractor, PeerIp, SmartIp};
-pub use layer::{Builder, RedisRateLimit, RedisRateLimitLayer, DEFAULT_LEASE_CAPACITY};
+pub use layer::{
+    Builder, RedisRateLimit, RedisRateLimitLayer, DEFAULT_HOT_KEYS_COUNT, DEFAULT_HOT_KEYS_POLL,
+    DEFAULT_HOT_KEYS_RATE, DEFAULT_LEASE_CAPACITY,
+};
 pub use rejection::{Denial, Reason, Rejection};
 
 use crate::{LeasePlan, Policy};
@@ -103,6 +106,8 @@ pub struct HttpLimit {
     policy: Policy,
     on_store_error: OnStoreError,
     lease: Option<LeasePlan>,
+    /// Leased only while the server names the key hot.
+    when_hot: bool,
 }
 
 impl HttpLimit {
@@ -127,6 +132,7 @@ impl HttpLimit {
             policy: policy.into(),
             on_store_error: OnStoreError::FailClosed,
             lease: None,
+            when_hot: false,
         }
     }
 
@@ -168,6 +174,21 @@ impl HttpLimit {
     /// its own).
     pub fn leased(mut self, plan: LeasePlan) -> HttpLimit {
         self.lease = Some(plan);
+        self.when_hot = false;
+        self
+    }
+
+    /// Leases the limit in blocks as [`HttpLimit::leased`] does, but only
+    /// the keys the server names hot (`RL.HOTKEYS`, on when the operator
+    /// sets `ratelimit.hot-key-counters`): the layer polls the list
+    /// ([`RedisRateLimitLayer::follow_hot_keys`], or one poll with
+    /// [`RedisRateLimitLayer::refresh_hot_keys`]), a listed key turns hot
+    /// once it surely takes [`Builder::hot_keys`]' rate, stays hot while
+    /// listed, and once it drops out of the list gives its block's units
+    /// back. Every other key is decided per request by the store.
+    pub fn leased_when_hot(mut self, plan: LeasePlan) -> HttpLimit {
+        self.lease = Some(plan);
+        self.when_hot = true;
         self
     }
 
