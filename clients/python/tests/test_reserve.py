@@ -57,15 +57,17 @@ def test_fifty_threads_reserve_in_line(fresh: Server, protocol: int) -> None:
     """50 in flight on one key, the clock still: each start one interval after the last."""
     client = fresh.client(protocol, max_connections=60)
     rl = RateLimiter(client, deadline=SLACK)
-    policy = Policy.gcra(10, "1s", burst=5)
+    # Periods of hours: keys expire on the server's real clock, which a
+    # loaded machine can move past a 1 s key while the threads connect.
+    policy = Policy.gcra(10, "1h", burst=5)
     with ThreadPoolExecutor(50) as pool:
-        got = list(pool.map(lambda _: rl.reserve("hot", policy, "1s"), range(50)))
+        got = list(pool.map(lambda _: rl.reserve("hot", policy, "1h"), range(50)))
     delays = sorted(r.delay for r in got if r.delay is not None)
-    # 5 at once, then one each 100 ms up to the 1 s bound; the rest denied, charging nothing.
-    assert delays == [timedelta(0)] * 5 + [ms(100 * i) for i in range(1, 11)]
+    # 5 at once, then one each 6 min up to the 1 h bound; the rest denied, charging nothing.
+    assert delays == [timedelta(0)] * 5 + [ms(360_000 * i) for i in range(1, 11)]
     assert all(not r.decision.allowed for r in got if r.delay is None)
     state = rl.peek("hot", policy)
-    assert (state.remaining, state.reset_after) == (0, ms(1500))
+    assert (state.remaining, state.reset_after) == (0, ms(5_400_000))
     client.close()
 
 
@@ -108,11 +110,12 @@ async def test_async_reserve(arl: AsyncRateLimiter) -> None:
     assert r.delay == ms(1000)
     denied = await arl.reserve("api:42", ONE_PER_S, "1500ms")
     assert denied.delay is None and denied.decision.retry_after == ms(2000)
-    tasks = [arl.reserve("a:hot", Policy.gcra(10, "1s"), "500ms") for _ in range(30)]
+    hourly = Policy.gcra(10, "1h")  # a key that outlives a slow machine's real clock
+    tasks = [arl.reserve("a:hot", hourly, "30m") for _ in range(30)]
     got = await asyncio.gather(*tasks)
     delays = sorted(r.delay for r in got if r.delay is not None)
-    assert delays == [timedelta(0)] * 10 + [ms(100 * i) for i in range(1, 6)]
-    assert (await arl.peek("a:hot", Policy.gcra(10, "1s"))).reset_after == ms(1500)
+    assert delays == [timedelta(0)] * 10 + [ms(360_000 * i) for i in range(1, 6)]
+    assert (await arl.peek("a:hot", hourly)).reset_after == ms(5_400_000)
 
 
 async def test_async_jitter(arl: AsyncRateLimiter) -> None:
