@@ -26,7 +26,7 @@
 //! mean and the most commands sent in any 10 ms (client-side, by send
 //! time; over the whole run, and from the second second on, after the
 //! start-up wave), p99 time from an ask's first command to its admission,
-//! and for `reserve` the p99 start error: |actual start − told start|, the
+//! and for `reserve` the p50 / p99 start error: |actual start − told start|, the
 //! told start being the reply's arrival plus `delay_ms`.
 
 use std::error::Error;
@@ -67,7 +67,9 @@ struct Stats {
 
 fn main() -> Res<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let addr = args.first().ok_or("usage: herd ADDR MODE [clients] [seconds]")?;
+    let addr = args
+        .first()
+        .ok_or("usage: herd ADDR MODE [clients] [seconds]")?;
     let mode = match args.get(1).map(String::as_str) {
         Some("now") => Mode::Now,
         Some("told") => Mode::Told,
@@ -144,16 +146,19 @@ async fn run(addr: &str, name: &str, mode: Mode, clients: usize, seconds: u64) -
     let mean = total as f64 / in_run.len() as f64;
     let busiest = in_run.iter().copied().max().unwrap_or(0);
     let busiest_steady = in_run.get(100..).and_then(|b| b.iter().copied().max());
-    let p99 = |v: &mut Vec<u64>| -> f64 {
+    // The q-th percentile of sorted µs, in ms.
+    let pct = |v: &[u64], q: usize| -> f64 {
         if v.is_empty() {
             return f64::NAN;
         }
-        v.sort_unstable();
-        v[(v.len() * 99).div_ceil(100).saturating_sub(1)] as f64 / 1000.0
+        v[(v.len() * q).div_ceil(100).saturating_sub(1)] as f64 / 1000.0
     };
-    let wait_p99 = p99(&mut all.to_admission);
+    all.to_admission.sort_unstable();
+    all.start_error.sort_unstable();
+    let wait_p99 = pct(&all.to_admission, 99);
     let start_p99 = if mode == Mode::Reserve {
-        format!("{:.2} ms", p99(&mut all.start_error))
+        let e = &all.start_error;
+        format!("{:.2} / {:.2} ms", pct(e, 50), pct(e, 99))
     } else {
         "—".into()
     };
@@ -210,7 +215,12 @@ async fn client_loop(
                 let admitted = if mode == Mode::Reserve {
                     let delay = reply.get(5).copied().unwrap_or(0).max(0) as u64;
                     let told = got + Duration::from_millis(delay);
-                    tokio::time::sleep_until(told.into()).await;
+                    // The timer wakes on whole milliseconds, late: sleep to
+                    // 2 ms before the start, then yield until it.
+                    tokio::time::sleep_until((told - Duration::from_millis(2)).into()).await;
+                    while Instant::now() < told {
+                        tokio::task::yield_now().await;
+                    }
                     let actual = Instant::now();
                     stats
                         .start_error

@@ -30,7 +30,7 @@ pin_cores
     echo
     echo "$CLIENTS clients, one key \`RL.GCRA herd 100 1s\`, ${RUN_SECONDS} s per mode"
     echo
-    echo "| mode | admissions/s | commands/admission | mean commands/10 ms | busiest 10 ms | busiest 10 ms after 1 s | p99 ask → admission (ms) | p99 start error |"
+    echo "| mode | admissions/s | commands/admission | mean commands/10 ms | busiest 10 ms | busiest 10 ms after 1 s | p99 ask → admission (ms) | start error p50 / p99 |"
     echo "|---|---:|---:|---:|---:|---:|---:|---:|"
     for mode in $MODES; do
         start_server
