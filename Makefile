@@ -9,7 +9,7 @@ PREFIX  ?= /usr/local
 MODULEDIR ?= $(PREFIX)/lib/redis/modules
 SUDO    := $(shell [ "$$(id -u)" -eq 0 ] || echo sudo)
 
-.PHONY: run test test-python test-node bench-node test-valkey test-repeat test-matrix build install dist test-dist deps deps-valkey lint unit bench bench-summary bench-wait bench-stall bench-fair bench-overhead bench-waiters demo fuzz clean
+.PHONY: run test test-python test-node bench-node test-valkey test-repeat test-matrix build install dist test-dist deps deps-valkey lint unit bench bench-summary bench-wait bench-stall bench-fair bench-overhead bench-waiters bench-herd demo fuzz clean
 
 ## Install what a fresh Debian machine lacks (redis-server, libclang for bindgen).
 deps:
@@ -196,6 +196,12 @@ bench-overhead: build
 bench-waiters: build
 	cargo build --release --example waiters_bench
 	./scripts/bench_waiters.sh
+
+## A retry herd: 1,000 closed-loop clients on one key (100 per 1 s) for
+## 20 s per mode: retrying at once, at the told wait, jittered, reserving,
+## and waiting (see docs/performance.md#a-retry-herd).
+bench-herd: build
+	./scripts/bench_herd.sh
 
 ## Replays classic traffic traces against every algorithm; writes an SVG chart.
 demo: build
