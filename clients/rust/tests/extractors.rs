@@ -55,7 +55,6 @@ async fn call(
     fields: &[(&str, &str)],
     peer: Option<SocketAddr>,
 ) -> Reply {
-    use tower_service::Service;
     let mut request = http::Request::builder().method(method).uri("/");
     for (name, value) in fields {
         request = request.header(*name, *value);
@@ -64,21 +63,7 @@ async fn call(
     if let Some(peer) = peer {
         request.extensions_mut().insert(peer);
     }
-    let response = router.clone().call(request).await.expect("infallible");
-    let status = response.status().as_u16();
-    let headers = response
-        .headers()
-        .iter()
-        .map(|(k, v)| (k.to_string(), v.to_str().unwrap_or("").to_string()))
-        .collect();
-    let body = axum::body::to_bytes(response.into_body(), 1 << 20)
-        .await
-        .expect("body");
-    Reply {
-        status,
-        headers,
-        body: String::from_utf8_lossy(&body).into_owned(),
-    }
+    send(router, request).await
 }
 
 fn remaining(c: &mut redis::Connection, key: &str) -> u64 {

@@ -72,12 +72,20 @@ pub async fn get(router: &axum::Router, api_key: Option<&str>) -> Reply {
 
 /// `GET /` through `router` with these header fields.
 pub async fn get_with(router: &axum::Router, fields: &[(&str, &str)]) -> Reply {
-    use tower_service::Service;
     let mut request = axum::http::Request::get("/");
     for (name, value) in fields {
         request = request.header(*name, *value);
     }
-    let request = request.body(axum::body::Body::empty()).expect("request");
+    send(
+        router,
+        request.body(axum::body::Body::empty()).expect("request"),
+    )
+    .await
+}
+
+/// `request` through `router`, the response's body read.
+pub async fn send(router: &axum::Router, request: axum::http::Request<axum::body::Body>) -> Reply {
+    use tower_service::Service;
     let response = router.clone().call(request).await.expect("infallible");
     let status = response.status().as_u16();
     let headers = response
