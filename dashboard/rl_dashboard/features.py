@@ -51,6 +51,5 @@ FEATURES: tuple[Feature, ...] = (
         "rl.denylist",
         page,
     ),
-    Feature("penalty_box", "Penalty-boxed keys", ("RL.PENALTY", "LIST"), "rl.penalty|list"),
 )
 """Each read-only; a server without the command shows "not offered by this server"."""

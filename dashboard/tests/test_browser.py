@@ -17,9 +17,12 @@ MIDNIGHT_US = 20833 * 86_400 * 1_000_000
 
 
 def drive(server: Server) -> None:
-    """Known traffic at a frozen clock: 30 allowed and 20 denied RL.GCRA, policies' denials."""
+    """Known traffic at a frozen clock: 30 allowed and 20 denied RL.GCRA, policies' denials,
+    hot keys counted and one key on the deny list."""
     c = server.client()
     c.execute_command("RL.CLOCK", "SET", MIDNIGHT_US)
+    c.execute_command("CONFIG", "SET", "ratelimit.hot-key-counters", 320)
+    c.execute_command("RL.DENY", "user:9", "1h", "REASON", "abuse")
     for _ in range(50):
         c.execute_command("RL.GCRA", "k", 30, "1m")
     c.execute_command("RL.POLICY", "SET", "plan:free", "FIXED", 5, "1m")
@@ -87,9 +90,16 @@ def test_page_shows_the_modules_numbers_and_the_outage(
     names = set(
         connect(server.url, 5).execute_command("COMMAND", "LIST", "FILTERBY", "PATTERN", "rl.*")
     )
-    if "rl.penalty|list" not in names:
-        assert dom.attrs["feature-penalty_box"]["data-offered"] == "0"
-        assert dom.text["feature-penalty_box"] == "not offered by this server"
+    # The optional panels show the server's own replies: the key with the
+    # most decisions first, and the deny list's key with its reason.
+    assert {"rl.hotkeys", "rl.denylist"} <= names
+    hot = server.client().execute_command("RL.HOTKEYS")
+    assert dom.attrs["feature-hot_keys"]["data-offered"] == "1"
+    assert dom.text["feature-hot_keys"].startswith(str(hot[0][0]))
+    assert str(hot[0][0]) == "k"
+    assert dom.attrs["feature-deny_list"]["data-offered"] == "1"
+    assert dom.text["feature-deny_list"].startswith("user:9")
+    assert dom.text["feature-deny_list"].endswith("abuse")
     # The password is the dashboard's alone: not in the page, nor in what the page reads.
     assert PASSWORD.encode() not in chromium("--dump-dom", dashboard.base + "/")
     assert PASSWORD.encode() not in (dashboard.try_get("/api/state") or b"")
@@ -125,6 +135,8 @@ def test_screenshot_under_traffic() -> None:
         c = server.client()
         c.execute_command("RL.POLICY", "SET", "plan:free", "GCRA", 8, "1s")
         c.execute_command("RL.POLICY", "SET", "plan:pro", "GCRA", 40, "1s", "SHADOW")
+        c.execute_command("CONFIG", "SET", "ratelimit.hot-key-counters", 320)
+        c.execute_command("RL.DENY", "user:4", "1h", "REASON", "abuse report 1234")
         i = 0
         while not stop.is_set():
             i += 1
