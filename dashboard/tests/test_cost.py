@@ -53,8 +53,9 @@ def measure(server: Server, dashboard: Dashboard) -> dict[str, float]:
 def test_cost_without_named_policies(server: Server, dashboard: Dashboard) -> None:
     cost = measure(server, dashboard)
     print("commands per second, no policy called:", cost)
-    # One pipeline a second: INFO (three sections), CONFIG GET, MODULE LIST.
-    assert set(cost) == {"info", "config|get", "module|list"}
+    # One pipeline a second: INFO (three sections), CONFIG GET, MODULE LIST,
+    # and the optional panels' commands this server offers.
+    assert set(cost) == {"info", "config|get", "module|list", "rl.hotkeys", "rl.denylist"}
     assert all(0.8 <= v <= 1.2 for v in cost.values()), cost
 
 
@@ -66,6 +67,13 @@ def test_cost_with_named_policies(server: Server, dashboard: Dashboard) -> None:
     cost = measure(server, dashboard)
     print("commands per second, two policies called:", cost)
     # And a second pipeline: RL.POLICY STATS for each listed policy (at most 5).
-    assert set(cost) == {"info", "config|get", "module|list", "rl.policy|stats"}
+    assert set(cost) == {
+        "info",
+        "config|get",
+        "module|list",
+        "rl.hotkeys",
+        "rl.denylist",
+        "rl.policy|stats",
+    }
     assert 1.6 <= cost["rl.policy|stats"] <= 2.4, cost
-    assert sum(cost.values()) <= 5.5, cost
+    assert sum(cost.values()) <= 7.5, cost

@@ -40,4 +40,4 @@ def test_a_frozen_server_is_shown_and_recovered_from(server: Server, dashboard: 
             }
         ),
     )
-    assert dashboard.state()["bounds"][0]["name"] == "info-policies"
+    assert dashboard.state()["bounds"][0]["name"] == "hot-key-counters"
