@@ -4,6 +4,7 @@
 //! through the safe functions exported here.
 
 mod acl;
+mod aux_type;
 pub mod clock;
 mod cluster_nodes;
 mod config;

@@ -10,10 +10,10 @@
 //! An AOF rewritten without the RDB preamble (`aof-use-rdb-preamble no`)
 //! has no place for auxiliary data: the list is not in it.
 
-use super::ffi::{api, log_warning, Ctx};
+use super::ffi::{log_warning, Ctx};
 use crate::engine::deny::{self, Listed};
 use redis_module::raw;
-use std::ffi::{c_int, c_void};
+use std::ffi::c_int;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::{Mutex, MutexGuard};
 
@@ -23,36 +23,14 @@ const ENCODING_VERSION: c_int = 1;
 
 /// Registers the data type (during OnLoad).
 pub fn register(ctx: Ctx) -> Result<(), String> {
-    let mut methods = raw::RedisModuleTypeMethods {
-        version: raw::REDISMODULE_TYPE_METHOD_VERSION as u64,
-        // No key ever holds this type: its per-key callbacks never run.
-        rdb_load: Some(no_value_load),
-        rdb_save: Some(no_value_save),
-        aof_rewrite: None,
-        mem_usage: None,
-        digest: None,
-        free: Some(no_value_free),
-        aux_load: Some(aux_load),
-        aux_save: Some(aux_save),
-        aux_save_triggers: raw::REDISMODULE_AUX_BEFORE_RDB as c_int,
-        free_effort: None,
-        unlink: None,
-        copy: None,
-        defrag: None,
-        mem_usage2: None,
-        free_effort2: None,
-        unlink2: None,
-        copy2: None,
-        // An empty list writes nothing where the server offers it.
-        aux_save2: Some(aux_save_unless_empty),
-    };
-    // SAFETY: during OnLoad with its context; Redis copies the methods.
-    let created = unsafe {
-        api!(RedisModule_CreateDataType)(ctx.0, TYPE_NAME.as_ptr(), ENCODING_VERSION, &mut methods)
-    };
-    if created.is_null() {
-        return Err("cannot create the rl-denied data type".into());
-    }
+    super::aux_type::register(
+        ctx,
+        TYPE_NAME,
+        ENCODING_VERSION,
+        aux_load,
+        aux_save,
+        aux_save_unless_empty,
+    )?;
     deny::replace(Vec::new());
     Ok(())
 }
@@ -84,14 +62,6 @@ pub fn load_ended(succeeded: bool) {
         deny::replace(entries);
     }
 }
-
-unsafe extern "C" fn no_value_load(_rdb: *mut raw::RedisModuleIO, _encver: c_int) -> *mut c_void {
-    std::ptr::null_mut()
-}
-
-unsafe extern "C" fn no_value_save(_rdb: *mut raw::RedisModuleIO, _value: *mut c_void) {}
-
-unsafe extern "C" fn no_value_free(_value: *mut c_void) {}
 
 unsafe extern "C" fn aux_save(rdb: *mut raw::RedisModuleIO, _when: c_int) {
     let bytes = catch_unwind(|| deny::with(|l| l.encode())).unwrap_or_default();

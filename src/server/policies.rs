@@ -40,38 +40,14 @@ const ENCODING_VERSION: c_int = 1;
 
 /// Registers the data type (during OnLoad) and turns the registry on.
 pub fn register(ctx: Ctx) -> Result<(), String> {
-    let mut methods = raw::RedisModuleTypeMethods {
-        version: raw::REDISMODULE_TYPE_METHOD_VERSION as u64,
-        // No key ever holds this type: its per-key callbacks never run.
-        rdb_load: Some(no_value_load),
-        rdb_save: Some(no_value_save),
-        aof_rewrite: None,
-        mem_usage: None,
-        digest: None,
-        free: Some(no_value_free),
-        aux_load: Some(aux_load),
-        aux_save: Some(aux_save),
-        aux_save_triggers: raw::REDISMODULE_AUX_BEFORE_RDB as c_int,
-        free_effort: None,
-        unlink: None,
-        copy: None,
-        defrag: None,
-        mem_usage2: None,
-        free_effort2: None,
-        unlink2: None,
-        copy2: None,
-        // Where the server offers it (Redis 7.2+, Valkey), used in place of
-        // `aux_save`: an empty registry writes nothing, so that the RDB
-        // loads on a server without the module.
-        aux_save2: Some(aux_save_unless_empty),
-    };
-    // SAFETY: during OnLoad with its context; Redis copies the methods.
-    let created = unsafe {
-        api!(RedisModule_CreateDataType)(ctx.0, TYPE_NAME.as_ptr(), ENCODING_VERSION, &mut methods)
-    };
-    if created.is_null() {
-        return Err("cannot create the rl-policy data type".into());
-    }
+    super::aux_type::register(
+        ctx,
+        TYPE_NAME,
+        ENCODING_VERSION,
+        aux_load,
+        aux_save,
+        aux_save_unless_empty,
+    )?;
     registry::with(|r| r.clear());
     registry::enable();
     super::denies::register(ctx)?;
@@ -313,14 +289,6 @@ fn config_is(ctx: Ctx, name: &std::ffi::CStr, value: &[u8]) -> bool {
     // The reply is [name, value].
     reply.and_then(|r| r.element_bytes(1)).as_deref() == Some(value)
 }
-
-unsafe extern "C" fn no_value_load(_rdb: *mut raw::RedisModuleIO, _encver: c_int) -> *mut c_void {
-    std::ptr::null_mut()
-}
-
-unsafe extern "C" fn no_value_save(_rdb: *mut raw::RedisModuleIO, _value: *mut c_void) {}
-
-unsafe extern "C" fn no_value_free(_value: *mut c_void) {}
 
 unsafe extern "C" fn aux_save(rdb: *mut raw::RedisModuleIO, _when: c_int) {
     let bytes = catch_unwind(|| registry::with(|r| r.encode())).unwrap_or_default();
