@@ -1,14 +1,24 @@
 //! The conformance scenarios shared by every client
 //! (`conformance/scenarios.json`), run through this crate's typed calls
 //! and header fields against a real server with the manual clock.
+//!
+//! A scenario's `client` picks the second tier its decisions go through:
+//! `deny_cache` the tower layer with its deny cache (the crate's only
+//! deny cache), `lease_block: k` a [`LeasedLimit`] per key leased in
+//! fixed blocks of `k`; without it, [`Client::send`].
 
 #[path = "../../../tests/common/mod.rs"]
 mod common;
 mod support;
 
+use axum::http::HeaderName;
 use common::*;
-use redis_ratelimit_client::http::{header_fields, problem, Named};
-use redis_ratelimit_client::{All, AllDecision, Client, Decide, Error, Policy};
+use redis_ratelimit_client::http::{
+    header_fields, problem, HeaderKey, HttpLimit, Named, Reason, RedisRateLimitLayer,
+};
+use redis_ratelimit_client::{
+    All, AllDecision, Client, Command, Decide, Error, LeasePlan, LeasedLimit, Peek, Policy,
+};
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -21,72 +31,240 @@ fn limits(step: &Value) -> Vec<(String, Policy, String)> {
         .expect("decide: a list of limits")
         .iter()
         .map(|l| {
-            let text = l["policy"].as_str().expect("policy");
             (
                 l["key"].as_str().expect("key").to_owned(),
-                text.parse()
-                    .unwrap_or_else(|e| panic!("policy '{text}': {e}")),
+                policy(&l["policy"]),
                 l["name"].as_str().expect("name").to_owned(),
             )
         })
         .collect()
 }
 
-/// What one decide step answered, in the scenarios' words.
-struct Answer {
-    decision: AllDecision,
-    remaining: Option<u64>,
-    names: Vec<Named>,
+fn policy(words: &Value) -> Policy {
+    let text = words.as_str().expect("policy");
+    text.parse()
+        .unwrap_or_else(|e| panic!("policy '{text}': {e}"))
 }
 
-async fn decide(client: &Client, step: &Value) -> Result<Answer, Error> {
-    let limits = limits(step);
-    let cost = step["cost"].as_u64().unwrap_or(1);
-    let names = limits
-        .iter()
-        .map(|(_, p, n)| Named::new(n.clone(), p.quota().expect("a rate")))
+/// What one decision answered, in the scenarios' words.
+struct Answer {
+    allowed: bool,
+    /// One limit decided by its own command: what it has left.
+    remaining: Option<u64>,
+    retry_after: Option<Duration>,
+    /// The header fields, names in lower case.
+    headers: BTreeMap<String, String>,
+    /// The problem body's `violated-policies`.
+    violated: Value,
+}
+
+impl Answer {
+    /// A decision of the typed API, with the header fields and problem
+    /// body the client contract gives it.
+    fn of(decision: AllDecision, remaining: Option<u64>, names: &[Named]) -> Answer {
+        let headers = header_fields(&decision, names)
+            .into_iter()
+            .map(|(k, v)| (k.to_ascii_lowercase(), v))
+            .collect();
+        let body: Value = serde_json::from_str(&problem(&decision, names)).expect("problem JSON");
+        Answer {
+            allowed: decision.allowed,
+            remaining,
+            retry_after: decision.retry_after,
+            headers,
+            violated: body["violated-policies"].clone(),
+        }
+    }
+}
+
+/// The header field in which the runner's error handler tells a denial's
+/// exact wait (the contract's `Retry-After` is in whole seconds).
+const WAIT_FIELD: &str = "x-conformance-retry-after-ms";
+
+/// What a scenario's decisions go through (its `client`).
+enum Limiter {
+    Plain(Client),
+    /// The layer with a deny cache, keyed by the `x-key` field; built at
+    /// the first decide step, from its limit.
+    DenyCache(Client, Option<(axum::Router, Policy, String)>),
+    /// One leased limit per key, leased in blocks of `k`.
+    Leased(Client, u64, BTreeMap<String, LeasedLimit>),
+}
+
+impl Limiter {
+    fn new(client: Client, scenario: &Value) -> Limiter {
+        let tier = &scenario["client"];
+        if tier["deny_cache"].as_bool() == Some(true) {
+            return Limiter::DenyCache(client, None);
+        }
+        match tier["lease_block"].as_u64() {
+            Some(k) => Limiter::Leased(client, k, BTreeMap::new()),
+            None => Limiter::Plain(client),
+        }
+    }
+
+    async fn decide(&mut self, step: &Value) -> Result<Answer, Error> {
+        let cost = step["cost"].as_u64().unwrap_or(1);
+        let limits = limits(step);
+        let names: Vec<Named> = limits
+            .iter()
+            .map(|(_, p, n)| Named::new(n.clone(), p.quota().expect("a rate")))
+            .collect();
+        match self {
+            Limiter::Plain(client) => {
+                let client = match step["deadline_ms"].as_u64() {
+                    Some(ms) => client.clone().timeout(Duration::from_millis(ms)),
+                    None => client.clone(),
+                };
+                plain(&client, &limits, cost, &names).await
+            }
+            Limiter::Leased(client, k, leases) => {
+                let [(key, policy, _)] = limits.as_slice() else {
+                    panic!("a leased limit decides one limit a step");
+                };
+                let lease = leases.entry(key.clone()).or_insert_with(|| {
+                    LeasedLimit::new(client.clone(), key.clone(), *policy, LeasePlan::fixed(*k))
+                });
+                let a = lease.acquire_cost(cost).await?;
+                Ok(Answer {
+                    allowed: a.allowed,
+                    remaining: None,
+                    retry_after: a.retry_after,
+                    headers: BTreeMap::new(),
+                    violated: Value::Array(Vec::new()),
+                })
+            }
+            Limiter::DenyCache(client, layer) => {
+                let [(key, policy, name)] = limits.as_slice() else {
+                    panic!("the layer's deny cache decides one limit a step");
+                };
+                assert_eq!(cost, 1, "the layer's requests here cost 1");
+                let (router, built, built_name) = layer.get_or_insert_with(|| {
+                    (deny_cached(client, *policy, name), *policy, name.clone())
+                });
+                assert!(
+                    *built == *policy && built_name == name,
+                    "the layer's deny cache decides one limit a scenario"
+                );
+                through(router, key).await
+            }
+        }
+    }
+
+    /// Gives back every unused leased unit.
+    async fn release(&self) -> Result<(), String> {
+        let Limiter::Leased(_, _, leases) = self else {
+            return Err("release: nothing is leased without `lease_block`".into());
+        };
+        for lease in leases.values() {
+            lease
+                .refund_all()
+                .await
+                .map_err(|e| format!("release: {e}"))?;
+        }
+        Ok(())
+    }
+}
+
+/// An app behind the layer with a deny cache and `policy` per `x-key`
+/// (the store key is the field's value), whose error handler tells a
+/// denial's exact wait in [`WAIT_FIELD`].
+fn deny_cached(client: &Client, policy: Policy, name: &str) -> axum::Router {
+    let layer = RedisRateLimitLayer::builder(
+        client.clone(),
+        HeaderKey::new(HeaderName::from_static("x-key")),
+    )
+    .limit(HttpLimit::per_key(policy).prefix("").name(name))
+    .deny_cache(100)
+    .error_handler(|rejection| {
+        let mut response = rejection.response;
+        if let Reason::Denied(d) = rejection.reason {
+            if let Some(wait) = d.retry_after {
+                let ms = wait.as_millis().to_string();
+                let value = ms.parse().expect("digits");
+                response.headers_mut().insert(WAIT_FIELD, value);
+            }
+        }
+        response
+    })
+    .build()
+    .expect("layer");
+    router(layer)
+}
+
+/// A request on `key` through `router`: served is allowed, `429` denied,
+/// `503` the store unavailable.
+async fn through(router: &axum::Router, key: &str) -> Result<Answer, Error> {
+    let reply = get_with(router, &[("x-key", key)]).await;
+    if reply.status == 503 {
+        return Err(Error::StoreDown);
+    }
+    assert!(
+        matches!(reply.status, 200 | 429),
+        "status {}: {}",
+        reply.status,
+        reply.body
+    );
+    let mut headers: BTreeMap<String, String> = reply
+        .headers
+        .into_iter()
+        .map(|(k, v)| (k.to_ascii_lowercase(), v))
         .collect();
-    if let [(key, policy, _)] = limits.as_slice() {
+    let retry_after = headers
+        .remove(WAIT_FIELD)
+        .map(|ms| Duration::from_millis(ms.parse().expect("ms")));
+    let violated = match reply.status {
+        429 => {
+            let body: Value = serde_json::from_str(&reply.body).expect("problem JSON");
+            body["violated-policies"].clone()
+        }
+        _ => Value::Array(Vec::new()),
+    };
+    Ok(Answer {
+        allowed: reply.status == 200,
+        remaining: None,
+        retry_after,
+        headers,
+        violated,
+    })
+}
+
+/// One decision through the typed calls: one limit by its own command,
+/// several by one `RL.ALL`.
+async fn plain(
+    client: &Client,
+    limits: &[(String, Policy, String)],
+    cost: u64,
+    names: &[Named],
+) -> Result<Answer, Error> {
+    if let [(key, policy, _)] = limits {
         let d = client
             .send(&Decide::new(key.clone(), *policy).cost(cost))
             .await?;
         let remaining = Some(d.remaining);
-        return Ok(Answer {
-            decision: AllDecision::new(vec![d]),
-            remaining,
-            names,
-        });
+        return Ok(Answer::of(AllDecision::new(vec![d]), remaining, names));
     }
     let mut all = All::new();
-    for (key, policy, _) in &limits {
+    for (key, policy, _) in limits {
         all = all.limit(key.clone(), *policy);
     }
-    let all = all.costs(vec![cost; limits.len()]);
-    let decision = client.send(&all).await?;
-    Ok(Answer {
-        decision,
-        remaining: None,
-        names,
-    })
+    let decision = client.send(&all.costs(vec![cost; limits.len()])).await?;
+    Ok(Answer::of(decision, None, names))
 }
 
-/// Runs one decide step: at its deadline, repeated `times`, or until the
-/// server decides (`until_served_ms`); where it differs, one line each.
-async fn run_step(client: &Client, step: &Value) -> Vec<String> {
+/// Runs one decide step: repeated `times`, or until the server decides
+/// (`until_served_ms`); where it differs, one line each.
+async fn run_step(limiter: &mut Limiter, step: &Value) -> Vec<String> {
     let expect = &step["expect"];
-    let client = match step["deadline_ms"].as_u64() {
-        Some(ms) => client.clone().timeout(Duration::from_millis(ms)),
-        None => client.clone(),
-    };
     let mut out = Vec::new();
     for _ in 0..step["times"].as_u64().unwrap_or(1) {
         let start = Instant::now();
-        let mut answer = decide(&client, step).await;
+        let mut answer = limiter.decide(step).await;
         if let Some(ms) = step["until_served_ms"].as_u64() {
             let until = start + Duration::from_millis(ms);
             while matches!(&answer, Err(e) if e.is_unavailable()) && Instant::now() < until {
                 tokio::time::sleep(Duration::from_millis(5)).await; // polling a state, bounded
-                answer = decide(&client, step).await;
+                answer = limiter.decide(step).await;
             }
         }
         let took = start.elapsed();
@@ -110,10 +288,9 @@ async fn run_step(client: &Client, step: &Value) -> Vec<String> {
 /// Where `answer` differs from `expect`, one line each.
 fn differences(answer: &Answer, expect: &Value) -> Vec<String> {
     let mut out = Vec::new();
-    let d = &answer.decision;
     if let Some(allowed) = expect["allowed"].as_bool() {
-        if d.allowed != allowed {
-            out.push(format!("allowed {} (expected {allowed})", d.allowed));
+        if answer.allowed != allowed {
+            out.push(format!("allowed {} (expected {allowed})", answer.allowed));
         }
     }
     if let (Some(want), Some(got)) = (expect["remaining"].as_u64(), answer.remaining) {
@@ -122,33 +299,72 @@ fn differences(answer: &Answer, expect: &Value) -> Vec<String> {
         }
     }
     if let Some(want) = expect.get("retry_after_ms") {
-        let got = d.retry_after.map(|w| w.as_millis() as u64);
+        let got = answer.retry_after.map(|w| w.as_millis() as u64);
         if got != want.as_u64() {
             out.push(format!("retry_after_ms {got:?} (expected {want})"));
         }
     }
     if let Some(want) = expect["headers"].as_object() {
-        let fields: BTreeMap<String, String> = header_fields(d, &answer.names)
-            .into_iter()
-            .map(|(k, v)| (k.to_ascii_lowercase(), v))
-            .collect();
         for (name, value) in want {
-            let got = fields.get(&name.to_ascii_lowercase());
+            let got = answer.headers.get(&name.to_ascii_lowercase());
             if got.map(String::as_str) != value.as_str() {
                 out.push(format!("header {name}: {got:?} (expected {value})"));
             }
         }
     }
     if let Some(want) = expect["violated"].as_array() {
-        let body: Value = serde_json::from_str(&problem(d, &answer.names)).expect("problem JSON");
-        if body["violated-policies"] != Value::Array(want.clone()) {
-            out.push(format!(
-                "violated {} (expected {want:?})",
-                body["violated-policies"]
-            ));
+        if answer.violated != Value::Array(want.clone()) {
+            out.push(format!("violated {} (expected {want:?})", answer.violated));
         }
     }
     out
+}
+
+/// A peek step: the key's `remaining` on the server, read again until it
+/// matches for at most the step's `within_ms`.
+async fn peek(c: &mut redis::Connection, step: &Value) -> Vec<String> {
+    let call = Peek::new(
+        step["peek"]["key"].as_str().expect("peek: key"),
+        policy(&step["peek"]["policy"]),
+    );
+    let want = step["expect"]["remaining"]
+        .as_u64()
+        .expect("peek: remaining");
+    let until = Instant::now() + Duration::from_millis(step["within_ms"].as_u64().unwrap_or(0));
+    loop {
+        let got = match call.query(c) {
+            Ok(d) => d.remaining,
+            Err(e) => return vec![format!("peek: {e}")],
+        };
+        if got == want {
+            return Vec::new();
+        }
+        if Instant::now() >= until {
+            return vec![format!("peek: remaining {got} (expected {want})")];
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await; // polling a state, bounded
+    }
+}
+
+/// `RL.*` commands the server ran since `CONFIG RESETSTAT`, other than
+/// `RL.CLOCK` and `RL.PEEK`.
+fn server_commands(c: &mut redis::Connection) -> u64 {
+    let info: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query(c)
+        .expect("INFO");
+    info.lines()
+        .filter_map(|l| l.strip_prefix("cmdstat_rl."))
+        .filter(|l| !l.starts_with("clock:") && !l.starts_with("peek:"))
+        .filter_map(|l| {
+            l.split_once(":calls=")?
+                .1
+                .split(',')
+                .next()?
+                .parse::<u64>()
+                .ok()
+        })
+        .sum()
 }
 
 #[test]
@@ -163,16 +379,23 @@ fn every_scenario_answers_as_written() {
     let mut c = server.conn();
     let mut failed = Vec::new();
     block_on(async {
-        let client = client(&server, Protocol::Resp2);
         for scenario in file["scenarios"].as_array().expect("scenarios") {
             let name = scenario["name"].as_str().expect("name");
             let _: () = redis::cmd("FLUSHALL").query(&mut c).expect("FLUSHALL");
+            let _: () = redis::cmd("CONFIG")
+                .arg("RESETSTAT")
+                .query(&mut c)
+                .expect("RESETSTAT");
+            // A client of its own: a circuit opened by one scenario's
+            // outage says nothing of the next one's.
+            let mut limiter = Limiter::new(client(&server, Protocol::Resp2), scenario);
             for (i, step) in scenario["steps"]
                 .as_array()
                 .expect("steps")
                 .iter()
                 .enumerate()
             {
+                let mut differs = Vec::new();
                 if let Some(ms) = step["clock_ms"].as_u64() {
                     clock_set(&mut c, ms * 1_000);
                 }
@@ -185,11 +408,26 @@ fn every_scenario_answers_as_written() {
                 if step["resume"].as_bool() == Some(true) {
                     server.resume();
                 }
+                if step["release"].as_bool() == Some(true) {
+                    differs.extend(limiter.release().await.err());
+                }
                 if step.get("decide").is_some() {
-                    for d in run_step(&client, step).await {
-                        failed.push(format!("{name}, step {i}: {d}"));
+                    differs.extend(run_step(&mut limiter, step).await);
+                }
+                if step.get("peek").is_some() {
+                    differs.extend(peek(&mut c, step).await);
+                }
+                if let Some(want) = step["expect"]["server_commands"].as_u64() {
+                    let got = server_commands(&mut c);
+                    if got != want {
+                        differs.push(format!("server commands {got} (expected {want})"));
                     }
                 }
+                failed.extend(
+                    differs
+                        .into_iter()
+                        .map(|d| format!("{name}, step {i}: {d}")),
+                );
             }
             println!("conformance: {name}");
         }
