@@ -457,6 +457,10 @@ impl BlockLease {
 /// block spent while it is out wait for it and take its units; what the
 /// server granted lands in the lease even if every caller gave up.
 ///
+/// It shares its client's circuit: while the store is known down, a
+/// request its block cannot serve fails at once with
+/// [`Error::StoreDown`] (see [`Client`]).
+///
 /// ```no_run
 /// # async fn f() -> Result<(), redis_ratelimit_client::Error> {
 /// use redis_ratelimit_client::{connect, Client, Gcra, LeasePlan, LeasedLimit};
@@ -605,9 +609,10 @@ impl<F: FnMut()> Drop for Unlanded<F> {
     }
 }
 
-/// How many times a request may wait for another's call before it gives
-/// up waiting: each wait ends with units for some of those waiting, so a
-/// request still without one after this many is denied.
+/// How many times a request may wait for another's call before it stops
+/// waiting: each wait ends with units for some of those waiting, and a
+/// request still without one after this many (others took them each time)
+/// is decided by the store itself, never denied locally for it.
 pub(crate) const MOST_WAITS: usize = 64;
 
 impl<C> LeasedLimit<C>
@@ -689,21 +694,37 @@ where
         let shared = &self.shared;
         for wait in 0..MOST_WAITS {
             let (step, flight) = locked(&shared.state).step(Instant::now(), wait == 0, cost);
-            match (step, flight) {
+            let flight = match (step, flight) {
                 (Step::Admit, _) => return Ok(true),
                 (Step::Deny { .. }, _) | (_, None) => return Ok(false),
-                (Step::Join, Some(flight)) => flight.wait(shared.bound()).await?,
+                // The store known down: the call out may not land until it
+                // is back, and nothing is sent; the fallback at once.
+                (Step::Join, Some(flight)) => {
+                    shared.client.up()?;
+                    flight
+                }
                 (Step::Ask(k), Some(flight)) => {
+                    shared.up_or_reset(&flight)?;
                     shared.start(&flight, Charge::Partial(k), None, k);
-                    flight.wait(shared.bound()).await?;
+                    flight
                 }
                 (Step::Queue { units, timeout }, Some(flight)) => {
+                    shared.up_or_reset(&flight)?;
                     shared.start(&flight, Charge::Cost(units), Some(timeout), units);
-                    flight.wait(shared.bound()).await?;
+                    flight
                 }
+            };
+            if let Err(e) = flight.wait(shared.bound()).await {
+                shared.client.record::<()>(&Err(e.clone()));
+                return Err(e);
             }
         }
-        Ok(false)
+        // Every call it waited for landed and others took the units: the
+        // store decides this request by itself, so that only the store
+        // denies a key with room.
+        shared.commands.fetch_add(1, Ordering::Relaxed);
+        let alone = shared.call.clone().charge(Charge::Cost(cost));
+        Ok(shared.client.send(&alone).await?.allowed)
     }
 
     /// Gives the unused units back if the key was idle for `idle`.
@@ -794,9 +815,32 @@ where
         self.client.bound(queue)
     }
 
+    /// `Err(StoreDown)` while the store is known down, the call `flight`
+    /// was to be then not made: the next request may call, and those that
+    /// joined it get the error.
+    fn up_or_reset(&self, flight: &Arc<Flight>) -> Result<(), Error> {
+        let Err(e) = self.client.up() else {
+            return Ok(());
+        };
+        {
+            let mut state = self.state();
+            if state
+                .flight
+                .as_ref()
+                .is_some_and(|f| Arc::ptr_eq(f, flight))
+            {
+                state.flight = None;
+                state.lease.on_failure();
+            }
+        }
+        flight.finish(Some(e.clone()));
+        Err(e)
+    }
+
     /// Sends the call for a block from a task of its own, so that what the
     /// server grants lands in the lease (or, once the lease is gone, is
-    /// refunded) whether or not anyone still waits for it.
+    /// refunded) whether or not anyone still waits for it. Its answer (or
+    /// failure) tells the circuit whether the store is up.
     fn start(
         self: &Arc<Self>,
         flight: &Arc<Flight>,
@@ -837,6 +881,7 @@ where
         tokio::spawn(async move {
             let _unlanded = unlanded;
             let reply = client.send_untimed(&call).await;
+            client.record(&reply);
             let Some(shared) = owner.upgrade() else {
                 // The lease is gone: what was granted goes back.
                 if let Ok(reply) = &reply {
@@ -883,14 +928,27 @@ where
     }
 
     async fn refund(&self, units: Option<u64>) -> Result<(), Error> {
-        if let Some(n) = units {
-            self.commands.fetch_add(1, Ordering::Relaxed);
-            self.client
-                .send(&self.call.clone().charge(Charge::Refund(n)))
-                .await?;
-            self.refunded.fetch_add(n, Ordering::Relaxed);
+        let Some(n) = units else {
+            return Ok(());
+        };
+        let refund = self.call.clone().charge(Charge::Refund(n));
+        match self.client.send(&refund).await {
+            Ok(_) => {
+                self.commands.fetch_add(1, Ordering::Relaxed);
+                self.refunded.fetch_add(n, Ordering::Relaxed);
+                Ok(())
+            }
+            // Not sent (the store known down): the units stay in the
+            // lease, for the next requests or a later refund.
+            Err(Error::StoreDown) => {
+                self.state().lease.put_back(n);
+                Err(Error::StoreDown)
+            }
+            Err(e) => {
+                self.commands.fetch_add(1, Ordering::Relaxed);
+                Err(e)
+            }
         }
-        Ok(())
     }
 }
 
@@ -933,12 +991,22 @@ fn locked<T>(lock: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 
 /// The same over a blocking connection (one per thread; a queued call
 /// blocks the thread until its block comes or its timeout passes).
+///
+/// It has a circuit of its own, as a [`Client`]'s: once a call finds the
+/// store unavailable (the connection's read timeout, set by the caller, or
+/// its failure), requests its block cannot serve fail at once with
+/// [`Error::StoreDown`]; at most one call each [`crate::PROBE_INTERVAL`]
+/// first sends a `PING` on the connection, waiting its timeout, and the
+/// store's answer closes the circuit. (A connection that does not reconnect
+/// by itself, such as `redis::Connection`, stays down once its server is
+/// gone; one that does, such as a pool's, comes back with it.)
 #[non_exhaustive]
 pub struct BlockingLeasedLimit<C: redis::ConnectionLike> {
     conn: C,
     call: Decide,
     lease: BlockLease,
     commands: u64,
+    circuit: crate::circuit::Circuit,
 }
 
 impl<C: redis::ConnectionLike> BlockingLeasedLimit<C> {
@@ -954,6 +1022,7 @@ impl<C: redis::ConnectionLike> BlockingLeasedLimit<C> {
             call: Decide::new(key, policy),
             lease: plan.into(),
             commands: 0,
+            circuit: crate::circuit::Circuit::default(),
         }
     }
 
@@ -1004,11 +1073,17 @@ impl<C: redis::ConnectionLike> BlockingLeasedLimit<C> {
                 Some(units),
             ),
         };
+        if let Err(e) = self.up() {
+            self.lease.on_failure();
+            return Err(e);
+        }
         self.commands += 1;
-        let reply = match call.query(&mut self.conn) {
+        let reply = call.query(&mut self.conn);
+        self.circuit.record(&reply);
+        let reply = match reply {
             Ok(reply) => reply,
             Err(e) => {
-                // Nothing was granted: the next request may call.
+                // Nothing landed: the next request may call.
                 self.lease.on_failure();
                 return Err(e);
             }
@@ -1049,12 +1124,26 @@ impl<C: redis::ConnectionLike> BlockingLeasedLimit<C> {
     }
 
     fn refund(&mut self, units: Option<u64>) -> Result<(), Error> {
-        if let Some(n) = units {
-            self.commands += 1;
-            self.call
-                .clone()
-                .charge(Charge::Refund(n))
-                .query(&mut self.conn)?;
+        let Some(n) = units else {
+            return Ok(());
+        };
+        if let Err(e) = self.up() {
+            // Not sent: the units stay in the lease.
+            self.lease.put_back(n);
+            return Err(e);
+        }
+        self.commands += 1;
+        let refund = self.call.clone().charge(Charge::Refund(n));
+        let answer = refund.query(&mut self.conn);
+        self.circuit.record(&answer);
+        answer.map(|_| ())
+    }
+
+    /// `Err(StoreDown)` while the store is known down and a probe, if one
+    /// is due, finds it still down.
+    fn up(&mut self) -> Result<(), Error> {
+        if self.circuit.is_open() && !self.circuit.probe_blocking(&mut self.conn) {
+            return Err(Error::StoreDown);
         }
         Ok(())
     }

@@ -80,6 +80,26 @@ impl Circuit {
         probe.in_flight = false;
     }
 
+    /// For a blocking connection, called by a call that found the circuit
+    /// open: if a probe is due, sends a `PING` on `conn` itself (waiting
+    /// at most the connection's own timeout). Whether the store answered
+    /// it (the circuit is then closed). The next probe is due
+    /// [`PROBE_INTERVAL`] after this one ended: the calls between fail at
+    /// once, whatever the connection's timeout.
+    pub fn probe_blocking(&self, conn: &mut dyn redis::ConnectionLike) -> bool {
+        if !self.probe_due(Instant::now()) {
+            return false;
+        }
+        let answer = redis::cmd("PING").query::<Value>(conn).map_err(Error::from);
+        {
+            let mut probe = self.probe.lock().unwrap_or_else(|p| p.into_inner());
+            probe.in_flight = false;
+            probe.started = Some(Instant::now());
+        }
+        self.record(&answer);
+        answer.is_ok()
+    }
+
     /// Called by a call that found the circuit open: starts a probe on
     /// `conn` if one is due (on the current tokio runtime; without one,
     /// none starts and the next call in a runtime probes).

@@ -315,10 +315,25 @@ where
                     return Outcome::Failed(e);
                 }
             }
+            let verdict = match verdict {
+                Some(verdict) => verdict,
+                // Every call it waited for landed and others took the
+                // units: the store decides this request by itself, so
+                // that only the store denies a key with room. What it
+                // charges is taken as from the block (put back there if
+                // the request is not served).
+                None => {
+                    let alone = Decide::new(slot.1.clone(), *policy).charge(Charge::Cost(cost));
+                    match self.client.send(&alone).await {
+                        Ok(d) if d.allowed => Ok(d),
+                        Ok(d) => Err(d),
+                        Err(e) => return Outcome::Failed(e),
+                    }
+                }
+            };
             match verdict {
-                Some(Ok(d)) => taken.units.push((slot, d, cost)),
-                Some(Err(d)) => return Outcome::Denied(i, d),
-                None => return Outcome::Denied(i, self.local_denial(&slot, Duration::ZERO)),
+                Ok(d) => taken.units.push((slot, d, cost)),
+                Err(d) => return Outcome::Denied(i, d),
             }
         }
         Outcome::Admitted(taken)
