@@ -258,6 +258,13 @@ impl Command for Reserve {
     fn parse(reply: &Value) -> Result<Reservation, Error> {
         Reservation::from_value(reply)
     }
+
+    fn undo(&self) -> Option<Undo> {
+        if self.call.options.dryrun {
+            return None;
+        }
+        Undo::reservation(&self.call, self.call.options.charge)
+    }
 }
 
 /// `RL.ACQUIRE key limit ttl`: a [`Decide`] on a [`Concurrency`] policy.

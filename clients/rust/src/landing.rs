@@ -9,7 +9,7 @@
 //! nor "not charged" can be assumed: the call is finished instead.
 
 use crate::command::{All, Charge, Command, Decide, Release};
-use crate::reply::{AllDecision, Decision};
+use crate::reply::{AllDecision, Decision, Reservation};
 use crate::{Error, Policy};
 use redis::Value;
 use std::future::Future;
@@ -34,6 +34,8 @@ enum Kind {
     Refund(Decide),
     /// An `RL.ALL` charge: refunded on every key if taken.
     RefundAll(All),
+    /// A reservation's charge (`RESERVE`): refunded if admitted.
+    RefundReserved(Decide),
     /// `RL.ACQUIRE`: the lease granted is released.
     Release(String),
 }
@@ -46,6 +48,15 @@ impl Undo {
             (_, Charge::Refund(_) | Charge::Cost(0)) => return None,
             (policy, charge) => Kind::Refund(Decide::new(call.key.clone(), policy).charge(charge)),
         }))
+    }
+
+    /// For a reservation of `call` (not `DRYRUN`).
+    pub(crate) fn reservation(call: &Decide, charge: Charge) -> Option<Undo> {
+        match Undo::decide(call, charge)?.0 {
+            Kind::Refund(call) => Some(Undo(Kind::RefundReserved(call))),
+            // No reservation on a concurrency limit (the server refuses it).
+            _ => None,
+        }
     }
 
     /// For an `RL.ALL` (not `DRYRUN`, not a refund, no concurrency limit).
@@ -69,6 +80,12 @@ impl Undo {
             }
             Kind::Refund(call) => {
                 let d = Decision::from_value(reply).ok()?;
+                let units = taken(call.charge_of(), d.allowed, d.granted)?;
+                let refund = Decide::new(call.key.clone(), call.policy);
+                Some(refund.charge(Charge::Refund(units)).to_cmd())
+            }
+            Kind::RefundReserved(call) => {
+                let d = Reservation::from_value(reply).ok()?.decision;
                 let units = taken(call.charge_of(), d.allowed, d.granted)?;
                 let refund = Decide::new(call.key.clone(), call.policy);
                 Some(refund.charge(Charge::Refund(units)).to_cmd())

@@ -345,6 +345,50 @@ fn a_cancelled_send_of_a_charge_is_refunded_when_its_reply_lands() {
 }
 
 #[test]
+fn a_cancelled_reservation_is_refunded_when_its_reply_lands() {
+    let s = started();
+    let cuts = Arc::new(Cuts::default());
+    let admitted = Arc::new(AtomicU64::new(0));
+    let (admitted, consumed) = block_on_multi(async {
+        let client = client(&s, Protocol::Resp2).timeout(Duration::from_secs(5));
+        run_tasks(TASKS, SEED + 500, |mut rng| {
+            let (client, cuts, admitted) = (client.clone(), cuts.clone(), admitted.clone());
+            async move {
+                for i in 0..CALLS {
+                    let cost = 1 + i % 3;
+                    let call = Decide::new("reserved", plenty())
+                        .cost(cost)
+                        .reserve(Duration::from_secs(3600));
+                    let r = if i % 2 == 0 {
+                        client.send(&call).await.ok()
+                    } else {
+                        cuts.run(&mut rng, client.send(&call))
+                            .await
+                            .and_then(Result::ok)
+                    };
+                    if r.is_some_and(|r| r.decision.allowed) {
+                        admitted.fetch_add(cost, Ordering::Relaxed);
+                    }
+                }
+            }
+        })
+        .await;
+        let admitted = admitted.load(Ordering::Relaxed);
+        let consumed = || async { LIMIT - remaining(&client, "reserved", plenty()).await };
+        settle(|| async { consumed().await == admitted }).await;
+        (admitted, consumed().await)
+    });
+    let cut = cuts.count();
+    println!(
+        "reserve: {} calls, {cut} cut short, {admitted} units admitted, {} units lost",
+        TASKS * CALLS,
+        consumed.saturating_sub(admitted)
+    );
+    assert!(cut > 100, "only {cut} calls were cut short");
+    assert_eq!(consumed, admitted);
+}
+
+#[test]
 fn a_queued_call_cut_short_is_refunded_when_the_server_admits_it_later() {
     // One an hour: the second call queues on the server (WAIT 2 h) and
     // its caller gives up; the server admits it once the clock moves on,
