@@ -16,9 +16,9 @@ use redis_ratelimit_client::http::{
     ceil_seconds, header_fields, problem, HeaderKey, HttpLimit, Named, PeerIp, RedisRateLimitLayer,
 };
 use redis_ratelimit_client::{
-    acquire, parse_duration, All, AllDecision, BlockLease, Bucket, Charge, Client, Command,
-    Concurrency, Decide, Decision, Fixed, Gcra, LeasePlan, LeasedLimit, Peek, Policy, Quota,
-    Sliding, Throttle, MAX_COUNT, MAX_DURATION,
+    acquire, parse_duration, All, AllDecision, BlockLease, BlockingLeasedLimit, Bucket, Charge,
+    Client, Command, Concurrency, Decide, Decision, Fixed, Gcra, LeasePlan, LeasedLimit, Peek,
+    Policy, Quota, Sliding, Throttle, MAX_COUNT, MAX_DURATION,
 };
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Once};
@@ -365,6 +365,13 @@ fn leasing_layers_and_undos_on_real_replies_at_the_extremes() {
                         .prefix(format!("p{n}:"))
                         .fail_open(),
                 )
+                // Degraded mode's shares follow every reply of this one.
+                .limit(
+                    HttpLimit::per_key(policy)
+                        .name("shared")
+                        .prefix(format!("s{n}:")),
+                )
+                .degraded(16)
                 .deny_cache(16)
                 .cost(move |_| cost)
                 .build();
@@ -384,9 +391,22 @@ fn leasing_layers_and_undos_on_real_replies_at_the_extremes() {
                         },
                     )
                 });
+                let mut blocking =
+                    BlockingLeasedLimit::new(s.conn(), format!("b{n}"), policy, lease);
                 for step in &steps {
                     let acquired = tokio::time::timeout(guard, hot.acquire()).await;
                     prop_assert!(acquired.as_ref().is_ok_and(landed), "{acquired:?}");
+                    let acquired = tokio::time::timeout(guard, hot.acquire_cost(cost)).await;
+                    prop_assert!(acquired.as_ref().is_ok_and(landed), "{acquired:?}");
+                    let acquired = blocking.acquire_cost(cost);
+                    prop_assert!(landed(&acquired), "{acquired:?}");
+                    // Reserved within the clock's step, cut short at once too.
+                    let reserve = Decide::new(format!("r{n}"), policy)
+                        .cost(cost)
+                        .reserve(Duration::from_micros(*step));
+                    let sent = tokio::time::timeout(guard, client.send(&reserve)).await;
+                    prop_assert!(sent.is_ok());
+                    let _ = tokio::time::timeout(Duration::ZERO, client.send(&reserve)).await;
                     let partial = Decide::new(format!("d{n}"), policy).charge(Charge::Partial(k));
                     let sent = tokio::time::timeout(guard, client.send(&partial)).await;
                     prop_assert!(sent.is_ok());
@@ -406,6 +426,7 @@ fn leasing_layers_and_undos_on_real_replies_at_the_extremes() {
                 }
                 let refunds = tokio::time::timeout(guard, hot.refund_if_idle(Duration::ZERO)).await;
                 prop_assert!(refunds.is_ok());
+                prop_assert!(landed(&blocking.refund_all()));
                 let _ = tokio::time::timeout(guard, hot.refund_all()).await;
                 if let Some(layer) = layer {
                     let _ = tokio::time::timeout(guard, layer.refund_all()).await;
