@@ -155,13 +155,17 @@ fn a_cancelled_leased_acquire_or_refund_loses_no_unit() {
                 for i in 0..CALLS {
                     // Every other acquire runs to its end, so that units
                     // are held for the refunds cut short to lose.
+                    // A third of the requests cost 2 or 3 units.
+                    let cost = if i % 3 == 0 { 1 + i % 5 % 3 } else { 1 };
                     let admit = if i % 2 == 0 {
-                        hot.acquire().await.ok()
+                        hot.acquire_cost(cost).await.ok()
                     } else {
-                        cuts.run(&mut rng, hot.acquire()).await.and_then(Result::ok)
+                        cuts.run(&mut rng, hot.acquire_cost(cost))
+                            .await
+                            .and_then(Result::ok)
                     };
                     if admit.is_some_and(|a| a.allowed) {
-                        admitted.fetch_add(1, Ordering::Relaxed);
+                        admitted.fetch_add(cost, Ordering::Relaxed);
                     }
                     if i % 7 != 1 {
                         cuts.run(&mut rng, hot.refund_if_idle(Duration::ZERO)).await;
@@ -182,7 +186,7 @@ fn a_cancelled_leased_acquire_or_refund_loses_no_unit() {
     });
     let cut = cuts.count();
     println!(
-        "leased: {} calls, {cut} cut short, {admitted} admitted, {} units lost",
+        "leased: {} calls, {cut} cut short, {admitted} units admitted, {} units lost",
         TASKS * 2 * CALLS * 2,
         consumed.saturating_sub(admitted)
     );
@@ -231,8 +235,10 @@ fn layer_run(leased: bool, seed: u64) -> (u64, u64, u64) {
                     } else {
                         cuts.run(&mut rng, app.call(request())).await;
                     }
-                    if leased && i % 5 == 0 {
+                    if leased && i % 10 == 0 {
                         cuts.run(&mut rng, layer.refund_idle(Duration::ZERO)).await;
+                    } else if leased && i % 10 == 5 {
+                        cuts.run(&mut rng, layer.refund_all()).await;
                     }
                 }
             }

@@ -101,9 +101,13 @@ fn after_the_first_timeout_decisions_answer_at_once_and_none_is_sent() {
         let mut took = took.lock().unwrap().clone();
         took.sort();
         let p99 = took[took.len() * 99 / 100];
-        assert!(p99 < timeout / 10, "p99 {p99:?}");
+        assert!(p99 <= Duration::from_millis(5), "p99 {p99:?}");
         s.resume();
         let back = until_the_store_answers(&app, "alice").await;
+        println!(
+            "layer, frozen: p99 {p99:?} over {} decisions after the first timeout; back in {back:?}",
+            took.len()
+        );
         assert!(back < Duration::from_secs(1), "{back:?}");
         // On the server: the first request and the last; none of the
         // 1,000. The one that timed out ran when the server continued (it
@@ -133,32 +137,37 @@ fn a_stopped_server_fails_decisions_at_once_and_its_successor_decides_within_a_s
         // The refused connection opens the circuit: no request waits.
         let a = ask(&app, "alice").await;
         assert!(!a.store && a.admitted);
-        let start = Instant::now();
+        let mut took = Vec::new();
         for _ in 0..200 {
+            let t = Instant::now();
             assert!(!ask(&app, "alice").await.store);
+            took.push(t.elapsed());
         }
-        assert!(start.elapsed() < Duration::from_millis(500));
+        took.sort();
+        let p99 = took[took.len() * 99 / 100];
+        assert!(p99 <= Duration::from_millis(5), "p99 {p99:?}");
         let s = Server::start_on(config, new_dir(), port);
         clock_set(&mut s.conn(), T0);
         let back = until_the_store_answers(&app, "alice").await;
+        println!("layer, stopped: p99 {p99:?} over 200 decisions after the first failure; back in {back:?}");
         assert!(back < Duration::from_secs(1), "{back:?}");
     });
 }
 
-/// Three layers (processes, each its own connection) offering `rates` a
-/// second on one key (Poisson arrivals, each request its own task) for
-/// `secs`; the store is frozen after `before` until `secs`. Returns per
-/// layer: the store's admissions before the outage, and the local
-/// requests and admissions from 200 ms into the outage on.
-fn three_processes(
+/// Layers (processes, each its own connection) offering `rates` a second
+/// on one key (Poisson arrivals, each request its own task) for `secs`;
+/// the store is frozen after `before` until `secs`. Returns per layer: the
+/// store's admissions before the outage, and the local requests and
+/// admissions from 200 ms into the outage on.
+fn processes(
     s: &mut Server,
     key: &'static str,
-    rates: [f64; 3],
+    rates: &[f64],
     before: Duration,
     secs: Duration,
 ) -> Vec<(u64, u64, u64)> {
     let policy = Gcra::new(100, Duration::from_secs(1));
-    let counts = Arc::new(Mutex::new(vec![(0, 0, 0); 3]));
+    let counts = Arc::new(Mutex::new(vec![(0, 0, 0); rates.len()]));
     let start = Instant::now();
     let outage = start + before;
     let freezer = {
@@ -224,31 +233,47 @@ fn signal(pid: u32, name: &str) {
     assert!(status.success());
 }
 
-#[test]
-fn degraded_each_process_admits_its_share_of_the_limit_above_and_below_it() {
-    let (before, secs) = (Duration::from_secs(4), Duration::from_secs(6));
+/// Degraded mode over a 10 s outage of `GCRA 100 1s`, 4 s of the store's
+/// answers before it: each process offering `rates[p]` a second admits
+/// within ±20 % of `min(its demand, its share × 100)` a second (its share:
+/// its part of the store's admissions before the outage). Prints a row per
+/// process.
+fn degraded_shares(key: &'static str, rates: &[f64]) {
+    let (before, secs) = (Duration::from_secs(4), Duration::from_secs(14));
     let outage = (secs - before).as_secs_f64() - 0.2;
-    // Above the limit (600 a second on 100): each its share of 100.
     let mut s = Server::with(Config::real_clock());
-    let above = three_processes(&mut s, "above", [100.0, 200.0, 300.0], before, secs);
-    let whole: u64 = above.iter().map(|c| c.0).sum();
-    for (p, &(store, _, local)) in above.iter().enumerate() {
+    let counts = processes(&mut s, key, rates, before, secs);
+    let whole: u64 = counts.iter().map(|c| c.0).sum();
+    let mut wrong = Vec::new();
+    for (p, &(store, asked, local)) in counts.iter().enumerate() {
         let share = store as f64 / whole as f64;
-        let expected = share * 100.0 * outage;
+        let expected = (asked as f64).min(share * 100.0 * outage);
         let ratio = local as f64 / expected;
-        assert!(
-            (0.8..=1.2).contains(&ratio),
-            "{p}: {local} for {expected:.1} ({above:?})"
+        println!(
+            "degraded {key}: {} processes, process {p} offers {:.0}/s, share {share:.2}: \
+             {:.1}/s admitted for {:.1}/s expected ({ratio:.2})",
+            rates.len(),
+            rates[p],
+            local as f64 / outage,
+            expected / outage,
         );
+        if !(0.8..=1.2).contains(&ratio) {
+            wrong.push(format!("{p}: {local} for {expected:.1}"));
+        }
     }
-    // Below it (60 a second): each admits what it is asked.
-    let below = three_processes(&mut s, "below", [10.0, 20.0, 30.0], before, secs);
-    for (p, &(_, asked, local)) in below.iter().enumerate() {
-        assert!(
-            asked > 0 && local as f64 >= 0.8 * asked as f64,
-            "{p}: {below:?}"
-        );
-    }
+    assert!(wrong.is_empty(), "{wrong:?} ({counts:?})");
+}
+
+#[test]
+fn degraded_alone_admits_its_demand_below_the_limit_and_the_limit_above_it() {
+    degraded_shares("alone-below", &[60.0]);
+    degraded_shares("alone-above", &[300.0]);
+}
+
+#[test]
+fn degraded_three_processes_at_uneven_rates_admit_their_shares_below_and_above_the_limit() {
+    degraded_shares("three-below", &[10.0, 20.0, 30.0]);
+    degraded_shares("three-above", &[100.0, 200.0, 300.0]);
 }
 
 #[test]
