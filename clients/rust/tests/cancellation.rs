@@ -16,9 +16,10 @@ use redis_ratelimit_client::http::HttpLimit;
 use redis_ratelimit_client::{
     acquire, All, Client, Command, Decide, Gcra, LeasePlan, LeasedLimit, Peek, Policy, Release,
 };
+use std::collections::BTreeMap;
 use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use support::*;
 use tokio::time::timeout;
@@ -32,23 +33,41 @@ fn cut(rng: &mut StdRng) -> Duration {
     Duration::from_micros(rng.gen_range(0..=800))
 }
 
-/// Calls cut short, over every task.
+/// The calls given a random cut-off and those cut short, by future, over
+/// every task.
 #[derive(Default)]
-struct Cuts(AtomicU64);
+struct Cuts(Mutex<BTreeMap<&'static str, [u64; 2]>>);
 
 impl Cuts {
-    /// Runs `f` for at most a random cut-off: its output, or `None` (and
-    /// one more call cut short).
-    async fn run<F: Future>(&self, rng: &mut StdRng, f: F) -> Option<F::Output> {
+    /// Runs `f` (the future `what`) for at most a random cut-off: its
+    /// output, or `None` (one more call cut short).
+    async fn run<F: Future>(
+        &self,
+        what: &'static str,
+        rng: &mut StdRng,
+        f: F,
+    ) -> Option<F::Output> {
         let out = timeout(cut(rng), f).await.ok();
-        if out.is_none() {
-            self.0.fetch_add(1, Ordering::Relaxed);
-        }
+        let mut counts = self.0.lock().unwrap();
+        let count = counts.entry(what).or_default();
+        count[0] += 1;
+        count[1] += u64::from(out.is_none());
         out
     }
 
+    /// Calls cut short, of every future.
     fn count(&self) -> u64 {
-        self.0.load(Ordering::Relaxed)
+        self.0.lock().unwrap().values().map(|c| c[1]).sum()
+    }
+
+    /// Each future: calls given a cut-off, and cut short.
+    fn report(&self) -> String {
+        let counts = self.0.lock().unwrap();
+        let each: Vec<String> = counts
+            .iter()
+            .map(|(what, [given, cut])| format!("{what} {cut} of {given}"))
+            .collect();
+        format!("cut short: {}", each.join(", "))
     }
 }
 
@@ -110,19 +129,31 @@ fn a_cancelled_acquire_release_or_run_never_leaks_a_lease() {
         run_tasks(TASKS, SEED, |mut rng| {
             let (client, call, cuts) = (client.clone(), call.clone(), cuts.clone());
             async move {
-                for i in 0..CALLS {
-                    let Some(Ok(Ok(guard))) = cuts.run(&mut rng, client.acquire(&call)).await
-                    else {
+                for i in 0..5 * CALLS {
+                    // Every other acquire runs to its end, so that leases
+                    // are held for the releases and runs cut short.
+                    let acquired = if i % 2 == 0 {
+                        Some(client.acquire(&call).await)
+                    } else {
+                        cuts.run("Client::acquire", &mut rng, client.acquire(&call))
+                            .await
+                    };
+                    let Some(Ok(Ok(guard))) = acquired else {
                         continue;
                     };
                     match i % 3 {
                         0 => drop(guard),
                         1 => {
-                            cuts.run(&mut rng, guard.release()).await;
+                            cuts.run("LeaseGuard::release", &mut rng, guard.release())
+                                .await;
                         }
                         _ => {
-                            cuts.run(&mut rng, guard.run(tokio::task::yield_now()))
-                                .await;
+                            cuts.run(
+                                "LeaseGuard::run",
+                                &mut rng,
+                                guard.run(tokio::task::yield_now()),
+                            )
+                            .await;
                         }
                     }
                 }
@@ -135,8 +166,9 @@ fn a_cancelled_acquire_release_or_run_never_leaks_a_lease() {
     let cut = cuts.count();
     println!(
         "acquire: {} calls, {cut} cut short, {held} of 10 slots leaked",
-        TASKS * CALLS
+        5 * TASKS * CALLS
     );
+    println!("  {}", cuts.report());
     assert!(cut > 100, "only {cut} calls were cut short");
     assert_eq!(held, 0);
 }
@@ -160,17 +192,27 @@ fn a_cancelled_leased_acquire_or_refund_loses_no_unit() {
                     let admit = if i % 2 == 0 {
                         hot.acquire_cost(cost).await.ok()
                     } else {
-                        cuts.run(&mut rng, hot.acquire_cost(cost))
-                            .await
-                            .and_then(Result::ok)
+                        cuts.run(
+                            "LeasedLimit::acquire_cost",
+                            &mut rng,
+                            hot.acquire_cost(cost),
+                        )
+                        .await
+                        .and_then(Result::ok)
                     };
                     if admit.is_some_and(|a| a.allowed) {
                         admitted.fetch_add(cost, Ordering::Relaxed);
                     }
                     if i % 7 != 1 {
-                        cuts.run(&mut rng, hot.refund_if_idle(Duration::ZERO)).await;
+                        cuts.run(
+                            "LeasedLimit::refund_if_idle",
+                            &mut rng,
+                            hot.refund_if_idle(Duration::ZERO),
+                        )
+                        .await;
                     } else {
-                        cuts.run(&mut rng, hot.refund_all()).await;
+                        cuts.run("LeasedLimit::refund_all", &mut rng, hot.refund_all())
+                            .await;
                     }
                 }
             }
@@ -190,6 +232,7 @@ fn a_cancelled_leased_acquire_or_refund_loses_no_unit() {
         TASKS * 2 * CALLS * 2,
         consumed.saturating_sub(admitted)
     );
+    println!("  {}", cuts.report());
     assert!(cut > 100, "only {cut} calls were cut short");
     assert_eq!(consumed, admitted);
 }
@@ -204,7 +247,7 @@ fn request() -> http::Request<String> {
 /// Requests through a layer (plain or leased) dropped at random points,
 /// with the layer's refunds cut short too: calls cut short, requests
 /// served, units the server holds charged.
-fn layer_run(leased: bool, seed: u64) -> (u64, u64, u64) {
+fn layer_run(leased: bool, seed: u64) -> (Arc<Cuts>, u64, u64) {
     let s = started();
     let cuts = Arc::new(Cuts::default());
     let served = Arc::new(AtomicU64::new(0));
@@ -233,12 +276,19 @@ fn layer_run(leased: bool, seed: u64) -> (u64, u64, u64) {
                     if i % 2 == 0 {
                         let _ = app.call(request()).await;
                     } else {
-                        cuts.run(&mut rng, app.call(request())).await;
+                        cuts.run("a request through the layer", &mut rng, app.call(request()))
+                            .await;
                     }
                     if leased && i % 10 == 0 {
-                        cuts.run(&mut rng, layer.refund_idle(Duration::ZERO)).await;
+                        cuts.run(
+                            "layer refund_idle",
+                            &mut rng,
+                            layer.refund_idle(Duration::ZERO),
+                        )
+                        .await;
                     } else if leased && i % 10 == 5 {
-                        cuts.run(&mut rng, layer.refund_all()).await;
+                        cuts.run("layer refund_all", &mut rng, layer.refund_all())
+                            .await;
                     }
                 }
             }
@@ -252,29 +302,34 @@ fn layer_run(leased: bool, seed: u64) -> (u64, u64, u64) {
         settle(|| async { consumed().await == served }).await;
         consumed().await
     });
-    (cuts.count(), served.load(Ordering::Relaxed), consumed)
+    let served = served.load(Ordering::Relaxed);
+    (cuts, served, consumed)
 }
 
 #[test]
 fn a_request_dropped_before_it_is_served_is_not_charged() {
-    let (cut, served, consumed) = layer_run(false, SEED + 200);
+    let (cuts, served, consumed) = layer_run(false, SEED + 200);
+    let cut = cuts.count();
     println!(
         "plain layer: {} requests, {cut} cut short, {served} served, {} charged and not served",
         TASKS * CALLS,
         consumed.saturating_sub(served)
     );
+    println!("  {}", cuts.report());
     assert!(cut > 100, "only {cut} requests were cut short");
     assert_eq!(consumed, served);
 }
 
 #[test]
 fn a_leased_layer_dropped_mid_request_or_mid_refund_loses_no_unit() {
-    let (cut, served, consumed) = layer_run(true, SEED + 300);
+    let (cuts, served, consumed) = layer_run(true, SEED + 300);
+    let cut = cuts.count();
     println!(
         "leased layer: {} calls, {cut} cut short, {served} served, {} units lost",
         TASKS * CALLS * 6 / 5,
         consumed.saturating_sub(served)
     );
+    println!("  {}", cuts.report());
     assert!(cut > 100, "only {cut} calls were cut short");
     assert_eq!(consumed, served);
 }
@@ -299,7 +354,7 @@ fn a_cancelled_send_of_a_charge_is_refunded_when_its_reply_lands() {
                         let d = if whole {
                             client.send(&call).await.ok()
                         } else {
-                            cuts.run(&mut rng, client.send(&call))
+                            cuts.run("Client::send(Decide)", &mut rng, client.send(&call))
                                 .await
                                 .and_then(Result::ok)
                         };
@@ -312,7 +367,7 @@ fn a_cancelled_send_of_a_charge_is_refunded_when_its_reply_lands() {
                         let d = if whole {
                             client.send(&call).await.ok()
                         } else {
-                            cuts.run(&mut rng, client.send(&call))
+                            cuts.run("Client::send(All)", &mut rng, client.send(&call))
                                 .await
                                 .and_then(Result::ok)
                         };
@@ -346,6 +401,7 @@ fn a_cancelled_send_of_a_charge_is_refunded_when_its_reply_lands() {
         TASKS * CALLS,
         admitted
     );
+    println!("  {}", cuts.report());
     assert!(cut > 100, "only {cut} calls were cut short");
     assert_eq!(consumed, admitted);
 }
@@ -368,7 +424,7 @@ fn a_cancelled_reservation_is_refunded_when_its_reply_lands() {
                     let r = if i % 2 == 0 {
                         client.send(&call).await.ok()
                     } else {
-                        cuts.run(&mut rng, client.send(&call))
+                        cuts.run("Client::send(Reserve)", &mut rng, client.send(&call))
                             .await
                             .and_then(Result::ok)
                     };
@@ -390,6 +446,7 @@ fn a_cancelled_reservation_is_refunded_when_its_reply_lands() {
         TASKS * CALLS,
         consumed.saturating_sub(admitted)
     );
+    println!("  {}", cuts.report());
     assert!(cut > 100, "only {cut} calls were cut short");
     assert_eq!(consumed, admitted);
 }
