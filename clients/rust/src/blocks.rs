@@ -932,22 +932,20 @@ where
             return Ok(());
         };
         let refund = self.call.clone().charge(Charge::Refund(n));
+        self.commands.fetch_add(1, Ordering::Relaxed);
         match self.client.send(&refund).await {
             Ok(_) => {
-                self.commands.fetch_add(1, Ordering::Relaxed);
                 self.refunded.fetch_add(n, Ordering::Relaxed);
                 Ok(())
             }
             // Not sent (the store known down): the units stay in the
             // lease, for the next requests or a later refund.
             Err(Error::StoreDown) => {
+                self.commands.fetch_sub(1, Ordering::Relaxed);
                 self.state().lease.put_back(n);
                 Err(Error::StoreDown)
             }
-            Err(e) => {
-                self.commands.fetch_add(1, Ordering::Relaxed);
-                Err(e)
-            }
+            Err(e) => Err(e),
         }
     }
 }

@@ -11,7 +11,9 @@ mod common;
 mod support;
 
 use common::*;
-use redis_ratelimit_client::{BlockingLeasedLimit, Gcra, LeasePlan, LeasedLimit, MAX_DURATION};
+use redis_ratelimit_client::{
+    BlockingLeasedLimit, Error, Gcra, LeasePlan, LeasedLimit, Peek, MAX_DURATION,
+};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use support::*;
@@ -100,7 +102,7 @@ fn a_leased_limit_fails_fast_while_the_store_is_down_and_is_back_within_a_second
     let (config, port) = (s.config.clone(), s.port);
     block_on_multi(async {
         let client = client(&s, Protocol::Resp2).timeout(TIMEOUT);
-        let hot = LeasedLimit::new(client, "hot", room(), LeasePlan::fixed(20));
+        let hot = LeasedLimit::new(client.clone(), "hot", room(), LeasePlan::fixed(20));
         assert!(hot.acquire().await.unwrap().allowed);
 
         s.freeze();
@@ -111,6 +113,27 @@ fn a_leased_limit_fails_fast_while_the_store_is_down_and_is_back_within_a_second
         println!("leased, frozen: p99 {p99:?} over {n} decisions after the first failure; back in {back:?}");
         assert!(p99 <= Duration::from_millis(5), "p99 {p99:?}");
         assert!(back < Duration::from_secs(1), "back after {back:?}");
+
+        // A refund while the store is known down is not sent: its units
+        // stay in the lease, and go back once it is up.
+        let held = hot.held();
+        assert!(held > 0);
+        s.freeze();
+        let peek = client.send(&Peek::new("hot", room())).await;
+        assert!(peek.is_err_and(|e| e.is_unavailable()));
+        let refund = hot.refund_all().await;
+        assert!(matches!(refund, Err(Error::StoreDown)), "{refund:?}");
+        assert_eq!(hot.held(), held);
+        s.resume();
+        let start = Instant::now();
+        while hot.refund_all().await.is_err() {
+            assert!(start.elapsed() < Duration::from_secs(10), "never back");
+            tokio::time::sleep(Duration::from_millis(1)).await; // polling a state, bounded
+        }
+        assert_eq!(hot.held(), 0);
+        let left = client.send(&Peek::new("hot", room())).await.unwrap();
+        assert_eq!(hot.units_refunded(), held);
+        assert_eq!(left.remaining, room().limit - hot.units_granted() + held);
 
         s.stop();
         let samples = in_flight(&hot, OUTAGE).await;
