@@ -34,17 +34,18 @@ struct Inner {
     /// `capacity` of them; past that they stay charged).
     evicted: Vec<(Slot, u64)>,
     /// The keys the server last named hot (by their first 64 bytes, as
-    /// `RL.HOTKEYS` lists them; at most [`Follow::count`]).
+    /// `RL.HOTKEYS` lists them; at most a poll's count).
     hot: HashSet<Box<[u8]>>,
 }
 
 /// How the limits leased only while hot follow the server's hot keys.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Follow {
-    /// `RL.HOTKEYS COUNT` of each poll.
+    /// The hottest keys that may turn hot: the first `count` listed.
     pub(crate) count: usize,
     /// A listed key turns hot once it surely takes this many decisions a
-    /// second (its rate less its error); it stays hot while listed.
+    /// second (its rate less its error); it stays hot while it may still
+    /// take them counting a block per decision (see [`Leases::set_hot`]).
     pub(crate) min_per_second: u64,
 }
 
@@ -196,19 +197,53 @@ where
             .collect()
     }
 
+    /// The largest block of the limits leased while hot: what one of
+    /// their decisions on the server may stand for.
+    fn block(&self) -> u64 {
+        self.policies
+            .iter()
+            .zip(&self.when_hot)
+            .filter_map(|(p, &hot)| Some(p.as_ref().filter(|_| hot)?.1.max_block()))
+            .max()
+            .unwrap_or(1)
+            .max(1)
+    }
+
+    /// `RL.HOTKEYS COUNT` of each poll: `count` times a block (at most
+    /// 1000), so that a leased key, whose decisions on the server are one
+    /// a block, is still listed while hot.
+    fn poll_count(&self) -> usize {
+        let block = usize::try_from(self.block()).unwrap_or(usize::MAX);
+        self.follow
+            .count
+            .saturating_mul(block)
+            .clamp(self.follow.count, 1000)
+    }
+
     /// Takes the server's list: the keys hot from now on, and the units
     /// of the keys that cooled (leased only while hot, and no longer hot),
-    /// to refund.
+    /// to refund. A key turns hot among the first `count` listed once its
+    /// rate less its error is at least `min_per_second`; a hot key stays
+    /// hot while listed at a rate that, with its error and a block a
+    /// decision (leased, it asks once a block), may reach
+    /// `min_per_second`: it leaves the list's top, not the hot keys, once
+    /// leased.
     fn set_hot(&self, listed: &[HotKey]) -> Vec<(Slot, u64)> {
         let mut inner = self.lock();
-        let min = self.follow.min_per_second;
+        let (min, block) = (self.follow.min_per_second, self.block());
         let hot: HashSet<Box<[u8]>> = listed
             .iter()
-            .filter(|h| {
-                inner.hot.contains(h.key.as_bytes())
-                    || h.per_second.saturating_sub(h.error_per_second) >= min
+            .enumerate()
+            .filter(|(rank, h)| {
+                let most = h.per_second.saturating_add(h.error_per_second);
+                if inner.hot.contains(h.key.as_bytes()) {
+                    most.saturating_mul(block) >= min
+                } else {
+                    *rank < self.follow.count
+                        && h.per_second.saturating_sub(h.error_per_second) >= min
+                }
             })
-            .map(|h| Box::from(h.key.as_bytes()))
+            .map(|(_, h)| Box::from(h.key.as_bytes()))
             .collect();
         inner.hot = hot;
         let cooled: Vec<Slot> = inner
@@ -232,7 +267,7 @@ where
     /// the client's timeout): the keys that turned hot are leased from
     /// their next request, those that cooled give their units back.
     pub(crate) async fn refresh_hot(&self) -> Result<(), Error> {
-        let listed = self.client.send(&HotKeys::new(self.follow.count)).await?;
+        let listed = self.client.send(&HotKeys::new(self.poll_count())).await?;
         let refunds = self.set_hot(&listed);
         self.refund(refunds).await
     }
