@@ -19,6 +19,8 @@ pub(crate) type Slot = (usize, String);
 struct Held {
     lease: BlockLease,
     used: Instant,
+    /// Requests on it since the last poll of the hot keys.
+    asked: u64,
     /// The store's last answer on the key, for the response's fields.
     last: Option<Decision>,
     /// The call out for the key, if any.
@@ -223,15 +225,16 @@ where
     /// Takes the server's list: the keys hot from now on, and the units
     /// of the keys that cooled (leased only while hot, and no longer hot),
     /// to refund. A key turns hot among the first `count` listed once its
-    /// rate less its error is at least `min_per_second`; a hot key stays
-    /// hot while listed at a rate that, with its error and a block a
-    /// decision (leased, it asks once a block), may reach
-    /// `min_per_second`: it leaves the list's top, not the hot keys, once
-    /// leased.
+    /// rate less its error is at least `min_per_second`. Leased, a key
+    /// asks once a block, which drops it down the list and, on a busy
+    /// server, out of the summaries that count it: a hot key stays hot
+    /// while listed at a rate that, with its error and a block a decision,
+    /// may reach `min_per_second`, or while this process alone asked it
+    /// for a block's worth of requests since the last poll.
     fn set_hot(&self, listed: &[HotKey]) -> Vec<(Slot, u64)> {
         let mut inner = self.lock();
         let (min, block) = (self.follow.min_per_second, self.block());
-        let hot: HashSet<Box<[u8]>> = listed
+        let mut hot: HashSet<Box<[u8]>> = listed
             .iter()
             .enumerate()
             .filter(|(rank, h)| {
@@ -245,6 +248,15 @@ where
             })
             .map(|(_, h)| Box::from(h.key.as_bytes()))
             .collect();
+        for (slot, held) in inner.by_slot.iter() {
+            let key = listed_as(&slot.1);
+            if self.when_hot[slot.0] && held.asked >= block && inner.hot.contains(key) {
+                hot.insert(Box::from(key));
+            }
+        }
+        for (_, held) in inner.by_slot.iter_mut() {
+            held.asked = 0;
+        }
         inner.hot = hot;
         let cooled: Vec<Slot> = inner
             .by_slot
@@ -452,6 +464,7 @@ where
             let held = Held {
                 lease,
                 used: now,
+                asked: 0,
                 last: None,
                 flight: None,
             };
@@ -462,6 +475,7 @@ where
             return (Step::Deny { until: now }, None);
         };
         held.used = now;
+        held.asked += u64::from(first);
         let step = if first {
             held.lease.step_for(now, cost)
         } else {
