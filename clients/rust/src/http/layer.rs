@@ -144,7 +144,8 @@ where
     /// [`DEFAULT_HOT_KEYS_RATE`]). Leased, a key makes one decision per
     /// block: each poll asks for `count` × the block keys (at most 1000),
     /// and a hot key stays hot while listed there at a rate that, with its
-    /// error and a block per decision, may still reach `per_second`.
+    /// error and a block per decision, may still reach `per_second`, or
+    /// while this process asked it for a block since the last poll.
     pub fn hot_keys(mut self, count: usize, per_second: u64) -> Builder<K, C, B> {
         self.config.follow = Follow {
             count: count.clamp(1, 1000),
