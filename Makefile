@@ -9,7 +9,7 @@ PREFIX  ?= /usr/local
 MODULEDIR ?= $(PREFIX)/lib/redis/modules
 SUDO    := $(shell [ "$$(id -u)" -eq 0 ] || echo sudo)
 
-.PHONY: run test test-python test-node bench-node test-valkey test-repeat test-matrix build install dist test-dist deps deps-valkey lint unit bench bench-summary bench-wait bench-stall bench-fair bench-overhead bench-waiters bench-herd demo fuzz clean
+.PHONY: run test test-python test-node bench-node test-valkey test-repeat test-matrix build install dist test-dist deps deps-valkey lint unit bench bench-summary bench-wait bench-stall bench-fair bench-overhead bench-waiters bench-herd bench-hot-leasing demo fuzz clean
 
 ## Install what a fresh Debian machine lacks (redis-server, libclang for bindgen).
 deps:
@@ -202,6 +202,12 @@ bench-waiters: build
 ## and waiting (see docs/performance.md#a-retry-herd).
 bench-herd: build
 	./scripts/bench_herd.sh
+
+## Leasing exactly the hot keys: 3 processes of the Rust client, 50 in flight
+## each, 100,000 keys at Zipf s = 1.1, the hottest key moving halfway (see
+## docs/performance.md#leasing-exactly-the-hot-keys).
+bench-hot-leasing: build
+	./scripts/bench_hot_leasing.sh
 
 ## Replays classic traffic traces against every algorithm; writes an SVG chart.
 demo: build

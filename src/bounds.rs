@@ -131,7 +131,7 @@ pub static MAX_DENIED_KEYS: Bound = Bound::new("max-denied-keys", 100_000, 0, 10
 
 /// Counters that find the hot keys (`RL.HOTKEYS`), rounded up to whole
 /// shards of 80 (about 17.7 KB each); 0: decisions are not counted.
-pub static HOT_KEY_COUNTERS: Bound = Bound::new("hot-key-counters", 0, 0, 5_120);
+pub static HOT_KEY_COUNTERS: Bound = Bound::new("hot-key-counters", 320, 0, 5_120);
 
 /// Every bound, in the order `CONFIG GET ratelimit.*` lists them.
 pub static ALL: [&Bound; 16] = [

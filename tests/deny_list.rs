@@ -64,6 +64,7 @@ fn a_denied_key_is_denied_by_every_decision_command_and_nothing_is_charged() {
     );
     assert_eq!(decide(&mut c, &["RL.FIXED", "k", "5", "1m"])[0], 0);
     assert_eq!(decide(&mut c, &["RL.SLIDING", "k", "5", "1m"])[0], 0);
+    assert_eq!(decide(&mut c, &["RL.SKETCH", "k", "item", "5", "1m"])[0], 0);
     let acquire: Vec<Value> = cmd(&["RL.ACQUIRE", "k", "5", "1m"]).query(&mut c).unwrap();
     assert_eq!((&acquire[0], &acquire[5]), (&Value::Int(0), &Value::Nil));
     let (allowed, blocked_by, retry, _) = combined(
@@ -100,7 +101,7 @@ fn a_denied_key_is_denied_by_every_decision_command_and_nothing_is_charged() {
     );
     // Counted: in INFO and in the named policy's statistics.
     let info = info_field(&mut c, "ratelimit", "ratelimit_deny_list").unwrap();
-    assert_eq!(info, "keys=1,denials=16,policy_denials=2");
+    assert_eq!(info, "keys=1,denials=17,policy_denials=2");
     let stats: Vec<Value> = cmd(&["RL.POLICY", "STATS", "api"]).query(&mut c).unwrap();
     let at = stats
         .iter()

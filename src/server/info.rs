@@ -13,7 +13,7 @@
 //! ratelimit_policy_1:name=plan:free,calls=6,allowed=4,denied=1,shadow_denied=1,waits=0
 //! ratelimit_policy_2:name=a%20b,calls=1,allowed=1,denied=0,shadow_denied=0,waits=0
 //! ratelimit_deny_list:keys=1,denials=4,policy_denials=1
-//! ratelimit_hot_keys:counters=0
+//! ratelimit_hot_keys:counters=320
 //! ratelimit_rl_gcra:calls=12,allowed=10,denied=2,errors=0
 //! ...
 //! ```

@@ -267,9 +267,13 @@ fn only_the_keys_the_server_names_hot_are_leased_and_given_back_when_they_cool()
         let held = layer.leased_units();
         assert!(held < 20);
         assert_eq!(left(&mut c), limit - admitted - held);
-        // Two periods later the server lists nothing: the key cools and
-        // its units go back; its requests are asked one by one again.
+        // Two periods later the server lists nothing. The first poll
+        // keeps the key (this process asked it for blocks since the poll
+        // before); the next, with no request between, lets it cool: its
+        // units go back and its requests are asked one by one again.
         advance(&mut c, 3_000_000);
+        layer.refresh_hot_keys().await.unwrap();
+        assert_eq!(layer.hot_keys(), vec!["rl:hot".to_string()]);
         layer.refresh_hot_keys().await.unwrap();
         assert!(layer.hot_keys().is_empty());
         assert_eq!(layer.leased_units(), 0);
@@ -278,6 +282,54 @@ fn only_the_keys_the_server_names_hot_are_leased_and_given_back_when_they_cool()
         assert_eq!(hammer(app.clone(), "hot".into(), 50, 5).await, 50);
         assert_eq!(calls(&mut c, "rl.all") - all, 50);
         assert_eq!(left(&mut c), limit - admitted - 50);
+    });
+}
+
+#[test]
+fn a_leased_hot_key_stays_hot_below_the_keys_it_outranked_and_cools_once_unused() {
+    // Counting is on by default.
+    let s = Server::start();
+    let mut c = s.conn();
+    clock_set(&mut c, T0);
+    let policy = Gcra::new(100_000, Duration::from_secs(36_500 * 86_400));
+    block_on_multi(async {
+        // Only the hottest listed key may turn hot.
+        let layer = by_api_key(client(&s, Protocol::Resp2))
+            .limit(HttpLimit::per_key(policy).leased_when_hot(LeasePlan::fixed(20)))
+            .hot_keys(1, 100)
+            .build()
+            .unwrap();
+        let app = router(layer.clone());
+        assert_eq!(hammer(app.clone(), "hot".into(), 400, 10).await, 400);
+        advance(&mut c, 1_000_000);
+        layer.refresh_hot_keys().await.unwrap();
+        assert_eq!(layer.hot_keys(), vec!["rl:hot".to_string()]);
+        // Leased, 400 requests make about 20 decisions on the server, fewer
+        // than 3 warm keys' 60 each, asked one by one: the key leaves the
+        // top of the list but stays hot; the warm keys (60 a second) do
+        // not turn hot.
+        let gcra = calls(&mut c, "rl.gcra");
+        assert_eq!(hammer(app.clone(), "hot".into(), 400, 10).await, 400);
+        assert!(calls(&mut c, "rl.gcra") - gcra <= 25);
+        for k in ["warm1", "warm2", "warm3"] {
+            assert_eq!(hammer(app.clone(), k.into(), 60, 1).await, 60);
+        }
+        advance(&mut c, 1_000_000);
+        let listed: Vec<(String, u64, u64)> = redis::cmd("RL.HOTKEYS")
+            .arg("COUNT")
+            .arg(20)
+            .query(&mut c)
+            .unwrap();
+        let rank = listed.iter().position(|k| k.0 == "rl:hot");
+        assert!(rank.is_some_and(|r| r > 0), "{listed:?}");
+        layer.refresh_hot_keys().await.unwrap();
+        assert_eq!(layer.hot_keys(), vec!["rl:hot".to_string()]);
+        // Unlisted two periods on, and not asked since the last poll, it
+        // cools.
+        advance(&mut c, 2_000_000);
+        layer.refresh_hot_keys().await.unwrap();
+        assert!(layer.hot_keys().is_empty());
+        assert_eq!(layer.leased_units(), 0);
     });
 }
 

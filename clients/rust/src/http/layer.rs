@@ -137,13 +137,15 @@ where
         self
     }
 
-    /// For limits leased while hot ([`HttpLimit::leased_when_hot`]): each
-    /// poll asks for the `count` hottest keys (`RL.HOTKEYS COUNT`, 1 to
-    /// 1000; default [`DEFAULT_HOT_KEYS_COUNT`]), and a listed key turns
-    /// hot once its rate less its error is at least `per_second`
-    /// decisions a second (default [`DEFAULT_HOT_KEYS_RATE`]). A hot key
-    /// stays hot while listed: leased, it makes about one decision per
-    /// block.
+    /// For limits leased while hot ([`HttpLimit::leased_when_hot`]): a
+    /// key among the `count` hottest listed (1 to 1000; default
+    /// [`DEFAULT_HOT_KEYS_COUNT`]) turns hot once its rate less its error
+    /// is at least `per_second` decisions a second (default
+    /// [`DEFAULT_HOT_KEYS_RATE`]). Leased, a key makes one decision per
+    /// block: each poll asks for `count` × the block keys (at most 1000),
+    /// and a hot key stays hot while listed there at a rate that, with its
+    /// error and a block per decision, may still reach `per_second`, or
+    /// while this process asked it for a block since the last poll.
     pub fn hot_keys(mut self, count: usize, per_second: u64) -> Builder<K, C, B> {
         self.config.follow = Follow {
             count: count.clamp(1, 1000),

@@ -19,6 +19,8 @@ pub(crate) type Slot = (usize, String);
 struct Held {
     lease: BlockLease,
     used: Instant,
+    /// Requests on it since the last poll of the hot keys.
+    asked: u64,
     /// The store's last answer on the key, for the response's fields.
     last: Option<Decision>,
     /// The call out for the key, if any.
@@ -34,17 +36,18 @@ struct Inner {
     /// `capacity` of them; past that they stay charged).
     evicted: Vec<(Slot, u64)>,
     /// The keys the server last named hot (by their first 64 bytes, as
-    /// `RL.HOTKEYS` lists them; at most [`Follow::count`]).
+    /// `RL.HOTKEYS` lists them; at most a poll's count).
     hot: HashSet<Box<[u8]>>,
 }
 
 /// How the limits leased only while hot follow the server's hot keys.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Follow {
-    /// `RL.HOTKEYS COUNT` of each poll.
+    /// The hottest keys that may turn hot: the first `count` listed.
     pub(crate) count: usize,
     /// A listed key turns hot once it surely takes this many decisions a
-    /// second (its rate less its error); it stays hot while listed.
+    /// second (its rate less its error); it stays hot while it may still
+    /// take them counting a block per decision (see [`Leases::set_hot`]).
     pub(crate) min_per_second: u64,
 }
 
@@ -196,20 +199,64 @@ where
             .collect()
     }
 
+    /// The largest block of the limits leased while hot: what one of
+    /// their decisions on the server may stand for.
+    fn block(&self) -> u64 {
+        self.policies
+            .iter()
+            .zip(&self.when_hot)
+            .filter_map(|(p, &hot)| Some(p.as_ref().filter(|_| hot)?.1.max_block()))
+            .max()
+            .unwrap_or(1)
+            .max(1)
+    }
+
+    /// `RL.HOTKEYS COUNT` of each poll: `count` times a block (at most
+    /// 1000), so that a leased key, whose decisions on the server are one
+    /// a block, is still listed while hot.
+    fn poll_count(&self) -> usize {
+        let block = usize::try_from(self.block()).unwrap_or(usize::MAX);
+        self.follow
+            .count
+            .saturating_mul(block)
+            .clamp(self.follow.count, 1000)
+    }
+
     /// Takes the server's list: the keys hot from now on, and the units
     /// of the keys that cooled (leased only while hot, and no longer hot),
-    /// to refund.
+    /// to refund. A key turns hot among the first `count` listed once its
+    /// rate less its error is at least `min_per_second`. Leased, a key
+    /// asks once a block, which drops it down the list and, on a busy
+    /// server, out of the summaries that count it: a hot key stays hot
+    /// while listed at a rate that, with its error and a block a decision,
+    /// may reach `min_per_second`, or while this process alone asked it
+    /// for a block's worth of requests since the last poll.
     fn set_hot(&self, listed: &[HotKey]) -> Vec<(Slot, u64)> {
         let mut inner = self.lock();
-        let min = self.follow.min_per_second;
-        let hot: HashSet<Box<[u8]>> = listed
+        let (min, block) = (self.follow.min_per_second, self.block());
+        let mut hot: HashSet<Box<[u8]>> = listed
             .iter()
-            .filter(|h| {
-                inner.hot.contains(h.key.as_bytes())
-                    || h.per_second.saturating_sub(h.error_per_second) >= min
+            .enumerate()
+            .filter(|(rank, h)| {
+                let most = h.per_second.saturating_add(h.error_per_second);
+                if inner.hot.contains(h.key.as_bytes()) {
+                    most.saturating_mul(block) >= min
+                } else {
+                    *rank < self.follow.count
+                        && h.per_second.saturating_sub(h.error_per_second) >= min
+                }
             })
-            .map(|h| Box::from(h.key.as_bytes()))
+            .map(|(_, h)| Box::from(h.key.as_bytes()))
             .collect();
+        for (slot, held) in inner.by_slot.iter() {
+            let key = listed_as(&slot.1);
+            if self.when_hot[slot.0] && held.asked >= block && inner.hot.contains(key) {
+                hot.insert(Box::from(key));
+            }
+        }
+        for (_, held) in inner.by_slot.iter_mut() {
+            held.asked = 0;
+        }
         inner.hot = hot;
         let cooled: Vec<Slot> = inner
             .by_slot
@@ -232,7 +279,7 @@ where
     /// the client's timeout): the keys that turned hot are leased from
     /// their next request, those that cooled give their units back.
     pub(crate) async fn refresh_hot(&self) -> Result<(), Error> {
-        let listed = self.client.send(&HotKeys::new(self.follow.count)).await?;
+        let listed = self.client.send(&HotKeys::new(self.poll_count())).await?;
         let refunds = self.set_hot(&listed);
         self.refund(refunds).await
     }
@@ -432,6 +479,7 @@ where
             let held = Held {
                 lease,
                 used: now,
+                asked: 0,
                 last: None,
                 flight: None,
             };
@@ -442,6 +490,7 @@ where
             return (Step::Deny { until: now }, None);
         };
         held.used = now;
+        held.asked += u64::from(first);
         let step = if first {
             held.lease.step_for(now, cost)
         } else {

@@ -179,12 +179,13 @@ impl HttpLimit {
     }
 
     /// Leases the limit in blocks as [`HttpLimit::leased`] does, but only
-    /// the keys the server names hot (`RL.HOTKEYS`, on when the operator
-    /// sets `ratelimit.hot-key-counters`): the layer polls the list
+    /// the keys the server names hot (`RL.HOTKEYS`, on unless the
+    /// operator sets `ratelimit.hot-key-counters` to 0): the layer polls the list
     /// ([`RedisRateLimitLayer::follow_hot_keys`], or one poll with
     /// [`RedisRateLimitLayer::refresh_hot_keys`]), a listed key turns hot
     /// once it surely takes [`Builder::hot_keys`]' rate, stays hot while
-    /// listed, and once it drops out of the list gives its block's units
+    /// listed at a rate that may still reach it (counting a block per
+    /// decision), and once it drops out gives its block's units
     /// back. Every other key is decided per request by the store.
     pub fn leased_when_hot(mut self, plan: LeasePlan) -> HttpLimit {
         self.lease = Some(plan);
