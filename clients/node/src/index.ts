@@ -35,3 +35,5 @@ export {
   policyQuota,
   rateQuota,
 } from "./policy.js";
+export { type LeasablePolicy, type LeasedAcquireOptions, type LeasedLimitOptions, LeasedLimit, MAX_BLOCK } from "./leased-limit.js";
+export { type HotKeyOptions, DEFAULT_HOT_KEYS_POLL_MS, HotKeyLeases } from "./hot-keys.js";

@@ -3,7 +3,7 @@ import { AllDecision, Decision, type Described, type Reservation } from "./decis
 import { type Duration, durationArg, durationMillis } from "./duration.js";
 import { DenyCache } from "./deny-cache.js";
 import { UnavailableError } from "./errors.js";
-import { type CallOptions, DEFAULT_TIMEOUT_MS, Guard, toTransport } from "./guard.js";
+import { type CallOptions, DEFAULT_TIMEOUT_MS, Guard, type Undo, toTransport } from "./guard.js";
 import { DEFAULT_MAX_WAITERS, WaitPool } from "./pool.js";
 import { parseAllDecision, parseBigInteger, parseDecision, parseInteger, parseReservation } from "./reply.js";
 import {
@@ -184,6 +184,38 @@ function unitInterval(policy: GcraPolicy | BucketPolicy | SlidingPolicy | FixedP
   return undefined;
 }
 
+/** Commands whose charge `REFUND n` gives back. */
+const REFUNDABLE = new Set(["RL.GCRA", "RL.BUCKET", "RL.SLIDING", "RL.FIXED", "RL.CHECK"]);
+
+/** What a reply of `command` took, as the units to refund (0: nothing), for the charge `options` asked. */
+function charged(d: Decision, options: DecideOptions): bigint {
+  if (options.dryRun === true || options.refund !== undefined) return 0n;
+  if (options.force === true) return BigInt(options.cost ?? 1);
+  if (!d.allowed) return 0n;
+  return options.partial === true ? BigInt(d.granted ?? 0) : BigInt(options.cost ?? 1);
+}
+
+/**
+ * The give-back of a single decision whose caller stopped waiting: a
+ * refund of what it was charged (`args` being the command, its key and
+ * policy words), or the release of the lease it got; `undefined` for the
+ * commands that take none (`RL.SKETCH`, `RL.PEEK`).
+ */
+function singleUndo(args: readonly string[], described: Described, options: DecideOptions): Undo | undefined {
+  const [command = "", key = ""] = args;
+  if (command === "RL.ACQUIRE") {
+    return (reply) => {
+      const lease = parseDecision(reply, described, false).lease;
+      return lease === null || lease === undefined ? undefined : ["RL.RELEASE", key, lease];
+    };
+  }
+  if (!REFUNDABLE.has(command)) return undefined;
+  return (reply) => {
+    const units = charged(parseDecision(reply, described, options.partial === true), options);
+    return units > 0n ? [...args, "REFUND", String(units)] : undefined;
+  };
+}
+
 const COMMAND = { gcra: "RL.GCRA", bucket: "RL.BUCKET", sliding: "RL.SLIDING", fixed: "RL.FIXED" } as const;
 
 /**
@@ -206,6 +238,10 @@ export class RateLimiter {
   readonly guard: Guard;
   private readonly waits: WaitPool;
   private readonly fallback: Fallback;
+  /** The limiter's fallback (`"closed"` unless set). */
+  get defaultFallback(): Fallback {
+    return this.fallback;
+  }
   private readonly denials: DenyCache | undefined;
   /** A lately denied slot's request at the server: the others on it wait for its answer, then look again. */
   private readonly asking = new Map<string, Promise<unknown>>();
@@ -234,9 +270,13 @@ export class RateLimiter {
     this.guard.close();
   }
 
-  /** Sends a decision command: on the wait pool when it waits, else through the guard. */
-  private decisionReply(args: string[], options: WaitOptions & CallOptions): Promise<RawReply> {
-    if (options.wait === undefined) return this.guard.call(args, options);
+  /**
+   * Sends a decision command: on the wait pool when it waits (a wait given
+   * up on closes its connection: the server drops the waiter), else through
+   * the guard, which gives back with `undo` what a reply nobody waited for took.
+   */
+  private decisionReply(args: string[], options: WaitOptions & CallOptions, undo?: Undo): Promise<RawReply> {
+    if (options.wait === undefined) return this.guard.call(args, options, 0, undo);
     const waitMs = Number(durationMillis(options.wait) ?? 0n);
     return this.waits.call(args, options, waitMs);
   }
@@ -254,17 +294,18 @@ export class RateLimiter {
   private async single(command: string, key: string, args: string[], described: Described, options: DecideOptions): Promise<Decision> {
     let reply: RawReply;
     try {
-      reply = await this.decisionReply([command, key, ...args, ...optionWords(options)], options);
+      const base = [command, key, ...args];
+      reply = await this.decisionReply([...base, ...optionWords(options)], options, singleUndo(base, described, options));
     } catch (error) {
       return this.fallbackDecision(error, described, options.fallback ?? this.fallback);
     }
     return parseDecision(reply, described, options.partial === true);
   }
 
-  private async several(args: string[], described: Described[], options: AllOptions | ShareOptions, partial: boolean): Promise<AllDecision> {
+  private async several(args: string[], described: Described[], options: AllOptions | ShareOptions, partial: boolean, undo?: Undo): Promise<AllDecision> {
     let reply: RawReply;
     try {
-      reply = await this.decisionReply(args, options);
+      reply = await this.decisionReply(args, options, undo);
     } catch (error) {
       const limits = described.map((d) => this.fallbackDecision(error, d, options.fallback ?? this.fallback));
       const allowed = limits.every((d) => d.allowed);
@@ -318,10 +359,15 @@ export class RateLimiter {
    */
   async reserve(key: string, policy: GcraPolicy | BucketPolicy, maxDelay: Duration, options: DecideOptions = {}): Promise<Reservation> {
     const described = { name: options.name ?? "default", quota: policyQuota(policy) };
-    const args = [COMMAND[policy.type], key, ...policyArgs(policy), ...optionWords(options), "RESERVE", durationArg(maxDelay)];
+    const base = [COMMAND[policy.type], key, ...policyArgs(policy)];
+    const args = [...base, ...optionWords(options), "RESERVE", durationArg(maxDelay)];
     let reply: RawReply;
     try {
-      reply = await this.decisionReply(args, options);
+      const undo: Undo = (late) => {
+        const units = charged(parseReservation(late, described).decision, options);
+        return units > 0n ? [...base, "REFUND", String(units)] : undefined;
+      };
+      reply = await this.decisionReply(args, options, undo);
     } catch (error) {
       const decision = this.fallbackDecision(error, described, options.fallback ?? this.fallback);
       return { decision, delayMs: decision.allowed ? 0 : null };
@@ -370,7 +416,17 @@ export class RateLimiter {
   async all(limits: readonly AllLimit[], options: AllOptions = {}): Promise<AllDecision> {
     const args = ["RL.ALL", String(limits.length), ...limits.map((l) => l.key), ...limits.flatMap((l) => policyWords(l.policy))];
     const described = limits.map((l) => ({ name: l.name ?? "default", quota: policyQuota(l.policy) }));
-    return this.several([...args, ...optionWords(options)], described, options, options.partial === true);
+    const partial = options.partial === true;
+    const undo: Undo | undefined =
+      options.dryRun === true || options.refund !== undefined || options.refundCosts !== undefined || limits.some((l) => l.policy.type === "concurrency")
+        ? undefined
+        : (reply) => {
+            const d = parseAllDecision(reply, described, partial);
+            if (!d.allowed && options.force !== true) return undefined;
+            const costs = partial ? d.limits.map((l) => String(l.granted ?? 0)) : limits.map((_, i) => String(options.costs?.[i] ?? options.cost ?? 1));
+            return costs.every((c) => c === "0") ? undefined : [...args, "REFUND", "COSTS", ...costs];
+          };
+    return this.several([...args, ...optionWords(options)], described, options, partial, undo);
   }
 
   private shareArgs(command: string, path: readonly ShareNode[]): string[] {
