@@ -21,7 +21,7 @@ export interface RedisRateLimitStoreOptions {
    * side while moving from one to the other).
    */
   readonly prefix?: string;
-  /** Each command's deadline in ms (default 500). */
+  /** Each command's deadline in ms (default 300, as the Rust and Python clients). */
   readonly timeout?: number;
   /**
    * The answer when the server gives none (the deadline passed, or the

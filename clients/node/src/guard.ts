@@ -2,7 +2,7 @@ import { type RawReply, type RedisLike, type SendCommand } from "./client.js";
 import { UnavailableError, fromClientError } from "./errors.js";
 
 /** The default deadline of one decision, in ms (a command's own `WAIT` comes on top). */
-export const DEFAULT_TIMEOUT_MS = 500;
+export const DEFAULT_TIMEOUT_MS = 300;
 
 /** While the circuit is open, a `PING` probes the connection this often (ms), one at a time. */
 export const PROBE_INTERVAL_MS = 150;

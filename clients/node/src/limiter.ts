@@ -2,6 +2,7 @@ import { type RawReply, type RedisLike, type SendCommand, toSendCommand } from "
 import { AllDecision, Decision, type Described, type Reservation } from "./decision.js";
 import { type Duration, durationArg, durationMillis } from "./duration.js";
 import { DenyCache } from "./deny-cache.js";
+import { DegradedShares } from "./degraded.js";
 import { UnavailableError } from "./errors.js";
 import { type CallOptions, DEFAULT_TIMEOUT_MS, Guard, type Undo, toTransport } from "./guard.js";
 import { DEFAULT_MAX_WAITERS, WaitPool } from "./pool.js";
@@ -30,7 +31,7 @@ export type Fallback = "closed" | "open" | "error";
 
 /** How a {@link RateLimiter} is set up. */
 export interface LimiterOptions {
-  /** Each call's deadline in ms (default 500), a command's own `wait` on top. */
+  /** Each call's deadline in ms (default 300, as the Rust and Python clients), a command's own `wait` on top. */
   readonly timeout?: number;
   /** The answer when there is none from the server (default `"closed"`). */
   readonly fallback?: Fallback;
@@ -42,6 +43,13 @@ export interface LimiterOptions {
    * {@link DenyCache}.
    */
   readonly denyCache?: number;
+  /**
+   * Degraded mode for up to this many keys (default 0: off): while the
+   * server does not answer, a fail-closed (`"closed"`) decision is made
+   * locally at this process's share of the key's limit, estimated from the
+   * server's replies. See {@link DegradedShares}.
+   */
+  readonly degraded?: number;
 }
 
 /** Options every call takes. */
@@ -243,6 +251,8 @@ export class RateLimiter {
     return this.fallback;
   }
   private readonly denials: DenyCache | undefined;
+  /** Degraded mode's shares, when on. */
+  readonly degraded: DegradedShares | undefined;
   /** A lately denied slot's request at the server: the others on it wait for its answer, then look again. */
   private readonly asking = new Map<string, Promise<unknown>>();
 
@@ -253,6 +263,7 @@ export class RateLimiter {
     this.waits = new WaitPool(client, this.guard, options.maxWaiters ?? DEFAULT_MAX_WAITERS);
     this.fallback = options.fallback ?? "closed";
     this.denials = options.denyCache === undefined || options.denyCache === 0 ? undefined : new DenyCache(options.denyCache);
+    this.degraded = options.degraded === undefined || options.degraded === 0 ? undefined : new DegradedShares(options.degraded);
   }
 
   /**
@@ -314,13 +325,34 @@ export class RateLimiter {
     return parseAllDecision(reply, described, partial);
   }
 
-  /** A decision under `policy` (GCRA, bucket, sliding or fixed), by its own command. */
+  /**
+   * A decision under `policy` (GCRA, bucket, sliding or fixed), by its own
+   * command; with `degraded` on, a fail-closed plain request the server
+   * does not answer is decided at this process's share.
+   */
   async decide(key: string, policy: GcraPolicy | BucketPolicy | SlidingPolicy | FixedPolicy, options: DecideOptions = {}): Promise<Decision> {
+    // The second tier sees plain requests only: no wait, dry run or other kind of charge.
+    const plain = options.wait === undefined && options.dryRun !== true && options.force !== true && options.partial !== true && options.refund === undefined && options.jitter !== true;
+    const shares = plain && (options.fallback ?? this.fallback) === "closed" ? this.degraded : undefined;
+    const d = await this.decideFirst(key, policy, options, plain);
+    if (shares === undefined || d.cached === true) return d;
+    const slot = [COMMAND[policy.type], key, ...policyArgs(policy)].join("\0");
+    const cost = Number(options.cost ?? 1);
+    if (d.fallback !== undefined) return shares.decide(slot, cost, d);
+    shares.observe(slot, policy, d, cost);
+    return d;
+  }
+
+  /** Degraded mode's share of `key` under `policy` for this process (0 to 1), `undefined` when off or never answered. */
+  degradedShare(key: string, policy: GcraPolicy | BucketPolicy | SlidingPolicy | FixedPolicy): number | undefined {
+    return this.degraded?.share([COMMAND[policy.type], key, ...policyArgs(policy)].join("\0"));
+  }
+
+  /** {@link decide} without degraded mode: the deny cache, then the server. */
+  private async decideFirst(key: string, policy: GcraPolicy | BucketPolicy | SlidingPolicy | FixedPolicy, options: DecideOptions, plain: boolean): Promise<Decision> {
     const described = { name: options.name ?? "default", quota: policyQuota(policy) };
     const args = policyArgs(policy);
     const command = COMMAND[policy.type];
-    // The deny cache sees plain requests only: no wait, dry run or other kind of charge.
-    const plain = options.wait === undefined && options.dryRun !== true && options.force !== true && options.partial !== true && options.refund === undefined && options.jitter !== true;
     const cache = plain ? this.denials : undefined;
     if (cache === undefined) return this.single(command, key, args, described, options);
     const slot = [command, key, ...args].join("\0");
