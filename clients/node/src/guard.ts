@@ -238,13 +238,13 @@ export class Guard {
       this.sent++;
       const p = transport.send(args, controller.signal);
       handed = p;
-      // A reply that lands after the caller stopped waiting: the connection answers again, and
-      // what the reply took is given back.
+      // A reply that lands after the caller stopped waiting: what it took is given back.
       p.then(
         (reply) => {
           if (!controller.signal.aborted) return;
+          // The circuit stays as it is: a late reply may have waited in the socket since before the
+          // server froze; the probe says whether the connection answers now.
           this.lateReplies++;
-          if (this.open && !this.probing) this.reset();
           let back: string[] | undefined;
           try {
             back = undo?.(reply as RawReply);

@@ -87,8 +87,10 @@ describe("calls cut short at random points", () => {
               assert.equal((error as Error).message, "gave up");
               count.aborted++;
             }
-            // Yield between calls so the frozen phase spans real time (the circuit answers at once).
             await new Promise((r) => setImmediate(r));
+            // Thawed: wait for the probe to close the circuit (polling a state, bounded), so the
+            // last third runs against a server that answers again.
+            for (let w = 0; thawed && rl.guard.open && w < 200; w++) await new Promise((r) => setTimeout(r, 5));
           }
         });
         await Promise.all(loops);
