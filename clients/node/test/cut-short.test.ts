@@ -160,6 +160,7 @@ describe("calls cut short at random points", () => {
         await Promise.all(calls);
         await server.kill();
         await server.spawn();
+        const sentBefore = rl.guard.sent;
         // The first decision the new server answers comes after anything resent on reconnection.
         let served = false;
         for (let i = 0; i < 300 && !served; i++) {
@@ -167,6 +168,12 @@ describe("calls cut short at random points", () => {
           if (!served) await new Promise((r) => setTimeout(r, 10)); // polling a state, bounded
         }
         assert.ok(served, "the new server decides");
+        // The new server ran only decisions handed over after it was back (one handed over as the old
+        // connection closed never arrives): none resent, so none given back.
+        const info = String(await rl.raw(["INFO", "commandstats"]));
+        const ran = Number(/cmdstat_rl\.gcra:calls=(\d+)/.exec(info)?.[1] ?? 0);
+        assert.ok(ran >= 1 && ran <= rl.guard.sent - sentBefore, `${ran} RL.GCRA run, ${rl.guard.sent - sentBefore} handed over since the return`);
+        assert.equal(rl.guard.lateReplies, 0);
         assert.equal((await rl.peek("k", POLICY)).remaining, LIMIT - 1, "only the one decision after the return was charged");
       } finally {
         server.resume();
