@@ -59,7 +59,7 @@ export interface RatelimitConfig {
    * ms (default 5000, as @upstash/ratelimit), with `reason: "timeout"`;
    * at once while the connection is known down. Every decision has a
    * deadline: 0 (which @upstash/ratelimit reads as "no timeout") is taken
-   * as 500.
+   * as 300 ({@link DEFAULT_TIMEOUT_MS}).
    */
   readonly timeout?: number;
   /** The most `blockUntilReady` calls waiting at once, each on a connection of its own (default 64). */
