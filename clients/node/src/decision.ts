@@ -73,6 +73,8 @@ export interface DecisionFields {
   readonly fallback?: "timeout" | "unavailable" | undefined;
   /** `true` when the limiter's deny cache answered, without a round trip. */
   readonly cached?: boolean | undefined;
+  /** `true` when a `LeasedLimit` answered from its block (or between blocks), without a round trip. */
+  readonly leased?: boolean | undefined;
 }
 
 /** A reservation's answer (`RESERVE maxDelay`): the decision, and when it starts. */
@@ -106,6 +108,8 @@ export class Decision implements DecisionFields {
   declare readonly fallback?: "timeout" | "unavailable" | undefined;
   /** `true` when the limiter's deny cache answered, without a round trip. */
   declare readonly cached?: boolean | undefined;
+  /** `true` when a leased limit answered locally, without a round trip. */
+  declare readonly leased?: boolean | undefined;
   /** The limit's name and rate, for {@link Decision.headers}. */
   readonly described: Described;
 
@@ -121,6 +125,7 @@ export class Decision implements DecisionFields {
     if (fields.shadowDenied !== undefined) this.shadowDenied = fields.shadowDenied;
     if (fields.fallback !== undefined) this.fallback = fields.fallback;
     if (fields.cached !== undefined) this.cached = fields.cached;
+    if (fields.leased !== undefined) this.leased = fields.leased;
     this.described = described;
   }
 

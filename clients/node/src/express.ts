@@ -1,7 +1,7 @@
 import type { ClientRateLimitInfo, IncrementResponse, Options, Store } from "express-rate-limit";
 import { type RawReply, type RedisLike, type SendCommand, toSendCommand } from "./client.js";
 import { UnavailableError } from "./errors.js";
-import { DEFAULT_TIMEOUT_MS, Guard, toTransport } from "./guard.js";
+import { DEFAULT_TIMEOUT_MS, Guard, type Undo, toTransport } from "./guard.js";
 import { parseDecision } from "./reply.js";
 
 /** How {@link RedisRateLimitStore} is set up. */
@@ -21,7 +21,7 @@ export interface RedisRateLimitStoreOptions {
    * side while moving from one to the other).
    */
   readonly prefix?: string;
-  /** Each command's deadline in ms (default 500). */
+  /** Each command's deadline in ms (default 300, as the Rust and Python clients). */
   readonly timeout?: number;
   /**
    * The answer when the server gives none (the deadline passed, or the
@@ -97,8 +97,8 @@ export class RedisRateLimitStore implements Store {
     this.fallback = options.fallback ?? "error";
   }
 
-  private send(args: string[]): Promise<RawReply> {
-    return this.guard.call(args);
+  private send(args: string[], undo?: Undo): Promise<RawReply> {
+    return this.guard.call(args, {}, 0, undo);
   }
 
   /** Takes the middleware's `windowMs`. */
@@ -115,7 +115,9 @@ export class RedisRateLimitStore implements Store {
     const [command = "", ...policy] = this.policy();
     let reply: RawReply;
     try {
-      reply = await this.send([command, this.prefix + key, ...policy, ...extra]);
+      const base = [command, this.prefix + key, ...policy];
+      // A hit whose caller stopped waiting is taken back when its late reply lands.
+      reply = await this.send([...base, ...extra], extra.length === 0 ? () => [...base, "REFUND", "1"] : undefined);
     } catch (error) {
       if (!(error instanceof UnavailableError) || this.fallback === "error") throw error;
       // Open: nothing counted; closed: over any limit, back in a second.

@@ -2,10 +2,16 @@ import { type RawReply, type RedisLike, type SendCommand } from "./client.js";
 import { UnavailableError, fromClientError } from "./errors.js";
 
 /** The default deadline of one decision, in ms (a command's own `WAIT` comes on top). */
-export const DEFAULT_TIMEOUT_MS = 500;
+export const DEFAULT_TIMEOUT_MS = 300;
 
 /** While the circuit is open, a `PING` probes the connection this often (ms), one at a time. */
 export const PROBE_INTERVAL_MS = 150;
+
+/** A give-back is sent within this long (ms) of the late reply it undoes, else its units stay charged. */
+export const GIVE_BACK_TIMEOUT_MS = 10_000;
+
+/** The command that gives back what `reply` took (a refund, a release), or `undefined` when it took nothing. */
+export type Undo = (reply: RawReply) => string[] | undefined;
 
 /** The deadline and cancellation of one call. */
 export interface CallOptions {
@@ -23,6 +29,12 @@ export interface CallOptions {
  */
 export interface Transport {
   send(args: string[], signal: AbortSignal): Promise<unknown>;
+  /**
+   * The caller of `sent` (a promise `send` returned) stopped waiting: a
+   * client that would write it later (ioredis's offline queue, or its
+   * resending after a reconnection) drops it instead.
+   */
+  forget?(sent: Promise<unknown>): void;
   ready(): boolean;
   /** Resolves `true` once the client is ready, `false` if `signal` aborts first. */
   untilReady(signal: AbortSignal): Promise<boolean>;
@@ -57,8 +69,18 @@ interface NodeRedisShape {
   readonly once?: unknown;
 }
 
+/** The part of denque (ioredis's queues) used to drop a command no caller waits for. */
+interface QueueShape {
+  readonly length: number;
+  peekAt(index: number): { readonly command?: { readonly promise?: unknown; reject?(error: Error): void } } | undefined;
+  removeOne(index: number): unknown;
+}
+
 interface IoredisShape {
   call(command: string, ...args: string[]): Promise<unknown>;
+  readonly offlineQueue?: QueueShape | null;
+  readonly prevCommandQueue?: QueueShape | null;
+  on?(event: "reconnecting", listener: () => void): unknown;
   readonly status?: string;
   readonly once?: unknown;
   readonly stream?: { readonly writable?: boolean };
@@ -92,10 +114,36 @@ export function toTransport(client: RedisLike): Transport {
     }
     // "ready" with a closed stream: ioredis would queue the command offline.
     const ready = (): boolean => (io.status === undefined || io.status === "ready") && io.stream?.writable !== false;
+    // Commands whose callers stopped waiting and that ioredis may still write (its offline queue,
+    // or the commands it resends after a reconnection): dropped from its queues whenever they are there.
+    const abandoned = new Set<Promise<unknown>>();
+    const purge = (): void => {
+      for (const queue of [io.offlineQueue, io.prevCommandQueue]) {
+        if (queue === null || queue === undefined || typeof queue.peekAt !== "function") continue;
+        for (let i = queue.length - 1; i >= 0; i--) {
+          const command = queue.peekAt(i)?.command;
+          const promise = command?.promise;
+          if (promise instanceof Promise && abandoned.has(promise)) {
+            queue.removeOne(i);
+            abandoned.delete(promise);
+            command?.reject?.(new Error("redis-ratelimit: dropped, its caller stopped waiting"));
+          }
+        }
+      }
+    };
+    if (typeof io.on === "function") io.on("reconnecting", purge);
     return {
       send: (args) => {
         const [command = "", ...rest] = args;
         return io.call(command, ...rest);
+      },
+      forget: (sent) => {
+        abandoned.add(sent);
+        const settle = (): void => {
+          abandoned.delete(sent);
+        };
+        sent.then(settle, settle);
+        purge();
       },
       ready,
       untilReady: (signal) => (typeof io.once === "function" ? readyEvent(io as IoredisShape & Emitter, ready, signal) : Promise.resolve(ready())),
@@ -121,8 +169,14 @@ export function toTransport(client: RedisLike): Transport {
 export class Guard {
   private openSince: number | undefined;
   private probing = false;
-  /** Decision commands handed to the client so far (probes not counted). */
+  /** Decision commands handed to the client so far (probes and give-backs not counted). */
   sent = 0;
+  /** Replies that landed after their caller had stopped waiting. */
+  lateReplies = 0;
+  /** Give-backs (a late reply's charge refunded, its lease released) the server answered. */
+  givenBack = 0;
+  /** Give-backs that got no answer (their units stay charged until they refill). */
+  givebackFailures = 0;
   /** The client reported itself not ready since the circuit opened: its being ready again closes the circuit. */
   private sawDown = false;
   private probeTimer: NodeJS.Timeout | undefined;
@@ -143,8 +197,13 @@ export class Guard {
    * Sends `args` and resolves with the reply within `options.timeout` (plus
    * `extraMs`, a command's own `WAIT`), else rejects with
    * {@link UnavailableError}; a server error rejects with a `ReplyError`.
+   *
+   * `undo` says how to give back what a reply took (the command that
+   * refunds its charge or releases its lease): when the caller stopped
+   * waiting (the deadline, or its signal) after the command was handed to
+   * the client, and the reply lands later, that command is sent then.
    */
-  async call(args: string[], options: CallOptions = {}, extraMs = 0): Promise<RawReply> {
+  async call(args: string[], options: CallOptions = {}, extraMs = 0, undo?: Undo): Promise<RawReply> {
     const { signal } = options;
     if (signal?.aborted === true) throw signal.reason;
     if (this.open) this.refuseIfDown(args[0] ?? "");
@@ -152,15 +211,21 @@ export class Guard {
     const controller = new AbortController();
     let timer: NodeJS.Timeout | undefined;
     let onAbort: (() => void) | undefined;
+    let handed: Promise<unknown> | undefined;
+    const giveUp = (): void => {
+      if (handed !== undefined) this.transport.forget?.(handed);
+    };
     const stop = new Promise<never>((_, reject) => {
       timer = setTimeout(() => {
         const error = new UnavailableError("timeout", args[0] ?? "");
         controller.abort(error);
+        giveUp();
         reject(error);
       }, timeout + extraMs);
       if (signal !== undefined) {
         onAbort = () => {
           controller.abort(signal.reason);
+          giveUp();
           reject(signal.reason as Error);
         };
         signal.addEventListener("abort", onAbort, { once: true });
@@ -171,7 +236,26 @@ export class Guard {
     const transport = this.transport;
     const handOver = (): Promise<unknown> => {
       this.sent++;
-      return transport.send(args, controller.signal);
+      const p = transport.send(args, controller.signal);
+      handed = p;
+      // A reply that lands after the caller stopped waiting: what it took is given back.
+      p.then(
+        (reply) => {
+          if (!controller.signal.aborted) return;
+          // The circuit stays as it is: a late reply may have waited in the socket since before the
+          // server froze; the probe says whether the connection answers now.
+          this.lateReplies++;
+          let back: string[] | undefined;
+          try {
+            back = undo?.(reply as RawReply);
+          } catch {
+            // A reply of an unexpected shape: nothing known to give back.
+          }
+          if (back !== undefined) void this.giveBack(back);
+        },
+        () => undefined,
+      );
+      return p;
     };
     const sent = transport.ready()
       ? handOver()
@@ -199,6 +283,32 @@ export class Guard {
     } finally {
       clearTimeout(timer);
       if (onAbort !== undefined) signal?.removeEventListener("abort", onAbort);
+    }
+  }
+
+  /**
+   * Sends `args` (a refund or a release for a reply nobody waited for),
+   * outside the circuit, within {@link GIVE_BACK_TIMEOUT_MS}.
+   */
+  private async giveBack(args: string[]): Promise<void> {
+    const controller = new AbortController();
+    const timer = setTimeout(() => {
+      controller.abort(new UnavailableError("timeout", args[0] ?? ""));
+    }, GIVE_BACK_TIMEOUT_MS);
+    timer.unref();
+    try {
+      if (!this.transport.ready() && !(await this.transport.untilReady(controller.signal))) throw new UnavailableError("timeout", args[0] ?? "");
+      const sent = this.transport.send(args, controller.signal);
+      const aborted = new Promise<never>((_, reject) => {
+        controller.signal.addEventListener("abort", () => { reject(new UnavailableError("timeout", args[0] ?? "")); }, { once: true });
+      });
+      sent.catch(() => undefined);
+      await Promise.race([sent, aborted]);
+      this.givenBack++;
+    } catch {
+      this.givebackFailures++;
+    } finally {
+      clearTimeout(timer);
     }
   }
 

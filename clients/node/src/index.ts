@@ -4,6 +4,7 @@ export { type Duration, type DurationUnit, durationArg, durationMillis } from ".
 export { LeaseLostError, RateLimitError, ReplyError, UnavailableError, UnexpectedReplyError, WrongTypeError } from "./errors.js";
 export { type CallOptions, type Transport, DEFAULT_TIMEOUT_MS, Guard, PROBE_INTERVAL_MS, toTransport } from "./guard.js";
 export { DEFAULT_MAX_WAITERS, WaitPool } from "./pool.js";
+export { DegradedShares } from "./degraded.js";
 export { type HeldLease, type LeaseOptions, type LeaseResult, withLease } from "./lease.js";
 export {
   type AcquireOptions,
@@ -35,3 +36,5 @@ export {
   policyQuota,
   rateQuota,
 } from "./policy.js";
+export { type LeasablePolicy, type LeasedAcquireOptions, type LeasedLimitOptions, LeasedLimit, MAX_BLOCK } from "./leased-limit.js";
+export { type HotKeyOptions, DEFAULT_HOT_KEYS_POLL_MS, HotKeyLeases } from "./hot-keys.js";

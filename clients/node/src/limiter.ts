@@ -2,8 +2,9 @@ import { type RawReply, type RedisLike, type SendCommand, toSendCommand } from "
 import { AllDecision, Decision, type Described, type Reservation } from "./decision.js";
 import { type Duration, durationArg, durationMillis } from "./duration.js";
 import { DenyCache } from "./deny-cache.js";
+import { DegradedShares } from "./degraded.js";
 import { UnavailableError } from "./errors.js";
-import { type CallOptions, DEFAULT_TIMEOUT_MS, Guard, toTransport } from "./guard.js";
+import { type CallOptions, DEFAULT_TIMEOUT_MS, Guard, type Undo, toTransport } from "./guard.js";
 import { DEFAULT_MAX_WAITERS, WaitPool } from "./pool.js";
 import { parseAllDecision, parseBigInteger, parseDecision, parseInteger, parseReservation } from "./reply.js";
 import {
@@ -30,7 +31,7 @@ export type Fallback = "closed" | "open" | "error";
 
 /** How a {@link RateLimiter} is set up. */
 export interface LimiterOptions {
-  /** Each call's deadline in ms (default 500), a command's own `wait` on top. */
+  /** Each call's deadline in ms (default 300, as the Rust and Python clients), a command's own `wait` on top. */
   readonly timeout?: number;
   /** The answer when there is none from the server (default `"closed"`). */
   readonly fallback?: Fallback;
@@ -42,6 +43,13 @@ export interface LimiterOptions {
    * {@link DenyCache}.
    */
   readonly denyCache?: number;
+  /**
+   * Degraded mode for up to this many keys (default 0: off): while the
+   * server does not answer, a fail-closed (`"closed"`) decision is made
+   * locally at this process's share of the key's limit, estimated from the
+   * server's replies. See {@link DegradedShares}.
+   */
+  readonly degraded?: number;
 }
 
 /** Options every call takes. */
@@ -184,6 +192,38 @@ function unitInterval(policy: GcraPolicy | BucketPolicy | SlidingPolicy | FixedP
   return undefined;
 }
 
+/** Commands whose charge `REFUND n` gives back. */
+const REFUNDABLE = new Set(["RL.GCRA", "RL.BUCKET", "RL.SLIDING", "RL.FIXED", "RL.CHECK"]);
+
+/** What a reply of `command` took, as the units to refund (0: nothing), for the charge `options` asked. */
+function charged(d: Decision, options: DecideOptions): bigint {
+  if (options.dryRun === true || options.refund !== undefined) return 0n;
+  if (options.force === true) return BigInt(options.cost ?? 1);
+  if (!d.allowed) return 0n;
+  return options.partial === true ? BigInt(d.granted ?? 0) : BigInt(options.cost ?? 1);
+}
+
+/**
+ * The give-back of a single decision whose caller stopped waiting: a
+ * refund of what it was charged (`args` being the command, its key and
+ * policy words), or the release of the lease it got; `undefined` for the
+ * commands that take none (`RL.SKETCH`, `RL.PEEK`).
+ */
+function singleUndo(args: readonly string[], described: Described, options: DecideOptions): Undo | undefined {
+  const [command = "", key = ""] = args;
+  if (command === "RL.ACQUIRE") {
+    return (reply) => {
+      const lease = parseDecision(reply, described, false).lease;
+      return lease === null || lease === undefined ? undefined : ["RL.RELEASE", key, lease];
+    };
+  }
+  if (!REFUNDABLE.has(command)) return undefined;
+  return (reply) => {
+    const units = charged(parseDecision(reply, described, options.partial === true), options);
+    return units > 0n ? [...args, "REFUND", String(units)] : undefined;
+  };
+}
+
 const COMMAND = { gcra: "RL.GCRA", bucket: "RL.BUCKET", sliding: "RL.SLIDING", fixed: "RL.FIXED" } as const;
 
 /**
@@ -206,7 +246,13 @@ export class RateLimiter {
   readonly guard: Guard;
   private readonly waits: WaitPool;
   private readonly fallback: Fallback;
+  /** The limiter's fallback (`"closed"` unless set). */
+  get defaultFallback(): Fallback {
+    return this.fallback;
+  }
   private readonly denials: DenyCache | undefined;
+  /** Degraded mode's shares, when on. */
+  readonly degraded: DegradedShares | undefined;
   /** A lately denied slot's request at the server: the others on it wait for its answer, then look again. */
   private readonly asking = new Map<string, Promise<unknown>>();
 
@@ -217,6 +263,7 @@ export class RateLimiter {
     this.waits = new WaitPool(client, this.guard, options.maxWaiters ?? DEFAULT_MAX_WAITERS);
     this.fallback = options.fallback ?? "closed";
     this.denials = options.denyCache === undefined || options.denyCache === 0 ? undefined : new DenyCache(options.denyCache);
+    this.degraded = options.degraded === undefined || options.degraded === 0 ? undefined : new DegradedShares(options.degraded);
   }
 
   /**
@@ -234,9 +281,13 @@ export class RateLimiter {
     this.guard.close();
   }
 
-  /** Sends a decision command: on the wait pool when it waits, else through the guard. */
-  private decisionReply(args: string[], options: WaitOptions & CallOptions): Promise<RawReply> {
-    if (options.wait === undefined) return this.guard.call(args, options);
+  /**
+   * Sends a decision command: on the wait pool when it waits (a wait given
+   * up on closes its connection: the server drops the waiter), else through
+   * the guard, which gives back with `undo` what a reply nobody waited for took.
+   */
+  private decisionReply(args: string[], options: WaitOptions & CallOptions, undo?: Undo): Promise<RawReply> {
+    if (options.wait === undefined) return this.guard.call(args, options, 0, undo);
     const waitMs = Number(durationMillis(options.wait) ?? 0n);
     return this.waits.call(args, options, waitMs);
   }
@@ -254,17 +305,18 @@ export class RateLimiter {
   private async single(command: string, key: string, args: string[], described: Described, options: DecideOptions): Promise<Decision> {
     let reply: RawReply;
     try {
-      reply = await this.decisionReply([command, key, ...args, ...optionWords(options)], options);
+      const base = [command, key, ...args];
+      reply = await this.decisionReply([...base, ...optionWords(options)], options, singleUndo(base, described, options));
     } catch (error) {
       return this.fallbackDecision(error, described, options.fallback ?? this.fallback);
     }
     return parseDecision(reply, described, options.partial === true);
   }
 
-  private async several(args: string[], described: Described[], options: AllOptions | ShareOptions, partial: boolean): Promise<AllDecision> {
+  private async several(args: string[], described: Described[], options: AllOptions | ShareOptions, partial: boolean, undo?: Undo): Promise<AllDecision> {
     let reply: RawReply;
     try {
-      reply = await this.decisionReply(args, options);
+      reply = await this.decisionReply(args, options, undo);
     } catch (error) {
       const limits = described.map((d) => this.fallbackDecision(error, d, options.fallback ?? this.fallback));
       const allowed = limits.every((d) => d.allowed);
@@ -273,13 +325,34 @@ export class RateLimiter {
     return parseAllDecision(reply, described, partial);
   }
 
-  /** A decision under `policy` (GCRA, bucket, sliding or fixed), by its own command. */
+  /**
+   * A decision under `policy` (GCRA, bucket, sliding or fixed), by its own
+   * command; with `degraded` on, a fail-closed plain request the server
+   * does not answer is decided at this process's share.
+   */
   async decide(key: string, policy: GcraPolicy | BucketPolicy | SlidingPolicy | FixedPolicy, options: DecideOptions = {}): Promise<Decision> {
+    // The second tier sees plain requests only: no wait, dry run or other kind of charge.
+    const plain = options.wait === undefined && options.dryRun !== true && options.force !== true && options.partial !== true && options.refund === undefined && options.jitter !== true;
+    const shares = plain && (options.fallback ?? this.fallback) === "closed" ? this.degraded : undefined;
+    const d = await this.decideFirst(key, policy, options, plain);
+    if (shares === undefined || d.cached === true) return d;
+    const slot = [COMMAND[policy.type], key, ...policyArgs(policy)].join("\0");
+    const cost = Number(options.cost ?? 1);
+    if (d.fallback !== undefined) return shares.decide(slot, cost, d);
+    shares.observe(slot, policy, d, cost);
+    return d;
+  }
+
+  /** Degraded mode's share of `key` under `policy` for this process (0 to 1), `undefined` when off or never answered. */
+  degradedShare(key: string, policy: GcraPolicy | BucketPolicy | SlidingPolicy | FixedPolicy): number | undefined {
+    return this.degraded?.share([COMMAND[policy.type], key, ...policyArgs(policy)].join("\0"));
+  }
+
+  /** {@link decide} without degraded mode: the deny cache, then the server. */
+  private async decideFirst(key: string, policy: GcraPolicy | BucketPolicy | SlidingPolicy | FixedPolicy, options: DecideOptions, plain: boolean): Promise<Decision> {
     const described = { name: options.name ?? "default", quota: policyQuota(policy) };
     const args = policyArgs(policy);
     const command = COMMAND[policy.type];
-    // The deny cache sees plain requests only: no wait, dry run or other kind of charge.
-    const plain = options.wait === undefined && options.dryRun !== true && options.force !== true && options.partial !== true && options.refund === undefined && options.jitter !== true;
     const cache = plain ? this.denials : undefined;
     if (cache === undefined) return this.single(command, key, args, described, options);
     const slot = [command, key, ...args].join("\0");
@@ -318,10 +391,15 @@ export class RateLimiter {
    */
   async reserve(key: string, policy: GcraPolicy | BucketPolicy, maxDelay: Duration, options: DecideOptions = {}): Promise<Reservation> {
     const described = { name: options.name ?? "default", quota: policyQuota(policy) };
-    const args = [COMMAND[policy.type], key, ...policyArgs(policy), ...optionWords(options), "RESERVE", durationArg(maxDelay)];
+    const base = [COMMAND[policy.type], key, ...policyArgs(policy)];
+    const args = [...base, ...optionWords(options), "RESERVE", durationArg(maxDelay)];
     let reply: RawReply;
     try {
-      reply = await this.decisionReply(args, options);
+      const undo: Undo = (late) => {
+        const units = charged(parseReservation(late, described).decision, options);
+        return units > 0n ? [...base, "REFUND", String(units)] : undefined;
+      };
+      reply = await this.decisionReply(args, options, undo);
     } catch (error) {
       const decision = this.fallbackDecision(error, described, options.fallback ?? this.fallback);
       return { decision, delayMs: decision.allowed ? 0 : null };
@@ -370,7 +448,17 @@ export class RateLimiter {
   async all(limits: readonly AllLimit[], options: AllOptions = {}): Promise<AllDecision> {
     const args = ["RL.ALL", String(limits.length), ...limits.map((l) => l.key), ...limits.flatMap((l) => policyWords(l.policy))];
     const described = limits.map((l) => ({ name: l.name ?? "default", quota: policyQuota(l.policy) }));
-    return this.several([...args, ...optionWords(options)], described, options, options.partial === true);
+    const partial = options.partial === true;
+    const undo: Undo | undefined =
+      options.dryRun === true || options.refund !== undefined || options.refundCosts !== undefined || limits.some((l) => l.policy.type === "concurrency")
+        ? undefined
+        : (reply) => {
+            const d = parseAllDecision(reply, described, partial);
+            if (!d.allowed && options.force !== true) return undefined;
+            const costs = partial ? d.limits.map((l) => String(l.granted ?? 0)) : limits.map((_, i) => String(options.costs?.[i] ?? options.cost ?? 1));
+            return costs.every((c) => c === "0") ? undefined : [...args, "REFUND", "COSTS", ...costs];
+          };
+    return this.several([...args, ...optionWords(options)], described, options, partial, undo);
   }
 
   private shareArgs(command: string, path: readonly ShareNode[]): string[] {

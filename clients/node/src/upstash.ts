@@ -1,10 +1,10 @@
 import type { RedisLike } from "./client.js";
 import type { Decision } from "./decision.js";
 import type { Duration, DurationUnit } from "./duration.js";
-import { UnavailableError } from "./errors.js";
+import { ReplyError, UnavailableError } from "./errors.js";
 import { DEFAULT_TIMEOUT_MS, type Guard } from "./guard.js";
 import { RateLimiter } from "./limiter.js";
-import type { Policy } from "./policy.js";
+import { type Policy, policyWords } from "./policy.js";
 
 /** A duration as @upstash/ratelimit writes it: `"10 s"`, `"1m"`, `"250 ms"`, `"1 w"`. */
 export type UpstashDuration = `${number} ${DurationUnit | "w"}` | `${number}${DurationUnit | "w"}`;
@@ -31,14 +31,19 @@ export interface RatelimitResponse {
    * process's clock.
    */
   readonly reset: number;
-  /** Resolved at once: there is no background work (no analytics, no multi-region sync). */
+  /** Resolved at once: there is no background work (analytics are the server's own counts; no multi-region sync). */
   readonly pending: Promise<unknown>;
   /**
-   * `"timeout"` when Redis did not answer within `timeout`, or the
-   * connection was known down (nothing was sent), and the request was let
-   * through.
+   * Why the answer is not a plain decision: `"timeout"` when Redis did not
+   * answer within `timeout`, or the connection was known down (nothing was
+   * sent), and the request was let through; `"cacheBlock"` when the
+   * ephemeral cache denied it without a round trip; `"denyList"` when the
+   * identifier is on the server's deny list (`RL.DENY`, with
+   * `enableProtection`).
    */
-  readonly reason?: "timeout" | "cacheBlock";
+  readonly reason?: "timeout" | "cacheBlock" | "denyList";
+  /** With `reason: "denyList"`: the denied value (the identifier). */
+  readonly deniedValue?: string;
 }
 
 /** The options of {@link Ratelimit}, those of @upstash/ratelimit's that apply. */
@@ -54,7 +59,7 @@ export interface RatelimitConfig {
    * ms (default 5000, as @upstash/ratelimit), with `reason: "timeout"`;
    * at once while the connection is known down. Every decision has a
    * deadline: 0 (which @upstash/ratelimit reads as "no timeout") is taken
-   * as 500.
+   * as 300 ({@link DEFAULT_TIMEOUT_MS}).
    */
   readonly timeout?: number;
   /** The most `blockUntilReady` calls waiting at once, each on a connection of its own (default 64). */
@@ -67,6 +72,27 @@ export interface RatelimitConfig {
    * bounded to 10,000 entries (least recently used first out).
    */
   readonly ephemeralCache?: Map<string, number> | false;
+  /**
+   * Tells a denial by the server's deny list (`RL.DENY <prefix>:<identifier>`,
+   * the module loaded with `policies on`) apart: `reason: "denyList"`,
+   * `deniedValue`. The server denies such a key with or without it; it
+   * costs one `RL.DENIED` after a denial, none otherwise.
+   */
+  readonly enableProtection?: boolean;
+  /**
+   * Dynamic limits, over a named policy `<prefix>:dynamic` (the module
+   * loaded with `policies on`): {@link Ratelimit.setDynamicLimit} defines it
+   * for every process at once, and each `limit()` is `RL.CHECK` under it
+   * (one command); while none is set, a second command decides by the
+   * algorithm's own limit.
+   */
+  readonly dynamicLimits?: boolean;
+  /**
+   * Accepted for @upstash/ratelimit's signature; no analytics are written:
+   * the server counts every decision itself (`INFO ratelimit`, and per
+   * named policy `RL.POLICY STATS`), see {@link Ratelimit.analytics}.
+   */
+  readonly analytics?: boolean;
 }
 
 /** The options of {@link Ratelimit.limit}. */
@@ -107,6 +133,8 @@ export class Ratelimit {
   private readonly limiter: RateLimiter;
   private readonly algorithm: Algorithm;
   private readonly prefix: string;
+  private readonly protection: boolean;
+  private readonly dynamic: boolean;
 
   /** A rate limit over `config.redis`. */
   constructor(config: RatelimitConfig) {
@@ -115,6 +143,62 @@ export class Ratelimit {
     this.limiter = new RateLimiter(config.redis, { timeout, fallback: "error", maxWaiters: config.maxWaiters ?? 64, denyCache });
     this.algorithm = config.limiter;
     this.prefix = config.prefix ?? "@upstash/ratelimit";
+    this.protection = config.enableProtection === true;
+    this.dynamic = config.dynamicLimits === true;
+  }
+
+  /** The named policy that holds the dynamic limit. */
+  private get dynamicName(): string {
+    return `${this.prefix}:dynamic`;
+  }
+
+  /**
+   * Sets the limit of every process using this prefix at once (a named
+   * policy: `RL.POLICY SET`), or `false` to go back to the algorithm's
+   * (`RL.POLICY DEL`). Needs `dynamicLimits: true` and `policies on`.
+   */
+  async setDynamicLimit(options: { readonly limit: number | false }): Promise<void> {
+    if (!this.dynamic) throw new Error("dynamicLimits is not enabled");
+    if (options.limit === false) {
+      await this.limiter.raw(["RL.POLICY", "DEL", this.dynamicName]).catch((error: unknown) => {
+        if (!(error instanceof ReplyError && /no policy named/.test(error.message))) throw error;
+      });
+      return;
+    }
+    await this.limiter.raw(["RL.POLICY", "SET", this.dynamicName, ...policyWords(this.withLimit(options.limit))]);
+  }
+
+  /** The dynamic limit in force, or `null` when none is set. */
+  async getDynamicLimit(): Promise<{ dynamicLimit: number | null }> {
+    if (!this.dynamic) throw new Error("dynamicLimits is not enabled");
+    try {
+      const reply = await this.limiter.raw(["RL.POLICY", "GET", this.dynamicName]);
+      const text = typeof reply === "string" ? reply : reply instanceof Uint8Array ? Buffer.from(reply).toString("utf8") : "";
+      // The canonical form: "SLIDING 10 10s APPROX", "BUCKET 5 1 1s" (the capacity first).
+      const words = text.split(/\s+/);
+      const n = Number(words[1]);
+      return { dynamicLimit: Number.isFinite(n) ? n : null };
+    } catch (error) {
+      if (error instanceof ReplyError && /no policy named/.test(error.message)) return { dynamicLimit: null };
+      throw error;
+    }
+  }
+
+  /**
+   * The server's own counts for this limiter's command (`INFO
+   * commandstats` and `INFO ratelimit`): no per-identifier analytics are
+   * kept. A raw view, for dashboards.
+   */
+  async analytics(): Promise<string> {
+    const reply = await this.limiter.raw(["INFO", "ratelimit"]);
+    return typeof reply === "string" ? reply : reply instanceof Uint8Array ? Buffer.from(reply).toString("utf8") : "";
+  }
+
+  /** The algorithm's policy with `limit` in place of its tokens (a bucket's capacity). */
+  private withLimit(limit: number): Exclude<Policy, { type: "concurrency" | "policy" }> {
+    const policy = this.decisive();
+    if (policy.type === "bucket") return { ...policy, capacity: limit };
+    return { ...policy, limit };
   }
 
   /** The deadlines and circuit of every call (`guard.open`: the connection is known down). */
@@ -138,6 +222,15 @@ export class Ratelimit {
   /** A count per window aligned to the epoch (`RL.FIXED ALIGNED`). */
   static fixedWindow(tokens: number, window: UpstashDuration): Algorithm {
     return { tokens, policy: { type: "fixed", limit: tokens, window: moduleDuration(window), aligned: true } };
+  }
+
+  /**
+   * @upstash/ratelimit's cached fixed window: here a fixed window
+   * (`RL.FIXED ALIGNED`) decided by the server on every request; the
+   * ephemeral cache (on by default) answers the denials locally.
+   */
+  static cachedFixedWindow(tokens: number, window: UpstashDuration): Algorithm {
+    return Ratelimit.fixedWindow(tokens, window);
   }
 
   /**
@@ -168,10 +261,26 @@ export class Ratelimit {
   async limit(identifier: string, options: LimitOptions = {}): Promise<RatelimitResponse> {
     const call = { ...(options.rate === undefined ? {} : { cost: options.rate }), ...(options.signal === undefined ? {} : { signal: options.signal }) };
     try {
-      return this.response(await this.limiter.decide(this.key(identifier), this.decisive(), call));
+      const d = await this.decideOne(identifier, call);
+      const r = this.response(d);
+      if (d.allowed || d.cached === true || !this.protection) return r;
+      const denied = await this.limiter.raw(["RL.DENIED", this.key(identifier)], options.signal === undefined ? {} : { signal: options.signal });
+      return denied === null ? r : { ...r, reason: "denyList", deniedValue: identifier };
     } catch (error) {
       return this.timedOut(error);
     }
+  }
+
+  /** One decision: under the dynamic limit when one is set, else the algorithm's. */
+  private async decideOne(identifier: string, call: { readonly cost?: number; readonly signal?: AbortSignal }): Promise<Decision> {
+    if (this.dynamic) {
+      try {
+        return await this.limiter.check(this.key(identifier), [this.dynamicName], call);
+      } catch (error) {
+        if (!(error instanceof ReplyError && /no policy named/.test(error.message))) throw error;
+      }
+    }
+    return this.limiter.decide(this.key(identifier), this.decisive(), call);
   }
 
   /**
@@ -206,6 +315,25 @@ export class Ratelimit {
     const policy = this.algorithm.policy;
     if (policy.type === "concurrency" || policy.type === "policy") throw new TypeError("not a rate limit");
     return policy;
+  }
+}
+
+/**
+ * @upstash/ratelimit's `MultiRegionRatelimit` is not offered: it keeps one
+ * count per region and reconciles them in the background, so a limit holds
+ * only eventually. Here every decision is made atomically by one server
+ * (one primary, or a cluster's shard): construct a {@link Ratelimit} over
+ * the server all regions reach. The constructor throws, naming this.
+ */
+// eslint-disable-next-line @typescript-eslint/no-extraneous-class -- a constructor that refuses, by design
+export class MultiRegionRatelimit {
+  /** Always throws: see the class's documentation. */
+  constructor(config?: unknown) {
+    throw new Error(
+      (config === undefined ? "" : "given a configuration: ") +
+        "MultiRegionRatelimit is not offered: the redis-ratelimit module decides each limit atomically on one server, with no " +
+        "cross-server synchronisation; use a Ratelimit over the one server (or cluster) every region reaches",
+    );
   }
 }
 

@@ -7,7 +7,7 @@ import { readFileSync } from "node:fs";
 import { dirname, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { after, before, describe, test } from "node:test";
-import { type AllDecision, type Decision, type Policy, RateLimiter, UnavailableError } from "redis-ratelimit";
+import { type AllDecision, type Decision, LeasedLimit, type Policy, RateLimiter, UnavailableError } from "redis-ratelimit";
 import { CLIENTS, type OpenClient, Server } from "./harness.js";
 
 interface Limit {
@@ -26,7 +26,11 @@ interface Step {
   readonly resume?: boolean;
   readonly deadline_ms?: number;
   readonly until_served_ms?: number;
+  readonly peek?: { readonly key: string; readonly policy: string };
+  readonly release?: boolean;
+  readonly within_ms?: number;
   readonly expect?: {
+    readonly server_commands?: number;
     readonly unavailable?: boolean;
     readonly within_ms?: number;
     readonly allowed?: boolean;
@@ -39,6 +43,7 @@ interface Step {
 
 interface Scenario {
   readonly name: string;
+  readonly client?: { readonly deny_cache?: boolean; readonly lease_block?: number };
   readonly steps: readonly Step[];
 }
 
@@ -76,11 +81,27 @@ function policy(text: string): Exclude<Policy, { type: "concurrency" | "policy" 
   }
 }
 
-async function decide(rl: RateLimiter, step: Step): Promise<{ d: Decision | AllDecision; remaining?: number }> {
+/** The second tier a scenario's limiter is built with, and its leases by key and policy. */
+interface Tier {
+  readonly leaseBlock?: number;
+  readonly leases: Map<string, LeasedLimit>;
+}
+
+async function decide(rl: RateLimiter, step: Step, tier: Tier): Promise<{ d: Decision | AllDecision; remaining?: number }> {
   const limits = step.decide ?? [];
   const cost = step.cost ?? 1;
   const timeout = step.deadline_ms ?? 10_000;
   const [only] = limits;
+  if (limits.length === 1 && only !== undefined && tier.leaseBlock !== undefined) {
+    const id = `${only.key}\0${only.policy}`;
+    let lease = tier.leases.get(id);
+    if (lease === undefined) {
+      lease = new LeasedLimit(rl, only.key, policy(only.policy), { block: tier.leaseBlock, name: only.name });
+      tier.leases.set(id, lease);
+    }
+    const d = await lease.acquire({ cost, timeout });
+    return { d, remaining: d.remaining };
+  }
   if (limits.length === 1 && only !== undefined) {
     const d = await rl.decide(only.key, policy(only.policy), { name: only.name, cost, timeout });
     return { d, remaining: d.remaining };
@@ -115,7 +136,7 @@ function differences(answer: { d: Decision | AllDecision; remaining?: number }, 
 }
 
 /** One decide step: repeated `times`, or until the server decides (`until_served_ms`). */
-async function runStep(rl: RateLimiter, step: Step): Promise<string[]> {
+async function runStep(rl: RateLimiter, step: Step, tier: Tier): Promise<string[]> {
   const want = step.expect ?? {};
   const out: string[] = [];
   for (let n = 0; n < (step.times ?? 1); n++) {
@@ -124,7 +145,7 @@ async function runStep(rl: RateLimiter, step: Step): Promise<string[]> {
     let answer: Awaited<ReturnType<typeof decide>> | UnavailableError;
     for (;;) {
       try {
-        answer = await decide(rl, step);
+        answer = await decide(rl, step, tier);
       } catch (e) {
         if (!(e instanceof UnavailableError)) throw e;
         answer = e;
@@ -145,6 +166,38 @@ async function runStep(rl: RateLimiter, step: Step): Promise<string[]> {
   return out;
 }
 
+/** A `peek` step: the key's `remaining` on the server, read again until it matches for at most `within_ms`. */
+async function peekStep(rl: RateLimiter, step: Step): Promise<string[]> {
+  const { key = "", policy: text = "" } = step.peek ?? {};
+  const want = step.expect?.remaining;
+  const until = performance.now() + (step.within_ms ?? 0);
+  let last: string;
+  for (;;) {
+    try {
+      const d = await rl.peek(key, policy(text), { timeout: 1000 });
+      if (want === undefined || d.remaining === want) return [];
+      last = `remaining ${d.remaining} (expected ${want})`;
+    } catch (e) {
+      if (!(e instanceof UnavailableError)) throw e;
+      last = `unavailable: ${e.message}`;
+    }
+    if (performance.now() >= until) return [`peek ${key}: ${last}`];
+    await new Promise((r) => setTimeout(r, 5)); // polling a state, bounded by within_ms
+  }
+}
+
+/** `RL.*` commands other than `RL.CLOCK` and `RL.PEEK` the server ran since `CONFIG RESETSTAT`. */
+async function serverCommands(rl: RateLimiter): Promise<number> {
+  const info = await rl.raw(["INFO", "commandstats"]);
+  const text = typeof info === "string" ? info : Buffer.from(info as Uint8Array).toString("utf8");
+  let calls = 0;
+  for (const m of text.matchAll(/^cmdstat_(rl\.[a-z.]+):calls=(\d+)/gim)) {
+    const name = (m[1] ?? "").toLowerCase();
+    if (name !== "rl.clock" && name !== "rl.peek") calls += Number(m[2]);
+  }
+  return calls;
+}
+
 for (const kind of CLIENTS) {
   describe(`conformance scenarios, ${kind.name}`, () => {
     let server: Server;
@@ -160,16 +213,26 @@ for (const kind of CLIENTS) {
 
     for (const scenario of file.scenarios) {
       test(scenario.name, async () => {
-        const rl = new RateLimiter(open.redis, { fallback: "error" });
+        const rl = new RateLimiter(open.redis, { fallback: "error", ...(scenario.client?.deny_cache === true ? { denyCache: 1000 } : {}) });
+        const tier: Tier = { ...(scenario.client?.lease_block === undefined ? {} : { leaseBlock: scenario.client.lease_block }), leases: new Map() };
         await rl.raw(["FLUSHALL"]);
+        await rl.raw(["CONFIG", "RESETSTAT"]);
         const failed: string[] = [];
         try {
           for (const [i, step] of scenario.steps.entries()) {
+            const at = (x: string): string => `step ${i}: ${x}`;
             if (step.clock_ms !== undefined) await rl.raw(["RL.CLOCK", "SET", String(step.clock_ms * 1000)]);
             if (step.clock_us !== undefined) await rl.raw(["RL.CLOCK", "SET", String(step.clock_us)]);
             if (step.freeze === true) server.pause();
             if (step.resume === true) server.resume();
-            if (step.decide !== undefined) failed.push(...(await runStep(rl, step)).map((x) => `step ${i}: ${x}`));
+            if (step.release === true) for (const lease of tier.leases.values()) assert.equal(await lease.release(), true, at("release"));
+            if (step.decide !== undefined) failed.push(...(await runStep(rl, step, tier)).map(at));
+            if (step.peek !== undefined) failed.push(...(await peekStep(rl, step)).map(at));
+            const want = step.expect?.server_commands;
+            if (want !== undefined) {
+              const got = await serverCommands(rl);
+              if (got !== want) failed.push(at(`server_commands ${got} (expected ${want})`));
+            }
           }
         } finally {
           server.resume(); // never leave the shared server frozen

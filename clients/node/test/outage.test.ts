@@ -182,7 +182,9 @@ describe("outage: server killed or frozen under closed-loop traffic", () => {
             const calls = await commandCalls(server.url, api.command);
             // Killed: the new server counts from 0, so every call it ran must have been handed to the
             // client after it was back (a command handed over before, and run after, was sent late).
-            const executedLate = outage === "killed" ? calls - (limiter.guard.sent - sentBeforeReturn) : calls - answeredBefore - count.down - count.back;
+            // A late reply's give-back (a REFUND of the same command) is not a decision sent late.
+            const givenBack = limiter.guard.givenBack + limiter.guard.givebackFailures;
+            const executedLate = outage === "killed" ? calls - givenBack - (limiter.guard.sent - sentBeforeReturn) : calls - givenBack - answeredBefore - count.down - count.back;
             const row = {
               library: library.name,
               api: api.name,
@@ -194,6 +196,8 @@ describe("outage: server killed or frozen under closed-loop traffic", () => {
               firstDecisionAfterReturnMs: Math.round(firstBack),
               timedOut: count.timedOut,
               executedLate,
+              lateReplies: limiter.guard.lateReplies,
+              givenBack,
             };
             t.diagnostic(JSON.stringify(row));
             assert.ok(downMs.length > IN_FLIGHT * 10, "decisions went on during the outage");
