@@ -117,6 +117,8 @@ class Landings:
     def __init__(self) -> None:
         """No call out."""
         self.pending = 0
+        self.started = 0
+        """Calls that went on in the background."""
         self.refunded = 0
         """Undo commands sent (and answered)."""
         self._lock = threading.Lock()
@@ -125,6 +127,7 @@ class Landings:
     def _count(self, by: int) -> None:
         with self._lock:
             self.pending += by
+            self.started += max(by, 0)
 
     def sync(
         self,
@@ -164,13 +167,15 @@ class Landings:
     def later(
         self,
         call: asyncio.Future[Any],
+        flight: Flight,
         pool: redis.asyncio.ConnectionPool,
         land: Land | None,
         bound: float,
         answered: Callable[[], None],
     ) -> None:
-        """Waits for a written call's reply in the background, then sends its undo."""
+        """Lets a written call land in the background, giving back what it took."""
         self._count(1)
+        flight.land = land if land is not None else _nothing
 
         async def run() -> None:
             try:
@@ -181,7 +186,12 @@ class Landings:
                 if call.cancelled() or call.exception() is not None:
                     return
                 answered()
-                undo = land(call.result()) if land is not None else None
+                if flight.undone:
+                    with self._lock:
+                        self.refunded += 1
+                if flight.looked or land is None:
+                    return
+                undo = land(call.result())  # the reply came before its caller gave up
                 if undo is None:
                     return
                 trip = asyncio.ensure_future(round_trip(pool, undo, Flight()))
@@ -199,25 +209,47 @@ class Landings:
         task.add_done_callback(self._tasks.discard)
 
 
-class Flight:
-    """Whether a call's command may have been written (from then on it can be run)."""
+def _nothing(reply: Any) -> None:
+    return None
 
-    __slots__ = ("sent",)
+
+class Flight:
+    """One asyncio call's progress: written yet, given up, given back."""
+
+    __slots__ = ("land", "looked", "sent", "undone")
 
     def __init__(self) -> None:
         """Not written yet."""
         self.sent = False
+        """The command may have been written (from then on the server can run it)."""
+        self.land: Land | None = None
+        """Set when the caller gave up: the undo, sent on the same connection."""
+        self.looked = False
+        """The round trip read its reply after its caller gave up (and sent any undo)."""
+        self.undone = False
 
 
 async def round_trip(
     pool: redis.asyncio.ConnectionPool, args: Sequence[Any], flight: Flight
 ) -> Any:
-    """One command on a connection of ``pool``; ``flight.sent`` once it may be written."""
+    """One command on a connection of ``pool``; ``flight.sent`` once it may be written.
+
+    If the caller has given up by the time the reply comes (``flight.land``
+    set), the undo goes on the same connection before it is released, so
+    that giving back never waits for a connection of the pool.
+    """
     conn: redis.asyncio.connection.AbstractConnection = await pool.get_connection()  # type: ignore[no-untyped-call]
     try:
         flight.sent = True  # the write below starts with no await before it on a live connection
         await conn.send_command(*args)
         reply = await conn.read_response()
+        if flight.land is not None:
+            flight.looked = True
+            undo = None if isinstance(reply, redis.exceptions.ResponseError) else flight.land(reply)
+            if undo is not None:
+                await conn.send_command(*undo)
+                await conn.read_response()
+                flight.undone = True
     except BaseException:
         await asyncio.shield(conn.disconnect())
         await pool.release(conn)

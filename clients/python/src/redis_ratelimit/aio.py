@@ -154,7 +154,9 @@ class AsyncRateLimiter:
             return
         call.add_done_callback(_dropped)
         pool = client.connection_pool
-        self.landings.later(call, pool, land, ORPHAN_WAIT + seconds, self.guard.circuit.succeeded)
+        self.landings.later(
+            call, flight, pool, land, 2 * ORPHAN_WAIT + seconds, self.guard.circuit.succeeded
+        )
 
     async def _run(self, args: Sequence[Any]) -> Any:
         return await self._send(args, self.guard.deadline)
