@@ -90,7 +90,7 @@ async def test_fifty_tasks_on_a_leased_key(fresh: Server) -> None:
 
 
 def test_three_processes_share_a_leased_key(fresh: Server) -> None:
-    """Three processes of 50 threads: 15,000 asked of 6,000; within the limit, ~1 command a block."""
+    """Three processes of 50 threads: 15,000 asked of 6,000; the limit, about 1 call a block."""
     limit = 6000
     fresh.client().config_resetstat()
     spawn = multiprocessing.get_context("spawn")
