@@ -13,11 +13,17 @@ import multiprocessing
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
+import httpx
 import pytest
+from starlette.applications import Starlette
+from starlette.middleware import Middleware
+from starlette.routing import Route
 
 from redis_ratelimit import AsyncRateLimiter, Leases, Policy, RateLimiter
+from redis_ratelimit.asgi import HttpLimit, RateLimitMiddleware, header_key
 
 from .conftest import SLACK, Server
+from .test_asgi import hello
 
 IN_FLIGHT = 50
 BLOCK = 20
@@ -189,3 +195,66 @@ def test_following_hot_keys_polls_until_stopped(fresh: Server) -> None:
 def test_a_limiter_without_hot_leases_refuses_to_poll(rl: RateLimiter) -> None:
     with pytest.raises(ValueError, match="Leases"):
         rl.refresh_hot_keys()
+
+
+async def _requests(app: Starlette, n: int, key: str) -> list[int]:
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://test") as http:
+
+        async def caller(count: int) -> list[int]:
+            return [
+                (await http.get("/hello", headers={"x-api-key": key})).status_code
+                for _ in range(count)
+            ]
+
+        per = n // IN_FLIGHT
+        return [
+            s
+            for batch in await asyncio.gather(*(caller(per) for _ in range(IN_FLIGHT)))
+            for s in batch
+        ]
+
+
+def _app(limiter: AsyncRateLimiter, limits: list[HttpLimit]) -> Starlette:
+    middleware = Middleware(
+        RateLimitMiddleware,
+        limiter=limiter,
+        limits=limits,
+        key=header_key("x-api-key"),
+        timeout=SLACK,
+    )
+    return Starlette(routes=[Route("/hello", hello)], middleware=[middleware])
+
+
+async def test_the_middleware_decides_a_leased_limit_from_its_blocks(fresh: Server) -> None:
+    policy = Policy.gcra(4000, "1h")
+    rl = AsyncRateLimiter.from_url(
+        f"redis://127.0.0.1:{fresh.port}", deadline=SLACK, leases=Leases(BLOCK)
+    )
+    fresh.client().config_resetstat()
+    statuses = await _requests(_app(rl, [HttpLimit("per-key", policy, prefix="rl:")]), 5000, "k")
+    admitted = statuses.count(200)
+    assert admitted == 4000 and statuses.count(429) == 1000
+    assert commands(fresh) / admitted <= 0.055
+    await rl.refund_leases()
+    assert remaining(fresh, "rl:k", policy) == 0
+    await rl.client.aclose()  # type: ignore[attr-defined]
+
+
+async def test_a_request_another_limit_denies_puts_its_units_back(fresh: Server) -> None:
+    per_key = Policy.gcra(100, "1h")
+    shared = Policy.fixed(30, "1h")
+    rl = AsyncRateLimiter.from_url(
+        f"redis://127.0.0.1:{fresh.port}", deadline=SLACK, leases=Leases(BLOCK)
+    )
+    limits = [
+        HttpLimit("per-key", per_key, prefix="rl:"),
+        HttpLimit("global", shared, prefix="rl:global", shared=True, leased=False),
+    ]
+    statuses = await _requests(_app(rl, limits), 100, "k")
+    assert statuses.count(200) == 30
+    await rl.refund_leases()
+    assert (
+        remaining(fresh, "rl:k", per_key) == 70
+    )  # the 70 the global limit denied gave theirs back
+    await rl.client.aclose()  # type: ignore[attr-defined]

@@ -148,6 +148,15 @@ class Leases:
         lease.calling = True
         return "call", None
 
+    def put_back(self, key: str | bytes, policy: Policy, units: int) -> None:
+        """Units admitted from ``key``'s block for a request not served after all."""
+        with self.lock:
+            lease = self._leases.get((key, policy.words))
+            if lease is not None:
+                lease.units += units
+                lease.admitted -= units
+                self.changed.notify_all()
+
     def args(self, lease: BlockLease) -> list[Any]:
         """The call for a block."""
         return [
