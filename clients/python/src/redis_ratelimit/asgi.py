@@ -173,6 +173,8 @@ class RateLimitMiddleware:
         else:
             if decision.fallback is not None:  # the middleware's fallback, not the limiter's
                 decision = self._fallback(pairs)
+            elif self.fallback == "degraded":
+                self.degraded.observe(pairs, decision, self._cost)
         if decision.fallback == "open":
             await self.app(scope, receive, send)
             return

@@ -194,6 +194,8 @@ class RateLimiter:
             decision = parse(reply)
             if cache is not None:
                 cache.observe(slot, cost, decision, pace(paced))
+            if self.guard.fallback == "degraded":
+                self.guard.degraded.observe(limits, decision, cost)
         except Unavailable as e:
             return self.guard.answer(limits, cost, e)
         finally:
