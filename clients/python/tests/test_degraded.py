@@ -58,6 +58,7 @@ def test_each_process_admits_its_observed_share_during_an_outage(own: Server) ->
     seen = [0] * len(DEMANDS)  # admitted by the server over the last 10 s it was up
     during = [0] * len(DEMANDS)  # admitted locally while it was down
     stopped = False
+    shares: list[float | None] = []
     for at, i in arrivals(UP + DOWN):
         if at >= UP and not stopped:
             shares = [rl.guard.degraded.observed("k", POLICY) for rl in limiters]
@@ -75,11 +76,9 @@ def test_each_process_admits_its_observed_share_during_an_outage(own: Server) ->
             during[i] += d.allowed
     truth = [n / sum(seen) for n in seen]
     rate = 60
-    for i, d in enumerate(DEMANDS):
-        expected = min(d, truth[i] * rate) * DOWN
+    for i, demand in enumerate(DEMANDS):
+        expected = min(demand, truth[i] * rate) * DOWN
         assert 0.8 <= during[i] / expected <= 1.2, (i, during, expected, truth, shares)
-        assert shares[i] is not None and abs(shares[i] - truth[i]) <= 0.2 * truth[i], (
-            shares,
-            truth,
-        )
+        estimate = shares[i]
+        assert estimate is not None and abs(estimate - truth[i]) <= 0.2 * truth[i], (shares, truth)
     assert sum(during) <= rate * DOWN * 1.2
