@@ -136,6 +136,7 @@ class RateLimiter:
             except redis.exceptions.ResponseError as e:
                 raise server_error(e) from None
         pool = client.connection_pool
+        start = time.monotonic()
         conn = pool.get_connection()
         try:
             conn.send_command(*args)  # type: ignore[no-untyped-call]
@@ -154,8 +155,8 @@ class RateLimiter:
                 pool, conn, land, ORPHAN_WAIT + seconds, self.guard.circuit.succeeded
             )
             raise redis.exceptions.TimeoutError(f"no reply within {seconds:.3f} s")
-        try:
-            reply = conn.read_response()
+        try:  # the rest of a reply begun: at most the deadline's remainder
+            reply = conn.read_response(timeout=max(seconds - (time.monotonic() - start), 0.001))
         except redis.exceptions.ResponseError as e:
             pool.release(conn)
             raise server_error(e) from None
