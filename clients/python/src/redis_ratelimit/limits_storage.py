@@ -38,6 +38,7 @@ from limits.storage import MovingWindowSupport, SlidingWindowCounterSupport, Sto
 from limits.storage.base import TimestampedSlidingWindow
 
 from ._guard import DEFAULT_DEADLINE, PROBE_INTERVAL, client_options
+from ._landing import Land
 from .aio import AsyncRateLimiter
 from .aio import no_retry as async_no_retry
 from .client import RateLimiter, no_retry
@@ -163,6 +164,20 @@ class _Commands:
         )
 
 
+def undo(args: tuple[Any, ...]) -> Land:
+    """A hit cut short after it was sent gives back what its late reply says it took."""
+    at = args.index("COST")
+    base, amount = args[:at], args[at + 1]
+
+    def land(reply: Any) -> tuple[Any, ...] | None:
+        try:
+            return (*base, "REFUND", amount) if _decision(reply).allowed else None
+        except Exception:  # an error took nothing
+            return None
+
+    return land
+
+
 def _decision(reply: Any) -> Decision:
     return parse_decision(reply, None, False)
 
@@ -275,12 +290,13 @@ class RateLimitStorage(
         """redis-py's errors, which ``wrap_exceptions`` turns into ``StorageError``."""
         return redis.exceptions.RedisError
 
-    def _run(self, args: tuple[Any, ...]) -> Any:
-        return self.limiter._guarded(args, self.limiter.guard.deadline)
+    def _run(self, args: tuple[Any, ...], land: Land | None = None) -> Any:
+        return self.limiter._guarded(args, self.limiter.guard.deadline, land)
 
     def incr(self, key: str, expiry: int, amount: int = 1) -> int:
         """Counts ``amount`` in the key's fixed window of ``expiry`` seconds: one RL.FIXED."""
-        return COUNTER - _decision(self._run(self.incr_args(key, expiry, amount))).remaining
+        args = self.incr_args(key, expiry, amount)
+        return COUNTER - _decision(self._run(args, undo(args))).remaining
 
     def get(self, key: str) -> int:
         """The count in the key's current fixed window (RL.PEEK)."""
@@ -321,7 +337,8 @@ class RateLimitStorage(
 
     def acquire_entry(self, key: str, limit: int, expiry: int, amount: int = 1) -> bool:
         """A moving-window hit: one RL.SLIDING ... EXACT."""
-        return self.hit(key, self._run(self.acquire_args(key, limit, expiry, amount)))
+        args = self.acquire_args(key, limit, expiry, amount)
+        return self.hit(key, self._run(args, undo(args)))
 
     def get_moving_window(self, key: str, limit: int, expiry: int) -> tuple[float, int]:
         """The moving window's start (its oldest entry's time) and its entries."""
@@ -339,7 +356,7 @@ class RateLimitStorage(
     ) -> bool:
         """A sliding-window-counter hit: one RL.SLIDING ... APPROX."""
         args = self.acquire_sliding_args(key, limit, expiry, amount)
-        return self.hit(key, self._run(args))
+        return self.hit(key, self._run(args, undo(args)))
 
     def get_sliding_window(self, key: str, expiry: int) -> tuple[int, float, int, float]:
         """The window as ``limits`` reads it, from one or two RL.PEEKs (:func:`sliding_window`)."""
@@ -413,12 +430,13 @@ class AsyncRateLimitStorage(
         """redis-py's errors, which ``wrap_exceptions`` turns into ``StorageError``."""
         return redis.exceptions.RedisError
 
-    async def _run(self, args: tuple[Any, ...]) -> Any:
-        return await self.limiter._guarded(args, self.limiter.guard.deadline)
+    async def _run(self, args: tuple[Any, ...], land: Land | None = None) -> Any:
+        return await self.limiter._guarded(args, self.limiter.guard.deadline, land)
 
     async def incr(self, key: str, expiry: int, amount: int = 1) -> int:
         """Counts ``amount`` in the key's fixed window of ``expiry`` seconds: one RL.FIXED."""
-        return COUNTER - _decision(await self._run(self.incr_args(key, expiry, amount))).remaining
+        args = self.incr_args(key, expiry, amount)
+        return COUNTER - _decision(await self._run(args, undo(args))).remaining
 
     async def get(self, key: str) -> int:
         """The count in the key's current fixed window (RL.PEEK)."""
@@ -460,7 +478,8 @@ class AsyncRateLimitStorage(
 
     async def acquire_entry(self, key: str, limit: int, expiry: int, amount: int = 1) -> bool:
         """A moving-window hit: one RL.SLIDING ... EXACT."""
-        return self.hit(key, await self._run(self.acquire_args(key, limit, expiry, amount)))
+        args = self.acquire_args(key, limit, expiry, amount)
+        return self.hit(key, await self._run(args, undo(args)))
 
     async def get_moving_window(self, key: str, limit: int, expiry: int) -> tuple[float, int]:
         """The moving window's start (its oldest entry's time) and its entries."""
@@ -478,7 +497,7 @@ class AsyncRateLimitStorage(
     ) -> bool:
         """A sliding-window-counter hit: one RL.SLIDING ... APPROX."""
         args = self.acquire_sliding_args(key, limit, expiry, amount)
-        return self.hit(key, await self._run(args))
+        return self.hit(key, await self._run(args, undo(args)))
 
     async def get_sliding_window(self, key: str, expiry: int) -> tuple[int, float, int, float]:
         """The window as ``limits`` reads it, from one or two RL.PEEKs (:func:`sliding_window`)."""
