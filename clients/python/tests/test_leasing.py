@@ -258,3 +258,32 @@ async def test_a_request_another_limit_denies_puts_its_units_back(fresh: Server)
         remaining(fresh, "rl:k", per_key) == 70
     )  # the 70 the global limit denied gave theirs back
     await rl.client.aclose()  # type: ignore[attr-defined]
+
+
+async def test_the_middleware_leases_the_keys_the_server_names_hot(fresh: Server) -> None:
+    c = fresh.client()
+    c.config_set("ratelimit.hot-key-counters", 320)
+    try:
+        policy = Policy.gcra(100_000, "1h")
+        leases = Leases(BLOCK, hot=True)
+        rl = AsyncRateLimiter.from_url(
+            f"redis://127.0.0.1:{fresh.port}", deadline=SLACK, leases=leases
+        )
+        app = _app(rl, [HttpLimit("per-key", policy, prefix="rl:")])
+        await _requests(app, 300, "hot")  # per request: 300 RL.ALL
+        await _requests(app, 50, "cold")
+        c.execute_command("RL.CLOCK", "ADVANCE", 1_000_000)
+        follower = rl.follow_hot_keys(every=3600)  # its first poll at once
+        while not leases.hot_keys:
+            await asyncio.sleep(0.005)  # the poll's reply, bounded by the test's timeout
+        assert leases.hot_keys == frozenset({b"rl:hot"})
+        c.config_resetstat()
+        assert set(await _requests(app, 1000, "hot")) == {200}
+        assert commands(fresh) == 50  # RL.GCRA blocks of 20, no RL.ALL
+        assert set(await _requests(app, 50, "cold")) == {200}
+        assert int(c.info("commandstats")["cmdstat_rl.all"]["calls"]) == 50
+        follower.cancel()
+        await rl.refund_leases()
+        await rl.client.aclose()  # type: ignore[attr-defined]
+    finally:
+        c.config_set("ratelimit.hot-key-counters", 0)
