@@ -68,24 +68,30 @@ def decide(
             if left <= 0:
                 return _late(limiter.guard, key, policy, cost)
             leases.changed.wait(left)
-    try:
-        reply = limiter._guarded(
-            leases.args(lease), end - time.monotonic(), _block_land(leases, lease)
-        )
-        got = parse_decision(reply, policy, True)
-    except BaseException as e:
+    while True:  # this request's turn to call for a block
+        try:
+            reply = limiter._guarded(
+                leases.args(lease), end - time.monotonic(), _block_land(leases, lease)
+            )
+            got = parse_decision(reply, policy, True)
+        except BaseException as e:
+            with leases.lock:
+                leases.failed(lease)
+                leases.changed.notify_all()
+            if isinstance(e, Unavailable):
+                return limiter.guard.answer([(key, policy)], cost, e)
+            raise
         with leases.lock:
-            leases.failed(lease)
+            leases.landed(lease, got, time.monotonic())
             leases.changed.notify_all()
-        if isinstance(e, Unavailable):
-            return limiter.guard.answer([(key, policy)], cost, e)
-        raise
-    with leases.lock:
-        leases.landed(lease, got, time.monotonic())
-        leases.changed.notify_all()
-        _, d = leases.take(lease, cost, time.monotonic())
-    assert d is not None  # a block of at least ``cost`` admits, a short one denies
-    return d
+            step, d = leases.take(lease, cost, time.monotonic())
+        if d is not None:
+            return d
+        if time.monotonic() >= end:  # fewer than ``cost`` came, and more may: not now
+            with leases.lock:
+                leases.failed(lease)
+                leases.changed.notify_all()
+            return _late(limiter.guard, key, policy, cost)
 
 
 def refund(limiter: SyncSender, leases: Leases, taken: list[tuple[BlockLease, int]]) -> int:

@@ -4,10 +4,10 @@ A leased key takes units from the server in blocks of ``block`` with
 ``COST block PARTIAL`` and admits requests from the block locally: one
 command per block instead of one per request. One call is out per key at a
 time; the requests that find the block spent wait for it and take its
-units. A call that comes back short (the key held less than a block) is
-followed by local denials until the time a whole block takes to accrue, so
-that processes sharing a key do not poll it one unit at a time; a call
-that is denied is followed by local denials until its ``retry_after``.
+units. A call that leaves the key empty is followed by local denials until a
+whole block can have accrued (a denied call: and until its
+``retry_after``), so that processes sharing a key do not poll it one unit
+at a time; while the key has units left, the next call goes at once.
 What a block still holds is given back with ``REFUND``: :meth:`Leases.refund_idle`
 for keys not asked for a while, :meth:`Leases.release` at shutdown, and at
 once for a key that stops being hot.
@@ -55,6 +55,8 @@ KEY_BYTES = 64
 LEASABLE = frozenset({"cost", "deadline"})
 """The options of a call a lease may answer (others go to the server)."""
 POLICIES = frozenset({"RL.GCRA", "RL.BUCKET", "RL.SLIDING", "RL.FIXED"})
+SPREAD = 16
+"""The most block-times a call that came back short waits before the next."""
 
 
 @dataclasses.dataclass(slots=True)
@@ -169,21 +171,29 @@ class Leases:
         ]
 
     def landed(self, lease: BlockLease, d: Decision, now: float) -> None:
-        """A call for a block answered ``d``; hold ``lock``."""
+        """A call for a block answered ``d``; hold ``lock``.
+
+        While the key has units left the next call may go at once (and take
+        fewer than a block when fewer are left); once it is empty, not before
+        a whole block can have accrued (nor before a denial's ``retry_after``).
+        """
         lease.calling = False
         lease.calls += 1
         granted = (d.granted if d.granted is not None else self.block) if d.allowed else 0
         lease.units += granted
         lease.remaining = d.remaining
-        if granted < self.block:
-            wait = d.retry_after.total_seconds() if d.retry_after is not None else math.inf
-            if granted:  # short: wait as long as a whole block takes to accrue
-                quota = lease.policy.quota
-                assert quota is not None
-                wait = self.block * quota.w / quota.q / 1000
-            lease.denied_until = now + wait
-        else:
+        if granted and d.remaining > 0:
             lease.denied_until = 0.0
+            return
+        quota = lease.policy.quota
+        assert quota is not None
+        wait = self.block * quota.w / quota.q
+        if 0 < granted < self.block:  # others took the rest: space calls as far apart as they
+            wait *= min(SPREAD, math.ceil(self.block / granted))
+        if not granted:
+            retry = d.retry_after.total_seconds() if d.retry_after is not None else math.inf
+            wait = max(wait, retry)
+        lease.denied_until = now + wait
 
     def failed(self, lease: BlockLease) -> None:
         """A call for a block met an outage; hold ``lock``."""
