@@ -138,7 +138,7 @@ def test_exactly_the_keys_the_server_names_hot_are_leased(fresh: Server) -> None
     c = fresh.client()
     c.config_set("ratelimit.hot-key-counters", 320)
     try:
-        leases = Leases(BLOCK, hot=True, hot_rate=100)
+        leases = Leases(BLOCK, hot=True, hot_rate=100, poll=None)  # polled by the test
         rl = RateLimiter.from_url(
             f"redis://127.0.0.1:{fresh.port}", deadline=SLACK, leases=leases, max_connections=64
         )
@@ -273,16 +273,16 @@ async def test_the_middleware_leases_the_keys_the_server_names_hot(fresh: Server
         await _requests(app, 300, "hot")  # per request: 300 RL.ALL
         await _requests(app, 50, "cold")
         c.execute_command("RL.CLOCK", "ADVANCE", 1_000_000)
-        follower = rl.follow_hot_keys(every=3600)  # its first poll at once
+        # The poll the first request started (once a second) names it hot.
         while not leases.hot_keys:
-            await asyncio.sleep(0.005)  # the poll's reply, bounded by the test's timeout
+            await asyncio.sleep(0.005)  # the next poll, bounded by the test's timeout
         assert leases.hot_keys == frozenset({b"rl:hot"})
         c.config_resetstat()
         assert set(await _requests(app, 1000, "hot")) == {200}
         assert commands(fresh) == 50  # RL.GCRA blocks of 20, no RL.ALL
         assert set(await _requests(app, 50, "cold")) == {200}
         assert int(c.info("commandstats")["cmdstat_rl.all"]["calls"]) == 50
-        follower.cancel()
+        rl.follower.cancel()
         await rl.refund_leases()
         await rl.client.aclose()  # type: ignore[attr-defined]
     finally:

@@ -136,4 +136,4 @@ def test_the_package_readme_leasing(fresh: Server) -> None:
     scope = run_block("Leases(20)", fresh)
     assert scope["d"].allowed and scope["d"].fallback is None
     assert scope["rl"].leases.held() == 0  # every leased unit given back
-    assert not scope["follower"].thread.is_alive()
+    assert not scope["hot"].follower.thread.is_alive()

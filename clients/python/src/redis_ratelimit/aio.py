@@ -87,6 +87,8 @@ class AsyncRateLimiter:
         self.guard = Guard(deadline, fallback, degraded_share, probe_interval)
         self.deny_cache = deny_cache
         self.leases = leases
+        self.follower: Any = None
+        """The hot-key poll the first decision started with ``Leases(hot=True)`` (to stop)."""
         self.landings = Landings()
         """The calls given up after they were written, finishing in the background."""
 
@@ -172,6 +174,7 @@ class AsyncRateLimiter:
         undo: Undo | None = None,
     ) -> Decision:
         """Sends a decision within its deadline, or answers the deny cache or the fallback."""
+        self._follow()
         cost = options.get("cost", 1)
         cache = self.deny_cache if slot is not None and options.keys() <= CACHEABLE else None
         flying = False
@@ -226,6 +229,7 @@ class AsyncRateLimiter:
 
         With ``leases`` and a key they lease, it is answered from the key's block.
         """
+        self._follow()
         if self.leases is not None and self.leases.applies(key, policy, options):
             return await _leased.adecide(self, self.leases, key, policy, options)
         args, partial = _commands.decide(key, policy, options)
@@ -238,6 +242,11 @@ class AsyncRateLimiter:
             policy,
             undo_decide(key, policy, options),
         )
+
+    def _follow(self) -> None:
+        """Starts the hot-key poll of ``Leases(hot=True)`` at the first decision."""
+        if self.leases is not None and self.leases.start_following():
+            self.follower = self.follow_hot_keys(self.leases.poll or HOT_POLL)
 
     async def refund_leases(self, idle: float | None = None) -> int:
         """Gives back with ``REFUND`` the units of the leases unused for ``idle`` seconds.

@@ -19,8 +19,8 @@ admissions of all processes never exceed what the server granted.
 
 Which keys are leased: every key decided through the limiter (``hot=None``),
 or only those the server names hot (``RL.HOTKEYS``, on a server with
-``ratelimit.hot-key-counters`` above 0): :meth:`Leases.refresh` reads the
-list once, :meth:`RateLimiter.follow_hot_keys` every second.
+``ratelimit.hot-key-counters`` above 0), polled once a second from the
+limiter's first decision on.
 
 Pure of I/O: the sync and the asyncio limiter run the commands. Thread-safe;
 memory bounded by ``capacity`` keys (the least recently used give way,
@@ -94,9 +94,14 @@ class Leases:
         hot: bool = False,
         hot_count: int = HOT_COUNT,
         hot_rate: float = HOT_RATE,
+        poll: float | None = HOT_POLL,
         capacity: int = CAPACITY,
     ) -> None:
-        """Blocks of ``block`` units, for every key or (``hot=True``) the server's hot keys."""
+        """Blocks of ``block`` units, for every key or (``hot=True``) the server's hot keys.
+
+        With ``hot``, the limiter's first decision starts polling the hot keys
+        every ``poll`` seconds (``None``: only when asked, ``refresh_hot_keys``).
+        """
         if block < 1:
             raise ValueError("block is a number of units, at least 1")
         if not 1 <= hot_count <= 1000:
@@ -105,6 +110,9 @@ class Leases:
         self.hot = hot
         self.hot_count = hot_count
         self.hot_rate = hot_rate
+        self.poll = poll
+        self.following = False
+        """Whether the limiter's poll has started."""
         self.capacity = capacity
         self.hot_keys: frozenset[bytes] = frozenset()
         """The keys leased because the server named them hot (their first 64 bytes)."""
@@ -113,6 +121,16 @@ class Leases:
         self.lock = threading.Lock()
         self.changed = threading.Condition(self.lock)
         """Notified whenever a call for a block lands (sync waiters)."""
+
+    def start_following(self) -> bool:
+        """True once, for the decision that starts the hot-key poll."""
+        if not self.hot or self.poll is None or self.following:
+            return False
+        with self.lock:
+            if self.following:
+                return False
+            self.following = True
+            return True
 
     def applies(self, key: str | bytes, policy: Policy, options: Options) -> bool:
         """Whether a decision on ``key`` is answered from a lease."""
