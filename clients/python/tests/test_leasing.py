@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import multiprocessing
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 
 import httpx
@@ -265,7 +266,7 @@ async def test_the_middleware_leases_the_keys_the_server_names_hot(fresh: Server
     c.config_set("ratelimit.hot-key-counters", 320)
     try:
         policy = Policy.gcra(100_000, "1h")
-        leases = Leases(BLOCK, hot=True)
+        leases = Leases(BLOCK, hot=True, poll=None)  # polled by the test
         rl = AsyncRateLimiter.from_url(
             f"redis://127.0.0.1:{fresh.port}", deadline=SLACK, leases=leases
         )
@@ -273,17 +274,31 @@ async def test_the_middleware_leases_the_keys_the_server_names_hot(fresh: Server
         await _requests(app, 300, "hot")  # per request: 300 RL.ALL
         await _requests(app, 50, "cold")
         c.execute_command("RL.CLOCK", "ADVANCE", 1_000_000)
-        # The poll the first request started (once a second) names it hot.
-        while not leases.hot_keys:
-            await asyncio.sleep(0.005)  # the next poll, bounded by the test's timeout
-        assert leases.hot_keys == frozenset({b"rl:hot"})
+        assert await rl.refresh_hot_keys() == frozenset({b"rl:hot"})
         c.config_resetstat()
         assert set(await _requests(app, 1000, "hot")) == {200}
         assert commands(fresh) == 50  # RL.GCRA blocks of 20, no RL.ALL
         assert set(await _requests(app, 50, "cold")) == {200}
         assert int(c.info("commandstats")["cmdstat_rl.all"]["calls"]) == 50
-        rl.follower.cancel()
         await rl.refund_leases()
         await rl.client.aclose()  # type: ignore[attr-defined]
+    finally:
+        c.config_set("ratelimit.hot-key-counters", 0)
+
+
+def test_the_first_decision_starts_polling_the_hot_keys(fresh: Server) -> None:
+    c = fresh.client()
+    c.config_set("ratelimit.hot-key-counters", 320)
+    try:
+        leases = Leases(BLOCK, hot=True, poll=0.01)
+        rl = RateLimiter.from_url(f"redis://127.0.0.1:{fresh.port}", deadline=SLACK, leases=leases)
+        for _ in range(300):
+            rl.decide("hot", HOT)
+        c.execute_command("RL.CLOCK", "ADVANCE", 1_000_000)
+        until = time.monotonic() + 10
+        while leases.hot_keys != frozenset({b"hot"}):  # a later poll of 10 ms names it
+            assert time.monotonic() < until, "never named hot"
+            time.sleep(0.005)
+        rl.follower.stop()
     finally:
         c.config_set("ratelimit.hot-key-counters", 0)
