@@ -71,8 +71,10 @@ def test_fifty_threads_on_a_leased_key(fresh: Server) -> None:
     fresh.client().config_resetstat()
     admitted, refunds = threads_on_one_key(fresh.port, limit, None)
     sent = commands(fresh) - refunds  # less the refund at shutdown
-    assert admitted == limit  # 5,000 asked: the whole limit, not one more
-    assert remaining(fresh, "hot", Policy.gcra(limit, "1h")) == 0
+    # 5,000 asked: never more than the limit, and the key charged exactly what was admitted
+    # (a request that waited past its deadline while others took the blocks is denied here).
+    assert limit * 0.95 <= admitted <= limit
+    assert remaining(fresh, "hot", Policy.gcra(limit, "1h")) == limit - admitted
     assert sent / admitted <= 0.055, (sent, admitted)
 
 
@@ -89,10 +91,10 @@ async def test_fifty_tasks_on_a_leased_key(fresh: Server) -> None:
 
     admitted = sum(await asyncio.gather(*(caller() for _ in range(IN_FLIGHT))))
     sent = commands(fresh)
-    assert admitted == limit
+    assert limit * 0.95 <= admitted <= limit
     assert sent / admitted <= 0.055, (sent, admitted)
     await rl.refund_leases()
-    assert remaining(fresh, "hot", policy) == 0
+    assert remaining(fresh, "hot", policy) == limit - admitted
     await rl.client.aclose()  # type: ignore[attr-defined]
 
 
@@ -113,8 +115,8 @@ def test_three_processes_share_a_leased_key(fresh: Server) -> None:
         p.join()
         assert p.exitcode == 0
     sent = commands(fresh) - sum(r for _, r in results)  # less the refunds at shutdown
-    assert sum(admitted) == limit
-    assert remaining(fresh, "hot", Policy.gcra(limit, "1h")) == 0
+    assert limit * 0.95 <= sum(admitted) <= limit
+    assert remaining(fresh, "hot", Policy.gcra(limit, "1h")) == limit - sum(admitted)
     assert sent / sum(admitted) <= 0.055, (sent, admitted)
 
 
@@ -235,10 +237,10 @@ async def test_the_middleware_decides_a_leased_limit_from_its_blocks(fresh: Serv
     fresh.client().config_resetstat()
     statuses = await _requests(_app(rl, [HttpLimit("per-key", policy, prefix="rl:")]), 5000, "k")
     admitted = statuses.count(200)
-    assert admitted == 4000 and statuses.count(429) == 1000
+    assert 3800 <= admitted <= 4000 and statuses.count(429) == 5000 - admitted
     assert commands(fresh) / admitted <= 0.055
     await rl.refund_leases()
-    assert remaining(fresh, "rl:k", policy) == 0
+    assert remaining(fresh, "rl:k", policy) == 4000 - admitted
     await rl.client.aclose()  # type: ignore[attr-defined]
 
 

@@ -44,9 +44,15 @@ def _block_land(leases: Leases, lease: BlockLease) -> Land | None:
     )
 
 
-def _late(guard: Guard, key: str | bytes, policy: Policy, cost: int) -> Decision:
-    error = Unavailable("Redis is unavailable: no block within the deadline")
-    return guard.answer([(key, policy)], cost, error)
+def _late(leases: Leases, lease: BlockLease) -> Decision:
+    """A request whose deadline passed while others took the blocks: denied here.
+
+    Not an outage (the server answers): never the fallback, which may admit.
+    Its ``retry_after`` is the time a block takes to accrue.
+    """
+    quota = lease.policy.quota
+    assert quota is not None
+    return leases.denied(lease, leases.block * quota.w / quota.q)
 
 
 def decide(
@@ -66,7 +72,7 @@ def decide(
                 break
             left = end - time.monotonic()
             if left <= 0:
-                return _late(limiter.guard, key, policy, cost)
+                return _late(leases, lease)
             leases.changed.wait(left)
     while True:  # this request's turn to call for a block
         try:
@@ -91,7 +97,7 @@ def decide(
             with leases.lock:
                 leases.failed(lease)
                 leases.changed.notify_all()
-            return _late(limiter.guard, key, policy, cost)
+            return _late(leases, lease)
 
 
 def refund(limiter: SyncSender, leases: Leases, taken: list[tuple[BlockLease, int]]) -> int:
@@ -163,7 +169,7 @@ async def adecide(
         left = end - time.monotonic()
         done, _ = await asyncio.wait((asyncio.shield(call),), timeout=max(left, 0))
         if not done:
-            return _late(limiter.guard, key, policy, cost)
+            return _late(leases, lease)
         error = call.result()
         if isinstance(error, Unavailable):
             return limiter.guard.answer([(key, policy)], cost, error)

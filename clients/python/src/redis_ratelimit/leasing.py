@@ -162,7 +162,7 @@ class Leases:
             lease.admitted += cost
             return "admit", self._admitted(lease)
         if now < lease.denied_until:
-            return "deny", self._denied(lease, lease.denied_until - now)
+            return "deny", self.denied(lease, lease.denied_until - now)
         if lease.calling:
             return "wait", None
         lease.calling = True
@@ -265,7 +265,8 @@ class Leases:
             True, limit, lease.remaining + lease.units, None, timedelta(0), policy=lease.policy
         )
 
-    def _denied(self, lease: BlockLease, wait: float) -> Decision:
+    def denied(self, lease: BlockLease, wait: float) -> Decision:
+        """A denial answered here, ``wait`` seconds to wait."""
         quota = lease.policy.quota
         limit = quota.q if quota is not None else 0
         retry = None if math.isinf(wait) else timedelta(milliseconds=math.ceil(wait * 1000))
