@@ -9,7 +9,7 @@ PREFIX  ?= /usr/local
 MODULEDIR ?= $(PREFIX)/lib/redis/modules
 SUDO    := $(shell [ "$$(id -u)" -eq 0 ] || echo sudo)
 
-.PHONY: run test test-python test-node bench-node test-valkey test-repeat test-matrix build install dist test-dist deps deps-valkey lint unit bench bench-summary bench-wait bench-stall bench-fair bench-overhead bench-waiters bench-herd bench-hot-leasing demo fuzz clean
+.PHONY: run test test-python test-python-venv limits-suite test-node bench-node test-valkey test-repeat test-matrix build install dist test-dist deps deps-valkey lint unit bench bench-summary bench-wait bench-stall bench-fair bench-overhead bench-waiters bench-herd bench-hot-leasing demo fuzz clean
 
 ## Install what a fresh Debian machine lacks (redis-server, libclang for bindgen).
 deps:
@@ -67,7 +67,25 @@ test-python: deps
 	$(PYVENV)/bin/pip install -q --disable-pip-version-check -e 'clients/python[test]'
 	cd clients/python && .venv/bin/ruff format --check . && .venv/bin/ruff check . && \
 		.venv/bin/mypy && .venv/bin/pytest -q && \
-		.venv/bin/python -m build --wheel --outdir dist . >/dev/null && ls dist/*.whl
+		rm -rf dist && .venv/bin/python -m build --outdir dist . >/dev/null && ls dist/*
+	@# Each artifact installed into an empty venv, then a smoke test there.
+	@for pkg in clients/python/dist/*.whl clients/python/dist/*.tar.gz; do \
+		env=$$(mktemp -d) && $(PYTHON) -m venv $$env && \
+		$$env/bin/pip install -q --disable-pip-version-check $$pkg && \
+		(cd $$env && RL_MODULE=$(CURDIR)/target/debug/libredis_ratelimit.so \
+			$$env/bin/python $(CURDIR)/clients/python/smoke/installed.py) && \
+		rm -rf $$env || { rm -rf $$env; exit 1; }; \
+	done
+
+## limits' own strategy and storage tests, from its sdist fetched now, against
+## redis+ratelimit:// and limits' own redis:// storage: the counts of both.
+limits-suite: test-python-venv
+	cargo build -p redis-ratelimit --lib
+	clients/python/bench/limits_suite.sh
+
+test-python-venv:
+	@[ -x $(PYVENV)/bin/python ] || $(PYTHON) -m venv $(PYVENV)
+	$(PYVENV)/bin/pip install -q --disable-pip-version-check -e 'clients/python[test]'
 
 ## The dashboard (dashboard/): a read-only live page and Prometheus /metrics
 ## on http://127.0.0.1:8080/ for the server at DASHBOARD_URL (a password in

@@ -92,7 +92,7 @@ class Result:
 HEADER = (
     "| API | server | callers | deadline | decisions while down | p99 | max "
     "| first served after return | late sends "
-    "| given up, run at continue (sent, unanswered by the deadline) |\n"
+    "| given up, left charged on the server |\n"
     "|---|---|---|---|---|---|---|---|---|---|"
 )
 

@@ -12,8 +12,10 @@ import time
 from typing import Any
 
 import pytest
+import redis
 
-from redis_ratelimit import Decision, Policy, RateLimiter, Unavailable
+from redis_ratelimit import Decision, DenyCache, Leases, Policy, RateLimiter, Unavailable
+from redis_ratelimit.decision import parse_decision
 
 from .conftest import REPO, Server
 
@@ -100,11 +102,48 @@ def differences(d: Decision, expect: dict[str, Any], single: bool) -> list[str]:
     return out
 
 
+def server_commands(c: redis.Redis) -> int:
+    """``RL.*`` commands received since ``CONFIG RESETSTAT``, but ``RL.CLOCK`` and ``RL.PEEK``."""
+    stats = c.info("commandstats")
+    return sum(
+        int(v["calls"])
+        for k, v in stats.items()
+        if k.startswith("cmdstat_rl.") and k not in ("cmdstat_rl.clock", "cmdstat_rl.peek")
+    )
+
+
+def peek(c: redis.Redis, step: dict[str, Any]) -> list[str]:
+    """A ``peek`` step: the server's ``remaining``, read again until it matches (``within_ms``)."""
+    what, expect = step["peek"], step["expect"]
+    p = policy(what["policy"], "peek")
+    within = step.get("within_ms", expect.get("within_ms", 0)) / 1000
+    until = time.monotonic() + within
+    while True:
+        d = parse_decision(c.execute_command("RL.PEEK", what["key"], *p.words), p, False)
+        if d.remaining == expect["remaining"] or time.monotonic() >= until:
+            break
+        time.sleep(0.005)  # a late reply's refund on its way, bounded by within_ms
+    if d.remaining != expect["remaining"]:
+        return [f"peek remaining {d.remaining} (expected {expect['remaining']})"]
+    return []
+
+
+def limiter_for(server: Server, scenario: dict[str, Any]) -> RateLimiter:
+    """The runner's limiter, with the scenario's second tier."""
+    tier = scenario.get("client", {})
+    return RateLimiter.from_url(
+        f"redis://127.0.0.1:{server.port}",
+        deny_cache=DenyCache() if tier.get("deny_cache") else None,
+        leases=Leases(int(tier["lease_block"])) if "lease_block" in tier else None,
+    )
+
+
 @pytest.mark.parametrize("scenario", SCENARIOS, ids=[s["name"] for s in SCENARIOS])
 def test_scenario_answers_as_written(server: Server, scenario: dict[str, Any]) -> None:
     c = server.client()
     c.flushall()
-    limiter = RateLimiter.from_url(f"redis://127.0.0.1:{server.port}")
+    c.config_resetstat()
+    limiter = limiter_for(server, scenario)
     process = server.process
     assert process is not None
     failed: list[str] = []
@@ -120,6 +159,13 @@ def test_scenario_answers_as_written(server: Server, scenario: dict[str, Any]) -
                 process.send_signal(signal.SIGCONT)
             if "decide" in step:
                 failed += [f"step {i}: {x}" for x in run_step(limiter, step)]
+            if "peek" in step:
+                failed += [f"step {i}: {x}" for x in peek(c, step)]
+            if step.get("release"):
+                limiter.refund_leases()
+            expected = step.get("expect", {}).get("server_commands")
+            if expected is not None and (got := server_commands(c)) != expected:
+                failed.append(f"step {i}: server_commands {got} (expected {expected})")
     finally:
         process.send_signal(signal.SIGCONT)  # never leave the shared server frozen
     assert not failed, "\n".join(failed)

@@ -189,3 +189,26 @@ def test_the_sliding_window_counter_resets_when_a_hit_is_admitted_again(
     assert not limiter.hit(item, "k")  # a client that came back a second early
     clock.execute_command("RL.CLOCK", "ADVANCE", 1_000_000)
     assert limiter.hit(item, "k")  # one that waited as told
+
+
+@pytest.mark.parametrize("strategy", ["moving-window", "sliding-window-counter"])
+def test_a_jittered_denial_is_the_reset_limits_reads(fresh: Server, strategy: str) -> None:
+    """Clients denied together are told waits spread from the true wait on, never before it.
+
+    40 s into an aligned window: the sliding counter's true wait (26 s) leaves
+    room under the window (the most ``limits`` reads) for the spread.
+    """
+    fresh.client().execute_command("RL.CLOCK", "ADVANCE", 40_000_000)
+    storage = RateLimitStorage(fresh.url, deadline=SLACK, jitter="true")
+    limiter = STRATEGIES[strategy](storage)
+    item = parse("10/minute")
+    assert all(limiter.hit(item, "k") for _ in range(10))
+    plain = limiter.get_window_stats(item, "k").reset_time - time.time()
+    told = []
+    for _ in range(8):
+        assert not limiter.hit(item, "k")
+        told.append(limiter.get_window_stats(item, "k").reset_time - time.time())
+    assert min(told) >= plain - 0.1  # never before the true wait
+    assert max(told) - min(told) >= 5  # spread: about an interval (6 s) per client denied
+    unjittered = RateLimitStorage(fresh.url, deadline=SLACK)
+    assert not STRATEGIES[strategy](unjittered).hit(item, "k")

@@ -61,8 +61,8 @@ def test_the_fallbacks_answer_at_once_once_the_connection_is_known_down() -> Non
             f: RateLimiter.from_url(url, deadline=DEADLINE, fallback=f)
             for f in ("raise", "open", "closed", "degraded")
         }
-        for rl in limiters.values():
-            assert rl.gcra("k", 3, "1m").fallback is None
+        for f, rl in limiters.items():
+            assert rl.gcra(f"k:{f}", 3, "1m").fallback is None
         server.stop()
         with pytest.raises(Unavailable):
             limiters["raise"].gcra("k", 3, "1m")
@@ -70,9 +70,9 @@ def test_the_fallbacks_answer_at_once_once_the_connection_is_known_down() -> Non
         closed = limiters["closed"].gcra("k", 3, "1m")
         assert not closed.allowed and closed.fallback == "closed"
         assert closed.retry_after is not None and closed.retry_after.total_seconds() >= 1
-        # Degraded: this process's share of the limit, locally (3 per minute, share 1).
-        local = [limiters["degraded"].gcra("k", 3, "1m") for _ in range(4)]
-        assert [d.allowed for d in local] == [True, True, True, False]
+        # Degraded: its observed share (all of it), from the level the server told (2 of 3 left).
+        local = [limiters["degraded"].gcra("k:degraded", 3, "1m") for _ in range(4)]
+        assert [d.allowed for d in local] == [True, True, False, False]
         assert {d.fallback for d in local} == {"degraded"}
         assert local[3].retry_after is not None and 19 < local[3].retry_after.total_seconds() <= 20
         # The circuit is open: each answers without trying to connect.

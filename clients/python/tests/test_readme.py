@@ -71,7 +71,7 @@ def run_block(containing: str, server: Server) -> dict[str, Any]:
 
 def test_every_package_readme_block_is_run_here() -> None:
     marks = ['rl.gcra("rl:user:42"', "rl.all(", "RateLimiter(client,", "Starlette(", "Flask("]
-    marks += ["FastAPI()", "rl.reserve("]
+    marks += ["FastAPI()", "rl.reserve(", "Leases(20)"]
     assert len(package_blocks()) == len(marks)
     for block in package_blocks():
         assert sum(m in block for m in marks) == 1, block
@@ -130,3 +130,10 @@ def test_one_version_everywhere() -> None:
     )
     assert crate and package and package.group(1) == crate.group(1)
     assert f"## {crate.group(1)} " in (root / "CHANGELOG.md").read_text()
+
+
+def test_the_package_readme_leasing(fresh: Server) -> None:
+    scope = run_block("Leases(20)", fresh)
+    assert scope["d"].allowed and scope["d"].fallback is None
+    assert scope["rl"].leases.held() == 0  # every leased unit given back
+    assert not scope["hot"].follower.thread.is_alive()

@@ -8,15 +8,18 @@ the ``limits`` storage (``redis+ratelimit://``) in
 """
 
 from ._guard import DEFAULT_DEADLINE, PROBE_INTERVAL, Fallback, client_options
+from ._landing import ORPHAN_WAIT
 from .aio import AsyncLease, AsyncRateLimiter
 from .client import Lease, RateLimiter
 from .decision import Decision, Reservation
 from .deny_cache import DenyCache
 from .errors import CommandError, LimitExceeded, RateLimitError, Unavailable, WrongTypeError
+from .leasing import Leases
 from .policy import Duration, Node, Policy, Quota
 
 __all__ = [
     "DEFAULT_DEADLINE",
+    "ORPHAN_WAIT",
     "PROBE_INTERVAL",
     "AsyncLease",
     "AsyncRateLimiter",
@@ -26,6 +29,7 @@ __all__ = [
     "Duration",
     "Fallback",
     "Lease",
+    "Leases",
     "LimitExceeded",
     "Node",
     "Policy",

@@ -10,7 +10,7 @@ import math
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import timedelta
 from typing import Literal
 
@@ -108,36 +108,116 @@ class _Bucket:
         self.at = at
 
 
+class _Seen:
+    """What the store's replies on one key and limit told (the share's estimate)."""
+
+    __slots__ = ("at", "level", "own", "total")
+
+    def __init__(self, level: float, at: float, own: float, total: float) -> None:
+        self.level = level
+        self.at = at
+        self.own = own
+        self.total = total
+
+    def share(self) -> float:
+        return self.own / max(self.total, self.own) if self.own > 0 else 0.0
+
+
+DECAY = 10.0
+"""Seconds: the share is over about the last 10 s, or the limit's window if longer."""
+
+
 class Degraded:
     """The local limit of degraded mode: a token bucket per key and limit, in this process.
 
-    Each limit with a rate (``q`` per ``w`` seconds) admits ``share * q``
-    per ``w`` here, holding up to that many at once; a limit without a rate
-    (a concurrency limit, a named policy) denies. Bounded by ``capacity``
-    keys; thread-safe.
+    Each key and limit the store answered has an **observed share**: this
+    process's part of what the key admitted over about the last 10 s (or
+    the limit's window), from each reply (:meth:`observe`, the Rust
+    client's estimate): the units the key holds (``level``, fractional,
+    from ``remaining`` and ``reset_after``), what everyone took since the
+    previous reply (``total``: the level it would have reached by refilling,
+    less the level now), what this process took (``own``), both decayed
+    exponentially. While the store is unavailable the key admits from a
+    bucket of ``share * q`` filling at ``share * q`` per ``w``, starting
+    from ``share * level`` at the last reply and filled since: the
+    processes together admit about the limit, each about
+    ``min(demand, share * rate)``. A key never answered has the fixed
+    ``share`` (default 1). A limit without a rate (a concurrency limit, a
+    named policy) denies. Bounded by ``capacity`` keys; thread-safe;
+    ``clock`` is monotonic seconds.
     """
 
-    def __init__(self, share: float = 1.0, capacity: int = DEGRADED_KEYS) -> None:
-        """Local limits at ``share`` of each limit's rate."""
+    def __init__(
+        self,
+        share: float = 1.0,
+        capacity: int = DEGRADED_KEYS,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        """Local limits at the observed share, else ``share``, of each limit's rate."""
         if not 0 < share <= 1:
             raise ValueError("degraded_share is a fraction in (0, 1]")
         self.share = share
         self.capacity = capacity
+        self.clock = clock
         self._buckets: OrderedDict[tuple[str | bytes, tuple[str, ...]], _Bucket] = OrderedDict()
+        self._seen: OrderedDict[tuple[str | bytes, tuple[str, ...]], _Seen] = OrderedDict()
         self._lock = threading.Lock()
+
+    def observe(
+        self, limits: Sequence[tuple[str | bytes, Policy | None]], d: Decision, cost: int
+    ) -> None:
+        """The store decided ``d`` (one limit, or ``RL.ALL``'s) for a request of ``cost``."""
+        decisions = d.limits or (d,)
+        if len(decisions) != len(limits) or d.fallback is not None:
+            return
+        now = self.clock()
+        charged = cost if d.allowed else 0
+        with self._lock:
+            for (key, policy), one in zip(limits, decisions, strict=True):
+                if policy is None or policy.quota is None or policy.quota.q <= 0:
+                    continue
+                rate = policy.quota.q / policy.quota.w
+                limit = max(one.limit, 1)
+                level = limit - one.reset_after.total_seconds() * rate
+                level = min(one.remaining + 1.0, max(float(one.remaining), level))
+                slot = (key, policy.words)
+                seen = self._seen.get(slot)
+                if seen is None:
+                    self._seen[slot] = _Seen(level, now, charged, max(charged, limit - level))
+                    if len(self._seen) > self.capacity:
+                        self._seen.popitem(last=False)
+                else:
+                    elapsed = max(0.0, now - seen.at)
+                    decay = math.exp(-elapsed / max(policy.quota.w, DECAY))
+                    used = min(limit, seen.level + rate * elapsed) - level
+                    seen.total = seen.total * decay + used
+                    seen.own = seen.own * decay + charged
+                    seen.level, seen.at = level, now
+                    self._seen.move_to_end(slot)
+                self._buckets.pop(slot, None)  # the store decides again
+
+    def observed(self, key: str | bytes, policy: Policy) -> float | None:
+        """The observed share of ``key`` under ``policy`` (``None``: never answered)."""
+        with self._lock:
+            seen = self._seen.get((key, policy.words))
+            return None if seen is None else seen.share()
 
     def decide(self, limits: Sequence[tuple[str | bytes, Policy | None]], cost: int) -> Decision:
         """All of ``limits`` admit ``cost`` and are charged, or none is."""
-        now = time.monotonic()
+        now = self.clock()
         with self._lock:
             buckets: list[tuple[_Bucket, float, float]] = []
             wait = 0.0
             for key, policy in limits:
                 if policy is None or policy.quota is None or policy.quota.q <= 0:
                     return denial(policy, None)
-                size = max(1.0, self.share * policy.quota.q)
+                seen = self._seen.get((key, policy.words))
+                share = self.share if seen is None else seen.share()
+                if share <= 0:
+                    return denial(policy, None, "degraded")
+                size = max(1.0, share * policy.quota.q)
                 rate = size / policy.quota.w
-                bucket = self._bucket(key, policy.words, size, now)
+                bucket = self._bucket(key, policy.words, size, now, seen, share)
                 bucket.tokens = min(size, bucket.tokens + (now - bucket.at) * rate)
                 bucket.at = now
                 if cost > size:
@@ -156,11 +236,21 @@ class Degraded:
                 True, int(size), remaining, None, timedelta(0), policy=first, fallback="degraded"
             )
 
-    def _bucket(self, key: str | bytes, words: tuple[str, ...], size: float, now: float) -> _Bucket:
+    def _bucket(
+        self,
+        key: str | bytes,
+        words: tuple[str, ...],
+        size: float,
+        now: float,
+        seen: _Seen | None,
+        share: float,
+    ) -> _Bucket:
         slot = (key, words)
         bucket = self._buckets.get(slot)
         if bucket is None:
-            bucket = self._buckets[slot] = _Bucket(size, now)
+            # From the level at the last reply (filled since, below); never answered: full.
+            bucket = _Bucket(size, now) if seen is None else _Bucket(seen.level * share, seen.at)
+            self._buckets[slot] = bucket
             if len(self._buckets) > self.capacity:
                 self._buckets.popitem(last=False)
         else:

@@ -14,7 +14,7 @@ import redis.asyncio.retry
 import redis.backoff
 import redis.exceptions
 
-from . import _commands
+from . import _commands, _leased
 from ._commands import Options
 from ._guard import (
     DEFAULT_DEADLINE,
@@ -24,6 +24,17 @@ from ._guard import (
     Guard,
     client_options,
     timeout,
+)
+from ._landing import (
+    ORPHAN_WAIT,
+    Flight,
+    Land,
+    Landings,
+    Undo,
+    lander,
+    round_trip,
+    undo_all,
+    undo_decide,
 )
 from .client import CACHEABLE, Limits, renew_interval
 from .decision import (
@@ -37,6 +48,7 @@ from .decision import (
 )
 from .deny_cache import DenyCache, pace
 from .errors import CommandError, LimitExceeded, Unavailable, server_error
+from .leasing import HOT_POLL, Leases
 from .policy import Duration, Node, Policy, duration_ms, duration_word
 
 
@@ -68,11 +80,17 @@ class AsyncRateLimiter:
         degraded_share: float = 1.0,
         probe_interval: float = PROBE_INTERVAL,
         deny_cache: DenyCache | None = None,
+        leases: Leases | None = None,
     ) -> None:
         """A limiter sending its commands through ``client``."""
         self.client = client
         self.guard = Guard(deadline, fallback, degraded_share, probe_interval)
         self.deny_cache = deny_cache
+        self.leases = leases
+        self.follower: Any = None
+        """The hot-key poll the first decision started with ``Leases(hot=True)`` (to stop)."""
+        self.landings = Landings()
+        """The calls given up after they were written, finishing in the background."""
 
     @classmethod
     def from_url(
@@ -84,6 +102,7 @@ class AsyncRateLimiter:
         degraded_share: float = 1.0,
         probe_interval: float = PROBE_INTERVAL,
         deny_cache: DenyCache | None = None,
+        leases: Leases | None = None,
         **options: Any,
     ) -> AsyncRateLimiter:
         """A limiter on a client of its own (see :meth:`RateLimiter.from_url`)."""
@@ -96,28 +115,50 @@ class AsyncRateLimiter:
             degraded_share=degraded_share,
             probe_interval=probe_interval,
             deny_cache=deny_cache,
+            leases=leases,
         )
 
-    async def _send(self, args: Sequence[Any], seconds: float) -> Any:
+    async def _send(self, args: Sequence[Any], seconds: float, land: Land | None = None) -> Any:
         """One command, answered within ``seconds`` or given up.
 
-        A call given up (past its deadline, or its caller cancelled) is
-        cancelled and left to close its connection in the background: the
-        caller does not wait for that, and nothing of it is sent again.
+        A call given up (past its deadline, or its caller cancelled) before
+        its command was written is cancelled: nothing of it is sent. One
+        given up after lands in the background: its reply is awaited there
+        and ``land`` (from that reply) gives back what it took. Through
+        another client than a plain ``redis.asyncio.Redis`` (a cluster) a
+        call given up is cancelled and its connection closed.
         """
-        call = asyncio.create_task(self.client.execute_command(*args))
+        client = self.client
+        flight = Flight()
+        if isinstance(client, redis.asyncio.Redis) and client.connection is None:
+            call = asyncio.ensure_future(round_trip(client.connection_pool, args, flight))
+        else:
+            call = asyncio.ensure_future(client.execute_command(*args))
         try:
             done, _ = await asyncio.wait((call,), timeout=max(seconds, 0.001))
         except BaseException:
-            _abandon(call)
+            self._give_up(call, flight, land, seconds)
             raise
         if not done:
-            _abandon(call)
+            self._give_up(call, flight, land, seconds)
             raise TimeoutError(f"no reply within {seconds:.3f} s")
         try:
             return call.result()
         except redis.exceptions.ResponseError as e:
             raise server_error(e) from None
+
+    def _give_up(
+        self, call: asyncio.Future[Any], flight: Flight, land: Land | None, seconds: float
+    ) -> None:
+        client = self.client
+        if not flight.sent or not isinstance(client, redis.asyncio.Redis):
+            _abandon(call)
+            return
+        call.add_done_callback(_dropped)
+        pool = client.connection_pool
+        self.landings.later(
+            call, flight, pool, land, 2 * ORPHAN_WAIT + seconds, self.guard.circuit.succeeded
+        )
 
     async def _run(self, args: Sequence[Any]) -> Any:
         return await self._send(args, self.guard.deadline)
@@ -130,8 +171,10 @@ class AsyncRateLimiter:
         parse: Callable[[Any], Decision],
         slot: Hashable = None,
         paced: Policy | None = None,
+        undo: Undo | None = None,
     ) -> Decision:
         """Sends a decision within its deadline, or answers the deny cache or the fallback."""
+        self._follow()
         cost = options.get("cost", 1)
         cache = self.deny_cache if slot is not None and options.keys() <= CACHEABLE else None
         flying = False
@@ -142,10 +185,12 @@ class AsyncRateLimiter:
         wait = duration_ms(options["wait"]) if "wait" in options else 0
         seconds = timeout(self.guard, options.get("deadline"), wait)
         try:
-            reply = await self._guarded(args, seconds)
+            reply = await self._guarded(args, seconds, lander(parse, undo))
             decision = parse(reply)
             if cache is not None:
                 cache.observe(slot, cost, decision, pace(paced))
+            if self.guard.fallback == "degraded":
+                self.guard.degraded.observe(limits, decision, cost)
         except Unavailable as e:
             return self.guard.answer(limits, cost, e)
         finally:
@@ -153,7 +198,7 @@ class AsyncRateLimiter:
                 cache.landed(slot)  # type: ignore[union-attr]
         return decision
 
-    async def _guarded(self, args: Sequence[Any], seconds: float) -> Any:
+    async def _guarded(self, args: Sequence[Any], seconds: float, land: Land | None = None) -> Any:
         """One command through the circuit within ``seconds``; ``Unavailable`` on an outage."""
         circuit = self.guard.circuit
         step = circuit.step()
@@ -163,7 +208,7 @@ class AsyncRateLimiter:
         try:
             if step == "probe":
                 await self._send(("PING",), seconds)
-            reply = await self._send(args, seconds - (time.monotonic() - start))
+            reply = await self._send(args, seconds - (time.monotonic() - start), land)
         except CommandError:
             circuit.succeeded()
             raise
@@ -180,7 +225,13 @@ class AsyncRateLimiter:
     async def decide(
         self, key: str | bytes, policy: Policy, **options: Unpack[Options]
     ) -> Decision:
-        """Decides one request on ``key`` under ``policy`` with its single-key command."""
+        """Decides one request on ``key`` under ``policy`` with its single-key command.
+
+        With ``leases`` and a key they lease, it is answered from the key's block.
+        """
+        self._follow()
+        if self.leases is not None and self.leases.applies(key, policy, options):
+            return await _leased.adecide(self, self.leases, key, policy, options)
         args, partial = _commands.decide(key, policy, options)
         return await self._decide(
             args,
@@ -189,7 +240,37 @@ class AsyncRateLimiter:
             lambda r: parse_decision(r, policy, partial),
             (key, policy.words),
             policy,
+            undo_decide(key, policy, options),
         )
+
+    def _follow(self) -> None:
+        """Starts the hot-key poll of ``Leases(hot=True)`` at the first decision."""
+        if self.leases is not None and self.leases.start_following():
+            self.follower = self.follow_hot_keys(self.leases.poll or HOT_POLL)
+
+    async def refund_leases(self, idle: float | None = None) -> int:
+        """Gives back with ``REFUND`` the units of the leases unused for ``idle`` seconds.
+
+        ``None``: every lease's (at shutdown). Returns the units refunded.
+        """
+        leases = self.leases
+        if leases is None:
+            return 0
+        taken = leases.all_units() if idle is None else leases.idle(idle, time.monotonic())
+        return await _leased.arefund(self, leases, taken)
+
+    async def refresh_hot_keys(self) -> frozenset[bytes]:
+        """One poll of ``RL.HOTKEYS``: the keys leased as hot now (their first 64 bytes).
+
+        A key no longer hot has its units refunded and is decided per request again.
+        """
+        if self.leases is None or not self.leases.hot:
+            raise ValueError("the limiter has no Leases(hot=True)")
+        return await _leased.arefresh(self, self.leases)
+
+    def follow_hot_keys(self, every: float = HOT_POLL) -> asyncio.Task[None]:
+        """A task polling the hot keys every ``every`` seconds (cancel it to stop)."""
+        return asyncio.ensure_future(_leased.afollow(self.refresh_hot_keys, every))
 
     async def reserve(
         self,
@@ -215,7 +296,9 @@ class AsyncRateLimiter:
             delay.append(ms)
             return decision
 
-        decision = await self._decide(args, [(key, policy)], options, parse)
+        decision = await self._decide(
+            args, [(key, policy)], options, parse, undo=undo_decide(key, policy, options)
+        )
         return reservation(decision, delay[0] if delay else None)
 
     async def gcra(
@@ -302,7 +385,12 @@ class AsyncRateLimiter:
             tuple(refund_costs or ()),
         )
         return await self._decide(
-            args, limits, options, lambda r: parse_all(r, policies, partial), slot
+            args,
+            limits,
+            options,
+            lambda r: parse_all(r, policies, partial),
+            slot,
+            undo=undo_all(limits, costs, options) if refund_costs is None else None,
         )
 
     async def share(
@@ -390,16 +478,16 @@ def no_retry() -> redis.asyncio.retry.Retry:
 
 # Tasks that finish a lease whose holder was cancelled (a release), kept
 # referenced until done.
-_background: set[asyncio.Task[Any]] = set()
+_background: set[asyncio.Future[Any]] = set()
 
 
-def _in_background(task: asyncio.Task[Any]) -> asyncio.Task[Any]:
+def _in_background(task: asyncio.Future[Any]) -> asyncio.Future[Any]:
     _background.add(task)
     task.add_done_callback(_background.discard)
     return task
 
 
-def _abandon(call: asyncio.Task[Any]) -> None:
+def _abandon(call: asyncio.Future[Any]) -> None:
     """Cancels a call given up and lets it finish on its own, its outcome read and dropped."""
     call.cancel()
     call.add_done_callback(_dropped)

@@ -84,6 +84,8 @@ class HttpLimit:
     """The key prefix (per client), or the key (``shared``)."""
     shared: bool = False
     """One key for every client."""
+    leased: bool = True
+    """Decided from the limiter's ``leases`` where they lease its key (False: always sent)."""
 
     def key_for(self, client: str) -> str:
         """The Redis key of this limit for ``client``."""
@@ -165,12 +167,14 @@ class RateLimitMiddleware:
             (limit.key_for(client), p) for limit, p in zip(self.limits, self._policies, strict=True)
         ]
         try:
-            decision = await self.limiter.all(pairs, **self._options)
+            decision = await self._decide(pairs)
         except Unavailable:
             decision = self._fallback(pairs)
         else:
             if decision.fallback is not None:  # the middleware's fallback, not the limiter's
                 decision = self._fallback(pairs)
+            elif self.fallback == "degraded":
+                self.degraded.observe(pairs, decision, self._cost)
         if decision.fallback == "open":
             await self.app(scope, receive, send)
             return
@@ -188,12 +192,79 @@ class RateLimitMiddleware:
             return
         await self.app(scope, receive, _with_fields(send, fields))
 
+    async def _decide(self, pairs: Sequence[tuple[str, Policy]]) -> Decision:
+        """One ``RL.ALL``; with the limiter's ``leases``, the leased limits from their blocks.
+
+        The other limits are then decided in one ``RL.ALL``; a request that
+        one of them denies (or that fails, or is cancelled) puts the units it
+        took from the blocks back.
+        """
+        leases = self.limiter.leases
+        options = self._options
+        leased = [
+            leases is not None and limit.leased and leases.applies(k, p, options)  # type: ignore[arg-type]
+            for limit, (k, p) in zip(self.limits, pairs, strict=True)
+        ]
+        if not any(leased):
+            return await self.limiter.all(pairs, **options)
+        assert leases is not None
+        cost = self._cost
+        decisions: list[Decision | None] = [None] * len(pairs)
+        taken: list[tuple[str, Policy]] = []
+        try:
+            for i, (key, policy) in enumerate(pairs):
+                if leased[i]:
+                    d = await self.limiter.decide(key, policy, **options)
+                    if d.fallback is not None:
+                        return d
+                    decisions[i] = d
+                    if d.allowed:
+                        taken.append((key, policy))
+                    else:
+                        break
+            rest = [i for i, lease in enumerate(leased) if not lease]
+            if rest and all(d is None or d.allowed for d in decisions):
+                others = await self.limiter.all([pairs[i] for i in rest], **options)
+                if others.fallback is not None:
+                    return others
+                for i, d in zip(rest, others.limits, strict=True):
+                    decisions[i] = d
+        except BaseException:
+            for key, policy in taken:
+                leases.put_back(key, policy, cost)
+            raise
+        decided = [d for d in decisions if d is not None]
+        if not all(d.allowed for d in decided):
+            for key, policy in taken:
+                leases.put_back(key, policy, cost)
+        return combined(decided, len(pairs))
+
     def _fallback(self, pairs: Sequence[tuple[str, Policy]]) -> Decision:
         if self.fallback == "degraded":
             return self.degraded.decide(pairs, self._cost)
         if self.fallback == "open":
             return Decision(True, 0, 0, None, timedelta(0), fallback="open")
         return denial(None, max(1.0, self.limiter.guard.circuit.retry_after()))
+
+
+def combined(decided: Sequence[Decision], n: int) -> Decision:
+    """The decision of limits decided apart, as one ``RL.ALL`` would answer it.
+
+    A denial stops at the first limit that denies (``blocked_by``); the
+    limits after it are not decided and not listed.
+    """
+    blocked = next((i for i, d in enumerate(decided) if not d.allowed), None)
+    allowed = blocked is None and len(decided) == n
+    tight = decided[blocked] if blocked is not None else min(decided, key=lambda d: d.remaining)
+    return Decision(
+        allowed,
+        tight.limit,
+        tight.remaining,
+        None if allowed else tight.retry_after,
+        max(d.reset_after for d in decided),
+        blocked_by=blocked,
+        limits=tuple(decided),
+    )
 
 
 def _with_fields(send: Send, fields: list[tuple[bytes, bytes]]) -> Send:

@@ -14,7 +14,7 @@ import redis.backoff
 import redis.exceptions
 import redis.retry
 
-from . import _commands
+from . import _commands, _leased
 from ._commands import Options
 from ._guard import (
     DEFAULT_DEADLINE,
@@ -25,6 +25,7 @@ from ._guard import (
     client_options,
     timeout,
 )
+from ._landing import ORPHAN_WAIT, Land, Landings, Undo, lander, undo_all, undo_decide
 from .decision import (
     Decision,
     Reservation,
@@ -36,6 +37,7 @@ from .decision import (
 )
 from .deny_cache import DenyCache, pace
 from .errors import CommandError, LimitExceeded, Unavailable, server_error
+from .leasing import HOT_POLL, Leases
 from .policy import Duration, Node, Policy, duration_ms, duration_word
 
 Limits = Sequence[tuple[str | bytes, Policy | None]]
@@ -78,11 +80,17 @@ class RateLimiter:
         degraded_share: float = 1.0,
         probe_interval: float = PROBE_INTERVAL,
         deny_cache: DenyCache | None = None,
+        leases: Leases | None = None,
     ) -> None:
         """A limiter sending its commands through ``client``."""
         self.client = client
         self.guard = Guard(deadline, fallback, degraded_share, probe_interval)
         self.deny_cache = deny_cache
+        self.leases = leases
+        self.follower: Any = None
+        """The hot-key poll the first decision started with ``Leases(hot=True)`` (to stop)."""
+        self.landings = Landings()
+        """The calls given up after they were written, finishing in the background."""
 
     @classmethod
     def from_url(
@@ -94,6 +102,7 @@ class RateLimiter:
         degraded_share: float = 1.0,
         probe_interval: float = PROBE_INTERVAL,
         deny_cache: DenyCache | None = None,
+        leases: Leases | None = None,
         **options: Any,
     ) -> RateLimiter:
         """A limiter on a client of its own whose every wait ends by ``deadline``.
@@ -111,12 +120,16 @@ class RateLimiter:
             degraded_share=degraded_share,
             probe_interval=probe_interval,
             deny_cache=deny_cache,
+            leases=leases,
         )
 
-    def _send(self, args: Sequence[Any], seconds: float) -> Any:
+    def _send(self, args: Sequence[Any], seconds: float, land: Land | None = None) -> Any:
         """One command, its reply awaited at most ``seconds`` (a plain ``redis.Redis``).
 
-        Other clients (a cluster) wait as long as their own socket timeout.
+        A command written whose reply is late lands in the background: its
+        reply is read there and ``land`` (from that reply) gives back what it
+        took. Other clients (a cluster) wait as long as their own socket
+        timeout.
         """
         client = self.client
         if not isinstance(client, redis.Redis) or client.connection is not None:
@@ -125,10 +138,27 @@ class RateLimiter:
             except redis.exceptions.ResponseError as e:
                 raise server_error(e) from None
         pool = client.connection_pool
+        start = time.monotonic()
         conn = pool.get_connection()
         try:
             conn.send_command(*args)  # type: ignore[no-untyped-call]
-            reply = conn.read_response(timeout=max(seconds, 0.001))
+        except BaseException:
+            conn.disconnect()  # type: ignore[no-untyped-call]
+            pool.release(conn)
+            raise
+        try:
+            ready = conn.can_read(timeout=max(seconds, 0.001))
+        except BaseException:
+            conn.disconnect()  # type: ignore[no-untyped-call]
+            pool.release(conn)
+            raise
+        if not ready:  # written, unanswered: it lands in the background
+            self.landings.sync(
+                pool, conn, land, ORPHAN_WAIT + seconds, self.guard.circuit.succeeded
+            )
+            raise redis.exceptions.TimeoutError(f"no reply within {seconds:.3f} s")
+        try:  # the rest of a reply begun: at most the deadline's remainder
+            reply = conn.read_response(timeout=max(seconds - (time.monotonic() - start), 0.001))
         except redis.exceptions.ResponseError as e:
             pool.release(conn)
             raise server_error(e) from None
@@ -150,8 +180,10 @@ class RateLimiter:
         parse: Callable[[Any], Decision],
         slot: Hashable = None,
         paced: Policy | None = None,
+        undo: Undo | None = None,
     ) -> Decision:
         """Sends a decision within its deadline, or answers the deny cache or the fallback."""
+        self._follow()
         cost = options.get("cost", 1)
         cache = self.deny_cache if slot is not None and options.keys() <= CACHEABLE else None
         flying = False
@@ -162,10 +194,12 @@ class RateLimiter:
         wait = duration_ms(options["wait"]) if "wait" in options else 0
         seconds = timeout(self.guard, options.get("deadline"), wait)
         try:
-            reply = self._guarded(args, seconds)
+            reply = self._guarded(args, seconds, lander(parse, undo))
             decision = parse(reply)
             if cache is not None:
                 cache.observe(slot, cost, decision, pace(paced))
+            if self.guard.fallback == "degraded":
+                self.guard.degraded.observe(limits, decision, cost)
         except Unavailable as e:
             return self.guard.answer(limits, cost, e)
         finally:
@@ -173,7 +207,7 @@ class RateLimiter:
                 cache.landed(slot)  # type: ignore[union-attr]
         return decision
 
-    def _guarded(self, args: Sequence[Any], seconds: float) -> Any:
+    def _guarded(self, args: Sequence[Any], seconds: float, land: Land | None = None) -> Any:
         """One command through the circuit within ``seconds``; ``Unavailable`` on an outage."""
         circuit = self.guard.circuit
         step = circuit.step()
@@ -183,7 +217,7 @@ class RateLimiter:
         try:
             if step == "probe":
                 self._send(("PING",), seconds)
-            reply = self._send(args, seconds - (time.monotonic() - start))
+            reply = self._send(args, seconds - (time.monotonic() - start), land)
         except CommandError:
             circuit.succeeded()
             raise
@@ -198,7 +232,13 @@ class RateLimiter:
         return reply
 
     def decide(self, key: str | bytes, policy: Policy, **options: Unpack[Options]) -> Decision:
-        """Decides one request on ``key`` under ``policy`` with its single-key command."""
+        """Decides one request on ``key`` under ``policy`` with its single-key command.
+
+        With ``leases`` and a key they lease, it is answered from the key's block.
+        """
+        self._follow()
+        if self.leases is not None and self.leases.applies(key, policy, options):
+            return _leased.decide(self, self.leases, key, policy, options)
         args, partial = _commands.decide(key, policy, options)
         return self._decide(
             args,
@@ -207,7 +247,37 @@ class RateLimiter:
             lambda r: parse_decision(r, policy, partial),
             (key, policy.words),
             policy,
+            undo_decide(key, policy, options),
         )
+
+    def _follow(self) -> None:
+        """Starts the hot-key poll of ``Leases(hot=True)`` at the first decision."""
+        if self.leases is not None and self.leases.start_following():
+            self.follower = self.follow_hot_keys(self.leases.poll or HOT_POLL)
+
+    def refund_leases(self, idle: float | None = None) -> int:
+        """Gives back with ``REFUND`` the units of the leases unused for ``idle`` seconds.
+
+        ``None``: every lease's (at shutdown). Returns the units refunded.
+        """
+        leases = self.leases
+        if leases is None:
+            return 0
+        taken = leases.all_units() if idle is None else leases.idle(idle, time.monotonic())
+        return _leased.refund(self, leases, taken)
+
+    def refresh_hot_keys(self) -> frozenset[bytes]:
+        """One poll of ``RL.HOTKEYS``: the keys leased as hot now (their first 64 bytes).
+
+        A key no longer hot has its units refunded and is decided per request again.
+        """
+        if self.leases is None or not self.leases.hot:
+            raise ValueError("the limiter has no Leases(hot=True)")
+        return _leased.refresh(self, self.leases)
+
+    def follow_hot_keys(self, every: float = HOT_POLL) -> _leased.Follower:
+        """A thread polling the hot keys every ``every`` seconds (``.stop()`` ends it)."""
+        return _leased.Follower(self.refresh_hot_keys, every)
 
     def reserve(
         self,
@@ -233,7 +303,9 @@ class RateLimiter:
             delay.append(ms)
             return decision
 
-        decision = self._decide(args, [(key, policy)], options, parse)
+        decision = self._decide(
+            args, [(key, policy)], options, parse, undo=undo_decide(key, policy, options)
+        )
         return reservation(decision, delay[0] if delay else None)
 
     def gcra(
@@ -319,7 +391,14 @@ class RateLimiter:
             tuple(costs or ()),
             tuple(refund_costs or ()),
         )
-        return self._decide(args, limits, options, lambda r: parse_all(r, policies, partial), slot)
+        return self._decide(
+            args,
+            limits,
+            options,
+            lambda r: parse_all(r, policies, partial),
+            slot,
+            undo=undo_all(limits, costs, options) if refund_costs is None else None,
+        )
 
     def share(
         self, path: Sequence[tuple[str | bytes, Node]], **options: Unpack[Options]

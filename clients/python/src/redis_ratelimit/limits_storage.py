@@ -24,6 +24,7 @@ their own fallback (``swallow_errors``, ``in_memory_fallback_enabled``).
 from __future__ import annotations
 
 import time
+from collections import OrderedDict
 from typing import Any
 
 import redis
@@ -37,6 +38,7 @@ from limits.storage import MovingWindowSupport, SlidingWindowCounterSupport, Sto
 from limits.storage.base import TimestampedSlidingWindow
 
 from ._guard import DEFAULT_DEADLINE, PROBE_INTERVAL, client_options
+from ._landing import Land
 from .aio import AsyncRateLimiter
 from .aio import no_retry as async_no_retry
 from .client import RateLimiter, no_retry
@@ -82,10 +84,43 @@ def seconds(expiry: float) -> str:
     return f"{round(expiry * 1000)}ms"
 
 
+TOLD = 10_000
+"""The most keys whose jittered wait the storage remembers (the least recently told give way)."""
+
+
 class _Commands:
-    """The storage's commands and how their replies read, for both storages."""
+    """The storage's commands and how their replies read, for both storages.
+
+    With ``jitter``, a moving-window or sliding-window-counter hit sends
+    ``JITTER``: a denied hit's wait is the server's spread one, remembered
+    for the key until it passes, and the window ``limits`` reads next (its
+    ``reset_time``, so Flask-Limiter's ``Retry-After``) ends no sooner.
+    """
 
     key_prefix: str
+    jitter: bool = False
+    _told: OrderedDict[str, float]
+
+    def told(self, key: str, now: float) -> float | None:
+        """The UNIX time until which a jittered denial of ``key`` said to wait, if to come."""
+        until = self._told.get(key) if self.jitter else None
+        return until if until is not None and until > now else None
+
+    def hit(self, key: str, reply: Any) -> bool:
+        """Whether a hit was admitted; a jittered denial's wait is remembered."""
+        d = _decision(reply)
+        if self.jitter:
+            if d.allowed or d.retry_after is None:
+                self._told.pop(key, None)
+            else:
+                self._told[key] = time.time() + d.retry_after.total_seconds()
+                self._told.move_to_end(key)
+                if len(self._told) > TOLD:
+                    self._told.popitem(last=False)
+        return d.allowed
+
+    def _jitter(self) -> tuple[str, ...]:
+        return ("JITTER",) if self.jitter else ()
 
     def prefixed(self, key: str) -> str:
         return f"{self.key_prefix}:{key}"
@@ -108,6 +143,7 @@ class _Commands:
             "EXACT",
             "COST",
             amount,
+            *self._jitter(),
         )
 
     def sliding_args(self, key: str, limit: int, expiry: float) -> tuple[Any, ...]:
@@ -124,7 +160,22 @@ class _Commands:
             "APPROX",
             "COST",
             amount,
+            *self._jitter(),
         )
+
+
+def undo(args: tuple[Any, ...]) -> Land:
+    """A hit cut short after it was sent gives back what its late reply says it took."""
+    at = args.index("COST")
+    base, amount = args[:at], args[at + 1]
+
+    def land(reply: Any) -> tuple[Any, ...] | None:
+        try:
+            return (*base, "REFUND", amount) if _decision(reply).allowed else None
+        except Exception:  # an error took nothing
+            return None
+
+    return land
 
 
 def _decision(reply: Any) -> Decision:
@@ -157,7 +208,9 @@ def look_at(key: str, count: int) -> tuple[int, bool]:
     return count, False
 
 
-def sliding_window(count: int, reset: float, reply: Any, expiry: float, full: bool) -> Window:
+def sliding_window(
+    count: int, reset: float, reply: Any, expiry: float, full: bool, told: float | None = None
+) -> Window:
     """``get_sliding_window``'s tuple, given the weighted ``count`` and a look at the reset.
 
     ``reply`` (an RL.PEEK at the limit of :func:`look_at`) says when a unit
@@ -169,8 +222,11 @@ def sliding_window(count: int, reset: float, reply: Any, expiry: float, full: bo
     ``remaining`` is the module's) and reads the reset from the previous
     window's TTL: at most just under a window, so a wait of a whole window
     or more (hits in a window's first moments) is told as just under one.
+    ``told``: a jittered denial's wait (seconds from now), never shortened.
     """
     wait = _seconds(_decision(reply))
+    if told is not None:
+        wait = max(wait, told)
     if not full and reset > expiry:
         wait = min(wait, reset - expiry)
     below = expiry - 0.001  # a millisecond: expiry + below must stay under two windows
@@ -209,16 +265,20 @@ class RateLimitStorage(
         client: redis.Redis | None = None,
         deadline: float | str = DEFAULT_DEADLINE,
         probe_interval: float | str = PROBE_INTERVAL,
+        jitter: bool | str = False,
         **options: Any,
     ) -> None:
         """A storage on the server at ``uri``, its keys under ``key_prefix``.
 
         ``deadline`` and ``probe_interval`` are seconds (a string, as
-        ``storage_options`` may give them, is read as a number).
+        ``storage_options`` may give them, is read as a number);
+        ``jitter`` (``True`` or ``"true"``) spreads denied hits' waits.
         """
         super().__init__(uri, wrap_exceptions=wrap_exceptions)
         deadline, probe_interval = float(deadline), float(probe_interval)
         self.key_prefix = key_prefix
+        self.jitter = jitter is True or str(jitter).lower() in ("true", "1", "yes")
+        self._told = OrderedDict()
         if client is None:
             settings = {**client_options(deadline), "retry": no_retry(), **options}
             client = redis.from_url(redis_url(uri), **settings)
@@ -230,12 +290,13 @@ class RateLimitStorage(
         """redis-py's errors, which ``wrap_exceptions`` turns into ``StorageError``."""
         return redis.exceptions.RedisError
 
-    def _run(self, args: tuple[Any, ...]) -> Any:
-        return self.limiter._guarded(args, self.limiter.guard.deadline)
+    def _run(self, args: tuple[Any, ...], land: Land | None = None) -> Any:
+        return self.limiter._guarded(args, self.limiter.guard.deadline, land)
 
     def incr(self, key: str, expiry: int, amount: int = 1) -> int:
         """Counts ``amount`` in the key's fixed window of ``expiry`` seconds: one RL.FIXED."""
-        return COUNTER - _decision(self._run(self.incr_args(key, expiry, amount))).remaining
+        args = self.incr_args(key, expiry, amount)
+        return COUNTER - _decision(self._run(args, undo(args))).remaining
 
     def get(self, key: str) -> int:
         """The count in the key's current fixed window (RL.PEEK)."""
@@ -276,7 +337,8 @@ class RateLimitStorage(
 
     def acquire_entry(self, key: str, limit: int, expiry: int, amount: int = 1) -> bool:
         """A moving-window hit: one RL.SLIDING ... EXACT."""
-        return _decision(self._run(self.acquire_args(key, limit, expiry, amount))).allowed
+        args = self.acquire_args(key, limit, expiry, amount)
+        return self.hit(key, self._run(args, undo(args)))
 
     def get_moving_window(self, key: str, limit: int, expiry: int) -> tuple[float, int]:
         """The moving window's start (its oldest entry's time) and its entries."""
@@ -285,14 +347,16 @@ class RateLimitStorage(
         if count <= 0:
             return now, 0
         oldest = _decision(self._run(self.moving_args(key, count, expiry)))
-        return now + _seconds(oldest) - expiry, count
+        start = now + _seconds(oldest) - expiry
+        told = self.told(key, now)
+        return (start if told is None else max(start, told - expiry)), count
 
     def acquire_sliding_window_entry(
         self, key: str, limit: int, expiry: int, amount: int = 1
     ) -> bool:
         """A sliding-window-counter hit: one RL.SLIDING ... APPROX."""
         args = self.acquire_sliding_args(key, limit, expiry, amount)
-        return _decision(self._run(args)).allowed
+        return self.hit(key, self._run(args, undo(args)))
 
     def get_sliding_window(self, key: str, expiry: int) -> tuple[int, float, int, float]:
         """The window as ``limits`` reads it, from one or two RL.PEEKs (:func:`sliding_window`)."""
@@ -301,7 +365,11 @@ class RateLimitStorage(
             return 0, 0.0, 0, 0.0
         limit, full = look_at(key, count)
         reply = self._run(self.sliding_args(key, limit, expiry))
-        return sliding_window(count, reset, reply, expiry, full)
+        now = time.time()
+        told = self.told(key, now)
+        return sliding_window(
+            count, reset, reply, expiry, full, None if told is None else told - now
+        )
 
     def clear_sliding_window(self, key: str, expiry: int) -> None:
         """Resets one sliding-window-counter limit (DEL)."""
@@ -333,16 +401,20 @@ class AsyncRateLimitStorage(
         client: redis.asyncio.Redis | None = None,
         deadline: float | str = DEFAULT_DEADLINE,
         probe_interval: float | str = PROBE_INTERVAL,
+        jitter: bool | str = False,
         **options: Any,
     ) -> None:
         """A storage on the server at ``uri``, its keys under ``key_prefix``.
 
         ``deadline`` and ``probe_interval`` are seconds (a string, as
-        ``storage_options`` may give them, is read as a number).
+        ``storage_options`` may give them, is read as a number);
+        ``jitter`` (``True`` or ``"true"``) spreads denied hits' waits.
         """
         super().__init__(uri, wrap_exceptions=wrap_exceptions)
         deadline, probe_interval = float(deadline), float(probe_interval)
         self.key_prefix = key_prefix
+        self.jitter = jitter is True or str(jitter).lower() in ("true", "1", "yes")
+        self._told = OrderedDict()
         if client is None:
             settings = {
                 **client_options(deadline, asyncio=True),
@@ -358,12 +430,13 @@ class AsyncRateLimitStorage(
         """redis-py's errors, which ``wrap_exceptions`` turns into ``StorageError``."""
         return redis.exceptions.RedisError
 
-    async def _run(self, args: tuple[Any, ...]) -> Any:
-        return await self.limiter._guarded(args, self.limiter.guard.deadline)
+    async def _run(self, args: tuple[Any, ...], land: Land | None = None) -> Any:
+        return await self.limiter._guarded(args, self.limiter.guard.deadline, land)
 
     async def incr(self, key: str, expiry: int, amount: int = 1) -> int:
         """Counts ``amount`` in the key's fixed window of ``expiry`` seconds: one RL.FIXED."""
-        return COUNTER - _decision(await self._run(self.incr_args(key, expiry, amount))).remaining
+        args = self.incr_args(key, expiry, amount)
+        return COUNTER - _decision(await self._run(args, undo(args))).remaining
 
     async def get(self, key: str) -> int:
         """The count in the key's current fixed window (RL.PEEK)."""
@@ -405,7 +478,8 @@ class AsyncRateLimitStorage(
 
     async def acquire_entry(self, key: str, limit: int, expiry: int, amount: int = 1) -> bool:
         """A moving-window hit: one RL.SLIDING ... EXACT."""
-        return _decision(await self._run(self.acquire_args(key, limit, expiry, amount))).allowed
+        args = self.acquire_args(key, limit, expiry, amount)
+        return self.hit(key, await self._run(args, undo(args)))
 
     async def get_moving_window(self, key: str, limit: int, expiry: int) -> tuple[float, int]:
         """The moving window's start (its oldest entry's time) and its entries."""
@@ -414,14 +488,16 @@ class AsyncRateLimitStorage(
         if count <= 0:
             return now, 0
         oldest = _decision(await self._run(self.moving_args(key, count, expiry)))
-        return now + _seconds(oldest) - expiry, count
+        start = now + _seconds(oldest) - expiry
+        told = self.told(key, now)
+        return (start if told is None else max(start, told - expiry)), count
 
     async def acquire_sliding_window_entry(
         self, key: str, limit: int, expiry: int, amount: int = 1
     ) -> bool:
         """A sliding-window-counter hit: one RL.SLIDING ... APPROX."""
         args = self.acquire_sliding_args(key, limit, expiry, amount)
-        return _decision(await self._run(args)).allowed
+        return self.hit(key, await self._run(args, undo(args)))
 
     async def get_sliding_window(self, key: str, expiry: int) -> tuple[int, float, int, float]:
         """The window as ``limits`` reads it, from one or two RL.PEEKs (:func:`sliding_window`)."""
@@ -430,7 +506,11 @@ class AsyncRateLimitStorage(
             return 0, 0.0, 0, 0.0
         limit, full = look_at(key, count)
         reply = await self._run(self.sliding_args(key, limit, expiry))
-        return sliding_window(count, reset, reply, expiry, full)
+        now = time.time()
+        told = self.told(key, now)
+        return sliding_window(
+            count, reset, reply, expiry, full, None if told is None else told - now
+        )
 
     async def clear_sliding_window(self, key: str, expiry: int) -> None:
         """Resets one sliding-window-counter limit (DEL)."""
