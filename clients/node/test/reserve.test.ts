@@ -41,10 +41,10 @@ describe("reservations and jitter", () => {
         const state = await rl.decide("hot", hot, { dryRun: true });
         assert.deepEqual([state.remaining, state.resetAfterMs], [0, 1500]);
 
-        // The server refuses RESERVE on a window by name (the typed call only takes GCRA and buckets).
-        const bad = await rl.raw(["RL.FIXED", "w", "10", "1m", "RESERVE", "1s"]).catch((e: unknown) => e);
+        // The server refuses RESERVE on a lease by name (the typed call only takes GCRA and buckets).
+        const bad = await rl.raw(["RL.ACQUIRE", "w", "10", "1m", "RESERVE", "1s"]).catch((e: unknown) => e);
         assert.ok(bad instanceof Error);
-        assert.equal(bad.message, "ERR syntax error: RESERVE cannot be combined with RL.FIXED");
+        assert.equal(bad.message, "ERR syntax error: RESERVE cannot be combined with RL.ACQUIRE");
 
         // Jitter: never before the true wait (10 ms), spread by the denials seen; exact under the manual clock.
         const api7: GcraPolicy = { type: "gcra", limit: 100, period: "1s" };

@@ -46,11 +46,19 @@ def test_reserve_dryrun_charges_nothing(rl: RateLimiter) -> None:
     assert rl.peek("api:2", ONE_PER_S).reset_after == ms(1000)
 
 
-def test_reserve_on_a_window_is_refused_by_name(rl: RateLimiter) -> None:
+def test_reserve_on_a_window_starts_when_the_window_ends(rl: RateLimiter) -> None:
+    window = Policy.fixed(1, "1m")
+    assert rl.decide("w:1", window).allowed
+    r = rl.reserve("w:1", window, "2m")
+    assert r and r.delay == ms(60_000)
+    assert not rl.decide("w:1", window).allowed
+
+
+def test_reserve_on_a_lease_is_refused_by_name(rl: RateLimiter) -> None:
     with pytest.raises(
-        CommandError, match=r"^ERR syntax error: RESERVE cannot be combined with RL.FIXED"
+        CommandError, match=r"^ERR syntax error: RESERVE cannot be combined with RL.ACQUIRE"
     ):
-        rl.reserve("w:1", Policy.fixed(10, "1m"), "1s")
+        rl.reserve("c:1", Policy.concurrency(10, "1m"), "1s")
 
 
 def test_fifty_threads_reserve_in_line(fresh: Server, protocol: int) -> None:
