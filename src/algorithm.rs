@@ -56,6 +56,29 @@ pub struct Decision {
     pub reset_after: Micros,
 }
 
+/// A decision taken at `start`, the first instant a window limiter's state
+/// describes (a window, a sub-window or a log entry that begins `ahead`
+/// from now: a reservation charged where its admission starts, or a clock
+/// that stepped back), as the answer now. Such a state no longer holds the
+/// count of the time before `start`, so it admits nothing before then:
+/// a request it would admit at `start` waits until `start`, one it would
+/// deny waits `ahead` longer; nothing remains now, and the reset is
+/// counted from now. A look (cost 0) stays admitted.
+pub(crate) fn not_before(mut d: Decision, ahead: Micros, cost: u64) -> Decision {
+    d.reset_after = d.reset_after.saturating_add(ahead);
+    d.remaining = 0;
+    if cost == 0 {
+        return d;
+    }
+    d.retry_after = match d.retry_after {
+        RetryAfter::NotNeeded => RetryAfter::After(ahead),
+        RetryAfter::After(wait) => RetryAfter::After(wait.saturating_add(ahead)),
+        RetryAfter::Never => RetryAfter::Never,
+    };
+    d.allowed = false;
+    d
+}
+
 /// Settles the requests that need no look at the state, given a denied
 /// `decision` already filled in from it: cost 0 is always admitted (and
 /// changes nothing); a cost above `limit` can never be. True when settled.

@@ -93,8 +93,6 @@ const GCRA: &str = "GCRA limit:integer period:string [BURST burst:integer]";
 const BUCKET: &str = "BUCKET capacity:integer refill:integer period:string";
 const MODE: &str = "[(EXACT | APPROX | BUCKETS buckets:integer)]";
 const COMMON: &str = "[COST cost:integer] [DRYRUN] [WAIT timeout:string [FLOW flow:string [WEIGHT weight:integer]]] [(FORCE | PARTIAL | REFUND refund:integer)] [RESERVE maxdelay:string] [JITTER]";
-/// The windows' (no RESERVE).
-const COMMON_WINDOWS: &str = "[COST cost:integer] [DRYRUN] [WAIT timeout:string [FLOW flow:string [WEIGHT weight:integer]]] [(FORCE | PARTIAL | REFUND refund:integer)] [JITTER]";
 /// RL.ALL's: COST is one of its amounts.
 const COMMON_BUT_COST: &str =
     "[DRYRUN] [WAIT timeout:string [FLOW flow:string [WEIGHT weight:integer]]] \
@@ -125,11 +123,11 @@ fn every_command_documents_its_arguments() {
         ),
         (
             "rl.sliding",
-            format!("key:key limit:integer window:string {MODE} {COMMON_WINDOWS}"),
+            format!("key:key limit:integer window:string {MODE} {COMMON}"),
         ),
         (
             "rl.fixed",
-            format!("key:key limit:integer window:string [ALIGNED] {COMMON_WINDOWS}"),
+            format!("key:key limit:integer window:string [ALIGNED] {COMMON}"),
         ),
         (
             "rl.sketch",

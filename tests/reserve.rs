@@ -234,38 +234,13 @@ fn rl_share_reserves_along_the_path() {
 }
 
 #[test]
-fn windows_logs_sketches_and_leases_refuse_it_by_name() {
+fn sketches_and_leases_refuse_it_by_name() {
     let s = Server::with(Config::default().with_policies());
     let mut c = s.conn();
     let refused = |with: &str| format!("ERR syntax error: RESERVE cannot be combined with {with}");
     for (args, with) in [
         (
-            &["RL.FIXED", "k", "1", "1h", "RESERVE", "1h"][..],
-            "RL.FIXED",
-        ),
-        (
-            &["RL.SLIDING", "k", "1", "1h", "RESERVE", "1h"],
-            "RL.SLIDING",
-        ),
-        (
-            &["RL.SLIDING", "k", "1", "1h", "APPROX", "RESERVE", "1h"],
-            "RL.SLIDING",
-        ),
-        (
-            &[
-                "RL.SLIDING",
-                "k",
-                "1",
-                "1h",
-                "BUCKETS",
-                "4",
-                "RESERVE",
-                "1h",
-            ],
-            "RL.SLIDING",
-        ),
-        (
-            &["RL.SKETCH", "k", "i", "1", "1h", "RESERVE", "1h"],
+            &["RL.SKETCH", "k", "i", "1", "1h", "RESERVE", "1h"][..],
             "RL.SKETCH",
         ),
         (
@@ -274,9 +249,20 @@ fn windows_logs_sketches_and_leases_refuse_it_by_name() {
         ),
         (
             &[
-                "RL.ALL", "2", "a", "b", "GCRA", "1", "1h", "FIXED", "1", "1h", "RESERVE", "1h",
+                "RL.ALL",
+                "2",
+                "a",
+                "b",
+                "GCRA",
+                "1",
+                "1h",
+                "CONCURRENCY",
+                "1",
+                "1h",
+                "RESERVE",
+                "1h",
             ],
-            "FIXED",
+            "CONCURRENCY",
         ),
         (
             &["RL.GCRA", "k", "1", "1h", "RESERVE", "1h", "WAIT", "1s"],
@@ -296,20 +282,30 @@ fn windows_logs_sketches_and_leases_refuse_it_by_name() {
     assert!(e.starts_with("ERR RESERVE"), "{e}");
     call(
         &mut c,
-        &["RL.POLICY", "SET", "per-hour", "FIXED", "1", "1h"],
+        &["RL.POLICY", "SET", "slots", "CONCURRENCY", "1", "1h"],
     )
     .unwrap();
     assert_eq!(
-        error(&mut c, &["RL.CHECK", "k", "per-hour", "RESERVE", "1h"]),
-        refused("FIXED")
+        error(&mut c, &["RL.CHECK", "k", "slots", "RESERVE", "1h"]),
+        refused("CONCURRENCY")
     );
+    // A named GCRA policy and a named window reserve through RL.CHECK.
     call(&mut c, &["RL.POLICY", "SET", "hourly", "GCRA", "1", "1h"]).unwrap();
+    call(
+        &mut c,
+        &["RL.POLICY", "SET", "per-hour", "FIXED", "1", "1h"],
+    )
+    .unwrap();
     clock_set(&mut c, T0);
-    assert_eq!(ints(&mut c, &["RL.CHECK", "k", "hourly"])[0], 1);
-    assert_eq!(
-        ints(&mut c, &["RL.CHECK", "k", "hourly", "RESERVE", "1h"]),
-        [1, 1, 0, -1, 2 * HOUR_MS, HOUR_MS]
-    );
+    for name in ["hourly", "per-hour"] {
+        let key = format!("k:{name}");
+        assert_eq!(ints(&mut c, &["RL.CHECK", &key, name])[0], 1);
+        assert_eq!(
+            ints(&mut c, &["RL.CHECK", &key, name, "RESERVE", "1h"]),
+            [1, 1, 0, -1, 2 * HOUR_MS, HOUR_MS],
+            "{name}"
+        );
+    }
 }
 
 #[test]
@@ -376,11 +372,21 @@ fn a_replica_and_the_aof_carry_a_reservation_as_an_admission() {
     assert_eq!(decide(&mut p, &gcra("k", &[]))[0], 1);
     assert_eq!(ints(&mut p, &gcra("k", &["RESERVE", "2h"]))[5], HOUR_MS);
     assert_eq!(ints(&mut p, &gcra("k", &["RESERVE", "1m"]))[5], -1);
+    // A window: charged in the window where the admission starts.
+    let fixed = |extra: &[&'static str]| -> Vec<&'static str> {
+        let mut v = vec!["RL.FIXED", "w", "1", "1h"];
+        v.extend_from_slice(extra);
+        v
+    };
+    assert_eq!(decide(&mut p, &fixed(&[]))[0], 1);
+    assert_eq!(ints(&mut p, &fixed(&["RESERVE", "2h"]))[5], HOUR_MS);
     call(&mut p, &["SET", "marker", "1"]).unwrap();
     wait_replicas(&mut p, 1);
-    assert_eq!(get_bytes(&mut r, "k"), get_bytes(&mut p, "k"));
-    assert_eq!(pexpiretime(&mut r, "k"), pexpiretime(&mut p, "k"));
+    for key in ["k", "w"] {
+        assert_eq!(get_bytes(&mut r, key), get_bytes(&mut p, key), "{key}");
+        assert_eq!(pexpiretime(&mut r, key), pexpiretime(&mut p, key), "{key}");
+    }
     let text = aof_through(&primary, "marker");
     assert!(!text.to_lowercase().contains("reserve"), "{text}");
-    assert_eq!(text.matches("PXAT").count(), 2, "{text}");
+    assert_eq!(text.matches("PXAT").count(), 4, "{text}");
 }

@@ -4,7 +4,7 @@
 //! since the epoch, so every key shares the same boundaries. Any interval
 //! of length `window` meets at most two windows: at most `2 × limit`.
 
-use super::{settled_without_state, Decision, Micros, RetryAfter};
+use super::{not_before, settled_without_state, Decision, Micros, RetryAfter};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FixedWindow {
@@ -44,12 +44,19 @@ impl FixedWindow {
         start.as_u64().is_multiple_of(self.window.as_u64())
     }
 
+    /// Decides `cost` at `now`. A window that starts after `now` (a
+    /// reservation charged in the window where it starts, or a clock that
+    /// stepped back) admits nothing before its start ([`not_before`]).
     pub fn decide(
         &self,
         stored: Option<FixedState>,
         now: Micros,
         cost: u64,
     ) -> (Decision, Option<FixedState>) {
+        if let Some(s) = stored.filter(|s| s.count > 0 && s.start > now) {
+            let (d, _) = self.decide(stored, s.start, cost);
+            return (not_before(d, s.start.saturating_sub(now), cost), None);
+        }
         let end = |s: &FixedState| s.start.saturating_add(self.window);
         let live = self.live(stored, now);
         let count = live.map_or(0, |s| s.count);

@@ -7,7 +7,9 @@
 //! length `window` (which meets at most two windows) admits at most
 //! `2 × limit`.
 
-use super::{clamp_micros, clamp_u64, settled_without_state, Decision, Micros, RetryAfter};
+use super::{
+    clamp_micros, clamp_u64, not_before, settled_without_state, Decision, Micros, RetryAfter,
+};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SlidingApprox {
@@ -36,18 +38,36 @@ impl SlidingApprox {
         }
     }
 
+    /// Decides `cost` at `now`. Counts of a window that starts after `now`
+    /// (a reservation charged in the window where it starts, or a clock
+    /// that stepped back) admit nothing before its start ([`not_before`]).
     pub fn decide(
         &self,
         stored: Option<ApproxState>,
         now: Micros,
         cost: u64,
     ) -> (Decision, Option<ApproxState>) {
+        let rolled = self.rolled(stored, now);
+        let start = u128::from(rolled.index) * u128::from(self.window.as_u64());
+        if start > u128::from(now.as_u64()) && (rolled.prev > 0 || rolled.cur > 0) {
+            let start = clamp_micros(start);
+            let (d, _) = self.decide_rolled(rolled, start, cost);
+            return (not_before(d, start.saturating_sub(now), cost), None);
+        }
+        self.decide_rolled(rolled, now, cost)
+    }
+
+    /// [`SlidingApprox::decide`] on counts already rolled forward to `now`
+    /// (a clock that went back stays in the stored window, at its start).
+    fn decide_rolled(
+        &self,
+        rolled: ApproxState,
+        now: Micros,
+        cost: u64,
+    ) -> (Decision, Option<ApproxState>) {
         let w = u128::from(self.window.as_u64());
         let limit = u128::from(self.limit);
-        // Roll the stored counts forward to now; a gap of more than one
-        // window clears both. A clock that went back stays in the stored
-        // window, at its start.
-        let ApproxState { index, prev, cur } = self.rolled(stored, now);
+        let ApproxState { index, prev, cur } = rolled;
         let start = u128::from(index) * w;
         let now = u128::from(now.as_u64());
         let elapsed = now.max(start) - start;

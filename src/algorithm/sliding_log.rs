@@ -9,7 +9,7 @@
 //! them; every change is a [`LogEdit`] of the log's two ends, which the
 //! caller turns into a patch of the entries it adds (and a header).
 
-use super::{settled_without_state, Decision, Micros, RetryAfter};
+use super::{not_before, settled_without_state, Decision, Micros, RetryAfter};
 
 /// The largest `limit` EXACT can ever take (the largest value of the
 /// operator's `ratelimit.max-log-entries`, which bounds it in force).
@@ -144,11 +144,11 @@ impl SlidingLog {
         self.limit as usize
     }
 
-    /// Decides `cost` at `now`. A clock that went back behind the newest
-    /// entry is treated as standing still at that entry (new entries are
-    /// stamped with the newest one's time), so the log stays sorted; waits
-    /// are still measured from the real `now`. Entries beyond `limit` (a
-    /// log written under a higher limit) count as live ones do: such a
+    /// Decides `cost` at `now`. A log whose newest entry is after `now`
+    /// (a reservation's, stamped with its start, or a clock that stepped
+    /// back) no longer holds the entries that expired by then: it admits
+    /// nothing before that entry ([`not_before`]). Entries beyond `limit`
+    /// (a log written under a higher limit) count as live ones do: such a
     /// log admits nothing until enough of them expire.
     pub fn decide<E: Entries + ?Sized>(
         &self,
@@ -156,8 +156,25 @@ impl SlidingLog {
         now: Micros,
         cost: u64,
     ) -> (Decision, Option<LogEdit>) {
-        let w = self.window;
         let (first, log_now) = self.live_from(log, now);
+        if log_now > now {
+            let (d, _) = self.decide_from(log, first, log_now, log_now, cost);
+            return (not_before(d, log_now.saturating_sub(now), cost), None);
+        }
+        self.decide_from(log, first, log_now, now, cost)
+    }
+
+    /// [`SlidingLog::decide`] at `now` with `first` and `log_now` from
+    /// [`SlidingLog::live_from`].
+    fn decide_from<E: Entries + ?Sized>(
+        &self,
+        log: &E,
+        first: usize,
+        log_now: Micros,
+        now: Micros,
+        cost: u64,
+    ) -> (Decision, Option<LogEdit>) {
+        let w = self.window;
         let len = log.count();
         let live = (len - first) as u64;
         let until_expired = |t: Micros| t.saturating_add(w).saturating_sub(now);

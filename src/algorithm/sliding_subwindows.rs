@@ -10,7 +10,9 @@
 //! length `window` (like EXACT), and may under-admit: an admission is
 //! remembered for up to `window + window / n`.
 
-use super::{clamp_micros, clamp_u64, settled_without_state, Decision, Micros, RetryAfter};
+use super::{
+    clamp_micros, clamp_u64, not_before, settled_without_state, Decision, Micros, RetryAfter,
+};
 
 pub const MIN_SUBWINDOWS: u64 = 2;
 pub const MAX_SUBWINDOWS: u64 = 1024;
@@ -81,15 +83,35 @@ impl SlidingSubwindows {
 
     /// Decides `cost` at `now`; `stored` must hold `n + 1` counts (the
     /// caller converts a state written with another `n`). Returns the new
-    /// state when an admitted request changes it.
+    /// state when an admitted request changes it. Counts up to a sub-window
+    /// that starts after `now` (a reservation charged in the sub-window
+    /// where it starts, or a clock that stepped back) admit nothing before
+    /// its start ([`not_before`]).
     pub fn decide(
         &self,
         stored: Option<&SubwindowState>,
         now: Micros,
         cost: u64,
     ) -> (Decision, Option<SubwindowState>) {
+        let st = self.rolled(stored, now);
+        let start = self.start(st.newest);
+        if start > u128::from(now.as_u64()) && st.counts.iter().any(|&c| c > 0) {
+            let start = clamp_micros(start);
+            let (d, _) = self.decide_rolled(st, start, cost);
+            return (not_before(d, start.saturating_sub(now), cost), None);
+        }
+        self.decide_rolled(st, now, cost)
+    }
+
+    /// [`SlidingSubwindows::decide`] on a state already rolled forward to
+    /// `now`.
+    fn decide_rolled(
+        &self,
+        mut st: SubwindowState,
+        now: Micros,
+        cost: u64,
+    ) -> (Decision, Option<SubwindowState>) {
         let m = self.slots() as u64;
-        let mut st = self.rolled(stored, now);
         let j = st.newest;
         let count_of = |st: &SubwindowState, k: u64| st.counts[(k % m) as usize];
         let total = |st: &SubwindowState| st.counts.iter().map(|&c| u128::from(c)).sum::<u128>();

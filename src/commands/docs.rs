@@ -358,7 +358,7 @@ mod tests {
             get("rl.sliding"),
             "key:key limit:integer window:string [(EXACT | APPROX | BUCKETS buckets:integer)] \
              [COST cost:integer] [DRYRUN] [WAIT timeout:string [FLOW flow:string [WEIGHT weight:integer]]] [(FORCE | PARTIAL | REFUND refund:integer)] \
-             [JITTER]"
+             [RESERVE maxdelay:string] [JITTER]"
         );
         assert_eq!(
             get("rl.peek"),

@@ -112,7 +112,7 @@ pub fn parse<A: AsRef<[u8]>>(policies_allowed: &Policies, args: &[A]) -> Result<
     let mut request = parse_common_with(&tail, per_key)?;
     request.jitter |= jitter;
     // A common option one of the policies does not take (CONCURRENCY takes
-    // no FORCE, PARTIAL, REFUND or RESERVE; the windows no RESERVE).
+    // no FORCE, PARTIAL, REFUND or RESERVE).
     for option in request.refusable() {
         if let Some((_, with)) = refused.iter().find(|(t, _)| *t == option) {
             return Err(Error::Combination { option, with });

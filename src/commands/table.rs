@@ -79,9 +79,7 @@ pub const SLIDING: PolicyDef = PolicyDef {
         Opt::flag("APPROX").in_group("mode"),
         Opt::integer("BUCKETS", MIN_SUBWINDOWS, MAX_SUBWINDOWS).in_group("mode"),
     ],
-    // A window or a log holds the present: a charge at a later start would
-    // overwrite it or count early (see `engine::reserve`).
-    refuses: &["RESERVE"],
+    refuses: &[],
     build: build_sliding,
 };
 
@@ -111,8 +109,7 @@ pub const FIXED: PolicyDef = PolicyDef {
     keyword: "FIXED",
     params: LIMIT_AND_WINDOW,
     options: &[Opt::flag("ALIGNED")],
-    // As SLIDING: one window is held, the present one.
-    refuses: &["RESERVE"],
+    refuses: &[],
     build: build_fixed,
 };
 

@@ -3,17 +3,22 @@
 //! earlier than the true wait, so that clients denied together come back
 //! at the rate the key admits rather than all at once.
 //!
-//! `spread` is the time the key needs to admit, one per emission interval
-//! `I` of the limit that blocks ([`Policy::interval`]), every client it
-//! denied recently: each key's *herd* is a schedule of its denials, as
-//! GCRA schedules admissions: a denial at `now` moves its end to
-//! `max(end, now) + I`, and `spread = end - now` (at most
-//! `ratelimit.jitter-max-herd` intervals). A lone denial is spread over
-//! one interval; n clients denied together over n intervals, where the
-//! key admits n of them. The offset within the spread is a hash of the
-//! key, the cost, the clock and the herd: the same requests at the same
-//! instants are told the same waits (under `clock manual`, exactly), and
-//! no source a test cannot repeat is read.
+//! Each key's denied clients form a *herd*: a schedule of their returns,
+//! one emission interval `I` of the limit that blocks
+//! ([`Policy::interval`]) each, as GCRA schedules admissions. A denial
+//! whose true wait ends at `at = now + wait` takes the herd's next
+//! interval, `[max(end, at), max(end, at) + I)`, and the herd's end moves
+//! to the end of that interval; its `spread` runs from `at` to there (at
+//! most `ratelimit.jitter-max-herd` intervals). Its wait is a point drawn
+//! uniformly in its interval: n clients denied together are spread over
+//! n intervals, one in each, so they come back one per interval, at the
+//! rate the key admits, and over the herd the returns are uniform over
+//! `[wait, wait + spread)`. (A point drawn over the whole spread instead
+//! lands two clients in one interval as often as chance says, and the
+//! second is denied again.) The point is a hash of the key, the cost, the
+//! clock and the interval: the same requests at the same instants are
+//! told the same waits (under `clock manual`, exactly), and no source a
+//! test cannot repeat is read.
 //!
 //! The herds are kept in memory only, in a fixed table of [`SLOTS`] (a key
 //! takes the slot its hash names; another key there starts afresh):
@@ -55,7 +60,25 @@ pub fn spread<K: Hash>(
     now: Micros,
     cost: u64,
 ) {
-    let RetryAfter::After(_) = outcome.retry_after else {
+    if let RetryAfter::After(_) = outcome.retry_after {
+        let mut herds = HERDS.lock().unwrap_or_else(|e| e.into_inner());
+        let herds = herds.get_or_insert_with(|| vec![Herd::default(); SLOTS].into());
+        let most = bounds::JITTER_MAX_HERD.get();
+        spread_in(herds, most, outcome, key, policies, now, cost);
+    }
+}
+
+/// [`spread`] with the herds `herds`, each at most `most` intervals.
+fn spread_in<K: Hash>(
+    herds: &mut [Herd],
+    most: u64,
+    outcome: &mut Outcome,
+    key: &K,
+    policies: &[Policy],
+    now: Micros,
+    cost: u64,
+) {
+    let RetryAfter::After(wait) = outcome.retry_after else {
         return;
     };
     let blocking = outcome.blocked_by.and_then(|i| policies.get(i));
@@ -63,15 +86,13 @@ pub fn spread<K: Hash>(
         return;
     };
     let hash = hash_of(key);
-    let spread = {
-        let mut herds = HERDS.lock().unwrap_or_else(|e| e.into_inner());
-        let herds = herds.get_or_insert_with(|| vec![Herd::default(); SLOTS].into());
-        herds
-            .get_mut((hash % SLOTS as u64) as usize)
-            .map_or(interval, |herd| herd.deny(hash, now, interval))
-    };
-    let seed = hash_of(&(hash, cost, now.as_u64(), spread.as_u64()));
-    let offset = Micros::new(seed % spread.as_u64().max(1));
+    let at = now.saturating_add(wait);
+    let slot = (hash % herds.len().max(1) as u64) as usize;
+    let ahead = herds
+        .get_mut(slot)
+        .map_or(Micros::ZERO, |herd| herd.deny(hash, at, interval, most));
+    let seed = hash_of(&(hash, cost, now.as_u64(), ahead.as_u64()));
+    let offset = ahead.saturating_add(Micros::new(seed % interval.as_u64().max(1)));
     later(&mut outcome.retry_after, offset);
     for d in &mut outcome.decisions {
         if !d.allowed {
@@ -81,20 +102,17 @@ pub fn spread<K: Hash>(
 }
 
 impl Herd {
-    /// A denial of this slot's key (`key`) at `now`: the herd's spread
-    /// after it.
-    fn deny(&mut self, key: u64, now: Micros, interval: Micros) -> Micros {
+    /// A denial of this slot's key (`key`) whose true wait ends at `at`,
+    /// in a herd of at most `most` intervals: the start of the interval it
+    /// takes, as a time after `at`.
+    fn deny(&mut self, key: u64, at: Micros, interval: Micros, most: u64) -> Micros {
         if self.key != key {
-            *self = Herd { key, end: now };
+            *self = Herd { key, end: at };
         }
-        let most = Micros::new(
-            interval
-                .as_u64()
-                .saturating_mul(bounds::JITTER_MAX_HERD.get()),
-        );
-        let end = self.end.max(now).saturating_add(interval);
-        self.end = end.min(now.saturating_add(most));
-        self.end.saturating_sub(now).max(Micros::new(1))
+        let most = interval.as_u64().saturating_mul(most.saturating_sub(1));
+        let ahead = self.end.saturating_sub(at).min(Micros::new(most));
+        self.end = at.saturating_add(ahead).saturating_add(interval);
+        ahead
     }
 }
 
@@ -116,30 +134,34 @@ mod tests {
     use super::*;
 
     const I: Micros = Micros::new(10_000);
+    const MOST: u64 = 10_000;
 
     #[test]
-    fn a_herd_spreads_over_an_interval_per_client_denied_and_drains_at_the_rate() {
+    fn a_herd_gives_each_client_denied_the_next_interval_and_drains_at_the_rate() {
         let mut herd = Herd::default();
-        let now = Micros::new(1_000_000);
-        let spreads: Vec<u64> = (0..5).map(|_| herd.deny(7, now, I).as_u64()).collect();
-        assert_eq!(spreads, [10_000, 20_000, 30_000, 40_000, 50_000]);
-        // Two intervals later two of them are gone.
-        let later = now.saturating_add(Micros::new(20_000));
-        assert_eq!(herd.deny(7, later, I), Micros::new(40_000));
+        let at = Micros::new(1_000_000);
+        let starts: Vec<u64> = (0..5).map(|_| herd.deny(7, at, I, MOST).as_u64()).collect();
+        assert_eq!(starts, [0, 10_000, 20_000, 30_000, 40_000]);
+        // Two intervals later two of them are due: the next is 3 ahead.
+        let later = at.saturating_add(Micros::new(20_000));
+        assert_eq!(herd.deny(7, later, I, MOST), Micros::new(30_000));
         // Long after, a lone denial again.
-        assert_eq!(herd.deny(7, Micros::new(9_000_000), I), I);
+        let again = Micros::new(9_000_000);
+        assert_eq!(herd.deny(7, again, I, MOST), Micros::ZERO);
         // Another key in the slot starts afresh.
-        assert_eq!(herd.deny(8, Micros::new(9_000_000), I), I);
+        let two = (herd.deny(8, again, I, MOST), herd.deny(8, again, I, MOST));
+        assert_eq!(two, (Micros::ZERO, I));
     }
 
     #[test]
     fn a_herd_is_bounded() {
-        bounds::JITTER_MAX_HERD.set(3).unwrap();
         let mut herd = Herd::default();
-        let spreads: Vec<u64> = (0..5)
-            .map(|_| herd.deny(1, Micros::new(5), I).as_u64())
+        let starts: Vec<u64> = (0..5)
+            .map(|_| herd.deny(1, Micros::new(5), I, 3).as_u64())
             .collect();
-        bounds::JITTER_MAX_HERD.reset();
-        assert_eq!(spreads, [10_000, 20_000, 30_000, 30_000, 30_000]);
+        assert_eq!(starts, [0, 10_000, 20_000, 20_000, 20_000]);
     }
 }
+
+#[cfg(test)]
+mod herd_simulation;

@@ -5,17 +5,21 @@
 //!
 //! Its start is the instant the same request with `WAIT` would be admitted
 //! on keys nobody waits on: now plus the wait its denial names (exact on
-//! every limit that reserves: a schedule's wait is the instant it admits,
-//! and with no other traffic admission only grows with time). It is
-//! decided at that start, and the state that decision writes is stored
-//! now, each key expiring as long after the start as the decision says.
-//! That is exact where the state is an instant (a schedule's TAT, every
-//! rate of an RL.SHARE path: [`Policy::reserves`]): read at any moment
-//! before the start, it is the state the admission at the start leaves,
-//! so a request after it stands where it would behind a waiter admitted
-//! then. A window or a log holds the present, which a charge in a later
-//! window would overwrite or count early: the grammar refuses `RESERVE`
-//! there.
+//! every limit that reserves: a wait is the instant it admits, and with no
+//! other traffic admission only grows with time). It is decided at that
+//! start, and the state that decision writes is stored now, each key
+//! expiring as long after the start as the decision says
+//! ([`Policy::reserves`]). Where the state is an instant (a schedule's
+//! TAT, every rate of an RL.SHARE path), read at any moment before the
+//! start it is the state the admission at the start leaves, so a request
+//! after it stands where it would behind a waiter admitted then. A window
+//! limiter's state is charged in the window (sub-window, log entry) where
+//! the admission starts: that state no longer holds the count of the time
+//! before the start, so it admits nothing before it
+//! (`algorithm::not_before`): a request after the reservation is admitted
+//! at the start at the earliest, behind it, never in room the present
+//! window has left (a waiter in the reservation's place would let a
+//! smaller request into that room; a reservation does not).
 
 use super::store::Store;
 use super::{decide_now, KeyError, Outcome, Request, Reservation};
@@ -237,3 +241,6 @@ mod tests {
         }
     }
 }
+
+#[cfg(test)]
+mod windows;

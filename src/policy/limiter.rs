@@ -69,11 +69,13 @@ pub trait Limiter {
     }
 
     /// Whether a request may be admitted now for a start later
-    /// (`RESERVE`): the state its decision at the start writes reads, at
-    /// every instant before, as the admission then would leave it, so it
-    /// may be written at once. True where the state is an instant (a
-    /// schedule's TAT); a window or a log holds the present, which a
-    /// future charge would overwrite or count early.
+    /// (`RESERVE`): the state its decision at the start writes may be
+    /// written at once, and read at any instant before the start it admits
+    /// nothing a waiter admitted then would not let in ahead of it. A
+    /// schedule's TAT is such a state as it is; a window, a sub-window or
+    /// a log entry that starts after now admits nothing before its start
+    /// (`algorithm::not_before`). False where a start cannot be foreseen
+    /// (leases come back when released) or is shared (a sketch's counters).
     fn reserves(&self) -> bool {
         false
     }

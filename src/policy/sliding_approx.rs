@@ -11,6 +11,12 @@ impl Limiter for SlidingApprox {
         Some(SlidingApprox::interval(self))
     }
 
+    /// Charged in the window where its admission starts, which admits
+    /// nothing before that start (see `engine::reserve`).
+    fn reserves(&self) -> bool {
+        true
+    }
+
     fn kind(&self) -> Kind {
         Kind::SlidingApprox
     }

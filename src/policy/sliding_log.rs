@@ -20,6 +20,12 @@ impl Limiter for SlidingLog {
         Some(SlidingLog::interval(self))
     }
 
+    /// Stamped with the instant its admission starts: a log admits
+    /// nothing before its newest entry (see `engine::reserve`).
+    fn reserves(&self) -> bool {
+        true
+    }
+
     fn kind(&self) -> Kind {
         Kind::SlidingLog
     }

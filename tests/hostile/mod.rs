@@ -846,7 +846,7 @@ pub const SHAPES: &[Shape] = &[
             WEIGHT,
             CHARGES[0],
             CHARGES[1],
-            CHARGES[2], JITTER,],
+            CHARGES[2], RESERVE, JITTER,],
         extra: Extra::UnknownOption,
         state: State::Tagged {
             tag: 0xAB,
@@ -865,7 +865,7 @@ pub const SHAPES: &[Shape] = &[
         short: None,
         tail: &["APPROX"],
         options: &[
-            COST, DRYRUN, WAIT, FLOW, WEIGHT, CHARGES[0], CHARGES[1], CHARGES[2], JITTER,],
+            COST, DRYRUN, WAIT, FLOW, WEIGHT, CHARGES[0], CHARGES[1], CHARGES[2], RESERVE, JITTER,],
         extra: Extra::UnknownOption,
         state: State::Tagged {
             tag: 0xA4,
@@ -884,7 +884,7 @@ pub const SHAPES: &[Shape] = &[
         short: None,
         tail: &["BUCKETS", "4"],
         options: &[
-            COST, DRYRUN, WAIT, FLOW, WEIGHT, CHARGES[0], CHARGES[1], CHARGES[2], JITTER,],
+            COST, DRYRUN, WAIT, FLOW, WEIGHT, CHARGES[0], CHARGES[1], CHARGES[2], RESERVE, JITTER,],
         extra: Extra::UnknownOption,
         state: State::Tagged {
             tag: 0xA5,
@@ -911,7 +911,7 @@ pub const SHAPES: &[Shape] = &[
             WEIGHT,
             CHARGES[0],
             CHARGES[1],
-            CHARGES[2], JITTER,],
+            CHARGES[2], RESERVE, JITTER,],
         extra: Extra::UnknownOption,
         state: State::Tagged {
             tag: 0xA6,
@@ -930,7 +930,7 @@ pub const SHAPES: &[Shape] = &[
         short: None,
         tail: &["ALIGNED"],
         options: &[
-            COST, DRYRUN, WAIT, FLOW, WEIGHT, CHARGES[0], CHARGES[1], CHARGES[2], JITTER,],
+            COST, DRYRUN, WAIT, FLOW, WEIGHT, CHARGES[0], CHARGES[1], CHARGES[2], RESERVE, JITTER,],
         extra: Extra::UnknownOption,
         state: State::Tagged {
             tag: 0xA7,
@@ -961,7 +961,7 @@ pub const SHAPES: &[Shape] = &[
             WEIGHT,
             CHARGES[0],
             CHARGES[1],
-            CHARGES[2], JITTER,],
+            CHARGES[2], RESERVE, JITTER,],
         extra: Extra::UnknownOption,
         state: State::Tagged {
             tag: 0xAB,
@@ -982,7 +982,7 @@ pub const SHAPES: &[Shape] = &[
         ),
         tail: &["BUCKETS", "4"],
         options: &[
-            COST, DRYRUN, WAIT, FLOW, WEIGHT, CHARGES[0], CHARGES[1], CHARGES[2], JITTER,],
+            COST, DRYRUN, WAIT, FLOW, WEIGHT, CHARGES[0], CHARGES[1], CHARGES[2], RESERVE, JITTER,],
         extra: Extra::UnknownOption,
         state: State::Tagged {
             tag: 0xA5,
@@ -1009,7 +1009,7 @@ pub const SHAPES: &[Shape] = &[
             WEIGHT,
             CHARGES[0],
             CHARGES[1],
-            CHARGES[2], JITTER,],
+            CHARGES[2], RESERVE, JITTER,],
         extra: Extra::UnknownOption,
         state: State::Tagged {
             tag: 0xA6,

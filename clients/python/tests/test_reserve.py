@@ -46,11 +46,19 @@ def test_reserve_dryrun_charges_nothing(rl: RateLimiter) -> None:
     assert rl.peek("api:2", ONE_PER_S).reset_after == ms(1000)
 
 
-def test_reserve_on_a_window_is_refused_by_name(rl: RateLimiter) -> None:
+def test_reserve_on_a_window_starts_when_the_window_ends(rl: RateLimiter) -> None:
+    window = Policy.fixed(1, "1m")
+    assert rl.decide("w:1", window).allowed
+    r = rl.reserve("w:1", window, "2m")
+    assert r and r.delay == ms(60_000)
+    assert not rl.decide("w:1", window).allowed
+
+
+def test_reserve_on_a_lease_is_refused_by_name(rl: RateLimiter) -> None:
     with pytest.raises(
-        CommandError, match=r"^ERR syntax error: RESERVE cannot be combined with RL.FIXED"
+        CommandError, match=r"^ERR syntax error: RESERVE cannot be combined with RL.ACQUIRE"
     ):
-        rl.reserve("w:1", Policy.fixed(10, "1m"), "1s")
+        rl.reserve("c:1", Policy.concurrency(10, "1m"), "1s")
 
 
 def test_fifty_threads_reserve_in_line(fresh: Server, protocol: int) -> None:
@@ -81,8 +89,10 @@ def test_jitter_spreads_the_waits_of_clients_denied_together(
     plain = rl.decide(key, policy)
     assert plain.retry_after == ms(10)
     waits = [rl.decide(key, policy, jitter=True).retry_after for _ in range(20)]
-    # Never before the true wait; n denied together spread over n intervals.
-    assert all(w is not None and ms(10) <= w < ms(10 + 10 * (i + 1)) for i, w in enumerate(waits))
+    # Never before the true wait; the i-th denied in the i-th interval after it.
+    assert all(
+        w is not None and ms(10 + 10 * i) <= w <= ms(10 + 10 * (i + 1)) for i, w in enumerate(waits)
+    )
     assert len(set(waits)) > 10
     assert rl.peek(key, policy).reset_after == ms(1000)  # a denial writes nothing
 
@@ -100,7 +110,7 @@ def test_jitter_is_deterministic_under_the_manual_clock(protocol: int) -> None:
         return waits
 
     first = run()
-    assert first[:2] == [ms(19), ms(26)]  # docs/commands.md's example
+    assert first[:2] == [ms(18), ms(29)]  # docs/commands.md's example
     assert run() == first
 
 
