@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 import redis
 
-from .conftest import PASSWORD, Dashboard, Server, free_port, until
+from .conftest import PASSWORD, Dashboard, Server, free_port, rl_commands, until
 
 MIDNIGHT_US = 20833 * 86_400 * 1_000_000
 TOKEN = "scrape-token"
@@ -161,6 +161,29 @@ def test_prometheus_reads_the_counts_and_rates(
     assert waited == {longest: lines["longest_wait_us"] / 1e6, "ratelimit_lines": lines["count"]}
     assert lines == {"count": 1, "longest_wait_us": 12_500_000}
 
+    # On a server with the penalty box: its counters and the listed block's time left.
+    penalty_box = "rl.penalized" in rl_commands(server)
+    if penalty_box:
+        for _ in range(3):  # allowed, denied (the block begins), denied by the block
+            c.execute_command("RL.GCRA", "abuser", 1, "1h", "BLOCK", "1h")
+        blocks = "ratelimit_penalty_blocks_total"
+        until("Prometheus to hold the block", lambda: prom.query(blocks) == 1)
+        left = 'ratelimit_penalized_seconds_left{key="abuser",form="block"}'
+        boxed = {
+            blocks: prom.query(blocks),
+            "ratelimit_penalty_denials_total": prom.query("ratelimit_penalty_denials_total"),
+            left: prom.query(left),
+        }
+        print(boxed)
+        rl = c.info("ratelimit")
+        listed = c.execute_command("RL.PENALIZED")
+        assert boxed == {
+            blocks: rl["ratelimit_penalty_blocks"],
+            "ratelimit_penalty_denials_total": rl["ratelimit_penalty_denials"],
+            left: int(listed[0][1]) / 1000,
+        }
+        assert list(boxed.values()) == [1, 1, 3600]
+
     # Every query of the shipped Grafana dashboard runs, and those over traffic find series.
     grafana = json.loads((HERE / "grafana.json").read_text())
     for panel in grafana["panels"]:
@@ -173,7 +196,7 @@ def test_prometheus_reads_the_counts_and_rates(
                 "Most denied keys (this minute and the last)",
                 "Longest wait now",
                 "Lines (keys with waiters)",
-            ):
+            ) or (penalty_box and panel["title"].startswith("Penalty")):
                 assert result, (panel["title"], expr)
     # The shipped alerting rules load and evaluate.
     groups = prom.api("rules")["groups"]
