@@ -121,6 +121,15 @@ def metrics(state: State, *, max_policies: int, top_keys: int) -> str:
             "Concurrency leases held now (not yet released or past their deadline).",
             leases.get("held", 0),
         )
+        for event in ("granted", "released", "expired"):
+            if event in leases:
+                w.add(
+                    "ratelimit_leases_total",
+                    "counter",
+                    "Concurrency leases by event (granted, released, expired at their deadline).",
+                    leases[event],
+                    {"event": event},
+                )
     w.add(
         "ratelimit_heap_bytes",
         "gauge",

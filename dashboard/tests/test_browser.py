@@ -24,7 +24,8 @@ PENALIZE = ("BLOCK", "1h")
 
 def drive(server: Server) -> None:
     """Known traffic at a frozen clock: 30 allowed and 20 denied RL.GCRA, policies' denials,
-    hot keys counted and one key on the deny list."""
+    hot keys counted, one key on the deny list and two concurrency leases held (three granted,
+    one released)."""
     c = server.client()
     c.execute_command("RL.CLOCK", "SET", MIDNIGHT_US)
     c.execute_command("CONFIG", "SET", "ratelimit.hot-key-counters", 320)
@@ -37,6 +38,8 @@ def drive(server: Server) -> None:
         c.execute_command("RL.CHECK", "user:1", "plan:free")
     for _ in range(5):
         c.execute_command("RL.CHECK", "user:2", "plan:shadow")
+    leases = [c.execute_command("RL.ACQUIRE", "jobs", 5, "1h")["lease"] for _ in range(3)]
+    assert c.execute_command("RL.RELEASE", "jobs", leases[0]) == 1
 
 
 def wait_in_lines(server: Server) -> list[redis.Connection]:
@@ -79,6 +82,7 @@ def test_page_shows_the_modules_numbers_and_the_outage(
         lambda: (
             dashboard.state().get("commands", {}).get("rl.gcra", {}).get("denied") == 20
             and (dashboard.state().get("lines") or {}).get("longest_wait_us") == 7_500_000
+            and (dashboard.state().get("leases") or {}).get("held") == 2
             and len(dashboard.state().get("series", {}).get("t", [])) >= 2
         ),
     )
@@ -111,10 +115,11 @@ def test_page_shows_the_modules_numbers_and_the_outage(
     assert (lines["count"], lines["longest_wait_us"], rl["ratelimit_waiting"]) == (2, 7_500_000, 3)
     assert dom.text["lines"] == f"{lines['count']:,}"
     assert dom.text["longest-wait"] == f"{lines['longest_wait_us'] / 1000:.1f} ms"
-    leases = rl.get("ratelimit_leases")
-    assert dom.text["leases-held"] == (
-        f"{leases['held']:,}" if leases else "not reported by this server"
-    )
+    # The leases: three granted at the frozen clock, one released.
+    leases = rl["ratelimit_leases"]
+    held = tuple(leases[k] for k in ("held", "granted", "released", "expired"))
+    assert held == (2, 3, 1, 0)
+    assert dom.text["leases-held"] == "2"
     server_info = server.client().info("server")
     assert dom.text["redis-version"] == server_info["redis_version"]
     assert dom.text["role"] == "master"
