@@ -13,8 +13,8 @@
 
 use crate::algorithm::concurrency::LeaseId;
 use crate::algorithm::Micros;
-use std::collections::{BTreeSet, HashMap};
-use std::hash::Hash;
+use std::collections::btree_map::Entry;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// What a command did to one lease of a key.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -43,10 +43,12 @@ pub struct LeaseCounts {
 /// A lease: its key and, within the key, its identifier's epoch and number.
 type Id<K> = (K, u64, u64);
 
-/// The leases held, by key and by deadline.
+/// The leases held, by key and by deadline. Ordered maps, not hashed:
+/// key names are the clients', and no choice of them makes a look-up
+/// cost more than O(log n) comparisons.
 #[derive(Debug)]
 pub struct HeldLeases<K> {
-    deadlines: HashMap<Id<K>, Micros>,
+    deadlines: BTreeMap<Id<K>, Micros>,
     by_deadline: BTreeSet<(Micros, Id<K>)>,
     counts: LeaseCounts,
 }
@@ -54,14 +56,14 @@ pub struct HeldLeases<K> {
 impl<K> Default for HeldLeases<K> {
     fn default() -> Self {
         HeldLeases {
-            deadlines: HashMap::new(),
+            deadlines: BTreeMap::new(),
             by_deadline: BTreeSet::new(),
             counts: LeaseCounts::default(),
         }
     }
 }
 
-impl<K: Clone + Eq + Hash + Ord> HeldLeases<K> {
+impl<K: Clone + Ord> HeldLeases<K> {
     /// Records `change` to a lease of key `key` at `now`.
     pub fn apply(&mut self, key: &K, change: LeaseChange, now: Micros) {
         self.expire(now);
@@ -83,12 +85,23 @@ impl<K: Clone + Eq + Hash + Ord> HeldLeases<K> {
 
     fn hold(&mut self, key: &K, lease: LeaseId, deadline: Micros, now: Micros) {
         let id = (key.clone(), lease.epoch, lease.seq);
-        // The same identifier again (a key created anew in the same
-        // microsecond) replaces the stale one.
-        self.remove(&id);
-        if now < deadline {
-            self.by_deadline.insert((deadline, id.clone()));
-            self.deadlines.insert(id, deadline);
+        if now >= deadline {
+            self.remove(&id);
+            return;
+        }
+        // A renewal, or the same identifier again (a key created anew in
+        // the same microsecond): the new deadline replaces the old.
+        match self.deadlines.entry(id) {
+            Entry::Occupied(mut held) => {
+                let old = std::mem::replace(held.get_mut(), deadline);
+                let id = held.key().clone();
+                self.by_deadline.remove(&(old, id.clone()));
+                self.by_deadline.insert((deadline, id));
+            }
+            Entry::Vacant(free) => {
+                self.by_deadline.insert((deadline, free.key().clone()));
+                free.insert(deadline);
+            }
         }
     }
 
