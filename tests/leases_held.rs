@@ -166,6 +166,7 @@ fn a_thousand_keys_of_leases_are_counted_exactly() {
     let server = Server::start();
     let mut c = server.conn();
     clock_set(&mut c, T0);
+    let heap_before = heap_bytes(&mut c);
     let mut held = Vec::new();
     for k in 0..1_000 {
         let key = format!("k{k}");
@@ -175,6 +176,10 @@ fn a_thousand_keys_of_leases_are_counted_exactly() {
         }
     }
     assert_eq!(leases(&mut c), [3_000, 3_000, 0, 0]);
+    // The record's memory, one entry per lease held (key names of 2 to 4
+    // bytes here), in the module's heap.
+    let per_lease = (heap_bytes(&mut c) - heap_before) / 3_000;
+    assert!((40..=400).contains(&per_lease), "{per_lease} bytes a lease");
     for (key, lease) in held.iter().step_by(2) {
         assert_eq!(int(&mut c, &["RL.RELEASE", key, lease]), 1);
     }
@@ -189,4 +194,34 @@ fn a_thousand_keys_of_leases_are_counted_exactly() {
     assert_eq!(leases(&mut c), [500, 3_000, 1_500, 1_000]);
     advance(&mut c, 11 * H);
     assert_eq!(leases(&mut c), [0, 3_000, 1_500, 1_500]);
+    // Every entry gone with its lease.
+    let left = heap_bytes(&mut c).saturating_sub(heap_before);
+    assert!(left < 16 * 1024, "{left} bytes left");
+}
+
+fn heap_bytes(c: &mut Connection) -> i64 {
+    let text: String = redis::cmd("INFO").arg("ratelimit").query(c).unwrap();
+    text.lines()
+        .find_map(|l| l.strip_prefix("ratelimit_heap_bytes:"))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no ratelimit_heap_bytes in {text}"))
+}
+
+/// Replication carries the effects of lease commands, not the commands:
+/// the count is the primary's; a replica holding the same keys counts none.
+#[test]
+fn the_count_is_the_primarys() {
+    use common::topology::{replica_config, wait_link_up, wait_replicas};
+    let primary = Server::start();
+    let replica = Server::with(replica_config(&primary));
+    wait_link_up(&replica);
+    let mut p = primary.conn();
+    let mut r = replica.conn();
+    clock_set(&mut p, T0);
+    clock_set(&mut r, T0);
+    acquire(&mut p, &["RL.ACQUIRE", "k", "2", "10h"]).unwrap();
+    wait_replicas(&mut p, 1);
+    assert_eq!(leases(&mut p), [1, 1, 0, 0]);
+    assert!(get_bytes(&mut r, "k").is_some(), "the replica has the key");
+    assert_eq!(leases(&mut r), [0, 0, 0, 0]);
 }

@@ -4,8 +4,8 @@
 //! its deadline (no event marks it) is dropped when the count is next read
 //! or changed, each once, earliest first: O(log n) per change, O(expired ·
 //! log n) amortised per read, for n leases held. Memory: one entry per
-//! lease held (its key's name twice and about 100 bytes), what the keys
-//! themselves already hold.
+//! lease held (about 190 bytes with its key's name twice), O(what the
+//! keys themselves hold).
 //!
 //! A lease whose key is deleted or overwritten outside the module (DEL,
 //! FLUSHALL, the key's own expiry, a cluster slot moved away) is counted
