@@ -8,6 +8,7 @@ pub mod error;
 pub mod gate;
 pub mod hot;
 pub mod jitter;
+pub mod leases;
 pub mod queue;
 pub mod registry;
 mod reserve;
@@ -19,6 +20,7 @@ use crate::algorithm::{Decision, Micros, RetryAfter};
 use crate::bounds::work::{self, Work};
 use crate::codec::StateError;
 use crate::engine::error::Error;
+use crate::engine::leases::LeaseChange;
 use crate::engine::store::Store;
 use crate::policy::{ForceError, Policy, StateWrite, Transition};
 use smallvec::SmallVec;
@@ -261,6 +263,8 @@ fn decide_now<S: Store>(
     };
     work::add(Work::Decisions, policies.len() as u64);
     let mut writes: PerLimit<Option<StateWrite>> = PerLimit::with_capacity(policies.len());
+    // Whether a limit granted a lease (the store is told once written).
+    let mut leased = false;
     for (key, policy) in policies.iter().enumerate() {
         let stored = store.value(key).map_err(|error| KeyError { key, error })?;
         let mut cost = request.cost_of(key);
@@ -300,7 +304,11 @@ fn decide_now<S: Store>(
         decided.add(key, decision);
         decided.units.push(units);
         writes.push(write);
-        decided.leases.push(policy.holds_leases().then_some(lease));
+        let held = policy.holds_leases().then(|| {
+            leased |= lease.is_some();
+            lease
+        });
+        decided.leases.push(held);
     }
     let writes_state = match request.charge {
         Charge::Normal | Charge::Partial => decided.allowed,
@@ -310,6 +318,9 @@ fn decide_now<S: Store>(
     let written = writes_state && !request.dryrun;
     if written {
         write_all(store, &decided.decisions, &writes)?;
+        if leased {
+            record_grants(store, policies, now, &decided.leases);
+        }
     } else {
         // Nothing written: no lease is held.
         for lease in decided.leases.iter_mut().flatten() {
@@ -359,6 +370,7 @@ pub fn undo<S: Store>(
         if let Some((write, ttl)) = released {
             crate::engine::store::write_one(store, key, &write, ttl)
                 .map_err(|error| KeyError { key, error })?;
+            store.lease(key, LeaseChange::Released(*lease));
         }
     }
     Ok(())
@@ -446,6 +458,24 @@ fn peek(policy: &Policy, stored: Option<&[u8]>, now: Micros) -> Result<Transitio
         write: None,
         lease: None,
     })
+}
+
+/// Tells the store of the leases a written decision granted.
+#[cold]
+#[inline(never)]
+fn record_grants<S: Store>(
+    store: &mut S,
+    policies: &[Policy],
+    now: Micros,
+    leases: &[Option<Option<LeaseId>>],
+) {
+    for (key, lease) in leases.iter().enumerate() {
+        let (Some(Some(lease)), Some(deadline)) = (lease, policies[key].lease_deadline(now)) else {
+            continue;
+        };
+        let lease = *lease;
+        store.lease(key, LeaseChange::Granted { lease, deadline });
+    }
 }
 
 /// Prepares every write, then commits them, each with a TTL of its own

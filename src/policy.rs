@@ -199,6 +199,10 @@ impl Policy {
         with_limiter!(self, l => Limiter::holds_leases(l))
     }
 
+    pub fn lease_deadline(&self, now: Micros) -> Option<Micros> {
+        with_limiter!(self, l => Limiter::lease_deadline(l, now))
+    }
+
     /// The time in which it admits one unit on average
     /// ([`Limiter::interval`]).
     pub fn interval(&self) -> Option<Micros> {

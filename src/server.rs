@@ -14,6 +14,7 @@ mod heap;
 mod host;
 mod info;
 pub mod key;
+mod leases;
 mod load;
 mod policies;
 mod register;

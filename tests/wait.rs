@@ -404,6 +404,57 @@ fn info_counts_waits_and_their_calls() {
     assert_eq!(waits_field(&mut ctl, "waited_us"), S);
 }
 
+/// `ratelimit_lines`: how many keys have waiters and how long the longest
+/// waiting of them has waited, on the limiter clock, as clients arrive and
+/// are admitted. Hour-scale limits: the keys outlive the test.
+#[test]
+fn info_reports_the_lines_and_the_longest_wait() {
+    let server = Server::start();
+    let mut ctl = server.conn();
+    let lines = |c: &mut Connection| info_field(c, "ratelimit", "ratelimit_lines").unwrap();
+    assert_eq!(lines(&mut ctl), "count=0,longest_wait_us=0");
+    clock_set(&mut ctl, T0);
+    let hourly = |key: &str, wait: &str| -> Vec<String> {
+        ["RL.GCRA", key, "1", "1h", "WAIT", wait]
+            .map(String::from)
+            .to_vec()
+    };
+    for key in ["a", "b"] {
+        assert_eq!(decide(&mut ctl, &strs(&hourly(key, "1s")))[0], 1);
+    }
+    let (mut w1, mut w2, mut w3) = (server.conn(), server.conn(), server.conn());
+    send(&mut w1, &strs(&hourly("a", "2h")));
+    await_waiting(&mut ctl, 1);
+    advance(&mut ctl, 10 * S);
+    send(&mut w2, &strs(&hourly("b", "2h")));
+    await_waiting(&mut ctl, 2);
+    send(&mut w3, &strs(&hourly("a", "3h")));
+    await_waiting(&mut ctl, 3);
+    // Two keys with waiters; the first arrival has waited 10 s.
+    assert_eq!(
+        lines(&mut ctl),
+        format!("count=2,longest_wait_us={}", 10 * S)
+    );
+    advance(&mut ctl, 5 * S);
+    assert_eq!(
+        lines(&mut ctl),
+        format!("count=2,longest_wait_us={}", 15 * S)
+    );
+    // At 1 h the heads of both lines are admitted: the one left (on `a`)
+    // arrived at 10 s.
+    advance(&mut ctl, H - 15 * S);
+    assert_eq!(recv5(&mut w1)[0], 1);
+    assert_eq!(recv5(&mut w2)[0], 1);
+    assert_eq!(waiting(&mut ctl), 1);
+    assert_eq!(
+        lines(&mut ctl),
+        format!("count=1,longest_wait_us={}", H - 10 * S)
+    );
+    advance(&mut ctl, H);
+    assert_eq!(recv5(&mut w3)[0], 1);
+    assert_eq!(lines(&mut ctl), "count=0,longest_wait_us=0");
+}
+
 /// The real clock: the module's one timer admits a waiter and times one
 /// out, with no RL.CLOCK. The outcomes are the proof, not how long they
 /// took: a waiter the timer missed would be denied at its deadline (an

@@ -98,6 +98,11 @@ fn a_lease_taken_back_from_a_client_gone_in_its_turn_wakes_the_next_waiter() {
         // W2 holds the one unit; W1's was given back.
         let peek = decide(&mut ctl, &["RL.PEEK", "c", "CONCURRENCY", "1", "1h"]);
         assert_eq!(peek[2], 0, "{gives_up:?}: {peek:?}");
+        // INFO counts the same: a released, W1's granted and taken back,
+        // W2's held.
+        let info: String = redis::cmd("INFO").arg("ratelimit").query(&mut ctl).unwrap();
+        let leases = "ratelimit_leases:held=1,granted=3,released=2,expired=0";
+        assert!(info.contains(leases), "{gives_up:?}: {info}");
     }
 }
 

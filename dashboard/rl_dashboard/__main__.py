@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import ipaddress
 import os
 import sys
 from urllib.parse import urlsplit
@@ -11,17 +10,7 @@ from urllib.parse import urlsplit
 import redis
 
 from rl_dashboard.poller import Poller
-from rl_dashboard.web import Dashboard
-
-
-def loopback(host: str) -> bool:
-    """Whether ``host`` is reachable from this machine only."""
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
+from rl_dashboard.web import Dashboard, loopback
 
 
 def target(url: str) -> str:

@@ -51,5 +51,11 @@ FEATURES: tuple[Feature, ...] = (
         "rl.denylist",
         page,
     ),
+    Feature(
+        "penalized",
+        "Penalty-boxed keys (key, ms left, form), the latest block first",
+        ("RL.PENALIZED", "COUNT", "20"),
+        "rl.penalized",
+    ),
 )
 """Each read-only; a server without the command shows "not offered by this server"."""

@@ -8,9 +8,9 @@ the server.
 
 from __future__ import annotations
 
-from rl_dashboard.parse import command_lines, counts, policy_lines
+from rl_dashboard.parse import command_lines, counts, policy_lines, reported
 from rl_dashboard.poller import State
-from rl_dashboard.view import top_denied
+from rl_dashboard.view import penalty, top_denied
 
 
 def label(value: str) -> str:
@@ -104,6 +104,32 @@ def metrics(state: State, *, max_policies: int, top_keys: int) -> str:
         "Time clients spent waiting.",
         waits.get("waited_us", 0) / 1e6,
     )
+    lines = reported(rl, "lines")
+    if lines is not None:
+        w.add("ratelimit_lines", "gauge", "Keys with clients waiting now.", lines.get("count", 0))
+        w.add(
+            "ratelimit_longest_wait_seconds",
+            "gauge",
+            "How long the client waiting longest has waited now.",
+            lines.get("longest_wait_us", 0) / 1e6,
+        )
+    leases = reported(rl, "leases")
+    if leases is not None:
+        w.add(
+            "ratelimit_leases_held",
+            "gauge",
+            "Concurrency leases held now (not yet released or past their deadline).",
+            leases.get("held", 0),
+        )
+        for event in ("granted", "released", "expired"):
+            if event in leases:
+                w.add(
+                    "ratelimit_leases_total",
+                    "counter",
+                    "Concurrency leases by event (granted, released, expired at their deadline).",
+                    leases[event],
+                    {"event": event},
+                )
     w.add(
         "ratelimit_heap_bytes",
         "gauge",
@@ -155,4 +181,35 @@ def metrics(state: State, *, max_policies: int, top_keys: int) -> str:
             row["count"],
             {"policy": row["policy"], "key": row["key"]},
         )
+    box = penalty(rl)
+    if box is not None:
+        w.add(
+            "ratelimit_penalty_blocks_total",
+            "counter",
+            "Penalty-box blocks begun.",
+            box["blocks"],
+        )
+        w.add(
+            "ratelimit_penalty_denials_total",
+            "counter",
+            "Requests denied by a running penalty-box block.",
+            box["denials"],
+        )
+    for key, ms_left, form in penalized(s.extras.get("penalized"))[:top_keys]:
+        w.add(
+            "ratelimit_penalized_seconds_left",
+            "gauge",
+            "Time left of the latest penalty-box blocks (bounded set).",
+            ms_left / 1000,
+            {"key": key, "form": form},
+        )
     return w.text()
+
+
+def penalized(rows: list[list[str]] | None) -> list[tuple[str, int, str]]:
+    """RL.PENALIZED's rows as ``(key, ms_left, form)``; a row of another shape is left out."""
+    out: list[tuple[str, int, str]] = []
+    for r in rows or []:
+        if len(r) == 3 and r[1].lstrip("-").isdigit():
+            out.append((r[0], int(r[1]), r[2]))
+    return out

@@ -35,6 +35,25 @@ def counts(value: str) -> dict[str, int]:
     return {k: int(v) for k, v in fields(value).items() if v.lstrip("-").isdigit()}
 
 
+def reported(section: dict[str, str], line: str) -> dict[str, int] | None:
+    """The numeric fields of INFO's ``ratelimit_<line>``; None when the server lacks it."""
+    value = section.get("ratelimit_" + line)
+    return None if value is None else counts(value)
+
+
+def reported_field(section: dict[str, str], name: str) -> int | None:
+    """``name`` as INFO gives it: ``ratelimit_<name>:N`` or ``name=N`` in a line; None if absent."""
+    value = section.get("ratelimit_" + name)
+    if value is not None and value.isdigit():
+        return int(value)
+    for line in section.values():
+        if f"{name}=" in line:
+            found = counts(line).get(name)
+            if found is not None:
+                return found
+    return None
+
+
 def command_lines(section: dict[str, str]) -> dict[str, dict[str, int]]:
     """Per command (``rl.gcra``, ``cl.throttle``, ``rl.policy.stats``): calls, allowed, ..."""
     out: dict[str, dict[str, int]] = {}

@@ -7,7 +7,7 @@ from itertools import pairwise
 from typing import Any
 
 from rl_dashboard.features import Feature
-from rl_dashboard.parse import command_lines, counts, policy_lines
+from rl_dashboard.parse import command_lines, counts, policy_lines, reported, reported_field
 from rl_dashboard.poller import Sample, State
 
 USED_BY = {"max-waiters": "waiting", "max-policies": "policies defined"}
@@ -28,6 +28,17 @@ def used(sample: Sample) -> dict[str, int]:
         "max-waiters": int(rl.get("ratelimit_waiting", "0")),
         "max-policies": counts(rl.get("ratelimit_policies", "")).get("defined", 0),
     }
+
+
+def penalty(rl: dict[str, str]) -> dict[str, int] | None:
+    """The penalty box's blocks begun and requests denied by a block; None if not reported."""
+    blocks, denials = reported_field(rl, "penalty_blocks"), reported_field(rl, "penalty_denials")
+    if blocks is None and denials is None:
+        line = reported(rl, "penalty")  # the same counts as one line: blocks=,denials=
+        if line is None:
+            return None
+        blocks, denials = line.get("blocks"), line.get("denials")
+    return {"blocks": blocks or 0, "denials": denials or 0}
 
 
 def totals(sample: Sample) -> dict[str, int]:
@@ -58,6 +69,8 @@ def series(history: list[Sample]) -> dict[str, Any]:
         "shadow_denied": [],
         "waits": [],
         "waiting": [],
+        "lines": [],
+        "longest_wait_s": [],
         "heap_bytes": [],
         "commands": {},
         "policies": {},
@@ -70,6 +83,9 @@ def series(history: list[Sample]) -> dict[str, Any]:
             out[k].append(rate(pt[k], ct[k], dt))
         rl = cur.info.get("ratelimit", {})
         out["waiting"].append(int(rl.get("ratelimit_waiting", "0")))
+        lines = reported(rl, "lines") or {}
+        out["lines"].append(lines.get("count", 0))
+        out["longest_wait_s"].append(lines.get("longest_wait_us", 0) / 1e6)
         out["heap_bytes"].append(int(rl.get("ratelimit_heap_bytes", "0")))
     # Per command and per policy: the last sample's names, over the whole window.
     if len(history) >= 2:
@@ -151,6 +167,9 @@ def page_state(state: State, features: tuple[Feature, ...], *, top_keys: int) ->
             "policies_total": counts(rl.get("ratelimit_policies", "")),
             "waiting": int(rl.get("ratelimit_waiting", "0")),
             "waits": counts(rl.get("ratelimit_waits", "")),
+            "lines": reported(rl, "lines"),
+            "leases": reported(rl, "leases"),
+            "penalty": penalty(rl),
             "heap_bytes": int(rl.get("ratelimit_heap_bytes", "0")),
             "work": counts(rl.get("ratelimit_work", "")),
             "bounds": [

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import hmac
+import ipaddress
 import json
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from importlib.resources import files
@@ -13,6 +14,25 @@ from rl_dashboard.poller import Poller
 from rl_dashboard.view import page_state
 
 PAGE = files("rl_dashboard").joinpath("page.html").read_bytes()
+TEXT = "text/plain; charset=utf-8"
+
+
+def loopback(host: str) -> bool:
+    """Whether ``host`` (a name or an address, ``[::1]`` too) is this machine only."""
+    host = host.removeprefix("[").removesuffix("]")
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def host_name(header: str) -> str:
+    """The host of a ``Host`` header, without its port."""
+    if header.startswith("["):
+        return header.partition("]")[0] + "]"
+    return header.rpartition(":")[0] if header.count(":") == 1 else header
 
 
 class Dashboard(ThreadingHTTPServer):
@@ -72,8 +92,14 @@ class Handler(BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:
         """The three routes."""
+        host = self.headers.get("Host", "")
+        if self.server.token is None and host and not loopback(host_name(host)):
+            # Asked for by another name (a name rebound to 127.0.0.1 by a web
+            # page, a proxy): beyond loopback, where only a token lets in.
+            self.send(403, b"without --token only loopback names are served\n", TEXT)
+            return
         if not self.authorized():
-            self.send(401, b"authentication required\n", "text/plain; charset=utf-8")
+            self.send(401, b"authentication required\n", TEXT)
             return
         path = self.path.partition("?")[0]
         poller = self.server.poller

@@ -220,3 +220,11 @@ def chromium(*args: str) -> bytes:
 def page(d: Dashboard) -> Dom:
     """The page as the browser rendered it, after its first refreshes."""
     return Dom(chromium("--dump-dom", d.base + "/").decode())
+
+
+def rl_commands(server: Server) -> set[str]:
+    """The server's ``rl.*`` commands, as COMMAND LIST names them (``rl.policy|stats``)."""
+    from rl_dashboard.__main__ import connect
+
+    reply = connect(server.url, 5).execute_command("COMMAND", "LIST", "FILTERBY", "PATTERN", "rl.*")
+    return {str(n) for n in reply}

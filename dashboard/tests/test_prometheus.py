@@ -15,8 +15,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import redis
 
-from .conftest import Dashboard, Server, free_port, until
+from .conftest import PASSWORD, Dashboard, Server, free_port, rl_commands, until
 
 MIDNIGHT_US = 20833 * 86_400 * 1_000_000
 TOKEN = "scrape-token"
@@ -146,6 +147,43 @@ def test_prometheus_reads_the_counts_and_rates(
     print({"sent per second": sent_rate, rate_q: rate, "total": prom.query(allowed)})
     assert rate is not None and 0.7 * sent_rate < rate < 1.3 * sent_rate
 
+    # A client waiting in a line for 12.5 s on the clock: the lines' gauges.
+    c.execute_command("RL.FIXED", "line", 1, "1h")
+    waiter = redis.Connection(port=server.port, password=PASSWORD, socket_timeout=5)
+    waiter.send_command("RL.FIXED", "line", 1, "1h", "WAIT", "3h")  # its reply is never read
+    until("the waiter", lambda: c.info("ratelimit")["ratelimit_waiting"] == 1)
+    c.execute_command("RL.CLOCK", "ADVANCE", 12_500_000)
+    longest = "ratelimit_longest_wait_seconds"
+    until("Prometheus to hold the longest wait", lambda: prom.query(longest) == 12.5)
+    lines = c.info("ratelimit")["ratelimit_lines"]
+    waited = {longest: prom.query(longest), "ratelimit_lines": prom.query("ratelimit_lines")}
+    print(waited)
+    assert waited == {longest: lines["longest_wait_us"] / 1e6, "ratelimit_lines": lines["count"]}
+    assert lines == {"count": 1, "longest_wait_us": 12_500_000}
+
+    # On a server with the penalty box: its counters and the listed block's time left.
+    penalty_box = "rl.penalized" in rl_commands(server)
+    if penalty_box:
+        for _ in range(3):  # allowed, denied (the block begins), denied by the block
+            c.execute_command("RL.GCRA", "abuser", 1, "1h", "BLOCK", "1h")
+        blocks = "ratelimit_penalty_blocks_total"
+        until("Prometheus to hold the block", lambda: prom.query(blocks) == 1)
+        left = 'ratelimit_penalized_seconds_left{key="abuser",form="block"}'
+        boxed = {
+            blocks: prom.query(blocks),
+            "ratelimit_penalty_denials_total": prom.query("ratelimit_penalty_denials_total"),
+            left: prom.query(left),
+        }
+        print(boxed)
+        rl = c.info("ratelimit")
+        listed = c.execute_command("RL.PENALIZED")
+        assert boxed == {
+            blocks: rl["ratelimit_penalty_blocks"],
+            "ratelimit_penalty_denials_total": rl["ratelimit_penalty_denials"],
+            left: int(listed[0][1]) / 1000,
+        }
+        assert list(boxed.values()) == [1, 1, 3600]
+
     # Every query of the shipped Grafana dashboard runs, and those over traffic find series.
     grafana = json.loads((HERE / "grafana.json").read_text())
     for panel in grafana["panels"]:
@@ -156,16 +194,19 @@ def test_prometheus_reads_the_counts_and_rates(
                 "Up",
                 "Decisions per second",
                 "Most denied keys (this minute and the last)",
-            ):
+                "Longest wait now",
+                "Lines (keys with waiters)",
+            ) or (penalty_box and panel["title"].startswith("Penalty")):
                 assert result, (panel["title"], expr)
     # The shipped alerting rules load and evaluate.
     groups = prom.api("rules")["groups"]
     rules = {r["name"]: r for g in groups for r in g["rules"]}
-    assert len(rules) == 5
+    assert len(rules) == 6
     until(
         "the rules evaluated",
         lambda: all(r.get("health") == "ok" for r in prom.api("rules")["groups"][0]["rules"]),
     )
 
+    waiter.disconnect()
     server.stop()
     until("ratelimit_up 0", lambda: prom.query("ratelimit_up") == 0)

@@ -175,6 +175,11 @@ impl Concurrency {
         self.check
     }
 
+    /// The deadline of a lease granted at `now`.
+    pub fn expiry_at(&self, now: Micros) -> Micros {
+        now.saturating_add(self.ttl).min(MAX_EXPIRY)
+    }
+
     /// Decides an acquire of `cost` units at `now` (`header` `None`: no
     /// key). Denied: `retry_after` is the wait until enough held units
     /// have expired, exact for any cost (for cost 1, until the earliest
@@ -251,7 +256,7 @@ impl Concurrency {
             }
             None => link(len),
         };
-        let expiry = now.saturating_add(self.ttl).min(MAX_EXPIRY);
+        let expiry = self.expiry_at(now);
         let seq = tree.header.next_seq;
         tree.insert(
             at,
@@ -323,12 +328,17 @@ pub fn renew<L: Leases + ?Sized>(
     ttl: Micros,
     now: Micros,
 ) -> Option<SlotChange> {
-    let expiry = now.saturating_add(ttl.max(Micros::new(1))).min(MAX_EXPIRY);
+    let expiry = renewed_expiry(now, ttl);
     change(header, leases, id, now, |tree, at, slot| {
         tree.remove(at);
         tree.insert(at, Slot { expiry, ..slot });
         tree.header.last = tree.header.last.max(expiry);
     })
+}
+
+/// The deadline of a lease renewed at `now` for `ttl`.
+pub fn renewed_expiry(now: Micros, ttl: Micros) -> Micros {
+    now.saturating_add(ttl.max(Micros::new(1))).min(MAX_EXPIRY)
 }
 
 /// Applies `f` to the slot of a held lease `id`; the key lives until the

@@ -13,6 +13,7 @@ use crate::algorithm::Micros;
 use crate::codec::lease::{key_check, parse_lease, StoredLeases};
 use crate::codec::Kind;
 use crate::engine::error::Error;
+use crate::engine::leases::LeaseChange;
 use crate::engine::store::{self, Store};
 use crate::policy::change_leases;
 use std::slice;
@@ -39,9 +40,12 @@ pub fn release<H: Host>(
         return Err(Error::Arity(command.name));
     };
     let id = lease_for(key.as_ref(), lease.as_ref())?;
-    let released = change(host, key, |header, leases, now| {
-        concurrency::release(header, leases, id, now)
-    })?;
+    let released = change(
+        host,
+        key,
+        |header, leases, now| concurrency::release(header, leases, id, now),
+        |_| LeaseChange::Released(id),
+    )?;
     if released {
         host.key_freed(key);
     }
@@ -54,9 +58,15 @@ pub fn renew<H: Host>(command: &CommandDef, host: &mut H, args: &[H::Arg]) -> Re
     };
     let id = lease_for(key.as_ref(), lease.as_ref())?;
     let ttl = Micros::new(RENEW_PARAMS[1].parse(ttl.as_ref())?);
-    let renewed = change(host, key, |header, leases, now| {
-        concurrency::renew(header, leases, id, ttl, now)
-    })?;
+    let renewed = change(
+        host,
+        key,
+        |header, leases, now| concurrency::renew(header, leases, id, ttl, now),
+        |now| LeaseChange::Renewed {
+            lease: id,
+            deadline: concurrency::renewed_expiry(now, ttl),
+        },
+    )?;
     if renewed {
         // A shorter lease may free its units sooner than the line expects.
         host.key_freed(key);
@@ -66,11 +76,13 @@ pub fn renew<H: Host>(command: &CommandDef, host: &mut H, args: &[H::Arg]) -> Re
 
 /// Reads the key's leases, applies `f` at the limiter clock and writes the
 /// changed slots (the whole value, once, if it was stored in an earlier
-/// layout); false when there was nothing to change.
+/// layout) and tells the store what became of the lease (`event`); false
+/// when there was nothing to change.
 fn change<H: Host>(
     host: &mut H,
     key: &H::Arg,
     f: impl FnOnce(Header, &StoredLeases, Micros) -> Option<SlotChange>,
+    event: impl FnOnce(Micros) -> LeaseChange,
 ) -> Result<bool, Error> {
     let now = host.now();
     let mut store = host.open(slice::from_ref(key), false);
@@ -84,5 +96,6 @@ fn change<H: Host>(
         return Ok(false);
     };
     store::write_one(&mut store, 0, &write, reset_after)?;
+    store.lease(0, event(now));
     Ok(true)
 }

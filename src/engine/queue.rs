@@ -380,6 +380,17 @@ impl<K: Eq + Hash + Clone, T: Eq + Hash + Clone> Queues<K, T> {
         self.entries.is_empty()
     }
 
+    /// How many keys have waiters: the lines.
+    pub fn lines(&self) -> usize {
+        self.lines.len()
+    }
+
+    /// When the longest waiting of the waiters arrived: the first entry's,
+    /// as entries are numbered in arrival order (O(log n)).
+    pub fn first_since(&self) -> Option<Micros> {
+        self.entries.first_key_value().map(|(_, e)| e.waiter.since)
+    }
+
     /// Every waiter, in no particular order.
     pub fn waiters(&self) -> impl Iterator<Item = &Waiter<K, T>> {
         self.entries.values().map(|e| &e.waiter)

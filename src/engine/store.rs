@@ -5,6 +5,7 @@
 
 use crate::algorithm::Micros;
 use crate::engine::error::Error;
+use crate::engine::leases::LeaseChange;
 use crate::policy::StateWrite;
 
 /// The keys of one command, by position (0 for a single-key command).
@@ -28,6 +29,10 @@ pub trait Store {
     /// (a deletion has none), replicates the effect (never the command) and
     /// signals the change.
     fn commit(&mut self, key: usize, write: &StateWrite, ttl: Micros);
+
+    /// A committed write granted, renewed or ended a lease of the key (the
+    /// server counts the leases held: [`crate::engine::leases`]).
+    fn lease(&mut self, _key: usize, _change: LeaseChange) {}
 }
 
 /// Prepares and commits one write.

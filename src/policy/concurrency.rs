@@ -23,6 +23,10 @@ impl Limiter for Concurrency {
         true
     }
 
+    fn lease_deadline(&self, now: Micros) -> Option<Micros> {
+        Some(self.expiry_at(now))
+    }
+
     /// An acquire writes the counters and the slots it changed in place (a
     /// new key, or one read in an earlier layout, whole).
     fn decide(

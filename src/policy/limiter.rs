@@ -61,6 +61,11 @@ pub trait Limiter {
         false
     }
 
+    /// The deadline of a lease granted at `now` (`None` without leases).
+    fn lease_deadline(&self, _now: Micros) -> Option<Micros> {
+        None
+    }
+
     /// The time in which it admits one unit on average (a schedule's
     /// emission interval, a window over its limit): what a jittered wait
     /// spreads a key's denied clients by (see `engine::jitter`).

@@ -7,6 +7,8 @@
 //! ratelimit_clock:real
 //! ratelimit_client_unblock:yes
 //! ratelimit_waiting:0
+//! ratelimit_lines:count=0,longest_wait_us=0
+//! ratelimit_leases:held=2,granted=5,released=2,expired=1
 //! ratelimit_waits:started=3,admitted=2,timed_out=1,abandoned=0,waited_us=1500000
 //! ratelimit_policies:defined=2,calls=7,allowed=5,denied=1,shadow_denied=1,waits=0,listed=2,unlisted=0
 //! ratelimit_policies_rdb:when_defined
@@ -69,6 +71,7 @@ pub fn register(ctx: Ctx) -> Result<(), String> {
     // A reload starts from zero even where the old copy stayed mapped.
     stats::reset();
     work::reset();
+    super::leases::reset();
     Ok(())
 }
 
@@ -100,6 +103,29 @@ extern "C" fn info(ctx: *mut raw::RedisModuleInfoCtx, _for_crash_report: c_int) 
         api!(RedisModule_InfoAddFieldCString)(ctx, c"client_unblock".as_ptr(), unblock.as_ptr());
         let waiting = u64::try_from(wait::waiting()).unwrap_or(u64::MAX);
         api!(RedisModule_InfoAddFieldULongLong)(ctx, c"waiting".as_ptr(), waiting);
+        // The lines (keys with waiters) and the longest wait now: read
+        // from the queue here, nothing kept for them on the decision path.
+        let (lines, longest) = wait::lines(clock::now());
+        dict(
+            ctx,
+            c"lines",
+            &[
+                (c"count", lines as u64),
+                (c"longest_wait_us", longest.as_u64()),
+            ],
+        );
+        // Leases granted and neither released nor past their deadline.
+        let leases = super::leases::counts();
+        dict(
+            ctx,
+            c"leases",
+            &[
+                (c"held", leases.held),
+                (c"granted", leases.granted),
+                (c"released", leases.released),
+                (c"expired", leases.expired),
+            ],
+        );
         let heap = u64::try_from(super::heap::bytes()).unwrap_or(u64::MAX);
         api!(RedisModule_InfoAddFieldULongLong)(ctx, c"heap_bytes".as_ptr(), heap);
         dict(

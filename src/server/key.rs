@@ -4,6 +4,7 @@
 use super::ffi::{self, api, Arg, Ctx, RString};
 use crate::algorithm::Micros;
 use crate::engine::error::Error;
+use crate::engine::leases::LeaseChange;
 use crate::engine::store::Store;
 use crate::policy::StateWrite;
 use redis_module::raw;
@@ -350,6 +351,11 @@ impl Store for RedisStore {
             }
             api!(RedisModule_SignalModifiedKey)(ctx.0, open.name);
         }
+    }
+
+    fn lease(&mut self, key: usize, change: LeaseChange) {
+        let name = Arg(self.keys[key].name);
+        super::leases::record(self.ctx, name.as_ref(), change);
     }
 }
 

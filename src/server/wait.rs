@@ -123,6 +123,22 @@ pub fn waiting() -> usize {
     WAITING.load(Relaxed)
 }
 
+/// How many keys have waiters, and how long the longest waiting of the
+/// waiters has waited at `now` (0 when nobody waits). Read for INFO only:
+/// O(log n), nothing on the decision path.
+pub fn lines(now: Micros) -> (usize, Micros) {
+    STATE.with(|s| {
+        let Ok(state) = s.try_borrow() else {
+            return (0, Micros::ZERO);
+        };
+        let longest = state
+            .queues
+            .first_since()
+            .map_or(Micros::ZERO, |since| now.saturating_sub(since));
+        (state.queues.lines(), longest)
+    })
+}
+
 /// The gate ([`gate::decide`]) for one call of command `command`: decided
 /// at once when nobody waits and the call cannot wait, without touching
 /// the queue; otherwise through it.

@@ -42,6 +42,10 @@ impl<K: Eq + Hash> Lines<K> {
             .map(|k| &mut k.line)
     }
 
+    pub fn len(&self) -> usize {
+        self.table.len()
+    }
+
     pub fn contains_key(&self, key: &K) -> bool {
         self.get(key).is_some()
     }
