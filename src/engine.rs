@@ -8,6 +8,7 @@ pub mod error;
 pub mod gate;
 pub mod hot;
 pub mod jitter;
+pub mod penalty;
 pub mod queue;
 pub mod registry;
 mod reserve;
@@ -21,6 +22,7 @@ use crate::codec::StateError;
 use crate::engine::error::Error;
 use crate::engine::store::Store;
 use crate::policy::{ForceError, Policy, StateWrite, Transition};
+pub use penalty::Penalty;
 use smallvec::SmallVec;
 
 /// Up to this many limits a call decides without allocating.
@@ -80,6 +82,9 @@ pub struct Request {
     pub reserve: Option<Micros>,
     /// `JITTER`: a denial's wait is spread (see `jitter`).
     pub jitter: bool,
+    /// `BLOCK duration` or `COUNTDENIALS maxdebt`: what a denial costs
+    /// its key (see `penalty`).
+    pub penalty: Option<Penalty>,
 }
 
 /// A flow of waiters on a key: its name and the weight of its share.
@@ -104,16 +109,31 @@ impl Default for Request {
             flow: None,
             reserve: None,
             jitter: false,
+            penalty: None,
         }
     }
 }
 
 impl Request {
     /// The options given that a policy may refuse: the kind of charge,
-    /// and `RESERVE`.
+    /// `RESERVE` and the penalty.
     pub fn refusable(&self) -> impl Iterator<Item = &'static str> {
         let reserve = self.reserve.map(|_| "RESERVE");
-        self.charge.token().into_iter().chain(reserve)
+        let penalty = self.penalty.map(Penalty::option);
+        self.charge
+            .token()
+            .into_iter()
+            .chain(reserve)
+            .chain(penalty)
+    }
+
+    /// Takes a named policy's penalty where the call gives none, for a
+    /// plain charge decided at once (what a penalty applies to).
+    pub fn penalize_by_default(&mut self, penalty: Option<Penalty>) {
+        let plain = self.charge == Charge::Normal && self.wait.is_none();
+        if plain && self.reserve.is_none() && self.penalty.is_none() {
+            self.penalty = penalty;
+        }
     }
 
     /// The cost for key `key`.
@@ -203,12 +223,34 @@ pub enum Reservation {
 /// Decides `request` under `policies` (policy `i` over key `i` of `store`)
 /// at `now`, and writes the new states: an ordinary or partial charge only
 /// if every limit admits it, a forced charge or a refund always; never for
-/// DRYRUN or a peek. With `RESERVE`, see `reserve`.
+/// DRYRUN or a peek. With `RESERVE`, see `reserve`; with a penalty, or on
+/// a key in a block, see `penalty`.
 pub fn decide<S: Store>(
     store: &mut S,
     policies: &[Policy],
     now: Micros,
     request: Request,
+) -> Result<Outcome, KeyError> {
+    if request.penalty.is_some() {
+        return penalty::decide(store, policies, now, request);
+    }
+    match decide_plain(store, policies, now, &request) {
+        // A key in a block is no limit's state: found only by the error
+        // it gives, so that other keys pay nothing for the check.
+        Err(e) if penalty::holds_block(store, e.key) => {
+            penalty::decide(store, policies, now, request)
+        }
+        decided => decided,
+    }
+}
+
+/// [`decide`] without a penalty.
+#[inline(always)]
+fn decide_plain<S: Store>(
+    store: &mut S,
+    policies: &[Policy],
+    now: Micros,
+    request: &Request,
 ) -> Result<Outcome, KeyError> {
     match request.reserve {
         None => decide_now(store, policies, now, request),
@@ -222,7 +264,7 @@ fn decide_now<S: Store>(
     store: &mut S,
     policies: &[Policy],
     now: Micros,
-    request: Request,
+    request: &Request,
 ) -> Result<Outcome, KeyError> {
     if let Some(path) = share::path(policies) {
         return share::decide(store, &path, now, request, None);
@@ -341,7 +383,7 @@ pub fn undo<S: Store>(
         ..request.clone()
     };
     match share::path(policies) {
-        Some(path) => share::decide(store, &path, now, refund, lender.map(usize::from))?,
+        Some(path) => share::decide(store, &path, now, &refund, lender.map(usize::from))?,
         None => decide(store, policies, now, refund)?,
     };
     for (key, lease) in leases.iter().enumerate() {
@@ -621,6 +663,7 @@ mod tests {
             flow: None,
             reserve: None,
             jitter: false,
+            penalty: None,
         }
     }
 

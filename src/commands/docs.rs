@@ -218,7 +218,7 @@ fn operator_args(op: OperatorOp) -> Vec<DocArg> {
         }
         OperatorOp::Undeny | OperatorOp::Denied => vec![key()],
         OperatorOp::DenyList => vec![DocArg::new("cursor", DocType::Integer), count()],
-        OperatorOp::HotKeys => vec![count()],
+        OperatorOp::HotKeys | OperatorOp::Penalized => vec![count()],
     }
 }
 

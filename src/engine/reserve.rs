@@ -27,14 +27,14 @@ pub(super) fn decide<S: Store>(
     store: &mut S,
     policies: &[Policy],
     now: Micros,
-    request: Request,
+    request: &Request,
     most: Micros,
 ) -> Result<Outcome, KeyError> {
     let plain = Request {
         reserve: None,
-        ..request
+        ..request.clone()
     };
-    let mut decided = decide_now(store, policies, now, plain.clone())?;
+    let mut decided = decide_now(store, policies, now, &plain)?;
     if decided.allowed {
         decided.reservation = Some(Reservation::Starts(Micros::ZERO));
         return Ok(decided);
@@ -49,7 +49,7 @@ pub(super) fn decide<S: Store>(
     }
     let start = now.saturating_add(wait);
     let mut later = Later { store, by: wait };
-    let mut reserved = decide_now(&mut later, policies, start, plain)?;
+    let mut reserved = decide_now(&mut later, policies, start, &plain)?;
     if !reserved.allowed {
         // Not what the wait named (no limit that reserves does this):
         // denied as without the option.

@@ -5,6 +5,7 @@
 
 use crate::algorithm::Micros;
 use crate::engine::error::Error;
+use crate::engine::penalty::Event;
 use crate::policy::StateWrite;
 
 /// The keys of one command, by position (0 for a single-key command).
@@ -28,6 +29,12 @@ pub trait Store {
     /// (a deletion has none), replicates the effect (never the command) and
     /// signals the change.
     fn commit(&mut self, key: usize, write: &StateWrite, ttl: Micros);
+
+    /// Told what a penalty did on key `key` (`engine::penalty`): the
+    /// server counts it and lists the blocks; by default, nothing.
+    fn penalized(&mut self, key: usize, event: Event) {
+        let _ = (key, event);
+    }
 }
 
 /// Prepares and commits one write.
