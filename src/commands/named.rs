@@ -498,7 +498,11 @@ pub fn help<A: AsRef<[u8]>>(command: &CommandDef, args: &[A]) -> Result<Reply, E
 fn usage(op: RegistryOp) -> String {
     match op {
         RegistryOp::Set => {
-            format!("SET <name> (<policy> [{JITTER}] [{SHADOW}] | {SHARE} <node> [<node> ...])")
+            let (block, count) = (penalty::BLOCK, penalty::COUNT_DENIALS);
+            format!(
+                "SET <name> (<policy> [{block} <duration> | {count} <maxdebt>] [{JITTER}] \
+                 [{SHADOW}] | {SHARE} <node> [<node> ...])"
+            )
         }
         RegistryOp::Get => "GET <name>".into(),
         RegistryOp::Del => "DEL <name>".into(),
@@ -555,7 +559,21 @@ mod tests {
             assert_eq!(def(given).unwrap().definition, canonical.as_bytes());
         }
         let e = def("CONCURRENCY 5 30s").unwrap();
-        assert_eq!(e.refuses, ["FORCE", "PARTIAL", "REFUND", "RESERVE"]);
+        assert_eq!(
+            e.refuses,
+            ["FORCE", "PARTIAL", "REFUND", "RESERVE", "BLOCK", "COUNTDENIALS"]
+        );
+        // A penalty follows the limit, before JITTER and SHADOW.
+        let e = def("gcra 1 1s countdenials 90s jitter").unwrap();
+        assert_eq!(e.definition, b"GCRA 1 1s COUNTDENIALS 90s JITTER");
+        assert_eq!(
+            e.penalty,
+            Some(Penalty::Count(crate::algorithm::Micros::from_secs(90)))
+        );
+        assert_eq!(
+            def("GCRA 1 1s JITTER BLOCK 1s"),
+            Err(Error::UnknownOption("JITTER".into()))
+        );
         // The canonical text parses back to the same entry.
         let again = def(std::str::from_utf8(&e.definition).unwrap()).unwrap();
         assert_eq!(again, e);
@@ -569,7 +587,10 @@ mod tests {
             b"SHARE 10 1h CBURST 20 CEIL 50 100 1h MAXDEBT 1m"
         );
         assert_eq!((e.keyword, e.shadow), ("SHARE", false));
-        assert_eq!(e.refuses, ["FORCE", "PARTIAL", "REFUND"]);
+        assert_eq!(
+            e.refuses,
+            ["FORCE", "PARTIAL", "REFUND", "BLOCK", "COUNTDENIALS"]
+        );
         let Limits::Path(nodes) = &e.limits else {
             panic!("not a path")
         };

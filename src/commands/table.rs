@@ -627,9 +627,7 @@ pub static COMMANDS: [CommandDef; COMMAND_COUNT] = [
         flags: "readonly",
         more_acl_categories: "",
         summary: "Returns the keys whose penalty block or counted debt still runs, the most recent first, with the time left and the form.",
-        cost: Cost::Logarithmic(
-            "O(N log(P)) where N is COUNT and P is ratelimit.penalized-keys",
-        ),
+        cost: Cost::Linear("O(N log(P)) where N is COUNT and P is ratelimit.penalized-keys"),
         since: "0.3.0",
         run: Handler::Penalized,
     },
