@@ -108,6 +108,9 @@ pub fn parse_definition<A: AsRef<[u8]>>(
     })
 }
 
+/// A penalty given in a definition: the option, what it asks, its value.
+type Given<'a> = (&'static str, Penalty, &'a [u8]);
+
 /// The words after a policy in its definition: nothing, or its penalty
 /// (`BLOCK duration` or `COUNTDENIALS maxdebt`), as the decision commands
 /// take it; with the option's name.
@@ -115,7 +118,7 @@ fn parse_penalty<'a, A: AsRef<[u8]>>(
     tail: &'a [A],
     definition: &PolicyDef,
     policy: &Policy,
-) -> Result<Option<(&'static str, Penalty, &'a [u8])>, Error> {
+) -> Result<Option<Given<'a>>, Error> {
     let Some(first) = tail.first() else {
         return Ok(None);
     };
@@ -561,7 +564,14 @@ mod tests {
         let e = def("CONCURRENCY 5 30s").unwrap();
         assert_eq!(
             e.refuses,
-            ["FORCE", "PARTIAL", "REFUND", "RESERVE", "BLOCK", "COUNTDENIALS"]
+            [
+                "FORCE",
+                "PARTIAL",
+                "REFUND",
+                "RESERVE",
+                "BLOCK",
+                "COUNTDENIALS"
+            ]
         );
         // A penalty follows the limit, before JITTER and SHADOW.
         let e = def("gcra 1 1s countdenials 90s jitter").unwrap();

@@ -341,9 +341,7 @@ impl<S: Store> Store for Boxed<'_, S> {
         if self.ends.get(key).copied().flatten().is_none() {
             return Ok(value);
         }
-        Ok(value
-            .and_then(|v| block::decode(v))
-            .and_then(|(_, inner)| inner))
+        Ok(value.and_then(block::decode).and_then(|(_, inner)| inner))
     }
 
     fn prepare(&mut self, key: usize, write: &StateWrite) -> Result<(), Error> {
