@@ -477,3 +477,30 @@ fn rl_penalized_lists_the_most_recent_blocks_in_memory_the_operator_bounds() {
     decide(&mut c, &["RL.GCRA", "z", "1", "1h", "BLOCK", "1h"]);
     assert!(penalized(&mut c, &[]).iter().all(|e| e.0 != "z"));
 }
+
+#[test]
+fn a_waiter_on_a_blocked_key_is_admitted_when_the_block_ends() {
+    use common::blocking::{await_waiting, recv5, send, waiting};
+    let s = server();
+    let (mut c, mut w) = (s.conn(), s.conn());
+    clock_set(&mut c, T0);
+    decide(&mut c, &["RL.GCRA", "k", "1", "1m", "BLOCK", "2h"]);
+    assert_eq!(
+        decide(&mut c, &["RL.GCRA", "k", "1", "1m", "BLOCK", "2h"])[3],
+        2 * HOUR_MS
+    );
+    // WAIT takes no penalty; a waiter without it waits the block out.
+    send(&mut w, &["RL.GCRA", "k", "1", "1m", "WAIT", "3h"]);
+    await_waiting(&mut c, 1);
+    advance(&mut c, 2 * 3_600 * SECOND - 1);
+    assert_eq!(waiting(&mut c), 1, "1 µs before the block's end");
+    advance(&mut c, 1);
+    assert_eq!(recv5(&mut w), [1, 1, 0, -1, MIN_MS]);
+    // Its admission wrote the limit's state alone (the ended block's
+    // header dropped with the whole value).
+    assert_eq!(get_bytes(&mut c, "k").unwrap()[0], 0xA1);
+    assert_eq!(
+        decide(&mut c, &["RL.GCRA", "k", "1", "1m"])[..4],
+        [0, 1, 0, MIN_MS]
+    );
+}
