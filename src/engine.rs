@@ -234,14 +234,14 @@ pub fn decide<S: Store>(
     if request.penalty.is_some() {
         return penalty::decide(store, policies, now, request);
     }
-    match decide_plain(store, policies, now, &request) {
-        // A key in a block is no limit's state: found only by the error
-        // it gives, so that other keys pay nothing for the check.
-        Err(e) if penalty::holds_block(store, e.key) => {
-            penalty::decide(store, policies, now, request)
-        }
-        decided => decided,
+    let decided = decide_plain(store, policies, now, &request);
+    // A key in a block is no limit's state: found only by the error it
+    // gives, so that other keys pay nothing for the check. (Returned as
+    // decided, the outcome is built in place: no copy.)
+    if matches!(&decided, Err(e) if penalty::holds_block(store, e.key)) {
+        return penalty::decide(store, policies, now, request);
     }
+    decided
 }
 
 /// [`decide`] without a penalty.

@@ -99,11 +99,16 @@ pub(super) fn decide<S: Store>(
     let mut ends: PerLimit<Option<Micros>> = PerLimit::with_capacity(policies.len());
     for (key, policy) in policies.iter().enumerate() {
         let value = store.value(key).map_err(|error| KeyError { key, error })?;
+        // A header cut short, or a header behind a header, is no state.
         let end = match value {
-            Some(v) if block::is_boxed(v) => Some(block::decode(v).ok_or_else(|| KeyError {
-                key,
-                error: Error::state(policy.command(), StateError::Corrupt(policy.kind())),
-            })?),
+            Some(v) if block::is_boxed(v) => Some(
+                block::decode(v)
+                    .filter(|(_, inner)| !inner.is_some_and(block::is_boxed))
+                    .ok_or_else(|| KeyError {
+                        key,
+                        error: Error::state(policy.command(), StateError::Corrupt(policy.kind())),
+                    })?,
+            ),
             _ => None,
         };
         ends.push(end.map(|(end, _)| end));

@@ -387,3 +387,27 @@ proptest! {
         prop_assert_eq!(store.events.iter().filter(|e| matches!(e.1, Event::Began { .. })).count(), 1);
     }
 }
+
+#[test]
+fn a_header_cut_short_or_behind_another_is_corrupt_and_changes_nothing() {
+    let p = Policy::Gcra(Gcra::new(2, Micros::from_secs(60), 2).unwrap());
+    for value in [
+        vec![block::TAG, 1, 2],
+        block::encode(at(100), Some(&block::encode(at(100), None))),
+    ] {
+        let mut store = told(1);
+        store.inner.values[0] = Some(value.clone());
+        for request in [
+            Request::default(),
+            with(Penalty::Block(Micros::from_secs(1))),
+        ] {
+            let err =
+                engine_decide(&mut store, std::slice::from_ref(&p), at(0), request).unwrap_err();
+            assert_eq!(
+                err.error.to_string(),
+                "ERR key holds corrupt RL.GCRA state"
+            );
+        }
+        assert_eq!(store.inner.values[0], Some(value));
+    }
+}
