@@ -234,14 +234,37 @@ pub fn decide<S: Store>(
     if request.penalty.is_some() {
         return penalty::decide(store, policies, now, request);
     }
-    let decided = decide_plain(store, policies, now, &request);
     // A key in a block is no limit's state: found only by the error it
-    // gives, so that other keys pay nothing for the check. (Returned as
-    // decided, the outcome is built in place: no copy.)
-    if matches!(&decided, Err(e) if penalty::holds_block(store, e.key)) {
-        return penalty::decide(store, policies, now, request);
+    // gives (`boxed_or`), so that other keys pay nothing for the check.
+    match request.reserve {
+        None => decide_now(store, policies, now, &request, true),
+        Some(most) => {
+            let decided = reserve::decide(store, policies, now, &request, most);
+            if matches!(&decided, Err(e) if penalty::holds_block(store, e.key)) {
+                return penalty::decide(store, policies, now, request);
+            }
+            decided
+        }
     }
-    decided
+}
+
+/// A state error `e` of [`decide_now`]; with `on_boxed`, a key in the
+/// penalty box is decided as [`penalty`] decides it instead. Off the path
+/// of every decision that reads its limits' own states.
+#[cold]
+#[inline(never)]
+fn boxed_or<S: Store>(
+    store: &mut S,
+    policies: &[Policy],
+    now: Micros,
+    request: &Request,
+    on_boxed: bool,
+    e: KeyError,
+) -> Result<Outcome, KeyError> {
+    if on_boxed && penalty::holds_block(store, e.key) {
+        return penalty::decide(store, policies, now, request.clone());
+    }
+    Err(e)
 }
 
 /// [`decide`] without a penalty.
@@ -253,18 +276,20 @@ fn decide_plain<S: Store>(
     request: &Request,
 ) -> Result<Outcome, KeyError> {
     match request.reserve {
-        None => decide_now(store, policies, now, request),
+        None => decide_now(store, policies, now, request, false),
         Some(most) => reserve::decide(store, policies, now, request, most),
     }
 }
 
-/// [`decide`] without `RESERVE`.
+/// [`decide`] without `RESERVE`; `on_boxed`: a key in the penalty box is
+/// decided as `penalty` decides it (see [`boxed_or`]).
 #[inline(always)]
 fn decide_now<S: Store>(
     store: &mut S,
     policies: &[Policy],
     now: Micros,
     request: &Request,
+    on_boxed: bool,
 ) -> Result<Outcome, KeyError> {
     if let Some(path) = share::path(policies) {
         return share::decide(store, &path, now, request, None);
@@ -283,9 +308,13 @@ fn decide_now<S: Store>(
     if request.charge == Charge::Partial {
         for (key, policy) in policies.iter().enumerate() {
             let stored = store.value(key).map_err(|error| KeyError { key, error })?;
-            let most = policy
-                .admittable(stored, now, request.cost)
-                .map_err(state(key, policy))?;
+            let most = match policy.admittable(stored, now, request.cost) {
+                Ok(most) => most,
+                Err(e) => {
+                    let e = state(key, policy)(e);
+                    return boxed_or(store, policies, now, request, on_boxed, e);
+                }
+            };
             alone.push(most);
         }
         granted = Some(alone.iter().copied().min().unwrap_or(0));
@@ -314,11 +343,7 @@ fn decide_now<S: Store>(
                 Some(m) => m,
             };
         }
-        let Transition {
-            decision,
-            write,
-            lease,
-        } = match request.charge {
+        let transition = match request.charge {
             Charge::Normal | Charge::Partial => policy.decide(stored, now, cost),
             Charge::Refund => policy.refund(stored, now, cost),
             Charge::Force => match policy.force(stored, now, cost) {
@@ -332,8 +357,18 @@ fn decide_now<S: Store>(
                 }
             },
             Charge::Peek => peek(policy, stored, now),
-        }
-        .map_err(state(key, policy))?;
+        };
+        let Transition {
+            decision,
+            write,
+            lease,
+        } = match transition {
+            Ok(t) => t,
+            Err(e) => {
+                let e = state(key, policy)(e);
+                return boxed_or(store, policies, now, request, on_boxed, e);
+            }
+        };
         let units = match request.charge {
             Charge::Force if !decision.allowed => 1,
             Charge::Peek => 1,
@@ -493,7 +528,7 @@ fn peek(policy: &Policy, stored: Option<&[u8]>, now: Micros) -> Result<Transitio
 /// Prepares every write, then commits them, each with a TTL of its own
 /// decision's reset: a key that cannot be written leaves every key as it
 /// was.
-fn write_all<S: Store>(
+fn write_all<S: Store + ?Sized>(
     store: &mut S,
     decisions: &[Decision],
     writes: &[Option<StateWrite>],

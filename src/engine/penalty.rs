@@ -72,14 +72,16 @@ pub enum Event {
 }
 
 /// Whether key `key` of `store` holds a block's header (running or not).
-pub fn holds_block<S: Store>(store: &S, key: usize) -> bool {
+pub fn holds_block<S: Store + ?Sized>(store: &S, key: usize) -> bool {
     matches!(store.value(key), Ok(Some(v)) if block::is_boxed(v))
 }
 
-/// Decides `request` on keys that may be boxed, or with a penalty.
+/// Decides `request` on keys that may be boxed, or with a penalty. The
+/// store is a trait object: the decision path it runs again through the
+/// view may come back here, and one instance serves every depth.
 #[inline(never)]
-pub(super) fn decide<S: Store>(
-    store: &mut S,
+pub(super) fn decide(
+    store: &mut dyn Store,
     policies: &[Policy],
     now: Micros,
     request: Request,
@@ -114,7 +116,7 @@ pub(super) fn decide<S: Store>(
         ends.push(end.map(|(end, _)| end));
     }
     let mut view = Boxed { store, ends, now };
-    if request.charge != Charge::Refund && view.running().next().is_some() {
+    if request.charge != Charge::Refund && view.any_running() {
         return held(&mut view, policies, now, &request);
     }
     let mut decided = decide_plain(&mut view, policies, now, &request)?;
@@ -150,8 +152,8 @@ fn blocked(d: Decision, left: Micros) -> Decision {
 
 /// A request on keys of which one at least is in a running block: denied,
 /// nothing written; each other key's decision as a dry run would say it.
-fn held<S: Store>(
-    view: &mut Boxed<'_, S>,
+fn held(
+    view: &mut Boxed<'_>,
     policies: &[Policy],
     now: Micros,
     request: &Request,
@@ -198,8 +200,8 @@ fn held<S: Store>(
 
 /// Begins a block of `duration` on every key whose limit denied `decided`
 /// with a wait: its header written before its state, all or nothing.
-fn begin<S: Store>(
-    view: &mut Boxed<'_, S>,
+fn begin(
+    view: &mut Boxed<'_>,
     now: Micros,
     duration: Micros,
     decided: &mut Outcome,
@@ -236,8 +238,8 @@ fn begins(d: &Decision) -> bool {
 /// Charges the denied `request` to every key whose limit denied it with a
 /// wait, as `FORCE` would, where the wait the charge leaves is at most
 /// `most`; all or nothing.
-fn charge<S: Store>(
-    view: &mut Boxed<'_, S>,
+fn charge(
+    view: &mut Boxed<'_>,
     policies: &[Policy],
     now: Micros,
     request: &Request,
@@ -313,18 +315,19 @@ fn recombine(out: &mut Outcome) {
 /// whole value behind it, a patch shifted past it, a deletion as the
 /// header alone) and a TTL to its end at least. An ended block's header
 /// goes with the next whole value written.
-struct Boxed<'s, S> {
-    store: &'s mut S,
+struct Boxed<'s> {
+    store: &'s mut dyn Store,
     /// Per key, the end of the block its header holds.
     ends: PerLimit<Option<Micros>>,
     now: Micros,
 }
 
-impl<S: Store> Boxed<'_, S> {
-    /// The keys in a running block.
-    fn running(&self) -> impl Iterator<Item = usize> + '_ {
-        let now = self.now;
-        (0..self.ends.len()).filter(move |&k| self.ends[k].is_some_and(|end| end > now))
+impl Boxed<'_> {
+    /// Whether a key is in a running block.
+    fn any_running(&self) -> bool {
+        self.ends
+            .iter()
+            .any(|e| e.is_some_and(|end| end > self.now))
     }
 
     /// `write` as the boxed key `key` takes it; `None`: as it is.
@@ -340,7 +343,7 @@ impl<S: Store> Boxed<'_, S> {
     }
 }
 
-impl<S: Store> Store for Boxed<'_, S> {
+impl Store for Boxed<'_> {
     fn value(&self, key: usize) -> Result<Option<&[u8]>, Error> {
         let value = self.store.value(key)?;
         if self.ends.get(key).copied().flatten().is_none() {

@@ -34,7 +34,7 @@ pub(super) fn decide<S: Store>(
         reserve: None,
         ..request.clone()
     };
-    let mut decided = decide_now(store, policies, now, &plain)?;
+    let mut decided = decide_now(store, policies, now, &plain, false)?;
     if decided.allowed {
         decided.reservation = Some(Reservation::Starts(Micros::ZERO));
         return Ok(decided);
@@ -49,7 +49,7 @@ pub(super) fn decide<S: Store>(
     }
     let start = now.saturating_add(wait);
     let mut later = Later { store, by: wait };
-    let mut reserved = decide_now(&mut later, policies, start, &plain)?;
+    let mut reserved = decide_now(&mut later, policies, start, &plain, false)?;
     if !reserved.allowed {
         // Not what the wait named (no limit that reserves does this):
         // denied as without the option.

@@ -403,10 +403,7 @@ fn a_header_cut_short_or_behind_another_is_corrupt_and_changes_nothing() {
         ] {
             let err =
                 engine_decide(&mut store, std::slice::from_ref(&p), at(0), request).unwrap_err();
-            assert_eq!(
-                err.error.to_string(),
-                "ERR key holds corrupt RL.GCRA state"
-            );
+            assert_eq!(err.error.to_string(), "ERR key holds corrupt RL.GCRA state");
         }
         assert_eq!(store.inner.values[0], Some(value));
     }
