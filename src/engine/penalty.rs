@@ -8,7 +8,8 @@
 //!   at least the block's end, and replicated as the write it is.
 //! - `COUNTDENIALS maxdebt`: a denied request is charged too, as `FORCE`
 //!   charges it, so that a client hammering digs deeper; but only while
-//!   the wait it then leaves is at most `maxdebt`: a client that stops is
+//!   the wait it then leaves is at most `maxdebt` (one already waiting that
+//!   long is left as it is): a client that stops is
 //!   admitted again within `maxdebt` (or the limit's own wait, if longer).
 //!
 //! A running block is honoured by every request on its key, with the
@@ -251,7 +252,10 @@ fn charge(
     let mut after: PerLimit<Decision> = PerLimit::with_capacity(n);
     for (key, policy) in policies.iter().enumerate() {
         let d = decided.decisions[key];
-        if !begins(&d) {
+        // A charge never shortens a wait: one already at the bound is left
+        // as it is, without working out the charge.
+        let at_bound = matches!(d.retry_after, RetryAfter::After(w) if w >= most);
+        if !begins(&d) || at_bound {
             writes.push(None);
             after.push(d);
             continue;
