@@ -133,8 +133,12 @@ pub static MAX_DENIED_KEYS: Bound = Bound::new("max-denied-keys", 100_000, 0, 10
 /// shards of 80 (about 17.7 KB each); 0: decisions are not counted.
 pub static HOT_KEY_COUNTERS: Bound = Bound::new("hot-key-counters", 320, 0, 5_120);
 
+/// Keys RL.PENALIZED lists (blocks and counted debts still running), the
+/// most recent; past it the least recent is let go; 0: none listed.
+pub static PENALIZED_KEYS: Bound = Bound::new("penalized-keys", 1_000, 0, 1_000_000);
+
 /// Every bound, in the order `CONFIG GET ratelimit.*` lists them.
-pub static ALL: [&Bound; 16] = [
+pub static ALL: [&Bound; 17] = [
     &MAX_WAITERS_PER_KEY,
     &MAX_WAITERS_PER_FLOW,
     &MAX_WAITERS,
@@ -151,6 +155,7 @@ pub static ALL: [&Bound; 16] = [
     &JITTER_MAX_HERD,
     &MAX_DENIED_KEYS,
     &HOT_KEY_COUNTERS,
+    &PENALIZED_KEYS,
 ];
 
 #[cfg(test)]

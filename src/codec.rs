@@ -5,8 +5,10 @@
 //! are continuation bytes) and no decimal number can start with, so a value
 //! written by anyone else is never mistaken for ours. A later layout of an algorithm gets a new tag;
 //! the earlier one is still read (0xA3, the sliding log's first layout).
-//! Taken: `0xA1..=0xAF` and `0xB2`; `0xB0` and `0xB1` stay unused (the
-//! hostile tests write them as values that are not ours), `0xB3..=0xBF` are free.
+//! Taken: `0xA1..=0xAF`, `0xB2` and `0xB3` (a key in the penalty box: a
+//! header before a limit's own state, `engine::penalty`); `0xB0` and `0xB1`
+//! stay unused (the hostile tests write them as values that are not ours),
+//! `0xB4..=0xBF` are free.
 //!
 //! Layout v1 of the schedule algorithms (GCRA, token bucket), little-endian:
 //! `tag, tat_whole_us: u64 [, frac_num: varint, frac_den: varint]`; the
@@ -23,6 +25,7 @@
 //! RL.SHARE node's TATs, fair-sharing times and definition in [`share`]
 //! (whose layout v1, tag 0xAD, is still read).
 
+pub mod block;
 pub mod cell;
 pub mod lease;
 pub mod share;
@@ -213,6 +216,15 @@ impl Patch {
             }
         }
         Patch { ranges: merged }
+    }
+
+    /// The same patch on a value `by` bytes further on (a limit's state
+    /// behind the penalty box's header).
+    pub fn shifted(&self, by: usize) -> Patch {
+        let ranges = self.ranges.iter().map(|(o, b)| (o + by, b.clone()));
+        Patch {
+            ranges: ranges.collect(),
+        }
     }
 
     /// The ranges `(offset, bytes)`, in offset order.

@@ -52,5 +52,6 @@ pub fn run<H: Host>(command: &CommandDef, host: &mut H, args: &[H::Arg]) -> Resu
         Handler::Denied => deny::denied(command, host, args),
         Handler::DenyList => deny::list(command, host, args),
         Handler::HotKeys => deny::hot_keys(command, host, args),
+        Handler::Penalized => deny::penalized(command, host, args),
     }
 }

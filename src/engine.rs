@@ -9,6 +9,7 @@ pub mod gate;
 pub mod hot;
 pub mod jitter;
 pub mod leases;
+pub mod penalty;
 pub mod queue;
 pub mod registry;
 mod reserve;
@@ -23,6 +24,7 @@ use crate::engine::error::Error;
 use crate::engine::leases::LeaseChange;
 use crate::engine::store::Store;
 use crate::policy::{ForceError, Policy, StateWrite, Transition};
+pub use penalty::Penalty;
 use smallvec::SmallVec;
 
 /// Up to this many limits a call decides without allocating.
@@ -82,6 +84,9 @@ pub struct Request {
     pub reserve: Option<Micros>,
     /// `JITTER`: a denial's wait is spread (see `jitter`).
     pub jitter: bool,
+    /// `BLOCK duration` or `COUNTDENIALS maxdebt`: what a denial costs
+    /// its key (see `penalty`).
+    pub penalty: Option<Penalty>,
 }
 
 /// A flow of waiters on a key: its name and the weight of its share.
@@ -106,16 +111,31 @@ impl Default for Request {
             flow: None,
             reserve: None,
             jitter: false,
+            penalty: None,
         }
     }
 }
 
 impl Request {
     /// The options given that a policy may refuse: the kind of charge,
-    /// and `RESERVE`.
+    /// `RESERVE` and the penalty.
     pub fn refusable(&self) -> impl Iterator<Item = &'static str> {
         let reserve = self.reserve.map(|_| "RESERVE");
-        self.charge.token().into_iter().chain(reserve)
+        let penalty = self.penalty.map(Penalty::option);
+        self.charge
+            .token()
+            .into_iter()
+            .chain(reserve)
+            .chain(penalty)
+    }
+
+    /// Takes a named policy's penalty where the call gives none, for a
+    /// plain charge decided at once (what a penalty applies to).
+    pub fn penalize_by_default(&mut self, penalty: Option<Penalty>) {
+        let plain = self.charge == Charge::Normal && self.wait.is_none();
+        if plain && self.reserve.is_none() && self.penalty.is_none() {
+            self.penalty = penalty;
+        }
     }
 
     /// The cost for key `key`.
@@ -205,26 +225,73 @@ pub enum Reservation {
 /// Decides `request` under `policies` (policy `i` over key `i` of `store`)
 /// at `now`, and writes the new states: an ordinary or partial charge only
 /// if every limit admits it, a forced charge or a refund always; never for
-/// DRYRUN or a peek. With `RESERVE`, see `reserve`.
+/// DRYRUN or a peek. With `RESERVE`, see `reserve`; with a penalty, or on
+/// a key in a block, see `penalty`.
 pub fn decide<S: Store>(
     store: &mut S,
     policies: &[Policy],
     now: Micros,
     request: Request,
 ) -> Result<Outcome, KeyError> {
+    if request.penalty.is_some() {
+        return penalty::decide(store, policies, now, request);
+    }
+    // A key in a block is no limit's state: found only by the error it
+    // gives (`boxed_or`), so that other keys pay nothing for the check.
     match request.reserve {
-        None => decide_now(store, policies, now, request),
+        None => decide_now(store, policies, now, &request, true),
+        Some(most) => {
+            let decided = reserve::decide(store, policies, now, &request, most);
+            if matches!(&decided, Err(e) if penalty::holds_block(store, e.key)) {
+                return penalty::decide(store, policies, now, request);
+            }
+            decided
+        }
+    }
+}
+
+/// A state error `e` of [`decide_now`]; with `on_boxed`, a key in the
+/// penalty box is decided as [`penalty`] decides it instead. Off the path
+/// of every decision that reads its limits' own states.
+#[cold]
+#[inline(never)]
+fn boxed_or<S: Store>(
+    store: &mut S,
+    policies: &[Policy],
+    now: Micros,
+    request: &Request,
+    on_boxed: bool,
+    e: KeyError,
+) -> Result<Outcome, KeyError> {
+    if on_boxed && penalty::holds_block(store, e.key) {
+        return penalty::decide(store, policies, now, request.clone());
+    }
+    Err(e)
+}
+
+/// [`decide`] without a penalty.
+#[inline(always)]
+fn decide_plain<S: Store>(
+    store: &mut S,
+    policies: &[Policy],
+    now: Micros,
+    request: &Request,
+) -> Result<Outcome, KeyError> {
+    match request.reserve {
+        None => decide_now(store, policies, now, request, false),
         Some(most) => reserve::decide(store, policies, now, request, most),
     }
 }
 
-/// [`decide`] without `RESERVE`.
+/// [`decide`] without `RESERVE`; `on_boxed`: a key in the penalty box is
+/// decided as `penalty` decides it (see [`boxed_or`]).
 #[inline(always)]
 fn decide_now<S: Store>(
     store: &mut S,
     policies: &[Policy],
     now: Micros,
-    request: Request,
+    request: &Request,
+    on_boxed: bool,
 ) -> Result<Outcome, KeyError> {
     if let Some(path) = share::path(policies) {
         return share::decide(store, &path, now, request, None);
@@ -243,9 +310,13 @@ fn decide_now<S: Store>(
     if request.charge == Charge::Partial {
         for (key, policy) in policies.iter().enumerate() {
             let stored = store.value(key).map_err(|error| KeyError { key, error })?;
-            let most = policy
-                .admittable(stored, now, request.cost)
-                .map_err(state(key, policy))?;
+            let most = match policy.admittable(stored, now, request.cost) {
+                Ok(most) => most,
+                Err(e) => {
+                    let e = state(key, policy)(e);
+                    return boxed_or(store, policies, now, request, on_boxed, e);
+                }
+            };
             alone.push(most);
         }
         granted = Some(alone.iter().copied().min().unwrap_or(0));
@@ -276,11 +347,7 @@ fn decide_now<S: Store>(
                 Some(m) => m,
             };
         }
-        let Transition {
-            decision,
-            write,
-            lease,
-        } = match request.charge {
+        let transition = match request.charge {
             Charge::Normal | Charge::Partial => policy.decide(stored, now, cost),
             Charge::Refund => policy.refund(stored, now, cost),
             Charge::Force => match policy.force(stored, now, cost) {
@@ -294,8 +361,18 @@ fn decide_now<S: Store>(
                 }
             },
             Charge::Peek => peek(policy, stored, now),
-        }
-        .map_err(state(key, policy))?;
+        };
+        let Transition {
+            decision,
+            write,
+            lease,
+        } = match transition {
+            Ok(t) => t,
+            Err(e) => {
+                let e = state(key, policy)(e);
+                return boxed_or(store, policies, now, request, on_boxed, e);
+            }
+        };
         let units = match request.charge {
             Charge::Force if !decision.allowed => 1,
             Charge::Peek => 1,
@@ -352,7 +429,7 @@ pub fn undo<S: Store>(
         ..request.clone()
     };
     match share::path(policies) {
-        Some(path) => share::decide(store, &path, now, refund, lender.map(usize::from))?,
+        Some(path) => share::decide(store, &path, now, &refund, lender.map(usize::from))?,
         None => decide(store, policies, now, refund)?,
     };
     for (key, lease) in leases.iter().enumerate() {
@@ -481,7 +558,7 @@ fn record_grants<S: Store>(
 /// Prepares every write, then commits them, each with a TTL of its own
 /// decision's reset: a key that cannot be written leaves every key as it
 /// was.
-fn write_all<S: Store>(
+fn write_all<S: Store + ?Sized>(
     store: &mut S,
     decisions: &[Decision],
     writes: &[Option<StateWrite>],
@@ -651,6 +728,7 @@ mod tests {
             flow: None,
             reserve: None,
             jitter: false,
+            penalty: None,
         }
     }
 

@@ -215,6 +215,11 @@ impl Policy {
         with_limiter!(self, l => Limiter::reserves(l))
     }
 
+    /// Whether its state can hold a debt ([`Limiter::holds_debt`]).
+    pub fn holds_debt(&self) -> bool {
+        with_limiter!(self, l => Limiter::holds_debt(l))
+    }
+
     /// The policy as it applies to the key named `name` (a concurrency
     /// limit's leases carry a check of the name). The name is read only
     /// for such a limit: reading an argument is a call into the server.

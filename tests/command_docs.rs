@@ -92,11 +92,11 @@ fn command_synopsis(doc: &Value) -> String {
 const GCRA: &str = "GCRA limit:integer period:string [BURST burst:integer]";
 const BUCKET: &str = "BUCKET capacity:integer refill:integer period:string";
 const MODE: &str = "[(EXACT | APPROX | BUCKETS buckets:integer)]";
-const COMMON: &str = "[COST cost:integer] [DRYRUN] [WAIT timeout:string [FLOW flow:string [WEIGHT weight:integer]]] [(FORCE | PARTIAL | REFUND refund:integer)] [RESERVE maxdelay:string] [JITTER]";
+const COMMON: &str = "[COST cost:integer] [DRYRUN] [WAIT timeout:string [FLOW flow:string [WEIGHT weight:integer]]] [(FORCE | PARTIAL | REFUND refund:integer)] [RESERVE maxdelay:string] [JITTER] [(BLOCK duration:string | COUNTDENIALS maxdebt:string)]";
 /// RL.ALL's: COST is one of its amounts.
 const COMMON_BUT_COST: &str =
     "[DRYRUN] [WAIT timeout:string [FLOW flow:string [WEIGHT weight:integer]]] \
-                               [(FORCE | PARTIAL | REFUND refund:integer)] [RESERVE maxdelay:string] [JITTER]";
+                               [(FORCE | PARTIAL | REFUND refund:integer)] [RESERVE maxdelay:string] [JITTER] [(BLOCK duration:string | COUNTDENIALS maxdebt:string)]";
 const POLICY: &str = "(GCRA limit:integer period:string [BURST burst:integer] | \
                       BUCKET capacity:integer refill:integer period:string | \
                       SLIDING limit:integer window:string [(EXACT | APPROX | BUCKETS buckets:integer)] | \

@@ -62,7 +62,7 @@ fn help_lists_every_subcommand_as_config_help_does() {
     assert_eq!(
         syntax,
         [
-            "SET <name> (<policy> [JITTER] [SHADOW] | SHARE <node> [<node> ...])",
+            "SET <name> (<policy> [BLOCK <duration> | COUNTDENIALS <maxdebt>] [JITTER] [SHADOW] | SHARE <node> [<node> ...])",
             "GET <name>",
             "DEL <name>",
             "LIST [MATCH <pattern>]",

@@ -41,6 +41,8 @@ fn column_words(column: &str) -> &'static [&'static str] {
         "`REFUND n`" => &["REFUND", "1"],
         "`RESERVE maxdelay`" => &["RESERVE", "1m"],
         "`JITTER`" => &["JITTER"],
+        "`BLOCK duration`" => &["BLOCK", "1m"],
+        "`COUNTDENIALS maxdebt`" => &["COUNTDENIALS", "1m"],
         other => panic!("a column the test does not know: {other}"),
     }
 }

@@ -35,6 +35,7 @@ pub enum Handler {
     Denied,
     DenyList,
     HotKeys,
+    Penalized,
 }
 
 /// What follows a command's name.
@@ -73,7 +74,8 @@ pub enum Grammar {
         name: &'static str,
         choices: &'static [(&'static str, Param)],
     },
-    /// An operator's command on the deny list or the hot keys.
+    /// An operator's command on the deny list, the hot keys or the
+    /// penalty box.
     Operator(OperatorOp),
 }
 
@@ -90,6 +92,8 @@ pub enum OperatorOp {
     DenyList,
     /// `[COUNT n]`.
     HotKeys,
+    /// `[COUNT n]`.
+    Penalized,
 }
 
 /// What an `RL.POLICY` subcommand does, and so what follows its name.
@@ -222,7 +226,9 @@ impl CommandDef {
             Grammar::All { .. } | Grammar::Share { .. } => Keys::Counted,
             Grammar::Subcommands { .. }
             | Grammar::Registry(_)
-            | Grammar::Operator(OperatorOp::DenyList | OperatorOp::HotKeys) => Keys::None,
+            | Grammar::Operator(
+                OperatorOp::DenyList | OperatorOp::HotKeys | OperatorOp::Penalized,
+            ) => Keys::None,
         }
     }
 
@@ -253,7 +259,7 @@ impl CommandDef {
             Grammar::Operator(op) => match op {
                 OperatorOp::Deny => 3,
                 OperatorOp::Undeny | OperatorOp::Denied | OperatorOp::DenyList => 2,
-                OperatorOp::HotKeys => 1,
+                OperatorOp::HotKeys | OperatorOp::Penalized => 1,
             },
         };
         -(fewest as i32)

@@ -1,5 +1,6 @@
 //! The operator's commands on the deny list (`RL.DENY`, `RL.UNDENY`,
-//! `RL.DENIED`, `RL.DENYLIST`) and the hot keys (`RL.HOTKEYS`).
+//! `RL.DENIED`, `RL.DENYLIST`), the hot keys (`RL.HOTKEYS`) and the
+//! penalty box (`RL.PENALIZED`).
 //!
 //! The deny list lives with the named policies: the server keeps it, saves
 //! it in the RDB and needs `policies on` for both. A denial is replicated
@@ -13,6 +14,7 @@ use crate::algorithm::Micros;
 use crate::bounds::MAX_DENIED_KEYS;
 use crate::engine::deny::{self, Listed};
 use crate::engine::error::{printable, Error};
+use crate::engine::penalty::listing;
 use crate::engine::{hot, registry};
 
 /// The most entries one RL.DENYLIST or RL.HOTKEYS call returns.
@@ -180,6 +182,33 @@ pub fn hot_keys<H: Host>(
                     Item::Bulk(k.key),
                     as_int(k.per_second),
                     as_int(k.error_per_second),
+                ])
+            })
+            .collect(),
+    )))
+}
+/// `RL.PENALIZED [COUNT n]`: `[[key, ms_left, form], ...]`, the keys
+/// whose block (`block`) or counted debt (`count`) still runs, the most
+/// recent first; the time left in whole milliseconds, rounded up.
+pub fn penalized<H: Host>(
+    command: &CommandDef,
+    host: &mut H,
+    args: &[H::Arg],
+) -> Result<Reply, Error> {
+    let [_, rest @ ..] = args else {
+        return Err(Error::Arity(command.name));
+    };
+    let count = count(rest)?;
+    let listed = listing::list(host.now(), count);
+    Ok(Reply::Items(Item::Array(
+        listed
+            .into_iter()
+            .map(|(key, left, form)| {
+                let ms = i64::try_from(left.ceil_millis()).unwrap_or(i64::MAX);
+                Item::Array(vec![
+                    Item::Bulk(key),
+                    Item::Int(ms),
+                    Item::Bulk(form.as_bytes().to_vec()),
                 ])
             })
             .collect(),

@@ -218,7 +218,7 @@ fn operator_args(op: OperatorOp) -> Vec<DocArg> {
         }
         OperatorOp::Undeny | OperatorOp::Denied => vec![key()],
         OperatorOp::DenyList => vec![DocArg::new("cursor", DocType::Integer), count()],
-        OperatorOp::HotKeys => vec![count()],
+        OperatorOp::HotKeys | OperatorOp::Penalized => vec![count()],
     }
 }
 
@@ -288,24 +288,27 @@ pub fn arguments(command: &CommandDef) -> Vec<DocArg> {
             let name = || DocArg::new("name", DocType::String);
             match op {
                 RegistryOp::Set => {
-                    // A limit, or a path of RL.SHARE nodes (never JITTER
-                    // or SHADOW).
+                    // A limit, or a path of RL.SHARE nodes (never a
+                    // penalty, JITTER or SHADOW).
                     let mut policy = policy_choice(&POLICIES);
                     let node = DocArg::parent("node", DocType::Block, policy_args(&SHARE_NODE));
                     policy.subargs.push(
                         DocArg::parent("share", DocType::Block, vec![node.multiple()])
                             .with_token(SHARE),
                     );
-                    vec![
-                        name(),
-                        policy,
+                    // The penalty as the decision commands take it.
+                    let penalty = options(&COMMON).into_iter().filter(|a| a.name == "penalty");
+                    let mut out = vec![name(), policy];
+                    out.extend(penalty);
+                    out.extend([
                         DocArg::new("jitter", DocType::PureToken)
                             .with_token(JITTER)
                             .optional(),
                         DocArg::new("shadow", DocType::PureToken)
                             .with_token(SHADOW)
                             .optional(),
-                    ]
+                    ]);
+                    out
                 }
                 RegistryOp::Get | RegistryOp::Del | RegistryOp::Stats => vec![name()],
                 RegistryOp::List => vec![DocArg::new("pattern", DocType::String)
@@ -352,13 +355,14 @@ mod tests {
             get("rl.gcra"),
             "key:key limit:integer period:string [BURST burst:integer] [COST cost:integer] [DRYRUN] \
              [WAIT timeout:string [FLOW flow:string [WEIGHT weight:integer]]] \
-             [(FORCE | PARTIAL | REFUND refund:integer)] [RESERVE maxdelay:string] [JITTER]"
+             [(FORCE | PARTIAL | REFUND refund:integer)] [RESERVE maxdelay:string] [JITTER] \
+             [(BLOCK duration:string | COUNTDENIALS maxdebt:string)]"
         );
         assert_eq!(
             get("rl.sliding"),
             "key:key limit:integer window:string [(EXACT | APPROX | BUCKETS buckets:integer)] \
              [COST cost:integer] [DRYRUN] [WAIT timeout:string [FLOW flow:string [WEIGHT weight:integer]]] [(FORCE | PARTIAL | REFUND refund:integer)] \
-             [RESERVE maxdelay:string] [JITTER]"
+             [RESERVE maxdelay:string] [JITTER] [(BLOCK duration:string | COUNTDENIALS maxdebt:string)]"
         );
         assert_eq!(
             get("rl.peek"),
@@ -376,13 +380,15 @@ mod tests {
             get("rl.check"),
             "key:key name:string [OR name:string...] [COST cost:integer] [DRYRUN] \
              [WAIT timeout:string [FLOW flow:string [WEIGHT weight:integer]]] \
-             [(FORCE | PARTIAL | REFUND refund:integer)] [RESERVE maxdelay:string] [JITTER]"
+             [(FORCE | PARTIAL | REFUND refund:integer)] [RESERVE maxdelay:string] [JITTER] \
+             [(BLOCK duration:string | COUNTDENIALS maxdebt:string)]"
         );
         assert_eq!(get("rl.policy|list"), "[MATCH pattern:string]");
         assert!(get("rl.policy|set").starts_with("name:string (GCRA limit:integer"));
         assert!(get("rl.policy|set").ends_with(
             "ttl:string | SHARE limit:integer period:string [BURST burst:integer] \
-             [CEIL ceil:integer] [CBURST cburst:integer] [MAXDEBT maxdebt:string]...) [JITTER] [SHADOW]"
+             [CEIL ceil:integer] [CBURST cburst:integer] [MAXDEBT maxdebt:string]...) \
+             [(BLOCK duration:string | COUNTDENIALS maxdebt:string)] [JITTER] [SHADOW]"
         ));
         assert_eq!(
             get("rl.share.peek"),

@@ -10,6 +10,7 @@ use crate::algorithm::Micros;
 use crate::bounds::Bound;
 use crate::commands::args::{self, Options};
 use crate::engine::error::{printable, Error};
+use crate::engine::penalty::{self, Penalty};
 use crate::engine::{Charge, Flow, Request, MAX_WEIGHT};
 use crate::policy::Policy;
 
@@ -133,6 +134,11 @@ fn parse_value(parse: Parse, bytes: &[u8], called: &'static str) -> Result<u64, 
 }
 
 /// An option: a keyword alone (a flag) or followed by a value.
+/// A duration in its canonical form (`60s` is `1m`).
+pub fn canonical_duration(bytes: &[u8]) -> Vec<u8> {
+    canonical_value(Parse::Duration, bytes)
+}
+
 /// A valid value in its canonical form (see [`PolicyDef::canonical`]);
 /// one that does not parse stays as given.
 fn canonical_value(parse: Parse, bytes: &[u8]) -> Vec<u8> {
@@ -307,9 +313,10 @@ pub struct PolicyDef {
 /// The options every decision command takes: `COST n`, `DRYRUN`,
 /// `WAIT timeout` (in the line of `FLOW name` with `WEIGHT w`), what
 /// kind of charge it is (`FORCE`, `PARTIAL` or `REFUND n`), `RESERVE
-/// maxdelay` (admitted now for a later start) and `JITTER` (a denial's wait
-/// spread).
-pub const COMMON: [Opt; 10] = [
+/// maxdelay` (admitted now for a later start), `JITTER` (a denial's wait
+/// spread) and the penalty box's `BLOCK duration` or `COUNTDENIALS
+/// maxdebt` (what a denial costs the key).
+pub const COMMON: [Opt; 12] = [
     Opt::integer("COST", 0, MAX_COUNT),
     Opt::flag("DRYRUN"),
     Opt::duration("WAIT").value_named("timeout"),
@@ -320,6 +327,12 @@ pub const COMMON: [Opt; 10] = [
     Opt::integer("REFUND", 1, MAX_COUNT).in_group("charge"),
     Opt::duration("RESERVE").value_named("maxdelay"),
     Opt::flag("JITTER"),
+    Opt::duration(penalty::BLOCK)
+        .value_named("duration")
+        .in_group("penalty"),
+    Opt::duration(penalty::COUNT_DENIALS)
+        .value_named("maxdebt")
+        .in_group("penalty"),
 ];
 const COST: usize = 0;
 const DRYRUN: usize = 1;
@@ -331,6 +344,8 @@ const PARTIAL: usize = 6;
 const REFUND: usize = 7;
 const RESERVE: usize = 8;
 const JITTER: usize = 9;
+const BLOCK: usize = 10;
+const COUNT_DENIALS: usize = 11;
 
 /// The common options as given: their values, and the bytes of `FLOW`.
 struct Common<'a> {
@@ -610,6 +625,19 @@ fn common_of(common: &Common, per_key: PerKey) -> Result<Request, Error> {
             });
         }
     }
+    // A penalty is what a plain charge's denial costs: it answers at once
+    // (a waiter would only wait the block out) and no start is planned.
+    let penalty = match (values[BLOCK], values[COUNT_DENIALS]) {
+        (Some(d), _) => Some((token(BLOCK), Penalty::Block(Micros::new(d)))),
+        (None, Some(d)) => Some((token(COUNT_DENIALS), Penalty::Count(Micros::new(d)))),
+        (None, None) => None,
+    };
+    if let Some((option, _)) = penalty {
+        let with = [WAIT, RESERVE].into_iter().filter(|&o| given(o)).map(token);
+        if let Some(with) = with.chain(charge.token()).next() {
+            return Err(Error::Combination { option, with });
+        }
+    }
     if given(WAIT) && charge != Charge::Normal {
         let option = match charge {
             Charge::Force => FORCE,
@@ -674,6 +702,7 @@ fn common_of(common: &Common, per_key: PerKey) -> Result<Request, Error> {
         flow,
         reserve: values[RESERVE].map(Micros::new),
         jitter: given(JITTER),
+        penalty: penalty.map(|(_, p)| p),
     })
 }
 

@@ -7,9 +7,10 @@
 //! `SET` and `DEL` reach replicas and the AOF as themselves: they hold no
 //! time, so replaying them does the same.
 
+use super::args;
 use super::definition::{CommandDef, Grammar, RegistryOp};
 use super::grammar::policy_named;
-use super::grammar::{join_words, parse_common, COMMON};
+use super::grammar::{canonical_duration, join_words, parse_common, PolicyDef, COMMON};
 use super::policy_command::decide_one;
 use super::table::{COMMANDS, POLICIES, SHARE_NODE};
 use super::{help, Host, Reply};
@@ -17,6 +18,7 @@ use crate::algorithm::share::Node;
 use crate::bounds::MAX_PATH_NODES;
 use crate::engine::error::{printable, Error};
 use crate::engine::gate::Gated;
+use crate::engine::penalty::{self, Penalty};
 use crate::engine::registry::{self, Entry, Handle, Limits};
 use crate::engine::{deny, Verdict};
 use crate::policy::Policy;
@@ -81,11 +83,13 @@ pub fn parse_definition<A: AsRef<[u8]>>(
         }
     })?;
     let (policy, used) = definition.parse_prefix(rest)?;
-    if let Some(extra) = rest.get(used) {
-        return Err(Error::UnknownOption(printable(extra.as_ref())));
-    }
+    let penalty = parse_penalty(&rest[used..], definition, &policy)?;
     // Equal policies give equal text, and so equal digests.
     let mut text = definition.canonical(&rest[..used]);
+    if let Some((option, _, value)) = &penalty {
+        text.extend_from_slice(format!(" {option} ").as_bytes());
+        text.extend_from_slice(&canonical_duration(value));
+    }
     if jitter {
         text.extend_from_slice(b" JITTER");
     }
@@ -98,9 +102,60 @@ pub fn parse_definition<A: AsRef<[u8]>>(
         limits: Limits::One(policy.named()),
         shadow,
         jitter,
+        penalty: penalty.map(|(_, p, _)| p),
         keyword: definition.keyword,
         refuses: definition.refuses,
     })
+}
+
+/// A penalty given in a definition: the option, what it asks, its value.
+type Given<'a> = (&'static str, Penalty, &'a [u8]);
+
+/// The words after a policy in its definition: nothing, or its penalty
+/// (`BLOCK duration` or `COUNTDENIALS maxdebt`), as the decision commands
+/// take it; with the option's name.
+fn parse_penalty<'a, A: AsRef<[u8]>>(
+    tail: &'a [A],
+    definition: &PolicyDef,
+    policy: &Policy,
+) -> Result<Option<Given<'a>>, Error> {
+    let Some(first) = tail.first() else {
+        return Ok(None);
+    };
+    let option = [penalty::BLOCK, penalty::COUNT_DENIALS]
+        .into_iter()
+        .find(|o| is(first.as_ref(), o))
+        .ok_or_else(|| Error::UnknownOption(printable(first.as_ref())))?;
+    let Some(value) = tail.get(1) else {
+        return Err(Error::MissingValue(option));
+    };
+    if let Some(extra) = tail.get(2) {
+        let other = [penalty::BLOCK, penalty::COUNT_DENIALS]
+            .into_iter()
+            .any(|o| is(extra.as_ref(), o));
+        return Err(match other {
+            true => Error::Exclusive(format!("{} and {}", penalty::BLOCK, penalty::COUNT_DENIALS)),
+            false => Error::UnknownOption(printable(extra.as_ref())),
+        });
+    }
+    if definition.refuses.contains(&option) {
+        return Err(Error::Combination {
+            option,
+            with: definition.keyword,
+        });
+    }
+    let d = args::duration(value.as_ref(), option)?;
+    let penalty = match option {
+        penalty::BLOCK => Penalty::Block(d),
+        _ if !policy.holds_debt() => {
+            return Err(Error::Combination {
+                option,
+                with: policy.command(),
+            })
+        }
+        _ => Penalty::Count(d),
+    };
+    Ok(Some((option, penalty, value.as_ref())))
 }
 
 /// A path's nodes after `SHARE`, as RL.SHARE takes them (leaf first, the
@@ -146,6 +201,7 @@ fn parse_path<A: AsRef<[u8]>>(mut rest: &[A]) -> Result<Entry, Error> {
         limits: Limits::Path(nodes.collect()),
         shadow: false,
         jitter: false,
+        penalty: None,
         keyword: SHARE,
         refuses: SHARE_NODE.refuses,
     })
@@ -176,6 +232,8 @@ pub struct Named {
     pub keyword: &'static str,
     /// Its denials' waits are spread (`JITTER` in its definition).
     pub jitter: bool,
+    /// What its denials cost their keys (a penalty in its definition).
+    pub penalty: Option<Penalty>,
     /// Where it sits, to count the call that uses it.
     pub handle: Handle,
 }
@@ -196,6 +254,7 @@ pub fn lookup(name: &[u8], enforced: bool) -> Result<Named, Error> {
             refuses: entry.refuses,
             keyword: entry.keyword,
             jitter: entry.jitter,
+            penalty: entry.penalty,
             handle,
         })
     })
@@ -385,6 +444,7 @@ pub fn check<H: Host>(command: &CommandDef, host: &mut H, args: &[H::Arg]) -> Re
             });
         }
         request.jitter |= entry.jitter;
+        request.penalize_by_default(entry.penalty);
         Ok((handle, policy, entry.shadow))
     })?;
     if shadow {
@@ -441,7 +501,11 @@ pub fn help<A: AsRef<[u8]>>(command: &CommandDef, args: &[A]) -> Result<Reply, E
 fn usage(op: RegistryOp) -> String {
     match op {
         RegistryOp::Set => {
-            format!("SET <name> (<policy> [{JITTER}] [{SHADOW}] | {SHARE} <node> [<node> ...])")
+            let (block, count) = (penalty::BLOCK, penalty::COUNT_DENIALS);
+            format!(
+                "SET <name> (<policy> [{block} <duration> | {count} <maxdebt>] [{JITTER}] \
+                 [{SHADOW}] | {SHARE} <node> [<node> ...])"
+            )
         }
         RegistryOp::Get => "GET <name>".into(),
         RegistryOp::Del => "DEL <name>".into(),
@@ -498,7 +562,28 @@ mod tests {
             assert_eq!(def(given).unwrap().definition, canonical.as_bytes());
         }
         let e = def("CONCURRENCY 5 30s").unwrap();
-        assert_eq!(e.refuses, ["FORCE", "PARTIAL", "REFUND", "RESERVE"]);
+        assert_eq!(
+            e.refuses,
+            [
+                "FORCE",
+                "PARTIAL",
+                "REFUND",
+                "RESERVE",
+                "BLOCK",
+                "COUNTDENIALS"
+            ]
+        );
+        // A penalty follows the limit, before JITTER and SHADOW.
+        let e = def("gcra 1 1s countdenials 90s jitter").unwrap();
+        assert_eq!(e.definition, b"GCRA 1 1s COUNTDENIALS 90s JITTER");
+        assert_eq!(
+            e.penalty,
+            Some(Penalty::Count(crate::algorithm::Micros::from_secs(90)))
+        );
+        assert_eq!(
+            def("GCRA 1 1s JITTER BLOCK 1s"),
+            Err(Error::UnknownOption("JITTER".into()))
+        );
         // The canonical text parses back to the same entry.
         let again = def(std::str::from_utf8(&e.definition).unwrap()).unwrap();
         assert_eq!(again, e);
@@ -512,7 +597,10 @@ mod tests {
             b"SHARE 10 1h CBURST 20 CEIL 50 100 1h MAXDEBT 1m"
         );
         assert_eq!((e.keyword, e.shadow), ("SHARE", false));
-        assert_eq!(e.refuses, ["FORCE", "PARTIAL", "REFUND"]);
+        assert_eq!(
+            e.refuses,
+            ["FORCE", "PARTIAL", "REFUND", "BLOCK", "COUNTDENIALS"]
+        );
         let Limits::Path(nodes) = &e.limits else {
             panic!("not a path")
         };

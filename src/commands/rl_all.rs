@@ -65,6 +65,8 @@ pub fn parse<A: AsRef<[u8]>>(policies_allowed: &Policies, args: &[A]) -> Result<
     let mut named = SmallVec::new();
     // A named policy defined with `JITTER` spreads the call's waits.
     let mut jitter = false;
+    // The first named policy's penalty, for a call that gives none.
+    let mut penalty = None;
     while policies.len() < numkeys {
         // `POLICY name`: a registered policy, parsed when it was defined.
         if let Some([word, name, ..]) = tail.get(..2) {
@@ -74,6 +76,7 @@ pub fn parse<A: AsRef<[u8]>>(policies_allowed: &Policies, args: &[A]) -> Result<
                 policies.push(found.policy);
                 refused.extend(found.refuses.iter().map(|t| (*t, found.keyword)));
                 jitter |= found.jitter;
+                penalty = penalty.or(found.penalty);
                 tail = &tail[2..];
                 continue;
             }
@@ -111,6 +114,7 @@ pub fn parse<A: AsRef<[u8]>>(policies_allowed: &Policies, args: &[A]) -> Result<
     let (tail, per_key) = take_costs(tail, numkeys)?;
     let mut request = parse_common_with(&tail, per_key)?;
     request.jitter |= jitter;
+    request.penalize_by_default(penalty);
     // A common option one of the policies does not take (CONCURRENCY takes
     // no FORCE, PARTIAL, REFUND or RESERVE).
     for option in request.refusable() {

@@ -133,7 +133,17 @@ pub const SKETCH: PolicyDef = PolicyDef {
     // Lowering shared counters could under-count other items, and a debt
     // in a sketch is every colliding item's debt. Waiting would put every
     // item of the sketch in one line, though each is limited on its own.
-    refuses: &["FORCE", "REFUND", "WAIT", "FLOW", "WEIGHT", "RESERVE"],
+    // A block or a debt would be every item's.
+    refuses: &[
+        "FORCE",
+        "REFUND",
+        "WAIT",
+        "FLOW",
+        "WEIGHT",
+        "RESERVE",
+        "BLOCK",
+        "COUNTDENIALS",
+    ],
     build: build_sketch,
 };
 
@@ -165,8 +175,16 @@ pub const CONCURRENCY: PolicyDef = PolicyDef {
     ],
     options: &[],
     // A lease is held or not: no debts, partial holds or refunds; when
-    // one comes free depends on releases nobody can foresee (no start).
-    refuses: &["FORCE", "PARTIAL", "REFUND", "RESERVE"],
+    // one comes free depends on releases nobody can foresee (no start);
+    // a lease is not a rate, to penalize.
+    refuses: &[
+        "FORCE",
+        "PARTIAL",
+        "REFUND",
+        "RESERVE",
+        "BLOCK",
+        "COUNTDENIALS",
+    ],
     build: build_concurrency,
 };
 
@@ -195,8 +213,9 @@ pub const SHARE_NODE: PolicyDef = PolicyDef {
         Opt::duration("MAXDEBT"),
     ],
     // A debt, a partial grant or a refund would need to know which node
-    // lent.
-    refuses: &["FORCE", "PARTIAL", "REFUND"],
+    // lent; a path shares its nodes' keys with other leaves, which a
+    // leaf's penalty would hold out.
+    refuses: &["FORCE", "PARTIAL", "REFUND", "BLOCK", "COUNTDENIALS"],
     build: build_share_node,
 };
 
@@ -252,7 +271,7 @@ const WAITING_DECISION: Cost = Cost::Logarithmic(
 
 /// How many commands there are: the length of [`COMMANDS`] and of every
 /// per-command table derived from it.
-pub const COMMAND_COUNT: usize = 27;
+pub const COMMAND_COUNT: usize = 28;
 
 pub static COMMANDS: [CommandDef; COMMAND_COUNT] = [
     CommandDef {
@@ -599,6 +618,16 @@ pub static COMMANDS: [CommandDef; COMMAND_COUNT] = [
         since: "0.3.0",
         run: Handler::HotKeys,
     },
+    CommandDef {
+        name: "RL.PENALIZED",
+        grammar: Grammar::Operator(OperatorOp::Penalized),
+        flags: "readonly",
+        more_acl_categories: "",
+        summary: "Returns the keys whose penalty block or counted debt still runs, the most recent first, with the time left and the form.",
+        cost: Cost::Linear("O(N log(P)) where N is COUNT and P is ratelimit.penalized-keys"),
+        since: "0.3.0",
+        run: Handler::Penalized,
+    },
 ];
 
 #[cfg(test)]
@@ -716,6 +745,7 @@ mod tests {
             ("RL.DENIED", ("readonly fast", "read fast")),
             ("RL.DENYLIST", ("readonly", "read slow admin")),
             ("RL.HOTKEYS", ("readonly", "read slow")),
+            ("RL.PENALIZED", ("readonly", "read slow")),
         ];
         let got: Vec<(&str, (String, String))> = COMMANDS
             .iter()

@@ -28,6 +28,8 @@ pub struct Entry {
     pub shadow: bool,
     /// Its denials' waits are spread, as with `JITTER`.
     pub jitter: bool,
+    /// What its denials cost their keys (`BLOCK` or `COUNTDENIALS`).
+    pub penalty: Option<crate::engine::Penalty>,
     /// The algorithm's keyword (`GCRA`), as errors name it.
     pub keyword: &'static str,
     /// Common options the policy's algorithm does not take.
@@ -582,6 +584,7 @@ mod tests {
             ))),
             shadow: false,
             jitter: false,
+            penalty: None,
             keyword: "FIXED",
             refuses: &[],
         }

@@ -31,14 +31,14 @@ pub(super) fn decide<S: Store>(
     store: &mut S,
     policies: &[Policy],
     now: Micros,
-    request: Request,
+    request: &Request,
     most: Micros,
 ) -> Result<Outcome, KeyError> {
     let plain = Request {
         reserve: None,
-        ..request
+        ..request.clone()
     };
-    let mut decided = decide_now(store, policies, now, plain.clone())?;
+    let mut decided = decide_now(store, policies, now, &plain, false)?;
     if decided.allowed {
         decided.reservation = Some(Reservation::Starts(Micros::ZERO));
         return Ok(decided);
@@ -53,7 +53,7 @@ pub(super) fn decide<S: Store>(
     }
     let start = now.saturating_add(wait);
     let mut later = Later { store, by: wait };
-    let mut reserved = decide_now(&mut later, policies, start, plain)?;
+    let mut reserved = decide_now(&mut later, policies, start, &plain, false)?;
     if !reserved.allowed {
         // Not what the wait named (no limit that reserves does this):
         // denied as without the option.

@@ -50,7 +50,7 @@ pub(super) fn decide<S: Store>(
     store: &mut S,
     path: &Path,
     now: Micros,
-    request: Request,
+    request: &Request,
     lender: Option<usize>,
 ) -> Result<Outcome, KeyError> {
     let nodes = &path.nodes[..];

@@ -6,6 +6,7 @@
 use crate::algorithm::Micros;
 use crate::engine::error::Error;
 use crate::engine::leases::LeaseChange;
+use crate::engine::penalty::Event;
 use crate::policy::StateWrite;
 
 /// The keys of one command, by position (0 for a single-key command).
@@ -33,6 +34,12 @@ pub trait Store {
     /// A committed write granted, renewed or ended a lease of the key (the
     /// server counts the leases held: [`crate::engine::leases`]).
     fn lease(&mut self, _key: usize, _change: LeaseChange) {}
+
+    /// Told what a penalty did on key `key` (`engine::penalty`): the
+    /// server counts it and lists the blocks; by default, nothing.
+    fn penalized(&mut self, key: usize, event: Event) {
+        let _ = (key, event);
+    }
 }
 
 /// Prepares and commits one write.

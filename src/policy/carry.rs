@@ -195,6 +195,10 @@ impl Limiter for Carrying<'_> {
         self.0.reserves()
     }
 
+    fn holds_debt(&self) -> bool {
+        self.0.holds_debt()
+    }
+
     fn refund(&self, stored: Option<&[u8]>, now: Micros, n: u64) -> Result<Transition, StateError> {
         self.transition(stored, now, |s| self.0.refund(s, now, n))
     }

@@ -46,6 +46,10 @@ impl Limiter for FixedWindow {
         Ok(FixedWindow::refund(self, Some(state), now, n).map(|s| write(self, &s)))
     }
 
+    fn holds_debt(&self) -> bool {
+        true
+    }
+
     fn force_write(
         &self,
         stored: Option<&[u8]>,

@@ -85,6 +85,14 @@ pub trait Limiter {
         false
     }
 
+    /// Whether its state can hold a debt: a charge beyond what fits, waited
+    /// off (what `FORCE` and `COUNTDENIALS` write). True where
+    /// [`Limiter::force_write`] writes; a log of one stamp per admitted
+    /// unit has no room for one.
+    fn holds_debt(&self) -> bool {
+        false
+    }
+
     /// The write that gives back `n` units of the stored `value`, never
     /// beyond the full, untouched state; `None` when nothing changes (the
     /// default: an algorithm that cannot give units back).

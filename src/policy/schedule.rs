@@ -28,6 +28,10 @@ impl<S: Scheduled> Limiter for S {
         true
     }
 
+    fn holds_debt(&self) -> bool {
+        true
+    }
+
     fn decide(
         &self,
         stored: Option<&[u8]>,

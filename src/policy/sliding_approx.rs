@@ -44,6 +44,10 @@ impl Limiter for SlidingApprox {
             .map(write))
     }
 
+    fn holds_debt(&self) -> bool {
+        true
+    }
+
     fn force_write(
         &self,
         stored: Option<&[u8]>,

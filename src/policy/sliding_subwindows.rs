@@ -46,6 +46,10 @@ impl Limiter for SlidingSubwindows {
             .map(|s| write(self, &loaded, &s)))
     }
 
+    fn holds_debt(&self) -> bool {
+        true
+    }
+
     fn force_write(
         &self,
         stored: Option<&[u8]>,

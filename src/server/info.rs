@@ -16,6 +16,10 @@
 //! ratelimit_policy_2:name=a%20b,calls=1,allowed=1,denied=0,shadow_denied=0,waits=0
 //! ratelimit_deny_list:keys=1,denials=4,policy_denials=1
 //! ratelimit_hot_keys:counters=320
+//! ratelimit_penalty_blocks:2
+//! ratelimit_penalty_denials:5
+//! ratelimit_penalty_charges:0
+//! ratelimit_penalty_listed:1
 //! ratelimit_rl_gcra:calls=12,allowed=10,denied=2,errors=0
 //! ...
 //! ```
@@ -34,6 +38,7 @@ use super::ffi::{api, Ctx};
 use super::stats;
 use super::{clock, wait};
 use crate::bounds::{self, work};
+use crate::engine::penalty::listing;
 use crate::engine::{deny, hot, registry};
 use redis_module::raw;
 use std::ffi::{c_int, CStr, CString};
@@ -225,6 +230,17 @@ extern "C" fn info(ctx: *mut raw::RedisModuleInfoCtx, _for_crash_report: c_int) 
             ],
         );
         dict(ctx, c"hot_keys", &[(c"counters", hot::counters())]);
+        // The penalty box: blocks begun, requests a running block denied,
+        // denied requests charged (COUNTDENIALS), keys RL.PENALIZED holds.
+        let [blocks, held, charges, listed] = listing::counts();
+        for (field, n) in [
+            (c"penalty_blocks", blocks),
+            (c"penalty_denials", held),
+            (c"penalty_charges", charges),
+            (c"penalty_listed", listed),
+        ] {
+            api!(RedisModule_InfoAddFieldULongLong)(ctx, field.as_ptr(), n);
+        }
         for (i, command) in super::register::table().iter().enumerate() {
             let Ok(name) = CString::new(command.info_field()) else {
                 continue;

@@ -5,6 +5,7 @@ use super::ffi::{self, api, Arg, Ctx, RString};
 use crate::algorithm::Micros;
 use crate::engine::error::Error;
 use crate::engine::leases::LeaseChange;
+use crate::engine::penalty::{listing, Event};
 use crate::engine::store::Store;
 use crate::policy::StateWrite;
 use redis_module::raw;
@@ -166,6 +167,19 @@ impl OpenKey {
 }
 
 impl Store for RedisStore {
+    /// Counted for INFO, and the block listed by its key (RL.PENALIZED).
+    fn penalized(&mut self, key: usize, event: Event) {
+        let Some(open) = self.keys.get(key) else {
+            return;
+        };
+        let name = Arg(open.name);
+        match event {
+            Event::Began { end } => listing::began(name.as_ref(), end),
+            Event::Charged { end } => listing::charged(name.as_ref(), end),
+            Event::Held => listing::held(),
+        }
+    }
+
     /// Reading never changes the value, its expiry or its WATCH state.
     fn value(&self, key: usize) -> Result<Option<&[u8]>, Error> {
         let open = &self.keys[key];
