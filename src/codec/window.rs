@@ -53,7 +53,9 @@ pub fn diff(old: &[u8], new: &[u8], gap: usize) -> Patch {
 }
 
 fn varints(kind: Kind, xs: &[u64]) -> Vec<u8> {
-    let mut v = vec![kind.tag()];
+    // Sized once: growing from the tag's one byte reallocates on every write.
+    let mut v = Vec::with_capacity(1 + 10 * xs.len());
+    v.push(kind.tag());
     let mut buf = [0u8; 10];
     for &x in xs {
         let n = put_varint(&mut buf, x);

@@ -250,6 +250,10 @@ impl Store for RedisStore {
         let ctx = self.ctx;
         let open = &mut self.keys[key];
         let expire_at = expire_at(ttl);
+        // The string a new value was set from: replicated as it is (Redis
+        // takes a reference), where its bytes would be copied into a new
+        // string.
+        let mut set_whole: Option<RString> = None;
         match (open.prepared.take(), write) {
             (Some(Prepared::InPlace { ptr, len, .. }), StateWrite::Value(v)) => {
                 // SAFETY: prepare checked that `ptr` holds `len` bytes and
@@ -272,13 +276,13 @@ impl Store for RedisStore {
             }
             (Some(Prepared::Replace(s)), _) => {
                 // SAFETY: the key is open for writing; Redis takes its own
-                // reference to `s`, and ours is released once.
+                // reference to `s`; ours is released below, once replicated.
                 unsafe {
                     if api!(RedisModule_StringSet)(open.key, s) != raw::REDISMODULE_OK as c_int {
                         ffi::log_warning(ctx, "ratelimit: StringSet failed after prepare");
                     }
-                    api!(RedisModule_FreeString)(std::ptr::null_mut(), s);
                 }
+                set_whole = Some(s);
             }
             (_, StateWrite::Delete) => {
                 // SAFETY: the key is open for writing; the replicated
@@ -306,8 +310,20 @@ impl Store for RedisStore {
             if api!(RedisModule_SetAbsExpire)(open.key, expire_at) != raw::REDISMODULE_OK as c_int {
                 ffi::log_warning(ctx, "ratelimit: SetAbsExpire failed after prepare");
             }
-            match write {
-                StateWrite::Value(v) => {
+            match (write, set_whole) {
+                (StateWrite::Value(_), Some(whole)) => {
+                    api!(RedisModule_Replicate)(
+                        ctx.0,
+                        c"SET".as_ptr(),
+                        c"sssb".as_ptr(),
+                        open.name,
+                        whole,
+                        pxat(),
+                        expire_text.as_ptr(),
+                        expire_text.len(),
+                    );
+                }
+                (StateWrite::Value(v), None) => {
                     api!(RedisModule_Replicate)(
                         ctx.0,
                         c"SET".as_ptr(),
@@ -321,8 +337,8 @@ impl Store for RedisStore {
                     );
                 }
                 // Deleted and replicated above.
-                StateWrite::Delete => {}
-                StateWrite::Patch(patch) => {
+                (StateWrite::Delete, _) => {}
+                (StateWrite::Patch(patch), _) => {
                     // Redis wraps the effects of one command in MULTI/EXEC.
                     for (off, bytes) in patch.ranges() {
                         let mut digits = [0u8; DECIMAL_LEN];
@@ -349,6 +365,10 @@ impl Store for RedisStore {
                 }
             }
             api!(RedisModule_SignalModifiedKey)(ctx.0, open.name);
+            if let Some(s) = set_whole {
+                // Created in `prepare` with no context; freed once.
+                api!(RedisModule_FreeString)(std::ptr::null_mut(), s);
+            }
         }
     }
 }
