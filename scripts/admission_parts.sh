@@ -14,11 +14,11 @@
 # allocation (inside call()). A row "A + B" is two commands per admission
 # (PEXPIRE on keys that exist, set before it is counted). FLOOR.ADMIT is
 # the least a module command can spend on an admission through the module
-# API (benches/floor/floor.c, built here with the C compiler, CC). Prints
-# Markdown;
-# knobs: REQUESTS (5000), KEYSPACE (100000), MODULE, MODULE_ARGS (words for
-# the module, then server options such as --appendonly yes), OUT
-# (target/admission-parts).
+# API (benches/floor/floor.c, built here with the C compiler, CC), sent
+# with the arguments RL.GCRA has. Prints Markdown. Knobs: REQUESTS (5000),
+# KEYSPACE (100000), MODULE, MODULE_ARGS (words for the module, then server
+# options such as --appendonly yes), RL_SERVER (redis-server, or
+# valkey-server), OUT (target/admission-parts).
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
@@ -41,7 +41,7 @@ if [ $# -eq 0 ]; then
     set -- 'SET KEY v PX 60000' 'INCR KEY + PEXPIRE KEY 60000' 'RL.GCRA KEY 10 1h' \
         'RL.BUCKET KEY 10 10 1h' 'RL.FIXED KEY 10 1h' 'RL.SLIDING KEY 10 1h EXACT' \
         'RL.SLIDING KEY 10 1h APPROX' 'RL.SLIDING KEY 10 1h BUCKETS 6' \
-        'RL.ALL 2 KEY KEY:g GCRA 10 1h GCRA 100 1h' 'FLOOR.ADMIT KEY'
+        'RL.ALL 2 KEY KEY:g GCRA 10 1h GCRA 100 1h' 'FLOOR.ADMIT KEY 10 1h'
 fi
 mkdir -p "$OUT"
 rm -f "$OUT"/callgrind.out.* "$OUT"/*.out

@@ -32,15 +32,15 @@ PARTS = ["outside", "frame", "code", "api", "key", "reply", "repl", "alloc"]
 ALLOC = re.compile(
     r"^(z(try)?(malloc|calloc|realloc|free)\w*|je_\w+|malloc|free|calloc|realloc"
     r"|malloc_usable_size|mallocx|rallocx|sdallocx|xallocx|posix_memalign"
-    r"|RM_(Alloc|Free|Realloc|Calloc|TryAlloc)|__rust_(alloc|dealloc|realloc|alloc_zeroed)"
+    r"|[RV]M_(Alloc|Free|Realloc|Calloc|TryAlloc)|__rust_(alloc|dealloc|realloc|alloc_zeroed)"
     r"|_?_?rdl?_(alloc|dealloc|realloc)\w*|\w*imalloc\w*|\w*ifree\w*|\w*tcache\w*"
     r"|arena_\w+|extent_\w+|sz_\w+)$"
 )
 REPLY = re.compile(
-    r"^(RM_ReplyWith\w+|_?addReply\w*|prepareClientToWrite|moduleReply\w*)$"
+    r"^([RV]M_ReplyWith\w+|_?addReply\w*|prepareClientToWrite|moduleReply\w*)$"
 )
 REPL = re.compile(
-    r"^(RM_Replicate\w*|moduleCreateArgvFromUserFormat|alsoPropagate|propagate\w*"
+    r"^([RV]M_Replicate\w*|moduleCreateArgvFromUserFormat|alsoPropagate|propagate\w*"
     r"|rewriteClientCommand\w*|replaceClientCommandVector|feedAppendOnlyFile\w*"
     r"|replicationFeed\w*|catAppendOnly\w*|postExecutionUnitOperations)$"
 )
@@ -48,13 +48,13 @@ KEY = re.compile(
     r"^(lookupKey\w*|dbAdd\w*|dbSet\w*|dbOverwrite|setKey|setExpire|getExpire|removeExpire"
     r"|dbDelete\w*|dbGenericDelete|dbSyncDelete|signalModifiedKey|notifyKeyspaceEvent"
     r"|touchWatchedKey|keyIsExpired|expireIfNeeded|dbUnshareStringValue|dictFind\w*"
-    r"|dictAdd\w*|dictReplace|RM_OpenKey|RM_CloseKey|RM_KeyType|RM_StringDMA|RM_ValueLength"
-    r"|RM_StringTruncate|RM_SetAbsExpire|RM_SetExpire|RM_GetAbsExpire|RM_GetExpire"
-    r"|RM_StringSet|RM_DeleteKey|RM_SignalModifiedKey|moduleDelKeyIfEmpty"
+    r"|dictAdd\w*|dictReplace|[RV]M_OpenKey|[RV]M_CloseKey|[RV]M_KeyType|[RV]M_StringDMA|[RV]M_ValueLength"
+    r"|[RV]M_StringTruncate|[RV]M_SetAbsExpire|[RV]M_SetExpire|[RV]M_GetAbsExpire|[RV]M_GetExpire"
+    r"|[RV]M_StringSet|[RV]M_DeleteKey|[RV]M_SignalModifiedKey|moduleDelKeyIfEmpty"
     r"|moduleCloseKey|moduleInitKey\w*|expireGenericCommand|updateKeysizes\w*)$"
 )
 FRAME = re.compile(
-    r"^(RedisModuleCommandDispatcher|moduleCreateContext|moduleFreeContext"
+    r"^((?:Redis|Valkey)ModuleCommandDispatcher|moduleCreateContext|moduleFreeContext"
     r"|moduleHandlePropagationAfterCommandCallback|autoMemoryCollect)$"
 )
 # Helpers the compiler calls for the caller's own work: part of the caller's.
@@ -63,7 +63,7 @@ HELPERS = re.compile(
     r"|__multi3|0x[0-9a-f]+)$"
 )
 # The command functions call() reaches: Redis's own, and the module's.
-COMMANDS = re.compile(r"^(\w+Command|RedisModuleCommandDispatcher)$")
+COMMANDS = re.compile(r"^(\w+Command|(?:Redis|Valkey)ModuleCommandDispatcher)$")
 
 
 def strip(name: str) -> str:
@@ -150,7 +150,7 @@ def classify(callee: str, part: str, in_module: bool, caller_in_module: bool) ->
         return "repl"
     if part == "outside":
         if COMMANDS.match(bare):
-            return "frame" if bare == "RedisModuleCommandDispatcher" else "code"
+            return "frame" if bare.endswith("ModuleCommandDispatcher") else "code"
         return "outside"
     if REPLY.match(bare):
         return "reply"

@@ -1,5 +1,7 @@
 /* The least a module command can spend on an admission through the module
- * API: FLOOR.ADMIT key writes a 16-byte value with an expiry the way the
+ * API: FLOOR.ADMIT key [arg ...] (the arguments after the key are read by
+ * Redis and ignored, so that a row can send as many as the command it is
+ * set beside) writes a 16-byte value with an expiry the way the
  * module's decision commands do (open the key, read it, set the value,
  * set the expiry, signal it), replicates the effect as SET key value PXAT
  * ms, and replies with five integers. No parsing and no decision: what is
@@ -13,7 +15,7 @@
 static RedisModuleString *pxat;
 
 static int admit(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
-    if (argc != 2) return RedisModule_WrongArity(ctx);
+    if (argc < 2) return RedisModule_WrongArity(ctx);
     RedisModuleKey *key = RedisModule_OpenKey(ctx, argv[1], REDISMODULE_READ | REDISMODULE_WRITE);
     int type = RedisModule_KeyType(key);
     if (type != REDISMODULE_KEYTYPE_EMPTY && type != REDISMODULE_KEYTYPE_STRING) {
