@@ -411,14 +411,24 @@ const DIGIT_PAIRS: [u8; 200] = {
 fn decimal(n: i64, buf: &mut [u8; DECIMAL_LEN]) -> &[u8] {
     let mut start = buf.len();
     let mut rest = n.unsigned_abs();
-    while rest >= 100 {
-        let pair = (rest % 100) as usize * 2;
+    // Four digits per 64-bit division (a time in ms has 13), then pairs.
+    while rest >= 10_000 {
+        let four = (rest % 10_000) as usize;
+        rest /= 10_000;
+        let (hi, lo) = (four / 100 * 2, four % 100 * 2);
+        start -= 4;
+        buf[start..start + 2].copy_from_slice(&DIGIT_PAIRS[hi..hi + 2]);
+        buf[start + 2..start + 4].copy_from_slice(&DIGIT_PAIRS[lo..lo + 2]);
+    }
+    let mut rest = rest as usize;
+    if rest >= 100 {
+        let pair = rest % 100 * 2;
         rest /= 100;
         start -= 2;
         buf[start..start + 2].copy_from_slice(&DIGIT_PAIRS[pair..pair + 2]);
     }
     if rest >= 10 {
-        let pair = rest as usize * 2;
+        let pair = rest * 2;
         start -= 2;
         buf[start..start + 2].copy_from_slice(&DIGIT_PAIRS[pair..pair + 2]);
     } else {
