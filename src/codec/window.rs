@@ -52,16 +52,15 @@ pub fn diff(old: &[u8], new: &[u8], gap: usize) -> Patch {
     Patch::new(out)
 }
 
-fn varints(kind: Kind, xs: &[u64]) -> Bytes {
-    // Inline for up to three varints; sized once beyond.
-    let mut v = Bytes::with_capacity(1 + 10 * xs.len());
-    v.push(kind.tag());
-    let mut buf = [0u8; 10];
+fn varints<const N: usize>(kind: Kind, xs: &[u64; N]) -> Bytes {
+    const { assert!(1 + 10 * N <= 32, "three varints at most: held inline") };
+    let mut out = [0u8; 32];
+    out[0] = kind.tag();
+    let mut len = 1;
     for &x in xs {
-        let n = put_varint(&mut buf, x);
-        v.extend_from_slice(&buf[..n]);
+        len += put_varint(&mut out[len..], x);
     }
-    v
+    Bytes::from_buf_and_len(out, len)
 }
 
 fn read_varints<const N: usize>(value: &[u8], kind: Kind) -> Result<[u64; N], StateError> {
