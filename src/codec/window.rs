@@ -53,7 +53,7 @@ pub fn diff(old: &[u8], new: &[u8], gap: usize) -> Patch {
 }
 
 fn varints<const N: usize>(kind: Kind, xs: &[u64; N]) -> Bytes {
-    const { assert!(1 + 10 * N <= 32, "three varints at most: held inline") };
+    const { assert!(N <= 3, "three varints at most: 31 bytes, held inline") };
     let mut out = [0u8; 32];
     out[0] = kind.tag();
     let mut len = 1;
