@@ -9,7 +9,7 @@ PREFIX  ?= /usr/local
 MODULEDIR ?= $(PREFIX)/lib/redis/modules
 SUDO    := $(shell [ "$$(id -u)" -eq 0 ] || echo sudo)
 
-.PHONY: run test test-python test-python-venv limits-suite test-node bench-node test-valkey test-repeat test-matrix build install dist test-dist deps deps-valkey lint unit bench bench-summary bench-wait bench-stall bench-fair bench-overhead bench-waiters bench-herd bench-hot-leasing demo fuzz clean
+.PHONY: run test test-python test-python-venv limits-suite test-node bench-node test-valkey test-repeat test-matrix build install dist test-dist deps deps-valkey lint unit bench bench-summary bench-parts bench-wait bench-stall bench-fair bench-overhead bench-waiters bench-herd bench-hot-leasing demo fuzz clean
 
 ## Install what a fresh Debian machine lacks (redis-server, libclang for bindgen).
 deps:
@@ -185,6 +185,14 @@ REDIS_CELL ?=
 bench-summary: build
 	cargo build --release --example waiters_bench
 	REDIS_CELL="$(REDIS_CELL)" ./scripts/bench_summary.sh
+
+## Where an admission's instructions go (callgrind, random keys): RL.GCRA,
+## RL.BUCKET, RL.FIXED, RL.SLIDING in each mode and RL.ALL of two, split
+## into networking, module frame, command code, key access, reply,
+## replication and allocation, beside SET PX, INCR + PEXPIRE and the least a
+## module command can spend (see docs/performance.md#where-an-admission-goes).
+bench-parts: build
+	./scripts/admission_parts.sh
 
 ## WAIT timeout: retry storms against waiting (200 and 1,000 clients on one
 ## key), 10,000 waiters on as many keys, 1,000 in one key's line.

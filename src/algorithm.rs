@@ -91,9 +91,23 @@ pub(crate) fn settled_without_state(decision: &mut Decision, cost: u64, limit: u
     cost > limit
 }
 
+/// `a / b` for `b > 0`: in 64-bit arithmetic when both fit, as they do
+/// but for times and limits near the bounds (a 128-bit division is a call
+/// several times as long).
+#[inline]
+pub(crate) fn div_u128(a: u128, b: u128) -> u128 {
+    match (u64::try_from(a), u64::try_from(b)) {
+        (Ok(a), Ok(b)) => u128::from(a / b),
+        _ => a / b,
+    }
+}
+
 /// `ceil(a / b)` for `b > 0`.
+#[inline]
 pub(crate) fn div_ceil_u128(a: u128, b: u128) -> u128 {
-    a / b + u128::from(!a.is_multiple_of(b))
+    let q = div_u128(a, b);
+    // q * b <= a: no overflow.
+    q + u128::from(q * b != a)
 }
 
 /// Saturating narrowing from the wide arithmetic used inside decisions.

@@ -25,7 +25,7 @@ use crate::commands::definition::Grammar;
 use crate::commands::table::POLICIES;
 
 pub use crate::algorithm::{Decision, Micros, RetryAfter};
-pub use crate::codec::StateError;
+pub use crate::codec::{Bytes, StateError};
 pub use crate::commands::definition::CommandDef;
 pub use crate::commands::table::COMMANDS;
 pub use crate::engine::error::Error;

@@ -248,6 +248,11 @@ impl Patch {
 /// Longest encoding of a [`Tat`]: tag, 8 bytes, two 10-byte varints.
 pub const TAT_MAX_LEN: usize = 1 + 8 + 10 + 10;
 
+/// A whole stored value as a write carries it: up to 32 bytes inline (a
+/// TAT, a window counter's varints, a paced TAT of usual sizes), so that
+/// writing one allocates nothing; longer states are on the heap.
+pub type Bytes = smallvec::SmallVec<[u8; 32]>;
+
 /// Encodes a TAT under `kind`'s tag into `buf`; returns the length used.
 pub fn encode_tat(kind: Kind, tat: Tat, buf: &mut [u8; TAT_MAX_LEN]) -> usize {
     buf[0] = kind.tag();

@@ -19,7 +19,7 @@ use crate::algorithm::sliding_subwindows::SlidingSubwindows;
 use crate::algorithm::token_bucket::TokenBucket;
 use crate::algorithm::{Decision, Micros};
 use crate::codec::lease;
-use crate::codec::{Kind, Patch, StateError};
+use crate::codec::{Bytes, Kind, Patch, StateError};
 use carry::Carrying;
 use std::sync::Arc;
 
@@ -71,7 +71,7 @@ pub enum Policy {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum StateWrite {
     /// Replace the whole value (replicated as `SET key value PXAT t`).
-    Value(Vec<u8>),
+    Value(Bytes),
     /// Change the value in place ([`Patch`]), replicated as `SETRANGE`s and
     /// one `PEXPIREAT`: what one request sends to replicas then does not
     /// grow with the size of the state. For a key that already holds this
@@ -87,7 +87,7 @@ impl StateWrite {
     /// growing the value with zeros): for tests and benches of the core.
     pub fn apply_to(&self, state: &mut Option<Vec<u8>>) {
         match self {
-            StateWrite::Value(v) => *state = Some(v.clone()),
+            StateWrite::Value(v) => *state = Some(v.to_vec()),
             StateWrite::Patch(patch) => patch.apply_to(state.get_or_insert_with(Vec::new)),
             StateWrite::Delete => *state = None,
         }

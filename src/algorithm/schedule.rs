@@ -9,7 +9,9 @@
 //! reduced denominator of the interval. Nothing is ever rounded, so there is
 //! no drift: the j-th admission after a burst falls exactly at `j × interval`.
 
-use super::{clamp_micros, clamp_u64, div_ceil_u128, Decision, Micros, RetryAfter, MAX_HORIZON};
+use super::{
+    clamp_micros, clamp_u64, div_ceil_u128, div_u128, Decision, Micros, RetryAfter, MAX_HORIZON,
+};
 
 /// A theoretical arrival time: `whole + frac_num / frac_den` microseconds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -58,9 +60,10 @@ impl Tat {
 
     fn from_ticks(ticks: u128, den: u64) -> Tat {
         let den128 = u128::from(den);
-        let frac_num = (ticks % den128) as u64;
+        let whole = div_u128(ticks, den128);
+        let frac_num = (ticks - whole * den128) as u64;
         Tat {
-            whole: clamp_micros(ticks / den128),
+            whole: clamp_micros(whole),
             frac_num,
             frac_den: if frac_num == 0 { 1 } else { den },
         }
@@ -143,7 +146,7 @@ impl Schedule {
         let decision = Decision {
             allowed,
             limit: self.burst,
-            remaining: clamp_u64(tolerance.saturating_sub(backlog) / interval),
+            remaining: clamp_u64(div_u128(tolerance.saturating_sub(backlog), interval)),
             retry_after,
             reset_after: clamp_micros(div_ceil_u128(backlog, den)),
         };

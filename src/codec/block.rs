@@ -3,7 +3,7 @@
 //! the limit's own state as it would be stored alone (nothing: no state).
 //! A key that never began a block keeps its limit's layout unchanged.
 
-use super::le_u64;
+use super::{le_u64, Bytes};
 use crate::algorithm::Micros;
 
 /// The tag of a key in the penalty box (see the tag table in `codec`).
@@ -28,9 +28,9 @@ pub fn decode(value: &[u8]) -> Option<(Micros, Option<&[u8]>)> {
 }
 
 /// A block ending at `end` before the limit's state `inner`.
-pub fn encode(end: Micros, inner: Option<&[u8]>) -> Vec<u8> {
+pub fn encode(end: Micros, inner: Option<&[u8]>) -> Bytes {
     let inner = inner.unwrap_or_default();
-    let mut value = Vec::with_capacity(HEADER + inner.len());
+    let mut value = Bytes::with_capacity(HEADER + inner.len());
     value.push(TAG);
     value.extend_from_slice(&end.as_u64().to_le_bytes());
     value.extend_from_slice(inner);

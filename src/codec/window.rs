@@ -20,7 +20,7 @@
 //! 0.1.0 stored both under `0xA6` ([`Kind::FixedLegacy`]), which is read,
 //! never written: see `policy/fixed_window.rs`.
 
-use super::{body, get_varint, le_u64, put_varint, Kind, Patch, StateError};
+use super::{body, get_varint, le_u64, put_varint, Bytes, Kind, Patch, StateError};
 use crate::algorithm::fixed_window::FixedState;
 use crate::algorithm::sliding_approx::ApproxState;
 use crate::algorithm::sliding_subwindows::{SubwindowState, MAX_SUBWINDOWS, MIN_SUBWINDOWS};
@@ -52,14 +52,15 @@ pub fn diff(old: &[u8], new: &[u8], gap: usize) -> Patch {
     Patch::new(out)
 }
 
-fn varints(kind: Kind, xs: &[u64]) -> Vec<u8> {
-    let mut v = vec![kind.tag()];
-    let mut buf = [0u8; 10];
+fn varints<const N: usize>(kind: Kind, xs: &[u64; N]) -> Bytes {
+    const { assert!(N <= 3, "three varints at most: 31 bytes, held inline") };
+    let mut out = [0u8; 32];
+    out[0] = kind.tag();
+    let mut len = 1;
     for &x in xs {
-        let n = put_varint(&mut buf, x);
-        v.extend_from_slice(&buf[..n]);
+        len += put_varint(&mut out[len..], x);
     }
-    v
+    Bytes::from_buf_and_len(out, len)
 }
 
 fn read_varints<const N: usize>(value: &[u8], kind: Kind) -> Result<[u64; N], StateError> {
@@ -76,7 +77,7 @@ fn read_varints<const N: usize>(value: &[u8], kind: Kind) -> Result<[u64; N], St
     Ok(out)
 }
 
-pub fn encode_approx(s: &ApproxState) -> Vec<u8> {
+pub fn encode_approx(s: &ApproxState) -> Bytes {
     varints(Kind::SlidingApprox, &[s.index, s.prev, s.cur])
 }
 
@@ -86,7 +87,7 @@ pub fn decode_approx(value: &[u8]) -> Result<ApproxState, StateError> {
 }
 
 /// Encodes a fixed window under `kind`: [`Kind::Fixed`] or [`Kind::FixedAligned`].
-pub fn encode_fixed(kind: Kind, s: &FixedState) -> Vec<u8> {
+pub fn encode_fixed(kind: Kind, s: &FixedState) -> Bytes {
     varints(kind, &[s.start.as_u64(), s.count])
 }
 

@@ -114,7 +114,7 @@ impl Call {
         let (reply, write) = self.cell.throttle(stored, now_ns, self.quantity);
         let write = write.map(|w| {
             let ttl = Micros::new(u64::try_from(w.ttl_ns).unwrap_or(0).div_ceil(1_000));
-            (StateWrite::Value(encode_cell_state(w.tat_ns)), ttl)
+            (StateWrite::Value(encode_cell_state(w.tat_ns).into()), ttl)
         });
         Ok((reply, write))
     }

@@ -85,7 +85,7 @@ impl OnStoredBytes for SlidingApprox {
     ) -> (Decision, Option<Vec<u8>>) {
         let state = stored.map(|v| window::decode_approx(v).expect("own state"));
         let (decision, new) = self.decide(state, now, cost);
-        (decision, new.map(|s| window::encode_approx(&s)))
+        (decision, new.map(|s| window::encode_approx(&s).to_vec()))
     }
 }
 
@@ -103,7 +103,10 @@ impl OnStoredBytes for FixedWindow {
         };
         let state = stored.map(|v| window::decode_fixed(v, kind).expect("own state"));
         let (decision, new) = self.decide(state, now, cost);
-        (decision, new.map(|s| window::encode_fixed(kind, &s)))
+        (
+            decision,
+            new.map(|s| window::encode_fixed(kind, &s).to_vec()),
+        )
     }
 }
 

@@ -24,7 +24,7 @@
 use super::{ForceError, Limiter, Policy, StateWrite, Transition};
 use crate::algorithm::schedule::Schedule;
 use crate::algorithm::{Decision, Micros};
-use crate::codec::{self, Kind, StateError, PACED_MAX_LEN, TAT_MAX_LEN};
+use crate::codec::{self, Bytes, Kind, StateError, PACED_MAX_LEN, TAT_MAX_LEN};
 
 /// A named policy's limiter: the policy it names, deciding on state
 /// converted as the module doc says.
@@ -114,7 +114,7 @@ impl Carrying<'_> {
                         let tat = codec::decode_tat(&v, kind).ok()?;
                         Some(codec::encode_paced(kind, tat, pace, &mut buf))
                     });
-                    StateWrite::Value(len.map_or(v, |n| buf[..n].to_vec()))
+                    StateWrite::Value(len.map_or(v, |n| Bytes::from_slice(&buf[..n])))
                 }
                 other => other,
             });
@@ -124,7 +124,7 @@ impl Carrying<'_> {
             Input::Converted(value) => {
                 let mut after = value.clone();
                 write.apply_to(&mut after);
-                after.map_or(StateWrite::Delete, StateWrite::Value)
+                after.map_or(StateWrite::Delete, |v| StateWrite::Value(v.into()))
             }
         })
     }

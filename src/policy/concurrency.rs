@@ -45,8 +45,8 @@ impl Limiter for Concurrency {
         };
         let patch = lease::grant_patch(&grant);
         let write = match stored.as_ref().and_then(|s| s.converted_value(&patch)) {
-            Some(whole) => StateWrite::Value(whole),
-            None if grant.created => StateWrite::Value(lease::encode_new(&grant)),
+            Some(whole) => StateWrite::Value(whole.into()),
+            None if grant.created => StateWrite::Value(lease::encode_new(&grant).into()),
             None => StateWrite::Patch(patch),
         };
         Ok(Transition {
@@ -70,7 +70,7 @@ pub fn change_leases(
     Ok(f(stored.header, &stored, now).map(|change| {
         let patch = lease::change_patch(&change);
         let write = match stored.converted_value(&patch) {
-            Some(whole) => StateWrite::Value(whole),
+            Some(whole) => StateWrite::Value(whole.into()),
             None => StateWrite::Patch(patch),
         };
         (write, change.reset_after)

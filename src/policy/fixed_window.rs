@@ -96,7 +96,7 @@ mod tests {
         let aligned = Policy::Fixed(FixedWindow::new(3, minute, true));
         let write = |p: &Policy, stored: Option<&[u8]>, at: u64| -> Vec<u8> {
             match p.decide(stored, Micros::from_secs(at), 1).unwrap().write {
-                Some(StateWrite::Value(v)) => v,
+                Some(StateWrite::Value(v)) => v.to_vec(),
                 other => panic!("{other:?}"),
             }
         };

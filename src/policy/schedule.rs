@@ -7,7 +7,7 @@
 use super::{Limiter, StateWrite, Transition};
 use crate::algorithm::schedule::{Schedule, Tat};
 use crate::algorithm::Micros;
-use crate::codec::{self, Kind, StateError, TAT_MAX_LEN};
+use crate::codec::{self, Bytes, Kind, StateError, TAT_MAX_LEN};
 
 /// An algorithm that is a [`Schedule`] stored under the tag of `KIND`.
 pub trait Scheduled {
@@ -71,7 +71,7 @@ impl<S: Scheduled> Limiter for S {
 fn tat_write<S: Scheduled>(tat: Tat) -> StateWrite {
     let mut buf = [0u8; TAT_MAX_LEN];
     let len = codec::encode_tat(S::KIND, tat, &mut buf);
-    StateWrite::Value(buf[..len].to_vec())
+    StateWrite::Value(Bytes::from_slice(&buf[..len]))
 }
 
 #[cfg(test)]

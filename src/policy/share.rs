@@ -63,7 +63,7 @@ pub fn carry(state: NodeState, from: &Definition, to: &Node, now: Micros) -> Nod
 
 /// The write that stores `state` for `node`, with its definition.
 pub fn write(node: &Node, state: &NodeState) -> StateWrite {
-    StateWrite::Value(layout::encode(state, &node.definition))
+    StateWrite::Value(layout::encode(state, &node.definition).into())
 }
 
 impl Limiter for Node {

@@ -103,7 +103,7 @@ impl<'a> Loaded<'a> {
         *touched += w.written;
         match w.bytes {
             LogBytes::Patch(p) => StateWrite::Patch(p),
-            LogBytes::Whole(v) => StateWrite::Value(v),
+            LogBytes::Whole(v) => StateWrite::Value(v.into()),
         }
     }
 

@@ -124,7 +124,9 @@ fn write(limiter: &SlidingSubwindows, loaded: &Loaded, new: &SubwindowState) -> 
             let encoded = window::encode_subwindows(found, new);
             StateWrite::Patch(window::diff(value, &encoded, 16))
         }
-        Some((_, found)) => StateWrite::Value(window::encode_subwindows(width.max(found), new)),
-        None => StateWrite::Value(window::encode_subwindows(width, new)),
+        Some((_, found)) => {
+            StateWrite::Value(window::encode_subwindows(width.max(found), new).into())
+        }
+        None => StateWrite::Value(window::encode_subwindows(width, new).into()),
     }
 }

@@ -265,6 +265,10 @@ impl Store for RedisStore {
         let ctx = self.ctx;
         let open = &mut self.keys[key];
         let expire_at = expire_at(ttl);
+        // The string a new value was set from: replicated as it is (Redis
+        // takes a reference), where its bytes would be copied into a new
+        // string.
+        let mut set_whole: Option<RString> = None;
         match (open.prepared.take(), write) {
             (Some(Prepared::InPlace { ptr, len, .. }), StateWrite::Value(v)) => {
                 // SAFETY: prepare checked that `ptr` holds `len` bytes and
@@ -287,13 +291,13 @@ impl Store for RedisStore {
             }
             (Some(Prepared::Replace(s)), _) => {
                 // SAFETY: the key is open for writing; Redis takes its own
-                // reference to `s`, and ours is released once.
+                // reference to `s`; ours is released below, once replicated.
                 unsafe {
                     if api!(RedisModule_StringSet)(open.key, s) != raw::REDISMODULE_OK as c_int {
                         ffi::log_warning(ctx, "ratelimit: StringSet failed after prepare");
                     }
-                    api!(RedisModule_FreeString)(std::ptr::null_mut(), s);
                 }
+                set_whole = Some(s);
             }
             (_, StateWrite::Delete) => {
                 // SAFETY: the key is open for writing; the replicated
@@ -321,8 +325,20 @@ impl Store for RedisStore {
             if api!(RedisModule_SetAbsExpire)(open.key, expire_at) != raw::REDISMODULE_OK as c_int {
                 ffi::log_warning(ctx, "ratelimit: SetAbsExpire failed after prepare");
             }
-            match write {
-                StateWrite::Value(v) => {
+            match (write, set_whole) {
+                (StateWrite::Value(_), Some(whole)) => {
+                    api!(RedisModule_Replicate)(
+                        ctx.0,
+                        c"SET".as_ptr(),
+                        c"sssb".as_ptr(),
+                        open.name,
+                        whole,
+                        pxat(),
+                        expire_text.as_ptr(),
+                        expire_text.len(),
+                    );
+                }
+                (StateWrite::Value(v), None) => {
                     api!(RedisModule_Replicate)(
                         ctx.0,
                         c"SET".as_ptr(),
@@ -336,8 +352,8 @@ impl Store for RedisStore {
                     );
                 }
                 // Deleted and replicated above.
-                StateWrite::Delete => {}
-                StateWrite::Patch(patch) => {
+                (StateWrite::Delete, _) => {}
+                (StateWrite::Patch(patch), _) => {
                     // Redis wraps the effects of one command in MULTI/EXEC.
                     for (off, bytes) in patch.ranges() {
                         let mut digits = [0u8; DECIMAL_LEN];
@@ -364,6 +380,10 @@ impl Store for RedisStore {
                 }
             }
             api!(RedisModule_SignalModifiedKey)(ctx.0, open.name);
+            if let Some(s) = set_whole {
+                // Created in `prepare` with no context; freed once.
+                api!(RedisModule_FreeString)(std::ptr::null_mut(), s);
+            }
         }
     }
 
@@ -411,14 +431,24 @@ const DIGIT_PAIRS: [u8; 200] = {
 fn decimal(n: i64, buf: &mut [u8; DECIMAL_LEN]) -> &[u8] {
     let mut start = buf.len();
     let mut rest = n.unsigned_abs();
-    while rest >= 100 {
-        let pair = (rest % 100) as usize * 2;
+    // Four digits per 64-bit division (a time in ms has 13), then pairs.
+    while rest >= 10_000 {
+        let four = (rest % 10_000) as usize;
+        rest /= 10_000;
+        let (hi, lo) = (four / 100 * 2, four % 100 * 2);
+        start -= 4;
+        buf[start..start + 2].copy_from_slice(&DIGIT_PAIRS[hi..hi + 2]);
+        buf[start + 2..start + 4].copy_from_slice(&DIGIT_PAIRS[lo..lo + 2]);
+    }
+    let mut rest = rest as usize;
+    if rest >= 100 {
+        let pair = rest % 100 * 2;
         rest /= 100;
         start -= 2;
         buf[start..start + 2].copy_from_slice(&DIGIT_PAIRS[pair..pair + 2]);
     }
     if rest >= 10 {
-        let pair = rest as usize * 2;
+        let pair = rest * 2;
         start -= 2;
         buf[start..start + 2].copy_from_slice(&DIGIT_PAIRS[pair..pair + 2]);
     } else {
