@@ -1,10 +1,10 @@
 // The rest of @upstash/ratelimit's shape: deny lists (enableProtection over
 // the server's RL.DENY list), dynamic limits (over a named policy),
 // cachedFixedWindow, the reason values, analytics over the server's own
-// counts, MultiRegionRatelimit refused; and the getting-started examples of
-// @upstash/ratelimit's documentation with only the import and the Redis
-// client changed. A real server with `policies on` (the deny list and named
-// policies live there).
+// counts, MultiRegionRatelimit refused; and the rest of the API a user of
+// @upstash/ratelimit calls (written here; their README's own example runs in
+// upstash-readme.test.ts). A real server with `policies on` (the deny list
+// and named policies live there).
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 import { MultiRegionRatelimit, Ratelimit } from "redis-ratelimit/upstash";
@@ -89,22 +89,21 @@ describe("Ratelimit: deny lists, dynamic limits, cachedFixedWindow, multi-region
     assert.throws(() => new MultiRegionRatelimit({}), /MultiRegionRatelimit is not offered: .* one server/);
   });
 
-  // @upstash/ratelimit's getting-started examples (its documentation), ported by changing the import
-  // (redis-ratelimit/upstash) and the Redis client (node-redis or ioredis instead of @upstash/redis).
+  // The calls a user of @upstash/ratelimit makes beyond limit(): pending, rate, blockUntilReady,
+  // timeout, an ephemeral cache, getRemaining, resetUsedTokens.
   for (const kind of CLIENTS) {
-    test(`the getting-started examples, ${kind.name}`, async () => {
+    test(`the rest of the Ratelimit API, ${kind.name}`, async () => {
       const open = await kind.open(server.url);
       const redis = open.redis;
       try {
         await new RateLimiter(redis).raw(["FLUSHALL"]);
-        // Create a new ratelimiter, that allows 10 requests per 10 seconds
+        // 10 per 10 s on one identifier: the 11th is refused
         const ratelimit = new Ratelimit({
           redis,
           limiter: Ratelimit.slidingWindow(10, "10 s"),
           analytics: true,
           prefix: "@upstash/ratelimit",
         });
-        // Use a constant string to limit all requests with a single ratelimit
         const identifier = "api";
         const handler = async (): Promise<string> => {
           const { success } = await ratelimit.limit(identifier);
