@@ -393,7 +393,7 @@ fn a_header_cut_short_or_behind_another_is_corrupt_and_changes_nothing() {
     let p = Policy::Gcra(Gcra::new(2, Micros::from_secs(60), 2).unwrap());
     for value in [
         vec![block::TAG, 1, 2],
-        block::encode(at(100), Some(&block::encode(at(100), None))),
+        block::encode(at(100), Some(&block::encode(at(100), None))).to_vec(),
     ] {
         let mut store = told(1);
         store.inner.values[0] = Some(value.clone());
