@@ -670,7 +670,8 @@ fn random_commands_never_crash_corrupt_or_leak() {
         }
     }
     eprintln!("{limiter_keys} limiter keys, all with a TTL");
+    // Enough of each answer that the run exercised both paths.
     assert!(tally.errors > COMMANDS / 10, "{tally:?}");
-    assert!(tally.allowed > 5_000, "{tally:?}");
-    assert!(tally.denied > 5_000, "{tally:?}");
+    assert!(tally.allowed > 4_000, "{tally:?}");
+    assert!(tally.denied > 4_000, "{tally:?}");
 }
