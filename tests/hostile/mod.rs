@@ -404,6 +404,11 @@ const WEIGHT: Opt = valued("WEIGHT", count("WEIGHT", 1, 1_000), "1");
 /// A reservation's longest delay, and a denial's wait spread.
 const RESERVE: Opt = valued("RESERVE", duration("RESERVE"), "1ms");
 const JITTER: Opt = flag("JITTER");
+/// The penalty box's two forms (one or the other), at their shortest.
+const PENALTY: [Opt; 2] = [
+    mode(valued("BLOCK", duration("BLOCK"), "1ms")),
+    mode(valued("COUNTDENIALS", duration("COUNTDENIALS"), "1ms")),
+];
 
 /// Values under a schedule tag that are not the TAT layout: too short, an
 /// improper or zero fraction, a truncated or overlong varint, trailing bytes.
@@ -697,7 +702,7 @@ pub const SHAPES: &[Shape] = &[
             WEIGHT,
             CHARGES[0],
             CHARGES[1],
-            CHARGES[2], RESERVE, JITTER,],
+            CHARGES[2], RESERVE, JITTER, PENALTY[0], PENALTY[1],],
         extra: Extra::UnknownOption,
         state: State::Tagged {
             tag: 0xA1,
@@ -720,7 +725,7 @@ pub const SHAPES: &[Shape] = &[
         short: None,
         tail: &[],
         options: &[
-            COST, DRYRUN, WAIT, FLOW, WEIGHT, CHARGES[0], CHARGES[1], CHARGES[2], RESERVE, JITTER,],
+            COST, DRYRUN, WAIT, FLOW, WEIGHT, CHARGES[0], CHARGES[1], CHARGES[2], RESERVE, JITTER, PENALTY[0], PENALTY[1],],
         extra: Extra::UnknownOption,
         state: State::Tagged {
             tag: 0xA2,
@@ -794,7 +799,7 @@ pub const SHAPES: &[Shape] = &[
             WEIGHT,
             CHARGES[0],
             CHARGES[1],
-            CHARGES[2], RESERVE, JITTER,],
+            CHARGES[2], RESERVE, JITTER, PENALTY[0], PENALTY[1],],
         extra: Extra::UnknownOption,
         state: State::Tagged {
             tag: 0xA1,
@@ -817,7 +822,7 @@ pub const SHAPES: &[Shape] = &[
         short: Some("ERR syntax error: the policy is BUCKET capacity refill period"),
         tail: &[],
         options: &[
-            COST, DRYRUN, WAIT, FLOW, WEIGHT, CHARGES[0], CHARGES[1], CHARGES[2], RESERVE, JITTER,],
+            COST, DRYRUN, WAIT, FLOW, WEIGHT, CHARGES[0], CHARGES[1], CHARGES[2], RESERVE, JITTER, PENALTY[0], PENALTY[1],],
         extra: Extra::UnknownOption,
         state: State::Tagged {
             tag: 0xA2,
@@ -846,7 +851,7 @@ pub const SHAPES: &[Shape] = &[
             WEIGHT,
             CHARGES[0],
             CHARGES[1],
-            CHARGES[2], RESERVE, JITTER,],
+            CHARGES[2], RESERVE, JITTER, PENALTY[0], PENALTY[1],],
         extra: Extra::UnknownOption,
         state: State::Tagged {
             tag: 0xAB,
@@ -865,7 +870,7 @@ pub const SHAPES: &[Shape] = &[
         short: None,
         tail: &["APPROX"],
         options: &[
-            COST, DRYRUN, WAIT, FLOW, WEIGHT, CHARGES[0], CHARGES[1], CHARGES[2], RESERVE, JITTER,],
+            COST, DRYRUN, WAIT, FLOW, WEIGHT, CHARGES[0], CHARGES[1], CHARGES[2], RESERVE, JITTER, PENALTY[0], PENALTY[1],],
         extra: Extra::UnknownOption,
         state: State::Tagged {
             tag: 0xA4,
@@ -884,7 +889,7 @@ pub const SHAPES: &[Shape] = &[
         short: None,
         tail: &["BUCKETS", "4"],
         options: &[
-            COST, DRYRUN, WAIT, FLOW, WEIGHT, CHARGES[0], CHARGES[1], CHARGES[2], RESERVE, JITTER,],
+            COST, DRYRUN, WAIT, FLOW, WEIGHT, CHARGES[0], CHARGES[1], CHARGES[2], RESERVE, JITTER, PENALTY[0], PENALTY[1],],
         extra: Extra::UnknownOption,
         state: State::Tagged {
             tag: 0xA5,
@@ -911,7 +916,7 @@ pub const SHAPES: &[Shape] = &[
             WEIGHT,
             CHARGES[0],
             CHARGES[1],
-            CHARGES[2], RESERVE, JITTER,],
+            CHARGES[2], RESERVE, JITTER, PENALTY[0], PENALTY[1],],
         extra: Extra::UnknownOption,
         state: State::Tagged {
             tag: 0xA6,
@@ -930,7 +935,7 @@ pub const SHAPES: &[Shape] = &[
         short: None,
         tail: &["ALIGNED"],
         options: &[
-            COST, DRYRUN, WAIT, FLOW, WEIGHT, CHARGES[0], CHARGES[1], CHARGES[2], RESERVE, JITTER,],
+            COST, DRYRUN, WAIT, FLOW, WEIGHT, CHARGES[0], CHARGES[1], CHARGES[2], RESERVE, JITTER, PENALTY[0], PENALTY[1],],
         extra: Extra::UnknownOption,
         state: State::Tagged {
             tag: 0xA7,
@@ -961,7 +966,7 @@ pub const SHAPES: &[Shape] = &[
             WEIGHT,
             CHARGES[0],
             CHARGES[1],
-            CHARGES[2], RESERVE, JITTER,],
+            CHARGES[2], RESERVE, JITTER, PENALTY[0], PENALTY[1],],
         extra: Extra::UnknownOption,
         state: State::Tagged {
             tag: 0xAB,
@@ -982,7 +987,7 @@ pub const SHAPES: &[Shape] = &[
         ),
         tail: &["BUCKETS", "4"],
         options: &[
-            COST, DRYRUN, WAIT, FLOW, WEIGHT, CHARGES[0], CHARGES[1], CHARGES[2], RESERVE, JITTER,],
+            COST, DRYRUN, WAIT, FLOW, WEIGHT, CHARGES[0], CHARGES[1], CHARGES[2], RESERVE, JITTER, PENALTY[0], PENALTY[1],],
         extra: Extra::UnknownOption,
         state: State::Tagged {
             tag: 0xA5,
@@ -1009,7 +1014,7 @@ pub const SHAPES: &[Shape] = &[
             WEIGHT,
             CHARGES[0],
             CHARGES[1],
-            CHARGES[2], RESERVE, JITTER,],
+            CHARGES[2], RESERVE, JITTER, PENALTY[0], PENALTY[1],],
         extra: Extra::UnknownOption,
         state: State::Tagged {
             tag: 0xA6,
@@ -1150,7 +1155,7 @@ pub const SHAPES: &[Shape] = &[
         short: None,
         tail: &[],
         options: &[
-            COST, DRYRUN, WAIT, FLOW, WEIGHT, CHARGES[0], CHARGES[1], CHARGES[2], RESERVE, JITTER,],
+            COST, DRYRUN, WAIT, FLOW, WEIGHT, CHARGES[0], CHARGES[1], CHARGES[2], RESERVE, JITTER, PENALTY[0], PENALTY[1],],
         extra: Extra::UnknownOption,
         state: State::Named {
             tag: 0xA1,
