@@ -157,6 +157,14 @@ function ioredis(protocol: 2 | 3): ClientKind {
   };
 }
 
+/** node-redis as users create it: its defaults (RESP2), only the URL given. */
+export async function openNodeRedis(url: string): Promise<{ redis: RedisLike; close(): void }> {
+  const c = createClient({ url });
+  c.on("error", () => undefined);
+  await c.connect();
+  return { redis: c, close: () => c.destroy() };
+}
+
 /** Both clients in both protocols. */
 export const CLIENTS: readonly ClientKind[] = [nodeRedis(2), nodeRedis(3), ioredis(2), ioredis(3)];
 
