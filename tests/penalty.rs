@@ -6,9 +6,7 @@
 //! on the server's real clock while a test runs.
 
 mod common;
-use common::topology::{
-    info_field, replica_config, wait_link_up, wait_replicas, wait_replicas_online,
-};
+use common::topology::{info_field, primary_with_aof_and_replica, wait_replicas};
 use common::*;
 use redis::Connection;
 
@@ -386,14 +384,7 @@ fn bad_penalty_options_are_refused_naming_the_argument_and_change_nothing() {
 
 #[test]
 fn a_block_and_a_charged_denial_reach_the_replica_and_the_aof_as_their_effects() {
-    let primary = Server::with(
-        Config::default()
-            .arg("appendonly", "yes")
-            .arg("aof-use-rdb-preamble", "no"),
-    );
-    let replica = Server::with(replica_config(&primary));
-    wait_link_up(&replica);
-    wait_replicas_online(&primary, 1);
+    let (primary, replica) = primary_with_aof_and_replica();
     let (mut p, mut r) = (primary.conn(), replica.conn());
     clock_set(&mut p, T0);
     decide(&mut p, &["RL.GCRA", "b", "1", "1h", "BLOCK", "2h"]);

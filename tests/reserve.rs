@@ -7,7 +7,7 @@
 
 mod common;
 use common::blocking::*;
-use common::topology::{replica_config, wait_link_up, wait_replicas, wait_replicas_online};
+use common::topology::{primary_with_aof_and_replica, wait_replicas};
 use common::*;
 use redis::Connection;
 
@@ -359,14 +359,7 @@ fn concurrent_reservations_take_successive_starts() {
 /// admission's (never the command); a denied one sends nothing.
 #[test]
 fn a_replica_and_the_aof_carry_a_reservation_as_an_admission() {
-    let primary = Server::with(
-        Config::default()
-            .arg("appendonly", "yes")
-            .arg("aof-use-rdb-preamble", "no"),
-    );
-    let replica = Server::with(replica_config(&primary));
-    wait_link_up(&replica);
-    wait_replicas_online(&primary, 1);
+    let (primary, replica) = primary_with_aof_and_replica();
     let (mut p, mut r) = (primary.conn(), replica.conn());
     clock_set(&mut p, T0);
     assert_eq!(decide(&mut p, &gcra("k", &[]))[0], 1);

@@ -169,24 +169,21 @@ pub fn hot_keys<H: Host>(
     host: &mut H,
     args: &[H::Arg],
 ) -> Result<Reply, Error> {
-    let [_, rest @ ..] = args else {
-        return Err(Error::Arity(command.name));
-    };
-    let count = count(rest)?;
-    let (top, _) = hot::top(host.now(), count);
     let as_int = |n: u64| Item::Int(i64::try_from(n).unwrap_or(i64::MAX));
-    Ok(Reply::Items(Item::Array(
-        top.into_iter()
-            .map(|k| {
-                Item::Array(vec![
-                    Item::Bulk(k.key),
-                    as_int(k.per_second),
-                    as_int(k.error_per_second),
-                ])
-            })
-            .collect(),
-    )))
+    rows(
+        command,
+        args,
+        |count| hot::top(host.now(), count).0,
+        |k| {
+            vec![
+                Item::Bulk(k.key),
+                as_int(k.per_second),
+                as_int(k.error_per_second),
+            ]
+        },
+    )
 }
+
 /// `RL.PENALIZED [COUNT n]`: `[[key, ms_left, form], ...]`, the keys
 /// whose block (`block`) or counted debt (`count`) still runs, the most
 /// recent first; the time left in whole milliseconds, rounded up.
@@ -195,22 +192,37 @@ pub fn penalized<H: Host>(
     host: &mut H,
     args: &[H::Arg],
 ) -> Result<Reply, Error> {
+    rows(
+        command,
+        args,
+        |count| listing::list(host.now(), count),
+        |(key, left, form)| {
+            let ms = i64::try_from(left.ceil_millis()).unwrap_or(i64::MAX);
+            vec![
+                Item::Bulk(key),
+                Item::Int(ms),
+                Item::Bulk(form.as_bytes().to_vec()),
+            ]
+        },
+    )
+}
+
+/// A listing command's reply: its `[COUNT n]` read, then at most `n`
+/// entries from `list`, each an array made by `row`.
+fn rows<A: AsRef<[u8]>, T>(
+    command: &CommandDef,
+    args: &[A],
+    list: impl FnOnce(usize) -> Vec<T>,
+    row: impl Fn(T) -> Vec<Item>,
+) -> Result<Reply, Error> {
     let [_, rest @ ..] = args else {
         return Err(Error::Arity(command.name));
     };
     let count = count(rest)?;
-    let listed = listing::list(host.now(), count);
     Ok(Reply::Items(Item::Array(
-        listed
+        list(count)
             .into_iter()
-            .map(|(key, left, form)| {
-                let ms = i64::try_from(left.ceil_millis()).unwrap_or(i64::MAX);
-                Item::Array(vec![
-                    Item::Bulk(key),
-                    Item::Int(ms),
-                    Item::Bulk(form.as_bytes().to_vec()),
-                ])
-            })
+            .map(|t| Item::Array(row(t)))
             .collect(),
     )))
 }

@@ -45,6 +45,20 @@ pub fn replica_config(primary: &Server) -> Config {
         .arg("propagation-error-behavior", "panic")
 }
 
+/// A primary writing a plain-text AOF (no RDB preamble, so tests can read
+/// the commands it logged) and one replica of it, online.
+pub fn primary_with_aof_and_replica() -> (Server, Server) {
+    let primary = Server::with(
+        Config::default()
+            .arg("appendonly", "yes")
+            .arg("aof-use-rdb-preamble", "no"),
+    );
+    let replica = Server::with(replica_config(&primary));
+    wait_link_up(&replica);
+    wait_replicas_online(&primary, 1);
+    (primary, replica)
+}
+
 /// Waits (bounded) until a replica's link to its primary is up.
 pub fn wait_link_up(replica: &Server) {
     let mut c = replica.conn();

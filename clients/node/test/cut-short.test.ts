@@ -8,9 +8,8 @@
 import assert from "node:assert/strict";
 import { describe, test } from "node:test";
 import { Redis } from "ioredis";
-import { createClient } from "redis";
 import { RateLimiter, type RedisLike } from "redis-ratelimit";
-import { CLIENTS, Server } from "./harness.js";
+import { CLIENTS, Server, openNodeRedis } from "./harness.js";
 
 // One unit takes 36 s to come back: the key never expires (on real time) during the test.
 const LIMIT = 100_000;
@@ -125,15 +124,7 @@ describe("calls cut short at random points", () => {
   // The client libraries as users create them (ioredis's defaults resend, after a reconnection, the
   // commands written before the connection dropped).
   const defaults: readonly { name: string; open(url: string): Promise<{ redis: RedisLike; close(): void }> }[] = [
-    {
-      name: "node-redis",
-      async open(url) {
-        const c = createClient({ url });
-        c.on("error", () => undefined);
-        await c.connect();
-        return { redis: c, close: () => c.destroy() };
-      },
-    },
+    { name: "node-redis", open: openNodeRedis },
     {
       name: "ioredis (default options)",
       async open(url) {

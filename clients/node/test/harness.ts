@@ -5,6 +5,7 @@ import { existsSync, mkdtempSync, rmSync } from "node:fs";
 import { createServer, connect } from "node:net";
 import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
+import { after, before } from "node:test";
 import { fileURLToPath } from "node:url";
 import { createClient } from "redis";
 import { Redis } from "ioredis";
@@ -155,6 +156,27 @@ function ioredis(protocol: 2 | 3): ClientKind {
       return { redis: client, close: async () => void client.disconnect() };
     },
   };
+}
+
+/** One server for the enclosing suite: started before its tests, stopped after them. */
+export function suiteServer(): () => Server {
+  let server: Server | undefined;
+  before(async () => {
+    server = await Server.start();
+  });
+  after(async () => server?.stop());
+  return () => {
+    if (server === undefined) throw new Error("the suite's server is not started");
+    return server;
+  };
+}
+
+/** node-redis as users create it: its defaults (RESP2), only the URL given. */
+export async function openNodeRedis(url: string): Promise<{ redis: RedisLike; close(): void }> {
+  const c = createClient({ url });
+  c.on("error", () => undefined);
+  await c.connect();
+  return { redis: c, close: () => c.destroy() };
 }
 
 /** Both clients in both protocols. */

@@ -5,9 +5,9 @@
 // Manual clock, frozen: no unit comes back during a run, so what is admitted
 // can be compared with the limit exactly.
 import assert from "node:assert/strict";
-import { after, before, describe, test } from "node:test";
+import { after, describe, test } from "node:test";
 import { HotKeyLeases, LeasedLimit, RateLimiter } from "redis-ratelimit";
-import { CLIENTS, type OpenClient, Server } from "./harness.js";
+import { CLIENTS, type OpenClient, suiteServer } from "./harness.js";
 
 const BLOCK = 20;
 // One unit takes 900 s to come back: nothing refills (and no key expires on real time) during a run.
@@ -37,17 +37,13 @@ async function closedLoops(lease: LeasedLimit, inFlight: number, each: number): 
 }
 
 describe("block leasing", () => {
-  let server: Server;
-  before(async () => {
-    server = await Server.start();
-  });
-  after(async () => server.stop());
+  const server = suiteServer();
 
   for (const kind of CLIENTS) {
     describe(kind.name, () => {
       const opened: OpenClient[] = [];
       const limiter = async (): Promise<RateLimiter> => {
-        const c = await kind.open(server.url);
+        const c = await kind.open(server().url);
         opened.push(c);
         return new RateLimiter(c.redis, { timeout: 2000 });
       };
@@ -117,7 +113,7 @@ describe("block leasing", () => {
   }
 
   test("the keys the server names hot are leased, exactly those, and given back once no longer named", async (t) => {
-    const open = await CLIENTS[0]?.open(server.url);
+    const open = await CLIENTS[0]?.open(server().url);
     assert.ok(open !== undefined);
     const rl = new RateLimiter(open.redis, { timeout: 2000 });
     try {

@@ -13,7 +13,7 @@ import { createClient } from "redis";
 import { type Guard, RateLimiter, type RedisLike } from "redis-ratelimit";
 import { RedisRateLimitStore } from "redis-ratelimit/express";
 import { Ratelimit } from "redis-ratelimit/upstash";
-import { Server } from "./harness.js";
+import { Server, openNodeRedis } from "./harness.js";
 
 const DEADLINE_MS = 100;
 const IN_FLIGHT = 8;
@@ -95,15 +95,7 @@ interface Library {
 }
 
 const LIBRARIES: readonly Library[] = [
-  {
-    name: "node-redis",
-    async open(url) {
-      const c = createClient({ url });
-      c.on("error", () => undefined);
-      await c.connect();
-      return { redis: c, close: () => c.destroy() };
-    },
-  },
+  { name: "node-redis", open: openNodeRedis },
   {
     name: "ioredis",
     async open(url) {
