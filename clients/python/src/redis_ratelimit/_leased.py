@@ -37,7 +37,7 @@ class AsyncSender(Protocol):
 
 def _block_land(leases: Leases, lease: BlockLease) -> Land | None:
     """A call for a block cut short gives back what it was granted."""
-    options: Options = {"cost": leases.block, "partial": True}
+    options = leases.options(lease)
     policy = lease.policy
     return lander(
         lambda r: parse_decision(r, policy, True), undo_decide(lease.key, policy, options)
@@ -60,8 +60,8 @@ def decide(
 ) -> Decision:
     """A decision answered from ``key``'s block, calling for one when it is spent."""
     cost = options.get("cost", 1)
-    seconds = options.get("deadline", limiter.guard.deadline)
-    end = time.monotonic() + seconds
+    deadline = options.get("deadline", limiter.guard.deadline)
+    end = time.monotonic() + leases.bound(deadline)
     with leases.lock:
         lease = leases.lease(key, policy)
         while True:
@@ -75,10 +75,15 @@ def decide(
                 return _late(leases, lease)
             leases.changed.wait(left)
     while True:  # this request's turn to call for a block
+        left = end - time.monotonic()
+        args = leases.args(lease, left - deadline)  # a queued call's line within the wait
+        if args is None:  # its wait went on others' blocks: another request calls
+            with leases.lock:
+                leases.failed(lease)
+                leases.changed.notify_all()
+            return _late(leases, lease)
         try:
-            reply = limiter._guarded(
-                leases.args(lease), end - time.monotonic(), _block_land(leases, lease)
-            )
+            reply = limiter._guarded(args, left, _block_land(leases, lease))
             got = parse_decision(reply, policy, True)
         except BaseException as e:
             with leases.lock:
@@ -156,7 +161,7 @@ async def adecide(
     call: what the server grants lands in the lease for the others.
     """
     cost = options.get("cost", 1)
-    end = time.monotonic() + options.get("deadline", limiter.guard.deadline)
+    end = time.monotonic() + leases.bound(options.get("deadline", limiter.guard.deadline))
     while True:
         with leases.lock:
             lease = leases.lease(key, policy)
@@ -179,8 +184,10 @@ async def adecide(
 
 async def _fetch(limiter: AsyncSender, leases: Leases, lease: BlockLease) -> BaseException | None:
     try:
+        args = leases.args(lease)
+        assert args is not None  # a whole ``queue`` to wait in line
         reply = await limiter._guarded(
-            leases.args(lease), limiter.guard.deadline, _block_land(leases, lease)
+            args, leases.bound(limiter.guard.deadline), _block_land(leases, lease)
         )
         got = parse_decision(reply, lease.policy, True)
     except Exception as e:

@@ -256,6 +256,10 @@ class AsyncRateLimiter:
         leases = self.leases
         if leases is None:
             return 0
+        if idle is None:  # the blocks still coming land first (each within its own bound)
+            out = leases.calls_out()
+            if out:
+                await asyncio.wait([asyncio.shield(c) for c in out])
         taken = leases.all_units() if idle is None else leases.idle(idle, time.monotonic())
         return await _leased.arefund(self, leases, taken)
 

@@ -8,6 +8,19 @@ units. A call that leaves the key empty is followed by local denials until a
 whole block can have accrued (a denied call: and until its
 ``retry_after``), so that processes sharing a key do not poll it one unit
 at a time; while the key has units left, the next call goes at once.
+
+With ``queue`` (seconds), a contended key is leased by queueing on the
+server for the next whole block (``COST block WAIT queue``, first come
+first served among the processes), as the Rust client's
+``LeasePlan::queued``: one command per block and no local denials while
+the line moves. A lease queues from its first call; a queued block that
+leaves whole blocks unused on the server (``remaining`` of three blocks
+or more) says the key is not contended, and the lease polls with
+``PARTIAL`` again until a call comes back short. A queued call denied (its
+place in the line lay beyond ``queue``, or the line was full) calls again
+when its place would be within ``queue`` (at most a second later). A
+queued call holds one connection of the pool while it waits, and a
+request on a queued lease waits at most its deadline plus ``queue``.
 What a block still holds is given back with ``REFUND``: :meth:`Leases.refund_idle`
 for keys not asked for a while, :meth:`Leases.release` at shutdown, and at
 once for a key that stops being hot.
@@ -57,6 +70,8 @@ LEASABLE = frozenset({"cost", "deadline"})
 POLICIES = frozenset({"RL.GCRA", "RL.BUCKET", "RL.SLIDING", "RL.FIXED"})
 SPREAD = 16
 """The most block-times a call that came back short waits before the next."""
+MAX_GAP = 1.0
+"""The longest a denied queued call waits before it queues again (seconds)."""
 
 
 @dataclasses.dataclass(slots=True)
@@ -77,6 +92,12 @@ class BlockLease:
     """Monotonic seconds of the last request."""
     admitted: int = 0
     calls: int = 0
+    contended: bool = False
+    """Others use the key: the next call queues (with ``Leases(queue=...)``)."""
+    queued: bool = False
+    """The call out queues (``WAIT``)."""
+    wait: float = 0.0
+    """Seconds the queued call out may wait in line."""
     call: Any = None
     """The asyncio limiter's call out (a future), awaited by every waiting request."""
 
@@ -96,14 +117,19 @@ class Leases:
         hot_rate: float = HOT_RATE,
         poll: float | None = HOT_POLL,
         capacity: int = CAPACITY,
+        queue: float | None = None,
     ) -> None:
         """Blocks of ``block`` units, for every key or (``hot=True``) the server's hot keys.
 
         With ``hot``, the limiter's first decision starts polling the hot keys
         every ``poll`` seconds (``None``: only when asked, ``refresh_hot_keys``).
+        With ``queue``, a contended key queues on the server for whole blocks,
+        up to ``queue`` seconds (whole milliseconds) a call.
         """
         if block < 1:
             raise ValueError("block is a number of units, at least 1")
+        if queue is not None and not 0.001 <= queue <= 86_400:
+            raise ValueError("queue is from 0.001 to 86400 seconds")
         if not 1 <= hot_count <= 1000:
             raise ValueError("hot_count is from 1 to 1000")
         self.block = block
@@ -114,6 +140,7 @@ class Leases:
         self.following = False
         """Whether the limiter's poll has started."""
         self.capacity = capacity
+        self.queue = queue
         self.hot_keys: frozenset[bytes] = frozenset()
         """The keys leased because the server named them hot (their first 64 bytes)."""
         self._leases: OrderedDict[tuple[str | bytes, tuple[str, ...]], BlockLease] = OrderedDict()
@@ -145,7 +172,9 @@ class Leases:
         slot = (key, policy.words)
         lease = self._leases.get(slot)
         if lease is None:
-            lease = self._leases[slot] = BlockLease(key, policy)
+            lease = self._leases[slot] = BlockLease(
+                key, policy, contended=self.queue is not None
+            )
             if len(self._leases) > self.capacity:
                 _, old = self._leases.popitem(last=False)
                 if old.units:
@@ -166,7 +195,18 @@ class Leases:
         if lease.calling:
             return "wait", None
         lease.calling = True
+        lease.queued = self.queue is not None and lease.contended
         return "call", None
+
+    def bound(self, deadline: float) -> float:
+        """Seconds a request may wait with a ``deadline`` (plus ``queue`` when queueing)."""
+        return deadline + (self.queue or 0.0)
+
+    def options(self, lease: BlockLease) -> Options:
+        """The options of the call out (what its undo gives back)."""
+        if lease.queued:
+            return {"cost": self.block}
+        return {"cost": self.block, "partial": True}
 
     def put_back(self, key: str | bytes, policy: Policy, units: int) -> None:
         """Units admitted from ``key``'s block for a request not served after all."""
@@ -177,16 +217,21 @@ class Leases:
                 lease.admitted -= units
                 self.changed.notify_all()
 
-    def args(self, lease: BlockLease) -> list[Any]:
-        """The call for a block."""
-        return [
-            lease.policy.command,
-            lease.key,
-            *lease.policy.single,
-            "COST",
-            self.block,
-            "PARTIAL",
-        ]
+    def args(self, lease: BlockLease, within: float | None = None) -> list[Any] | None:
+        """The call for a block: ``PARTIAL``, or queued (``WAIT``).
+
+        ``within``: the seconds its caller may still wait in line (less
+        than ``queue``); below a millisecond, ``None``: its caller has
+        spent its wait on others' blocks and makes no call.
+        """
+        args = [lease.policy.command, lease.key, *lease.policy.single, "COST", self.block]
+        if lease.queued and self.queue is not None:
+            wait = self.queue if within is None else min(self.queue, within)
+            if wait < 0.001:
+                return None
+            lease.wait = int(wait * 1000) / 1000
+            return [*args, "WAIT", f"{int(wait * 1000)}ms"]
+        return [*args, "PARTIAL"]
 
     def landed(self, lease: BlockLease, d: Decision, now: float) -> None:
         """A call for a block answered ``d``; hold ``lock``.
@@ -197,9 +242,17 @@ class Leases:
         """
         lease.calling = False
         lease.calls += 1
+        if lease.queued:
+            self._landed_queued(lease, d, now)
+            return
         granted = (d.granted if d.granted is not None else self.block) if d.allowed else 0
         lease.units += granted
         lease.remaining = d.remaining
+        if granted < self.block and self.queue is not None:
+            # Contended: queue for the next block at once; the server paces the line.
+            lease.contended = True
+            lease.denied_until = 0.0
+            return
         if granted and d.remaining > 0:
             lease.denied_until = 0.0
             return
@@ -212,6 +265,26 @@ class Leases:
             retry = d.retry_after.total_seconds() if d.retry_after is not None else math.inf
             wait = max(wait, retry)
         lease.denied_until = now + wait
+
+    def _landed_queued(self, lease: BlockLease, d: Decision, now: float) -> None:
+        quota = lease.policy.quota
+        assert quota is not None and self.queue is not None
+        lease.remaining = d.remaining
+        if d.allowed:
+            lease.units += self.block
+            # Whole blocks left unused: nobody else is waiting for them.
+            lease.contended = d.remaining < _high(self.block, d.limit)
+            lease.denied_until = 0.0
+            return
+        accrual = self.block * quota.w / quota.q if d.remaining <= 0 else 0.0
+        if d.retry_after is None:  # a block that can never be admitted: poll for what fits
+            lease.contended = False
+            lease.denied_until = now + accrual
+            return
+        # Its place lay beyond ``queue`` (or the line was full): call again when
+        # it would be within it, and not before a block could accrue.
+        wait = max(d.retry_after.total_seconds() - lease.wait, accrual)
+        lease.denied_until = now + min(wait, MAX_GAP)
 
     def failed(self, lease: BlockLease) -> None:
         """A call for a block met an outage; hold ``lock``."""
@@ -272,6 +345,15 @@ class Leases:
         retry = None if math.isinf(wait) else timedelta(milliseconds=math.ceil(wait * 1000))
         return Decision(False, limit, 0, retry, retry or timedelta(0), policy=lease.policy)
 
+    def calls_out(self) -> list[Any]:
+        """The asyncio limiter's calls for a block still out (futures)."""
+        with self.lock:
+            return [
+                x.call
+                for x in self._leases.values()
+                if x.calling and x.call is not None and not x.call.done()
+            ]
+
     def all_units(self) -> list[tuple[BlockLease, int]]:
         """Takes every lease's units, to refund them (at shutdown)."""
         with self.lock:
@@ -283,6 +365,16 @@ class Leases:
             for lease, _ in out:
                 lease.units = 0
             return out
+
+
+def _high(block: int, limit: int) -> int:
+    """The units left on the server from which a key is not contended.
+
+    Three blocks, at most three quarters of the limit (and above a block,
+    at most a quarter of it), as the Rust client's band.
+    """
+    low = min(block, limit // 4)
+    return max(min(3 * block, limit * 3 // 4), low + 1)
 
 
 def _prefix(key: str | bytes) -> bytes:
