@@ -68,12 +68,21 @@ def remaining(server: Server) -> int:
     return int(server.client().execute_command("RL.PEEK", "k", *POLICY.words)[2])
 
 
-@pytest.mark.parametrize("leased", [False, True], ids=["plain", "leased"])
-def test_threads_that_time_out_at_random_points_leave_no_charge(own: Server, leased: bool) -> None:
+PLANS = pytest.mark.parametrize("plan", ["plain", "leased", "queued"])
+
+
+def leases_for(plan: str) -> Leases | None:
+    """No leases, blocks of 5 polled, or blocks of 5 queued for up to 50 ms."""
+    return None if plan == "plain" else Leases(5, queue=0.05 if plan == "queued" else None)
+
+
+@PLANS
+def test_threads_that_time_out_at_random_points_leave_no_charge(own: Server, plan: str) -> None:
+    leases = leases_for(plan)
     limiter = RateLimiter.from_url(
         f"redis://127.0.0.1:{own.port}",
         probe_interval=0.001,
-        leases=Leases(5) if leased else None,
+        leases=leases,
         max_connections=64,
     )
     admitted = [0] * 16
@@ -105,13 +114,15 @@ def test_threads_that_time_out_at_random_points_leave_no_charge(own: Server, lea
     assert sum(unavailable) > 0
 
 
-@pytest.mark.parametrize("leased", [False, True], ids=["plain", "leased"])
-async def test_tasks_cancelled_at_random_points_leave_no_charge(own: Server, leased: bool) -> None:
+@PLANS
+async def test_tasks_cancelled_at_random_points_leave_no_charge(own: Server, plan: str) -> None:
+    leases = leases_for(plan)
+    leased = leases is not None
     limiter = AsyncRateLimiter.from_url(
         f"redis://127.0.0.1:{own.port}",
         deadline=0.05,
         probe_interval=0.001,
-        leases=Leases(5) if leased else None,
+        leases=leases,
         max_connections=200,
         socket_connect_timeout=10,
     )

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import multiprocessing
+import random
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -42,14 +43,22 @@ def remaining(server: Server, key: str, policy: Policy) -> int:
     return int(server.client().execute_command("RL.PEEK", key, *policy.words)[2])
 
 
+QUEUE = 0.5
+"""A queued lease's wait in line (never waited here: the key holds blocks, or none accrue)."""
+PLANS = pytest.mark.parametrize("queue", [None, QUEUE], ids=["polling", "queued"])
+
+
 def threads_on_one_key(
-    port: int, limit: int, out: multiprocessing.Queue[tuple[int, int]] | None
+    port: int,
+    limit: int,
+    out: multiprocessing.Queue[tuple[int, int]] | None,
+    queue: float | None = None,
 ) -> tuple[int, int]:
     """50 threads, each deciding ``REQUESTS`` times on ``hot``: the admissions, refunds sent."""
     rl = RateLimiter.from_url(
         f"redis://127.0.0.1:{port}",
         deadline=SLACK,
-        leases=Leases(BLOCK),
+        leases=Leases(BLOCK, queue=queue),
         max_connections=IN_FLIGHT,
         socket_timeout=SLACK,
     )
@@ -66,10 +75,11 @@ def threads_on_one_key(
     return admitted, refunds
 
 
-def test_fifty_threads_on_a_leased_key(fresh: Server) -> None:
+@PLANS
+def test_fifty_threads_on_a_leased_key(fresh: Server, queue: float | None) -> None:
     limit = 4000
     fresh.client().config_resetstat()
-    admitted, refunds = threads_on_one_key(fresh.port, limit, None)
+    admitted, refunds = threads_on_one_key(fresh.port, limit, None, queue)
     sent = commands(fresh) - refunds  # less the refund at shutdown
     # 5,000 asked: never more than the limit, and the key charged exactly what was admitted
     # (a request that waited past its deadline while others took the blocks is denied here).
@@ -78,11 +88,12 @@ def test_fifty_threads_on_a_leased_key(fresh: Server) -> None:
     assert sent / admitted <= 0.055, (sent, admitted)
 
 
-async def test_fifty_tasks_on_a_leased_key(fresh: Server) -> None:
+@PLANS
+async def test_fifty_tasks_on_a_leased_key(fresh: Server, queue: float | None) -> None:
     limit = 4000
     policy = Policy.gcra(limit, "1h")
     rl = AsyncRateLimiter.from_url(
-        f"redis://127.0.0.1:{fresh.port}", deadline=SLACK, leases=Leases(BLOCK)
+        f"redis://127.0.0.1:{fresh.port}", deadline=SLACK, leases=Leases(BLOCK, queue=queue)
     )
     fresh.client().config_resetstat()
 
@@ -98,14 +109,16 @@ async def test_fifty_tasks_on_a_leased_key(fresh: Server) -> None:
     await rl.client.aclose()  # type: ignore[attr-defined]
 
 
-def test_three_processes_share_a_leased_key(fresh: Server) -> None:
+@PLANS
+def test_three_processes_share_a_leased_key(fresh: Server, queue: float | None) -> None:
     """Three processes of 50 threads: 15,000 asked of 6,000; the limit, about 1 call a block."""
     limit = 6000
     fresh.client().config_resetstat()
     spawn = multiprocessing.get_context("spawn")
     out: multiprocessing.Queue[tuple[int, int]] = spawn.Queue()
     procs = [
-        spawn.Process(target=threads_on_one_key, args=(fresh.port, limit, out)) for _ in range(3)
+        spawn.Process(target=threads_on_one_key, args=(fresh.port, limit, out, queue))
+        for _ in range(3)
     ]
     for p in procs:
         p.start()
@@ -304,3 +317,84 @@ def test_the_first_decision_starts_polling_the_hot_keys(fresh: Server) -> None:
         rl.follower.stop()
     finally:
         c.config_set("ratelimit.hot-key-counters", 0)
+
+
+def test_a_queued_lease_waits_in_line_within_its_bound() -> None:
+    """A real clock and a line that moves: 50 threads, a block of 20 accrues every 100 ms.
+
+    Every request is answered within its deadline plus the lease's
+    ``queue`` (0.5 s of margin for a loaded machine), and the admissions
+    stay within what the key accrues over the run plus one block.
+    """
+    server = Server(manual_clock=False)
+    try:
+        rl = RateLimiter.from_url(
+            f"redis://127.0.0.1:{server.port}",
+            deadline=0.3,
+            leases=Leases(BLOCK, queue=0.2),
+            max_connections=IN_FLIGHT,
+        )
+        policy = Policy.gcra(200, "1s")
+        slowest = [0.0] * IN_FLIGHT
+
+        def caller(i: int) -> int:
+            n = 0
+            for _ in range(10):
+                start = time.monotonic()
+                n += rl.decide("line", policy).allowed
+                slowest[i] = max(slowest[i], time.monotonic() - start)
+            return n
+
+        start = time.monotonic()
+        with ThreadPoolExecutor(IN_FLIGHT) as pool:
+            admitted = sum(pool.map(caller, range(IN_FLIGHT)))
+        span = time.monotonic() - start
+        assert max(slowest) <= 0.3 + 0.2 + 0.5, slowest
+        assert 200 <= admitted <= 200 * span + 200 + BLOCK, (admitted, span)
+        rl.refund_leases()
+    finally:
+        server.remove()
+
+
+async def test_queued_blocks_land_for_tasks_cancelled_while_they_wait() -> None:
+    """50 tasks on a real clock, each cancelled after a random delay (seeded).
+
+    What the queued calls bring lands in the lease whether or not their
+    callers still wait: after the refund at shutdown, the key's
+    ``remaining`` is the limit less what the callers were told was
+    admitted, less what accrued meanwhile (the key refills 1 a second).
+    """
+    server = Server(manual_clock=False)
+    try:
+        policy = Policy.gcra(3600, "1h", burst=400)
+        rl = AsyncRateLimiter.from_url(
+            f"redis://127.0.0.1:{server.port}",
+            deadline=SLACK,
+            leases=Leases(BLOCK, queue=0.2),
+        )
+        admitted = 0
+        cancelled = 0
+
+        async def caller(i: int) -> None:
+            nonlocal admitted, cancelled
+            rng = random.Random(41 + i)
+            for _ in range(20):
+                call = asyncio.ensure_future(rl.decide("line", policy))
+                await asyncio.sleep(rng.uniform(0, 0.01))
+                if not call.done():
+                    call.cancel()
+                try:
+                    admitted += (await call).allowed
+                except asyncio.CancelledError:
+                    cancelled += 1
+
+        start = time.monotonic()
+        await asyncio.gather(*(caller(i) for i in range(IN_FLIGHT)))
+        await rl.refund_leases()
+        accrued = time.monotonic() - start + 1  # 1 unit a second, one more for rounding
+        left = remaining(server, "line", policy)
+        assert 400 - admitted <= left <= 400 - admitted + accrued, (left, admitted)
+        assert cancelled > 0
+        await rl.client.aclose()  # type: ignore[attr-defined]
+    finally:
+        server.remove()

@@ -137,3 +137,5 @@ def test_the_package_readme_leasing(fresh: Server) -> None:
     assert scope["d"].allowed and scope["d"].fallback is None
     assert scope["rl"].leases.held() == 0  # every leased unit given back
     assert not scope["hot"].follower.thread.is_alive()
+    assert scope["shared"].leases.held() == 0  # its queued block (COST 20 WAIT) given back
+    assert scope["shared"].leases.lease("rl:export", scope["SEARCH"]).calls == 1

@@ -172,9 +172,7 @@ class Leases:
         slot = (key, policy.words)
         lease = self._leases.get(slot)
         if lease is None:
-            lease = self._leases[slot] = BlockLease(
-                key, policy, contended=self.queue is not None
-            )
+            lease = self._leases[slot] = BlockLease(key, policy, contended=self.queue is not None)
             if len(self._leases) > self.capacity:
                 _, old = self._leases.popitem(last=False)
                 if old.units:
@@ -268,7 +266,7 @@ class Leases:
 
     def _landed_queued(self, lease: BlockLease, d: Decision, now: float) -> None:
         quota = lease.policy.quota
-        assert quota is not None and self.queue is not None
+        assert quota is not None
         lease.remaining = d.remaining
         if d.allowed:
             lease.units += self.block
