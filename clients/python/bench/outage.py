@@ -1,8 +1,12 @@
 """Decisions while Redis is down: the server killed, then frozen (SIGSTOP), sync and asyncio.
 
 Closed-loop callers (threads, or asyncio tasks) decide one request after
-another on their own keys, each decision on a key of its own
-(``out:<n>``) so that the server's keys say which decisions it ran. Mid-run
+another through the typed API, the ``limits`` storage, the middleware,
+Flask-Limiter (HTTP requests by werkzeug's test client, one per thread)
+and slowapi (HTTP requests by httpx over ASGI), the last two on the
+storage URI with ``swallow_errors=True`` (the fallback: fail open); each
+decision on a key of its own (``out:<n>``, or ``n<n>x`` in a framework's
+key) so that the server's keys say which decisions it ran. Mid-run
 the server is killed (then started again on its port) or frozen (then
 continued). Reported per run: the deadline, the p99 and the largest time a
 decision took while the server was down, how long after its return the
@@ -20,7 +24,9 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import logging
 import os
+import re
 import signal
 import threading
 import time
@@ -28,9 +34,14 @@ from collections.abc import MutableMapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+import httpx
+from fastapi import Depends, FastAPI, Request
+from flask import Flask, request
+from flask_limiter import Limiter
 from limits import parse
 from limits.aio.strategies import FixedWindowRateLimiter as AsyncFixedWindowRateLimiter
 from limits.strategies import FixedWindowRateLimiter
+from slowapi import Limiter as SlowLimiter
 
 from redis_ratelimit import AsyncRateLimiter, Policy, RateLimiter, Unavailable
 from redis_ratelimit.asgi import HttpLimit, RateLimitMiddleware, Receive, Scope, Send, header_key
@@ -38,11 +49,13 @@ from redis_ratelimit.limits_storage import AsyncRateLimitStorage, RateLimitStora
 from tests.conftest import Server
 
 Kind = Literal["killed", "frozen"]
-Through = Literal["typed", "storage", "asgi"]
-"""The typed API, the ``limits`` storage (as Flask-Limiter and slowapi call it), the middleware."""
+Through = Literal["typed", "storage", "asgi", "flask", "slowapi"]
+"""The typed API, the ``limits`` storage (as Flask-Limiter and slowapi call it), the middleware,
+and HTTP requests through Flask-Limiter (werkzeug's test client) and slowapi (httpx, ASGI)."""
 ITEM = parse("1/hour")
-SYNC: tuple[Through, ...] = ("typed", "storage")
-ASYNC: tuple[Through, ...] = ("typed", "asgi", "storage")
+SYNC: tuple[Through, ...] = ("typed", "storage", "flask")
+ASYNC: tuple[Through, ...] = ("typed", "asgi", "storage", "slowapi")
+N_KEY = re.compile(r"/n(\d+)x/")
 
 
 @dataclass
@@ -53,6 +66,23 @@ class Trace:
     back_at: float = 0.0
     calls: list[tuple[float, float, int, bool]] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
+    served: set[int] = field(default_factory=set)
+    """Through a framework: the requests whose storage command the server answered."""
+    keys: dict[int, str] = field(default_factory=dict)
+    """Through a framework: each request's key on the server."""
+
+    def watch(self, storage: Any) -> None:
+        """Records the key of each ``incr`` of a framework's storage, and those answered."""
+        incr = storage.incr
+
+        def watched(key: str, *args: Any, **kwargs: Any) -> Any:
+            n = int(N_KEY.search(key)[1])  # type: ignore[index]
+            self.keys[n] = storage.prefixed(key)
+            out = incr(key, *args, **kwargs)
+            self.served.add(n)
+            return out
+
+        storage.incr = watched
 
     def add(self, start: float, end: float, n: int, served: bool) -> None:
         with self.lock:
@@ -134,15 +164,25 @@ async def _ok(scope: Scope, receive: Receive, send: Send) -> None:
     await send({"type": "http.response.body", "body": b""})
 
 
-def _key(through: Through, n: int) -> str:
+def _key(through: Through, n: int, trace: Trace) -> str:
     """The key a decision makes on the server."""
+    if through in ("flask", "slowapi"):
+        return trace.keys.get(n, f"never sent {n}")
     return f"out:{ITEM.key_for(str(n))}" if through == "storage" else f"out:{n}"
 
 
 def _result(
     api: str, kind: Kind, deadline: float, callers: int, trace: Trace, server: Server
 ) -> Result:
-    through: Through = "storage" if "storage" in api else "typed"
+    through: Through = (
+        "storage"
+        if "storage" in api
+        else "flask"
+        if "Flask" in api
+        else "slowapi"
+        if "slowapi" in api
+        else "typed"
+    )
     during = [c for c in trace.calls if trace.down_at <= c[0] < trace.back_at]
     times = sorted(c[1] for c in during)
     p99 = times[min(len(times) - 1, int(len(times) * 0.99))] if times else 0.0
@@ -152,7 +192,7 @@ def _result(
     client = server.client()
     pipe = client.pipeline(transaction=False)
     for c in given_up:
-        pipe.exists(_key(through, c[2]))
+        pipe.exists(_key(through, c[2], trace))
     ran = [c for c, found in zip(given_up, pipe.execute(), strict=True) if found]
     client.close()
     return Result(
@@ -192,10 +232,17 @@ def run_sync(
     )
     storage = RateLimitStorage(server.url, key_prefix="out", deadline=deadline)
     hits = FixedWindowRateLimiter(storage)
+    app = _flask_app(server, deadline, trace)
+    clients = threading.local()
 
     def decide(n: int) -> bool:
         if through == "typed":
             return rl.gcra(f"out:{n}", 1, "1h").fallback is None
+        if through == "flask":
+            if not hasattr(clients, "http"):
+                clients.http = app.test_client()
+            assert clients.http.get("/", headers={"x-n": str(n)}).status_code == 200
+            return n in trace.served
         try:
             hits.hit(ITEM, str(n))
             return True
@@ -219,8 +266,8 @@ def run_sync(
         stop.set()
         for w in workers:
             w.join()
-        api = "sync" if through == "typed" else "sync limits storage"
-        return _result(api, kind, deadline, threads, trace, server)
+        api = {"typed": "sync", "storage": "sync limits storage", "flask": "Flask-Limiter (HTTP)"}
+        return _result(api[through], kind, deadline, threads, trace, server)
     finally:
         stop.set()
         server.remove()
@@ -251,12 +298,20 @@ def run_async(
         hits = AsyncFixedWindowRateLimiter(storage)
         limit = HttpLimit("hourly", Policy.gcra(1, "1h"), prefix="out:")
         app = RateLimitMiddleware(_ok, rl, [limit], key=header_key("x-n"), fallback="closed")
+        web = _slowapi_app(server, deadline, trace)
+        http = httpx.AsyncClient(
+            transport=httpx.ASGITransport(app=web), base_url="http://t", timeout=None
+        )
 
         async def decide(n: int) -> bool:
             if through == "typed":
                 return (await rl.gcra(f"out:{n}", 1, "1h")).fallback is None
             if through == "asgi":
                 return await _request(app, n)
+            if through == "slowapi":
+                response = await http.get("/", headers={"x-n": str(n)})
+                assert response.status_code == 200, response.text
+                return n in trace.served
             try:
                 await hits.hit(ITEM, str(n))
                 return True
@@ -276,14 +331,74 @@ def run_async(
         await asyncio.sleep(after)
         stop.set()
         await asyncio.gather(*running)
+        await http.aclose()
         await rl.client.aclose()  # type: ignore[attr-defined]
 
     try:
         asyncio.run(drive())
-        api = {"typed": "asyncio", "asgi": "asyncio ASGI", "storage": "asyncio limits storage"}
+        api = {
+            "typed": "asyncio",
+            "asgi": "asyncio ASGI",
+            "storage": "asyncio limits storage",
+            "slowapi": "slowapi (HTTP)",
+        }
         return _result(api[through], kind, deadline, tasks, trace, server)
     finally:
         server.remove()
+
+
+def _flask_app(server: Server, deadline: float, trace: Trace) -> Flask:
+    """Flask-Limiter on the storage, failing open (``swallow_errors``), a key per request."""
+    app = Flask("outage")
+    limiter = Limiter(
+        lambda: f"n{request.headers['x-n']}x",
+        app=app,
+        storage_uri=server.url,
+        storage_options={"deadline": str(deadline)},
+        default_limits=["1/hour"],
+        swallow_errors=True,
+        key_prefix="out",
+    )
+    trace.watch(limiter._storage)
+    logging.getLogger("flask-limiter").disabled = True  # a swallowed error logs a traceback
+    app.add_url_rule("/", "root", lambda: "ok")
+    return app
+
+
+def _request_key(request: Request) -> str:
+    """A key of its own for each request (slowapi passes a parameter named ``request``)."""
+    return f"n{request.headers['x-n']}x"
+
+
+def _slowapi_app(server: Server, deadline: float, trace: Trace) -> FastAPI:
+    """slowapi on the storage, failing open (``swallow_errors``), a key per request.
+
+    slowapi's wrapper reads ``request.state.view_rate_limit``, which only a
+    request its storage decided sets: a dependency sets it to ``None`` first,
+    so that a request whose storage command failed is let through, not 500.
+    """
+    limiter = SlowLimiter(
+        key_func=_request_key,
+        storage_uri=server.url,
+        storage_options={"deadline": str(deadline)},
+        swallow_errors=True,
+        key_prefix="out",
+    )
+    trace.watch(limiter._storage)
+    logging.getLogger("slowapi").disabled = True
+
+    async def undecided(request: Request) -> None:
+        request.state.view_rate_limit = None
+
+    app = FastAPI(dependencies=[Depends(undecided)])
+    app.state.limiter = limiter
+
+    @limiter.limit("1/hour")
+    async def root(request: Request) -> str:
+        return "ok"
+
+    app.add_api_route("/", root)
+    return app
 
 
 def main() -> None:

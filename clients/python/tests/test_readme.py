@@ -51,6 +51,46 @@ def test_the_readme_example_limits_to_100_per_minute_with_retry_after(
     assert check("bob")[0] == 200  # one key per API key
 
 
+def readme_blocks() -> list[str]:
+    """Every ```python block of the repository README."""
+    return re.findall(r"```python\n(.*?)```", README.read_text(), re.S)
+
+
+def test_every_readme_python_block_is_run_here() -> None:
+    """The first screen's example (above) and the client contract's ``RL.ALL`` (below)."""
+    blocks = readme_blocks()
+    assert len(blocks) == 2
+    assert "limiter.gcra(" in blocks[0] and '"RL.ALL", 2' in blocks[1]
+
+
+def test_the_readme_client_contract_in_python(
+    fresh: Server, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two limits in one ``RL.ALL``: 10 a second per key, 1,000 a minute for everyone."""
+    original = redis.Redis.__init__
+
+    def to_test_server(self: redis.Redis, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("port", fresh.port)
+        original(self, *args, **kwargs)
+
+    monkeypatch.setattr(redis.Redis, "__init__", to_test_server)
+    scope: dict[str, Any] = {}
+    exec(compile(readme_blocks()[1], str(README), "exec"), scope)
+    check = scope["check"]
+    status, headers = check("alice")
+    assert status == 200
+    assert headers["RateLimit-Policy"] == '"per-key";q=10;w=1, "global";q=1000;w=60'
+    assert headers["RateLimit"].startswith('"per-key";r=9;t=')
+    assert [check("alice")[0] for _ in range(9)] == [200] * 9  # the burst of 10
+    status, headers = check("alice")  # the clock is still: nothing accrues
+    assert status == 429
+    assert headers["Retry-After"] == "1"  # 100 ms, rounded up
+    assert headers["RateLimit"] == '"per-key";r=0;t=1'
+    assert check("bob")[0] == 200  # another key; the global limit has room
+    assert check("carol", cost=11)[0] == 429  # more than the key can ever hold
+    assert "Retry-After" not in check("carol", cost=11)[1]
+
+
 PACKAGE_README = Path(__file__).resolve().parents[1] / "README.md"
 
 
