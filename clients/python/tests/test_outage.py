@@ -13,11 +13,24 @@ import time
 
 import httpx
 import pytest
+from fastapi import FastAPI, Request
 from flask_limiter.util import get_remote_address
 from limits import parse
 from limits.strategies import STRATEGIES
+from slowapi import Limiter as SlowLimiter
 
-from bench.outage import ASYNC, SYNC, Kind, Result, Through, run_async, run_sync
+from bench.outage import (
+    ASYNC,
+    SYNC,
+    Kind,
+    Result,
+    Through,
+    Trace,
+    _request_key,
+    _slowapi_app,
+    run_async,
+    run_sync,
+)
 from redis_ratelimit import AsyncRateLimiter, RateLimiter, Unavailable
 from redis_ratelimit.limits_storage import RateLimitStorage
 
@@ -168,5 +181,38 @@ async def test_a_per_call_deadline_on_a_frozen_server() -> None:
         finally:
             os.kill(server.process.pid, signal.SIGCONT)
         await arl.client.aclose()  # type: ignore[attr-defined]
+    finally:
+        server.remove()
+
+
+async def test_slowapi_fails_open_only_with_its_limit_unset_first() -> None:
+    """slowapi's ``swallow_errors=True`` on a storage that raises: its endpoint wrapper reads
+    ``request.state.view_rate_limit``, which only a decided request has; the dependency the
+    README gives sets it first, and the request is let through."""
+    server = Server()
+    try:
+        plain = SlowLimiter(
+            key_func=_request_key,
+            storage_uri=server.url,
+            storage_options={"deadline": str(DEADLINE)},
+            swallow_errors=True,
+        )
+        bare = FastAPI()
+        bare.state.limiter = plain
+
+        @plain.limit("1/hour")
+        async def root(request: Request) -> str:
+            return "ok"
+
+        bare.add_api_route("/", root)
+        fixed = _slowapi_app(server, DEADLINE, Trace())
+        server.stop()
+        headers = {"x-n": "1"}
+        transport = httpx.ASGITransport(app=bare, raise_app_exceptions=False)
+        async with httpx.AsyncClient(transport=transport, base_url="http://t") as http:
+            assert (await http.get("/", headers=headers)).status_code == 500
+        transport = httpx.ASGITransport(app=fixed)
+        async with httpx.AsyncClient(transport=transport, base_url="http://t") as http:
+            assert (await http.get("/", headers=headers)).status_code == 200
     finally:
         server.remove()
