@@ -28,14 +28,17 @@ interface Step {
   readonly until_served_ms?: number;
   readonly peek?: { readonly key: string; readonly policy: string };
   readonly release?: boolean;
+  readonly take?: { readonly key: string; readonly policy: string; readonly cost: number };
   readonly within_ms?: number;
   readonly expect?: {
     readonly server_commands?: number;
     readonly unavailable?: boolean;
     readonly within_ms?: number;
     readonly allowed?: boolean;
+    readonly fallback?: boolean;
     readonly remaining?: number;
     readonly retry_after_ms?: number | null;
+    readonly retry_after_ms_between?: readonly [number, number];
     readonly headers?: Readonly<Record<string, string | null>>;
     readonly violated?: readonly string[];
   };
@@ -43,7 +46,12 @@ interface Step {
 
 interface Scenario {
   readonly name: string;
-  readonly client?: { readonly deny_cache?: boolean; readonly lease_block?: number };
+  readonly client?: {
+    readonly deny_cache?: boolean;
+    readonly lease_block?: number;
+    readonly fallback?: "open" | "closed" | "degraded";
+    readonly deadline_ms?: number;
+  };
   readonly steps: readonly Step[];
 }
 
@@ -90,7 +98,7 @@ interface Tier {
 async function decide(rl: RateLimiter, step: Step, tier: Tier): Promise<{ d: Decision | AllDecision; remaining?: number }> {
   const limits = step.decide ?? [];
   const cost = step.cost ?? 1;
-  const timeout = step.deadline_ms ?? 10_000;
+  const timeout = step.deadline_ms ?? rl.guard.timeoutMs;
   const [only] = limits;
   if (limits.length === 1 && only !== undefined && tier.leaseBlock !== undefined) {
     const id = `${only.key}\0${only.policy}`;
@@ -113,6 +121,11 @@ async function decide(rl: RateLimiter, step: Step, tier: Tier): Promise<{ d: Dec
   return { d };
 }
 
+/** Whether the limiter's fallback answered rather than the server (for `all`, any of its limits). */
+function fellBack(d: Decision | AllDecision): boolean {
+  return "limits" in d ? d.limits.some((l) => l.fallback !== undefined) : d.fallback !== undefined;
+}
+
 function differences(answer: { d: Decision | AllDecision; remaining?: number }, step: Step): string[] {
   const want = step.expect ?? {};
   const out: string[] = [];
@@ -120,8 +133,13 @@ function differences(answer: { d: Decision | AllDecision; remaining?: number }, 
   if (want.allowed !== undefined && d.allowed !== want.allowed) out.push(`allowed ${d.allowed} (expected ${want.allowed})`);
   if (want.remaining !== undefined && answer.remaining !== undefined && answer.remaining !== want.remaining)
     out.push(`remaining ${answer.remaining} (expected ${want.remaining})`);
+  if (want.fallback !== undefined && fellBack(d) !== want.fallback) out.push(`fallback ${fellBack(d)} (expected ${want.fallback})`);
   if (want.retry_after_ms !== undefined && d.retryAfterMs !== want.retry_after_ms)
     out.push(`retry_after_ms ${d.retryAfterMs} (expected ${want.retry_after_ms})`);
+  if (want.retry_after_ms_between !== undefined) {
+    const [lo, hi] = want.retry_after_ms_between;
+    if (d.retryAfterMs === null || d.retryAfterMs < lo || d.retryAfterMs > hi) out.push(`retry_after_ms ${d.retryAfterMs} (expected from ${lo} to ${hi})`);
+  }
   const fields = Object.fromEntries(Object.entries(d.headers()).map(([k, v]) => [k.toLowerCase(), v as string | undefined]));
   for (const [name, value] of Object.entries(want.headers ?? {})) {
     const got = fields[name.toLowerCase()] ?? null;
@@ -150,7 +168,8 @@ async function runStep(rl: RateLimiter, step: Step, tier: Tier): Promise<string[
         if (!(e instanceof UnavailableError)) throw e;
         answer = e;
       }
-      if (!(answer instanceof UnavailableError) || performance.now() >= until) break;
+      const served = !(answer instanceof UnavailableError) && !fellBack(answer.d);
+      if (served || performance.now() >= until) break;
       await new Promise((r) => setTimeout(r, 5)); // polling a state, bounded by until_served_ms
     }
     const took = performance.now() - start;
@@ -213,7 +232,15 @@ for (const kind of CLIENTS) {
 
     for (const scenario of file.scenarios) {
       test(scenario.name, async () => {
-        const rl = new RateLimiter(open.redis, { fallback: "error", ...(scenario.client?.deny_cache === true ? { denyCache: 1000 } : {}) });
+        const tier2 = scenario.client ?? {};
+        // Degraded mode is the fail-closed fallback with the local shares on.
+        const fallback = tier2.fallback === undefined ? "error" : tier2.fallback === "open" ? "open" : "closed";
+        const rl = new RateLimiter(open.redis, {
+          fallback,
+          timeout: tier2.deadline_ms ?? 10_000,
+          ...(tier2.deny_cache === true ? { denyCache: 1000 } : {}),
+          ...(tier2.fallback === "degraded" ? { degraded: 1000 } : {}),
+        });
         const tier: Tier = { ...(scenario.client?.lease_block === undefined ? {} : { leaseBlock: scenario.client.lease_block }), leases: new Map() };
         await rl.raw(["FLUSHALL"]);
         await rl.raw(["CONFIG", "RESETSTAT"]);
@@ -226,6 +253,16 @@ for (const kind of CLIENTS) {
             if (step.freeze === true) server.pause();
             if (step.resume === true) server.resume();
             if (step.release === true) for (const lease of tier.leases.values()) assert.equal(await lease.release(), true, at("release"));
+            if (step.take !== undefined) {
+              // Another process's charge, on the connection but not through the limiter.
+              const { key, policy: text, cost } = step.take;
+              const [kind = "", ...words] = text.split(/\s+/);
+              const reply = await rl.raw([`RL.${kind.toUpperCase()}`, key, ...words, "COST", String(cost)]);
+              // RESP2 `[allowed, ...]`; RESP3 a map (node-redis) or its flat pairs (ioredis).
+              const flat: unknown[] | undefined = Array.isArray(reply) ? reply : undefined;
+              const allowed = flat === undefined ? (reply as Record<string, unknown>)["allowed"] : flat[0] === "allowed" ? flat[1] : flat[0];
+              if (Number(allowed) !== 1) failed.push(at(`take ${cost} on ${key}: ${JSON.stringify(reply)}`));
+            }
             if (step.decide !== undefined) failed.push(...(await runStep(rl, step, tier)).map(at));
             if (step.peek !== undefined) failed.push(...(await peekStep(rl, step)).map(at));
             const want = step.expect?.server_commands;

@@ -48,7 +48,7 @@ def policy(words: str, name: str) -> Policy:
 def decide(limiter: RateLimiter, step: dict[str, Any]) -> Decision:
     limits = [(lim["key"], policy(lim["policy"], lim["name"])) for lim in step["decide"]]
     cost = int(step.get("cost", 1))
-    deadline = step.get("deadline_ms", 10_000) / 1000
+    deadline = step["deadline_ms"] / 1000 if "deadline_ms" in step else limiter.guard.deadline
     if len(limits) == 1:
         key, p = limits[0]
         return limiter.decide(key, p, cost=cost, deadline=deadline)
@@ -67,7 +67,8 @@ def run_step(limiter: RateLimiter, step: dict[str, Any]) -> list[str]:
                 answer: Decision | Unavailable = decide(limiter, step)
             except Unavailable as e:
                 answer = e
-            if not isinstance(answer, Unavailable) or time.monotonic() >= until:
+            served = not isinstance(answer, Unavailable) and answer.fallback is None
+            if served or time.monotonic() >= until:
                 break
             time.sleep(0.005)  # polling a state, bounded by until_served_ms
         took_ms = (time.monotonic() - start) * 1000
@@ -87,12 +88,19 @@ def differences(d: Decision, expect: dict[str, Any], single: bool) -> list[str]:
     out = []
     if "allowed" in expect and d.allowed != expect["allowed"]:
         out.append(f"allowed {d.allowed} (expected {expect['allowed']})")
+    if "fallback" in expect and (d.fallback is not None) != expect["fallback"]:
+        out.append(f"fallback {d.fallback!r} (expected {expect['fallback']})")
     if single and "remaining" in expect and d.remaining != expect["remaining"]:
         out.append(f"remaining {d.remaining} (expected {expect['remaining']})")
     if "retry_after_ms" in expect:
         got = None if d.retry_after is None else round(d.retry_after.total_seconds() * 1000)
         if got != expect["retry_after_ms"]:
             out.append(f"retry_after_ms {got} (expected {expect['retry_after_ms']})")
+    if "retry_after_ms_between" in expect:
+        lo, hi = expect["retry_after_ms_between"]
+        got = None if d.retry_after is None else round(d.retry_after.total_seconds() * 1000)
+        if got is None or not lo <= got <= hi:
+            out.append(f"retry_after_ms {got} (expected from {lo} to {hi})")
     fields = {k.lower(): v for k, v in d.headers().items()}
     for name, value in expect.get("headers", {}).items():
         if fields.get(name.lower()) != value:
@@ -133,9 +141,21 @@ def limiter_for(server: Server, scenario: dict[str, Any]) -> RateLimiter:
     tier = scenario.get("client", {})
     return RateLimiter.from_url(
         f"redis://127.0.0.1:{server.port}",
+        deadline=tier.get("deadline_ms", 10_000) / 1000,
+        fallback=tier.get("fallback", "raise"),
         deny_cache=DenyCache() if tier.get("deny_cache") else None,
         leases=Leases(int(tier["lease_block"])) if "lease_block" in tier else None,
     )
+
+
+def take(c: redis.Redis, step: dict[str, Any]) -> list[str]:
+    """A ``take`` step: another process's charge, sent on a connection the limiter does not see."""
+    what = step["take"]
+    p = policy(what["policy"], "take")
+    reply = c.execute_command(p.command, what["key"], *p.single, "COST", what["cost"])
+    if parse_decision(reply, p, False).allowed:
+        return []
+    return [f"take {what['cost']} on {what['key']}: denied"]
 
 
 @pytest.mark.parametrize("scenario", SCENARIOS, ids=[s["name"] for s in SCENARIOS])
@@ -157,6 +177,8 @@ def test_scenario_answers_as_written(server: Server, scenario: dict[str, Any]) -
                 process.send_signal(signal.SIGSTOP)
             if step.get("resume"):
                 process.send_signal(signal.SIGCONT)
+            if "take" in step:
+                failed += [f"step {i}: {x}" for x in take(c, step)]
             if "decide" in step:
                 failed += [f"step {i}: {x}" for x in run_step(limiter, step)]
             if "peek" in step:

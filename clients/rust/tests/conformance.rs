@@ -3,9 +3,13 @@
 //! and header fields against a real server with the manual clock.
 //!
 //! A scenario's `client` picks the second tier its decisions go through:
-//! `deny_cache` the tower layer with its deny cache (the crate's only
-//! deny cache), `lease_block: k` a [`LeasedLimit`] per key leased in
-//! fixed blocks of `k`; without it, [`Client::send`].
+//! `deny_cache` or `fallback` the tower layer (the crate's only deny
+//! cache, fail-open and fail-closed limits and degraded mode), with the
+//! client's timeout at `deadline_ms`; `lease_block: k` a [`LeasedLimit`]
+//! per key leased in fixed blocks of `k`; without it, [`Client::send`].
+//! Through the layer a decision was the fallback's when an admission has
+//! no `RateLimit` field, a denial is `503`, or a `429` has no store
+//! decision (degraded mode).
 
 #[path = "../../../tests/common/mod.rs"]
 mod common;
@@ -56,6 +60,8 @@ struct Answer {
     headers: BTreeMap<String, String>,
     /// The problem body's `violated-policies`.
     violated: Value,
+    /// Answered by the fallback, not decided by the store.
+    fallback: bool,
 }
 
 impl Answer {
@@ -73,6 +79,7 @@ impl Answer {
             retry_after: decision.retry_after,
             headers,
             violated: body["violated-policies"].clone(),
+            fallback: false,
         }
     }
 }
@@ -81,12 +88,24 @@ impl Answer {
 /// exact wait (the contract's `Retry-After` is in whole seconds).
 const WAIT_FIELD: &str = "x-conformance-retry-after-ms";
 
+/// The header field in which the runner's error handler marks a denial
+/// without a store decision (degraded mode's).
+const LOCAL_FIELD: &str = "x-conformance-local";
+
+/// What the layer is built with: its deny cache, and its limit's fallback
+/// (`open`, `closed`, `degraded`).
+#[derive(Clone)]
+struct Tier {
+    deny_cache: bool,
+    fallback: Option<String>,
+}
+
 /// What a scenario's decisions go through (its `client`).
 enum Limiter {
     Plain(Client),
-    /// The layer with a deny cache, keyed by the `x-key` field; built at
-    /// the first decide step, from its limit.
-    DenyCache(Client, Option<(axum::Router, Policy, String)>),
+    /// The layer, keyed by the `x-key` field; built at the first decide
+    /// step, from its limit.
+    Layered(Client, Tier, Option<(axum::Router, Policy, String)>),
     /// One leased limit per key, leased in blocks of `k`.
     Leased(Client, u64, BTreeMap<String, LeasedLimit>),
 }
@@ -94,8 +113,16 @@ enum Limiter {
 impl Limiter {
     fn new(client: Client, scenario: &Value) -> Limiter {
         let tier = &scenario["client"];
-        if tier["deny_cache"].as_bool() == Some(true) {
-            return Limiter::DenyCache(client, None);
+        let client = match tier["deadline_ms"].as_u64() {
+            Some(ms) => client.timeout(Duration::from_millis(ms)),
+            None => client,
+        };
+        let layered = Tier {
+            deny_cache: tier["deny_cache"].as_bool() == Some(true),
+            fallback: tier["fallback"].as_str().map(str::to_owned),
+        };
+        if layered.deny_cache || layered.fallback.is_some() {
+            return Limiter::Layered(client, layered, None);
         }
         match tier["lease_block"].as_u64() {
             Some(k) => Limiter::Leased(client, k, BTreeMap::new()),
@@ -132,21 +159,21 @@ impl Limiter {
                     retry_after: a.retry_after,
                     headers: BTreeMap::new(),
                     violated: Value::Array(Vec::new()),
+                    fallback: false,
                 })
             }
-            Limiter::DenyCache(client, layer) => {
+            Limiter::Layered(client, tier, layer) => {
                 let [(key, policy, name)] = limits.as_slice() else {
-                    panic!("the layer's deny cache decides one limit a step");
+                    panic!("the layer decides one limit a step");
                 };
-                assert_eq!(cost, 1, "the layer's requests here cost 1");
                 let (router, built, built_name) = layer.get_or_insert_with(|| {
-                    (deny_cached(client, *policy, name), *policy, name.clone())
+                    (layered(client, tier, *policy, name), *policy, name.clone())
                 });
                 assert!(
                     *built == *policy && built_name == name,
-                    "the layer's deny cache decides one limit a scenario"
+                    "the layer decides one limit a scenario"
                 );
-                through(router, key).await
+                through(router, key, cost).await
             }
         }
     }
@@ -166,41 +193,62 @@ impl Limiter {
     }
 }
 
-/// An app behind the layer with a deny cache and `policy` per `x-key`
-/// (the store key is the field's value), whose error handler tells a
-/// denial's exact wait in [`WAIT_FIELD`].
-fn deny_cached(client: &Client, policy: Policy, name: &str) -> axum::Router {
-    let layer = RedisRateLimitLayer::builder(
+/// An app behind the layer with `policy` per `x-key` (the store key is the
+/// field's value) and `tier`'s deny cache and fallback, each request
+/// costing the `x-cost` field's units, whose error handler tells a
+/// denial's exact wait in [`WAIT_FIELD`] and marks one without a store
+/// decision in [`LOCAL_FIELD`].
+fn layered(client: &Client, tier: &Tier, policy: Policy, name: &str) -> axum::Router {
+    let mut limit = HttpLimit::per_key(policy).prefix("").name(name);
+    if tier.fallback.as_deref() == Some("open") {
+        limit = limit.fail_open();
+    }
+    let mut builder = RedisRateLimitLayer::builder(
         client.clone(),
         HeaderKey::new(HeaderName::from_static("x-key")),
     )
-    .limit(HttpLimit::per_key(policy).prefix("").name(name))
-    .deny_cache(100)
-    .error_handler(|rejection| {
-        let mut response = rejection.response;
-        if let Reason::Denied(d) = rejection.reason {
-            if let Some(wait) = d.retry_after {
-                let ms = wait.as_millis().to_string();
-                let value = ms.parse().expect("digits");
-                response.headers_mut().insert(WAIT_FIELD, value);
+    .limit(limit)
+    .cost(|request: &axum::http::request::Parts| {
+        request
+            .headers
+            .get("x-cost")
+            .and_then(|v| v.to_str().ok()?.parse().ok())
+            .unwrap_or(1)
+    });
+    if tier.deny_cache {
+        builder = builder.deny_cache(100);
+    }
+    if tier.fallback.as_deref() == Some("degraded") {
+        builder = builder.degraded(1000);
+    }
+    let layer = builder
+        .error_handler(|rejection| {
+            let mut response = rejection.response;
+            if let Reason::Denied(d) = rejection.reason {
+                if let Some(wait) = d.retry_after {
+                    let ms = wait.as_millis().to_string();
+                    let value = ms.parse().expect("digits");
+                    response.headers_mut().insert(WAIT_FIELD, value);
+                }
+                if d.decision.is_none() {
+                    let value = "1".parse().expect("a value");
+                    response.headers_mut().insert(LOCAL_FIELD, value);
+                }
             }
-        }
-        response
-    })
-    .build()
-    .expect("layer");
+            response
+        })
+        .build()
+        .expect("layer");
     router(layer)
 }
 
-/// A request on `key` through `router`: served is allowed, `429` denied,
-/// `503` the store unavailable.
-async fn through(router: &axum::Router, key: &str) -> Result<Answer, Error> {
-    let reply = get_with(router, &[("x-key", key)]).await;
-    if reply.status == 503 {
-        return Err(Error::StoreDown);
-    }
+/// A request on `key` of `cost` through `router`: served is allowed,
+/// `429` denied, `503` the fail-closed fallback's denial.
+async fn through(router: &axum::Router, key: &str, cost: u64) -> Result<Answer, Error> {
+    let cost = cost.to_string();
+    let reply = get_with(router, &[("x-key", key), ("x-cost", &cost)]).await;
     assert!(
-        matches!(reply.status, 200 | 429),
+        matches!(reply.status, 200 | 429 | 503),
         "status {}: {}",
         reply.status,
         reply.body
@@ -213,6 +261,11 @@ async fn through(router: &axum::Router, key: &str) -> Result<Answer, Error> {
     let retry_after = headers
         .remove(WAIT_FIELD)
         .map(|ms| Duration::from_millis(ms.parse().expect("ms")));
+    let fallback = match reply.status {
+        200 => !headers.contains_key("ratelimit"),
+        429 => headers.remove(LOCAL_FIELD).is_some(),
+        _ => true,
+    };
     let violated = match reply.status {
         429 => {
             let body: Value = serde_json::from_str(&reply.body).expect("problem JSON");
@@ -226,6 +279,7 @@ async fn through(router: &axum::Router, key: &str) -> Result<Answer, Error> {
         retry_after,
         headers,
         violated,
+        fallback,
     })
 }
 
@@ -262,7 +316,11 @@ async fn run_step(limiter: &mut Limiter, step: &Value) -> Vec<String> {
         let mut answer = limiter.decide(step).await;
         if let Some(ms) = step["until_served_ms"].as_u64() {
             let until = start + Duration::from_millis(ms);
-            while matches!(&answer, Err(e) if e.is_unavailable()) && Instant::now() < until {
+            let unserved = |a: &Result<Answer, Error>| match a {
+                Err(e) => e.is_unavailable(),
+                Ok(a) => a.fallback,
+            };
+            while unserved(&answer) && Instant::now() < until {
                 tokio::time::sleep(Duration::from_millis(5)).await; // polling a state, bounded
                 answer = limiter.decide(step).await;
             }
@@ -304,6 +362,22 @@ fn differences(answer: &Answer, expect: &Value) -> Vec<String> {
             out.push(format!("retry_after_ms {got:?} (expected {want})"));
         }
     }
+    if let Some(want) = expect["fallback"].as_bool() {
+        if answer.fallback != want {
+            out.push(format!("fallback {} (expected {want})", answer.fallback));
+        }
+    }
+    if let Some([lo, hi]) = expect["retry_after_ms_between"]
+        .as_array()
+        .map(Vec::as_slice)
+    {
+        let got = answer.retry_after.map(|w| w.as_millis() as u64);
+        if !got.is_some_and(|ms| Some(ms) >= lo.as_u64() && Some(ms) <= hi.as_u64()) {
+            out.push(format!(
+                "retry_after_ms {got:?} (expected from {lo} to {hi})"
+            ));
+        }
+    }
     if let Some(want) = expect["headers"].as_object() {
         for (name, value) in want {
             let got = answer.headers.get(&name.to_ascii_lowercase());
@@ -343,6 +417,27 @@ async fn peek(c: &mut redis::Connection, step: &Value) -> Vec<String> {
             return vec![format!("peek: remaining {got} (expected {want})")];
         }
         tokio::time::sleep(Duration::from_millis(5)).await; // polling a state, bounded
+    }
+}
+
+/// A take step: another process's charge, sent on the runner's own
+/// connection, which the limiter does not see.
+fn take(c: &mut redis::Connection, step: &Value) -> Vec<String> {
+    let what = &step["take"];
+    let key = what["key"].as_str().expect("take: key");
+    let words: Vec<&str> = what["policy"]
+        .as_str()
+        .expect("take: policy")
+        .split_whitespace()
+        .collect();
+    let cost = what["cost"].as_u64().expect("take: cost").to_string();
+    let command = format!("RL.{}", words[0].to_ascii_uppercase());
+    let mut args = vec![command.as_str(), key];
+    args.extend(&words[1..]);
+    args.extend(["COST", cost.as_str()]);
+    match decide(c, &args)[0] {
+        1 => Vec::new(),
+        _ => vec![format!("take {cost} on {key}: denied")],
     }
 }
 
@@ -410,6 +505,9 @@ fn every_scenario_answers_as_written() {
                 }
                 if step["release"].as_bool() == Some(true) {
                     differs.extend(limiter.release().await.err());
+                }
+                if step.get("take").is_some() {
+                    differs.extend(take(&mut c, step));
                 }
                 if step.get("decide").is_some() {
                     differs.extend(run_step(&mut limiter, step).await);
