@@ -189,6 +189,7 @@ describe("block leasing", () => {
       await rl.raw(["CONFIG", "SET", "ratelimit.hot-key-counters", "320"]);
       const start = 1767225600000000n;
       await rl.raw(["RL.CLOCK", "SET", String(start)]);
+      assert.throws(() => new HotKeyLeases(rl, POLICY, { block: BLOCK, queue: 0 }), RangeError);
       const hot = new HotKeyLeases(rl, POLICY, { block: BLOCK, count: 10, perSecond: 100 });
       // Before any poll: every key is decided per request.
       for (let i = 0; i < 300; i++) await hot.decide("rl:hot");
