@@ -290,7 +290,7 @@ export class Guard {
    * Sends `args` (a refund or a release for a reply nobody waited for),
    * outside the circuit, within {@link GIVE_BACK_TIMEOUT_MS}.
    */
-  private async giveBack(args: string[]): Promise<void> {
+  async giveBack(args: string[]): Promise<void> {
     const controller = new AbortController();
     const timer = setTimeout(() => {
       controller.abort(new UnavailableError("timeout", args[0] ?? ""));

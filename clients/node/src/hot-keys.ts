@@ -14,6 +14,8 @@ export interface HotKeyOptions {
   readonly perSecond?: number;
   /** The limit's name in the headers (default `"default"`). */
   readonly name?: string;
+  /** Each hot key's lease queues for whole blocks while contended, up to this many ms (see {@link LeasedLimit}); default never. */
+  readonly queue?: number;
 }
 
 /** The default poll interval of {@link HotKeyLeases.follow} (ms). */
@@ -67,6 +69,8 @@ export class HotKeyLeases {
     if (!Number.isInteger(count) || count < 1 || count > 1000) throw new RangeError(`count must be an integer from 1 to 1000, got ${count}`);
     if (!Number.isInteger(options.block) || options.block < 1 || options.block > MAX_BLOCK)
       throw new RangeError(`block must be an integer from 1 to ${MAX_BLOCK}, got ${options.block}`);
+    if (options.queue !== undefined && !(Number.isFinite(options.queue) && options.queue > 0))
+      throw new RangeError(`queue must be a positive number of ms, got ${options.queue}`);
   }
 
   /** A decision on `key`: from its block when hot, else by its own command. */
@@ -88,7 +92,11 @@ export class HotKeyLeases {
     if (lease !== null && lease.key === key) return lease;
     // Another key with the same first 64 bytes held it: it goes back to the server.
     if (lease !== null) void lease.release().catch(() => undefined);
-    const opened = new LeasedLimit(this.limiter, key, this.policy, { block: this.options.block, ...(this.options.name === undefined ? {} : { name: this.options.name }) });
+    const opened = new LeasedLimit(this.limiter, key, this.policy, {
+      block: this.options.block,
+      ...(this.options.name === undefined ? {} : { name: this.options.name }),
+      ...(this.options.queue === undefined ? {} : { queue: this.options.queue }),
+    });
     this.hot.set(listed, opened);
     return opened;
   }

@@ -16,6 +16,12 @@ export interface LeasedLimitOptions {
   readonly name?: string;
   /** The answer when the server gives none to a block call (default: the limiter's). */
   readonly fallback?: Fallback;
+  /**
+   * Queue for whole blocks on the server while the key is contended
+   * (`COST block WAIT queue`), waiting up to this many ms in line
+   * (default: never queue). See {@link LeasedLimit}.
+   */
+  readonly queue?: number;
 }
 
 /** Options of {@link LeasedLimit.acquire}. */
@@ -26,6 +32,16 @@ export interface LeasedAcquireOptions extends CallOptions {
 
 /** The most units one block holds (a bound on what one process can hold unused). */
 export const MAX_BLOCK = 10_000;
+
+/** The longest a lease waits between calls while queueing (ms). */
+const MAX_GAP_MS = 1000;
+
+/** What the processes together should leave on the server between calls: one to three blocks (at most a quarter to three quarters of the limit). */
+function band(block: number, limit: number): { low: number; high: number } {
+  const low = Math.min(block, Math.floor(limit / 4));
+  const high = Math.min(block * 3, Math.floor((limit * 3) / 4));
+  return { low, high: Math.max(high, low + 1) };
+}
 
 /** The ms one unit of `policy` takes to come back, or `undefined` (windows). */
 function unitMs(policy: LeasablePolicy): number | undefined {
@@ -55,6 +71,23 @@ function unitMs(policy: LeasablePolicy): number | undefined {
  * - The bound: what the processes admit in any window can exceed the limit
  *   by at most what they hold unused, `block` × processes.
  * - A request costing more than `block` is decided by the server directly.
+ * - With `queue` (ms), the key's processes take whole blocks in turn, as
+ *   the Rust client's `LeasePlan::queued`: from the first call, and again
+ *   whenever a block comes back short or denied, the block call queues on
+ *   the server for the next whole block (`COST block WAIT queue`, first
+ *   come first served among the processes), on a connection of its own
+ *   from the limiter's wait pool, so that every call gets `block` units and
+ *   nobody is denied while the line moves. A queued block that leaves
+ *   whole blocks unused on the server (three blocks, or three quarters of
+ *   the limit) says the key is no longer contended: the next call asks
+ *   with `PARTIAL` again. A queued call denied (its place lies beyond
+ *   `queue`) calls again once its place would be within it (at most 1 s
+ *   later). Requests waiting for a queued call wait up to the limiter's
+ *   timeout plus `queue` by default. The queued call has its own deadline
+ *   (the limiter's timeout plus `queue`) and no caller's signal: callers
+ *   that give up leave it to land in the block; given up at its own
+ *   deadline after it was written, it keeps its place in line and what
+ *   its late reply took is refunded.
  */
 export class LeasedLimit {
   /** Units this process holds, taken from the server and not yet admitted. */
@@ -66,6 +99,8 @@ export class LeasedLimit {
   private dueAt = 0;
   private lastUse = 0;
   private limitSeen = 0;
+  /** Others use the key: the next call queues (with `queue`). */
+  private contended: boolean;
   private readonly described: Described;
 
   /** A leased limit on `key` under `policy`, its calls sent by `limiter`. */
@@ -77,7 +112,15 @@ export class LeasedLimit {
   ) {
     if (!Number.isInteger(options.block) || options.block < 1 || options.block > MAX_BLOCK)
       throw new RangeError(`block must be an integer from 1 to ${MAX_BLOCK}, got ${options.block}`);
+    if (options.queue !== undefined && !(Number.isFinite(options.queue) && options.queue > 0))
+      throw new RangeError(`queue must be a positive number of ms, got ${options.queue}`);
+    this.contended = options.queue !== undefined;
     this.described = { name: options.name ?? "default", quota: policyQuota(policy) };
+  }
+
+  /** Whether the next block call queues on the server. */
+  get queues(): boolean {
+    return this.contended && this.options.queue !== undefined;
   }
 
   /** Admits a request from the block, taking a new block when it is spent. */
@@ -86,7 +129,7 @@ export class LeasedLimit {
     if (!Number.isInteger(cost) || cost < 0) throw new RangeError(`cost must be a non-negative integer, got ${cost}`);
     if (cost > this.options.block) return this.limiter.decide(this.key, this.policy, { ...options, cost, name: this.described.name });
     options.signal?.throwIfAborted();
-    const deadline = performance.now() + (options.timeout ?? this.limiter.guard.timeoutMs);
+    const deadline = performance.now() + (options.timeout ?? this.limiter.guard.timeoutMs + (this.options.queue ?? 0));
     let last: Decision | undefined;
     for (;;) {
       this.lastUse = performance.now();
@@ -118,6 +161,8 @@ export class LeasedLimit {
   private async call(): Promise<Decision> {
     this.commands++;
     const block = this.options.block;
+    const queue = this.options.queue;
+    if (queue !== undefined && this.contended) return this.queued(block, queue);
     const d = await this.limiter.decide(this.key, this.policy, {
       cost: block,
       partial: true,
@@ -130,9 +175,41 @@ export class LeasedLimit {
     this.held += granted;
     const unit = unitMs(this.policy);
     const now = performance.now();
-    if (granted === 0) this.dueAt = now + Math.max(d.retryAfterMs ?? 0, unit === undefined ? 0 : unit * block);
+    if (granted < block && queue !== undefined) {
+      // Contended: queue for the next whole block at once; the server paces the line.
+      this.contended = true;
+      this.dueAt = 0;
+    } else if (granted === 0) this.dueAt = now + Math.max(d.retryAfterMs ?? 0, unit === undefined ? 0 : unit * block);
     else if (granted < block) this.dueAt = now + (unit === undefined ? (d.retryAfterMs ?? 0) : unit * (block - granted));
     else this.dueAt = 0;
+    return d;
+  }
+
+  /** A queued block call (`COST block WAIT queue`); its grant lands in `held` whoever waits for it. */
+  private async queued(block: number, queue: number): Promise<Decision> {
+    const fallback = this.options.fallback ?? this.limiter.defaultFallback;
+    const d = await this.limiter.queuedBlock(this.key, this.policy, block, queue, this.described.name, fallback);
+    if (d.fallback !== undefined) return d;
+    this.limitSeen = d.limit;
+    const now = performance.now();
+    if (d.allowed) {
+      this.held += block;
+      // Whole blocks left unused: nobody else is waiting for them.
+      this.contended = d.remaining < band(block, d.limit).high;
+      this.dueAt = 0;
+      return d;
+    }
+    if (d.retryAfterMs !== null) {
+      // Its place lay beyond the queue's wait (or the line was full): call again when it would be within it,
+      // and not before a block could accrue.
+      const unit = unitMs(this.policy);
+      const accrual = d.remaining === 0 && unit !== undefined ? unit * block : 0;
+      this.dueAt = now + Math.min(MAX_GAP_MS, Math.max(d.retryAfterMs - queue, accrual));
+    } else {
+      // A block that can never be admitted at once: ask for what fits instead.
+      this.contended = false;
+      this.dueAt = 0;
+    }
     return d;
   }
 

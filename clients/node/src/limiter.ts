@@ -343,6 +343,26 @@ export class RateLimiter {
     return d;
   }
 
+  /**
+   * A leased limit's queued block ({@link LeasedLimit}'s `queue`): `COST
+   * units WAIT waitMs`, on a connection of the wait pool, within the
+   * limiter's timeout plus `waitMs`. Given up on (its deadline) after it was
+   * written, it keeps its place in the server's line and what its late
+   * reply took is refunded. No answer: `fallback`'s decision.
+   */
+  async queuedBlock(key: string, policy: GcraPolicy | BucketPolicy | SlidingPolicy | FixedPolicy, units: number, waitMs: number, name: string, fallback: Fallback): Promise<Decision> {
+    const described = { name, quota: policyQuota(policy) };
+    const base = [COMMAND[policy.type], key, ...policyArgs(policy)];
+    const options: DecideOptions = { cost: units };
+    let reply: RawReply;
+    try {
+      reply = await this.waits.call([...base, "COST", String(units), "WAIT", durationArg(Math.max(1, Math.ceil(waitMs)))], {}, waitMs, singleUndo(base, described, options));
+    } catch (error) {
+      return this.fallbackDecision(error, described, fallback);
+    }
+    return parseDecision(reply, described, false);
+  }
+
   /** Degraded mode's share of `key` under `policy` for this process (0 to 1), `undefined` when off or never answered. */
   degradedShare(key: string, policy: GcraPolicy | BucketPolicy | SlidingPolicy | FixedPolicy): number | undefined {
     return this.degraded?.share([COMMAND[policy.type], key, ...policyArgs(policy)].join("\0"));

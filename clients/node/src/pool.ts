@@ -1,6 +1,6 @@
 import type { RawReply, RedisLike } from "./client.js";
 import { UnavailableError, fromClientError } from "./errors.js";
-import { type CallOptions, Guard } from "./guard.js";
+import { type CallOptions, GIVE_BACK_TIMEOUT_MS, Guard, type Undo } from "./guard.js";
 
 /** The most connections of one limiter that hold a waiting command (`WAIT`) at once, by default. */
 export const DEFAULT_MAX_WAITERS = 64;
@@ -87,10 +87,15 @@ export class WaitPool {
    * `options.timeout` plus `waitMs`. Without `duplicate()` (a
    * `sendCommand` function) it goes through the guard on the shared
    * connection.
+   *
+   * With `undo`, a call given up on after it was written keeps its place in
+   * the server's line instead: its connection stays open until the reply
+   * lands (within `waitMs` plus {@link GIVE_BACK_TIMEOUT_MS}, else it is
+   * closed), and what the reply took is given back with `undo`'s command.
    */
-  async call(args: string[], options: CallOptions, waitMs: number): Promise<RawReply> {
+  async call(args: string[], options: CallOptions, waitMs: number, undo?: Undo): Promise<RawReply> {
     const open = this.open;
-    if (open === undefined) return this.guard.call(args, options, waitMs);
+    if (open === undefined) return this.guard.call(args, options, waitMs, undo);
     const { signal } = options;
     if (signal?.aborted === true) throw signal.reason;
     const command = args[0] ?? "";
@@ -132,9 +137,12 @@ export class WaitPool {
           this.give(conn);
           throw typed;
         }
-        conn.close();
-        this.busy--;
-        this.next();
+        if (undo !== undefined) this.orphan(conn, work, undo, waitMs);
+        else {
+          conn.close();
+          this.busy--;
+          this.next();
+        }
       }
       if (error instanceof UnavailableError || (signal !== undefined && error === signal.reason)) throw error;
       throw new UnavailableError("unavailable", command, { cause: error });
@@ -142,6 +150,33 @@ export class WaitPool {
       clearTimeout(timer);
       if (onAbort !== undefined) signal?.removeEventListener("abort", onAbort);
     }
+  }
+
+  /** A written call nobody waits for: its reply's charge given back when it lands, then its connection reused. */
+  private orphan(conn: Conn, work: Promise<RawReply>, undo: Undo, waitMs: number): void {
+    let done = false;
+    const finish = (reply: RawReply | undefined): void => {
+      if (done) return;
+      done = true;
+      clearTimeout(timer);
+      if (reply === undefined) {
+        conn.close();
+        this.busy--;
+        this.next();
+        return;
+      }
+      this.give(conn);
+      let back: string[] | undefined;
+      try {
+        back = undo(reply);
+      } catch {
+        // A reply of an unexpected shape: nothing known to give back.
+      }
+      if (back !== undefined) void this.guard.giveBack(back);
+    };
+    const timer = setTimeout(() => { finish(undefined); }, waitMs + GIVE_BACK_TIMEOUT_MS);
+    timer.unref();
+    work.then(finish, () => { finish(undefined); });
   }
 
   private take(open: () => Promise<Conn>): Promise<Conn> {

@@ -38,11 +38,11 @@ export interface RatelimitResponse {
    * answer within `timeout`, or the connection was known down (nothing was
    * sent), and the request was let through; `"cacheBlock"` when the
    * ephemeral cache denied it without a round trip; `"denyList"` when the
-   * identifier is on the server's deny list (`RL.DENY`, with
-   * `enableProtection`).
+   * identifier, or a value given with it, is on the server's deny list
+   * (`RL.DENY`, with `enableProtection`).
    */
   readonly reason?: "timeout" | "cacheBlock" | "denyList";
-  /** With `reason: "denyList"`: the denied value (the identifier). */
+  /** With `reason: "denyList"`: the denied value (the identifier, or the `ip`, `userAgent` or `country` given to `limit()`). */
   readonly deniedValue?: string;
 }
 
@@ -73,10 +73,16 @@ export interface RatelimitConfig {
    */
   readonly ephemeralCache?: Map<string, number> | false;
   /**
-   * Tells a denial by the server's deny list (`RL.DENY <prefix>:<identifier>`,
-   * the module loaded with `policies on`) apart: `reason: "denyList"`,
-   * `deniedValue`. The server denies such a key with or without it; it
-   * costs one `RL.DENIED` after a denial, none otherwise.
+   * Checks the server's deny list (the module loaded with `policies on`):
+   * a value `v` is denied by `RL.DENY <prefix>:<v> …`, whether it is the
+   * identifier or the `ip`, `userAgent` or `country` given to `limit()`
+   * (one list for every kind of value, as Upstash's). A denied request is
+   * answered `success: false`, `reason: "denyList"`, `deniedValue`, with
+   * nothing charged. The identifier alone costs one `RL.DENIED` after a
+   * denial, none otherwise (the server denies such a key itself); with
+   * other values, one `RL.DENIED` per value, pipelined with the decision
+   * (one round trip), and a `REFUND` of the decision's charge when a value
+   * is denied.
    */
   readonly enableProtection?: boolean;
   /**
@@ -99,6 +105,12 @@ export interface RatelimitConfig {
 export interface LimitOptions {
   /** The units this request takes (default 1). */
   readonly rate?: number;
+  /** With `enableProtection`: the client's IP address, checked against the deny list. */
+  readonly ip?: string;
+  /** With `enableProtection`: the client's user agent, checked against the deny list. */
+  readonly userAgent?: string;
+  /** With `enableProtection`: the client's country, checked against the deny list. */
+  readonly country?: string;
   /** Stops waiting: the call rejects with `signal.reason`, and a command not yet written is never written. */
   readonly signal?: AbortSignal;
 }
@@ -260,19 +272,48 @@ export class Ratelimit {
   /** Decides one request of `identifier` (taking `rate` units): one command. */
   async limit(identifier: string, options: LimitOptions = {}): Promise<RatelimitResponse> {
     const call = { ...(options.rate === undefined ? {} : { cost: options.rate }), ...(options.signal === undefined ? {} : { signal: options.signal }) };
+    const signal = options.signal === undefined ? {} : { signal: options.signal };
+    const values = this.protection ? [options.ip, options.userAgent, options.country].filter((v): v is string => v !== undefined && v !== "") : [];
     try {
+      if (values.length > 0) return await this.limitChecked(identifier, values, call, signal);
       const d = await this.decideOne(identifier, call);
       const r = this.response(d);
       if (d.allowed || d.cached === true || !this.protection) return r;
-      const denied = await this.limiter.raw(["RL.DENIED", this.key(identifier)], options.signal === undefined ? {} : { signal: options.signal });
-      return denied === null ? r : { ...r, reason: "denyList", deniedValue: identifier };
+      const denied = await this.limiter.raw(["RL.DENIED", this.key(identifier)], signal);
+      return denied === null ? r : this.deniedBy(r, identifier);
     } catch (error) {
       return this.timedOut(error);
     }
   }
 
+  /** `r` answered as denied by the deny list's entry for `value`. */
+  private deniedBy(r: RatelimitResponse, value: string): RatelimitResponse {
+    return { ...r, success: false, remaining: 0, reason: "denyList", deniedValue: value };
+  }
+
+  /**
+   * The decision with the identifier and `values` checked against the deny
+   * list: one `RL.DENIED` each, sent with the decision (one round trip); a
+   * denied value gives back what the decision charged.
+   */
+  private async limitChecked(identifier: string, values: readonly string[], call: { readonly cost?: number; readonly signal?: AbortSignal }, signal: { readonly signal?: AbortSignal }): Promise<RatelimitResponse> {
+    const checked = [identifier, ...values];
+    const lookups = checked.map((v) => this.limiter.raw(["RL.DENIED", this.key(v)], signal));
+    const decided = this.decideOne(identifier, call);
+    for (const p of lookups) p.catch(() => undefined);
+    const d = await decided;
+    const found = await Promise.all(lookups);
+    const index = found.findIndex((reply) => reply !== null);
+    const r = this.response(d);
+    const value = checked[index];
+    if (value === undefined) return r;
+    // What the limit charged is given back: a denied request takes nothing (as the server's own deny list).
+    if (d.allowed && d.cached !== true && d.fallback === undefined) await this.decideOne(identifier, { refund: call.cost ?? 1 });
+    return this.deniedBy(r, value);
+  }
+
   /** One decision: under the dynamic limit when one is set, else the algorithm's. */
-  private async decideOne(identifier: string, call: { readonly cost?: number; readonly signal?: AbortSignal }): Promise<Decision> {
+  private async decideOne(identifier: string, call: { readonly cost?: number; readonly refund?: number; readonly signal?: AbortSignal }): Promise<Decision> {
     if (this.dynamic) {
       try {
         return await this.limiter.check(this.key(identifier), [this.dynamicName], call);

@@ -7,7 +7,7 @@
 import assert from "node:assert/strict";
 import { after, describe, test } from "node:test";
 import { HotKeyLeases, LeasedLimit, RateLimiter } from "redis-ratelimit";
-import { CLIENTS, type OpenClient, suiteServer } from "./harness.js";
+import { CLIENTS, type OpenClient, suiteServer, until } from "./harness.js";
 
 const BLOCK = 20;
 // One unit takes 900 s to come back: nothing refills (and no key expires on real time) during a run.
@@ -92,6 +92,72 @@ describe("block leasing", () => {
         assert.equal((await first.peek("shared", POLICY)).remaining, LIMIT - total);
       });
 
+      test("queued blocks: 3 leases, 50 in flight each, callers giving up at seeded random points: whole blocks, reconciled", async (t) => {
+        const [first, ...others] = await Promise.all([limiter(), limiter(), limiter()]);
+        const processes = [first, ...others];
+        await first.raw(["FLUSHALL"]);
+        await first.raw(["RL.CLOCK", "SET", "1767225600000000"]);
+        await first.raw(["CONFIG", "RESETSTAT"]);
+        const leases = processes.map((rl) => new LeasedLimit(rl, "queued", POLICY, { block: BLOCK, queue: 1000 }));
+        let seed = 7;
+        const random = (): number => {
+          seed = (seed * 1103515245 + 12345) % 2147483648;
+          return seed / 2147483648;
+        };
+        let admitted = 0;
+        let gaveUp = 0;
+        await Promise.all(
+          leases.flatMap((lease) =>
+            Array.from({ length: 50 }, async () => {
+              for (let n = 0; n < 40; n++) {
+                // One request in four gives up within 0–2 ms.
+                const signal = random() < 0.25 ? AbortSignal.timeout(Math.floor(random() * 3)) : undefined;
+                try {
+                  if ((await lease.acquire(signal === undefined ? {} : { signal })).allowed) admitted++;
+                } catch {
+                  gaveUp++;
+                }
+              }
+            }),
+          ),
+        );
+        for (const l of leases) await until(async () => l.release(), "released");
+        const commands = await decisionCommands(first);
+        t.diagnostic(JSON.stringify({ leases: 3, inFlight: 50, requests: 6000, admitted, gaveUp, commands, perAdmission: Number((commands / admitted).toFixed(4)) }));
+        assert.ok(admitted <= LIMIT, `${admitted} admitted of ${LIMIT}`);
+        assert.ok(admitted >= LIMIT - 3 * BLOCK, `${admitted} admitted`);
+        assert.ok(commands / admitted <= 0.055, `${commands} commands for ${admitted} admissions`);
+        // What the server charged is exactly what the callers were told was admitted.
+        assert.equal((await first.peek("queued", POLICY)).remaining, LIMIT - admitted);
+      });
+
+      test("a queued block written to a frozen server and given up at its deadline is refunded when it lands", async () => {
+        const rl = await limiter();
+        const short = new RateLimiter((opened.at(-1) as OpenClient).redis, { timeout: 100 });
+        await rl.raw(["FLUSHALL"]);
+        await rl.raw(["RL.CLOCK", "SET", "1767225600000000"]);
+        // A waiting call first: the wait pool holds a connection when the server freezes.
+        await short.decide("warm", POLICY, { wait: "10ms" });
+        await rl.raw(["CONFIG", "RESETSTAT"]);
+        const lease = new LeasedLimit(short, "late", POLICY, { block: BLOCK, queue: 50 });
+        server().pause();
+        try {
+          const d = await lease.acquire();
+          assert.equal(d.fallback, "timeout");
+          assert.equal(d.allowed, false);
+        } finally {
+          server().resume();
+        }
+        // The block call ran late and its refund after it: both counted by the server, then nothing is charged.
+        await until(async () => {
+          const info = String(await rl.raw(["INFO", "commandstats"]));
+          return /cmdstat_rl\.gcra:calls=2,/.test(info);
+        }, "the late block and its refund");
+        assert.equal(lease.held, 0);
+        assert.equal((await rl.peek("late", POLICY)).remaining, LIMIT);
+        short.close();
+      });
+
       test("a cost above the block is decided by the server; a caller that gives up leaves the block to the others", async () => {
         const rl = await limiter();
         await rl.raw(["FLUSHALL"]);
@@ -123,6 +189,7 @@ describe("block leasing", () => {
       await rl.raw(["CONFIG", "SET", "ratelimit.hot-key-counters", "320"]);
       const start = 1767225600000000n;
       await rl.raw(["RL.CLOCK", "SET", String(start)]);
+      assert.throws(() => new HotKeyLeases(rl, POLICY, { block: BLOCK, queue: 0 }), RangeError);
       const hot = new HotKeyLeases(rl, POLICY, { block: BLOCK, count: 10, perSecond: 100 });
       // Before any poll: every key is decided per request.
       for (let i = 0; i < 300; i++) await hot.decide("rl:hot");

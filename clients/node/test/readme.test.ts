@@ -29,6 +29,22 @@ after(async () => {
   await server.stop();
 });
 
+test("the README's Node parts fit one screen, the README 600 lines", () => {
+  const lines = readFileSync(README, "utf8").split("\n");
+  if (lines.at(-1) === "") lines.pop();
+  assert.ok(lines.length <= 600, `README.md has ${lines.length} lines`);
+  // The example under "**Node**", up to the next language's.
+  const example = lines.findIndex((l) => l.startsWith("**Node**"));
+  const exampleEnd = lines.findIndex((l, i) => i > example && l.startsWith("**Rust**"));
+  assert.ok(example > 0 && exampleEnd > example, "no Node example");
+  assert.ok(exampleEnd - example <= 40, `the Node example takes ${exampleEnd - example} lines`);
+  // The "## Node client" section, up to the next section.
+  const section = lines.indexOf("## Node client");
+  const sectionEnd = lines.findIndex((l, i) => i > section && l.startsWith("## "));
+  assert.ok(section > 0 && sectionEnd > section, "no Node client section");
+  assert.ok(sectionEnd - section <= 40, `the Node client section takes ${sectionEnd - section} lines`);
+});
+
 test("the README example type-checks with tsc --strict", () => {
   const dir = join(PACKAGE, "build", "readme-check");
   mkdirSync(dir, { recursive: true });
