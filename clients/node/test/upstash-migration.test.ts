@@ -261,10 +261,14 @@ for (const c of CASES) {
       // relative time added to Date.now() when the reply is read: later by up to the time in between.
       assert.deepEqual(resetsWithin(beforeRun, c.upstashReset, 0), []);
       assert.deepEqual(resetsWithin(afterRun, c.ownReset, afterRun.end - afterRun.start), []);
-      // A cached denial carries the reset of the denial that filled the cache, in both.
-      for (const run of [beforeRun, afterRun]) {
-        assert.ok(Math.abs(run.seen[7]!.reset - run.seen[4]!.reset) <= 2);
-        assert.ok(Math.abs(run.seen[10]!.reset - run.seen[9]!.reset) <= 2);
+      // A cached denial carries the reset of the denial that filled the cache: Upstash's the same number;
+      // here the same time, read again on this process's clock (within the run's span).
+      for (const [run, skew] of [
+        [beforeRun, 0],
+        [afterRun, afterRun.end - afterRun.start],
+      ] as const) {
+        assert.ok(Math.abs(run.seen[7]!.reset - run.seen[4]!.reset) <= skew);
+        assert.ok(Math.abs(run.seen[10]!.reset - run.seen[9]!.reset) <= skew);
       }
       return;
     }
