@@ -39,7 +39,7 @@ pub trait Host {
         shape: Shape,
         keys: &[Self::Arg],
         policies: &[Policy],
-        request: Request,
+        request: &Request,
     ) -> Result<Gated, KeyError>;
     /// What `request` would answer behind the waiting lines of `keys`
     /// (`None`: nobody waits on them).

@@ -19,7 +19,7 @@ pub fn run<H: Host>(command: &CommandDef, host: &mut H, args: &[H::Arg]) -> Resu
         return Err(Error::Arity(command.name));
     };
     let (policy, request) = definition.parse_command(rest, command.name)?;
-    Ok(Reply::of_one(decide_one(host, key, policy, request)?))
+    Ok(Reply::of_one(decide_one(host, key, policy, &request)?))
 }
 
 /// One policy over one key through the decision path (waiting included).
@@ -28,7 +28,7 @@ pub fn decide_one<H: Host>(
     host: &mut H,
     key: &H::Arg,
     policy: Policy,
-    request: Request,
+    request: &Request,
 ) -> Result<Gated, Error> {
     let policy = policy.for_key(|| key.as_ref());
     host.decide(
