@@ -74,31 +74,31 @@ pub fn decide<S: Shell>(
     now: Micros,
     request: &Request,
 ) -> Result<Gated, KeyError> {
-    // Without RESERVE or JITTER, the outcome goes back as it is decided.
+    // Without RESERVE or JITTER, the outcome goes back as it is decided;
+    // with them, it is answered where it was decided (not moved).
     if request.reserve.is_none() && !jitter::wanted(request.jitter) {
         return decide_waiting(shell, queues, policies, now, request);
     }
-    decide_and_answer(shell, queues, policies, now, request)
+    let mut gated = decide_waiting(shell, queues, policies, now, request);
+    if let Ok(Gated::Now(outcome)) = &mut gated {
+        answer(shell, outcome, policies, now, request);
+    }
+    gated
 }
 
-/// [`decide`] with `RESERVE` or `JITTER`: the reservation said, the
-/// denial's wait spread.
+/// [`decide`] with `RESERVE` or `JITTER`, once decided now: the
+/// reservation said, the denial's wait spread.
 #[inline(never)]
-fn decide_and_answer<S: Shell>(
+fn answer<S: Shell>(
     shell: &mut S,
-    queues: Option<&mut Queues<S::Key, S::Token>>,
+    outcome: &mut Outcome,
     policies: &[Policy],
     now: Micros,
     request: &Request,
-) -> Result<Gated, KeyError> {
+) {
     let reserving = request.reserve.is_some();
-    // The outcome is answered where it was decided (not moved).
-    let mut gated = decide_waiting(shell, queues, policies, now, request);
-    let Ok(Gated::Now(outcome)) = &mut gated else {
-        return gated;
-    };
     if outcome.allowed && !reserving {
-        return gated;
+        return;
     }
     // `RESERVE` never waits; behind a line it is answered as without it,
     // and still says so.
@@ -114,7 +114,6 @@ fn decide_and_answer<S: Shell>(
             jitter::spread(outcome, key, policies, now, request.cost);
         }
     }
-    gated
 }
 
 /// [`decide`], whatever `RESERVE` said.

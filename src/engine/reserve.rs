@@ -22,7 +22,7 @@
 //! smaller request into that room; a reservation does not).
 
 use super::store::Store;
-use super::{decide_now, share, write_all, Charge, KeyError, Outcome, Request, Reservation};
+use super::{decide_now, write_all, Charge, KeyError, Outcome, Request, Reservation};
 use crate::algorithm::{Decision, Micros, RetryAfter};
 use crate::bounds::work::{self, Work};
 use crate::engine::error::Error;
@@ -57,7 +57,7 @@ pub(super) fn decide<S: Store>(
     }
     let start = now.saturating_add(wait);
     if let [policy] = policies {
-        if request.charge == Charge::Normal && share::path(policies).is_none() {
+        if request.charge == Charge::Normal && !is_node(policy) {
             one(store, policy, start, request, wait, decided)?;
             return result;
         }
@@ -122,6 +122,15 @@ fn one<S: Store>(
     denied.units[0] = cost;
     denied.reservation = Some(Reservation::Starts(wait));
     Ok(())
+}
+
+/// Whether `policy` is an RL.SHARE node (decided with its path).
+fn is_node(policy: &Policy) -> bool {
+    match policy {
+        Policy::Share(_) => true,
+        Policy::Named(named) => matches!(named.as_ref(), Policy::Share(_)),
+        _ => false,
+    }
 }
 
 /// A store whose writes expire `by` later than they say: a decision at a
