@@ -305,6 +305,54 @@ mod tests {
                 proptest::prop_assert_eq!(a.decisions, b.decisions);
             }
         }
+
+        /// On one limit the start is decided by the limit alone, in the
+        /// outcome of the denial: the reply, the state and the expiry of
+        /// the request decided at its start, the reset counted from now.
+        #[test]
+        fn on_one_limit_a_reservation_answers_the_decision_at_its_start(
+            is_bucket in proptest::bool::ANY, limit in 1u64..10, period_s in 1u64..20,
+            burst in 1u64..5, dryrun in proptest::bool::ANY, cost in 1u64..4,
+            history in proptest::collection::vec((0u64..3_000_000, 0u64..4), 0..20),
+        ) {
+            let policy = match is_bucket {
+                true => bucket(burst, limit, period_s),
+                false => gcra(limit, period_s, burst),
+            };
+            let policies = [policy];
+            let mut store = MemoryStore::new(1);
+            let mut now = 1_000 * S;
+            for (dt, c) in history {
+                now += dt;
+                decide(&mut store, &policies, Micros::new(now), &request(c, None)).unwrap();
+            }
+            let now = Micros::new(now);
+            let mut waited = store.clone();
+            let asked = Request { dryrun, ..request(cost, Some(u64::MAX)) };
+            let reserved = decide(&mut store, &policies, now, &asked).unwrap();
+            let plain = decide(&mut waited.clone(), &policies, now, &request(cost, None)).unwrap();
+            if let Some(Reservation::Starts(wait)) = reserved.reservation {
+                if wait > Micros::ZERO {
+                    let at = Request { dryrun, ..request(cost, None) };
+                    let start = decide(&mut waited, &policies, now.saturating_add(wait), &at).unwrap();
+                    proptest::prop_assert!(start.allowed && reserved.allowed);
+                    proptest::prop_assert_eq!(plain.retry_after, RetryAfter::After(wait));
+                    let mut want = start.decisions[0];
+                    want.reset_after = want.reset_after.saturating_add(wait);
+                    proptest::prop_assert_eq!(reserved.decisions.as_slice(), &[want]);
+                    proptest::prop_assert_eq!(
+                        (reserved.blocked_by, reserved.retry_after, reserved.granted),
+                        (None, RetryAfter::NotNeeded, None)
+                    );
+                    proptest::prop_assert_eq!(reserved.units.as_slice(), &[cost]);
+                    proptest::prop_assert_eq!(reserved.leases.as_slice(), &[None]);
+                    proptest::prop_assert_eq!(&store.values, &waited.values);
+                    if !dryrun {
+                        proptest::prop_assert_eq!(store.ttls[0], Some(want.reset_after));
+                    }
+                }
+            }
+        }
     }
 }
 
