@@ -202,8 +202,13 @@ impl Scenario {
                     .filter(|(_, expires)| *expires > now)
                     .map(|(v, _)| v.clone());
             }
-            let out = api::decide(&mut store, nodes, Micros::new(now), api::Request::default())
-                .expect("a decision");
+            let out = api::decide(
+                &mut store,
+                nodes,
+                Micros::new(now),
+                &api::Request::default(),
+            )
+            .expect("a decision");
             if out.allowed {
                 got.get_mut(self.loads[leaf].0).expect("a leaf")[(t / self.period_us) as usize] +=
                     1;

@@ -231,7 +231,7 @@ pub fn decide<S: Store>(
     store: &mut S,
     policies: &[Policy],
     now: Micros,
-    request: Request,
+    request: &Request,
 ) -> Result<Outcome, KeyError> {
     if request.penalty.is_some() {
         return penalty::decide(store, policies, now, request);
@@ -239,9 +239,9 @@ pub fn decide<S: Store>(
     // A key in a block is no limit's state: found only by the error it
     // gives (`boxed_or`), so that other keys pay nothing for the check.
     match request.reserve {
-        None => decide_now(store, policies, now, &request, true),
+        None => decide_now(store, policies, now, request, true),
         Some(most) => {
-            let decided = reserve::decide(store, policies, now, &request, most);
+            let decided = reserve::decide(store, policies, now, request, most);
             if matches!(&decided, Err(e) if penalty::holds_block(store, e.key)) {
                 return penalty::decide(store, policies, now, request);
             }
@@ -264,7 +264,7 @@ fn boxed_or<S: Store>(
     e: KeyError,
 ) -> Result<Outcome, KeyError> {
     if on_boxed && penalty::holds_block(store, e.key) {
-        return penalty::decide(store, policies, now, request.clone());
+        return penalty::decide(store, policies, now, request);
     }
     Err(e)
 }
@@ -430,7 +430,7 @@ pub fn undo<S: Store>(
     };
     match share::path(policies) {
         Some(path) => share::decide(store, &path, now, &refund, lender.map(usize::from))?,
-        None => decide(store, policies, now, refund)?,
+        None => decide(store, policies, now, &refund)?,
     };
     for (key, lease) in leases.iter().enumerate() {
         let Some(Some(lease)) = lease else {
@@ -606,7 +606,7 @@ mod tests {
             store,
             policies,
             Micros::new(100 * S),
-            Request {
+            &Request {
                 cost,
                 dryrun,
                 ..Request::default()
@@ -707,7 +707,7 @@ mod tests {
         let mut store = MemoryStore::new(3);
         store.fail_prepare = Some(2);
         let policies = [gcra(10), fixed(5), gcra(3)];
-        let err = decide(&mut store, &policies, Micros::new(S), Request::default()).unwrap_err();
+        let err = decide(&mut store, &policies, Micros::new(S), &Request::default()).unwrap_err();
         assert_eq!(err.key, 2);
         assert!(matches!(err.error, Error::WriteFailed(_)));
         assert_eq!(store.values, [None, None, None]);
@@ -737,11 +737,23 @@ mod tests {
         let mut store = MemoryStore::new(2);
         let policies = [gcra(10), fixed(4)];
         let now = Micros::new(100 * S);
-        let d = decide(&mut store, &policies, now, charge(Charge::Partial, 7, None)).unwrap();
+        let d = decide(
+            &mut store,
+            &policies,
+            now,
+            &charge(Charge::Partial, 7, None),
+        )
+        .unwrap();
         assert_eq!((d.allowed, d.granted), (true, Some(4)));
         assert_eq!([d.decisions[0].remaining, d.decisions[1].remaining], [6, 0]);
         let before = store.clone();
-        let d = decide(&mut store, &policies, now, charge(Charge::Partial, 7, None)).unwrap();
+        let d = decide(
+            &mut store,
+            &policies,
+            now,
+            &charge(Charge::Partial, 7, None),
+        )
+        .unwrap();
         assert_eq!(
             (d.allowed, d.granted, d.blocked_by),
             (false, Some(0), Some(1))
@@ -755,14 +767,20 @@ mod tests {
         let policies = [gcra(10), fixed(1)];
         let now = Micros::new(100 * S);
         assert!(run(&mut store, &policies, 1, false).allowed);
-        let d = decide(&mut store, &policies, now, charge(Charge::Partial, 5, None)).unwrap();
+        let d = decide(
+            &mut store,
+            &policies,
+            now,
+            &charge(Charge::Partial, 5, None),
+        )
+        .unwrap();
         assert_eq!((d.allowed, d.granted), (false, Some(0)));
         // Alone, the GCRA limit would grant 5 of its 9: its reply is that.
         let alone = decide(
             &mut store,
             &policies[..1],
             now,
-            Request {
+            &Request {
                 dryrun: true,
                 ..charge(Charge::Partial, 5, None)
             },
@@ -819,7 +837,7 @@ mod tests {
             for (dt, back, cost) in steps {
                 now = if back { now - dt } else { now + dt };
                 let request = Request { cost, ..Request::default() };
-                let d = decide(&mut store, &policies, Micros::new(now), request).unwrap();
+                let d = decide(&mut store, &policies, Micros::new(now), &request).unwrap();
                 for key in 0..2 {
                     let r = d.reported(key).unwrap();
                     if r.allowed {
@@ -843,14 +861,14 @@ mod tests {
         let policies = [gcra(10), fixed(4)];
         let now = Micros::new(100 * S);
         let forced = charge(Charge::Force, 0, Some(vec![2, 6]));
-        let d = decide(&mut store, &policies, now, forced).unwrap();
+        let d = decide(&mut store, &policies, now, &forced).unwrap();
         assert_eq!((d.allowed, d.blocked_by), (false, Some(1)));
         assert_eq!(store.effects.len(), 2, "both keys written, fitted or not");
-        let d = decide(&mut store, &policies, now, Request::default()).unwrap();
+        let d = decide(&mut store, &policies, now, &Request::default()).unwrap();
         assert!(!d.allowed);
         // Give back 2 to each: the fixed window still holds 4 of 4.
         let refund = charge(Charge::Refund, 2, None);
-        let d = decide(&mut store, &policies, now, refund).unwrap();
+        let d = decide(&mut store, &policies, now, &refund).unwrap();
         assert!(d.allowed);
         assert_eq!(
             [d.decisions[0].remaining, d.decisions[1].remaining],
@@ -859,7 +877,7 @@ mod tests {
         // Nothing to give back to a missing key: nothing written.
         let mut empty = MemoryStore::new(2);
         let refund = charge(Charge::Refund, 3, None);
-        decide(&mut empty, &policies, now, refund).unwrap();
+        decide(&mut empty, &policies, now, &refund).unwrap();
         assert_eq!(empty, MemoryStore::new(2));
     }
 
@@ -869,7 +887,7 @@ mod tests {
         let now = Micros::new(100 * S);
         run(&mut store, &[fixed(4)], 3, false);
         let before = store.clone();
-        let d = decide(&mut store, &[fixed(4)], now, charge(Charge::Peek, 1, None)).unwrap();
+        let d = decide(&mut store, &[fixed(4)], now, &charge(Charge::Peek, 1, None)).unwrap();
         assert_eq!((d.allowed, d.decisions[0].remaining), (true, 1));
         assert_eq!(store, before);
     }
@@ -882,7 +900,7 @@ mod tests {
             &mut store,
             &[gcra(1), gcra(1)],
             Micros::ZERO,
-            Request::default(),
+            &Request::default(),
         )
         .unwrap_err();
         assert_eq!(err.key, 1);

@@ -418,7 +418,7 @@ fn the_server_decides_and_stores_exactly_as_the_core() {
         }
         let words: Vec<&str> = args.iter().map(String::as_str).collect();
         let (policy, request): (_, Request) = api::parse("RL.SKETCH", &words[2..]).unwrap();
-        let want = api::decide(&mut store, &[policy], Micros::new(now), request).unwrap();
+        let want = api::decide(&mut store, &[policy], Micros::new(now), &request).unwrap();
         let stored = store.values[0].clone();
         steps.push((now.to_string(), args, fields(&want.decisions[0]), stored));
     }

@@ -33,7 +33,7 @@ fn charge(
 ) -> Option<Vec<u8>> {
     let mut store = MemoryStore::new(1);
     store.values[0] = stored.map(<[u8]>::to_vec);
-    api::decide(&mut store, std::slice::from_ref(policy), now, request).ok()?;
+    api::decide(&mut store, std::slice::from_ref(policy), now, &request).ok()?;
     store.values[0].take()
 }
 

@@ -83,7 +83,7 @@ fuzz_target!(|data: &[u8]| {
                 &mut store,
                 std::slice::from_ref(&p),
                 Micros::new(now),
-                request,
+                &request,
             );
         }
     }

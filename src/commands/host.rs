@@ -39,7 +39,7 @@ pub trait Host {
         shape: Shape,
         keys: &[Self::Arg],
         policies: &[Policy],
-        request: Request,
+        request: &Request,
     ) -> Result<Gated, KeyError>;
     /// What `request` would answer behind the waiting lines of `keys`
     /// (`None`: nobody waits on them).
@@ -105,14 +105,6 @@ pub enum Reply {
 }
 
 impl Reply {
-    /// A single-key decision's reply: the decision, or nothing yet.
-    pub fn of_one(gated: Gated) -> Reply {
-        match gated {
-            Gated::Now(outcome) => Reply::Decision(outcome),
-            Gated::Blocked => Reply::Blocked,
-        }
-    }
-
     /// A decision over several keys' reply: the combined one, or nothing
     /// yet.
     pub fn of_all(gated: Gated) -> Reply {

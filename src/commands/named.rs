@@ -452,7 +452,7 @@ pub fn check<H: Host>(command: &CommandDef, host: &mut H, args: &[H::Arg]) -> Re
         request.wait = None;
         request.flow = None;
     }
-    let gated = decide_one(host, key, policy, request)?;
+    let gated = decide_one(host, key, policy, &request)?;
     let now = host.now();
     // The deny list is enforced even under a shadow policy. Asked again
     // only for a denial, and only when keys are denied.

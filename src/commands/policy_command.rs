@@ -19,7 +19,15 @@ pub fn run<H: Host>(command: &CommandDef, host: &mut H, args: &[H::Arg]) -> Resu
         return Err(Error::Arity(command.name));
     };
     let (policy, request) = definition.parse_command(rest, command.name)?;
-    Ok(Reply::of_one(decide_one(host, key, policy, request)?))
+    let policy = policy.for_key(|| key.as_ref());
+    let keys = slice::from_ref(key);
+    // Matched once into the reply: the outcome is moved once, not through
+    // each conversion.
+    match host.decide(Shape::One, keys, slice::from_ref(&policy), &request) {
+        Ok(Gated::Now(outcome)) => Ok(Reply::Decision(outcome)),
+        Ok(Gated::Blocked) => Ok(Reply::Blocked),
+        Err(e) => Err(e.error),
+    }
 }
 
 /// One policy over one key through the decision path (waiting included).
@@ -28,7 +36,7 @@ pub fn decide_one<H: Host>(
     host: &mut H,
     key: &H::Arg,
     policy: Policy,
-    request: Request,
+    request: &Request,
 ) -> Result<Gated, Error> {
     let policy = policy.for_key(|| key.as_ref());
     host.decide(

@@ -210,7 +210,7 @@ pub fn decide_keys<H: Host>(
     host: &mut H,
     keys: &[H::Arg],
     policies: &[Policy],
-    request: Request,
+    request: &Request,
 ) -> Result<Gated, Error> {
     host.decide(Shape::All, keys, policies, request)
         .map_err(|e| Error::InKey {
@@ -231,7 +231,7 @@ pub fn run<H: Host>(command: &CommandDef, host: &mut H, args: &[H::Arg]) -> Resu
     let policies: Vec<Policy> = (call.policies.into_iter().zip(keys))
         .map(|(p, k)| p.for_key(|| k.as_ref()))
         .collect();
-    let gated = decide_keys(host, keys, &policies, call.request)?;
+    let gated = decide_keys(host, keys, &policies, &call.request)?;
     if !call.named.is_empty() {
         let now = host.now();
         let listed = matches!(&gated, Gated::Now(d) if !d.allowed)

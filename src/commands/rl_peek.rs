@@ -61,7 +61,7 @@ pub fn run<H: Host>(command: &CommandDef, host: &mut H, args: &[H::Arg]) -> Resu
         Some(decided) => decided,
         None => {
             let mut store = host.open(slice::from_ref(key), true);
-            engine::decide(&mut store, slice::from_ref(&policy), now, request)
+            engine::decide(&mut store, slice::from_ref(&policy), now, &request)
         }
     }
     .map_err(|e| e.error)?;

@@ -164,7 +164,7 @@ pub fn run<H: Host>(command: &CommandDef, host: &mut H, args: &[H::Arg]) -> Resu
     };
     let call = parse(command, rest)?;
     let keys = keys_of(rest, call.numkeys, NAME)?;
-    let gated = decide_keys(host, keys, &call.nodes, call.request).map_err(|e| named(e, keys))?;
+    let gated = decide_keys(host, keys, &call.nodes, &call.request).map_err(|e| named(e, keys))?;
     if let Some(handle) = call.named {
         record(host, handle, keys, &gated);
     }
@@ -229,7 +229,7 @@ pub fn peek<H: Host>(command: &CommandDef, host: &mut H, args: &[H::Arg]) -> Res
         Some(decided) => decided,
         None => {
             let mut store = host.open(keys, true);
-            engine::decide(&mut store, &call.nodes, now, call.request)
+            engine::decide(&mut store, &call.nodes, now, &call.request)
         }
     }
     .map_err(|e| {

@@ -72,32 +72,33 @@ pub fn decide<S: Shell>(
     queues: Option<&mut Queues<S::Key, S::Token>>,
     policies: &[Policy],
     now: Micros,
-    request: Request,
+    request: &Request,
 ) -> Result<Gated, KeyError> {
-    // Without RESERVE or JITTER, the outcome goes back as it is decided.
+    // Without RESERVE or JITTER, the outcome goes back as it is decided;
+    // with them, it is answered where it was decided (not moved).
     if request.reserve.is_none() && !jitter::wanted(request.jitter) {
         return decide_waiting(shell, queues, policies, now, request);
     }
-    decide_and_answer(shell, queues, policies, now, request)
+    let mut gated = decide_waiting(shell, queues, policies, now, request);
+    if let Ok(Gated::Now(outcome)) = &mut gated {
+        answer(shell, outcome, policies, now, request);
+    }
+    gated
 }
 
-/// [`decide`] with `RESERVE` or `JITTER`: the reservation said, the
-/// denial's wait spread.
+/// [`decide`] with `RESERVE` or `JITTER`, once decided now: the
+/// reservation said, the denial's wait spread.
 #[inline(never)]
-fn decide_and_answer<S: Shell>(
+fn answer<S: Shell>(
     shell: &mut S,
-    queues: Option<&mut Queues<S::Key, S::Token>>,
+    outcome: &mut Outcome,
     policies: &[Policy],
     now: Micros,
-    request: Request,
-) -> Result<Gated, KeyError> {
-    let (reserving, jitter, cost) = (request.reserve.is_some(), request.jitter, request.cost);
-    let gated = decide_waiting(shell, queues, policies, now, request)?;
-    let Gated::Now(mut outcome) = gated else {
-        return Ok(gated);
-    };
+    request: &Request,
+) {
+    let reserving = request.reserve.is_some();
     if outcome.allowed && !reserving {
-        return Ok(Gated::Now(outcome));
+        return;
     }
     // `RESERVE` never waits; behind a line it is answered as without it,
     // and still says so.
@@ -107,13 +108,12 @@ fn decide_and_answer<S: Shell>(
             false => Reservation::Denied,
         });
     }
-    if !outcome.allowed && jitter::wanted(jitter) {
+    if !outcome.allowed && jitter::wanted(request.jitter) {
         let names = shell.names();
         if let Some(key) = outcome.blocked_by.and_then(|i| names.get(i)) {
-            jitter::spread(&mut outcome, key, policies, now, cost);
+            jitter::spread(outcome, key, policies, now, request.cost);
         }
     }
-    Ok(Gated::Now(outcome))
 }
 
 /// [`decide`], whatever `RESERVE` said.
@@ -123,20 +123,39 @@ fn decide_waiting<S: Shell>(
     queues: Option<&mut Queues<S::Key, S::Token>>,
     policies: &[Policy],
     now: Micros,
-    mut request: Request,
+    request: &Request,
 ) -> Result<Gated, KeyError> {
-    if request.wait.is_some() && !shell.may_block() {
-        request.wait = None;
-    }
-    let Some(queues) = queues.filter(|q| request.wait.is_some() || !q.is_empty()) else {
+    // A caller that may not block decides as without `WAIT` (which the
+    // decision itself never reads).
+    let wait = request.wait.filter(|_| shell.may_block());
+    let Some(queues) = queues.filter(|q| wait.is_some() || !q.is_empty()) else {
         return super::decide(&mut shell.open(), policies, now, request).map(Gated::Now);
     };
     let names = shell.names();
     // A request that cannot wait, on keys nobody waits on, is decided as if
     // nobody waited.
-    if request.wait.is_none() && !names.iter().any(|k| queues.has_waiters(k)) {
+    if wait.is_none() && !names.iter().any(|k| queues.has_waiters(k)) {
         return super::decide(&mut shell.open(), policies, now, request).map(Gated::Now);
     }
+    queued(shell, queues, names, policies, now, request, wait)
+}
+
+/// [`decide_waiting`] through the queue: `wait` is the request's `WAIT`,
+/// if its caller may block.
+#[inline(never)]
+fn queued<S: Shell>(
+    shell: &mut S,
+    queues: &mut Queues<S::Key, S::Token>,
+    names: Vec<S::Key>,
+    policies: &[Policy],
+    now: Micros,
+    request: &Request,
+    wait: Option<Micros>,
+) -> Result<Gated, KeyError> {
+    let request = Request {
+        wait,
+        ..request.clone()
+    };
     let mut arrival = if shell.may_admit() {
         queues.arrive_or_wake(
             &mut shell.keyspace(),

@@ -85,7 +85,7 @@ pub(super) fn decide(
     store: &mut dyn Store,
     policies: &[Policy],
     now: Micros,
-    request: Request,
+    request: &Request,
 ) -> Result<Outcome, KeyError> {
     if let Some(Penalty::Count(_)) = request.penalty {
         // Refused before anything is read or written.
@@ -118,9 +118,9 @@ pub(super) fn decide(
     }
     let mut view = Boxed { store, ends, now };
     if request.charge != Charge::Refund && view.any_running() {
-        return held(&mut view, policies, now, &request);
+        return held(&mut view, policies, now, request);
     }
-    let mut decided = decide_plain(&mut view, policies, now, &request)?;
+    let mut decided = decide_plain(&mut view, policies, now, request)?;
     let Some(penalty) = request.penalty else {
         return Ok(decided);
     };
@@ -129,7 +129,7 @@ pub(super) fn decide(
     }
     match penalty {
         Penalty::Block(duration) => begin(&mut view, now, duration, &mut decided)?,
-        Penalty::Count(most) => charge(&mut view, policies, now, &request, most, &mut decided)?,
+        Penalty::Count(most) => charge(&mut view, policies, now, request, most, &mut decided)?,
     }
     Ok(decided)
 }

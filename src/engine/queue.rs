@@ -127,7 +127,7 @@ impl<K: Eq + Hash + Clone> Keyspace<K> for MemoryKeyspace<K> {
         for (slot, key) in store.values.iter_mut().zip(keys) {
             *slot = self.values.get(key).cloned();
         }
-        let decided = engine::decide(&mut store, policies, at, request)?;
+        let decided = engine::decide(&mut store, policies, at, &request)?;
         for (value, key) in store.values.into_iter().zip(keys) {
             match value {
                 Some(v) => self.values.insert(key.clone(), v),
@@ -561,7 +561,7 @@ impl<K: Eq + Hash + Clone, T: Eq + Hash + Clone> Queues<K, T> {
                 store,
                 &waiter.policies,
                 place.planned,
-                waiter.request(Charge::Normal),
+                &waiter.request(Charge::Normal),
             )
         });
         let planned_leases = match planned {

@@ -22,9 +22,11 @@
 //! smaller request into that room; a reservation does not).
 
 use super::store::Store;
-use super::{decide_now, KeyError, Outcome, Request, Reservation};
-use crate::algorithm::{Micros, RetryAfter};
-use crate::policy::{Policy, StateWrite};
+use super::{decide_now, write_all, Charge, KeyError, Outcome, Request, Reservation};
+use crate::algorithm::{Decision, Micros, RetryAfter};
+use crate::bounds::work::{self, Work};
+use crate::engine::error::Error;
+use crate::policy::{Policy, StateWrite, Transition};
 
 /// Decides `request` (with `RESERVE most`) under `policies` at `now`.
 pub(super) fn decide<S: Store>(
@@ -34,30 +36,38 @@ pub(super) fn decide<S: Store>(
     request: &Request,
     most: Micros,
 ) -> Result<Outcome, KeyError> {
-    let plain = Request {
-        reserve: None,
-        ..request.clone()
+    // `decide_now` reads no `reserve`: the request as it is decides now.
+    // The outcome is answered where it was decided (not moved) unless a
+    // start is decided for several limits.
+    let mut result = decide_now(store, policies, now, request, false);
+    let Ok(decided) = &mut result else {
+        return result;
     };
-    let mut decided = decide_now(store, policies, now, &plain, false)?;
     if decided.allowed {
         decided.reservation = Some(Reservation::Starts(Micros::ZERO));
-        return Ok(decided);
+        return result;
     }
     decided.reservation = Some(Reservation::Denied);
     let wait = match decided.retry_after {
         RetryAfter::After(wait) if wait <= most && wait > Micros::ZERO => wait,
-        _ => return Ok(decided),
+        _ => return result,
     };
     if !policies.iter().all(Policy::reserves) {
-        return Ok(decided);
+        return result;
     }
     let start = now.saturating_add(wait);
+    if let [policy] = policies {
+        if request.charge == Charge::Normal && !is_node(policy) {
+            one(store, policy, start, request, wait, decided)?;
+            return result;
+        }
+    }
     let mut later = Later { store, by: wait };
-    let mut reserved = decide_now(&mut later, policies, start, &plain, false)?;
+    let mut reserved = decide_now(&mut later, policies, start, request, false)?;
     if !reserved.allowed {
         // Not what the wait named (no limit that reserves does this):
         // denied as without the option.
-        return Ok(decided);
+        return result;
     }
     // Counted from now, as every reply's: the reset after the start.
     for d in &mut reserved.decisions {
@@ -65,6 +75,62 @@ pub(super) fn decide<S: Store>(
     }
     reserved.reservation = Some(Reservation::Starts(wait));
     Ok(reserved)
+}
+
+/// The start of a reservation on one limit, `denied` now with `wait`:
+/// its limit decides at `start` (= now + `wait`) on the state it decided
+/// on now, and `denied` becomes the admission in place (left as it is if
+/// the start does not admit), without the rest of a decision made again. What it answers and writes is what [`decide_now`]
+/// at the start, through [`Later`], answers and writes.
+#[inline(never)]
+fn one<S: Store>(
+    store: &mut S,
+    policy: &Policy,
+    start: Micros,
+    request: &Request,
+    wait: Micros,
+    denied: &mut Outcome,
+) -> Result<(), KeyError> {
+    work::add(Work::Decisions, 1);
+    let cost = request.cost_of(0);
+    let stored = store.value(0).map_err(|error| KeyError { key: 0, error })?;
+    let Transition {
+        decision, write, ..
+    } = policy.decide(stored, start, cost).map_err(|e| KeyError {
+        key: 0,
+        error: Error::state(policy.command(), e),
+    })?;
+    if !decision.allowed {
+        // Not what the wait named (no limit that reserves does this):
+        // denied as without the option.
+        return Ok(());
+    }
+    // Counted from now, as every reply's: the reset after the start; the
+    // key expires as long after the start as the decision says.
+    let decision = Decision {
+        reset_after: decision.reset_after.saturating_add(wait),
+        ..decision
+    };
+    if !request.dryrun {
+        let writes: [Option<StateWrite>; 1] = [write];
+        write_all(store, &[decision], &writes)?;
+    }
+    denied.allowed = true;
+    denied.blocked_by = None;
+    denied.retry_after = RetryAfter::NotNeeded;
+    denied.decisions[0] = decision;
+    denied.units[0] = cost;
+    denied.reservation = Some(Reservation::Starts(wait));
+    Ok(())
+}
+
+/// Whether `policy` is an RL.SHARE node (decided with its path).
+fn is_node(policy: &Policy) -> bool {
+    match policy {
+        Policy::Share(_) => true,
+        Policy::Named(named) => matches!(named.as_ref(), Policy::Share(_)),
+        _ => false,
+    }
 }
 
 /// A store whose writes expire `by` later than they say: a decision at a
@@ -130,9 +196,9 @@ mod tests {
         let policies = [gcra(1, 10, 1), bucket(3, 1, 5)];
         let now = Micros::new(1_000 * S);
         let mut store = MemoryStore::new(2);
-        decide(&mut store, &policies, now, request(1, None)).unwrap();
+        decide(&mut store, &policies, now, &request(1, None)).unwrap();
         let mut waited = store.clone();
-        let reserved = decide(&mut store, &policies, now, request(1, Some(60 * S))).unwrap();
+        let reserved = decide(&mut store, &policies, now, &request(1, Some(60 * S))).unwrap();
         // The GCRA limit admits again 10 s later (the bucket at once).
         let wait = Micros::new(10 * S);
         assert_eq!(reserved.reservation, Some(Reservation::Starts(wait)));
@@ -141,7 +207,7 @@ mod tests {
             &mut waited,
             &policies,
             now.saturating_add(wait),
-            request(1, None),
+            &request(1, None),
         );
         let at_start = at_start.unwrap();
         assert!(at_start.allowed);
@@ -158,15 +224,15 @@ mod tests {
         let policies = [gcra(1, 10, 1)];
         let now = Micros::new(1_000 * S);
         let mut store = MemoryStore::new(1);
-        decide(&mut store, &policies, now, request(1, None)).unwrap();
+        decide(&mut store, &policies, now, &request(1, None)).unwrap();
         let before = store.clone();
-        let d = decide(&mut store, &policies, now, request(1, Some(10 * S - 1))).unwrap();
+        let d = decide(&mut store, &policies, now, &request(1, Some(10 * S - 1))).unwrap();
         assert_eq!(d.reservation, Some(Reservation::Denied));
         assert!(!d.allowed);
         assert_eq!(d.retry_after, RetryAfter::After(Micros::new(10 * S)));
         assert_eq!(store, before);
         // Never admitted (more than the burst): denied whatever the delay.
-        let d = decide(&mut store, &policies, now, request(2, Some(u64::MAX))).unwrap();
+        let d = decide(&mut store, &policies, now, &request(2, Some(u64::MAX))).unwrap();
         assert_eq!(d.reservation, Some(Reservation::Denied));
         assert_eq!(store, before);
     }
@@ -176,14 +242,14 @@ mod tests {
         let policies = [gcra(2, 10, 2)];
         let now = Micros::new(1_000 * S);
         let mut store = MemoryStore::new(1);
-        let d = decide(&mut store, &policies, now, request(2, Some(S))).unwrap();
+        let d = decide(&mut store, &policies, now, &request(2, Some(S))).unwrap();
         assert_eq!(d.reservation, Some(Reservation::Starts(Micros::ZERO)));
         let before = store.clone();
         let dry = Request {
             dryrun: true,
             ..request(1, Some(60 * S))
         };
-        let d = decide(&mut store, &policies, now, dry).unwrap();
+        let d = decide(&mut store, &policies, now, &dry).unwrap();
         assert_eq!(d.reservation, Some(Reservation::Starts(Micros::new(5 * S))));
         assert!(d.allowed);
         assert_eq!(store, before);
@@ -208,17 +274,17 @@ mod tests {
             let mut now = 1_000 * S;
             for (dt, c) in history {
                 now += dt;
-                decide(&mut store, &policies, Micros::new(now), request(c, None)).unwrap();
+                decide(&mut store, &policies, Micros::new(now), &request(c, None)).unwrap();
             }
             let mut waited = store.clone();
             let now = Micros::new(now);
-            let reserved = decide(&mut store, &policies, now, request(cost, Some(u64::MAX))).unwrap();
-            let plain = decide(&mut waited.clone(), &policies, now, request(cost, None)).unwrap();
+            let reserved = decide(&mut store, &policies, now, &request(cost, Some(u64::MAX))).unwrap();
+            let plain = decide(&mut waited.clone(), &policies, now, &request(cost, None)).unwrap();
             match reserved.reservation {
                 Some(Reservation::Starts(wait)) => {
                     proptest::prop_assert!(reserved.allowed);
                     let start = now.saturating_add(wait);
-                    let admitted = decide(&mut waited, &policies, start, request(cost, None)).unwrap();
+                    let admitted = decide(&mut waited, &policies, start, &request(cost, None)).unwrap();
                     proptest::prop_assert!(admitted.allowed);
                     // Not a microsecond earlier (unless admitted at once).
                     if wait > Micros::ZERO {
@@ -234,9 +300,57 @@ mod tests {
             let mut t = now;
             for (dt, c) in after {
                 t = t.saturating_add(Micros::new(dt));
-                let a = decide(&mut store, &policies, t, request(c, None)).unwrap();
-                let b = decide(&mut waited, &policies, t, request(c, None)).unwrap();
+                let a = decide(&mut store, &policies, t, &request(c, None)).unwrap();
+                let b = decide(&mut waited, &policies, t, &request(c, None)).unwrap();
                 proptest::prop_assert_eq!(a.decisions, b.decisions);
+            }
+        }
+
+        /// On one limit the start is decided by the limit alone, in the
+        /// outcome of the denial: the reply, the state and the expiry of
+        /// the request decided at its start, the reset counted from now.
+        #[test]
+        fn on_one_limit_a_reservation_answers_the_decision_at_its_start(
+            is_bucket in proptest::bool::ANY, limit in 1u64..10, period_s in 1u64..20,
+            burst in 1u64..5, dryrun in proptest::bool::ANY, cost in 1u64..4,
+            history in proptest::collection::vec((0u64..3_000_000, 0u64..4), 0..20),
+        ) {
+            let policy = match is_bucket {
+                true => bucket(burst, limit, period_s),
+                false => gcra(limit, period_s, burst),
+            };
+            let policies = [policy];
+            let mut store = MemoryStore::new(1);
+            let mut now = 1_000 * S;
+            for (dt, c) in history {
+                now += dt;
+                decide(&mut store, &policies, Micros::new(now), &request(c, None)).unwrap();
+            }
+            let now = Micros::new(now);
+            let mut waited = store.clone();
+            let asked = Request { dryrun, ..request(cost, Some(u64::MAX)) };
+            let reserved = decide(&mut store, &policies, now, &asked).unwrap();
+            let plain = decide(&mut waited.clone(), &policies, now, &request(cost, None)).unwrap();
+            if let Some(Reservation::Starts(wait)) = reserved.reservation {
+                if wait > Micros::ZERO {
+                    let at = Request { dryrun, ..request(cost, None) };
+                    let start = decide(&mut waited, &policies, now.saturating_add(wait), &at).unwrap();
+                    proptest::prop_assert!(start.allowed && reserved.allowed);
+                    proptest::prop_assert_eq!(plain.retry_after, RetryAfter::After(wait));
+                    let mut want = start.decisions[0];
+                    want.reset_after = want.reset_after.saturating_add(wait);
+                    proptest::prop_assert_eq!(reserved.decisions.as_slice(), &[want]);
+                    proptest::prop_assert_eq!(
+                        (reserved.blocked_by, reserved.retry_after, reserved.granted),
+                        (None, RetryAfter::NotNeeded, None)
+                    );
+                    proptest::prop_assert_eq!(reserved.units.as_slice(), &[cost]);
+                    proptest::prop_assert_eq!(reserved.leases.as_slice(), &[None]);
+                    proptest::prop_assert_eq!(&store.values, &waited.values);
+                    if !dryrun {
+                        proptest::prop_assert_eq!(store.ttls[0], Some(want.reset_after));
+                    }
+                }
             }
         }
     }

@@ -174,7 +174,7 @@ mod tests {
         let now = Micros::from_secs(1_000_000);
         let mut admitted = 0;
         for _ in 0..n {
-            let out = crate::engine::decide(store, policies, now, Request::default())
+            let out = crate::engine::decide(store, policies, now, &Request::default())
                 .map_err(|e| e.error)?;
             admitted += u64::from(out.allowed);
         }

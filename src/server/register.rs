@@ -47,7 +47,8 @@ const CALLS: [CommandFn; MAX_COMMANDS] = [
 /// Answers a keys-position request, or runs the command so that no panic
 /// reaches Redis: an unexpected panic becomes an error reply. Handlers write
 /// state only after every check has passed and reply last, so a caught
-/// panic leaves nothing half-written.
+/// panic leaves nothing half-written; the reply is written inside the
+/// guard, from where the handler left it.
 ///
 /// # Safety
 /// `ctx`, `argv` and `argc` are what Redis passed to the command callback.
@@ -71,12 +72,18 @@ unsafe fn dispatch(
         return raw::REDISMODULE_OK as c_int;
     }
     let mut host = ServerHost::new(ctx, index);
-    let run = || crate::commands::run(command, &mut host, args);
-    match catch_unwind(AssertUnwindSafe(run)) {
-        Ok(Ok(answer)) => {
-            reply::write(ctx, &answer);
+    // The reply is written where the handler left it: a decision's outcome
+    // is never copied out of the guard.
+    let run = || {
+        let answered = crate::commands::run(command, &mut host, args);
+        if let Ok(answer) = &answered {
+            reply::write(ctx, answer);
             stats::record(index, answer.verdict());
         }
+        answered.map(drop)
+    };
+    match catch_unwind(AssertUnwindSafe(run)) {
+        Ok(Ok(())) => {}
         Ok(Err(e)) => {
             stats::record_error(index);
             ffi::reply_error(ctx, &e.to_string());

@@ -149,7 +149,7 @@ pub fn decide(
     keys: &[Arg],
     policies: &[Policy],
     now: Micros,
-    request: Request,
+    request: &Request,
 ) -> Result<Gated, KeyError> {
     let mut shell = CallShell {
         ctx,

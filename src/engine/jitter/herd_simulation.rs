@@ -38,7 +38,7 @@ fn simulate(rtt: u64) -> Figures {
         ..Request::default()
     };
     assert!(
-        decide(&mut store, &policies, Micros::new(t0), used)
+        decide(&mut store, &policies, Micros::new(t0), &used)
             .unwrap()
             .allowed
     );
@@ -57,7 +57,7 @@ fn simulate(rtt: u64) -> Figures {
             jitter: true,
             ..Request::default()
         };
-        let mut d = decide(&mut store, &policies, Micros::new(now), request).unwrap();
+        let mut d = decide(&mut store, &policies, Micros::new(now), &request).unwrap();
         if d.allowed {
             admitted += 1;
             asks += 1;

@@ -82,7 +82,7 @@ fn wait(r: RetryAfter) -> Micros {
 }
 
 fn ask(store: &mut Told, p: &Policy, now: Micros, request: Request) -> Outcome {
-    engine_decide(store, std::slice::from_ref(p), now, request).unwrap()
+    engine_decide(store, std::slice::from_ref(p), now, &request).unwrap()
 }
 
 #[test]
@@ -221,11 +221,11 @@ fn rl_all_blocks_the_keys_that_denied_all_or_nothing() {
     let mut store = told(2);
     let block = Penalty::Block(Micros::from_secs(30));
     assert!(
-        engine_decide(&mut store, &policies, at(0), with(block))
+        engine_decide(&mut store, &policies, at(0), &with(block))
             .unwrap()
             .allowed
     );
-    let d = engine_decide(&mut store, &policies, at(0), with(block)).unwrap();
+    let d = engine_decide(&mut store, &policies, at(0), &with(block)).unwrap();
     assert_eq!((d.allowed, d.blocked_by), (false, Some(1)));
     assert_eq!(d.retry_after, RetryAfter::After(Micros::from_secs(30)));
     assert!(d.decisions[0].allowed);
@@ -233,10 +233,10 @@ fn rl_all_blocks_the_keys_that_denied_all_or_nothing() {
     assert!(block::is_boxed(store.inner.values[1].as_deref().unwrap()));
     // A key that cannot be written leaves both as they were.
     let mut failing = told(2);
-    engine_decide(&mut failing, &policies, at(0), Request::default()).unwrap();
+    engine_decide(&mut failing, &policies, at(0), &Request::default()).unwrap();
     let before = failing.inner.values.clone();
     failing.inner.fail_prepare = Some(1);
-    assert!(engine_decide(&mut failing, &policies, at(0), with(block)).is_err());
+    assert!(engine_decide(&mut failing, &policies, at(0), &with(block)).is_err());
     assert_eq!(failing.inner.values, before);
     assert!(failing.events.is_empty());
 }
@@ -308,7 +308,7 @@ fn an_exact_log_holds_no_debt_and_counting_its_denials_is_refused() {
     let count = Penalty::Count(Micros::from_secs(60));
     ask(&mut store, &p, at(0), Request::default());
     let before = store.inner.clone();
-    let err = engine_decide(&mut store, std::slice::from_ref(&p), at(1), with(count)).unwrap_err();
+    let err = engine_decide(&mut store, std::slice::from_ref(&p), at(1), &with(count)).unwrap_err();
     assert_eq!(
         err.error.to_string(),
         "ERR syntax error: COUNTDENIALS cannot be combined with RL.SLIDING EXACT"
@@ -402,7 +402,7 @@ fn a_header_cut_short_or_behind_another_is_corrupt_and_changes_nothing() {
             with(Penalty::Block(Micros::from_secs(1))),
         ] {
             let err =
-                engine_decide(&mut store, std::slice::from_ref(&p), at(0), request).unwrap_err();
+                engine_decide(&mut store, std::slice::from_ref(&p), at(0), &request).unwrap_err();
             assert_eq!(err.error.to_string(), "ERR key holds corrupt RL.GCRA state");
         }
         assert_eq!(store.inner.values[0], Some(value));

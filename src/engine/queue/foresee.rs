@@ -113,7 +113,7 @@ impl<K> Stage<K> {
         }
         let dry = request.dryrun;
         self.decisions += 1;
-        let decided = engine::decide(&mut store, policies, at, request).ok()?;
+        let decided = engine::decide(&mut store, policies, at, &request).ok()?;
         if decided.allowed && !dry {
             for (value, &s) in store.values.into_iter().zip(slots) {
                 if let Some(slot) = self.values.get_mut(s) {

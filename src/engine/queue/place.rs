@@ -243,7 +243,7 @@ impl<K: Eq + Hash + Clone, T: Eq + Hash + Clone> Queues<K, T> {
             };
             let until = self.planned_until(&lined_keys).max(now);
             let _ = self.on_plans(&lined_keys, |store| {
-                engine::decide(store, &lined_policies, until, charge)
+                engine::decide(store, &lined_policies, until, &charge)
             });
             if request.charge == Charge::Refund {
                 for key in keys {
@@ -298,7 +298,7 @@ impl<K: Eq + Hash + Clone, T: Eq + Hash + Clone> Queues<K, T> {
             dryrun: false,
             ..request.clone()
         };
-        engine::decide(&mut after, policies, now, charged)?;
+        engine::decide(&mut after, policies, now, &charged)?;
         for (i, key) in keys.iter().enumerate() {
             let Some(line) = self.lines.get(key) else {
                 continue;
@@ -517,7 +517,7 @@ impl<K: Eq + Hash + Clone, T: Eq + Hash + Clone> Queues<K, T> {
         let mut at = from;
         let mut found = Ok(None);
         for _ in 0..ATTEMPTS {
-            match engine::decide(&mut store, policies, at, dry.clone()) {
+            match engine::decide(&mut store, policies, at, &dry) {
                 Ok(d) if d.allowed => {
                     found = Ok(Some(at));
                     break;

@@ -36,7 +36,7 @@ fn request(cost: u64, reserve: Option<u64>) -> Request {
 }
 
 fn at(store: &mut MemoryStore, p: &[Policy], now: u64, r: Request) -> Outcome {
-    decide(store, p, Micros::new(now), r).unwrap()
+    decide(store, p, Micros::new(now), &r).unwrap()
 }
 
 /// Filled, a window limiter reserves at the instant the same request with

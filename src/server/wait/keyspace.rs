@@ -168,7 +168,7 @@ impl Keyspace<KeyName> for ServerKeyspace {
         }
         let names = OwnedStrings::new(keys.iter().map(|k| &*k.1));
         let mut store = RedisStore::open(self.ctx, &names.0);
-        let decided = engine::decide(&mut store, policies, at, request);
+        let decided = engine::decide(&mut store, policies, at, &request);
         drop(store);
         decided
     }
