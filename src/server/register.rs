@@ -76,11 +76,15 @@ unsafe fn dispatch(
     // is never copied out of the guard.
     let run = || {
         let answered = crate::commands::run(command, &mut host, args);
-        if let Ok(answer) = &answered {
-            reply::write(ctx, answer);
-            stats::record(index, answer.verdict());
+        match &answered {
+            Ok(answer) => {
+                reply::write(ctx, answer);
+                stats::record(index, answer.verdict());
+                // Dropped where it is: moving it out copies it whole.
+                Ok(())
+            }
+            Err(_) => answered.map(drop),
         }
-        answered.map(drop)
     };
     match catch_unwind(AssertUnwindSafe(run)) {
         Ok(Ok(())) => {}
