@@ -31,6 +31,19 @@ fn digits(bytes: &[u8]) -> Option<u64> {
     if bytes.is_empty() {
         return None;
     }
+    // Up to 19 digits never overflow: no check per digit (this runs for
+    // every number of every request).
+    if bytes.len() <= 19 {
+        let mut n = 0u64;
+        for &b in bytes {
+            let d = b.wrapping_sub(b'0');
+            if d > 9 {
+                return None;
+            }
+            n = n * 10 + u64::from(d);
+        }
+        return Some(n);
+    }
     bytes.iter().try_fold(0u64, |acc, &b| {
         if !b.is_ascii_digit() {
             return None;
@@ -149,6 +162,21 @@ mod tests {
                 }),
                 "{bad:?}"
             );
+        }
+    }
+
+    #[test]
+    fn digits_at_the_edges_of_u64() {
+        assert_eq!(
+            digits(b"9999999999999999999"),
+            Some(9_999_999_999_999_999_999)
+        );
+        assert_eq!(digits(b"0000000000000000000"), Some(0));
+        assert_eq!(digits(b"18446744073709551615"), Some(u64::MAX));
+        assert_eq!(digits(b"18446744073709551616"), None);
+        assert_eq!(digits(b"99999999999999999999"), None);
+        for bad in [&b""[..], b"1a", b"/", b":", b" 1", b"1 ", b"-1", b"+1"] {
+            assert_eq!(digits(bad), None, "{bad:?}");
         }
     }
 

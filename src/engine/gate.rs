@@ -81,7 +81,12 @@ pub fn decide<S: Shell>(
     }
     let mut gated = decide_waiting(shell, queues, policies, now, request);
     if let Ok(Gated::Now(outcome)) = &mut gated {
-        answer(shell, outcome, policies, now, request);
+        // Admitted, and said so (a reservation's start, or no RESERVE):
+        // answered as it was decided.
+        let said = outcome.reservation.is_some() || request.reserve.is_none();
+        if !(outcome.allowed && said) {
+            answer(shell, outcome, policies, now, request);
+        }
     }
     gated
 }

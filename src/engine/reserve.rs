@@ -21,8 +21,8 @@
 //! window has left (a waiter in the reservation's place would let a
 //! smaller request into that room; a reservation does not).
 
-use super::store::Store;
-use super::{decide_now, write_all, Charge, KeyError, Outcome, Request, Reservation};
+use super::store::{self, Store};
+use super::{decide_now, Charge, KeyError, Outcome, Request, Reservation};
 use crate::algorithm::{Decision, Micros, RetryAfter};
 use crate::bounds::work::{self, Work};
 use crate::engine::error::Error;
@@ -111,9 +111,9 @@ fn one<S: Store>(
         reset_after: decision.reset_after.saturating_add(wait),
         ..decision
     };
-    if !request.dryrun {
-        let writes: [Option<StateWrite>; 1] = [write];
-        write_all(store, &[decision], &writes)?;
+    if let (Some(write), false) = (&write, request.dryrun) {
+        store::write_one(store, 0, write, decision.reset_after)
+            .map_err(|error| KeyError { key: 0, error })?;
     }
     denied.allowed = true;
     denied.blocked_by = None;

@@ -10,6 +10,7 @@ use crate::engine::store::Store;
 use crate::policy::StateWrite;
 use redis_module::raw;
 use smallvec::SmallVec;
+use std::cell::Cell;
 use std::ffi::c_int;
 use std::sync::atomic::{AtomicPtr, Ordering::Relaxed};
 
@@ -26,6 +27,9 @@ struct OpenKey {
     name: RString,
     key: *mut raw::RedisModuleKey,
     prepared: Option<Prepared>,
+    /// The string last read (null: none since the key was opened or
+    /// written): a reservation's second read of the key is a load.
+    read: Cell<(*const u8, usize)>,
 }
 
 /// A write made ready by `prepare`.
@@ -83,6 +87,7 @@ impl RedisStore {
                 // SAFETY: ctx and name are the live command context and argument.
                 key: unsafe { api!(RedisModule_OpenKey)(ctx.0, name.0, mode) },
                 prepared: None,
+                read: Cell::new((std::ptr::null(), 0)),
             })
             .collect();
         RedisStore {
@@ -90,6 +95,13 @@ impl RedisStore {
             keys,
             read_only,
         }
+    }
+
+    /// Forgets `key`'s last read before a write (only a store of one key
+    /// keeps one: two arguments may name one key, whose string a write to
+    /// either may move).
+    fn forget_read(&self, key: usize) {
+        self.keys[key].read.set((std::ptr::null(), 0));
     }
 
     fn fail(&self, key: usize, why: &'static str) -> Error {
@@ -183,6 +195,13 @@ impl Store for RedisStore {
     /// Reading never changes the value, its expiry or its WATCH state.
     fn value(&self, key: usize) -> Result<Option<&[u8]>, Error> {
         let open = &self.keys[key];
+        let (ptr, len) = open.read.get();
+        if !ptr.is_null() {
+            // SAFETY: read below from the store's only key, which nothing
+            // wrote since: every write goes through `prepare`, `commit` or
+            // `abandon`, which forget the read.
+            return Ok(Some(unsafe { std::slice::from_raw_parts(ptr, len) }));
+        }
         match open.key_type() {
             raw::REDISMODULE_KEYTYPE_EMPTY => Ok(None),
             raw::REDISMODULE_KEYTYPE_STRING => {
@@ -198,6 +217,9 @@ impl Store for RedisStore {
                 if len == 0 {
                     return Ok(Some(&[]));
                 }
+                if self.keys.len() == 1 {
+                    open.read.set((ptr.cast::<u8>(), len));
+                }
                 // SAFETY: as above.
                 Ok(Some(unsafe {
                     std::slice::from_raw_parts(ptr.cast::<u8>(), len)
@@ -211,6 +233,7 @@ impl Store for RedisStore {
         if self.read_only {
             return Err(self.fail(key, READ_ONLY));
         }
+        self.forget_read(key);
         let open = &mut self.keys[key];
         let current = open.string_len();
         let needed = match write {
@@ -258,11 +281,13 @@ impl Store for RedisStore {
     }
 
     fn abandon(&mut self, key: usize) {
+        self.forget_read(key);
         self.keys[key].undo();
     }
 
     fn commit(&mut self, key: usize, write: &StateWrite, ttl: Micros) {
         let ctx = self.ctx;
+        self.forget_read(key);
         let open = &mut self.keys[key];
         let expire_at = expire_at(ttl);
         // The string a new value was set from: replicated as it is (Redis
