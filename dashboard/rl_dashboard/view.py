@@ -10,8 +10,14 @@ from rl_dashboard.features import Feature
 from rl_dashboard.parse import command_lines, counts, policy_lines, reported, reported_field
 from rl_dashboard.poller import Sample, State
 
-USED_BY = {"max-waiters": "waiting", "max-policies": "policies defined"}
-"""Bounds with a current use the module reports: what fills them."""
+USED_BY = {
+    "max-waiters": "waiting",
+    "max-policies": "policies defined",
+    "max-denied-keys": "keys denied",
+    "penalized-keys": "keys penalized",
+}
+"""Bounds with a server-wide use the module reports: what fills them (the
+others bound one key, a line or a call)."""
 
 
 def iso(t: float | None) -> str | None:
@@ -24,10 +30,18 @@ def iso(t: float | None) -> str | None:
 def used(sample: Sample) -> dict[str, int]:
     """The current use of each bound in ``USED_BY``."""
     rl = sample.info.get("ratelimit", {})
-    return {
+    use = {
         "max-waiters": int(rl.get("ratelimit_waiting", "0")),
         "max-policies": counts(rl.get("ratelimit_policies", "")).get("defined", 0),
     }
+    # Reported only by servers with the deny list and the penalty box.
+    denied = reported(rl, "deny_list")
+    if denied is not None:
+        use["max-denied-keys"] = denied.get("keys", 0)
+    penalized = rl.get("ratelimit_penalty_listed")
+    if penalized is not None and penalized.isdigit():
+        use["penalized-keys"] = int(penalized)
+    return use
 
 
 def penalty(rl: dict[str, str]) -> dict[str, int] | None:
@@ -113,7 +127,7 @@ def series(history: list[Sample]) -> dict[str, Any]:
                         pol_hist, pol_hist[1:], history, history[1:], strict=False
                     )
                 ]
-                for k in ("allowed", "denied", "shadow_denied")
+                for k in ("allowed", "denied", "shadow_denied", "waits")
             }
     return out
 

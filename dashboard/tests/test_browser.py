@@ -126,6 +126,20 @@ def test_page_shows_the_modules_numbers_and_the_outage(
     assert dom.text["policies-on"] == "on"
     bounds = server.client().config_get("ratelimit.*")
     assert dom.text["bound-max-waiters"] == f"{int(str(bounds['ratelimit.max-waiters'])):,}"
+    # The server-wide bounds say what fills them: the clients waiting, the deny list's keys.
+    assert dom.text["bound-max-waiters-used"] == f"{rl['ratelimit_waiting']:,} waiting"
+    denied_keys = rl["ratelimit_deny_list"]["keys"]
+    assert denied_keys == 1
+    assert dom.text["bound-max-denied-keys-used"] == f"{denied_keys:,} keys denied"
+    # A line per outcome, per command and per policy.
+    legends = dom.text["legend-commands"] + dom.text["legend-policies"]
+    for label in (
+        "rl.gcra allowed",
+        "rl.gcra denied",
+        "plan:free denied",
+        "plan:shadow shadow-denied",
+    ):
+        assert label in legends, (label, legends)
     for chart in ("chart-decisions", "chart-commands", "chart-policies", "chart-waiting"):
         assert int(dom.attrs[chart]["data-points"] or "0") > 0, chart
     names = set(
