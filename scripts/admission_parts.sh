@@ -45,14 +45,11 @@ if [ $# -eq 0 ]; then
 fi
 mkdir -p "$OUT"
 rm -f "$OUT"/callgrind.out.* "$OUT"/*.out
-# The floor module, against the redismodule.h the redis-module crate ships.
-header=$(find "${CARGO_HOME:-$HOME/.cargo}/registry/src" -path '*redis-module-*/src/include/redismodule.h' 2>/dev/null | sort | tail -n 1)
-[ -n "$header" ] || { echo "admission_parts: redismodule.h not found (cargo fetch)" >&2; exit 1; }
-"${CC:-cc}" -O2 -fPIC -shared -I "$(dirname "$header")" -o "$OUT/floor.so" benches/floor/floor.c
+FLOOR=$(build_floor "$OUT") || { echo "admission_parts: the floor module did not build" >&2; exit 1; }
 
 SERVER_PREFIX=(valgrind --tool=callgrind --callgrind-out-file="$OUT/callgrind.out.%p")
 # shellcheck disable=SC2086 # MODULE_ARGS: words for the module and server
-start_server ${MODULE_ARGS:-} --loadmodule "$OUT/floor.so"
+start_server ${MODULE_ARGS:-} --loadmodule "$FLOOR"
 VG_PID=$SERVER_PID
 
 # bench CMD...: the command on random keys, as scripts/callgrind.sh sends it.

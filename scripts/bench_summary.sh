@@ -4,7 +4,9 @@
 #   scripts/bench_summary.sh       # or: make bench-summary [REDIS_CELL=...]
 #
 # For SET, INCR, the usual Lua GCRA script, redis-cell's CL.THROTTLE and the
-# module's RL.GCRA, RL.BUCKET, RL.SLIDING, RL.FIXED and CL.THROTTLE:
+# module's RL.GCRA, RL.BUCKET, RL.SLIDING, RL.FIXED and CL.THROTTLE, and
+# FLOOR.ADMIT (benches/floor/floor.c: the least a module command spends on
+# an admission, built with CC; its row is skipped without a compiler):
 # requests per second and p99 latency (redis-benchmark, the same clients and
 # pipeline for every row, rounds interleaved, medians), each as a ratio to
 # SET in the same round, on 100,000 random keys and on one hot key; bytes
@@ -57,6 +59,7 @@ redis-cell `CL.THROTTLE k 9 10 3600` | cell | CL.THROTTLE KEY 9 10 3600
 `RL.SLIDING k 10 1h` (EXACT)      | rl   | RL.SLIDING KEY 10 1h
 `RL.FIXED k 10 1h`                | rl   | RL.FIXED KEY 10 1h
 module `CL.THROTTLE k 9 10 3600`  | rl   | CL.THROTTLE KEY 9 10 3600
+`FLOOR.ADMIT k 10 1h` (the floor) | rl   | FLOOR.ADMIT KEY 10 1h
 '
 BASE='`SET k v PX 60000`'
 
@@ -78,7 +81,13 @@ SKIPPED=()
 
 pin_cores
 SERVER_PREFIX=("${SERVER_PIN[@]}")
-start_server
+# The floor (FLOOR.ADMIT) loads beside the module: what any module command
+# costs at the least, on the same server.
+FLOOR_ARGS=()
+if FLOOR=$(build_floor "$OUT/floor" 2>"$OUT/floor.err"); then
+    FLOOR_ARGS=(--loadmodule "$FLOOR")
+fi
+start_server "${FLOOR_ARGS[@]}"
 PORT_RL=$PORT
 PORT_CELL=
 if [ -z "$REDIS_CELL" ]; then
@@ -214,7 +223,7 @@ instructions() {
         SKIPPED+=("instructions per request: valgrind is not installed")
         return
     fi
-    local kind line label server cmd templates module table
+    local kind line label server cmd templates module table args
     for kind in rl cell; do
         templates=()
         for line in "${CASES[@]}"; do
@@ -224,7 +233,9 @@ instructions() {
         [ ${#templates[@]} -gt 0 ] || continue
         if [ "$kind" = cell ]; then module=$REDIS_CELL; else module=$MODULE; fi
         say "callgrind: ${#templates[@]} commands on the $kind server, $CG_REQUESTS requests each"
-        table=$(MODULE=$module REQUESTS=$CG_REQUESTS OUT=$OUT/callgrind-$kind scripts/callgrind.sh "${templates[@]}")
+        args=""
+        [ "$kind" = rl ] && args="${FLOOR_ARGS[*]}"
+        table=$(MODULE=$module MODULE_ARGS=$args REQUESTS=$CG_REQUESTS OUT=$OUT/callgrind-$kind scripts/callgrind.sh "${templates[@]}")
         for line in "${CASES[@]}"; do
             IFS='|' read -r label server cmd <<<"$line"
             [ "$server" = "$kind" ] || continue

@@ -28,6 +28,20 @@ free_port() {
     return 1
 }
 
+# build_floor DIR: builds benches/floor/floor.c (FLOOR.ADMIT, the least a
+# module command can spend on an admission) with the C compiler (CC) against
+# the redismodule.h the redis-module crate ships, into DIR/floor.so, and
+# prints that path; fails, saying why, without a compiler or the header.
+build_floor() {
+    local header
+    header=$(find "${CARGO_HOME:-$HOME/.cargo}/registry/src" -path '*redis-module-*/src/include/redismodule.h' 2>/dev/null | sort | tail -n 1)
+    [ -n "$header" ] || { echo "redismodule.h not found (cargo fetch)" >&2; return 1; }
+    command -v "${CC:-cc}" >/dev/null || { echo "no C compiler (${CC:-cc})" >&2; return 1; }
+    mkdir -p "$1"
+    "${CC:-cc}" -O2 -fPIC -shared -I "$(dirname "$header")" -o "$1/floor.so" benches/floor/floor.c || return 1
+    echo "$1/floor.so"
+}
+
 # The server the scripts start: redis-server, or another one such as
 # valkey-server (RL_SERVER=valkey-server, as for the tests).
 RL_SERVER=${RL_SERVER:-redis-server}

@@ -145,8 +145,8 @@ fn hostile_keys_and_arguments_get_errors_and_change_nothing() {
             "WRONGTYPE key holds RL.GCRA state, not CL.THROTTLE state",
         ),
         (
-            &[b"CL.THROTTLE", b"k", b"1", b"1", b"1", b"-1"],
-            "ERR quantity must be an integer from 0 to 9223372036854775807",
+            &[b"CL.THROTTLE", b"k", b"1", b"1", b"1", b"--1"],
+            "ERR quantity must be an integer from -9223372036854775807 to 9223372036854775807",
         ),
         (
             &[b"CL.THROTTLE", b"k", b"-1", b"1", b"1"],
@@ -249,11 +249,14 @@ fn arguments_take_signs_as_redis_cell_does() {
             "max_burst must be an integer from 0 to 9223372036854775806",
             "count per period must be an integer from 1 to 9223372036854775807",
             "period must be an integer from 1 to 3153600000",
-            "quantity must be an integer from 0 to 9223372036854775807",
+            "quantity must be an integer from -9223372036854775807 to 9223372036854775807",
         ]
         .iter()
         .enumerate()
         {
+            if i == 3 && bad == "-5" {
+                continue; // a give-back
+            }
             let mut args: Vec<&[u8]> = vec![b"CL.THROTTLE", b"a", b"5", b"10", b"60", b"1"];
             args[2 + i] = bad.as_bytes();
             let (_, msg) = error_of(&mut c, &args);
@@ -275,4 +278,49 @@ fn arguments_take_signs_as_redis_cell_does() {
             "ERR limit must be an integer from 1 to 9223372036854775807"
         );
     }
+}
+
+/// A negative quantity gives back what a request took, as redis-cell's
+/// users send it: the TAT moves back, never before now; a limiter full
+/// again loses its key. Replicas receive the effect.
+#[test]
+fn a_negative_quantity_gives_back() {
+    let s = Server::start();
+    let mut c = s.conn();
+    clock_set(&mut c, T0);
+    // Five at once, ten an hour (the keys outlive the test on the wall clock).
+    let taken = decide(&mut c, &["CL.THROTTLE", "g", "4", "10", "3600", "3"]);
+    assert_eq!(taken, [0, 5, 2, -1, 1080]);
+    let one = decide(&mut c, &["CL.THROTTLE", "h", "4", "10", "3600", "1"]);
+    // Two back: as if one had been taken, stored alike.
+    assert_eq!(
+        decide(&mut c, &["CL.THROTTLE", "g", "4", "10", "3600", "-2"]),
+        one
+    );
+    assert_eq!(get_bytes(&mut c, "g"), get_bytes(&mut c, "h"));
+    let ttl =
+        |c: &mut redis::Connection, k: &str| -> i64 { redis::cmd("PTTL").arg(k).query(c).unwrap() };
+    assert!(
+        (359_000..=360_000).contains(&ttl(&mut c, "g")),
+        "{}",
+        ttl(&mut c, "g")
+    );
+    // More than was taken: full, and the key goes.
+    assert_eq!(
+        decide(&mut c, &["CL.THROTTLE", "g", "4", "10", "3600", "-9"]),
+        [0, 5, 5, -1, 0]
+    );
+    assert_eq!(get_bytes(&mut c, "g"), None);
+    // No key: nothing to give back, nothing written.
+    assert_eq!(
+        decide(&mut c, &["CL.THROTTLE", "none", "4", "10", "3600", "-1"]),
+        [0, 5, 5, -1, 0]
+    );
+    assert_eq!(get_bytes(&mut c, "none"), None);
+    // A spent key admits again after a give-back.
+    let spent = ["CL.THROTTLE", "s", "0", "10", "3600", "1"];
+    assert_eq!(decide(&mut c, &spent)[0], 0);
+    assert_eq!(decide(&mut c, &spent)[0], 1);
+    decide(&mut c, &["CL.THROTTLE", "s", "0", "10", "3600", "-1"]);
+    assert_eq!(decide(&mut c, &spent)[0], 0);
 }

@@ -43,6 +43,17 @@ pub struct CellWrite {
     pub ttl_ns: i64,
 }
 
+/// What a give-back changes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CellGiveBack {
+    /// Nothing: no key (a full limiter) or nothing to move.
+    Nothing,
+    /// The TAT moved back.
+    Tat(CellWrite),
+    /// The limiter is full again: the key goes, as no key means full.
+    Full,
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CellError {
     /// `count` exceeds one per nanosecond of `period`.
@@ -162,6 +173,35 @@ impl Cell {
         };
         (reply, write)
     }
+
+    /// Gives back `n >= 1` at `now_ns`: a negative `quantity`, which
+    /// redis-cell's users send to return what a request took. The TAT
+    /// moves back `n` intervals, never before now (a full limiter). The
+    /// reply is what `quantity 0` replies after it.
+    pub fn give_back(
+        &self,
+        stored_tat_ns: Option<i64>,
+        now_ns: i64,
+        n: i64,
+    ) -> (CellReply, CellGiveBack) {
+        let Some(tat) = stored_tat_ns else {
+            return (self.throttle(None, now_ns, 0).0, CellGiveBack::Nothing);
+        };
+        let new_tat = i128::from(tat) - self.interval_ns * i128::from(n.max(0));
+        if new_tat <= i128::from(now_ns) {
+            return (self.throttle(None, now_ns, 0).0, CellGiveBack::Full);
+        }
+        // Below the stored TAT, so within i64.
+        let tat_ns = clamp_i64(new_tat);
+        let write = CellWrite {
+            tat_ns,
+            ttl_ns: clamp_i64(new_tat - i128::from(now_ns)),
+        };
+        (
+            self.throttle(Some(tat_ns), now_ns, 0).0,
+            CellGiveBack::Tat(write),
+        )
+    }
 }
 
 /// redis-cell's rounding: whole seconds, plus one if the remainder holds at
@@ -238,6 +278,35 @@ mod tests {
                 tat = Some(w.tat_ns);
             }
         }
+    }
+
+    #[test]
+    fn a_give_back_undoes_a_charge_and_stops_at_full() {
+        // 5 at once, one a second.
+        let c = Cell::new(4, 1, 1, MAX).unwrap();
+        let now = 1_000 * S;
+        let (_, w) = c.throttle(None, now, 3);
+        let tat = w.unwrap().tat_ns;
+        assert_eq!(tat, now + 3 * S);
+        // Two back: as if one had been taken.
+        let (r, g) = c.give_back(Some(tat), now, 2);
+        let one = c.throttle(None, now, 1);
+        assert_eq!(r, one.0);
+        assert_eq!(g, CellGiveBack::Tat(one.1.unwrap()));
+        // More than was taken: full again, the key goes.
+        let (r, g) = c.give_back(Some(tat), now, 4);
+        assert_eq!((r, g), (reply(false, 5, 5, -1, 0), CellGiveBack::Full));
+        // A TAT in the past is full already; no key has nothing to give.
+        assert_eq!(c.give_back(Some(now - S), now, 1).1, CellGiveBack::Full);
+        assert_eq!(
+            c.give_back(None, now, 1),
+            (reply(false, 5, 5, -1, 0), CellGiveBack::Nothing)
+        );
+        // The largest give-back the parser takes does not overflow.
+        assert_eq!(
+            c.give_back(Some(i64::MAX), now, i64::MAX).1,
+            CellGiveBack::Full
+        );
     }
 
     #[test]

@@ -3,10 +3,11 @@
 //! replies differ and why. Its state is the TAT as a decimal number of
 //! nanoseconds.
 
+use super::args;
 use super::definition::CommandDef;
 use super::grammar::Param;
 use super::{Host, Reply};
-use crate::algorithm::cell::{Cell, CellError, CellReply};
+use crate::algorithm::cell::{Cell, CellError, CellGiveBack, CellReply, CellWrite};
 use crate::algorithm::limits::{MAX_COUNT, MAX_DURATION};
 use crate::algorithm::Micros;
 use crate::codec::cell::{decode_cell_state, encode_cell_state};
@@ -23,7 +24,8 @@ pub const NAME: &str = "CL.THROTTLE";
 const MAX_TOLERANCE: Micros = Micros::from_secs(100 * 365 * 86_400);
 
 /// `max_burst count period [quantity]`; `period` in whole seconds. Read as
-/// redis-cell reads them: `+5` is 5 and `-0` is 0.
+/// redis-cell reads them: `+5` is 5 and `-0` is 0. A negative `quantity`
+/// gives back ([`parse_quantity`]); this entry documents the command.
 pub const PARAMS: [Param; 4] = [
     Param::cell_integer("max_burst", 0, MAX_COUNT - 1),
     Param::cell_integer("count", 1, MAX_COUNT).called("count per period"),
@@ -31,9 +33,29 @@ pub const PARAMS: [Param; 4] = [
     Param::cell_integer("quantity", 0, MAX_COUNT),
 ];
 
+/// `quantity`: as redis-cell reads it, from -MAX_COUNT to MAX_COUNT; a
+/// negative one is given back (what redis-cell's users send to return
+/// what a request took).
+fn parse_quantity(arg: &[u8]) -> Result<i64, Error> {
+    let (sign, magnitude) = match arg {
+        [b'-', rest @ ..] if rest.first() != Some(&b'+') => (-1, rest),
+        _ => (1, arg),
+    };
+    // MAX_COUNT is i64::MAX: the magnitude converts.
+    args::cell_integer(magnitude, "quantity", 0, MAX_COUNT)
+        .ok()
+        .and_then(|n| i64::try_from(n).ok())
+        .map(|n| sign * n)
+        .ok_or(Error::SignedInteger {
+            arg: "quantity",
+            max: MAX_COUNT,
+        })
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Call {
     pub cell: Cell,
+    /// Taken; given back when negative.
     pub quantity: i64,
 }
 
@@ -42,11 +64,15 @@ pub fn parse<A: AsRef<[u8]>>(args: &[A]) -> Result<Call, Error> {
     if !(3..=4).contains(&args.len()) {
         return Err(Error::Arity(NAME));
     }
-    let mut values = [1u64; 4];
+    let mut values = [1u64; 3];
     for ((param, arg), value) in PARAMS.iter().zip(args).zip(&mut values) {
         *value = param.parse(arg.as_ref())?;
     }
-    let [max_burst, count, period, quantity] = values;
+    let [max_burst, count, period] = values;
+    let quantity = match args.get(3) {
+        Some(arg) => parse_quantity(arg.as_ref())?,
+        None => 1,
+    };
     // All four are at most i64::MAX by the ranges above.
     let as_i64 = |x: u64| i64::try_from(x).unwrap_or(i64::MAX);
     let cell = Cell::new(
@@ -61,10 +87,7 @@ pub fn parse<A: AsRef<[u8]>>(args: &[A]) -> Result<Call, Error> {
             Error::horizon("(max_burst + 1) * period / count", MAX_TOLERANCE)
         }
     })?;
-    Ok(Call {
-        cell,
-        quantity: as_i64(quantity),
-    })
+    Ok(Call { cell, quantity })
 }
 
 impl Call {
@@ -111,12 +134,21 @@ impl Call {
                 StateError::OtherKind(kind) => Error::other_kind(NAME, kind),
                 _ => Error::NotCellState,
             })?;
-        let (reply, write) = self.cell.throttle(stored, now_ns, self.quantity);
-        let write = write.map(|w| {
+        let tat = |w: CellWrite| {
             let ttl = Micros::new(u64::try_from(w.ttl_ns).unwrap_or(0).div_ceil(1_000));
             (StateWrite::Value(encode_cell_state(w.tat_ns).into()), ttl)
-        });
-        Ok((reply, write))
+        };
+        if self.quantity < 0 {
+            let (reply, give) = self.cell.give_back(stored, now_ns, -self.quantity);
+            let write = match give {
+                CellGiveBack::Nothing => None,
+                CellGiveBack::Tat(w) => Some(tat(w)),
+                CellGiveBack::Full => Some((StateWrite::Delete, Micros::ZERO)),
+            };
+            return Ok((reply, write));
+        }
+        let (reply, write) = self.cell.throttle(stored, now_ns, self.quantity);
+        Ok((reply, write.map(tat)))
     }
 }
 
@@ -156,12 +188,41 @@ mod tests {
             parse(&[&b"-1"[..], b"30", b"60"]).unwrap_err().to_string(),
             "ERR max_burst must be an integer from 0 to 9223372036854775806"
         );
+        // A negative quantity gives back.
         assert_eq!(
-            parse(&[&b"1"[..], b"30", b"60", b"-1"])
-                .unwrap_err()
-                .to_string(),
-            "ERR quantity must be an integer from 0 to 9223372036854775807"
+            parse(&[&b"1"[..], b"30", b"60", b"-3"]).unwrap().quantity,
+            -3
         );
+        assert_eq!(
+            parse(&[&b"1"[..], b"30", b"60", b"+3"]).unwrap().quantity,
+            3
+        );
+        assert_eq!(
+            parse(&[&b"1"[..], b"30", b"60", b"-0"]).unwrap().quantity,
+            0
+        );
+        assert_eq!(
+            parse(&[&b"1"[..], b"30", b"60", b"-9223372036854775807"])
+                .unwrap()
+                .quantity,
+            -i64::MAX
+        );
+        for bad in [
+            &b"-9223372036854775808"[..],
+            b"--1",
+            b"-+1",
+            b"-",
+            b"x",
+            b"9223372036854775808",
+        ] {
+            assert_eq!(
+                parse(&[&b"1"[..], b"30", b"60", bad])
+                    .unwrap_err()
+                    .to_string(),
+                "ERR quantity must be an integer from -9223372036854775807 to 9223372036854775807",
+                "{bad:?}"
+            );
+        }
         assert_eq!(parse(&[&b"1"[..], b"30"]), Err(Error::Arity(NAME)));
         // Signs as redis-cell reads them.
         assert_eq!(

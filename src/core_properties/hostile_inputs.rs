@@ -3,7 +3,7 @@
 //! codec and the argument parsers. No panics (debug builds check every
 //! overflow), no wraparound, and the invariants each reply promises.
 
-use crate::algorithm::cell::Cell;
+use crate::algorithm::cell::{Cell, CellGiveBack};
 use crate::algorithm::limits::{MAX_COUNT, MAX_DURATION};
 use crate::algorithm::schedule::{Schedule, ScheduleError, Tat};
 use crate::algorithm::{Micros, RetryAfter, MAX_HORIZON};
@@ -164,6 +164,42 @@ proptest! {
             if i128::from(now) + c.tolerance_ns() <= i128::from(i64::MAX) {
                 prop_assert_eq!(i128::from(w.tat_ns), i128::from(now) + i128::from(w.ttl_ns));
             }
+        }
+    }
+
+    /// A give-back of what an admitted request took leaves the limiter as
+    /// it was (a TAT in the past is full, as no key is); any give-back
+    /// stops at full and never panics.
+    #[test]
+    fn cell_give_back_undoes_an_admission_exactly(
+        max_burst in 0..=MAX_COUNT - 1,
+        count in 1..=MAX_COUNT,
+        period in 1..=CELL_MAX_PERIOD_S,
+        stored in proptest::option::of(0..=i64::MAX),
+        now in 0..=i64::MAX / 2,
+        quantity in prop_oneof![1..=10i64, 1..=i64::MAX],
+        extra in 0..=3i64,
+    ) {
+        let to_i64 = |x: u64| i64::try_from(x).unwrap();
+        let Ok(c) = Cell::new(to_i64(max_burst), to_i64(count), to_i64(period), CELL_MAX_TOLERANCE_NS) else {
+            return Ok(());
+        };
+        if i128::from(now) + c.tolerance_ns() > i128::from(i64::MAX) {
+            return Ok(());
+        }
+        let (_, w) = c.throttle(stored, now, quantity);
+        let Some(w) = w else { return Ok(()) };
+        let before = stored.filter(|&t| t > now);
+        let (r, g) = c.give_back(Some(w.tat_ns), now, quantity);
+        match before {
+            Some(t) => prop_assert_eq!(g, CellGiveBack::Tat(cell_write(t, now))),
+            None => prop_assert_eq!(g, CellGiveBack::Full),
+        }
+        prop_assert_eq!(r, c.throttle(before, now, 0).0);
+        // More than was taken stops at full.
+        let (_, g) = c.give_back(Some(w.tat_ns), now, quantity.saturating_add(extra));
+        if extra > 0 && before.is_none() {
+            prop_assert_eq!(g, CellGiveBack::Full);
         }
     }
 
@@ -341,4 +377,11 @@ fn argument() -> impl Strategy<Value = Vec<u8>> {
         1 => vec(any::<u8>(), 0..12),
         1 => any::<u64>().prop_map(|n| n.to_string().into_bytes()),
     ]
+}
+
+fn cell_write(tat_ns: i64, now_ns: i64) -> crate::algorithm::cell::CellWrite {
+    crate::algorithm::cell::CellWrite {
+        tat_ns,
+        ttl_ns: tat_ns - now_ns,
+    }
 }

@@ -14,6 +14,11 @@ pub enum Error {
         min: u64,
         max: u64,
     },
+    /// An integer from `-max` to `max` (CL.THROTTLE's `quantity`).
+    SignedInteger {
+        arg: &'static str,
+        max: u64,
+    },
     /// A duration that does not parse.
     Duration {
         arg: &'static str,
@@ -218,6 +223,9 @@ impl std::fmt::Display for Error {
         match self {
             Error::Integer { arg, min, max } => {
                 write!(f, "ERR {arg} must be an integer from {min} to {max}")
+            }
+            Error::SignedInteger { arg, max } => {
+                write!(f, "ERR {arg} must be an integer from -{max} to {max}")
             }
             Error::Duration { arg } => write!(
                 f,
