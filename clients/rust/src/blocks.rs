@@ -806,8 +806,19 @@ where
         let (mut waiting, call) = {
             let mut state = shared.state();
             let step = state.arrive(Instant::now(), cost);
-            if let Step::Admit | Step::Deny { .. } = step {
-                return Ok(step == Step::Admit);
+            match step {
+                Step::Admit => return Ok(true),
+                Step::Deny { .. } => return Ok(false),
+                // The store known down: the call out may not land until it
+                // is back, and nothing is sent; the fallback at once.
+                Step::Join => shared.client.up()?,
+                Step::Ask(_) | Step::Queue { .. } => {
+                    if let Err(e) = shared.client.up() {
+                        // Not made: the next request may call.
+                        state.lease.on_failure();
+                        return Err(e);
+                    }
+                }
             }
             let (id, told) = state.wait_in_line(cost);
             let waiting = Waiting {
@@ -819,13 +830,7 @@ where
             };
             (waiting, state.call(step))
         };
-        let joined = call.is_none();
         shared.launch(call);
-        if joined {
-            // The store known down: the call out may not land until it is
-            // back, and nothing is sent; the fallback at once.
-            shared.client.up()?;
-        }
         waiting.answer().await
     }
 
