@@ -45,6 +45,13 @@
 //! sends it from a task of its own, so that the block lands in the lease
 //! (for the next requests, or an idle refund) even if its caller gave up.
 //!
+//! **Requests in line.** A [`LeasedLimit`] has one call for a block out
+//! per key at a time. The requests its block cannot serve wait in line for
+//! the units the call brings, first come first served (none overtakes one
+//! that came before it), and when the first in line still needs units the
+//! next call goes out as soon as the last lands: however many requests are
+//! in flight, a block of `k` costs one store command per `k` admissions.
+//!
 //! **Bounds.** Units are charged on the server when leased, so the server
 //! never admits more than its limit; what a process admits later from its
 //! block can exceed the limit in some window by at most what is leased out
@@ -54,9 +61,14 @@ use crate::command::{Charge, Command, Decide};
 pub use crate::leasing::{Admission, LeasePlan};
 use crate::reply::Decision;
 use crate::{Client, Error, Policy};
+use std::collections::VecDeque;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
+use std::task::Poll;
 use std::time::{Duration, Instant};
+use tokio::sync::oneshot;
 
 /// The longest a process waits between calls.
 pub const MAX_GAP: Duration = Duration::from_secs(1);
@@ -243,9 +255,15 @@ impl BlockLease {
     /// A request of `cost` units at `now`: admitted once the block holds
     /// them all (a call asks for at least `cost`).
     pub(crate) fn step_for(&mut self, now: Instant, cost: u64) -> Step {
+        self.arrive(now);
+        self.step_again_for(now, cost)
+    }
+
+    /// Counts a request at `now` (its step is taken later, with
+    /// [`BlockLease::step_again_for`]: it waits behind others).
+    pub(crate) fn arrive(&mut self, now: Instant) {
         self.count_request(now);
         self.last_used = Some(now);
-        self.step_again_for(now, cost)
     }
 
     /// The step of a request already counted by [`BlockLease::step`] that
@@ -453,8 +471,11 @@ impl BlockLease {
 /// clone: clones share the lease. Dropping the last clone refunds what it
 /// holds in the background.
 ///
-/// One call for a block is out at a time: the requests that find the
-/// block spent while it is out wait for it and take its units; what the
+/// One call for a block is out at a time. The requests the block cannot
+/// serve wait in line, first come first served: each call's units go to
+/// them in the order they came (a request arriving later waits behind
+/// them even if the block holds its units), and when the first in line
+/// still needs units the next call is sent at once, for it. What the
 /// server granted lands in the lease even if every caller gave up.
 ///
 /// It shares its client's circuit: while the store is known down, a
@@ -511,12 +532,36 @@ where
     refunded: AtomicU64,
 }
 
-/// The lease and the call out for it, changed together.
+/// The lease, the call out for it and the requests waiting for units,
+/// changed together.
 struct State {
     lease: BlockLease,
-    /// The call out, if any: what the requests that found the block spent
-    /// wait for.
+    /// The call out, if any. While requests wait, one is out.
     flight: Option<Arc<Flight>>,
+    /// The requests waiting for units, in the order they came: answered
+    /// from the front ([`State::serve`]).
+    line: VecDeque<Waiter>,
+    /// The number of the next request to wait.
+    next_waiter: u64,
+}
+
+/// What a waiting request is told: admitted (its units taken from the
+/// block), denied, or the error of the call it waited for.
+type Answer = Result<bool, Error>;
+
+/// A request waiting for `cost` units.
+struct Waiter {
+    id: u64,
+    cost: u64,
+    answer: oneshot::Sender<Answer>,
+}
+
+/// A call for a block to send, once the state is unlocked.
+struct Call {
+    flight: Arc<Flight>,
+    charge: Charge,
+    wait: Option<Duration>,
+    units: u64,
 }
 
 impl State {
@@ -524,27 +569,89 @@ impl State {
         Mutex::new(State {
             lease,
             flight: None,
+            line: VecDeque::new(),
+            next_waiter: 0,
         })
     }
 
-    /// A request's step (`first`: not yet counted), with the call to wait
-    /// for: the one out, or the one this step starts.
-    fn step(&mut self, now: Instant, first: bool, cost: u64) -> (Step, Option<Arc<Flight>>) {
-        let step = if first {
-            self.lease.step_for(now, cost)
-        } else {
-            self.lease.step_again_for(now, cost)
+    /// A request of `cost` units at `now`: its step. One that finds others
+    /// waiting waits behind them ([`Step::Join`]) even if the block holds
+    /// its units: no request overtakes one that came before it.
+    fn arrive(&mut self, now: Instant, cost: u64) -> Step {
+        if self.line.is_empty() || cost == 0 {
+            return self.lease.step_for(now, cost);
+        }
+        self.lease.arrive(now);
+        Step::Join
+    }
+
+    /// Puts a request of `cost` units at the back of the line: its number
+    /// and where its answer comes.
+    fn wait_in_line(&mut self, cost: u64) -> (u64, oneshot::Receiver<Answer>) {
+        let (answer, told) = oneshot::channel();
+        let id = self.next_waiter;
+        self.next_waiter = self.next_waiter.wrapping_add(1);
+        self.line.push_back(Waiter { id, cost, answer });
+        (id, told)
+    }
+
+    /// The call the step `step` of the first request in line asks for:
+    /// the call out from now on.
+    fn call(&mut self, step: Step) -> Option<Call> {
+        let (charge, wait, units) = match step {
+            Step::Ask(k) => (Charge::Partial(k), None, k),
+            Step::Queue { units, timeout } => (Charge::Cost(units), Some(timeout), units),
+            Step::Admit | Step::Deny { .. } | Step::Join => return None,
         };
-        let flight = match step {
-            Step::Admit | Step::Deny { .. } => None,
-            Step::Join => self.flight.clone(),
-            Step::Ask(_) | Step::Queue { .. } => {
-                let flight = Flight::new();
-                self.flight = Some(Arc::clone(&flight));
-                Some(flight)
+        let flight = Flight::new();
+        self.flight = Some(Arc::clone(&flight));
+        Some(Call {
+            flight,
+            charge,
+            wait,
+            units,
+        })
+    }
+
+    /// The call out failed or was not made: every request waiting gets
+    /// `e`, and the next request may call.
+    fn fail(&mut self, e: &Error) {
+        self.flight = None;
+        self.lease.on_failure();
+        for waiter in self.line.drain(..) {
+            let _ = waiter.answer.send(Err(e.clone()));
+        }
+    }
+
+    /// Takes the request `id` out of the line: whether it was still in it.
+    fn leave(&mut self, id: u64) -> bool {
+        match self.line.iter().position(|w| w.id == id) {
+            Some(i) => self.line.remove(i).is_some(),
+            None => false,
+        }
+    }
+
+    /// Answers the requests in line at `now`, first come first served:
+    /// each whose units the block holds is admitted, each the lease denies
+    /// (its next call is not due) is denied; for the first that needs a
+    /// call, the call to send (one is out at a time: the rest wait for it).
+    fn serve(&mut self, now: Instant) -> Option<Call> {
+        while let Some(first) = self.line.front() {
+            let cost = first.cost;
+            let allowed = match self.lease.step_again_for(now, cost) {
+                Step::Admit => true,
+                Step::Deny { .. } => false,
+                Step::Join => return None,
+                call => return self.call(call),
+            };
+            if let Some(waiter) = self.line.pop_front() {
+                if let Err(Ok(true)) = waiter.answer.send(Ok(allowed)) {
+                    // Nobody to take them: the units stay in the block.
+                    self.lease.put_back(cost);
+                }
             }
-        };
-        (step, flight)
+        }
+        None
     }
 }
 
@@ -609,10 +716,10 @@ impl<F: FnMut()> Drop for Unlanded<F> {
     }
 }
 
-/// How many times a request may wait for another's call before it stops
-/// waiting: each wait ends with units for some of those waiting, and a
-/// request still without one after this many (others took them each time)
-/// is decided by the store itself, never denied locally for it.
+/// How many calls a request may wait for before it stops waiting: a
+/// request still without its units after this many (a long line for small
+/// blocks, or, in the layer, others took the units each time) is decided
+/// by the store itself, never denied locally for it.
 pub(crate) const MOST_WAITS: usize = 64;
 
 impl<C> LeasedLimit<C>
@@ -669,11 +776,15 @@ where
         self
     }
 
-    /// Admits one request, locally when it can. When the block is spent
-    /// and a call for the next one is out, it waits for that call (bounded
-    /// by the client's timeout, plus the queue timeout of a queued lease).
-    /// Cancellation-safe: a request dropped while it waits loses nothing;
-    /// the block lands in the lease for the next requests (or a refund).
+    /// Admits one request, locally when it can. When the block is spent it
+    /// waits in line for the units the calls out bring, served in the
+    /// order the requests came; each call is waited for at most the
+    /// client's timeout, plus the queue timeout of a queued lease (a
+    /// request still in line after 64 calls is decided by the store).
+    /// Cancellation-safe: a request dropped while it waits leaves the line
+    /// and loses nothing; units handed to it go back to the block, for
+    /// those behind it, and the block lands in the lease for the next
+    /// requests (or a refund).
     pub async fn acquire(&self) -> Result<Admission, Error> {
         self.acquire_cost(1).await
     }
@@ -692,39 +803,35 @@ where
 
     async fn admit(&self, cost: u64) -> Result<bool, Error> {
         let shared = &self.shared;
-        for wait in 0..MOST_WAITS {
-            let (step, flight) = locked(&shared.state).step(Instant::now(), wait == 0, cost);
-            let flight = match (step, flight) {
-                (Step::Admit, _) => return Ok(true),
-                (Step::Deny { .. }, _) | (_, None) => return Ok(false),
+        let (mut waiting, call) = {
+            let mut state = shared.state();
+            let step = state.arrive(Instant::now(), cost);
+            match step {
+                Step::Admit => return Ok(true),
+                Step::Deny { .. } => return Ok(false),
                 // The store known down: the call out may not land until it
                 // is back, and nothing is sent; the fallback at once.
-                (Step::Join, Some(flight)) => {
-                    shared.client.up()?;
-                    flight
+                Step::Join => shared.client.up()?,
+                Step::Ask(_) | Step::Queue { .. } => {
+                    if let Err(e) = shared.client.up() {
+                        // Not made: the next request may call.
+                        state.lease.on_failure();
+                        return Err(e);
+                    }
                 }
-                (Step::Ask(k), Some(flight)) => {
-                    shared.up_or_reset(&flight)?;
-                    shared.start(&flight, Charge::Partial(k), None, k);
-                    flight
-                }
-                (Step::Queue { units, timeout }, Some(flight)) => {
-                    shared.up_or_reset(&flight)?;
-                    shared.start(&flight, Charge::Cost(units), Some(timeout), units);
-                    flight
-                }
-            };
-            if let Err(e) = flight.wait(shared.bound()).await {
-                shared.client.record::<()>(&Err(e.clone()));
-                return Err(e);
             }
-        }
-        // Every call it waited for landed and others took the units: the
-        // store decides this request by itself, so that only the store
-        // denies a key with room.
-        shared.commands.fetch_add(1, Ordering::Relaxed);
-        let alone = shared.call.clone().charge(Charge::Cost(cost));
-        Ok(shared.client.send(&alone).await?.allowed)
+            let (id, told) = state.wait_in_line(cost);
+            let waiting = Waiting {
+                shared,
+                id,
+                cost,
+                told,
+                done: false,
+            };
+            (waiting, state.call(step))
+        };
+        shared.launch(call);
+        waiting.answer().await
     }
 
     /// Gives the unused units back if the key was idle for `idle`.
@@ -815,26 +922,32 @@ where
         self.client.bound(queue)
     }
 
-    /// `Err(StoreDown)` while the store is known down, the call `flight`
-    /// was to be then not made: the next request may call, and those that
-    /// joined it get the error.
-    fn up_or_reset(&self, flight: &Arc<Flight>) -> Result<(), Error> {
-        let Err(e) = self.client.up() else {
-            return Ok(());
+    /// Sends `call`, the call out for the requests in line, unless the
+    /// store is known down (or there is no runtime to send it from): then
+    /// those waiting get the error, and the next request may call.
+    fn launch(self: &Arc<Self>, call: Option<Call>) {
+        let Some(call) = call else {
+            return;
+        };
+        let unsent = match self.client.up() {
+            Err(e) => e,
+            Ok(()) if tokio::runtime::Handle::try_current().is_ok() => {
+                self.start(&call.flight, call.charge, call.wait, call.units);
+                return;
+            }
+            Ok(()) => Error::Reply("no tokio runtime to send the call from".into()),
         };
         {
             let mut state = self.state();
             if state
                 .flight
                 .as_ref()
-                .is_some_and(|f| Arc::ptr_eq(f, flight))
+                .is_some_and(|f| Arc::ptr_eq(f, &call.flight))
             {
-                state.flight = None;
-                state.lease.on_failure();
+                state.fail(&unsent);
             }
         }
-        flight.finish(Some(e.clone()));
-        Err(e)
+        call.flight.finish(Some(unsent));
     }
 
     /// Sends the call for a block from a task of its own, so that what the
@@ -868,8 +981,8 @@ where
                         .as_ref()
                         .is_some_and(|f| Arc::ptr_eq(f, &flight))
                     {
-                        state.flight = None;
-                        state.lease.on_failure();
+                        let failure = Error::Reply("the store's reply could not be landed".into());
+                        state.fail(&failure);
                     }
                 }
             }
@@ -894,25 +1007,28 @@ where
                 landing.finish(None);
                 return;
             };
-            let failure = {
+            let (failure, next) = {
                 let mut state = shared.state();
-                state.flight = None;
-                let lease = &mut state.lease;
                 match &reply {
                     Ok(reply) => {
+                        state.flight = None;
+                        let now = Instant::now();
                         let landed = match wait {
-                            Some(_) => lease.land_queued(Instant::now(), units, reply),
-                            None => lease.land(Instant::now(), reply),
+                            Some(_) => state.lease.land_queued(now, units, reply),
+                            None => state.lease.land(now, reply),
                         };
                         shared.granted.fetch_add(landed, Ordering::Relaxed);
-                        None
+                        // The units go to those in line, in order; the
+                        // next call, if they need one, is sent at once.
+                        (None, state.serve(now))
                     }
                     Err(e) => {
-                        lease.on_failure();
-                        Some(e.clone())
+                        state.fail(e);
+                        (Some(e.clone()), None)
                     }
                 }
             };
+            shared.launch(next);
             landing.finish(failure);
         });
     }
@@ -948,6 +1064,118 @@ where
             Err(e) => Err(e),
         }
     }
+}
+
+/// A request waiting in line for its units. Dropped before it is told (its
+/// caller gave up), it leaves the line, and units handed to it meanwhile go
+/// back to the block, for those behind it.
+struct Waiting<'a, C>
+where
+    C: redis::aio::ConnectionLike + Clone + Send + Sync + 'static,
+{
+    shared: &'a Arc<Shared<C>>,
+    id: u64,
+    cost: u64,
+    told: oneshot::Receiver<Answer>,
+    /// Told, or out of the line.
+    done: bool,
+}
+
+impl<C> Waiting<'_, C>
+where
+    C: redis::aio::ConnectionLike + Clone + Send + Sync + 'static,
+{
+    /// Whether the request is admitted, once the calls ahead of it have
+    /// brought its units, the lease denies it, or the call it waits for
+    /// fails; each call is waited for at most the client's timeout (plus
+    /// the queue timeout of a queued lease). Still in line after
+    /// [`MOST_WAITS`] calls, it leaves the line and the store decides it.
+    async fn answer(&mut self) -> Result<bool, Error> {
+        let shared = self.shared;
+        let bound = shared.bound();
+        for _ in 0..MOST_WAITS {
+            let mut landed = std::pin::pin!(landing(shared.flight(), bound));
+            // Its answer first: a call lands after it has told those it
+            // served.
+            let outcome = std::future::poll_fn(|cx| {
+                if let Poll::Ready(told) = Pin::new(&mut self.told).poll(cx) {
+                    self.done = true;
+                    return Poll::Ready(Some(told.unwrap_or_else(|_| Err(untold()))));
+                }
+                landed.as_mut().poll(cx).map(|l| l.err().map(Err))
+            })
+            .await;
+            match outcome {
+                // A call landed without its units: the next one.
+                None => continue,
+                Some(Err(e)) => {
+                    shared.client.record::<()>(&Err(e.clone()));
+                    return Err(e);
+                }
+                Some(Ok(allowed)) => return Ok(allowed),
+            }
+        }
+        if let Some(told) = self.leave() {
+            return told;
+        }
+        shared.commands.fetch_add(1, Ordering::Relaxed);
+        let alone = shared.call.clone().charge(Charge::Cost(self.cost));
+        Ok(shared.client.send(&alone).await?.allowed)
+    }
+
+    /// Takes the request out of the line: `None` if it was still waiting,
+    /// else what it was told.
+    fn leave(&mut self) -> Option<Answer> {
+        self.done = true;
+        let call = {
+            let mut state = self.shared.state();
+            if !state.leave(self.id) {
+                return Some(self.told.try_recv().unwrap_or_else(|_| Err(untold())));
+            }
+            // Those behind it may be served by what it waited for.
+            state.serve(Instant::now())
+        };
+        self.shared.launch(call);
+        None
+    }
+}
+
+impl<C> Drop for Waiting<'_, C>
+where
+    C: redis::aio::ConnectionLike + Clone + Send + Sync + 'static,
+{
+    fn drop(&mut self) {
+        if self.done {
+            return;
+        }
+        if let Some(Ok(true)) = self.leave() {
+            // Admitted as its caller gave up: the units go back.
+            let call = {
+                let mut state = self.shared.state();
+                state.lease.put_back(self.cost);
+                state.serve(Instant::now())
+            };
+            self.shared.launch(call);
+        }
+    }
+}
+
+/// Until `flight` lands, for at most `bound`: its error if it failed. No
+/// flight: the request was told (or is being told) already.
+async fn landing(flight: Option<Arc<Flight>>, bound: Option<Duration>) -> Result<(), Error> {
+    match (flight, bound) {
+        (Some(flight), _) => flight.wait(bound).await,
+        (None, Some(bound)) => {
+            tokio::time::sleep(bound).await;
+            Err(Error::Timeout(bound))
+        }
+        (None, None) => std::future::pending().await,
+    }
+}
+
+/// A waiting request's answer was lost (never expected).
+fn untold() -> Error {
+    Error::Reply("a waiting request was never answered".into())
 }
 
 /// The units a reply granted: all of a queued block or nothing; what a

@@ -503,3 +503,49 @@ fn a_queued_call_cut_short_is_refunded_when_the_server_admits_it_later() {
         "the lease granted to the acquire cut short is released"
     );
 }
+
+#[test]
+fn a_leased_request_dropped_in_line_or_once_served_gives_its_units_to_the_next() {
+    // One unit a second, bursts of 4, spent; blocks of 2 queued for on the
+    // server. Three requests in line: the first is dropped before a block
+    // comes, the second once a block has come for it but before its caller
+    // looked; the third takes the unit the second left, nothing is lost.
+    let s = started();
+    let mut c = s.conn();
+    let policy = Gcra::new(4, Duration::from_secs(4));
+    let (held, granted) = block_on(async {
+        let shared = client(&s, Protocol::Resp2).timeout(Duration::from_secs(5));
+        let spend = Decide::new("line", policy).charge(redis_ratelimit_client::Charge::Cost(4));
+        assert!(shared.send(&spend).await.unwrap().allowed);
+        let plan = LeasePlan::fixed(2).queued(Duration::from_secs(60));
+        let hot = LeasedLimit::new(shared, "line", policy, plan)
+            .queue_on(client(&s, Protocol::Resp2).timeout(Duration::from_secs(5)));
+        // Polled once each: in line, in this order.
+        let mut first = Box::pin(hot.acquire());
+        let mut second = Box::pin(hot.acquire());
+        let mut third = Box::pin(hot.acquire());
+        for f in [first.as_mut(), second.as_mut(), third.as_mut()] {
+            let mut f = Some(f);
+            let pending = std::future::poll_fn(|cx| {
+                std::task::Poll::Ready(f.take().unwrap().poll(cx).is_pending())
+            })
+            .await;
+            assert!(pending, "waits in line");
+        }
+        drop(first);
+        settle(|| async { common::blocking::waiting(&mut s.conn()) == 1 }).await;
+        advance(&mut c, 2 * SECOND);
+        // The block lands: one unit for the second (never looked at), one
+        // for the third.
+        settle(|| async { hot.units_granted() == 2 }).await;
+        drop(second);
+        let third = third.await.unwrap();
+        assert!(third.allowed);
+        (hot.held(), hot.units_granted())
+    });
+    assert_eq!(
+        (held, granted),
+        (1, 2),
+        "the second's unit is back in the block"
+    );
+}

@@ -1,9 +1,10 @@
 //! A leased limit at 50 requests in flight on one key (closed loop: each
 //! task sends its next request once the last is answered) on a
 //! multi-threaded runtime denies only when the store denied: on a key with
-//! room every request is admitted, and on a key that runs out exactly its
-//! limit is. Against a real server with the manual clock (nothing
-//! refills), so the counts are exact.
+//! room every request is admitted, at one store command per block, and on
+//! a key that runs out exactly its limit is. Callers waiting for units are
+//! served in the order they came. Against a real server with the manual
+//! clock (nothing refills unless a test moves it), so the counts are exact.
 
 #[path = "../../../tests/common/mod.rs"]
 mod common;
@@ -11,13 +12,17 @@ mod support;
 
 use common::*;
 use redis_ratelimit_client::http::HttpLimit;
-use redis_ratelimit_client::{Command, Gcra, LeasePlan, LeasedLimit, Peek, MAX_DURATION};
+use redis_ratelimit_client::{
+    Charge, Command, Decide, Gcra, LeasePlan, LeasedLimit, Peek, MAX_DURATION,
+};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use support::*;
 
 const IN_FLIGHT: u64 = 50;
+/// The block a leased limit asks for.
+const BLOCK: u64 = 20;
 const HOUR: Duration = Duration::from_secs(3600);
 
 /// A limit no run spends.
@@ -56,15 +61,23 @@ where
     admitted.load(Ordering::Relaxed)
 }
 
-/// A leased limit on `key` in blocks of 20, 50 in flight: admitted, and
-/// what the server charged once the rest is refunded.
-fn leased_run(policy: Gcra, each: u64) -> (u64, u64) {
+/// What a leased run did: requests admitted, units the server charged once
+/// the rest was refunded, and the store commands sent.
+struct Run {
+    admitted: u64,
+    charged: u64,
+    commands: u64,
+}
+
+/// A leased limit on `key` in blocks of 20, 50 in flight, `each` requests
+/// per task.
+fn leased_run(policy: Gcra, each: u64) -> Run {
     let s = Server::start();
     let mut c = s.conn();
     clock_set(&mut c, T0);
-    let admitted = block_on_multi(async {
+    let (admitted, commands) = block_on_multi(async {
         let client = client(&s, Protocol::Resp2);
-        let hot = LeasedLimit::new(client, "hot", policy, LeasePlan::fixed(20));
+        let hot = LeasedLimit::new(client, "hot", policy, LeasePlan::fixed(BLOCK));
         let admitted = closed_loop(each, {
             let hot = hot.clone();
             move || {
@@ -74,14 +87,26 @@ fn leased_run(policy: Gcra, each: u64) -> (u64, u64) {
         })
         .await;
         hot.refund_all().await.unwrap();
+        let commands = hot.commands();
+        // Admitted from blocks: what landed less what went back; the rest
+        // were decided by the store alone (`COST 1`).
+        let from_blocks = hot.units_granted() - hot.units_refunded();
+        let alone = admitted - from_blocks;
+        let refunds = u64::from(hot.units_refunded() > 0);
         println!(
-            "leased: {admitted} admitted, {} store commands",
-            hot.commands()
+            "leased: {admitted} admitted, {commands} store commands ({} blocks, {refunds} \
+             refunds, {alone} decided alone): {:.4} per admission",
+            commands - refunds - alone,
+            commands as f64 / admitted as f64
         );
-        admitted
+        (admitted, commands)
     });
     let limit = policy.limit;
-    (admitted, limit - left(&mut c, "hot", policy))
+    Run {
+        admitted,
+        charged: limit - left(&mut c, "hot", policy),
+        commands,
+    }
 }
 
 /// The same through a layer whose per-key limit is leased: requests
@@ -95,7 +120,7 @@ fn layer_run(policy: Gcra, each: u64) -> (u64, u64) {
         let limit = HttpLimit::per_key(policy)
             .name("hot")
             .prefix("rl:")
-            .leased(LeasePlan::fixed(20));
+            .leased(LeasePlan::fixed(BLOCK));
         let layer = by_api_key(client).limit(limit).build().unwrap();
         let app = router(layer.clone());
         let served = closed_loop(each, move || {
@@ -116,13 +141,28 @@ fn layer_run(policy: Gcra, each: u64) -> (u64, u64) {
 
 #[test]
 fn a_leased_limit_at_fifty_in_flight_admits_every_request_a_key_has_room_for() {
-    let (admitted, charged) = leased_run(room(), 200);
+    let run = leased_run(room(), 200);
     assert_eq!(
-        admitted,
+        run.admitted,
         IN_FLIGHT * 200,
         "denied locally with room on the key"
     );
-    assert_eq!(charged, admitted);
+    assert_eq!(run.charged, run.admitted);
+}
+
+#[test]
+fn at_fifty_in_flight_a_leased_limit_sends_about_one_command_per_block() {
+    // One call out at a time, its units handed to the callers in line: a
+    // block per 20 admissions, and a refund at the end.
+    let run = leased_run(room(), 200);
+    assert_eq!(run.admitted, IN_FLIGHT * 200);
+    let bound = run.admitted * 105 / (100 * BLOCK) + 3;
+    assert!(
+        run.commands <= bound,
+        "{} store commands for {} admissions in blocks of {BLOCK}: more than {bound}",
+        run.commands,
+        run.admitted
+    );
 }
 
 #[test]
@@ -135,8 +175,73 @@ fn a_leased_layer_at_fifty_in_flight_answers_no_429_on_a_key_with_room() {
 #[test]
 fn at_fifty_in_flight_a_key_that_runs_out_admits_exactly_its_limit() {
     let policy = Gcra::new(1000, HOUR);
-    let (admitted, charged) = leased_run(policy, 60);
-    assert_eq!((admitted, charged), (1000, 1000));
+    let run = leased_run(policy, 60);
+    assert_eq!((run.admitted, run.charged), (1000, 1000));
     let (served, charged) = layer_run(policy, 60);
     assert_eq!((served, charged), (1000, 1000));
+}
+
+#[test]
+fn callers_waiting_for_units_are_served_in_the_order_they_came() {
+    let s = Server::start();
+    let mut c = s.conn();
+    clock_set(&mut c, T0);
+    // One unit a second, bursts of 10, spent: every unit is handed out as
+    // the server's clock moves, in blocks of 2 queued for on the server.
+    let policy = Gcra::new(10, Duration::from_secs(10));
+    // The caller wanting 3 comes before those wanting 1: when a block of 2
+    // lands it is not enough for it, and nobody behind it takes the units.
+    let costs = [1, 3, 1, 1, 2, 1, 1, 1];
+    let order = block_on(async {
+        let shared = client(&s, Protocol::Resp2);
+        let spend = Decide::new("fifo", policy).charge(Charge::Cost(10));
+        assert!(shared.send(&spend).await.unwrap().allowed);
+        let plan = LeasePlan::fixed(2).queued(Duration::from_secs(60));
+        let hot =
+            LeasedLimit::new(shared, "fifo", policy, plan).queue_on(client(&s, Protocol::Resp2));
+        let order = Arc::new(Mutex::new(Vec::new()));
+        let callers: Vec<_> = costs
+            .iter()
+            .enumerate()
+            .map(|(i, &cost)| {
+                let (hot, order) = (hot.clone(), order.clone());
+                tokio::spawn(async move {
+                    let admission = hot.acquire_cost(cost).await.unwrap();
+                    order.lock().unwrap().push(i);
+                    admission.allowed
+                })
+            })
+            .collect();
+        // (Spawned on a single thread, each caller runs up to its wait once
+        // the test yields: they come in the order spawned.)
+        let served = || order.lock().unwrap().len();
+        let mut seconds = 0;
+        while served() < costs.len() {
+            // The call out has reached the server (or the last caller was
+            // just served): a second of units, then the next.
+            let mut polls = 0;
+            while common::blocking::waiting(&mut c) == 0 && served() < costs.len() {
+                polls += 1;
+                assert!(polls < 10_000, "no call waits on the server");
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            }
+            advance(&mut c, SECOND);
+            seconds += 1;
+            assert!(
+                seconds <= 60,
+                "served {:?} in a minute",
+                order.lock().unwrap()
+            );
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        for caller in callers {
+            assert!(caller.await.unwrap(), "admitted once its units came");
+        }
+        // One queued call per block of 2 (one of 3 for the caller of 3).
+        assert_eq!((hot.commands(), hot.held()), (5, 0));
+        let served = order.lock().unwrap().clone();
+        served
+    });
+    println!("served in the order {order:?}");
+    assert_eq!(order, (0..costs.len()).collect::<Vec<_>>());
 }
