@@ -160,7 +160,7 @@ export interface ThrottleParams {
   readonly count: Count;
   /** The period, in whole **seconds** (redis-cell's unit). */
   readonly periodSeconds: Count;
-  /** Units taken (default 1; 0 peeks). */
+  /** Units taken (default 1; 0 peeks; a negative quantity gives back). */
   readonly quantity?: Count;
 }
 
@@ -221,6 +221,22 @@ function singleUndo(args: readonly string[], described: Described, options: Deci
   return (reply) => {
     const units = charged(parseDecision(reply, described, options.partial === true), options);
     return units > 0n ? [...args, "REFUND", String(units)] : undefined;
+  };
+}
+
+/**
+ * The give-back of a `CL.THROTTLE` whose caller stopped waiting: the same
+ * limit (`args`, up to its period) with the quantity negated, sent when the
+ * late reply says it was admitted (`limited` 0); `undefined` for a peek
+ * (0), a give-back (negative) or a quantity the server refuses.
+ */
+function throttleUndo(args: readonly string[], quantity: Count): Undo | undefined {
+  if (typeof quantity === "number" && !Number.isSafeInteger(quantity)) return undefined;
+  const units = BigInt(quantity);
+  if (units <= 0n) return undefined;
+  return (reply) => {
+    const limited = Array.isArray(reply) && reply.length === 5 ? reply[0] : undefined;
+    return limited !== undefined && parseInteger(limited) === 0 ? [...args, String(-units)] : undefined;
   };
 }
 
@@ -544,12 +560,14 @@ export class RateLimiter {
   /**
    * `CL.THROTTLE` (redis-cell's command), as a {@link Decision}: `allowed`
    * is not `limited`, and its second fields (whole seconds, rounded up as
-   * redis-cell does) are given in milliseconds.
+   * redis-cell does) are given in milliseconds. A call whose caller stopped
+   * waiting is given back, when its late reply says it was admitted, with
+   * the same call's quantity negated.
    */
   async throttle(key: string, params: ThrottleParams, options: NameOption = {}): Promise<Decision> {
-    const args = ["CL.THROTTLE", key, String(params.maxBurst), String(params.count), String(params.periodSeconds)];
-    if (params.quantity !== undefined) args.push(String(params.quantity));
-    const reply = await this.raw(args, options);
+    const base = ["CL.THROTTLE", key, String(params.maxBurst), String(params.count), String(params.periodSeconds)];
+    const args = params.quantity === undefined ? base : [...base, String(params.quantity)];
+    const reply = await this.guard.call(args, options, 0, throttleUndo(base, params.quantity ?? 1));
     if (!Array.isArray(reply) || reply.length !== 5) return parseDecision(reply, { name: "", quota: undefined }, false);
     const [limited, limit, remaining, retry, reset] = reply.map((v) => parseInteger(v));
     const quota = rateQuota(params.count, Number(params.periodSeconds) * 1000);

@@ -1,19 +1,21 @@
 // Callers that give up at random points (AbortSignal, deadlines) under
 // concurrency, with the server frozen mid-run: every charge a caller did not
 // get an answer for is given back when its late reply lands, so the
-// server's state (RL.PEEK) ends at exactly what the callers were told was
-// admitted. And with the server killed while calls were out, none of them
+// server's state (RL.PEEK; CL.THROTTLE's quantity-0 peek) ends at exactly
+// what the callers were told was admitted. And with the server killed while calls were out, none of them
 // is run by the server that replaces it (node-redis drops them, this
 // package takes them out of ioredis's resend queue).
 import assert from "node:assert/strict";
 import { describe, test } from "node:test";
 import { Redis } from "ioredis";
-import { RateLimiter, type RedisLike } from "redis-ratelimit";
+import { RateLimiter, type RedisLike, UnavailableError } from "redis-ratelimit";
 import { CLIENTS, Server, openNodeRedis } from "./harness.js";
 
 // One unit takes 36 s to come back: the key never expires (on real time) during the test.
 const LIMIT = 100_000;
 const POLICY = { type: "gcra", limit: LIMIT, period: "1000h" } as const;
+// CL.THROTTLE's same limit: LIMIT at once, one unit back every 36 s.
+const THROTTLE = { maxBurst: LIMIT - 1, count: LIMIT, periodSeconds: 3_600_000 } as const;
 const LOOPS = 16;
 const CALLS = 60;
 
@@ -49,8 +51,8 @@ describe("calls cut short at random points", () => {
       let started = 0;
       let frozen = false;
       let thawed = false;
-      const admitted = { a: 0, b: 0 };
-      const count = { aborted: 0, fallback: 0, denied: 0 };
+      const admitted = { a: 0, b: 0, t: 0 };
+      const count = { aborted: 0, fallback: 0, denied: 0, throttles: 0, throttlesCut: 0 };
       try {
         await rl.raw(["RL.CLOCK", "SET", "1767225600000000"]);
         const loops = Array.from({ length: LOOPS }, async () => {
@@ -67,9 +69,23 @@ describe("calls cut short at random points", () => {
               thawed = true;
             }
             const signal = randomAbort(random);
-            const both = random() < 0.3;
+            const r = random();
+            const both = r < 0.3;
+            // A third CL.THROTTLE on a key of its own, quantities 1 to 3.
+            const quantity = r >= 2 / 3 ? 1 + (n % 3) : 0;
+            if (quantity > 0) count.throttles++;
             try {
-              if (both) {
+              if (quantity > 0) {
+                try {
+                  const d = await rl.throttle("t", { ...THROTTLE, quantity }, { signal });
+                  if (d.allowed) admitted.t += quantity;
+                  else count.denied++;
+                } catch (error) {
+                  if (!(error instanceof UnavailableError)) throw error;
+                  count.fallback++;
+                  count.throttlesCut++;
+                }
+              } else if (both) {
                 const d = await rl.all([{ key: "a", policy: POLICY }, { key: "b", policy: POLICY }], { signal });
                 if (d.allowed && d.limits.every((l) => l.fallback === undefined)) {
                   admitted.a++;
@@ -85,6 +101,7 @@ describe("calls cut short at random points", () => {
             } catch (error) {
               assert.equal((error as Error).message, "gave up");
               count.aborted++;
+              if (quantity > 0) count.throttlesCut++;
             }
             await new Promise((r) => setImmediate(r));
             // Thawed: wait for the probe to close the circuit (polling a state, bounded), so the
@@ -96,22 +113,26 @@ describe("calls cut short at random points", () => {
         server.resume();
         // Polling a state, bounded: the give-backs of the replies that land late.
         const peek = async (key: string): Promise<number> => (await rl.peek(key, POLICY, { timeout: 1000 })).remaining;
-        let remaining = { a: -1, b: -1 };
+        const peekThrottle = async (): Promise<number> => (await rl.throttle("t", { ...THROTTLE, quantity: 0 }, { timeout: 1000 })).remaining;
+        const expected = { a: LIMIT - admitted.a, b: LIMIT - admitted.b, t: LIMIT - admitted.t };
+        let remaining = { a: -1, b: -1, t: -1 };
         for (let i = 0; i < 400; i++) {
           try {
-            remaining = { a: await peek("a"), b: await peek("b") };
-            if (remaining.a === LIMIT - admitted.a && remaining.b === LIMIT - admitted.b) break;
+            remaining = { a: await peek("a"), b: await peek("b"), t: await peekThrottle() };
+            if (remaining.a === expected.a && remaining.b === expected.b && remaining.t === expected.t) break;
           } catch {
             // the circuit still open: the next look
           }
           await new Promise((r) => setTimeout(r, 10));
         }
-        t.diagnostic(JSON.stringify({ admitted, ...count, lateReplies: rl.guard.lateReplies, givenBack: rl.guard.givenBack, remaining }));
+        const lost = { a: expected.a - remaining.a, b: expected.b - remaining.b, t: expected.t - remaining.t };
+        t.diagnostic(JSON.stringify({ admitted, ...count, lateReplies: rl.guard.lateReplies, givenBack: rl.guard.givenBack, remaining, lost }));
         assert.ok(count.aborted > 30, "many calls were cut short");
         assert.ok(rl.guard.lateReplies > 0 && rl.guard.givenBack > 0, "some replies landed late and were given back");
         assert.equal(rl.guard.givebackFailures, 0);
         assert.equal(count.denied, 0);
-        assert.deepEqual(remaining, { a: LIMIT - admitted.a, b: LIMIT - admitted.b });
+        assert.ok(count.throttlesCut > 10, "many CL.THROTTLE calls were cut short");
+        assert.deepEqual(remaining, expected);
       } finally {
         server.resume();
         rl.close();

@@ -4,8 +4,9 @@
 //! Cancellation-safe: a call whose caller stops waiting (the future
 //! dropped, or [`Error::Timeout`]) is finished in the background on the
 //! current tokio runtime, and what its answer says it took is given back
-//! ([`Command::undo`]): a charge refunded, a lease released. A refund or
-//! release cut short still reaches the server.
+//! ([`Command::undo`]): a charge refunded, a lease released, a
+//! `CL.THROTTLE` quantity given back. A refund or release cut short still
+//! reaches the server.
 
 use crate::circuit::Circuit;
 use crate::command::{Command, Decide, Release, Renew};

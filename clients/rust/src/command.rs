@@ -27,8 +27,9 @@ pub trait Command {
     }
 
     /// What gives back what the command took when its caller stopped
-    /// waiting before the answer: a charge is refunded, a lease released.
-    /// `None` (the default): nothing to give back.
+    /// waiting before the answer: a charge is refunded, a lease released,
+    /// a `CL.THROTTLE` quantity given back (a negative quantity). `None`
+    /// (the default, and `RL.SKETCH`'s): nothing to give back.
     ///
     /// A [`crate::Client`] call whose caller stops waiting (the future
     /// dropped, or [`Error::Timeout`]) may or may not have reached the
@@ -646,18 +647,37 @@ impl Command for Throttle {
     type Output = ThrottleDecision;
 
     fn to_cmd(&self) -> redis::Cmd {
+        self.with_quantity(self.quantity)
+    }
+
+    fn parse(reply: &Value) -> Result<ThrottleDecision, Error> {
+        ThrottleDecision::from_value(reply)
+    }
+
+    fn undo(&self) -> Option<Undo> {
+        Undo::throttle(self)
+    }
+}
+
+impl Throttle {
+    /// The command with `quantity` (negative: given back).
+    fn with_quantity(&self, quantity: impl redis::ToRedisArgs) -> redis::Cmd {
         let seconds = self.period.as_nanos().div_ceil(1_000_000_000);
         let mut cmd = redis::cmd("CL.THROTTLE");
         cmd.arg(&self.key)
             .arg(self.max_burst)
             .arg(self.count)
             .arg(u64::try_from(seconds).unwrap_or(u64::MAX))
-            .arg(self.quantity);
+            .arg(quantity);
         cmd
     }
 
-    fn parse(reply: &Value) -> Result<ThrottleDecision, Error> {
-        ThrottleDecision::from_value(reply)
+    /// The same limit with a negative quantity, which gives back what this
+    /// call took if it was admitted: `None` for a peek (`quantity` 0) or a
+    /// quantity the server refuses (above `i64::MAX`).
+    pub(crate) fn give_back(&self) -> Option<redis::Cmd> {
+        let quantity = i64::try_from(self.quantity).ok().filter(|&q| q > 0)?;
+        Some(self.with_quantity(-quantity))
     }
 }
 
@@ -709,6 +729,19 @@ mod tests {
             words(Throttle::new("t", 15, 30, Duration::from_millis(59_500)).to_cmd()).join(" "),
             "CL.THROTTLE t 15 30 60 1"
         );
+    }
+
+    #[test]
+    fn a_throttle_gives_back_with_a_negative_quantity() {
+        let call = Throttle::new("t", 15, 30, Duration::from_secs(60)).quantity(3);
+        assert_eq!(
+            words(call.give_back().unwrap()).join(" "),
+            "CL.THROTTLE t 15 30 60 -3"
+        );
+        // A peek takes nothing; a quantity the server refuses took nothing.
+        assert!(call.clone().quantity(0).give_back().is_none());
+        assert!(call.clone().quantity(0).undo().is_none());
+        assert!(call.quantity(u64::MAX).give_back().is_none());
     }
 }
 

@@ -8,8 +8,8 @@
 //! the request is written, and sends it otherwise), so neither "charged"
 //! nor "not charged" can be assumed: the call is finished instead.
 
-use crate::command::{All, Charge, Command, Decide, Release};
-use crate::reply::{AllDecision, Decision, Reservation};
+use crate::command::{All, Charge, Command, Decide, Release, Throttle};
+use crate::reply::{AllDecision, Decision, Reservation, ThrottleDecision};
 use crate::{Error, Policy};
 use redis::Value;
 use std::future::Future;
@@ -38,6 +38,9 @@ enum Kind {
     RefundReserved(Decide),
     /// `RL.ACQUIRE`: the lease granted is released.
     Release(String),
+    /// `CL.THROTTLE`: its quantity given back (a negative quantity) if
+    /// admitted.
+    GiveBack(Throttle),
 }
 
 impl Undo {
@@ -62,6 +65,12 @@ impl Undo {
     /// For an `RL.ALL` (not `DRYRUN`, not a refund, no concurrency limit).
     pub(crate) fn all(call: All) -> Undo {
         Undo(Kind::RefundAll(call))
+    }
+
+    /// For a `CL.THROTTLE` that takes something (not a peek).
+    pub(crate) fn throttle(call: &Throttle) -> Option<Undo> {
+        call.give_back()?;
+        Some(Undo(Kind::GiveBack(call.clone())))
     }
 
     /// The command that gives back what `reply` says was taken, if anything.
@@ -89,6 +98,10 @@ impl Undo {
                 let units = taken(call.charge_of(), d.allowed, d.granted)?;
                 let refund = Decide::new(call.key.clone(), call.policy);
                 Some(refund.charge(Charge::Refund(units)).to_cmd())
+            }
+            Kind::GiveBack(call) => {
+                let d = ThrottleDecision::from_value(reply).ok()?;
+                call.give_back().filter(|_| !d.limited)
             }
             Kind::RefundAll(call) => {
                 let d = AllDecision::from_value(reply).ok()?;

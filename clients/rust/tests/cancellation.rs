@@ -1,8 +1,8 @@
 //! Callers that give up at random points lose no unit: every future the
 //! client returns, cut short thousands of times by `tokio::time::timeout`
 //! (0 to 800 µs, seeded) on a multi-threaded runtime with many tasks on
-//! one key, and then the server's own state (`RL.PEEK`) against what the
-//! callers were admitted. The manual clock stands still: nothing refills
+//! one key, and then the server's own state (`RL.PEEK`, or `CL.THROTTLE`'s
+//! peek) against what the callers were admitted. The manual clock stands still: nothing refills
 //! or expires during a run, so every unit is accounted for.
 
 #[path = "../../../tests/common/mod.rs"]
@@ -15,6 +15,7 @@ use rand::{Rng, SeedableRng};
 use redis_ratelimit_client::http::HttpLimit;
 use redis_ratelimit_client::{
     acquire, All, Client, Command, Decide, Gcra, LeasePlan, LeasedLimit, Peek, Policy, Release,
+    Throttle,
 };
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -443,6 +444,60 @@ fn a_cancelled_reservation_is_refunded_when_its_reply_lands() {
     let cut = cuts.count();
     println!(
         "reserve: {} calls, {cut} cut short, {admitted} units admitted, {} units lost",
+        TASKS * CALLS,
+        consumed.saturating_sub(admitted)
+    );
+    println!("  {}", cuts.report());
+    assert!(cut > 100, "only {cut} calls were cut short");
+    assert_eq!(consumed, admitted);
+}
+
+/// `CL.THROTTLE` of `LIMIT` at once (`max_burst` `LIMIT - 1`), one per
+/// 3,000 s: a burst span of 95 years (the server takes up to 100), and the
+/// key's TTL (real time) 50 minutes per unit consumed.
+fn throttle(key: &str, quantity: u64) -> Throttle {
+    Throttle::new(key, LIMIT - 1, 1, Duration::from_secs(3000)).quantity(quantity)
+}
+
+#[test]
+fn a_cancelled_throttle_is_given_back_when_its_reply_lands() {
+    let s = started();
+    let cuts = Arc::new(Cuts::default());
+    let admitted = Arc::new(AtomicU64::new(0));
+    let (admitted, consumed) = block_on_multi(async {
+        let client = client(&s, Protocol::Resp2).timeout(Duration::from_secs(5));
+        run_tasks(TASKS, SEED + 600, |mut rng| {
+            let (client, cuts, admitted) = (client.clone(), cuts.clone(), admitted.clone());
+            async move {
+                for i in 0..CALLS {
+                    let quantity = 1 + i % 3;
+                    let call = throttle("throttled", quantity);
+                    let d = if i % 2 == 0 {
+                        client.send(&call).await.ok()
+                    } else {
+                        cuts.run("Client::send(Throttle)", &mut rng, client.send(&call))
+                            .await
+                            .and_then(Result::ok)
+                    };
+                    if d.is_some_and(|d| !d.limited) {
+                        admitted.fetch_add(quantity, Ordering::Relaxed);
+                    }
+                }
+            }
+        })
+        .await;
+        let admitted = admitted.load(Ordering::Relaxed);
+        // Quantity 0: a peek.
+        let consumed = || async {
+            let peek = client.send(&throttle("throttled", 0)).await.unwrap();
+            LIMIT - peek.remaining
+        };
+        settle(|| async { consumed().await == admitted }).await;
+        (admitted, consumed().await)
+    });
+    let cut = cuts.count();
+    println!(
+        "throttle: {} calls, {cut} cut short, {admitted} units admitted, {} units lost",
         TASKS * CALLS,
         consumed.saturating_sub(admitted)
     );

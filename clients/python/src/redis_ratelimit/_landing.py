@@ -4,8 +4,9 @@ A call whose caller stops waiting after its command was written (its
 deadline passed, its task was cancelled) may or may not be run by the
 server: it is finished in the background instead, its late reply read,
 and what that reply says it took is given back (units refunded, a
-concurrency lease released), since nobody will use it. A call given up
-before its command was written is never sent.
+concurrency lease released, a ``CL.THROTTLE`` quantity given back with a
+negative one), since nobody will use it. A call given up before its
+command was written is never sent.
 """
 
 from __future__ import annotations
@@ -95,6 +96,21 @@ def undo_all(
         return [*args, "REFUND", "COSTS", *each]
 
     return refund
+
+
+def undo_throttle(args: Sequence[Any], quantity: int) -> Undo | None:
+    """What gives back a ``CL.THROTTLE`` admission: the same limit with the quantity negated.
+
+    ``args`` is the command up to its period; a peek (0) or a give-back
+    (negative) takes nothing.
+    """
+    if quantity <= 0:
+        return None
+
+    def give_back(d: Decision) -> Sequence[Any] | None:
+        return (*args, -quantity) if d.allowed else None
+
+    return give_back
 
 
 def lander(parse: Callable[[Any], Decision], undo: Undo | None) -> Land | None:

@@ -35,6 +35,7 @@ from ._landing import (
     round_trip,
     undo_all,
     undo_decide,
+    undo_throttle,
 )
 from .client import CACHEABLE, Limits, renew_interval
 from .decision import (
@@ -436,12 +437,27 @@ class AsyncRateLimiter:
         return bool(await self._run(("RL.RENEW", key, lease, duration_word(ttl))))
 
     async def throttle(
-        self, key: str | bytes, max_burst: int, count: int, period: int, quantity: int = 1
+        self,
+        key: str | bytes,
+        max_burst: int,
+        count: int,
+        period: int,
+        quantity: int = 1,
+        *,
+        deadline: float | None = None,
     ) -> Decision:
-        """``CL.THROTTLE`` (redis-cell): ``count`` per ``period`` s, bursts of ``max_burst + 1``."""
-        args = ("CL.THROTTLE", key, max_burst, count, period, quantity)
+        """``CL.THROTTLE`` (redis-cell): ``count`` per ``period`` s, bursts of ``max_burst + 1``.
+
+        ``quantity`` 0 peeks; a negative one gives back. ``deadline``: as
+        :class:`Options`' (the limiter's by default).
+        """
+        limit = ("CL.THROTTLE", key, max_burst, count, period)
         limits = [(key, Policy.gcra(count, period, burst=max_burst + 1))]
-        return await self._decide(args, limits, {"cost": quantity}, parse_throttle)
+        options: Options = {"cost": quantity}
+        if deadline is not None:
+            options["deadline"] = deadline
+        undo = undo_throttle(limit, quantity)
+        return await self._decide((*limit, quantity), limits, options, parse_throttle, undo=undo)
 
     async def clock(self) -> int:
         """``RL.CLOCK``: the limiter's time, microseconds since the epoch."""

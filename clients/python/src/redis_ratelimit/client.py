@@ -25,7 +25,16 @@ from ._guard import (
     client_options,
     timeout,
 )
-from ._landing import ORPHAN_WAIT, Land, Landings, Undo, lander, undo_all, undo_decide
+from ._landing import (
+    ORPHAN_WAIT,
+    Land,
+    Landings,
+    Undo,
+    lander,
+    undo_all,
+    undo_decide,
+    undo_throttle,
+)
 from .decision import (
     Decision,
     Reservation,
@@ -439,12 +448,27 @@ class RateLimiter:
         return bool(self._run(("RL.RENEW", key, lease, duration_word(ttl))))
 
     def throttle(
-        self, key: str | bytes, max_burst: int, count: int, period: int, quantity: int = 1
+        self,
+        key: str | bytes,
+        max_burst: int,
+        count: int,
+        period: int,
+        quantity: int = 1,
+        *,
+        deadline: float | None = None,
     ) -> Decision:
-        """``CL.THROTTLE`` (redis-cell): ``count`` per ``period`` s, bursts of ``max_burst + 1``."""
-        args = ("CL.THROTTLE", key, max_burst, count, period, quantity)
+        """``CL.THROTTLE`` (redis-cell): ``count`` per ``period`` s, bursts of ``max_burst + 1``.
+
+        ``quantity`` 0 peeks; a negative one gives back. ``deadline``: as
+        :class:`Options`' (the limiter's by default).
+        """
+        limit = ("CL.THROTTLE", key, max_burst, count, period)
         limits = [(key, Policy.gcra(count, period, burst=max_burst + 1))]
-        return self._decide(args, limits, {"cost": quantity}, parse_throttle)
+        options: Options = {"cost": quantity}
+        if deadline is not None:
+            options["deadline"] = deadline
+        undo = undo_throttle(limit, quantity)
+        return self._decide((*limit, quantity), limits, options, parse_throttle, undo=undo)
 
     def clock(self) -> int:
         """``RL.CLOCK``: the limiter's time, microseconds since the epoch."""
