@@ -30,7 +30,7 @@ use tower_service::Service;
 const CHILD: &str = "RL_DEGRADED_CHILD";
 /// The store's answers before the outage; the outage.
 const BEFORE: Duration = Duration::from_secs(4);
-const OUTAGE: Duration = Duration::from_millis(3500);
+const OUTAGE: Duration = Duration::from_secs(10);
 /// Counted from this far into the outage: each process first waits out
 /// its requests' timeout (300 ms) and spends what its bucket held.
 const SETTLE: Duration = Duration::from_millis(500);

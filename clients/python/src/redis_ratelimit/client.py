@@ -464,7 +464,8 @@ class RateLimiter:
         """
         limit = ("CL.THROTTLE", key, max_burst, count, period)
         limits = [(key, Policy.gcra(count, period, burst=max_burst + 1))]
-        options: Options = {"cost": quantity}
+        # A give-back takes nothing from the deny cache or degraded mode.
+        options: Options = {"cost": max(quantity, 0)}
         if deadline is not None:
             options["deadline"] = deadline
         undo = undo_throttle(limit, quantity)
