@@ -81,19 +81,16 @@ pub fn decide<S: Shell>(
     }
     let mut gated = decide_waiting(shell, queues, policies, now, request);
     if let Ok(Gated::Now(outcome)) = &mut gated {
-        // Admitted, and said so (a reservation's start, or no RESERVE):
-        // answered as it was decided.
-        let said = outcome.reservation.is_some() || request.reserve.is_none();
-        if !(outcome.allowed && said) {
-            answer(shell, outcome, policies, now, request);
-        }
+        answer(shell, outcome, policies, now, request);
     }
     gated
 }
 
 /// [`decide`] with `RESERVE` or `JITTER`, once decided now: the
-/// reservation said, the denial's wait spread.
-#[inline(never)]
+/// reservation said, the denial's wait spread. An admission already said
+/// (a reservation's start, or no `RESERVE`) is answered as it was decided,
+/// checked here so that it costs no call.
+#[inline(always)]
 fn answer<S: Shell>(
     shell: &mut S,
     outcome: &mut Outcome,
@@ -101,10 +98,22 @@ fn answer<S: Shell>(
     now: Micros,
     request: &Request,
 ) {
-    let reserving = request.reserve.is_some();
-    if outcome.allowed && !reserving {
-        return;
+    let said = outcome.reservation.is_some() || request.reserve.is_none();
+    if !(outcome.allowed && said) {
+        say(shell, outcome, policies, now, request);
     }
+}
+
+/// [`answer`] for a denial or an admission `RESERVE` has not said yet.
+#[inline(never)]
+fn say<S: Shell>(
+    shell: &mut S,
+    outcome: &mut Outcome,
+    policies: &[Policy],
+    now: Micros,
+    request: &Request,
+) {
+    let reserving = request.reserve.is_some();
     // `RESERVE` never waits; behind a line it is answered as without it,
     // and still says so.
     if reserving && outcome.reservation.is_none() {
