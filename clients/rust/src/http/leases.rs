@@ -349,11 +349,10 @@ where
     /// One leased limit's verdict on a request of `cost` units on `slot`
     /// (the store's answer, or the local one): its units taken from the
     /// block, at once or once the requests before it in line are served.
-    /// A request whose slot gave way while it waited arrives again; one
-    /// still in line after [`MOST_WAITS`] calls (or slots) is decided by
-    /// the store itself, so that only the store denies a key with room
-    /// (what it charges is taken as from the block, put back there if the
-    /// request is not served).
+    /// A request whose slot gave way while it waited, or still in line
+    /// after [`MOST_WAITS`] calls, is decided by the store itself, so that
+    /// only the store denies a key with room (what it charges is taken as
+    /// from the block, put back there if the request is not served).
     async fn admit_one(
         self: &Arc<Self>,
         slot: &Slot,
@@ -363,30 +362,30 @@ where
         let owner = SlotLine { leases: self, slot };
         let bound = self.client.bound(Duration::ZERO);
         let mut waits = MOST_WAITS;
-        let mut first = true;
-        while waits > 0 {
-            let (id, told, call) = match self.arrive(slot, cost, first)? {
-                Arrival::Admit => return Ok(Ok(self.held_decision(slot))),
-                Arrival::Deny(wait) => return Ok(Err(self.local_denial(slot, wait))),
-                Arrival::Wait(id, told, call) => (id, told, call),
-            };
-            first = false;
-            let mut waiting = Waiting::new(&owner, id, cost, told);
-            self.launch(slot, call);
-            let heard = waiting.answer(bound, &mut waits).await;
-            drop(waiting);
-            match heard {
-                Ok(Heard::Told(true)) => return Ok(Ok(self.held_decision(slot))),
-                Ok(Heard::Told(false)) => {
-                    let wait = self.next_call_in(slot);
-                    return Ok(Err(self.local_denial(slot, wait)));
-                }
-                // The slot gave way: in line again, in its new lease.
-                Ok(Heard::Gone) => continue,
-                Ok(Heard::Long) => break,
-                Err(e) => {
-                    self.client.record::<()>(&Err(e.clone()));
-                    return Err(e);
+        match self.arrive(slot, cost)? {
+            Arrival::Admit => return Ok(Ok(self.held_decision(slot))),
+            Arrival::Deny(wait) => return Ok(Err(self.local_denial(slot, wait))),
+            Arrival::Alone => {}
+            Arrival::Wait(id, told, call) => {
+                let mut waiting = Waiting::new(&owner, id, cost, told);
+                self.launch(slot, call);
+                let heard = waiting.answer(bound, &mut waits).await;
+                drop(waiting);
+                match heard {
+                    Ok(Heard::Told(true)) => return Ok(Ok(self.held_decision(slot))),
+                    Ok(Heard::Told(false)) => {
+                        let wait = self.next_call_in(slot);
+                        return Ok(Err(self.local_denial(slot, wait)));
+                    }
+                    // The slot gave way (more hot keys than leases), or
+                    // the request waited for MOST_WAITS calls: the store
+                    // decides, rather than a new lease's block that may
+                    // give way in turn, each charging a block.
+                    Ok(Heard::Gone | Heard::Long) => {}
+                    Err(e) => {
+                        self.client.record::<()>(&Err(e.clone()));
+                        return Err(e);
+                    }
                 }
             }
         }
@@ -395,18 +394,27 @@ where
         Ok(if d.allowed { Ok(d) } else { Err(d) })
     }
 
-    /// A request of `cost` units arrives on `slot` (`first`: its first
-    /// arrival, counted for the hot keys): admitted or denied from the
-    /// block, or in line, with the call to send for it if it is the first.
+    /// A request of `cost` units arrives on `slot` (counted for the hot
+    /// keys): admitted or denied from the block, in line (with the call to
+    /// send for it if it is the first), or left to the store.
     /// While the store is known down, a request the block cannot serve
     /// fails at once: no line entry, no call.
-    fn arrive(&self, slot: &Slot, cost: u64, first: bool) -> Result<Arrival, Error> {
+    fn arrive(&self, slot: &Slot, cost: u64) -> Result<Arrival, Error> {
         let mut inner = self.lock();
         // Read under the lock: an instant read before it may precede the
         // landing of a call another thread just made, and be told to wait
         // for a call due at that landing.
         let now = Instant::now();
         if !inner.by_slot.contains(slot) {
+            // Every lease in use and the least recently used one waiting
+            // for its block: giving it way would strand that block and
+            // send its line to the store; the store decides this request.
+            let busy = |h: &Held| h.line.flight.is_some();
+            if inner.by_slot.len() >= self.capacity
+                && inner.by_slot.peek_lru().is_some_and(|(_, h)| busy(h))
+            {
+                return Ok(Arrival::Alone);
+            }
             self.make_room(&mut inner);
             let lease = self.policies[slot.0]
                 .as_ref()
@@ -425,7 +433,7 @@ where
             return Ok(Arrival::Deny(Duration::ZERO));
         };
         held.used = now;
-        held.asked += u64::from(first);
+        held.asked += 1;
         let step = held.line.arrive(now, cost);
         match step {
             Step::Admit => return Ok(Arrival::Admit),
@@ -703,6 +711,9 @@ enum Arrival {
     Admit,
     /// Denied by the lease: its next call is due in this long.
     Deny(Duration),
+    /// No lease for it (every one in use, the least recently used waiting
+    /// for its block): the store decides it.
+    Alone,
     /// In line: its number, where its answer comes, and the call to send
     /// if it is the first.
     Wait(u64, Receiver<Result<bool, Error>>, Option<Call>),
