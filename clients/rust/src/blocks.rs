@@ -59,16 +59,12 @@
 
 use crate::command::{Charge, Command, Decide};
 pub use crate::leasing::{Admission, LeasePlan};
+use crate::line::{Call, Heard, Line, Owner, Waiting};
 use crate::reply::Decision;
 use crate::{Client, Error, Policy};
-use std::collections::VecDeque;
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::task::Poll;
 use std::time::{Duration, Instant};
-use tokio::sync::oneshot;
 
 /// The longest a process waits between calls.
 pub const MAX_GAP: Duration = Duration::from_secs(1);
@@ -525,134 +521,11 @@ where
     /// Where queued calls go: a connection of their own.
     queue_client: Option<Client<C>>,
     call: Decide,
-    state: Mutex<State>,
+    state: Mutex<Line>,
     commands: AtomicU64,
     /// Units the server granted (landed in the lease) and units refunded.
     granted: AtomicU64,
     refunded: AtomicU64,
-}
-
-/// The lease, the call out for it and the requests waiting for units,
-/// changed together.
-struct State {
-    lease: BlockLease,
-    /// The call out, if any. While requests wait, one is out.
-    flight: Option<Arc<Flight>>,
-    /// The requests waiting for units, in the order they came: answered
-    /// from the front ([`State::serve`]).
-    line: VecDeque<Waiter>,
-    /// The number of the next request to wait.
-    next_waiter: u64,
-}
-
-/// What a waiting request is told: admitted (its units taken from the
-/// block), denied, or the error of the call it waited for.
-type Answer = Result<bool, Error>;
-
-/// A request waiting for `cost` units.
-struct Waiter {
-    id: u64,
-    cost: u64,
-    answer: oneshot::Sender<Answer>,
-}
-
-/// A call for a block to send, once the state is unlocked.
-struct Call {
-    flight: Arc<Flight>,
-    charge: Charge,
-    wait: Option<Duration>,
-    units: u64,
-}
-
-impl State {
-    fn new(lease: BlockLease) -> Mutex<State> {
-        Mutex::new(State {
-            lease,
-            flight: None,
-            line: VecDeque::new(),
-            next_waiter: 0,
-        })
-    }
-
-    /// A request of `cost` units at `now`: its step. One that finds others
-    /// waiting waits behind them ([`Step::Join`]) even if the block holds
-    /// its units: no request overtakes one that came before it.
-    fn arrive(&mut self, now: Instant, cost: u64) -> Step {
-        if self.line.is_empty() || cost == 0 {
-            return self.lease.step_for(now, cost);
-        }
-        self.lease.arrive(now);
-        Step::Join
-    }
-
-    /// Puts a request of `cost` units at the back of the line: its number
-    /// and where its answer comes.
-    fn wait_in_line(&mut self, cost: u64) -> (u64, oneshot::Receiver<Answer>) {
-        let (answer, told) = oneshot::channel();
-        let id = self.next_waiter;
-        self.next_waiter = self.next_waiter.wrapping_add(1);
-        self.line.push_back(Waiter { id, cost, answer });
-        (id, told)
-    }
-
-    /// The call the step `step` of the first request in line asks for:
-    /// the call out from now on.
-    fn call(&mut self, step: Step) -> Option<Call> {
-        let (charge, wait, units) = match step {
-            Step::Ask(k) => (Charge::Partial(k), None, k),
-            Step::Queue { units, timeout } => (Charge::Cost(units), Some(timeout), units),
-            Step::Admit | Step::Deny { .. } | Step::Join => return None,
-        };
-        let flight = Flight::new();
-        self.flight = Some(Arc::clone(&flight));
-        Some(Call {
-            flight,
-            charge,
-            wait,
-            units,
-        })
-    }
-
-    /// The call out failed or was not made: every request waiting gets
-    /// `e`, and the next request may call.
-    fn fail(&mut self, e: &Error) {
-        self.flight = None;
-        self.lease.on_failure();
-        for waiter in self.line.drain(..) {
-            let _ = waiter.answer.send(Err(e.clone()));
-        }
-    }
-
-    /// Takes the request `id` out of the line: whether it was still in it.
-    fn leave(&mut self, id: u64) -> bool {
-        match self.line.iter().position(|w| w.id == id) {
-            Some(i) => self.line.remove(i).is_some(),
-            None => false,
-        }
-    }
-
-    /// Answers the requests in line at `now`, first come first served:
-    /// each whose units the block holds is admitted, each the lease denies
-    /// (its next call is not due) is denied; for the first that needs a
-    /// call, the call to send (one is out at a time: the rest wait for it).
-    fn serve(&mut self, now: Instant) -> Option<Call> {
-        while let Some(first) = self.line.front() {
-            let cost = first.cost;
-            let allowed = match self.lease.step_again_for(now, cost) {
-                Step::Admit => true,
-                Step::Deny { .. } => false,
-                Step::Join => return None,
-                call => return self.call(call),
-            };
-            if let Some(waiter) = self.line.pop_front() {
-                if let Err(Ok(true)) = waiter.answer.send(Ok(allowed)) {
-                    // Nobody to take them: the units stay in the block.
-                    self.lease.put_back(cost);
-                }
-            }
-        }
-        None
-    }
 }
 
 /// One call for a block: done once its reply has landed (or it failed).
@@ -718,8 +591,7 @@ impl<F: FnMut()> Drop for Unlanded<F> {
 
 /// How many calls a request may wait for before it stops waiting: a
 /// request still without its units after this many (a long line for small
-/// blocks, or, in the layer, others took the units each time) is decided
-/// by the store itself, never denied locally for it.
+/// blocks) is decided by the store itself, never denied locally for it.
 pub(crate) const MOST_WAITS: usize = 64;
 
 impl<C> LeasedLimit<C>
@@ -742,7 +614,7 @@ where
                 client,
                 queue_client: None,
                 call: Decide::new(key, policy),
-                state: State::new(plan.into()),
+                state: Mutex::new(Line::new(plan.into())),
                 commands: AtomicU64::new(0),
                 granted: AtomicU64::new(0),
                 refunded: AtomicU64::new(0),
@@ -765,7 +637,7 @@ where
                         client: old.client.clone(),
                         queue_client: Some(client),
                         call: old.call.clone(),
-                        state: State::new(lease),
+                        state: Mutex::new(Line::new(lease)),
                         commands: AtomicU64::new(0),
                         granted: AtomicU64::new(0),
                         refunded: AtomicU64::new(0),
@@ -821,17 +693,32 @@ where
                 }
             }
             let (id, told) = state.wait_in_line(cost);
-            let waiting = Waiting {
-                shared,
-                id,
-                cost,
-                told,
-                done: false,
-            };
-            (waiting, state.call(step))
+            (Waiting::new(shared, id, cost, told), state.call(step))
         };
         shared.launch(call);
-        waiting.answer().await
+        let mut waits = MOST_WAITS;
+        let heard = waiting.answer(shared.bound(), &mut waits).await;
+        drop(waiting);
+        match heard {
+            Ok(Heard::Told(allowed)) => Ok(allowed),
+            // Still in line after `MOST_WAITS` calls: the store decides
+            // this request by itself.
+            Ok(Heard::Long) => {
+                shared.commands.fetch_add(1, Ordering::Relaxed);
+                let alone = shared.call.clone().charge(Charge::Cost(cost));
+                Ok(shared.client.send(&alone).await?.allowed)
+            }
+            // A limit's line never goes (never expected).
+            Ok(Heard::Gone) => {
+                let e = Error::Reply("a waiting request was never answered".into());
+                shared.client.record::<()>(&Err(e.clone()));
+                Err(e)
+            }
+            Err(e) => {
+                shared.client.record::<()>(&Err(e.clone()));
+                Err(e)
+            }
+        }
     }
 
     /// Gives the unused units back if the key was idle for `idle`.
@@ -907,7 +794,7 @@ impl<C> Shared<C>
 where
     C: redis::aio::ConnectionLike + Clone + Send + Sync + 'static,
 {
-    fn state(&self) -> std::sync::MutexGuard<'_, State> {
+    fn state(&self) -> std::sync::MutexGuard<'_, Line> {
         locked(&self.state)
     }
 
@@ -937,16 +824,7 @@ where
             }
             Ok(()) => Error::Reply("no tokio runtime to send the call from".into()),
         };
-        {
-            let mut state = self.state();
-            if state
-                .flight
-                .as_ref()
-                .is_some_and(|f| Arc::ptr_eq(f, &call.flight))
-            {
-                state.fail(&unsent);
-            }
-        }
+        self.state().fail_if(&call.flight, &unsent);
         call.flight.finish(Some(unsent));
     }
 
@@ -975,15 +853,8 @@ where
             let (owner, flight) = (owner.clone(), Arc::clone(flight));
             move || {
                 if let Some(shared) = owner.upgrade() {
-                    let mut state = shared.state();
-                    if state
-                        .flight
-                        .as_ref()
-                        .is_some_and(|f| Arc::ptr_eq(f, &flight))
-                    {
-                        let failure = Error::Reply("the store's reply could not be landed".into());
-                        state.fail(&failure);
-                    }
+                    let failure = Error::Reply("the store's reply could not be landed".into());
+                    shared.state().fail_if(&flight, &failure);
                 }
             }
         };
@@ -1066,116 +937,34 @@ where
     }
 }
 
-/// A request waiting in line for its units. Dropped before it is told (its
-/// caller gave up), it leaves the line, and units handed to it meanwhile go
-/// back to the block, for those behind it.
-struct Waiting<'a, C>
+impl<C> Owner for Arc<Shared<C>>
 where
     C: redis::aio::ConnectionLike + Clone + Send + Sync + 'static,
 {
-    shared: &'a Arc<Shared<C>>,
-    id: u64,
-    cost: u64,
-    told: oneshot::Receiver<Answer>,
-    /// Told, or out of the line.
-    done: bool,
-}
-
-impl<C> Waiting<'_, C>
-where
-    C: redis::aio::ConnectionLike + Clone + Send + Sync + 'static,
-{
-    /// Whether the request is admitted, once the calls ahead of it have
-    /// brought its units, the lease denies it, or the call it waits for
-    /// fails; each call is waited for at most the client's timeout (plus
-    /// the queue timeout of a queued lease). Still in line after
-    /// [`MOST_WAITS`] calls, it leaves the line and the store decides it.
-    async fn answer(&mut self) -> Result<bool, Error> {
-        let shared = self.shared;
-        let bound = shared.bound();
-        for _ in 0..MOST_WAITS {
-            let mut landed = std::pin::pin!(landing(shared.flight(), bound));
-            // Its answer first: a call lands after it has told those it
-            // served.
-            let outcome = std::future::poll_fn(|cx| {
-                if let Poll::Ready(told) = Pin::new(&mut self.told).poll(cx) {
-                    self.done = true;
-                    return Poll::Ready(Some(told.unwrap_or_else(|_| Err(untold()))));
-                }
-                landed.as_mut().poll(cx).map(|l| l.err().map(Err))
-            })
-            .await;
-            match outcome {
-                // A call landed without its units: the next one.
-                None => continue,
-                Some(Err(e)) => {
-                    shared.client.record::<()>(&Err(e.clone()));
-                    return Err(e);
-                }
-                Some(Ok(allowed)) => return Ok(allowed),
-            }
-        }
-        if let Some(told) = self.leave() {
-            return told;
-        }
-        shared.commands.fetch_add(1, Ordering::Relaxed);
-        let alone = shared.call.clone().charge(Charge::Cost(self.cost));
-        Ok(shared.client.send(&alone).await?.allowed)
+    fn flight(&self) -> Option<Arc<Flight>> {
+        Shared::flight(self)
     }
 
-    /// Takes the request out of the line: `None` if it was still waiting,
-    /// else what it was told.
-    fn leave(&mut self) -> Option<Answer> {
-        self.done = true;
+    fn leave(&self, id: u64) -> bool {
         let call = {
-            let mut state = self.shared.state();
-            if !state.leave(self.id) {
-                return Some(self.told.try_recv().unwrap_or_else(|_| Err(untold())));
+            let mut state = self.state();
+            if !state.leave(id) {
+                return false;
             }
-            // Those behind it may be served by what it waited for.
             state.serve(Instant::now())
         };
-        self.shared.launch(call);
-        None
+        self.launch(call);
+        true
     }
-}
 
-impl<C> Drop for Waiting<'_, C>
-where
-    C: redis::aio::ConnectionLike + Clone + Send + Sync + 'static,
-{
-    fn drop(&mut self) {
-        if self.done {
-            return;
-        }
-        if let Some(Ok(true)) = self.leave() {
-            // Admitted as its caller gave up: the units go back.
-            let call = {
-                let mut state = self.shared.state();
-                state.lease.put_back(self.cost);
-                state.serve(Instant::now())
-            };
-            self.shared.launch(call);
-        }
+    fn give_back(&self, units: u64) {
+        let call = {
+            let mut state = self.state();
+            state.lease.put_back(units);
+            state.serve(Instant::now())
+        };
+        self.launch(call);
     }
-}
-
-/// Until `flight` lands, for at most `bound`: its error if it failed. No
-/// flight: the request was told (or is being told) already.
-async fn landing(flight: Option<Arc<Flight>>, bound: Option<Duration>) -> Result<(), Error> {
-    match (flight, bound) {
-        (Some(flight), _) => flight.wait(bound).await,
-        (None, Some(bound)) => {
-            tokio::time::sleep(bound).await;
-            Err(Error::Timeout(bound))
-        }
-        (None, None) => std::future::pending().await,
-    }
-}
-
-/// A waiting request's answer was lost (never expected).
-fn untold() -> Error {
-    Error::Reply("a waiting request was never answered".into())
 }
 
 /// The units a reply granted: all of a queued block or nothing; what a

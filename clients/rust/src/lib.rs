@@ -35,6 +35,7 @@ mod error;
 pub mod http;
 mod landing;
 mod leasing;
+mod line;
 mod policy;
 mod reply;
 

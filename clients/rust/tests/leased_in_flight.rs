@@ -112,10 +112,18 @@ fn leased_run(policy: Gcra, each: u64) -> Run {
 /// The same through a layer whose per-key limit is leased: requests
 /// answered 200, and what the server charged once the rest is refunded.
 fn layer_run(policy: Gcra, each: u64) -> (u64, u64) {
+    let run = layer_counted(policy, each);
+    (run.admitted, run.charged)
+}
+
+/// [`layer_run`] with the store commands the layer sent (the server's
+/// count of `RL.GCRA`, refunds included).
+fn layer_counted(policy: Gcra, each: u64) -> Run {
     let s = Server::start();
     let mut c = s.conn();
     clock_set(&mut c, T0);
-    let served = block_on_multi(async {
+    let before = calls(&mut c, "rl.gcra");
+    let (served, refunded) = block_on_multi(async {
         let client = client(&s, Protocol::Resp2);
         let limit = HttpLimit::per_key(policy)
             .name("hot")
@@ -132,11 +140,30 @@ fn layer_run(policy: Gcra, each: u64) -> (u64, u64) {
             }
         })
         .await;
+        let refunded = layer.leased_units();
         layer.refund_all().await.unwrap();
-        served
+        (served, refunded)
     });
+    let commands = calls(&mut c, "rl.gcra") - before;
     let limit = policy.limit;
-    (served, limit - left(&mut c, "rl:k", policy))
+    let charged = limit - left(&mut c, "rl:k", policy);
+    // On a key with room each block grants all 20: the blocks and the
+    // requests decided alone (`COST 1`) follow from what was admitted and
+    // refunded. (`served + refunded` units were charged, `BLOCK` a block
+    // and one a request decided alone.)
+    let refunds = u64::from(refunded > 0);
+    let blocks = (served + refunded + refunds).saturating_sub(commands) / (BLOCK - 1);
+    let alone = (commands - refunds).saturating_sub(blocks);
+    println!(
+        "layer: {served} admitted, {commands} store commands (about {blocks} blocks, {refunds} \
+         refunds, {alone} decided alone): {:.4} per admission",
+        commands as f64 / served.max(1) as f64
+    );
+    Run {
+        admitted: served,
+        charged,
+        commands,
+    }
 }
 
 #[test]
@@ -170,6 +197,22 @@ fn a_leased_layer_at_fifty_in_flight_answers_no_429_on_a_key_with_room() {
     let (served, charged) = layer_run(room(), 100);
     assert_eq!(served, IN_FLIGHT * 100, "429 with room on the key");
     assert_eq!(charged, served);
+}
+
+#[test]
+fn at_fifty_in_flight_a_leased_layer_sends_about_one_command_per_block() {
+    // As for a leased limit: one call out per key, its units handed to the
+    // requests in line, a block per 20 admissions and a refund at the end.
+    let run = layer_counted(room(), 100);
+    assert_eq!(run.admitted, IN_FLIGHT * 100, "429 with room on the key");
+    assert_eq!(run.charged, run.admitted);
+    let bound = run.admitted * 105 / (100 * BLOCK) + 3;
+    assert!(
+        run.commands <= bound,
+        "{} store commands for {} admissions in blocks of {BLOCK}: more than {bound}",
+        run.commands,
+        run.admitted
+    );
 }
 
 #[test]
@@ -244,4 +287,135 @@ fn callers_waiting_for_units_are_served_in_the_order_they_came() {
     });
     println!("served in the order {order:?}");
     assert_eq!(order, (0..costs.len()).collect::<Vec<_>>());
+}
+
+#[test]
+fn the_layers_requests_waiting_for_units_are_served_in_the_order_they_came() {
+    let s = Server::start();
+    let mut c = s.conn();
+    clock_set(&mut c, T0);
+    // Blocks of 3 on a key with room, each request costing what its
+    // `x-cost` says. The request wanting 3 comes second: the 2 units left
+    // of the first block are not enough for it, and nobody behind it
+    // takes them.
+    let costs = [1, 3, 1, 1, 2, 1, 1, 1];
+    let order = block_on(async {
+        let limit = HttpLimit::per_key(room())
+            .name("fifo")
+            .prefix("rl:")
+            .leased(LeasePlan::fixed(3));
+        let layer = by_api_key(client(&s, Protocol::Resp2))
+            .limit(limit)
+            .cost(|request| {
+                let cost = request.headers.get("x-cost").and_then(|v| v.to_str().ok());
+                cost.and_then(|v| v.parse().ok()).unwrap_or(1)
+            })
+            .build()
+            .unwrap();
+        let app = router(layer.clone());
+        let order = Arc::new(Mutex::new(Vec::new()));
+        // (Spawned on a single thread, each request runs up to its wait
+        // before the first call is sent: they come in the order spawned.)
+        let requests: Vec<_> = costs
+            .iter()
+            .enumerate()
+            .map(|(i, &cost)| {
+                let (app, order) = (app.clone(), order.clone());
+                tokio::spawn(async move {
+                    let cost = cost.to_string();
+                    let reply = get_with(&app, &[("x-api-key", "k"), ("x-cost", &cost)]).await;
+                    order.lock().unwrap().push(i);
+                    reply.status
+                })
+            })
+            .collect();
+        for request in requests {
+            assert_eq!(request.await.unwrap(), 200, "429 with room on the key");
+        }
+        layer.refund_all().await.unwrap();
+        let served = order.lock().unwrap().clone();
+        served
+    });
+    println!("served in the order {order:?}");
+    assert_eq!(order, (0..costs.len()).collect::<Vec<_>>());
+    // Every unit admitted is charged, the rest refunded.
+    let charged = room().limit - left(&mut c, "rl:k", room());
+    assert_eq!(charged, costs.iter().sum::<u64>());
+}
+
+/// Leases evicted while requests wait in their lines: a lease capacity of
+/// one, five keys taken in turn by 50 requests in flight, so that each new
+/// key's lease would evict the one others wait on. Every request is
+/// answered (none hangs), each admitted unit was charged on the server,
+/// and the requests send about one store command each.
+#[test]
+fn leases_evicted_while_requests_wait_in_line_admit_nothing_uncharged() {
+    const KEYS: u64 = 5;
+    const EACH: u64 = 40;
+    let s = Server::start();
+    let mut c = s.conn();
+    clock_set(&mut c, T0);
+    let policy = room();
+    let before = calls(&mut c, "rl.gcra");
+    let admitted: Arc<Vec<AtomicU64>> = Arc::new((0..KEYS).map(|_| AtomicU64::new(0)).collect());
+    let counts = admitted.clone();
+    let server = &s;
+    block_on_multi(async move {
+        let limit = HttpLimit::per_key(policy)
+            .name("hot")
+            .prefix("rl:")
+            .leased(LeasePlan::fixed(BLOCK));
+        let layer = by_api_key(client(server, Protocol::Resp2))
+            .limit(limit)
+            .lease_capacity(1)
+            .build()
+            .unwrap();
+        let app = router(layer.clone());
+        let tasks: Vec<_> = (0..IN_FLIGHT)
+            .map(|t| {
+                let (app, counts) = (app.clone(), counts.clone());
+                tokio::spawn(async move {
+                    for i in 0..EACH {
+                        let k = (t + i) % KEYS;
+                        let status = get(&app, Some(&format!("k{k}"))).await.status;
+                        assert_eq!(status, 200, "a key with room");
+                        counts[k as usize].fetch_add(1, Ordering::Relaxed);
+                    }
+                })
+            })
+            .collect();
+        let all = async {
+            for t in tasks {
+                t.await.unwrap();
+            }
+        };
+        tokio::time::timeout(Duration::from_secs(120), all)
+            .await
+            .expect("every request answered");
+        layer.refund_all().await.unwrap();
+    });
+    let commands = calls(&mut c, "rl.gcra") - before;
+    let (mut total, mut charged_all) = (0, 0);
+    for k in 0..KEYS {
+        let charged = policy.limit - left(&mut c, &format!("rl:k{k}"), policy);
+        let got = admitted[k as usize].load(Ordering::Relaxed);
+        assert!(
+            charged >= got,
+            "key k{k}: {got} admitted, {charged} charged"
+        );
+        total += got;
+        charged_all += charged;
+    }
+    assert_eq!(total, IN_FLIGHT * EACH);
+    println!(
+        "evicted leases: {total} admitted, {commands} store commands, {} units charged \
+         and not used (blocks given way with no room to refund them)",
+        charged_all - total
+    );
+    // A lease in use is not given way for another key: that request is
+    // decided by the store, so no request sends more than about one command.
+    assert!(
+        commands <= total * 6 / 5,
+        "{commands} store commands for {total} admissions"
+    );
 }

@@ -1,9 +1,13 @@
 //! The layer's leased limits: one [`BlockLease`] per key, bounded in
-//! number, and the refunds of what they hold (when idle, at shutdown, when
-//! a key gives way to another, and when the layer is dropped).
+//! number, with its line of requests waiting for units (see
+//! [`crate::line`]), and the refunds of what they hold (when idle, at
+//! shutdown, when a key gives way to another, and when the layer is
+//! dropped). A key that gives way takes its line with it: the requests in
+//! it arrive again, at the key's new lease.
 
 use crate::blocks::{granted, BlockLease, Flight, Step, Unlanded, MOST_WAITS};
 use crate::command::{Charge, Decide, HotKey, HotKeys};
+use crate::line::{Call, Heard, Line, Owner, Waiting};
 use crate::reply::Decision;
 use crate::{Client, Error, Policy};
 use lru::LruCache;
@@ -12,19 +16,19 @@ use std::collections::HashSet;
 use std::num::NonZeroUsize;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
+use tokio::sync::oneshot::Receiver;
 
 /// A leased limit (its index among the layer's limits) and a store key.
 pub(crate) type Slot = (usize, String);
 
 struct Held {
-    lease: BlockLease,
+    /// The key's lease, the call out for it and the requests in line.
+    line: Line,
     used: Instant,
     /// Requests on it since the last poll of the hot keys.
     asked: u64,
     /// The store's last answer on the key, for the response's fields.
     last: Option<Decision>,
-    /// The call out for the key, if any.
-    flight: Option<Arc<Flight>>,
 }
 
 struct Inner {
@@ -65,7 +69,7 @@ impl Inner {
     fn take_all(&mut self) -> Vec<(Slot, u64)> {
         let mut refunds = std::mem::take(&mut self.evicted);
         for (slot, held) in self.by_slot.iter_mut() {
-            if let Some(units) = held.lease.take_all() {
+            if let Some(units) = held.line.lease.take_all() {
                 refunds.push((slot.clone(), units));
             }
         }
@@ -267,7 +271,7 @@ where
         let mut refunds = Vec::new();
         for slot in cooled {
             if let Some(mut held) = inner.by_slot.pop(&slot) {
-                if let Some(units) = held.lease.take_all() {
+                if let Some(units) = held.line.lease.take_all() {
                     refunds.push((slot, units));
                 }
             }
@@ -306,10 +310,11 @@ where
     }
 
     /// A request of `cost` units on the leased limits' keys (`keys[i]` for
-    /// limit `i`) whose blocks can hold it ([`Leases::takes`]): each takes
-    /// its units from its block, waits for the call out for the key, or
-    /// sends the call for a block. A denial or failure puts back the units
-    /// already taken. A cost of 0 takes nothing and asks nothing (the
+    /// limit `i`) whose blocks can hold it ([`Leases::takes`]), one limit
+    /// after another: each takes its units from its block, or waits in the
+    /// key's line for them, first come first served (the first in line
+    /// sends the call for a block). A denial or failure puts back the
+    /// units already taken. A cost of 0 takes nothing and asks nothing (the
     /// store admits it in any state).
     pub(crate) async fn admit(self: &Arc<Self>, keys: &[String], cost: u64) -> Outcome<C> {
         let mut taken = Taken {
@@ -329,54 +334,9 @@ where
                 taken.units.push((slot, d, 0));
                 continue;
             }
-            let mut verdict = None;
-            for wait in 0..MOST_WAITS {
-                let now = Instant::now();
-                let (step, flight) = self.step(&slot, now, wait == 0, cost);
-                let flight = match (step, flight) {
-                    (Step::Admit, _) => {
-                        verdict = Some(Ok(self.held_decision(&slot)));
-                        break;
-                    }
-                    (Step::Deny { until }, _) => {
-                        let wait = until.saturating_duration_since(now);
-                        verdict = Some(Err(self.local_denial(&slot, wait)));
-                        break;
-                    }
-                    (_, None) => break,
-                    (Step::Join, Some(flight)) => flight,
-                    // The layer's leases never queue (see `HttpLimit::leased`).
-                    (Step::Ask(k) | Step::Queue { units: k, .. }, Some(flight)) => {
-                        // The store known down: no call, the fallback at once.
-                        if let Err(e) = self.client.up() {
-                            self.failed(&slot, &flight);
-                            flight.finish(Some(e.clone()));
-                            return Outcome::Failed(e);
-                        }
-                        self.start(&slot, *policy, k, &flight);
-                        flight
-                    }
-                };
-                if let Err(e) = flight.wait(self.client.bound(Duration::ZERO)).await {
-                    self.client.record::<()>(&Err(e.clone()));
-                    return Outcome::Failed(e);
-                }
-            }
-            let verdict = match verdict {
-                Some(verdict) => verdict,
-                // Every call it waited for landed and others took the
-                // units: the store decides this request by itself, so
-                // that only the store denies a key with room. What it
-                // charges is taken as from the block (put back there if
-                // the request is not served).
-                None => {
-                    let alone = Decide::new(slot.1.clone(), *policy).charge(Charge::Cost(cost));
-                    match self.client.send(&alone).await {
-                        Ok(d) if d.allowed => Ok(d),
-                        Ok(d) => Err(d),
-                        Err(e) => return Outcome::Failed(e),
-                    }
-                }
+            let verdict = match self.admit_one(&slot, *policy, cost).await {
+                Ok(verdict) => verdict,
+                Err(e) => return Outcome::Failed(e),
             };
             match verdict {
                 Ok(d) => taken.units.push((slot, d, cost)),
@@ -386,44 +346,194 @@ where
         Outcome::Admitted(taken)
     }
 
-    /// Sends the call for a block of `k` on `slot` from a task of its own:
-    /// what the server grants lands in the slot's lease, or is refunded
-    /// when the slot or the layer is gone, whether or not anyone still
-    /// waits for it.
-    fn start(self: &Arc<Self>, slot: &Slot, policy: Policy, k: u64, flight: &Arc<Flight>) {
-        let call = Decide::new(slot.1.clone(), policy).charge(Charge::Partial(k));
+    /// One leased limit's verdict on a request of `cost` units on `slot`
+    /// (the store's answer, or the local one): its units taken from the
+    /// block, at once or once the requests before it in line are served.
+    /// A request whose slot gave way while it waited, or still in line
+    /// after [`MOST_WAITS`] calls, is decided by the store itself, so that
+    /// only the store denies a key with room (what it charges is taken as
+    /// from the block, put back there if the request is not served).
+    async fn admit_one(
+        self: &Arc<Self>,
+        slot: &Slot,
+        policy: Policy,
+        cost: u64,
+    ) -> Result<Result<Decision, Decision>, Error> {
+        let owner = SlotLine { leases: self, slot };
+        let bound = self.client.bound(Duration::ZERO);
+        let mut waits = MOST_WAITS;
+        match self.arrive(slot, cost)? {
+            Arrival::Admit => return Ok(Ok(self.held_decision(slot))),
+            Arrival::Deny(wait) => return Ok(Err(self.local_denial(slot, wait))),
+            Arrival::Alone => {}
+            Arrival::Wait(id, told, call) => {
+                let mut waiting = Waiting::new(&owner, id, cost, told);
+                self.launch(slot, call);
+                let heard = waiting.answer(bound, &mut waits).await;
+                drop(waiting);
+                match heard {
+                    Ok(Heard::Told(true)) => return Ok(Ok(self.held_decision(slot))),
+                    Ok(Heard::Told(false)) => {
+                        let wait = self.next_call_in(slot);
+                        return Ok(Err(self.local_denial(slot, wait)));
+                    }
+                    // The slot gave way (more hot keys than leases), or
+                    // the request waited for MOST_WAITS calls: the store
+                    // decides, rather than a new lease's block that may
+                    // give way in turn, each charging a block.
+                    Ok(Heard::Gone | Heard::Long) => {}
+                    Err(e) => {
+                        self.client.record::<()>(&Err(e.clone()));
+                        return Err(e);
+                    }
+                }
+            }
+        }
+        let alone = Decide::new(slot.1.clone(), policy).charge(Charge::Cost(cost));
+        let d = self.client.send(&alone).await?;
+        Ok(if d.allowed { Ok(d) } else { Err(d) })
+    }
+
+    /// A request of `cost` units arrives on `slot` (counted for the hot
+    /// keys): admitted or denied from the block, in line (with the call to
+    /// send for it if it is the first), or left to the store.
+    /// While the store is known down, a request the block cannot serve
+    /// fails at once: no line entry, no call.
+    fn arrive(&self, slot: &Slot, cost: u64) -> Result<Arrival, Error> {
+        let mut inner = self.lock();
+        // Read under the lock: an instant read before it may precede the
+        // landing of a call another thread just made, and be told to wait
+        // for a call due at that landing.
+        let now = Instant::now();
+        if !inner.by_slot.contains(slot) {
+            // Every lease in use and the least recently used one waiting
+            // for its block: giving it way would strand that block and
+            // send its line to the store; the store decides this request.
+            let busy = |h: &Held| h.line.flight.is_some();
+            if inner.by_slot.len() >= self.capacity
+                && inner.by_slot.peek_lru().is_some_and(|(_, h)| busy(h))
+            {
+                return Ok(Arrival::Alone);
+            }
+            self.make_room(&mut inner);
+            let lease = self.policies[slot.0]
+                .as_ref()
+                .map(|(_, l)| l.clone())
+                .unwrap_or_else(|| BlockLease::fixed(1));
+            let held = Held {
+                line: Line::new(lease),
+                used: now,
+                asked: 0,
+                last: None,
+            };
+            inner.by_slot.put(slot.clone(), held);
+        }
+        // Used now: the most recently used.
+        let Some(held) = inner.by_slot.get_mut(slot) else {
+            return Ok(Arrival::Deny(Duration::ZERO));
+        };
+        held.used = now;
+        held.asked += 1;
+        let step = held.line.arrive(now, cost);
+        match step {
+            Step::Admit => return Ok(Arrival::Admit),
+            Step::Deny { until } => {
+                return Ok(Arrival::Deny(until.saturating_duration_since(now)));
+            }
+            // The store known down: the call out may not land until it is
+            // back, and nothing is sent; the fallback at once.
+            Step::Join => self.client.up()?,
+            Step::Ask(_) | Step::Queue { .. } => {
+                if let Err(e) = self.client.up() {
+                    // Not made: the next request may call.
+                    held.line.lease.on_failure();
+                    return Err(e);
+                }
+            }
+        }
+        let (id, told) = held.line.wait_in_line(cost);
+        Ok(Arrival::Wait(id, told, held.line.call(step)))
+    }
+
+    /// How long until `slot`'s lease calls again (zero if it may now).
+    fn next_call_in(&self, slot: &Slot) -> Duration {
+        let inner = self.lock();
+        let next = inner
+            .by_slot
+            .peek(slot)
+            .and_then(|h| h.line.lease.next_call_at());
+        next.map_or(Duration::ZERO, |t| {
+            t.saturating_duration_since(Instant::now())
+        })
+    }
+
+    /// Sends `call`, the call out for `slot`'s line, unless the store is
+    /// known down (or there is no runtime to send it from): then those
+    /// waiting get the error, and the next request may call.
+    fn launch(self: &Arc<Self>, slot: &Slot, call: Option<Call>) {
+        let Some(call) = call else {
+            return;
+        };
+        let unsent = match self.client.up() {
+            Err(e) => e,
+            Ok(()) if tokio::runtime::Handle::try_current().is_ok() => {
+                self.start(slot, call);
+                return;
+            }
+            Ok(()) => Error::Reply("no tokio runtime to send the call from".into()),
+        };
+        self.failed(slot, &call.flight, &unsent);
+        call.flight.finish(Some(unsent));
+    }
+
+    /// Sends `call` for a block on `slot` from a task of its own: what the
+    /// server grants lands in the slot's lease (and goes to those in line),
+    /// or is refunded when the slot or the layer is gone, whether or not
+    /// anyone still waits for it. The layer's leases never queue (see
+    /// `HttpLimit::leased`).
+    fn start(self: &Arc<Self>, slot: &Slot, call: Call) {
+        let Some(Some((policy, _))) = self.policies.get(slot.0) else {
+            let e = Error::Reply("a leased limit without its policy".into());
+            self.failed(slot, &call.flight, &e);
+            call.flight.finish(Some(e));
+            return;
+        };
+        let Call { flight, units, .. } = call;
+        let command = Decide::new(slot.1.clone(), *policy).charge(call.charge);
         let (client, owner) = (self.client.clone(), Arc::downgrade(self));
-        let (slot, flight) = (slot.clone(), Arc::clone(flight));
+        let slot = slot.clone();
         let unlanded = Unlanded {
             flight: Arc::clone(&flight),
             reset: {
                 let (owner, slot, flight) = (owner.clone(), slot.clone(), Arc::clone(&flight));
                 move || {
                     if let Some(leases) = owner.upgrade() {
-                        leases.failed(&slot, &flight);
+                        let e = Error::Reply("the store's reply could not be landed".into());
+                        leases.failed(&slot, &flight, &e);
                     }
                 }
             },
         };
         tokio::spawn(async move {
             let _unlanded = unlanded;
-            let reply = client.send_untimed(&call).await;
+            let reply = client.send_untimed(&command).await;
             let leases = owner.upgrade();
             let failure = match &reply {
                 Ok(reply) => {
-                    let landed = leases
-                        .as_ref()
-                        .is_some_and(|l| l.land(&slot, &flight, reply));
-                    let units = granted(reply, k, false);
+                    let landed = match &leases {
+                        Some(leases) => leases.land(&slot, &flight, reply),
+                        None => false,
+                    };
+                    let units = granted(reply, units, false);
                     if !landed && units > 0 {
-                        let refund = call.clone().charge(Charge::Refund(units));
+                        let refund = command.clone().charge(Charge::Refund(units));
                         let _ = client.send_untimed(&refund).await;
                     }
                     None
                 }
                 Err(e) => {
                     if let Some(leases) = &leases {
-                        leases.failed(&slot, &flight);
+                        leases.failed(&slot, &flight, e);
                     }
                     Some(e.clone())
                 }
@@ -432,80 +542,40 @@ where
         });
     }
 
-    /// Lands the reply of `flight` in its slot: `false` if the slot is gone
-    /// (or leases anew), the units then to be refunded.
-    fn land(&self, slot: &Slot, flight: &Arc<Flight>, reply: &Decision) -> bool {
-        let mut inner = self.lock();
-        let Some(held) = inner.by_slot.peek_mut(slot) else {
-            return false;
+    /// Lands the reply of `flight` in its slot, its units going to those in
+    /// line (the next call, if they need one, sent at once): `false` if
+    /// the slot is gone (or leases anew), the units then to be refunded.
+    fn land(self: &Arc<Self>, slot: &Slot, flight: &Arc<Flight>, reply: &Decision) -> bool {
+        let next = {
+            let mut inner = self.lock();
+            let Some(held) = inner.by_slot.peek_mut(slot) else {
+                return false;
+            };
+            if !held
+                .line
+                .flight
+                .as_ref()
+                .is_some_and(|f| Arc::ptr_eq(f, flight))
+            {
+                return false;
+            }
+            let now = Instant::now();
+            held.line.flight = None;
+            held.last = Some(reply.clone());
+            held.line.lease.land(now, reply);
+            held.line.serve(now)
         };
-        if !held.flight.as_ref().is_some_and(|f| Arc::ptr_eq(f, flight)) {
-            return false;
-        }
-        held.flight = None;
-        held.last = Some(reply.clone());
-        held.lease.land(Instant::now(), reply);
+        self.launch(slot, next);
         true
     }
 
-    fn failed(&self, slot: &Slot, flight: &Arc<Flight>) {
+    /// The call `flight` on `slot` failed with `e` (or was not made): those
+    /// in line get the error, and the next request may call.
+    fn failed(&self, slot: &Slot, flight: &Arc<Flight>, e: &Error) {
         let mut inner = self.lock();
         if let Some(held) = inner.by_slot.peek_mut(slot) {
-            if held.flight.as_ref().is_some_and(|f| Arc::ptr_eq(f, flight)) {
-                held.flight = None;
-                held.lease.on_failure();
-            }
+            held.line.fail_if(flight, e);
         }
-    }
-
-    fn step(
-        &self,
-        slot: &Slot,
-        now: Instant,
-        first: bool,
-        cost: u64,
-    ) -> (Step, Option<Arc<Flight>>) {
-        let mut inner = self.lock();
-        // Read under the lock: an instant read before it may precede the
-        // landing of a call another thread just made, and be told to wait
-        // for a call due at that landing.
-        let now = now.max(Instant::now());
-        if !inner.by_slot.contains(slot) {
-            self.make_room(&mut inner);
-            let lease = self.policies[slot.0]
-                .as_ref()
-                .map(|(_, l)| l.clone())
-                .unwrap_or_else(|| BlockLease::fixed(1));
-            let held = Held {
-                lease,
-                used: now,
-                asked: 0,
-                last: None,
-                flight: None,
-            };
-            inner.by_slot.put(slot.clone(), held);
-        }
-        // Used now: the most recently used.
-        let Some(held) = inner.by_slot.get_mut(slot) else {
-            return (Step::Deny { until: now }, None);
-        };
-        held.used = now;
-        held.asked += u64::from(first);
-        let step = if first {
-            held.lease.step_for(now, cost)
-        } else {
-            held.lease.step_again_for(now, cost)
-        };
-        let flight = match step {
-            Step::Admit | Step::Deny { .. } => None,
-            Step::Join => held.flight.clone(),
-            Step::Ask(_) | Step::Queue { .. } => {
-                let flight = Flight::new();
-                held.flight = Some(Arc::clone(&flight));
-                Some(flight)
-            }
-        };
-        (step, flight)
     }
 
     /// When full, the least recently used slot gives way; its units are
@@ -517,7 +587,7 @@ where
         let Some((slot, mut held)) = inner.by_slot.pop_lru() else {
             return;
         };
-        if let Some(units) = held.lease.take_all() {
+        if let Some(units) = held.line.lease.take_all() {
             if inner.evicted.len() < self.capacity {
                 inner.evicted.push((slot, units));
             }
@@ -529,7 +599,7 @@ where
     fn held_decision(&self, slot: &Slot) -> Decision {
         let inner = self.lock();
         let held = inner.by_slot.peek(slot);
-        let units = held.map_or(0, |h| h.lease.held());
+        let units = held.map_or(0, |h| h.line.lease.held());
         match held.and_then(|h| h.last.as_ref()) {
             Some(last) => with_held(last, units),
             None => Decision {
@@ -570,7 +640,7 @@ where
             let Some((slot, mut held)) = inner.by_slot.pop_lru() else {
                 break;
             };
-            if let Some(units) = held.lease.take_all() {
+            if let Some(units) = held.line.lease.take_all() {
                 refunds.push((slot, units));
             }
         }
@@ -611,7 +681,7 @@ where
     /// Units held now, over every key.
     pub(crate) fn held(&self) -> u64 {
         let inner = self.lock();
-        inner.by_slot.iter().map(|(_, h)| h.lease.held()).sum()
+        inner.by_slot.iter().map(|(_, h)| h.line.lease.held()).sum()
     }
 
     /// A task that refunds idle keys' units, checking twice per `idle`;
@@ -632,6 +702,75 @@ where
                 let _ = send_refunds(&leases.client, &leases.policies, refunds).await;
             }
         })
+    }
+}
+
+/// What a request finds on arriving at a slot.
+enum Arrival {
+    /// Admitted from the block.
+    Admit,
+    /// Denied by the lease: its next call is due in this long.
+    Deny(Duration),
+    /// No lease for it (every one in use, the least recently used waiting
+    /// for its block): the store decides it.
+    Alone,
+    /// In line: its number, where its answer comes, and the call to send
+    /// if it is the first.
+    Wait(u64, Receiver<Result<bool, Error>>, Option<Call>),
+}
+
+/// A slot's line, for the requests waiting in it. When the slot gives way
+/// its line goes with it: those in it arrive again.
+struct SlotLine<'a, C>
+where
+    C: redis::aio::ConnectionLike + Clone + Send + Sync + 'static,
+{
+    leases: &'a Arc<Leases<C>>,
+    slot: &'a Slot,
+}
+
+impl<C> Owner for SlotLine<'_, C>
+where
+    C: redis::aio::ConnectionLike + Clone + Send + Sync + 'static,
+{
+    fn flight(&self) -> Option<Arc<Flight>> {
+        let inner = self.leases.lock();
+        inner.by_slot.peek(self.slot)?.line.flight.clone()
+    }
+
+    fn leave(&self, id: u64) -> bool {
+        let call = {
+            let mut inner = self.leases.lock();
+            let Some(held) = inner.by_slot.peek_mut(self.slot) else {
+                return false;
+            };
+            if !held.line.leave(id) {
+                return false;
+            }
+            held.line.serve(Instant::now())
+        };
+        self.leases.launch(self.slot, call);
+        true
+    }
+
+    fn give_back(&self, units: u64) {
+        let call = {
+            let mut inner = self.leases.lock();
+            match inner.by_slot.peek_mut(self.slot) {
+                Some(held) => {
+                    held.line.lease.put_back(units);
+                    held.line.serve(Instant::now())
+                }
+                None => {
+                    // The slot gave way: refunded at the next sweep.
+                    if inner.evicted.len() < self.leases.capacity {
+                        inner.evicted.push((self.slot.clone(), units));
+                    }
+                    None
+                }
+            }
+        };
+        self.leases.launch(self.slot, call);
     }
 }
 
@@ -680,7 +819,7 @@ impl<C> Leases<C> {
         let mut inner = self.lock();
         for (slot, _, units) in taken {
             if let Some(held) = inner.by_slot.peek_mut(slot) {
-                held.lease.put_back(*units);
+                held.line.lease.put_back(*units);
             }
         }
     }

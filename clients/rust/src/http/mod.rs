@@ -162,7 +162,8 @@ impl HttpLimit {
     /// Leases the limit in blocks (see [`crate::blocks`]): each key's
     /// units are taken `k` at a time with `COST k PARTIAL` and admitted
     /// locally, one call out per key at a time (the requests that find
-    /// the block spent wait for it), and what is left goes back with
+    /// the block spent wait in line for its units, first come first
+    /// served), and what is left goes back with
     /// `REFUND` when the key is idle
     /// ([`RedisRateLimitLayer::refund_when_idle`]), at shutdown
     /// ([`RedisRateLimitLayer::refund_all`]) and when the layer is
