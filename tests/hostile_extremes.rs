@@ -330,6 +330,7 @@ fn every_shape_at_its_extremes_and_at_the_end_of_time() {
                         _ if mask & (1 << j) == 0 => valid.as_bytes().to_vec(),
                         Parse::Count { max, .. }
                         | Parse::CellCount { max, .. }
+                        | Parse::CellSigned { max, .. }
                         | Parse::Bounded { max, .. } => max.to_string().into_bytes(),
                         Parse::Duration { .. } => b"36500d".to_vec(),
                         // The longest item the tests send: 64 KiB of any bytes.

@@ -136,7 +136,10 @@ impl Gen {
             return self.arg();
         }
         let pool = match parse {
-            Parse::Count { .. } | Parse::CellCount { .. } | Parse::Bounded { .. } => COUNTS,
+            Parse::Count { .. }
+            | Parse::CellCount { .. }
+            | Parse::CellSigned { .. }
+            | Parse::Bounded { .. } => COUNTS,
             Parse::Duration { .. } => DURATIONS,
             Parse::Item { .. } => ITEMS,
         };

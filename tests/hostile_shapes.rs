@@ -103,6 +103,7 @@ fn described(shape: &Shape, table: Parse) -> (&'static str, String) {
             (name, format!("integer {min}..={max}"))
         }
         Parse::CellCount { name, min, max } => (name, format!("cell-integer {min}..={max}")),
+        Parse::CellSigned { name, max } => (name, format!("cell-integer -{max}..={max}")),
         Parse::Bounded {
             name,
             min,

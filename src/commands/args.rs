@@ -26,6 +26,19 @@ pub fn cell_integer(bytes: &[u8], arg: &'static str, min: u64, max: u64) -> Resu
     }
 }
 
+/// Parses an integer from `-max` to `max` (`max` at most `i64::MAX`) as
+/// redis-cell reads it (Rust's `i64` parse): [`cell_integer`]'s forms, or
+/// a `-` before digits. Only for CL.THROTTLE's `quantity`.
+pub fn cell_signed(bytes: &[u8], arg: &'static str, max: u64) -> Result<i64, Error> {
+    let n = match bytes {
+        [b'-', rest @ ..] => integer(rest, arg, 0, max).map(|n| -i128::from(n)),
+        _ => cell_integer(bytes, arg, 0, max).map(i128::from),
+    };
+    n.ok()
+        .and_then(|n| i64::try_from(n).ok())
+        .ok_or(Error::SignedInteger { arg, max })
+}
+
 /// A run of ASCII digits as a `u64`; `None` if empty, not digits, or too big.
 fn digits(bytes: &[u8]) -> Option<u64> {
     if bytes.is_empty() {

@@ -104,6 +104,7 @@ fn parse_text(parse: Parse) -> String {
     match parse {
         Parse::Integer { min, max } => format!("integer {min}..={max}"),
         Parse::CellInteger { min, max } => format!("cell-integer {min}..={max}"),
+        Parse::CellSigned { max } => format!("cell-integer -{max}..={max}"),
         Parse::Bounded { min, bound } => {
             format!("integer {min}..={} (default {})", bound.name, bound.default)
         }

@@ -107,9 +107,10 @@ fn key() -> DocArg {
 
 fn param(p: &Param) -> DocArg {
     let kind = match p.parse {
-        Parse::Integer { .. } | Parse::CellInteger { .. } | Parse::Bounded { .. } => {
-            DocType::Integer
-        }
+        Parse::Integer { .. }
+        | Parse::CellInteger { .. }
+        | Parse::CellSigned { .. }
+        | Parse::Bounded { .. } => DocType::Integer,
         // A duration is an integer with an optional unit: a string.
         Parse::Duration | Parse::Bytes | Parse::Lease => DocType::String,
     };
@@ -122,9 +123,12 @@ fn option(o: &Opt) -> DocArg {
         .value_name
         .map_or_else(|| o.token.to_ascii_lowercase(), str::to_string);
     let kind = match o.value {
-        Some(Parse::Integer { .. } | Parse::CellInteger { .. } | Parse::Bounded { .. }) => {
-            DocType::Integer
-        }
+        Some(
+            Parse::Integer { .. }
+            | Parse::CellInteger { .. }
+            | Parse::CellSigned { .. }
+            | Parse::Bounded { .. },
+        ) => DocType::Integer,
         Some(Parse::Duration | Parse::Bytes | Parse::Lease) => DocType::String,
         None => DocType::PureToken,
     };

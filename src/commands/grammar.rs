@@ -25,6 +25,11 @@ pub enum Parse {
     /// As redis-cell reads an integer, in `min..=max`: digits, optionally
     /// after one `+`, or `-0` (CL.THROTTLE's arguments only).
     CellInteger { min: u64, max: u64 },
+    /// As redis-cell reads an integer, from `-max` to `max`: also a `-`
+    /// before digits (CL.THROTTLE's `quantity`, negative to give back).
+    /// Parsed here to its magnitude; the handler reads the sign with
+    /// [`args::cell_signed`].
+    CellSigned { max: u64 },
     /// A positive integer with an optional unit ms, s, m, h or d.
     Duration,
     /// Any bytes, the empty string included (RL.SKETCH's item).
@@ -71,6 +76,15 @@ impl Param {
         }
     }
 
+    /// A signed integer read as redis-cell reads it ([`Parse::CellSigned`]).
+    pub const fn cell_signed(name: &'static str, max: u64) -> Param {
+        Param {
+            name,
+            called: name,
+            parse: Parse::CellSigned { max },
+        }
+    }
+
     pub const fn duration(name: &'static str) -> Param {
         Param {
             name,
@@ -113,6 +127,7 @@ fn parse_value(parse: Parse, bytes: &[u8], called: &'static str) -> Result<u64, 
     match parse {
         Parse::Integer { min, max } => args::integer(bytes, called, min, max),
         Parse::CellInteger { min, max } => args::cell_integer(bytes, called, min, max),
+        Parse::CellSigned { max } => args::cell_signed(bytes, called, max).map(i64::unsigned_abs),
         Parse::Bounded { min, bound } => {
             let n = args::integer(bytes, called, min, MAX_COUNT)?;
             if n > bound.get() {
@@ -164,7 +179,7 @@ fn canonical_value(parse: Parse, bytes: &[u8]) -> Vec<u8> {
                 None => format!("{ms}ms").into_bytes(),
             }
         }
-        Parse::Bytes | Parse::Lease => bytes.to_vec(),
+        Parse::Bytes | Parse::Lease | Parse::CellSigned { .. } => bytes.to_vec(),
     }
 }
 

@@ -25,32 +25,13 @@ const MAX_TOLERANCE: Micros = Micros::from_secs(100 * 365 * 86_400);
 
 /// `max_burst count period [quantity]`; `period` in whole seconds. Read as
 /// redis-cell reads them: `+5` is 5 and `-0` is 0. A negative `quantity`
-/// gives back ([`parse_quantity`]); this entry documents the command.
+/// gives back.
 pub const PARAMS: [Param; 4] = [
     Param::cell_integer("max_burst", 0, MAX_COUNT - 1),
     Param::cell_integer("count", 1, MAX_COUNT).called("count per period"),
     Param::cell_integer("period", 1, MAX_DURATION.as_u64() / 1_000_000),
-    Param::cell_integer("quantity", 0, MAX_COUNT),
+    Param::cell_signed("quantity", MAX_COUNT),
 ];
-
-/// `quantity`: as redis-cell reads it, from -MAX_COUNT to MAX_COUNT; a
-/// negative one is given back (what redis-cell's users send to return
-/// what a request took).
-fn parse_quantity(arg: &[u8]) -> Result<i64, Error> {
-    let (sign, magnitude) = match arg {
-        [b'-', rest @ ..] if rest.first() != Some(&b'+') => (-1, rest),
-        _ => (1, arg),
-    };
-    // MAX_COUNT is i64::MAX: the magnitude converts.
-    args::cell_integer(magnitude, "quantity", 0, MAX_COUNT)
-        .ok()
-        .and_then(|n| i64::try_from(n).ok())
-        .map(|n| sign * n)
-        .ok_or(Error::SignedInteger {
-            arg: "quantity",
-            max: MAX_COUNT,
-        })
-}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Call {
@@ -70,10 +51,10 @@ pub fn parse<A: AsRef<[u8]>>(args: &[A]) -> Result<Call, Error> {
     }
     let [max_burst, count, period] = values;
     let quantity = match args.get(3) {
-        Some(arg) => parse_quantity(arg.as_ref())?,
+        Some(arg) => args::cell_signed(arg.as_ref(), "quantity", MAX_COUNT)?,
         None => 1,
     };
-    // All four are at most i64::MAX by the ranges above.
+    // All three are at most i64::MAX by the ranges above.
     let as_i64 = |x: u64| i64::try_from(x).unwrap_or(i64::MAX);
     let cell = Cell::new(
         as_i64(max_burst),

@@ -257,6 +257,9 @@ pub enum Parse {
         min: u64,
         max: u64,
     },
+    /// From `-max` to `max`, read as redis-cell reads it (CL.THROTTLE's
+    /// `quantity`): `CellCount`'s forms, or `-` before digits.
+    CellSigned { name: &'static str, max: u64 },
     /// A positive integer with an optional unit ms, s, m, h or d.
     Duration { name: &'static str },
     /// Any bytes at all, the empty string included (RL.SKETCH's item).
@@ -742,7 +745,7 @@ pub const SHAPES: &[Shape] = &[
             ("5", cell_count("max_burst", 0, MAX - 1)),
             ("10", cell_count("count per period", 1, MAX)),
             ("86400", cell_count("period", 1, 36_500 * 86_400)),
-            ("1", cell_count("quantity", 0, MAX)),
+            ("1", Parse::CellSigned { name: "quantity", max: MAX }),
         ],
         required: 3,
         min_arity: 5,
@@ -1375,6 +1378,19 @@ pub fn expected_error(parse: Parse, v: &[u8]) -> Option<String> {
                 _ => v,
             };
             expected_error(Parse::Count { name, min, max }, unsigned)
+        }
+        Parse::CellSigned { name, max } => {
+            let magnitude = match v {
+                [b'-', rest @ ..] => rest,
+                [b'+', rest @ ..] => rest,
+                _ => v,
+            };
+            match reference_number(magnitude) {
+                Some(n) if n <= u128::from(max) => None,
+                _ => Some(format!(
+                    "ERR {name} must be an integer from -{max} to {max}"
+                )),
+            }
         }
         Parse::Duration { name } => {
             let split = v
