@@ -692,8 +692,8 @@ where
                     }
                 }
             }
-            let (id, told) = state.wait_in_line(cost);
-            (Waiting::new(shared, id, cost, told), state.call(step))
+            let told = state.wait_in_line(cost);
+            (Waiting::new(shared, cost, told), state.call(step))
         };
         shared.launch(call);
         let mut waits = MOST_WAITS;
@@ -945,16 +945,9 @@ where
         Shared::flight(self)
     }
 
-    fn leave(&self, id: u64) -> bool {
-        let call = {
-            let mut state = self.state();
-            if !state.leave(id) {
-                return false;
-            }
-            state.serve(Instant::now())
-        };
+    fn left(&self) {
+        let call = self.state().serve(Instant::now());
         self.launch(call);
-        true
     }
 
     fn give_back(&self, units: u64) {

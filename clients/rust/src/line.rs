@@ -18,7 +18,6 @@ use crate::Error;
 use std::collections::VecDeque;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::task::Poll;
 use std::time::{Duration, Instant};
@@ -28,9 +27,10 @@ use tokio::sync::oneshot;
 /// block), denied, or the error of the call it waited for.
 type Answer = Result<bool, Error>;
 
-/// A request waiting for `cost` units.
+/// A request waiting for `cost` units. One whose caller left it (its
+/// receiver closed) stays where it is until it reaches the front, where
+/// [`Line::serve`] drops it: leaving costs no search of the line.
 struct Waiter {
-    id: u64,
     cost: u64,
     answer: oneshot::Sender<Answer>,
 }
@@ -44,11 +44,6 @@ pub(crate) struct Call {
     pub(crate) units: u64,
 }
 
-/// The numbers of waiting requests: unique in the process, so that a
-/// request of a line that gave way never takes another's place in the
-/// line that replaced it.
-static NEXT_WAITER: AtomicU64 = AtomicU64::new(0);
-
 /// A key's lease, the call out for it and the requests waiting for units,
 /// changed together.
 pub(crate) struct Line {
@@ -58,6 +53,9 @@ pub(crate) struct Line {
     /// The requests waiting for units, in the order they came: answered
     /// from the front ([`Line::serve`]).
     waiters: VecDeque<Waiter>,
+    /// Waiters [`Line::serve`] has looked at: its work, for the tests.
+    #[cfg(test)]
+    examined: u64,
 }
 
 impl Line {
@@ -66,6 +64,8 @@ impl Line {
             lease,
             flight: None,
             waiters: VecDeque::new(),
+            #[cfg(test)]
+            examined: 0,
         }
     }
 
@@ -80,13 +80,12 @@ impl Line {
         Step::Join
     }
 
-    /// Puts a request of `cost` units at the back of the line: its number
-    /// and where its answer comes.
-    pub(crate) fn wait_in_line(&mut self, cost: u64) -> (u64, oneshot::Receiver<Answer>) {
+    /// Puts a request of `cost` units at the back of the line: where its
+    /// answer comes.
+    pub(crate) fn wait_in_line(&mut self, cost: u64) -> oneshot::Receiver<Answer> {
         let (answer, told) = oneshot::channel();
-        let id = NEXT_WAITER.fetch_add(1, Ordering::Relaxed);
-        self.waiters.push_back(Waiter { id, cost, answer });
-        (id, told)
+        self.waiters.push_back(Waiter { cost, answer });
+        told
     }
 
     /// The call the step `step` of the first request in line asks for:
@@ -125,20 +124,21 @@ impl Line {
         }
     }
 
-    /// Takes the request `id` out of the line: whether it was still in it.
-    pub(crate) fn leave(&mut self, id: u64) -> bool {
-        match self.waiters.iter().position(|w| w.id == id) {
-            Some(i) => self.waiters.remove(i).is_some(),
-            None => false,
-        }
-    }
-
     /// Answers the requests in line at `now`, first come first served:
     /// each whose units the block holds is admitted, each the lease denies
     /// (its next call is not due) is denied; for the first that needs a
     /// call, the call to send (one is out at a time: the rest wait for it).
+    /// Requests that left the line are dropped as they reach the front.
     pub(crate) fn serve(&mut self, now: Instant) -> Option<Call> {
         while let Some(first) = self.waiters.front() {
+            #[cfg(test)]
+            {
+                self.examined += 1;
+            }
+            if first.answer.is_closed() {
+                self.waiters.pop_front();
+                continue;
+            }
             let cost = first.cost;
             let allowed = match self.lease.step_again_for(now, cost) {
                 Step::Admit => true,
@@ -161,9 +161,9 @@ impl Line {
 pub(crate) trait Owner {
     /// The call out for the line, if any.
     fn flight(&self) -> Option<Arc<Flight>>;
-    /// Takes the request `id` out of the line (whether it was in it);
-    /// those behind it are served by what it waited for.
-    fn leave(&self, id: u64) -> bool;
+    /// A request left the line: those behind it are served by what it
+    /// waited for.
+    fn left(&self);
     /// `units` handed to a request whose caller gave up go back to the
     /// block, for those in line.
     fn give_back(&self, units: u64);
@@ -174,7 +174,7 @@ pub(crate) trait Owner {
 pub(crate) enum Heard {
     /// Admitted (its units taken from the block) or denied by the lease.
     Told(bool),
-    /// Its line is gone (its key's lease gave way): it may arrive again.
+    /// Its line is gone (its key's lease gave way).
     Gone,
     /// Still in line after the calls it may wait for: out of the line now,
     /// for the store to decide.
@@ -186,7 +186,6 @@ pub(crate) enum Heard {
 /// back to the block, for those behind it.
 pub(crate) struct Waiting<'a, O: Owner + ?Sized> {
     owner: &'a O,
-    id: u64,
     cost: u64,
     told: oneshot::Receiver<Answer>,
     /// Told, or out of the line.
@@ -194,16 +193,10 @@ pub(crate) struct Waiting<'a, O: Owner + ?Sized> {
 }
 
 impl<'a, O: Owner + ?Sized> Waiting<'a, O> {
-    /// The request `id` of `cost` units, in `owner`'s line, told on `told`.
-    pub(crate) fn new(
-        owner: &'a O,
-        id: u64,
-        cost: u64,
-        told: oneshot::Receiver<Answer>,
-    ) -> Waiting<'a, O> {
+    /// A request of `cost` units, in `owner`'s line, told on `told`.
+    pub(crate) fn new(owner: &'a O, cost: u64, told: oneshot::Receiver<Answer>) -> Waiting<'a, O> {
         Waiting {
             owner,
-            id,
             cost,
             told,
             done: false,
@@ -242,13 +235,19 @@ impl<'a, O: Owner + ?Sized> Waiting<'a, O> {
     }
 
     /// Takes the request out of the line: `None` if it was still waiting,
-    /// else what it heard.
+    /// else what it heard. Closing its receiver is its leaving: an answer
+    /// sent before is read here, one after it fails to send (and
+    /// [`Line::serve`] keeps the units).
     fn leave(&mut self) -> Option<Result<Heard, Error>> {
         self.done = true;
-        if self.owner.leave(self.id) {
-            return None;
+        self.told.close();
+        match self.told.try_recv() {
+            Ok(answer) => Some(answer.map(Heard::Told)),
+            Err(_) => {
+                self.owner.left();
+                None
+            }
         }
-        Some(heard(self.told.try_recv().map_err(|_| ())))
     }
 }
 
@@ -282,5 +281,39 @@ async fn landing(flight: Option<Arc<Flight>>, bound: Option<Duration>) -> Result
             Err(Error::Timeout(bound))
         }
         (None, None) => std::future::pending().await,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Leaving costs no search of the line: every request but the first
+    /// leaves (the last to come first, the worst order for a search from
+    /// the front), each followed by the serve its owner runs, then the
+    /// first leaves too. The waiters examined per request stay flat from
+    /// a line of 100 to one of 100,000.
+    #[test]
+    fn leaving_the_line_costs_the_same_however_long_it_is() {
+        let per_request = |n: u64| {
+            let mut line = Line::new(BlockLease::fixed(5));
+            let mut told: Vec<_> = (0..n).map(|_| line.wait_in_line(1)).collect();
+            let now = Instant::now();
+            // The first in line asks for a block: nothing is served yet.
+            let _ = line.serve(now);
+            for t in told.iter_mut().skip(1).rev() {
+                t.close();
+                let _ = line.serve(now);
+            }
+            told[0].close();
+            let _ = line.serve(now);
+            assert!(line.waiters.is_empty());
+            line.examined as f64 / n as f64
+        };
+        let (small, large) = (per_request(100), per_request(100_000));
+        assert!(
+            large <= 2.0 && large <= small * 1.05,
+            "{small} then {large}"
+        );
     }
 }

@@ -2,8 +2,8 @@
 //! number, with its line of requests waiting for units (see
 //! [`crate::line`]), and the refunds of what they hold (when idle, at
 //! shutdown, when a key gives way to another, and when the layer is
-//! dropped). A key that gives way takes its line with it: the requests in
-//! it arrive again, at the key's new lease.
+//! dropped). A key gives way only while no call for its block is out,
+//! and takes its line with it: the store decides the requests in it.
 
 use crate::blocks::{granted, BlockLease, Flight, Step, Unlanded, MOST_WAITS};
 use crate::command::{Charge, Decide, HotKey, HotKeys};
@@ -366,8 +366,8 @@ where
             Arrival::Admit => return Ok(Ok(self.held_decision(slot))),
             Arrival::Deny(wait) => return Ok(Err(self.local_denial(slot, wait))),
             Arrival::Alone => {}
-            Arrival::Wait(id, told, call) => {
-                let mut waiting = Waiting::new(&owner, id, cost, told);
+            Arrival::Wait(told, call) => {
+                let mut waiting = Waiting::new(&owner, cost, told);
                 self.launch(slot, call);
                 let heard = waiting.answer(bound, &mut waits).await;
                 drop(waiting);
@@ -451,8 +451,8 @@ where
                 }
             }
         }
-        let (id, told) = held.line.wait_in_line(cost);
-        Ok(Arrival::Wait(id, told, held.line.call(step)))
+        let told = held.line.wait_in_line(cost);
+        Ok(Arrival::Wait(told, held.line.call(step)))
     }
 
     /// How long until `slot`'s lease calls again (zero if it may now).
@@ -714,13 +714,13 @@ enum Arrival {
     /// No lease for it (every one in use, the least recently used waiting
     /// for its block): the store decides it.
     Alone,
-    /// In line: its number, where its answer comes, and the call to send
+    /// In line: where its answer comes, and the call to send
     /// if it is the first.
-    Wait(u64, Receiver<Result<bool, Error>>, Option<Call>),
+    Wait(Receiver<Result<bool, Error>>, Option<Call>),
 }
 
 /// A slot's line, for the requests waiting in it. When the slot gives way
-/// its line goes with it: those in it arrive again.
+/// its line goes with it: the store decides those in it.
 struct SlotLine<'a, C>
 where
     C: redis::aio::ConnectionLike + Clone + Send + Sync + 'static,
@@ -738,19 +738,15 @@ where
         inner.by_slot.peek(self.slot)?.line.flight.clone()
     }
 
-    fn leave(&self, id: u64) -> bool {
+    fn left(&self) {
         let call = {
             let mut inner = self.leases.lock();
             let Some(held) = inner.by_slot.peek_mut(self.slot) else {
-                return false;
+                return;
             };
-            if !held.line.leave(id) {
-                return false;
-            }
             held.line.serve(Instant::now())
         };
         self.leases.launch(self.slot, call);
-        true
     }
 
     fn give_back(&self, units: u64) {
