@@ -145,6 +145,11 @@ describe("block leasing", () => {
           const d = await lease.acquire();
           assert.equal(d.fallback, "timeout");
           assert.equal(d.allowed, false);
+          // The request's deadline is set before the block call's own: a reply landing between the two would
+          // rightly land in the block. `release` waits for the call out (it ends at its own deadline) and,
+          // nothing being held, sends nothing.
+          assert.equal(await lease.release(), true);
+          assert.equal(lease.held, 0);
         } finally {
           server().resume();
         }
