@@ -16,6 +16,15 @@ interface Limit {
   readonly name: string;
 }
 
+/** A `throttle` step's `CL.THROTTLE` (`quantity` default 1). */
+interface ThrottleStep {
+  readonly key: string;
+  readonly max_burst: number;
+  readonly count: number;
+  readonly period_s: number;
+  readonly quantity?: number;
+}
+
 interface Step {
   readonly clock_ms?: number;
   readonly clock_us?: number;
@@ -26,7 +35,8 @@ interface Step {
   readonly resume?: boolean;
   readonly deadline_ms?: number;
   readonly until_served_ms?: number;
-  readonly peek?: { readonly key: string; readonly policy: string };
+  readonly peek?: { readonly key: string; readonly policy?: string; readonly throttle?: Omit<ThrottleStep, "key" | "quantity"> };
+  readonly throttle?: ThrottleStep;
   readonly release?: boolean;
   readonly take?: { readonly key: string; readonly policy: string; readonly cost: number };
   readonly within_ms?: number;
@@ -95,10 +105,19 @@ interface Tier {
   readonly leases: Map<string, LeasedLimit>;
 }
 
+/** One `CL.THROTTLE` through the typed call. */
+function throttle(rl: RateLimiter, t: ThrottleStep, timeout: number): Promise<Decision> {
+  return rl.throttle(t.key, { maxBurst: t.max_burst, count: t.count, periodSeconds: t.period_s, quantity: t.quantity ?? 1 }, { timeout });
+}
+
 async function decide(rl: RateLimiter, step: Step, tier: Tier): Promise<{ d: Decision | AllDecision; remaining?: number }> {
   const limits = step.decide ?? [];
   const cost = step.cost ?? 1;
   const timeout = step.deadline_ms ?? rl.guard.timeoutMs;
+  if (step.throttle !== undefined) {
+    const d = await throttle(rl, step.throttle, timeout);
+    return { d, remaining: d.remaining };
+  }
   const [only] = limits;
   if (limits.length === 1 && only !== undefined && tier.leaseBlock !== undefined) {
     const id = `${only.key}\0${only.policy}`;
@@ -187,13 +206,14 @@ async function runStep(rl: RateLimiter, step: Step, tier: Tier): Promise<string[
 
 /** A `peek` step: the key's `remaining` on the server, read again until it matches for at most `within_ms`. */
 async function peekStep(rl: RateLimiter, step: Step): Promise<string[]> {
-  const { key = "", policy: text = "" } = step.peek ?? {};
+  const { key = "", policy: text = "", throttle: t } = step.peek ?? {};
   const want = step.expect?.remaining;
   const until = performance.now() + (step.within_ms ?? 0);
   let last: string;
   for (;;) {
     try {
-      const d = await rl.peek(key, policy(text), { timeout: 1000 });
+      // A throttle's state: CL.THROTTLE with quantity 0 takes nothing.
+      const d = t === undefined ? await rl.peek(key, policy(text), { timeout: 1000 }) : await throttle(rl, { ...t, key, quantity: 0 }, 1000);
       if (want === undefined || d.remaining === want) return [];
       last = `remaining ${d.remaining} (expected ${want})`;
     } catch (e) {
@@ -263,7 +283,7 @@ for (const kind of CLIENTS) {
               const allowed = flat === undefined ? (reply as Record<string, unknown>)["allowed"] : flat[0] === "allowed" ? flat[1] : flat[0];
               if (Number(allowed) !== 1) failed.push(at(`take ${cost} on ${key}: ${JSON.stringify(reply)}`));
             }
-            if (step.decide !== undefined) failed.push(...(await runStep(rl, step, tier)).map(at));
+            if (step.decide !== undefined || step.throttle !== undefined) failed.push(...(await runStep(rl, step, tier)).map(at));
             if (step.peek !== undefined) failed.push(...(await peekStep(rl, step)).map(at));
             const want = step.expect?.server_commands;
             if (want !== undefined) {

@@ -45,10 +45,18 @@ def policy(words: str, name: str) -> Policy:
     raise ValueError(f"no typed constructor for {words!r}")
 
 
+def throttle_args(what: dict[str, Any]) -> tuple[str, int, int, int, int]:
+    """A ``throttle`` step's ``CL.THROTTLE`` arguments (``quantity`` default 1)."""
+    q = int(what.get("quantity", 1))
+    return what["key"], int(what["max_burst"]), int(what["count"]), int(what["period_s"]), q
+
+
 def decide(limiter: RateLimiter, step: dict[str, Any]) -> Decision:
+    deadline = step["deadline_ms"] / 1000 if "deadline_ms" in step else limiter.guard.deadline
+    if "throttle" in step:
+        return limiter.throttle(*throttle_args(step["throttle"]), deadline=deadline)
     limits = [(lim["key"], policy(lim["policy"], lim["name"])) for lim in step["decide"]]
     cost = int(step.get("cost", 1))
-    deadline = step["deadline_ms"] / 1000 if "deadline_ms" in step else limiter.guard.deadline
     if len(limits) == 1:
         key, p = limits[0]
         return limiter.decide(key, p, cost=cost, deadline=deadline)
@@ -58,7 +66,7 @@ def decide(limiter: RateLimiter, step: dict[str, Any]) -> Decision:
 def run_step(limiter: RateLimiter, step: dict[str, Any]) -> list[str]:
     """One decide step: repeated ``times``, or until the server decides (``until_served_ms``)."""
     expect, out = step["expect"], []
-    single = len(step["decide"]) == 1
+    single = "throttle" in step or len(step["decide"]) == 1
     for _ in range(int(step.get("times", 1))):
         start = time.monotonic()
         until = start + step.get("until_served_ms", 0) / 1000
@@ -123,16 +131,23 @@ def server_commands(c: redis.Redis) -> int:
 def peek(c: redis.Redis, step: dict[str, Any]) -> list[str]:
     """A ``peek`` step: the server's ``remaining``, read again until it matches (``within_ms``)."""
     what, expect = step["peek"], step["expect"]
-    p = policy(what["policy"], "peek")
     within = step.get("within_ms", expect.get("within_ms", 0)) / 1000
     until = time.monotonic() + within
     while True:
-        d = parse_decision(c.execute_command("RL.PEEK", what["key"], *p.words), p, False)
-        if d.remaining == expect["remaining"] or time.monotonic() >= until:
+        if "throttle" in what:
+            # CL.THROTTLE with quantity 0: what is left, nothing taken.
+            key, burst, count, period, _ = throttle_args({**what["throttle"], "key": what["key"]})
+            reply = c.execute_command("CL.THROTTLE", key, burst, count, period, 0)
+            remaining = int(reply[2])
+        else:
+            p = policy(what["policy"], "peek")
+            reply = c.execute_command("RL.PEEK", what["key"], *p.words)
+            remaining = parse_decision(reply, p, False).remaining
+        if remaining == expect["remaining"] or time.monotonic() >= until:
             break
         time.sleep(0.005)  # a late reply's refund on its way, bounded by within_ms
-    if d.remaining != expect["remaining"]:
-        return [f"peek remaining {d.remaining} (expected {expect['remaining']})"]
+    if remaining != expect["remaining"]:
+        return [f"peek remaining {remaining} (expected {expect['remaining']})"]
     return []
 
 
@@ -179,7 +194,7 @@ def test_scenario_answers_as_written(server: Server, scenario: dict[str, Any]) -
                 process.send_signal(signal.SIGCONT)
             if "take" in step:
                 failed += [f"step {i}: {x}" for x in take(c, step)]
-            if "decide" in step:
+            if "decide" in step or "throttle" in step:
                 failed += [f"step {i}: {x}" for x in run_step(limiter, step)]
             if "peek" in step:
                 failed += [f"step {i}: {x}" for x in peek(c, step)]

@@ -22,6 +22,7 @@ use redis_ratelimit_client::http::{
 };
 use redis_ratelimit_client::{
     All, AllDecision, Client, Command, Decide, Error, LeasePlan, LeasedLimit, Peek, Policy,
+    Throttle,
 };
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -42,6 +43,19 @@ fn limits(step: &Value) -> Vec<(String, Policy, String)> {
             )
         })
         .collect()
+}
+
+/// A throttle step's `CL.THROTTLE` (`quantity` default 1).
+fn throttle(what: &Value) -> Throttle {
+    let n = |field: &str| {
+        what[field]
+            .as_u64()
+            .unwrap_or_else(|| panic!("throttle: {field}"))
+    };
+    let key = what["key"].as_str().expect("throttle: key");
+    let period = Duration::from_secs(n("period_s"));
+    Throttle::new(key, n("max_burst"), n("count"), period)
+        .quantity(what["quantity"].as_u64().unwrap_or(1))
 }
 
 fn policy(words: &Value) -> Policy {
@@ -131,6 +145,9 @@ impl Limiter {
     }
 
     async fn decide(&mut self, step: &Value) -> Result<Answer, Error> {
+        if step.get("throttle").is_some() {
+            return self.throttle(step).await;
+        }
         let cost = step["cost"].as_u64().unwrap_or(1);
         let limits = limits(step);
         let names: Vec<Named> = limits
@@ -176,6 +193,26 @@ impl Limiter {
                 through(router, key, cost).await
             }
         }
+    }
+
+    /// One `CL.THROTTLE` through the typed call.
+    async fn throttle(&self, step: &Value) -> Result<Answer, Error> {
+        let Limiter::Plain(client) = self else {
+            panic!("a throttle step runs without a second tier");
+        };
+        let client = match step["deadline_ms"].as_u64() {
+            Some(ms) => client.clone().timeout(Duration::from_millis(ms)),
+            None => client.clone(),
+        };
+        let d = client.send(&throttle(&step["throttle"])).await?;
+        Ok(Answer {
+            allowed: !d.limited,
+            remaining: Some(d.remaining),
+            retry_after: d.retry_after,
+            headers: BTreeMap::new(),
+            violated: Value::Array(Vec::new()),
+            fallback: false,
+        })
     }
 
     /// Gives back every unused leased unit.
@@ -394,20 +431,31 @@ fn differences(answer: &Answer, expect: &Value) -> Vec<String> {
     out
 }
 
-/// A peek step: the key's `remaining` on the server, read again until it
-/// matches for at most the step's `within_ms`.
+/// A peek step: the key's `remaining` on the server (`RL.PEEK`, or a
+/// `CL.THROTTLE` of quantity 0), read again until it matches for at most
+/// the step's `within_ms`.
 async fn peek(c: &mut redis::Connection, step: &Value) -> Vec<String> {
-    let call = Peek::new(
-        step["peek"]["key"].as_str().expect("peek: key"),
-        policy(&step["peek"]["policy"]),
-    );
+    let what = &step["peek"];
+    let key = what["key"].as_str().expect("peek: key");
+    let throttled = what.get("throttle").map(|t| {
+        let mut t = t.clone();
+        t["key"] = key.into();
+        t["quantity"] = 0.into();
+        throttle(&t)
+    });
     let want = step["expect"]["remaining"]
         .as_u64()
         .expect("peek: remaining");
     let until = Instant::now() + Duration::from_millis(step["within_ms"].as_u64().unwrap_or(0));
     loop {
-        let got = match call.query(c) {
-            Ok(d) => d.remaining,
+        let got = match &throttled {
+            Some(t) => t.query(c).map(|d| d.remaining),
+            None => Peek::new(key, policy(&what["policy"]))
+                .query(c)
+                .map(|d| d.remaining),
+        };
+        let got = match got {
+            Ok(remaining) => remaining,
             Err(e) => return vec![format!("peek: {e}")],
         };
         if got == want {
@@ -509,7 +557,7 @@ fn every_scenario_answers_as_written() {
                 if step.get("take").is_some() {
                     differs.extend(take(&mut c, step));
                 }
-                if step.get("decide").is_some() {
+                if step.get("decide").is_some() || step.get("throttle").is_some() {
                     differs.extend(run_step(&mut limiter, step).await);
                 }
                 if step.get("peek").is_some() {
