@@ -207,13 +207,21 @@ async function runStep(rl: RateLimiter, step: Step, tier: Tier): Promise<string[
 /** A `peek` step: the key's `remaining` on the server, read again until it matches for at most `within_ms`. */
 async function peekStep(rl: RateLimiter, step: Step): Promise<string[]> {
   const { key = "", policy: text = "", throttle: t } = step.peek ?? {};
+  // Built once, sent on every poll; a throttle's state is read with quantity 0, which takes nothing.
+  let read: () => Promise<Decision>;
+  if (t === undefined) {
+    const p = policy(text);
+    read = () => rl.peek(key, p, { timeout: 1000 });
+  } else {
+    const call = { ...t, key, quantity: 0 };
+    read = () => throttle(rl, call, 1000);
+  }
   const want = step.expect?.remaining;
   const until = performance.now() + (step.within_ms ?? 0);
   let last: string;
   for (;;) {
     try {
-      // A throttle's state: CL.THROTTLE with quantity 0 takes nothing.
-      const d = t === undefined ? await rl.peek(key, policy(text), { timeout: 1000 }) : await throttle(rl, { ...t, key, quantity: 0 }, 1000);
+      const d = await read();
       if (want === undefined || d.remaining === want) return [];
       last = `remaining ${d.remaining} (expected ${want})`;
     } catch (e) {

@@ -131,18 +131,25 @@ def server_commands(c: redis.Redis) -> int:
 def peek(c: redis.Redis, step: dict[str, Any]) -> list[str]:
     """A ``peek`` step: the server's ``remaining``, read again until it matches (``within_ms``)."""
     what, expect = step["peek"], step["expect"]
+    # The command and its reading, built once and sent on every poll.
+    if "throttle" in what:
+        # CL.THROTTLE with quantity 0: what is left, nothing taken.
+        key, burst, count, period, _ = throttle_args({**what["throttle"], "key": what["key"]})
+        args: tuple[Any, ...] = ("CL.THROTTLE", key, burst, count, period, 0)
+
+        def remaining_of(reply: Any) -> int:
+            return int(reply[2])
+    else:
+        p = policy(what["policy"], "peek")
+        args = ("RL.PEEK", what["key"], *p.words)
+
+        def remaining_of(reply: Any) -> int:
+            return parse_decision(reply, p, False).remaining
+
     within = step.get("within_ms", expect.get("within_ms", 0)) / 1000
     until = time.monotonic() + within
     while True:
-        if "throttle" in what:
-            # CL.THROTTLE with quantity 0: what is left, nothing taken.
-            key, burst, count, period, _ = throttle_args({**what["throttle"], "key": what["key"]})
-            reply = c.execute_command("CL.THROTTLE", key, burst, count, period, 0)
-            remaining = int(reply[2])
-        else:
-            p = policy(what["policy"], "peek")
-            reply = c.execute_command("RL.PEEK", what["key"], *p.words)
-            remaining = parse_decision(reply, p, False).remaining
+        remaining = remaining_of(c.execute_command(*args))
         if remaining == expect["remaining"] or time.monotonic() >= until:
             break
         time.sleep(0.005)  # a late reply's refund on its way, bounded by within_ms

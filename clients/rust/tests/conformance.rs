@@ -431,30 +431,35 @@ fn differences(answer: &Answer, expect: &Value) -> Vec<String> {
     out
 }
 
+/// How a peek step reads what a key has left.
+type Reading = Box<dyn Fn(&mut redis::Connection) -> Result<u64, Error>>;
+
 /// A peek step: the key's `remaining` on the server (`RL.PEEK`, or a
 /// `CL.THROTTLE` of quantity 0), read again until it matches for at most
 /// the step's `within_ms`.
 async fn peek(c: &mut redis::Connection, step: &Value) -> Vec<String> {
     let what = &step["peek"];
     let key = what["key"].as_str().expect("peek: key");
-    let throttled = what.get("throttle").map(|t| {
-        let mut t = t.clone();
-        t["key"] = key.into();
-        t["quantity"] = 0.into();
-        throttle(&t)
-    });
+    // Built once, read on every poll.
+    let read: Reading = match what.get("throttle") {
+        Some(t) => {
+            let mut t = t.clone();
+            t["key"] = key.into();
+            t["quantity"] = 0.into();
+            let call = throttle(&t);
+            Box::new(move |c| call.query(c).map(|d| d.remaining))
+        }
+        None => {
+            let call = Peek::new(key, policy(&what["policy"]));
+            Box::new(move |c| call.query(c).map(|d| d.remaining))
+        }
+    };
     let want = step["expect"]["remaining"]
         .as_u64()
         .expect("peek: remaining");
     let until = Instant::now() + Duration::from_millis(step["within_ms"].as_u64().unwrap_or(0));
     loop {
-        let got = match &throttled {
-            Some(t) => t.query(c).map(|d| d.remaining),
-            None => Peek::new(key, policy(&what["policy"]))
-                .query(c)
-                .map(|d| d.remaining),
-        };
-        let got = match got {
+        let got = match read(c) {
             Ok(remaining) => remaining,
             Err(e) => return vec![format!("peek: {e}")],
         };
